@@ -1,0 +1,57 @@
+// The unit a model is built from and split at. The backward pass is two calls:
+//   backward_input (B): gradient w.r.t. the input, on the critical path between stages;
+//   backward_weight (W): gradients w.r.t. the parameters, accumulated (+=) into Parameter::grad.
+// backward() is the fused form and must equal B then W bitwise.
+//
+// All per-micro-batch state lives in the SavedContext the caller passes in, never in the layer,
+// so several micro-batches (and, later, several weight versions) can be in flight at once.
+// backward_input drops from the context everything backward_weight does not need and leaves what
+// it does need (e.g. the layer input and the output gradient); backward_weight releases the rest.
+// So activation memory falls at B for parameter-free layers, and at W for the others.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/layers/parameter.h"
+#include "runtime/layers/saved_context.h"
+#include "runtime/tensor/tensor.h"
+
+namespace pf {
+
+class Layer {
+ public:
+  explicit Layer(std::string name) : name_(std::move(name)) {}
+  virtual ~Layer() = default;
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
+
+  const std::string& name() const { return name_; }
+  virtual const char* type() const = 0;
+  // The layer's description (type and options) in the model JSON format.
+  virtual nlohmann::json config() const = 0;
+
+  // Parameters in a fixed order (the order of gradient accumulation and checkpoints).
+  virtual std::vector<Parameter*> parameters() { return {}; }
+
+  virtual Tensor forward(const Tensor& input, SavedContext& ctx) = 0;
+  // Returns an undefined Tensor when the input has no gradient (token ids).
+  virtual Tensor backward_input(SavedContext& ctx, const Tensor& grad_output) = 0;
+  virtual void backward_weight(SavedContext& ctx) { ctx.clear(); }
+  virtual Tensor backward(SavedContext& ctx, const Tensor& grad_output) {
+    Tensor grad_input = backward_input(ctx, grad_output);
+    backward_weight(ctx);
+    return grad_input;
+  }
+
+ private:
+  std::string name_;
+};
+
+// Joins a parameter-name prefix and a suffix with '.', skipping an empty prefix.
+std::string join_name(const std::string& prefix, const std::string& suffix);
+
+}  // namespace pf

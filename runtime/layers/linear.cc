@@ -1,0 +1,78 @@
+#include "runtime/layers/linear.h"
+
+#include "runtime/core/error.h"
+#include "runtime/kernels/cpu/blas.h"
+
+namespace pf {
+
+std::string join_name(const std::string& prefix, const std::string& suffix) {
+  return prefix.empty() ? suffix : prefix + "." + suffix;
+}
+
+Linear::Linear(std::string name, int64_t in_features, int64_t out_features, bool bias,
+               float init_stddev)
+    : Layer(std::move(name)), in_(in_features), out_(out_features), has_bias_(bias),
+      init_stddev_(init_stddev) {
+  PF_CHECK_ARG(in_ > 0 && out_ > 0, "linear '", this->name(), "': in and out features must be > 0, got ",
+               in_, " and ", out_);
+  weight_ = make_parameter(join_name(this->name(), "weight"), {out_, in_}, InitSpec::normal(init_stddev));
+  if (has_bias_) bias_ = make_parameter(join_name(this->name(), "bias"), {out_}, InitSpec::zeros());
+}
+
+nlohmann::json Linear::config() const {
+  return {{"type", type()}, {"name", name()}, {"in", in_}, {"out", out_}, {"bias", has_bias_},
+          {"init_std", init_stddev_}};
+}
+
+std::vector<Parameter*> Linear::parameters() {
+  if (has_bias_) return {&weight_, &bias_};
+  return {&weight_};
+}
+
+Tensor Linear::forward(const Tensor& input, SavedContext& ctx) {
+  PF_CHECK_ARG(input.dtype() == DType::kF32 && input.rank() >= 1 && input.dim(-1) == in_, "linear '",
+               name(), "': expected f32 input [..., ", in_, "], got ", dtype_name(input.dtype()), " ",
+               shape_to_string(input.shape()));
+  const int64_t rows = input.numel() / in_;
+  Shape out_shape = input.shape();
+  out_shape.back() = out_;
+  Tensor output = Tensor::empty(out_shape);
+  float* y = output.f32();
+  if (has_bias_) {
+    const float* b = bias_.value.f32();
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t o = 0; o < out_; ++o) y[r * out_ + o] = b[o];
+  }
+  cpu::gemm(false, true, rows, out_, in_, 1.0f, input.f32(), weight_.value.f32(), has_bias_ ? 1.0f : 0.0f, y);
+  ctx.save("input", input);
+  return output;
+}
+
+Tensor Linear::backward_input(SavedContext& ctx, const Tensor& grad_output) {
+  const Tensor& input = ctx.get("input");
+  PF_CHECK_ARG(grad_output.numel() == input.numel() / in_ * out_, "linear '", name(),
+               "': output gradient ", shape_to_string(grad_output.shape()), " does not match the forward");
+  const int64_t rows = input.numel() / in_;
+  Tensor grad_input = Tensor::empty(input.shape());
+  cpu::gemm(false, false, rows, in_, out_, 1.0f, grad_output.f32(), weight_.value.f32(), 0.0f,
+            grad_input.f32());
+  ctx.save("grad_output", grad_output);
+  return grad_input;
+}
+
+void Linear::backward_weight(SavedContext& ctx) {
+  const Tensor& input = ctx.get("input");
+  const Tensor& grad_output = ctx.get("grad_output");
+  const int64_t rows = input.numel() / in_;
+  // dW += dY^T X ; db += column sums of dY (in row order, so the sum order is fixed).
+  cpu::gemm(true, false, out_, in_, rows, 1.0f, grad_output.f32(), input.f32(), 1.0f, weight_.grad.f32());
+  if (has_bias_) {
+    float* db = bias_.grad.f32();
+    const float* dy = grad_output.f32();
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t o = 0; o < out_; ++o) db[o] += dy[r * out_ + o];
+  }
+  ctx.clear();
+}
+
+}  // namespace pf

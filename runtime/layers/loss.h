@@ -1,0 +1,20 @@
+// A loss at the end of the last stage. forward returns scale * (mean loss over the rows) and keeps
+// what backward needs; backward returns the gradient w.r.t. the logits (already scaled).
+// The trainer passes scale = 1/m so that m micro-batch gradients sum to the batch-mean gradient.
+#pragma once
+
+#include "runtime/layers/saved_context.h"
+#include "runtime/tensor/tensor.h"
+
+namespace pf {
+
+class Loss {
+ public:
+  virtual ~Loss() = default;
+  virtual const char* type() const = 0;
+  // logits: f32 [..., C]; targets: i32 with numel = logits.numel() / C, values in [0, C).
+  virtual float forward(const Tensor& logits, const Tensor& targets, float scale, SavedContext& ctx) = 0;
+  virtual Tensor backward(SavedContext& ctx) = 0;
+};
+
+}  // namespace pf

@@ -1,0 +1,90 @@
+#include "runtime/layers/saved_context.h"
+
+#include <cstring>
+
+#include "runtime/core/error.h"
+
+namespace pf {
+
+void SavedContext::save(const char* key, Tensor tensor) {
+  for (auto& entry : tensors_) {
+    if (std::strcmp(entry.first, key) == 0) {
+      entry.second = std::move(tensor);
+      return;
+    }
+  }
+  tensors_.emplace_back(key, std::move(tensor));
+}
+
+const Tensor& SavedContext::get(const char* key) const {
+  for (const auto& entry : tensors_) {
+    if (std::strcmp(entry.first, key) == 0) return entry.second;
+  }
+  fail(ErrorCode::kInternal, "saved context has no tensor '", key,
+       "' (backward called without a matching forward?)");
+}
+
+bool SavedContext::has(const char* key) const {
+  for (const auto& entry : tensors_) {
+    if (std::strcmp(entry.first, key) == 0) return true;
+  }
+  return false;
+}
+
+SavedContext& SavedContext::child(size_t index) {
+  while (children_.size() <= index) children_.push_back(std::make_unique<SavedContext>());
+  return *children_[index];
+}
+
+void SavedContext::set_int(const char* key, int64_t value) {
+  for (auto& entry : ints_) {
+    if (std::strcmp(entry.first, key) == 0) {
+      entry.second = value;
+      return;
+    }
+  }
+  ints_.emplace_back(key, value);
+}
+
+int64_t SavedContext::get_int(const char* key) const {
+  for (const auto& entry : ints_) {
+    if (std::strcmp(entry.first, key) == 0) return entry.second;
+  }
+  fail(ErrorCode::kInternal, "saved context has no value '", key, "'");
+}
+
+void SavedContext::collect_storages(std::unordered_set<const Storage*>* out) const {
+  for (const auto& entry : tensors_) {
+    if (entry.second.defined()) out->insert(entry.second.storage());
+  }
+  for (const auto& c : children_) c->collect_storages(out);
+}
+
+size_t SavedContext::bytes() const {
+  std::unordered_set<const Storage*> storages;
+  collect_storages(&storages);
+  size_t total = 0;
+  for (const Storage* s : storages) total += s->bytes();
+  return total;
+}
+
+void SavedContext::for_each_tensor(const std::function<void(Tensor&)>& fn) {
+  for (auto& entry : tensors_) fn(entry.second);
+  for (auto& c : children_) c->for_each_tensor(fn);
+}
+
+bool SavedContext::empty() const {
+  if (!tensors_.empty()) return false;
+  for (const auto& c : children_) {
+    if (!c->empty()) return false;
+  }
+  return true;
+}
+
+void SavedContext::clear() {
+  tensors_.clear();
+  ints_.clear();
+  children_.clear();
+}
+
+}  // namespace pf

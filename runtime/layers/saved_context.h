@@ -1,0 +1,46 @@
+// What one layer's forward keeps for its backward, for one micro-batch. The runtime can see the
+// bytes (and, later, move the tensors to another tier or drop them for recomputation).
+// Composite layers keep one child context per sub-layer.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "runtime/tensor/tensor.h"
+
+namespace pf {
+
+class SavedContext {
+ public:
+  void save(const char* key, Tensor tensor);
+  // The tensor saved under key; throws kInternal if missing (e.g. backward without forward).
+  const Tensor& get(const char* key) const;
+  bool has(const char* key) const;
+
+  // The i-th child context, created on first use.
+  SavedContext& child(size_t index);
+  size_t num_children() const { return children_.size(); }
+
+  // Scalars a layer needs later (shapes, counts); not charged as memory.
+  void set_int(const char* key, int64_t value);
+  int64_t get_int(const char* key) const;
+
+  // Bytes of all distinct storages saved here and in children.
+  size_t bytes() const;
+  void collect_storages(std::unordered_set<const Storage*>* out) const;
+  // Every saved tensor (recursive), for tiers that move them.
+  void for_each_tensor(const std::function<void(Tensor&)>& fn);
+  bool empty() const;
+  void clear();
+
+ private:
+  std::vector<std::pair<const char*, Tensor>> tensors_;
+  std::vector<std::pair<const char*, int64_t>> ints_;
+  std::vector<std::unique_ptr<SavedContext>> children_;
+};
+
+}  // namespace pf

@@ -1,0 +1,38 @@
+// The two reference models: an MLP classifier and a small GPT (pre-LayerNorm transformer).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "runtime/models/model.h"
+
+namespace pf {
+
+struct MlpConfig {
+  int64_t input_dim = 32;
+  std::vector<int64_t> hidden = {64, 64};
+  int64_t classes = 10;
+  std::string activation = "relu";  // "relu" or "gelu"
+};
+
+struct GptConfig {
+  int64_t vocab = 96;
+  int64_t seq_len = 64;
+  int64_t d_model = 64;
+  int64_t heads = 4;
+  int64_t layers = 2;
+  int64_t mlp_hidden = 0;  // 0 = 4 * d_model
+};
+
+// Top-level layers: "fc0", "act0", "fc1", ... , "head"; loss: cross-entropy.
+std::unique_ptr<Model> build_mlp(const MlpConfig& config);
+// Top-level layers: "embed" (token + position), "blocks.0" ... "blocks.{L-1}", "ln_f", "head".
+std::unique_ptr<Model> build_gpt(const GptConfig& config);
+
+// Builds from model JSON: either {"preset": "mlp"|"gpt", ...config fields} or
+// {"input": {...}, "layers": [...], "loss": "cross_entropy"}. Unknown fields, unknown layer types
+// and bad values are kInvalidArgument errors that name the field (as a JSON path).
+std::unique_ptr<Model> build_model_from_json(const nlohmann::json& description);
+std::unique_ptr<Model> build_model_from_json_text(const std::string& text);
+
+}  // namespace pf

@@ -1,0 +1,52 @@
+// A model: an ordered list of top-level layers (the units a pipeline partitions into stages), a
+// loss on the last one, and what its input looks like. Built from JSON or by the builders.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/layers/layer.h"
+#include "runtime/layers/loss.h"
+
+namespace pf {
+
+struct InputSpec {
+  enum class Kind { kFeatures, kTokens } kind = Kind::kFeatures;
+  int64_t features = 0;  // kFeatures: inputs are f32 [B, features]
+  int64_t vocab = 0;     // kTokens: inputs are i32 [B, seq_len] in [0, vocab)
+  int64_t seq_len = 0;
+  int64_t classes = 0;   // targets are i32 in [0, classes): [B] (features) or [B, seq_len] (tokens)
+};
+
+class Model {
+ public:
+  Model(InputSpec input, std::vector<std::unique_ptr<Layer>> layers, std::unique_ptr<Loss> loss);
+
+  const InputSpec& input_spec() const { return input_; }
+  const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
+  Loss& loss() const { return *loss_; }
+
+  // All parameters in model order (layer order, then each layer's own order).
+  const std::vector<Parameter*>& parameters() const { return parameters_; }
+  // nullptr when there is no parameter of that name.
+  Parameter* find_parameter(const std::string& name) const;
+  int64_t num_parameter_elements() const;
+
+  // The model JSON (format "pipeforge.model/1") that rebuilds this model.
+  nlohmann::json to_json() const;
+
+  // Checks that inputs/targets of one (micro-)batch fit the input spec; throws kInvalidArgument
+  // naming `what` (e.g. "batch" or "micro-batch 3") and the offending tensor.
+  void check_batch(const Tensor& inputs, const Tensor& targets, const std::string& what) const;
+
+ private:
+  InputSpec input_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::unique_ptr<Loss> loss_;
+  std::vector<Parameter*> parameters_;
+};
+
+}  // namespace pf

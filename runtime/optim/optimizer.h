@@ -1,0 +1,71 @@
+// Optimizers update parameters from their accumulated gradients. State tensors are keyed by
+// parameter name, so a stage that owns a subset of the parameters keeps exactly that subset's state
+// and checkpoints stay partition-independent.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/layers/parameter.h"
+
+namespace pf {
+
+struct OptimizerConfig {
+  enum class Kind { kSgd, kAdamW } kind = Kind::kAdamW;
+  float lr = 1e-3f;
+  float momentum = 0.0f;       // SGD
+  float weight_decay = 0.0f;   // SGD: L2 added to the gradient; AdamW: decoupled
+  float beta1 = 0.9f;          // AdamW
+  float beta2 = 0.999f;        // AdamW
+  float eps = 1e-8f;           // AdamW
+  float clip_norm = 0.0f;      // > 0: clip gradients to this global L2 norm before the update
+
+  nlohmann::json to_json() const;
+  static OptimizerConfig from_json(const nlohmann::json& j);  // strict: names unknown fields
+  void validate() const;  // kInvalidArgument naming the field
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  const OptimizerConfig& config() const { return config_; }
+  void set_lr(float lr) { config_.lr = lr; }
+  int64_t steps_taken() const { return steps_; }
+
+  // Applies one update to every parameter in `params` (gradients already clipped if wanted).
+  void step(const std::vector<Parameter*>& params);
+
+  // State for checkpoints: "<param>/<slot>" -> tensor (e.g. "fc0.weight/exp_avg").
+  std::map<std::string, Tensor>& state() { return state_; }
+  void set_steps_taken(int64_t steps) { steps_ = steps; }
+
+ protected:
+  explicit Optimizer(OptimizerConfig config) : config_(config) {}
+  // Updates one parameter; `step` counts from 1.
+  virtual void update(Parameter& param, int64_t step) = 0;
+  // The state slot tensor for (param, slot), created zeroed (charged to kOptimizerState).
+  Tensor& slot(const Parameter& param, const char* slot_name);
+
+  OptimizerConfig config_;
+
+ private:
+  std::map<std::string, Tensor> state_;
+  int64_t steps_ = 0;
+};
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config);
+
+// Sum of squares of one parameter's gradient, accumulated in double in element order.
+double grad_squared_norm(const Parameter& param);
+// Global L2 norm over params (summed in the given order) and, if > max_norm > 0, scales every
+// gradient by max_norm / norm. Returns the norm before clipping.
+double clip_grad_norm(const std::vector<Parameter*>& params, float max_norm);
+// The scale that clip_grad_norm applies for a given total norm (1 when no clipping happens).
+float clip_scale(double total_norm, float max_norm);
+
+}  // namespace pf

@@ -1,0 +1,144 @@
+#include "runtime/tensor/tensor.h"
+
+#include <cstring>
+#include <sstream>
+
+#include "runtime/core/error.h"
+
+namespace pf {
+
+std::string shape_to_string(const Shape& shape) {
+  std::ostringstream out;
+  out << "[";
+  for (size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
+  out << "]";
+  return out.str();
+}
+
+int64_t shape_numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  for (int64_t d : shape) PF_CHECK_ARG(d >= 0, "negative dimension in shape ", shape_to_string(shape));
+  Tensor t;
+  t.shape_ = shape;
+  t.dtype_ = dtype;
+  t.device_ = device;
+  t.storage_ = allocate_storage(t.nbytes(), device, current_memory_category());
+  return t;
+}
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
+  std::memset(t.data<char>(), 0, t.nbytes());
+  return t;
+}
+
+Tensor Tensor::from_vector(const Shape& shape, const std::vector<float>& values) {
+  PF_CHECK_ARG(shape_numel(shape) == static_cast<int64_t>(values.size()), "shape ",
+               shape_to_string(shape), " does not hold ", values.size(), " values");
+  Tensor t = empty(shape, DType::kF32);
+  std::memcpy(t.data<float>(), values.data(), values.size() * sizeof(float));
+  return t;
+}
+
+Tensor Tensor::from_ints(const Shape& shape, const std::vector<int32_t>& values) {
+  PF_CHECK_ARG(shape_numel(shape) == static_cast<int64_t>(values.size()), "shape ",
+               shape_to_string(shape), " does not hold ", values.size(), " values");
+  Tensor t = empty(shape, DType::kI32);
+  std::memcpy(t.data<int32_t>(), values.data(), values.size() * sizeof(int32_t));
+  return t;
+}
+
+int64_t Tensor::dim(int i) const {
+  int r = rank();
+  int j = i < 0 ? i + r : i;
+  PF_INTERNAL_CHECK(j >= 0 && j < r, "dim ", i, " out of range for shape ", shape_to_string(shape_));
+  return shape_[j];
+}
+
+float* Tensor::f32() const {
+  PF_INTERNAL_CHECK(dtype_ == DType::kF32, "expected an f32 tensor, got ", dtype_name(dtype_));
+  return data<float>();
+}
+
+int32_t* Tensor::i32() const {
+  PF_INTERNAL_CHECK(dtype_ == DType::kI32, "expected an i32 tensor, got ", dtype_name(dtype_));
+  return data<int32_t>();
+}
+
+Tensor Tensor::reshape(const Shape& shape) const {
+  PF_CHECK_ARG(shape_numel(shape) == numel(), "cannot reshape ", shape_to_string(shape_), " to ",
+               shape_to_string(shape));
+  Tensor t = *this;
+  t.shape_ = shape;
+  return t;
+}
+
+Tensor Tensor::slice_rows(int64_t begin, int64_t end) const {
+  PF_CHECK_ARG(rank() >= 1 && 0 <= begin && begin <= end && end <= shape_[0], "rows [", begin, ", ",
+               end, ") out of range for shape ", shape_to_string(shape_));
+  Tensor t = *this;
+  int64_t row = shape_numel(Shape(shape_.begin() + 1, shape_.end()));
+  t.offset_bytes_ += static_cast<size_t>(begin * row) * dtype_size(dtype_);
+  t.shape_[0] = end - begin;
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  Tensor t = empty(shape_, dtype_, device_);
+  std::memcpy(t.data<char>(), data<char>(), nbytes());
+  return t;
+}
+
+Tensor Tensor::to(DType dtype) const {
+  if (dtype == dtype_) return clone();
+  Tensor t = empty(shape_, dtype, device_);
+  int64_t n = numel();
+  if (dtype_ == DType::kF32) {
+    const float* src = data<float>();
+    if (dtype == DType::kBF16) {
+      auto* dst = t.data<uint16_t>();
+      for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
+      return t;
+    }
+    if (dtype == DType::kF16) {
+      auto* dst = t.data<uint16_t>();
+      for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_f16(src[i]);
+      return t;
+    }
+  } else if (dtype == DType::kF32 && (dtype_ == DType::kBF16 || dtype_ == DType::kF16)) {
+    const auto* src = data<uint16_t>();
+    float* dst = t.data<float>();
+    for (int64_t i = 0; i < n; ++i) dst[i] = dtype_ == DType::kBF16 ? bf16_to_f32(src[i]) : f16_to_f32(src[i]);
+    return t;
+  }
+  fail(ErrorCode::kInvalidArgument, "cannot convert ", dtype_name(dtype_), " to ", dtype_name(dtype));
+}
+
+void Tensor::fill(float value) const {
+  float* p = f32();
+  for (int64_t i = 0, n = numel(); i < n; ++i) p[i] = value;
+}
+
+void Tensor::copy_from(const Tensor& other) const {
+  PF_CHECK_ARG(other.shape_ == shape_ && other.dtype_ == dtype_, "copy from ",
+               shape_to_string(other.shape_), " ", dtype_name(other.dtype_), " into ",
+               shape_to_string(shape_), " ", dtype_name(dtype_));
+  std::memcpy(data<char>(), other.data<char>(), nbytes());
+}
+
+std::vector<float> Tensor::to_vector() const {
+  if (dtype_ == DType::kF32) return std::vector<float>(data<float>(), data<float>() + numel());
+  if (dtype_ == DType::kI32) {
+    std::vector<float> out(static_cast<size_t>(numel()));
+    for (int64_t i = 0; i < numel(); ++i) out[i] = static_cast<float>(data<int32_t>()[i]);
+    return out;
+  }
+  return to(DType::kF32).to_vector();
+}
+
+}  // namespace pf
