@@ -1,0 +1,84 @@
+#include "runtime/models/model.h"
+
+#include <set>
+
+#include "runtime/core/error.h"
+
+namespace pf {
+
+Model::Model(InputSpec input, std::vector<std::unique_ptr<Layer>> layers, std::unique_ptr<Loss> loss)
+    : input_(input), layers_(std::move(layers)), loss_(std::move(loss)) {
+  PF_CHECK_ARG(!layers_.empty(), "model: at least one layer is required");
+  PF_CHECK_ARG(loss_ != nullptr, "model: a loss is required");
+  PF_CHECK_ARG(input_.classes > 0, "model: input.classes must be > 0");
+  std::set<std::string> names;
+  for (auto& layer : layers_) {
+    for (Parameter* p : layer->parameters()) {
+      PF_CHECK_ARG(names.insert(p->name).second, "model: duplicate parameter name '", p->name,
+                   "' (give layers distinct names)");
+      parameters_.push_back(p);
+    }
+  }
+}
+
+Parameter* Model::find_parameter(const std::string& name) const {
+  for (Parameter* p : parameters_) {
+    if (p->name == name) return p;
+  }
+  return nullptr;
+}
+
+int64_t Model::num_parameter_elements() const {
+  int64_t n = 0;
+  for (Parameter* p : parameters_) n += p->value.numel();
+  return n;
+}
+
+nlohmann::json Model::to_json() const {
+  nlohmann::json input;
+  if (input_.kind == InputSpec::Kind::kFeatures) {
+    input = {{"kind", "features"}, {"features", input_.features}, {"classes", input_.classes}};
+  } else {
+    input = {{"kind", "tokens"}, {"vocab", input_.vocab}, {"seq_len", input_.seq_len},
+             {"classes", input_.classes}};
+  }
+  nlohmann::json layers = nlohmann::json::array();
+  for (const auto& l : layers_) layers.push_back(l->config());
+  return {{"format", "pipeforge.model/1"}, {"input", input}, {"layers", layers}, {"loss", loss_->type()}};
+}
+
+void Model::check_batch(const Tensor& inputs, const Tensor& targets, const std::string& what) const {
+  PF_CHECK_ARG(inputs.defined(), what, ": inputs are missing");
+  PF_CHECK_ARG(targets.defined(), what, ": targets are missing");
+  PF_CHECK_ARG(inputs.rank() >= 1 && inputs.dim(0) > 0, what, ": inputs must have at least one row, got ",
+               shape_to_string(inputs.shape()));
+  const int64_t rows = inputs.dim(0);
+  if (input_.kind == InputSpec::Kind::kFeatures) {
+    PF_CHECK_ARG(inputs.dtype() == DType::kF32 && inputs.rank() == 2 && inputs.dim(1) == input_.features,
+                 what, ": inputs: expected f32 [rows, ", input_.features, "], got ",
+                 dtype_name(inputs.dtype()), " ", shape_to_string(inputs.shape()));
+    PF_CHECK_ARG(targets.dtype() == DType::kI32 && targets.rank() == 1 && targets.dim(0) == rows, what,
+                 ": targets: expected i32 [", rows, "], got ", dtype_name(targets.dtype()), " ",
+                 shape_to_string(targets.shape()));
+  } else {
+    PF_CHECK_ARG(inputs.dtype() == DType::kI32 && inputs.rank() == 2 && inputs.dim(1) >= 1 &&
+                     inputs.dim(1) <= input_.seq_len,
+                 what, ": inputs: expected i32 [rows, T] with 1 <= T <= ", input_.seq_len, ", got ",
+                 dtype_name(inputs.dtype()), " ", shape_to_string(inputs.shape()));
+    PF_CHECK_ARG(targets.dtype() == DType::kI32 && targets.shape() == inputs.shape(), what,
+                 ": targets: expected i32 ", shape_to_string(inputs.shape()), ", got ",
+                 dtype_name(targets.dtype()), " ", shape_to_string(targets.shape()));
+    const int32_t* ids = inputs.i32();
+    for (int64_t i = 0; i < inputs.numel(); ++i) {
+      PF_CHECK_ARG(ids[i] >= 0 && ids[i] < input_.vocab, what, ": inputs: token id ", ids[i],
+                   " at flat index ", i, " is outside [0, ", input_.vocab, ")");
+    }
+  }
+  const int32_t* t = targets.i32();
+  for (int64_t i = 0; i < targets.numel(); ++i) {
+    PF_CHECK_ARG(t[i] >= 0 && t[i] < input_.classes, what, ": targets: class ", t[i], " at flat index ", i,
+                 " is outside [0, ", input_.classes, ")");
+  }
+}
+
+}  // namespace pf

@@ -1,0 +1,103 @@
+#include "runtime/optim/optimizer.h"
+
+#include <cmath>
+
+#include "runtime/core/error.h"
+#include "runtime/core/json_object.h"
+#include "runtime/optim/adamw.h"
+#include "runtime/optim/sgd.h"
+
+namespace pf {
+
+nlohmann::json OptimizerConfig::to_json() const {
+  return {{"kind", kind == Kind::kSgd ? "sgd" : "adamw"},
+          {"lr", lr},
+          {"momentum", momentum},
+          {"weight_decay", weight_decay},
+          {"beta1", beta1},
+          {"beta2", beta2},
+          {"eps", eps},
+          {"clip_norm", clip_norm}};
+}
+
+OptimizerConfig OptimizerConfig::from_json(const nlohmann::json& j) {
+  JsonObject obj(j, "optimizer");
+  OptimizerConfig c;
+  const std::string kind = obj.get_string("kind", "adamw");
+  PF_CHECK_ARG(kind == "sgd" || kind == "adamw", "optimizer.kind: unknown optimizer '", kind,
+               "' (known: sgd, adamw)");
+  c.kind = kind == "sgd" ? Kind::kSgd : Kind::kAdamW;
+  c.lr = static_cast<float>(obj.get_number("lr", c.lr));
+  c.momentum = static_cast<float>(obj.get_number("momentum", c.momentum));
+  c.weight_decay = static_cast<float>(obj.get_number("weight_decay", c.weight_decay));
+  c.beta1 = static_cast<float>(obj.get_number("beta1", c.beta1));
+  c.beta2 = static_cast<float>(obj.get_number("beta2", c.beta2));
+  c.eps = static_cast<float>(obj.get_number("eps", c.eps));
+  c.clip_norm = static_cast<float>(obj.get_number("clip_norm", c.clip_norm));
+  obj.reject_unknown();
+  c.validate();
+  return c;
+}
+
+void OptimizerConfig::validate() const {
+  PF_CHECK_ARG(kind == Kind::kSgd || kind == Kind::kAdamW, "optimizer.kind: unknown optimizer kind ",
+               static_cast<int>(kind));
+  PF_CHECK_ARG(std::isfinite(lr) && lr >= 0.0f, "optimizer.lr must be finite and >= 0, got ", lr);
+  PF_CHECK_ARG(momentum >= 0.0f && momentum < 1.0f, "optimizer.momentum must be in [0, 1), got ", momentum);
+  PF_CHECK_ARG(std::isfinite(weight_decay) && weight_decay >= 0.0f,
+               "optimizer.weight_decay must be finite and >= 0, got ", weight_decay);
+  PF_CHECK_ARG(beta1 >= 0.0f && beta1 < 1.0f, "optimizer.beta1 must be in [0, 1), got ", beta1);
+  PF_CHECK_ARG(beta2 >= 0.0f && beta2 < 1.0f, "optimizer.beta2 must be in [0, 1), got ", beta2);
+  PF_CHECK_ARG(eps > 0.0f, "optimizer.eps must be > 0, got ", eps);
+  PF_CHECK_ARG(std::isfinite(clip_norm) && clip_norm >= 0.0f,
+               "optimizer.clip_norm must be finite and >= 0 (0 = off), got ", clip_norm);
+}
+
+void Optimizer::step(const std::vector<Parameter*>& params) {
+  ++steps_;
+  for (Parameter* p : params) update(*p, steps_);
+}
+
+Tensor& Optimizer::slot(const Parameter& param, const char* slot_name) {
+  const std::string key = param.name + "/" + slot_name;
+  auto it = state_.find(key);
+  if (it == state_.end()) {
+    MemoryCategoryScope scope(MemoryCategory::kOptimizerState);
+    it = state_.emplace(key, Tensor::zeros(param.value.shape())).first;
+  }
+  return it->second;
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config) {
+  config.validate();
+  if (config.kind == OptimizerConfig::Kind::kSgd) return std::make_unique<Sgd>(config);
+  return std::make_unique<AdamW>(config);
+}
+
+double grad_squared_norm(const Parameter& param) {
+  const float* g = param.grad.f32();
+  double sum = 0.0;
+  for (int64_t i = 0, n = param.grad.numel(); i < n; ++i) sum += static_cast<double>(g[i]) * g[i];
+  return sum;
+}
+
+float clip_scale(double total_norm, float max_norm) {
+  if (max_norm <= 0.0f || !(total_norm > max_norm)) return 1.0f;
+  return static_cast<float>(max_norm / (total_norm + 1e-6));
+}
+
+double clip_grad_norm(const std::vector<Parameter*>& params, float max_norm) {
+  double sum = 0.0;
+  for (Parameter* p : params) sum += grad_squared_norm(*p);
+  const double norm = std::sqrt(sum);
+  const float scale = clip_scale(norm, max_norm);
+  if (scale != 1.0f) {
+    for (Parameter* p : params) {
+      float* g = p->grad.f32();
+      for (int64_t i = 0, n = p->grad.numel(); i < n; ++i) g[i] *= scale;
+    }
+  }
+  return norm;
+}
+
+}  // namespace pf

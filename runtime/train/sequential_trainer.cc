@@ -1,0 +1,95 @@
+#include "runtime/train/sequential_trainer.h"
+
+#include <chrono>
+#include <cstring>
+
+#include "runtime/core/error.h"
+#include "runtime/kernels/cpu/blas.h"
+#include "runtime/models/init.h"
+
+namespace pf {
+
+void TrainerOptions::validate() const {
+  PF_CHECK_ARG(micro_batches >= 1, "micro_batches must be >= 1, got ", micro_batches);
+  PF_CHECK_ARG(blas_threads >= 1, "blas_threads must be >= 1, got ", blas_threads);
+  optimizer.validate();
+}
+
+SequentialTrainer::SequentialTrainer(std::shared_ptr<Model> model, const TrainerOptions& options)
+    : model_(std::move(model)), options_(options) {
+  PF_CHECK_ARG(model_ != nullptr, "trainer: model is null");
+  options_.validate();
+  optimizer_ = make_optimizer(options_.optimizer);
+  initialize_parameters(model_->parameters(), options_.seed);
+}
+
+StepResult SequentialTrainer::step(const Batch& batch) {
+  model_->check_batch(batch.inputs, batch.targets, "batch");
+  std::vector<Batch> micro;
+  for (int i = 0; i < options_.micro_batches; ++i) micro.push_back(batch.micro_batch(i, options_.micro_batches));
+  StepResult r = run_step(micro);
+  return r;
+}
+
+StepResult SequentialTrainer::step(DataSource& source) {
+  std::vector<Batch> micro;
+  const int64_t start = source.position();
+  try {
+    for (int i = 0; i < options_.micro_batches; ++i) {
+      micro.push_back(source.next());
+      model_->check_batch(micro.back().inputs, micro.back().targets, "micro-batch " + std::to_string(i));
+    }
+  } catch (...) {
+    source.seek(start);  // nothing consumed on failure: a retried step sees the same data
+    throw;
+  }
+  StepResult r = run_step(micro);
+  metrics_.data_position = source.position();
+  return r;
+}
+
+StepResult SequentialTrainer::run_step(const std::vector<Batch>& micro_batches) {
+  const auto start = std::chrono::steady_clock::now();
+  cpu::set_blas_threads_for_this_thread(options_.blas_threads);
+  const auto& params = model_->parameters();
+  for (Parameter* p : params) std::memset(p->grad.data<char>(), 0, p->grad.nbytes());
+
+  const int m = static_cast<int>(micro_batches.size());
+  const float scale = 1.0f / static_cast<float>(m);
+  const auto& layers = model_->layers();
+  StepResult result;
+  for (int mb = 0; mb < m; ++mb) {
+    const Batch& batch = micro_batches[mb];
+    std::vector<SavedContext> contexts(layers.size());
+    SavedContext loss_context;
+    Tensor x = batch.inputs;
+    {
+      MemoryCategoryScope scope(MemoryCategory::kActivations);
+      for (size_t i = 0; i < layers.size(); ++i) x = layers[i]->forward(x, contexts[i]);
+      result.loss += model_->loss().forward(x, batch.targets, scale, loss_context);
+    }
+    MemoryCategoryScope scope(MemoryCategory::kWorkspace);
+    Tensor grad = model_->loss().backward(loss_context);
+    for (size_t i = layers.size(); i-- > 0;) grad = layers[i]->backward(contexts[i], grad);
+    result.samples += batch.rows();
+    result.tokens += batch.targets.numel();
+  }
+  result.grad_norm = clip_grad_norm(params, options_.optimizer.clip_norm);
+  optimizer_->step(params);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  metrics_.step += 1;
+  metrics_.last_loss = result.loss;
+  metrics_.last_grad_norm = result.grad_norm;
+  metrics_.tokens_per_second = result.seconds > 0 ? result.tokens / result.seconds : 0.0;
+  metrics_.total_tokens += result.tokens;
+  return result;
+}
+
+void SequentialTrainer::restore_progress(int64_t step, int64_t data_position) {
+  metrics_.step = step;
+  metrics_.data_position = data_position;
+  optimizer_->set_steps_taken(step);
+}
+
+}  // namespace pf

@@ -1,0 +1,90 @@
+#include <gtest/gtest.h>
+
+#include "runtime/core/error.h"
+#include "runtime/models/builders.h"
+
+namespace pf {
+namespace {
+
+std::string error_of(const std::string& json_text) {
+  try {
+    build_model_from_json_text(json_text);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no error for " << json_text;
+  return "";
+}
+
+TEST(ModelJson, PresetsBuildTheReferenceModels) {
+  auto mlp = build_model_from_json_text(R"({"preset": "mlp", "input_dim": 8, "hidden": [16], "classes": 3})");
+  EXPECT_EQ(mlp->layers().size(), 3u);  // fc0, act0, head
+  EXPECT_EQ(mlp->num_parameter_elements(), 8 * 16 + 16 + 16 * 3 + 3);
+  auto gpt = build_model_from_json_text(R"({"preset": "gpt", "vocab": 20, "seq_len": 8, "d_model": 16,
+                                           "heads": 2, "layers": 2})");
+  EXPECT_EQ(gpt->layers().size(), 5u);  // embed, 2 blocks, ln_f, head
+  EXPECT_NE(gpt->find_parameter("blocks.1.attn.qkv.weight"), nullptr);
+  EXPECT_EQ(gpt->input_spec().kind, InputSpec::Kind::kTokens);
+}
+
+TEST(ModelJson, ToJsonRebuildsAnIdenticalModel) {
+  GptConfig c;
+  c.vocab = 11;
+  c.seq_len = 6;
+  c.d_model = 8;
+  c.heads = 2;
+  c.layers = 1;
+  auto a = build_gpt(c);
+  auto b = build_model_from_json(a->to_json());
+  EXPECT_EQ(a->to_json(), b->to_json());
+  ASSERT_EQ(a->parameters().size(), b->parameters().size());
+  for (size_t i = 0; i < a->parameters().size(); ++i) {
+    EXPECT_EQ(a->parameters()[i]->name, b->parameters()[i]->name);
+    EXPECT_EQ(a->parameters()[i]->value.shape(), b->parameters()[i]->value.shape());
+  }
+}
+
+TEST(ModelJson, ExplicitLayersAndStrictErrors) {
+  auto m = build_model_from_json_text(R"({"input": {"kind": "features", "features": 4, "classes": 2},
+      "layers": [{"type": "linear", "in": 4, "out": 5}, {"type": "gelu"}, {"type": "linear", "in": 5, "out": 2}],
+      "loss": "cross_entropy"})");
+  EXPECT_EQ(m->layers().size(), 3u);
+  EXPECT_NE(m->find_parameter("layers.0.weight"), nullptr);
+
+  EXPECT_NE(error_of("{not json").find("malformed"), std::string::npos);
+  EXPECT_NE(error_of(R"({"preset": "mlp", "hiden": [4]})").find("hiden"), std::string::npos);
+  EXPECT_NE(error_of(R"({"preset": "resnet"})").find("resnet"), std::string::npos);
+  EXPECT_NE(error_of(R"({"input": {"kind": "features", "features": 4, "classes": 2},
+                         "layers": [{"type": "convolution"}]})").find("convolution"), std::string::npos);
+  EXPECT_NE(error_of(R"({"input": {"kind": "features", "features": 4, "classes": 2},
+                         "layers": [{"type": "linear", "in": 4, "out": -1}]})").find("layers[0]"), std::string::npos);
+  EXPECT_NE(error_of(R"({"input": {"kind": "pixels", "classes": 2}, "layers": []})").find("pixels"), std::string::npos);
+  EXPECT_NE(error_of(R"({"preset": "gpt", "d_model": 10, "heads": 3})").find("heads"), std::string::npos);
+  EXPECT_NE(error_of(R"({"format": "pipeforge.model/9", "preset": "mlp"})").find("pipeforge.model/9"), std::string::npos);
+  EXPECT_NE(error_of(R"({"input": {"kind": "features", "features": 4, "classes": 2},
+      "layers": [{"type": "linear", "name": "x", "in": 4, "out": 4}, {"type": "linear", "name": "x", "in": 4, "out": 2}]})")
+                .find("duplicate"), std::string::npos);
+}
+
+TEST(ModelJson, CheckBatchNamesTheProblem) {
+  auto m = build_mlp(MlpConfig{});
+  Tensor x = Tensor::zeros({4, 32});
+  Tensor y = Tensor::from_ints({4}, {0, 1, 2, 3});
+  m->check_batch(x, y, "batch");
+  try {
+    m->check_batch(Tensor::zeros({4, 31}), y, "micro-batch 2");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("micro-batch 2: inputs"), std::string::npos) << e.what();
+  }
+  try {
+    m->check_batch(x, Tensor::from_ints({4}, {0, 1, 99, 3}), "batch");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("99"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace pf
