@@ -1,0 +1,168 @@
+#include "runtime/layers/attention.h"
+
+#include <cmath>
+
+#include "runtime/core/error.h"
+#include "runtime/kernels/cpu/blas.h"
+
+namespace pf {
+
+namespace {
+
+constexpr size_t kQkvChild = 0, kCoreChild = 1, kProjChild = 2;
+
+// Copies the [T, hd] block at columns [col, col + hd) of batch b out of a [B, T, width] tensor
+// into a contiguous matrix (gather), or back (scatter).
+void gather_block(const float* src, int64_t b, int64_t steps, int64_t width, int64_t col, int64_t hd,
+                  float* out) {
+  for (int64_t t = 0; t < steps; ++t) {
+    const float* s = src + (b * steps + t) * width + col;
+    for (int64_t i = 0; i < hd; ++i) out[t * hd + i] = s[i];
+  }
+}
+
+void scatter_block(const float* in, int64_t b, int64_t steps, int64_t width, int64_t col, int64_t hd,
+                   float* dst) {
+  for (int64_t t = 0; t < steps; ++t) {
+    float* d = dst + (b * steps + t) * width + col;
+    for (int64_t i = 0; i < hd; ++i) d[i] = in[t * hd + i];
+  }
+}
+
+}  // namespace
+
+CausalSelfAttention::CausalSelfAttention(std::string name, int64_t dim, int64_t heads, float init_std)
+    : Layer(std::move(name)), dim_(dim), heads_(heads), head_dim_(0), init_std_(init_std) {
+  PF_CHECK_ARG(dim_ > 0 && heads_ > 0 && dim_ % heads_ == 0, "attention '", this->name(),
+               "': dim and heads must be > 0 with dim divisible by heads, got dim ", dim_,
+               " and heads ", heads_);
+  head_dim_ = dim_ / heads_;
+  qkv_ = std::make_unique<Linear>(join_name(this->name(), "qkv"), dim_, 3 * dim_, true, init_std_);
+  proj_ = std::make_unique<Linear>(join_name(this->name(), "proj"), dim_, dim_, true, init_std_);
+}
+
+nlohmann::json CausalSelfAttention::config() const {
+  return {{"type", type()}, {"name", name()}, {"dim", dim_}, {"heads", heads_}, {"init_std", init_std_}};
+}
+
+std::vector<Parameter*> CausalSelfAttention::parameters() {
+  std::vector<Parameter*> out = qkv_->parameters();
+  auto p = proj_->parameters();
+  out.insert(out.end(), p.begin(), p.end());
+  return out;
+}
+
+Tensor CausalSelfAttention::forward(const Tensor& input, SavedContext& ctx) {
+  PF_CHECK_ARG(input.defined() && input.dtype() == DType::kF32 && input.rank() == 3 &&
+                   input.dim(2) == dim_,
+               "attention '", name(), "': expected f32 input [B, T, ", dim_, "], got ",
+               input.defined() ? dtype_name(input.dtype()) : "undefined", " ",
+               shape_to_string(input.shape()));
+  const int64_t batch = input.dim(0), steps = input.dim(1), hd = head_dim_;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+
+  Tensor qkv = qkv_->forward(input, ctx.child(kQkvChild));
+  Tensor probs = Tensor::empty({batch, heads_, steps, steps});
+  Tensor attended = Tensor::empty({batch, steps, dim_});
+  Tensor q, k, v, o;
+  {
+    MemoryCategoryScope scope(MemoryCategory::kWorkspace);
+    q = Tensor::empty({steps, hd});
+    k = Tensor::empty({steps, hd});
+    v = Tensor::empty({steps, hd});
+    o = Tensor::empty({steps, hd});
+  }
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t h = 0; h < heads_; ++h) {
+      gather_block(qkv.f32(), b, steps, 3 * dim_, h * hd, hd, q.f32());
+      gather_block(qkv.f32(), b, steps, 3 * dim_, dim_ + h * hd, hd, k.f32());
+      gather_block(qkv.f32(), b, steps, 3 * dim_, 2 * dim_ + h * hd, hd, v.f32());
+      float* p = probs.f32() + (b * heads_ + h) * steps * steps;
+      // Scores for all pairs (the masked half is overwritten below), then a causal softmax per row.
+      cpu::gemm(false, true, steps, steps, hd, scale, q.f32(), k.f32(), 0.0f, p);
+      for (int64_t i = 0; i < steps; ++i) {
+        float* row = p + i * steps;
+        float max_score = row[0];
+        for (int64_t j = 1; j <= i; ++j) max_score = row[j] > max_score ? row[j] : max_score;
+        float sum = 0.0f;
+        for (int64_t j = 0; j <= i; ++j) {
+          row[j] = std::exp(row[j] - max_score);
+          sum += row[j];
+        }
+        const float inv = 1.0f / sum;
+        for (int64_t j = 0; j <= i; ++j) row[j] *= inv;
+        for (int64_t j = i + 1; j < steps; ++j) row[j] = 0.0f;
+      }
+      cpu::gemm(false, false, steps, hd, steps, 1.0f, p, v.f32(), 0.0f, o.f32());
+      scatter_block(o.f32(), b, steps, dim_, h * hd, hd, attended.f32());
+    }
+  }
+  SavedContext& core = ctx.child(kCoreChild);
+  core.save("qkv", qkv);
+  core.save("probs", probs);
+  return proj_->forward(attended, ctx.child(kProjChild));
+}
+
+Tensor CausalSelfAttention::backward_input(SavedContext& ctx, const Tensor& grad_output) {
+  SavedContext& core = ctx.child(kCoreChild);
+  const Tensor& qkv = core.get("qkv");
+  const Tensor& probs = core.get("probs");
+  const int64_t batch = qkv.dim(0), steps = qkv.dim(1), hd = head_dim_;
+  const Shape expected = {batch, steps, dim_};
+  PF_CHECK_ARG(grad_output.defined() && grad_output.dtype() == DType::kF32 &&
+                   grad_output.shape() == expected,
+               "attention '", name(), "': output gradient ", shape_to_string(grad_output.shape()),
+               " does not match the forward output ", shape_to_string(expected));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+
+  Tensor grad_attended = proj_->backward_input(ctx.child(kProjChild), grad_output);
+  Tensor grad_qkv = Tensor::empty(qkv.shape());
+  Tensor q, k, v, dout, dp, dq, dk, dv;
+  {
+    MemoryCategoryScope scope(MemoryCategory::kWorkspace);
+    q = Tensor::empty({steps, hd});
+    k = Tensor::empty({steps, hd});
+    v = Tensor::empty({steps, hd});
+    dout = Tensor::empty({steps, hd});
+    dp = Tensor::empty({steps, steps});
+    dq = Tensor::empty({steps, hd});
+    dk = Tensor::empty({steps, hd});
+    dv = Tensor::empty({steps, hd});
+  }
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t h = 0; h < heads_; ++h) {
+      gather_block(qkv.f32(), b, steps, 3 * dim_, h * hd, hd, q.f32());
+      gather_block(qkv.f32(), b, steps, 3 * dim_, dim_ + h * hd, hd, k.f32());
+      gather_block(qkv.f32(), b, steps, 3 * dim_, 2 * dim_ + h * hd, hd, v.f32());
+      gather_block(grad_attended.f32(), b, steps, dim_, h * hd, hd, dout.f32());
+      const float* p = probs.f32() + (b * heads_ + h) * steps * steps;
+      // dV = P^T dO ; dP = dO V^T ; dS = P * (dP - rowsum(P * dP)) ; dQ = s dS K ; dK = s dS^T Q.
+      cpu::gemm(true, false, steps, hd, steps, 1.0f, p, dout.f32(), 0.0f, dv.f32());
+      cpu::gemm(false, true, steps, steps, hd, 1.0f, dout.f32(), v.f32(), 0.0f, dp.f32());
+      for (int64_t i = 0; i < steps; ++i) {
+        const float* prow = p + i * steps;
+        float* drow = dp.f32() + i * steps;
+        float dot = 0.0f;
+        for (int64_t j = 0; j <= i; ++j) dot += prow[j] * drow[j];
+        for (int64_t j = 0; j <= i; ++j) drow[j] = prow[j] * (drow[j] - dot);
+        for (int64_t j = i + 1; j < steps; ++j) drow[j] = 0.0f;
+      }
+      cpu::gemm(false, false, steps, hd, steps, scale, dp.f32(), k.f32(), 0.0f, dq.f32());
+      cpu::gemm(true, false, steps, hd, steps, scale, dp.f32(), q.f32(), 0.0f, dk.f32());
+      scatter_block(dq.f32(), b, steps, 3 * dim_, h * hd, hd, grad_qkv.f32());
+      scatter_block(dk.f32(), b, steps, 3 * dim_, dim_ + h * hd, hd, grad_qkv.f32());
+      scatter_block(dv.f32(), b, steps, 3 * dim_, 2 * dim_ + h * hd, hd, grad_qkv.f32());
+    }
+  }
+  core.clear();  // backward_weight needs only what the two Linear layers keep
+  return qkv_->backward_input(ctx.child(kQkvChild), grad_qkv);
+}
+
+void CausalSelfAttention::backward_weight(SavedContext& ctx) {
+  // Reverse order, like Sequential.
+  proj_->backward_weight(ctx.child(kProjChild));
+  qkv_->backward_weight(ctx.child(kQkvChild));
+  ctx.clear();
+}
+
+}  // namespace pf

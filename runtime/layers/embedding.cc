@@ -1,0 +1,82 @@
+#include "runtime/layers/embedding.h"
+
+#include "runtime/core/error.h"
+
+namespace pf {
+
+Embedding::Embedding(std::string name, int64_t vocab, int64_t seq_len, int64_t dim, float init_std)
+    : Layer(std::move(name)), vocab_(vocab), seq_len_(seq_len), dim_(dim), init_std_(init_std) {
+  PF_CHECK_ARG(vocab_ > 0 && seq_len_ > 0 && dim_ > 0, "embedding '", this->name(),
+               "': vocab, seq_len and dim must be > 0, got ", vocab_, ", ", seq_len_, " and ", dim_);
+  token_weight_ = make_parameter(join_name(this->name(), "token_weight"), {vocab_, dim_},
+                                 InitSpec::normal(init_std_));
+  position_weight_ = make_parameter(join_name(this->name(), "position_weight"), {seq_len_, dim_},
+                                    InitSpec::normal(init_std_));
+}
+
+nlohmann::json Embedding::config() const {
+  return {{"type", type()},     {"name", name()}, {"vocab", vocab_},
+          {"seq_len", seq_len_}, {"dim", dim_},    {"init_std", init_std_}};
+}
+
+std::vector<Parameter*> Embedding::parameters() { return {&token_weight_, &position_weight_}; }
+
+Tensor Embedding::forward(const Tensor& input, SavedContext& ctx) {
+  PF_CHECK_ARG(input.defined() && input.dtype() == DType::kI32 && input.rank() == 2 &&
+                   input.dim(1) <= seq_len_,
+               "embedding '", name(), "': expected i32 token ids [B, T] with T <= ", seq_len_,
+               ", got ", input.defined() ? dtype_name(input.dtype()) : "undefined", " ",
+               shape_to_string(input.shape()));
+  const int64_t batch = input.dim(0), steps = input.dim(1);
+  const int32_t* ids = input.i32();
+  for (int64_t r = 0; r < batch * steps; ++r) {
+    PF_CHECK_ARG(ids[r] >= 0 && ids[r] < vocab_, "embedding '", name(), "': token id ", ids[r],
+                 " at position [", r / steps, ", ", r % steps, "] is out of range [0, ", vocab_, ")");
+  }
+  Tensor output = Tensor::empty({batch, steps, dim_});
+  const float* tok = token_weight_.value.f32();
+  const float* pos = position_weight_.value.f32();
+  float* y = output.f32();
+  for (int64_t r = 0; r < batch * steps; ++r) {
+    const float* tr = tok + static_cast<int64_t>(ids[r]) * dim_;
+    const float* pr = pos + (r % steps) * dim_;
+    float* yr = y + r * dim_;
+    for (int64_t i = 0; i < dim_; ++i) yr[i] = tr[i] + pr[i];
+  }
+  ctx.save("input", input);
+  return output;
+}
+
+Tensor Embedding::backward_input(SavedContext& ctx, const Tensor& grad_output) {
+  const Tensor& input = ctx.get("input");
+  const Shape expected = {input.dim(0), input.dim(1), dim_};
+  PF_CHECK_ARG(grad_output.defined() && grad_output.dtype() == DType::kF32 &&
+                   grad_output.shape() == expected,
+               "embedding '", name(), "': output gradient ", shape_to_string(grad_output.shape()),
+               " does not match the forward output ", shape_to_string(expected));
+  ctx.save("grad_output", grad_output);
+  return Tensor();  // token ids have no gradient
+}
+
+void Embedding::backward_weight(SavedContext& ctx) {
+  const Tensor& input = ctx.get("input");
+  const Tensor& grad_output = ctx.get("grad_output");
+  const int64_t steps = input.dim(1), rows = input.numel();
+  const int32_t* ids = input.i32();
+  const float* dy = grad_output.f32();
+  float* dtok = token_weight_.grad.f32();
+  float* dpos = position_weight_.grad.f32();
+  // Scatter-add in row order, so repeated ids always sum in the same order.
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* dyr = dy + r * dim_;
+    float* tr = dtok + static_cast<int64_t>(ids[r]) * dim_;
+    float* pr = dpos + (r % steps) * dim_;
+    for (int64_t i = 0; i < dim_; ++i) {
+      tr[i] += dyr[i];
+      pr[i] += dyr[i];
+    }
+  }
+  ctx.clear();
+}
+
+}  // namespace pf

@@ -1,0 +1,31 @@
+// Token plus learned position embedding: ids i32 [B, T] (T <= seq_len) -> f32 [B, T, dim],
+// y[b, t] = token_weight[ids[b, t]] + position_weight[t]. Ids have no gradient, so backward_input
+// returns an undefined Tensor and only keeps the output gradient for backward_weight.
+#pragma once
+
+#include "runtime/layers/layer.h"
+
+namespace pf {
+
+class Embedding : public Layer {
+ public:
+  Embedding(std::string name, int64_t vocab, int64_t seq_len, int64_t dim, float init_std = 0.02f);
+  const char* type() const override { return "embedding"; }
+  nlohmann::json config() const override;
+  std::vector<Parameter*> parameters() override;
+
+  Tensor forward(const Tensor& input, SavedContext& ctx) override;
+  Tensor backward_input(SavedContext& ctx, const Tensor& grad_output) override;
+  void backward_weight(SavedContext& ctx) override;
+
+  int64_t vocab() const { return vocab_; }
+  int64_t seq_len() const { return seq_len_; }
+  int64_t dim() const { return dim_; }
+
+ private:
+  int64_t vocab_, seq_len_, dim_;
+  float init_std_;
+  Parameter token_weight_, position_weight_;
+};
+
+}  // namespace pf

@@ -1,0 +1,267 @@
+#include "runtime/layers/layer_factory.h"
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <vector>
+
+#include "runtime/core/error.h"
+#include "runtime/layers/activations.h"
+#include "runtime/layers/attention.h"
+#include "runtime/layers/cross_entropy.h"
+#include "runtime/layers/embedding.h"
+#include "runtime/layers/layer_norm.h"
+#include "runtime/layers/linear.h"
+#include "runtime/layers/residual.h"
+#include "runtime/layers/sequential.h"
+#include "runtime/layers/transformer_block.h"
+
+namespace pf {
+
+namespace {
+
+using nlohmann::json;
+
+// Sizes are passed to BLAS as int.
+constexpr int64_t kMaxSize = std::numeric_limits<int32_t>::max();
+
+std::string field_path(const std::string& path, const std::string& field) {
+  return path.empty() ? field : path + "." + field;
+}
+
+std::string shown_path(const std::string& path) { return path.empty() ? "(root)" : path; }
+
+// A short rendering of a JSON value for error messages.
+std::string describe(const json& value) {
+  std::string text = value.dump();
+  if (text.size() > 60) text = text.substr(0, 57) + "...";
+  return std::string(value.type_name()) + " " + text;
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
+  return out;
+}
+
+// Typed access to the fields of one layer description. Every accessor names the field's JSON path
+// in its errors.
+class Fields {
+ public:
+  Fields(const json& object, const std::string& path) : object_(object), path_(path) {}
+
+  std::string at(const char* key) const { return field_path(path_, key); }
+
+  const json* find(const char* key) const {
+    auto it = object_.find(key);
+    return it == object_.end() ? nullptr : &*it;
+  }
+
+  const json& required(const char* key, const std::string& type) const {
+    const json* value = find(key);
+    PF_CHECK_ARG(value != nullptr, at(key), ": missing required field \"", key, "\" (layer type \"", type,
+                 "\")");
+    return *value;
+  }
+
+  int64_t size(const json& value, const char* key) const {
+    PF_CHECK_ARG(value.is_number_integer(), at(key), ": expected a positive integer, got ",
+                 describe(value));
+    const bool in_range = value.is_number_unsigned()
+                              ? value.get<uint64_t>() >= 1 && value.get<uint64_t>() <= kMaxSize
+                              : value.get<int64_t>() >= 1 && value.get<int64_t>() <= kMaxSize;
+    PF_CHECK_ARG(in_range, at(key), ": expected a positive integer (at most ", kMaxSize, "), got ",
+                 value.dump());
+    return value.get<int64_t>();
+  }
+  int64_t required_size(const char* key, const std::string& type) const {
+    return size(required(key, type), key);
+  }
+  int64_t optional_size(const char* key, int64_t fallback) const {
+    const json* value = find(key);
+    return value ? size(*value, key) : fallback;
+  }
+
+  // A float that must be finite and >= 0 (or > 0 when `positive`).
+  float optional_float(const char* key, float fallback, bool positive) const {
+    const json* value = find(key);
+    if (!value) return fallback;
+    PF_CHECK_ARG(value->is_number(), at(key), ": expected a number, got ", describe(*value));
+    const double v = value->get<double>();
+    // Checked in double first: converting an out-of-range double to float is undefined.
+    const bool ok = std::isfinite(v) && std::fabs(v) <= std::numeric_limits<float>::max() &&
+                    (positive ? static_cast<float>(v) > 0.0f : v >= 0.0);
+    PF_CHECK_ARG(ok, at(key), ": expected a finite ", positive ? "positive" : "non-negative",
+                 " number, got ", value->dump());
+    return static_cast<float>(v);
+  }
+
+  bool optional_bool(const char* key, bool fallback) const {
+    const json* value = find(key);
+    if (!value) return fallback;
+    PF_CHECK_ARG(value->is_boolean(), at(key), ": expected true or false, got ", describe(*value));
+    return value->get<bool>();
+  }
+
+  const json& required_array(const char* key, const std::string& type) const {
+    const json& value = required(key, type);
+    PF_CHECK_ARG(value.is_array(), at(key), ": expected an array of layer descriptions, got ",
+                 describe(value));
+    return value;
+  }
+
+ private:
+  const json& object_;
+  std::string path_;
+};
+
+using Builder = std::function<std::unique_ptr<Layer>(const Fields&, const std::string& name)>;
+
+struct LayerKind {
+  const char* type;
+  std::vector<std::string> fields;  // besides "type" and "name"
+  Builder build;
+};
+
+std::vector<std::unique_ptr<Layer>> build_children(const Fields& f, const std::string& type,
+                                                   const std::string& name) {
+  const json& items = f.required_array("layers", type);
+  std::vector<std::unique_ptr<Layer>> layers;
+  for (size_t i = 0; i < items.size(); ++i) {
+    layers.push_back(layer_from_json(items[i], join_name(name, std::to_string(i)),
+                                     f.at("layers") + "[" + std::to_string(i) + "]"));
+  }
+  return layers;
+}
+
+void check_divisible(const Fields& f, int64_t dim, int64_t heads) {
+  PF_CHECK_ARG(dim % heads == 0, f.at("heads"), ": dim ", dim, " is not divisible by heads ", heads);
+}
+
+const std::vector<LayerKind>& layer_kinds() {
+  static const std::vector<LayerKind> kinds = {
+      {"linear", {"in", "out", "bias", "init_std"},
+       [](const Fields& f, const std::string& name) -> std::unique_ptr<Layer> {
+         return std::make_unique<Linear>(name, f.required_size("in", "linear"),
+                                         f.required_size("out", "linear"), f.optional_bool("bias", true),
+                                         f.optional_float("init_std", 0.02f, false));
+       }},
+      {"relu", {},
+       [](const Fields&, const std::string& name) -> std::unique_ptr<Layer> {
+         return std::make_unique<ReLU>(name);
+       }},
+      {"gelu", {},
+       [](const Fields&, const std::string& name) -> std::unique_ptr<Layer> {
+         return std::make_unique<GELU>(name);
+       }},
+      {"layernorm", {"dim", "eps"},
+       [](const Fields& f, const std::string& name) -> std::unique_ptr<Layer> {
+         return std::make_unique<LayerNorm>(name, f.required_size("dim", "layernorm"),
+                                            f.optional_float("eps", 1e-5f, true));
+       }},
+      {"embedding", {"vocab", "seq_len", "dim", "init_std"},
+       [](const Fields& f, const std::string& name) -> std::unique_ptr<Layer> {
+         return std::make_unique<Embedding>(name, f.required_size("vocab", "embedding"),
+                                            f.required_size("seq_len", "embedding"),
+                                            f.required_size("dim", "embedding"),
+                                            f.optional_float("init_std", 0.02f, false));
+       }},
+      {"attention", {"dim", "heads", "init_std"},
+       [](const Fields& f, const std::string& name) -> std::unique_ptr<Layer> {
+         const int64_t dim = f.required_size("dim", "attention");
+         const int64_t heads = f.required_size("heads", "attention");
+         check_divisible(f, dim, heads);
+         return std::make_unique<CausalSelfAttention>(name, dim, heads,
+                                                      f.optional_float("init_std", 0.02f, false));
+       }},
+      {"transformer_block", {"dim", "heads", "mlp_hidden"},
+       [](const Fields& f, const std::string& name) -> std::unique_ptr<Layer> {
+         const int64_t dim = f.required_size("dim", "transformer_block");
+         const int64_t heads = f.required_size("heads", "transformer_block");
+         check_divisible(f, dim, heads);
+         return std::make_unique<TransformerBlock>(name, dim, heads, f.optional_size("mlp_hidden", 4 * dim));
+       }},
+      {"residual", {"layers"},
+       [](const Fields& f, const std::string& name) -> std::unique_ptr<Layer> {
+         auto body =
+             std::make_unique<Sequential>(join_name(name, "body"), build_children(f, "residual", name));
+         return std::make_unique<Residual>(name, std::move(body));
+       }},
+      {"sequential", {"layers"},
+       [](const Fields& f, const std::string& name) -> std::unique_ptr<Layer> {
+         return std::make_unique<Sequential>(name, build_children(f, "sequential", name));
+       }},
+  };
+  return kinds;
+}
+
+}  // namespace
+
+std::unique_ptr<Layer> layer_from_json(const json& description, const std::string& default_name,
+                                       const std::string& path) {
+  PF_CHECK_ARG(description.is_object(), shown_path(path),
+               ": expected a layer description (an object with a \"type\"), got ", describe(description));
+  Fields f(description, path);
+  const json* type_value = f.find("type");
+  PF_CHECK_ARG(type_value != nullptr, f.at("type"), ": missing required field \"type\"");
+  PF_CHECK_ARG(type_value->is_string(), f.at("type"), ": expected a string, got ", describe(*type_value));
+  const std::string type = type_value->get<std::string>();
+
+  const LayerKind* kind = nullptr;
+  std::vector<std::string> known_types;
+  for (const LayerKind& k : layer_kinds()) {
+    known_types.push_back(k.type);
+    if (type == k.type) kind = &k;
+  }
+  PF_CHECK_ARG(kind != nullptr, f.at("type"), ": unknown layer type \"", type, "\" (known types: ",
+               join(known_types), ")");
+
+  std::vector<std::string> known_fields = {"type", "name"};
+  known_fields.insert(known_fields.end(), kind->fields.begin(), kind->fields.end());
+  for (const auto& item : description.items()) {
+    bool known = false;
+    for (const std::string& k : known_fields) known = known || item.key() == k;
+    PF_CHECK_ARG(known, field_path(path, item.key()), ": unknown field \"", item.key(),
+                 "\" for layer type \"", type, "\" (known fields: ", join(known_fields), ")");
+  }
+
+  std::string name = default_name;
+  if (const json* n = f.find("name")) {
+    PF_CHECK_ARG(n->is_string(), f.at("name"), ": expected a string, got ", describe(*n));
+    name = n->get<std::string>();
+  }
+  // Constructor errors (which name the layer, not the JSON) get the description's path in front;
+  // errors that already start with a path inside this description pass through unchanged.
+  try {
+    return kind->build(f, name);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kInvalidArgument || std::string(e.what()).rfind(path, 0) == 0) throw;
+    fail(ErrorCode::kInvalidArgument, shown_path(path), ": ", e.what());
+  }
+}
+
+std::unique_ptr<Loss> loss_from_json(const json& description, const std::string& path) {
+  std::string type;
+  std::string type_path = path;
+  if (description.is_string()) {
+    type = description.get<std::string>();
+  } else {
+    PF_CHECK_ARG(description.is_object(), shown_path(path),
+                 ": expected a loss type (\"cross_entropy\") or {\"type\": ...}, got ",
+                 describe(description));
+    type_path = field_path(path, "type");
+    for (const auto& item : description.items()) {
+      PF_CHECK_ARG(item.key() == "type", field_path(path, item.key()), ": unknown field \"", item.key(),
+                   "\" of a loss (known fields: type)");
+    }
+    auto it = description.find("type");
+    PF_CHECK_ARG(it != description.end(), type_path, ": missing required field \"type\"");
+    PF_CHECK_ARG(it->is_string(), type_path, ": expected a string, got ", describe(*it));
+    type = it->get<std::string>();
+  }
+  PF_CHECK_ARG(type == "cross_entropy", shown_path(type_path), ": unknown loss type \"", type,
+               "\" (known types: cross_entropy)");
+  return std::make_unique<CrossEntropyLoss>();
+}
+
+}  // namespace pf

@@ -1,0 +1,38 @@
+// Builds layers and losses from their JSON descriptions (the "layers" and "loss" entries of the
+// model JSON). Every layer's config() is accepted here and rebuilds an identical layer.
+//
+// A layer is {"type": ..., "name": optional string, ...fields}:
+//   linear            {in, out, bias = true, init_std = 0.02}
+//   relu, gelu        {}
+//   layernorm         {dim, eps = 1e-5}
+//   embedding         {vocab, seq_len, dim, init_std = 0.02}
+//   attention         {dim, heads, init_std = 0.02}
+//   transformer_block {dim, heads, mlp_hidden = 4 * dim}
+//   residual          {layers: [...]}  (body = a Sequential "<name>.body" of the layers)
+//   sequential        {layers: [...]}
+// Sub-layers without a "name" are called "<name>.0", "<name>.1", ...
+// A loss is "cross_entropy" or {"type": "cross_entropy"}.
+//
+// Parsing is strict: an unknown field, a missing required field, a value of the wrong JSON type or
+// out of range (sizes must be positive) throws kInvalidArgument whose message starts with the JSON
+// path of the offending value (e.g. "layers[2].heads"); an unknown type lists the known ones.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/layers/layer.h"
+#include "runtime/layers/loss.h"
+
+namespace pf {
+
+// `default_name` is used when the description has no "name"; `path` is the description's JSON path
+// for error messages ("" for the document root).
+std::unique_ptr<Layer> layer_from_json(const nlohmann::json& description, const std::string& default_name,
+                                       const std::string& path);
+
+std::unique_ptr<Loss> loss_from_json(const nlohmann::json& description, const std::string& path);
+
+}  // namespace pf

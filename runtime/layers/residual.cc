@@ -1,0 +1,65 @@
+#include "runtime/layers/residual.h"
+
+#include "runtime/core/error.h"
+#include "runtime/layers/sequential.h"
+
+namespace pf {
+
+Residual::Residual(std::string name, std::unique_ptr<Layer> body)
+    : Layer(std::move(name)), body_(std::move(body)) {
+  PF_CHECK_ARG(body_ != nullptr, "residual '", this->name(), "': body must not be null");
+}
+
+nlohmann::json Residual::config() const {
+  nlohmann::json children = nlohmann::json::array();
+  if (const auto* sequential = dynamic_cast<const Sequential*>(body_.get())) {
+    for (const auto& l : sequential->layers()) children.push_back(l->config());
+  } else {
+    children.push_back(body_->config());
+  }
+  return {{"type", type()}, {"name", name()}, {"layers", children}};
+}
+
+std::vector<Parameter*> Residual::parameters() { return body_->parameters(); }
+
+Tensor Residual::forward(const Tensor& input, SavedContext& ctx) {
+  PF_CHECK_ARG(input.defined() && input.dtype() == DType::kF32, "residual '", name(),
+               "': expected an f32 input, got ", input.defined() ? dtype_name(input.dtype()) : "undefined",
+               " ", shape_to_string(input.shape()));
+  Tensor body_output = body_->forward(input, ctx.child(0));
+  PF_CHECK_ARG(body_output.defined() && body_output.dtype() == DType::kF32 &&
+                   body_output.shape() == input.shape(),
+               "residual '", name(), "': body output ", shape_to_string(body_output.shape()),
+               " does not match the input ", shape_to_string(input.shape()));
+  Tensor output = Tensor::empty(input.shape());
+  const float* x = input.f32();
+  const float* fx = body_output.f32();
+  float* y = output.f32();
+  for (int64_t i = 0, n = input.numel(); i < n; ++i) y[i] = x[i] + fx[i];
+  ctx.set_int("numel", input.numel());
+  return output;
+}
+
+Tensor Residual::backward_input(SavedContext& ctx, const Tensor& grad_output) {
+  const int64_t numel = ctx.get_int("numel");
+  PF_CHECK_ARG(grad_output.defined() && grad_output.dtype() == DType::kF32 && grad_output.numel() == numel,
+               "residual '", name(), "': output gradient ", shape_to_string(grad_output.shape()),
+               " does not match the forward output (", numel, " elements)");
+  Tensor body_grad = body_->backward_input(ctx.child(0), grad_output);
+  PF_CHECK_ARG(body_grad.defined() && body_grad.dtype() == DType::kF32 && body_grad.numel() == numel,
+               "residual '", name(), "': body input gradient ", shape_to_string(body_grad.shape()),
+               " does not match the output gradient ", shape_to_string(grad_output.shape()));
+  Tensor grad_input = Tensor::empty(body_grad.shape());
+  const float* dy = grad_output.f32();
+  const float* db = body_grad.f32();
+  float* dx = grad_input.f32();
+  for (int64_t i = 0; i < numel; ++i) dx[i] = dy[i] + db[i];
+  return grad_input;
+}
+
+void Residual::backward_weight(SavedContext& ctx) {
+  body_->backward_weight(ctx.child(0));
+  ctx.clear();
+}
+
+}  // namespace pf

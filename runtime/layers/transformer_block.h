@@ -1,0 +1,31 @@
+// A pre-LayerNorm GPT-2 block: h = x + attn(ln1(x)); y = h + mlp(ln2(h)), mlp = fc, GELU, proj.
+// Built from Residual and Sequential; sub-layers are named <name>.ln1, <name>.attn, <name>.ln2,
+// <name>.mlp.fc, <name>.mlp.act and <name>.mlp.proj, so parameters read e.g. "<name>.attn.qkv.weight".
+#pragma once
+
+#include "runtime/layers/sequential.h"
+
+namespace pf {
+
+class TransformerBlock : public Layer {
+ public:
+  TransformerBlock(std::string name, int64_t dim, int64_t heads, int64_t mlp_hidden);
+  const char* type() const override { return "transformer_block"; }
+  nlohmann::json config() const override;
+  std::vector<Parameter*> parameters() override;
+
+  Tensor forward(const Tensor& input, SavedContext& ctx) override;
+  Tensor backward_input(SavedContext& ctx, const Tensor& grad_output) override;
+  void backward_weight(SavedContext& ctx) override;
+
+  int64_t dim() const { return dim_; }
+  int64_t heads() const { return heads_; }
+  int64_t mlp_hidden() const { return mlp_hidden_; }
+
+ private:
+  int64_t dim_, heads_, mlp_hidden_;
+  // [Residual(ln1, attn), Residual(ln2, mlp)], sharing this layer's context.
+  std::unique_ptr<Sequential> body_;
+};
+
+}  // namespace pf

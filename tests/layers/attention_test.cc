@@ -1,0 +1,158 @@
+#include "runtime/layers/attention.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "tests/layers/gradient_check.h"
+
+namespace pf::test {
+namespace {
+
+constexpr int64_t kDim = 8, kHeads = 2;
+
+std::unique_ptr<Layer> make_attention() {
+  return std::make_unique<CausalSelfAttention>("attn", kDim, kHeads);
+}
+
+TEST(CausalSelfAttention, Parameters) {
+  CausalSelfAttention attn("blocks.0.attn", kDim, kHeads, 0.05f);
+  std::vector<std::string> names;
+  for (Parameter* p : attn.parameters()) names.push_back(p->name);
+  EXPECT_EQ(names, (std::vector<std::string>{"blocks.0.attn.qkv.weight", "blocks.0.attn.qkv.bias",
+                                             "blocks.0.attn.proj.weight", "blocks.0.attn.proj.bias"}));
+  EXPECT_EQ(attn.parameters()[0]->value.shape(), (Shape{3 * kDim, kDim}));
+  EXPECT_EQ(attn.parameters()[2]->value.shape(), (Shape{kDim, kDim}));
+  EXPECT_FLOAT_EQ(attn.parameters()[0]->init.stddev, 0.05f);
+}
+
+// A direct double-precision evaluation of the same function, for one (b, t) output row.
+TEST(CausalSelfAttention, ForwardMatchesReference) {
+  CausalSelfAttention attn("attn", kDim, kHeads);
+  randomize_parameters(attn, 4);
+  const int64_t batch = 2, steps = 3, hd = kDim / kHeads;
+  const Tensor x = uniform_tensor({batch, steps, kDim}, 8);
+  SavedContext ctx;
+  const Tensor y = attn.forward(x, ctx);
+  auto params = attn.parameters();
+  const float* wqkv = params[0]->value.f32();
+  const float* bqkv = params[1]->value.f32();
+  const float* wp = params[2]->value.f32();
+  const float* bp = params[3]->value.f32();
+  for (int64_t b = 0; b < batch; ++b) {
+    std::vector<double> qkv(steps * 3 * kDim);
+    for (int64_t t = 0; t < steps; ++t)
+      for (int64_t o = 0; o < 3 * kDim; ++o) {
+        double s = bqkv[o];
+        for (int64_t i = 0; i < kDim; ++i)
+          s += static_cast<double>(wqkv[o * kDim + i]) * x.f32()[(b * steps + t) * kDim + i];
+        qkv[t * 3 * kDim + o] = s;
+      }
+    for (int64_t t = 0; t < steps; ++t) {
+      std::vector<double> att(kDim, 0.0);
+      for (int64_t h = 0; h < kHeads; ++h) {
+        std::vector<double> w(t + 1);
+        double max_w = -1e300, sum = 0.0;
+        for (int64_t j = 0; j <= t; ++j) {
+          double s = 0.0;
+          for (int64_t i = 0; i < hd; ++i)
+            s += qkv[t * 3 * kDim + h * hd + i] * qkv[j * 3 * kDim + kDim + h * hd + i];
+          w[j] = s / std::sqrt(static_cast<double>(hd));
+          max_w = std::max(max_w, w[j]);
+        }
+        for (int64_t j = 0; j <= t; ++j) sum += (w[j] = std::exp(w[j] - max_w));
+        for (int64_t j = 0; j <= t; ++j)
+          for (int64_t i = 0; i < hd; ++i)
+            att[h * hd + i] += w[j] / sum * qkv[j * 3 * kDim + 2 * kDim + h * hd + i];
+      }
+      for (int64_t o = 0; o < kDim; ++o) {
+        double s = bp[o];
+        for (int64_t i = 0; i < kDim; ++i) s += static_cast<double>(wp[o * kDim + i]) * att[i];
+        EXPECT_NEAR(y.f32()[(b * steps + t) * kDim + o], s, 1e-5) << "b " << b << " t " << t << " o " << o;
+      }
+    }
+  }
+}
+
+TEST(CausalSelfAttention, GradientsMatchFiniteDifferences) {
+  CausalSelfAttention attn("attn", kDim, kHeads);
+  randomize_parameters(attn, 4);
+  check_layer_gradients(attn, uniform_tensor({2, 4, kDim}, 8), {});
+}
+
+TEST(CausalSelfAttention, FusedBackwardEqualsSplit) {
+  check_fused_equals_split(make_attention,
+                           {uniform_tensor({2, 4, kDim}, 1), uniform_tensor({1, 5, kDim}, 2)}, 6);
+}
+
+TEST(CausalSelfAttention, WeightGradientsAccumulate) {
+  check_weight_accumulates(make_attention, uniform_tensor({2, 4, kDim}, 1),
+                           uniform_tensor({1, 5, kDim}, 2), 6);
+}
+
+TEST(CausalSelfAttention, IsCausal) {
+  CausalSelfAttention attn("attn", kDim, kHeads);
+  randomize_parameters(attn, 4);
+  const int64_t steps = 6;
+  const Tensor x = uniform_tensor({2, steps, kDim}, 8);
+  SavedContext ctx;
+  const Tensor y = attn.forward(x, ctx);
+  for (int64_t t = 0; t + 1 < steps; ++t) {
+    // Change every token after t (in both sequences): outputs up to t must not move at all.
+    Tensor x2 = x.clone();
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t s = t + 1; s < steps; ++s)
+        for (int64_t i = 0; i < kDim; ++i) x2.f32()[(b * steps + s) * kDim + i] += 0.5f + 0.1f * i;
+    SavedContext ctx2;
+    const Tensor y2 = attn.forward(x2, ctx2);
+    bool later_changed = false;
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t s = 0; s < steps; ++s)
+        for (int64_t i = 0; i < kDim; ++i) {
+          const int64_t k = (b * steps + s) * kDim + i;
+          if (s <= t) {
+            ASSERT_EQ(y.f32()[k], y2.f32()[k]) << "output at t=" << s << " changed with token " << t + 1;
+          } else {
+            later_changed = later_changed || y.f32()[k] != y2.f32()[k];
+          }
+        }
+    EXPECT_TRUE(later_changed);
+  }
+}
+
+TEST(CausalSelfAttention, BadInputThrows) {
+  CausalSelfAttention attn("blocks.3.attn", kDim, kHeads);
+  SavedContext ctx;
+  expect_invalid_argument([&] { attn.forward(uniform_tensor({2, 3, 6}, 1), ctx); },
+                          {"blocks.3.attn", "[2, 3, 6]"});
+  expect_invalid_argument([&] { attn.forward(uniform_tensor({6, kDim}, 1), ctx); },
+                          {"blocks.3.attn", "[6, 8]"});
+  attn.forward(uniform_tensor({2, 3, kDim}, 1), ctx);
+  expect_invalid_argument([&] { attn.backward_input(ctx, uniform_tensor({2, 4, kDim}, 1)); },
+                          {"blocks.3.attn", "[2, 4, 8]"});
+  expect_invalid_argument([] { CausalSelfAttention("odd", 10, 3); }, {"odd", "10", "3"});
+}
+
+TEST(CausalSelfAttention, ContextLifecycle) {
+  CausalSelfAttention attn("attn", kDim, kHeads);
+  randomize_parameters(attn, 1);
+  check_context_lifecycle(attn, uniform_tensor({2, 3, kDim}, 2), 3);
+}
+
+TEST(CausalSelfAttention, BackwardInputDropsAttentionState) {
+  CausalSelfAttention attn("attn", kDim, kHeads);
+  const int64_t batch = 2, steps = 16;
+  SavedContext ctx;
+  const Tensor x = uniform_tensor({batch, steps, kDim}, 2);
+  attn.forward(x, ctx);
+  const size_t probs_bytes = batch * kHeads * steps * steps * sizeof(float);
+  EXPECT_GE(ctx.bytes(), probs_bytes);
+  attn.backward_input(ctx, uniform_tensor({batch, steps, kDim}, 3));
+  // Left for W: the qkv input and gradient, the proj input and gradient.
+  const size_t row_bytes = batch * steps * kDim * sizeof(float);
+  EXPECT_EQ(ctx.bytes(), row_bytes * (1 + 3 + 1 + 1));
+}
+
+}  // namespace
+}  // namespace pf::test
