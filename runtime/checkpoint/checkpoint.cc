@@ -12,6 +12,7 @@
 #include <map>
 
 #include "runtime/core/error.h"
+#include "runtime/core/log.h"
 
 namespace pf {
 namespace {
@@ -118,11 +119,16 @@ void save_checkpoint(const SequentialTrainer& trainer, const std::string& path) 
   for (const Entry& e : entries) bytes.append(e.tensor->data<char>(), e.tensor->nbytes());
   bytes += sha256(bytes.data(), bytes.size());
   write_file_atomically(path, bytes);
+  log(LogLevel::kInfo, "saved checkpoint '" + path + "' at step " + std::to_string(trainer.metrics().step));
 }
 
 void load_checkpoint(SequentialTrainer& trainer, const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) fail(ErrorCode::kNotFound, "checkpoint '", path, "': cannot open: ", std::strerror(errno));
+  if (!in) {
+    const int err = errno;
+    fail(err == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIoError, "checkpoint '", path,
+         "': cannot open: ", std::strerror(err));
+  }
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 
   const size_t fixed = sizeof(kMagic) + sizeof(uint32_t) + sizeof(uint64_t);
@@ -220,6 +226,7 @@ void load_checkpoint(SequentialTrainer& trainer, const std::string& path) {
   }
   trainer.restore_progress(step, data_position);
   trainer.optimizer().set_steps_taken(optimizer_steps);
+  log(LogLevel::kInfo, "loaded checkpoint '" + path + "' at step " + std::to_string(step));
 }
 
 }  // namespace pf

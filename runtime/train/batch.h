@@ -20,7 +20,8 @@ class DataSource {
   virtual ~DataSource() = default;
   // Fills the next micro-batch. Throws pf::Error (kCallbackError for user callbacks) on failure.
   virtual Batch next() = 0;
-  // Position = number of micro-batches handed out so far; seek restores it after a checkpoint.
+  // Position = number of micro-batches handed out so far; seek restores it after a checkpoint or
+  // a failed step. seek should not throw (a failure there is logged, not reported).
   virtual int64_t position() const = 0;
   virtual void seek(int64_t position) = 0;
 };

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "runtime/core/error.h"
+#include "runtime/core/log.h"
 #include "runtime/kernels/cpu/blas.h"
 #include "runtime/models/init.h"
 
@@ -40,7 +41,14 @@ StepResult SequentialTrainer::step(DataSource& source) {
       model_->check_batch(micro.back().inputs, micro.back().targets, "micro-batch " + std::to_string(i));
     }
   } catch (...) {
-    source.seek(start);  // nothing consumed on failure: a retried step sees the same data
+    // Nothing consumed on failure: a retried step sees the same data. A seek that fails as well
+    // must not replace the original error.
+    try {
+      source.seek(start);
+    } catch (...) {
+      log(LogLevel::kWarning, "data source: rewinding to position " + std::to_string(start) +
+                                  " after a failed step also failed");
+    }
     throw;
   }
   StepResult r = run_step(micro);
@@ -83,6 +91,11 @@ StepResult SequentialTrainer::run_step(const std::vector<Batch>& micro_batches) 
   metrics_.last_grad_norm = result.grad_norm;
   metrics_.tokens_per_second = result.seconds > 0 ? result.tokens / result.seconds : 0.0;
   metrics_.total_tokens += result.tokens;
+  if (log_enabled(LogLevel::kDebug)) {
+    log(LogLevel::kDebug, "step " + std::to_string(metrics_.step) + ": loss " + std::to_string(result.loss) +
+                              ", grad norm " + std::to_string(result.grad_norm) + ", " +
+                              std::to_string(result.seconds * 1e3) + " ms");
+  }
   return result;
 }
 

@@ -1,0 +1,28 @@
+// What the opaque C handles are.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "c_api/loader_source.h"
+#include "c_api/pipeforge.h"
+#include "runtime/models/model.h"
+#include "runtime/train/sequential_trainer.h"
+
+struct pf_model {
+  std::shared_ptr<pf::Model> model;  // shared with the trainers that retain it
+  std::string json;                  // what pf_model_to_json returned last
+};
+
+struct pf_model_builder {
+  nlohmann::json input;  // null until an input is set
+  nlohmann::json layers = nlohmann::json::array();
+  std::string loss = "cross_entropy";
+};
+
+struct pf_trainer {
+  std::unique_ptr<pf::SequentialTrainer> trainer;
+  std::unique_ptr<pf::capi::LoaderSource> loader;  // null until pf_trainer_set_data_loader
+};

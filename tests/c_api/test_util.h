@@ -1,0 +1,148 @@
+// Helpers for the C API tests: status assertions, small models and deterministic data.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "c_api/pipeforge.h"
+
+namespace pftest {
+
+// Asserts `status` (taken over and destroyed) is an error with `code` whose message contains every
+// one of `parts`.
+inline void ExpectError(pf_status* status, pf_code code, std::initializer_list<const char*> parts) {
+  ASSERT_NE(status, nullptr) << "expected " << pf_code_name(code) << ", got success";
+  const std::string message = pf_status_message(status);
+  EXPECT_EQ(pf_status_code(status), code)
+      << "got " << pf_code_name(pf_status_code(status)) << ": " << message;
+  for (const char* part : parts) EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' not in: " << message;
+  pf_status_destroy(status);
+}
+
+inline void ExpectOk(pf_status* status) {
+  EXPECT_EQ(status, nullptr) << pf_code_name(pf_status_code(status)) << ": " << pf_status_message(status);
+  pf_status_destroy(status);
+}
+
+}  // namespace pftest
+
+#define EXPECT_PF_ERROR(expr, code, ...)          \
+  do {                                            \
+    SCOPED_TRACE(#expr);                          \
+    ::pftest::ExpectError((expr), (code), {__VA_ARGS__}); \
+  } while (0)
+
+#define EXPECT_PF_OK(expr)       \
+  do {                           \
+    SCOPED_TRACE(#expr);         \
+    ::pftest::ExpectOk((expr));  \
+  } while (0)
+
+#define ASSERT_PF_OK(expr)                                                                  \
+  do {                                                                                      \
+    pf_status* status_ = (expr);                                                            \
+    if (status_ != nullptr) {                                                               \
+      std::string message_ = pf_status_message(status_);                                    \
+      pf_status_destroy(status_);                                                           \
+      FAIL() << #expr << " failed: " << message_;                                           \
+    }                                                                                       \
+  } while (0)
+
+namespace pftest {
+
+// A small MLP classifier: 8 features, hidden {16}, 4 classes.
+constexpr int64_t kFeatures = 8;
+constexpr int64_t kClasses = 4;
+
+inline pf_model* MakeMlp() {
+  pf_mlp_config config;
+  pf_mlp_config_init(&config);
+  const int64_t hidden[] = {16};
+  config.input_dim = kFeatures;
+  config.hidden = hidden;
+  config.num_hidden = 1;
+  config.classes = kClasses;
+  pf_model* model = nullptr;
+  pf_status* status = pf_model_create_mlp(&config, &model);
+  EXPECT_EQ(status, nullptr) << pf_status_message(status);
+  pf_status_destroy(status);
+  return model;
+}
+
+inline pf_trainer_options Options(int micro_batches = 2, uint64_t seed = 7) {
+  pf_trainer_options options;
+  pf_trainer_options_init(&options);
+  options.micro_batches = micro_batches;
+  options.seed = seed;
+  options.lr = 0.01f;
+  return options;
+}
+
+// Rows of a learnable task: class = argmax of four fixed projections of x. Row r of "position"
+// p is generated from (p, r) alone, so any source of the same positions sees the same data.
+struct Rows {
+  std::vector<float> inputs;
+  std::vector<int32_t> targets;
+  int64_t rows = 0;
+};
+
+inline uint32_t Hash(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return static_cast<uint32_t>(x);
+}
+
+inline Rows MakeRows(int64_t position, int64_t rows) {
+  Rows out;
+  out.rows = rows;
+  for (int64_t r = 0; r < rows; ++r) {
+    float best = -1e30f;
+    int32_t label = 0;
+    std::vector<float> x(kFeatures);
+    for (int64_t f = 0; f < kFeatures; ++f) {
+      x[f] = static_cast<float>(Hash((position * 1000 + r) * 64 + f) % 2001) / 1000.0f - 1.0f;
+      out.inputs.push_back(x[f]);
+    }
+    for (int32_t c = 0; c < kClasses; ++c) {
+      float score = 0;
+      for (int64_t f = 0; f < kFeatures; ++f) score += x[f] * ((f + c) % 3 == 0 ? 1.0f : -0.5f);
+      if (score > best) best = score, label = c;
+    }
+    out.targets.push_back(label);
+  }
+  return out;
+}
+
+// Views over `rows` (valid while `rows` and `shapes` live).
+struct Views {
+  int64_t input_shape[2];
+  int64_t target_shape[1];
+  pf_tensor_view inputs;
+  pf_tensor_view targets;
+
+  explicit Views(const Rows& rows) {
+    input_shape[0] = rows.rows;
+    input_shape[1] = kFeatures;
+    target_shape[0] = rows.rows;
+    inputs = pf_tensor_view{rows.inputs.data(), PF_DTYPE_F32, PF_DEVICE_CPU, 0, 2, input_shape, nullptr};
+    targets = pf_tensor_view{rows.targets.data(), PF_DTYPE_I32, PF_DEVICE_CPU, 0, 1, target_shape, nullptr};
+  }
+  Views(const Views&) = delete;
+};
+
+inline std::string Checksum(const pf_trainer* trainer) {
+  char hex[65] = {0};
+  pf_status* status = pf_trainer_parameter_checksum(trainer, hex);
+  EXPECT_EQ(status, nullptr) << pf_status_message(status);
+  pf_status_destroy(status);
+  return hex;
+}
+
+}  // namespace pftest
