@@ -1,0 +1,79 @@
+// One TransformerBlock (runtime/layers/transformer_block.h) through forward, backward_input (B) and
+// backward_weight (W), at B x T = 8 x 64 tokens, d_model 128 and 256 (4 heads, MLP 4 x d_model),
+// BLAS on one thread. Counters: tokens/s and the achieved GFLOP/s of the block's matrix products
+// (forward 24 d^2 + 4 T d per token for the Linears and the dense attention products; backward
+// twice that), so the figure compares directly with gemm_bench.
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/kernels/cpu/blas.h"
+#include "runtime/layers/transformer_block.h"
+#include "runtime/models/init.h"
+#include "runtime/tensor/tensor.h"
+
+namespace {
+
+constexpr int64_t kBatch = 8;
+constexpr int64_t kSeqLen = 64;
+constexpr int64_t kHeads = 4;
+
+enum class Phase { kForward, kForwardBackward };
+
+pf::Tensor random_tensor(const pf::Shape& shape, uint32_t seed) {
+  pf::Tensor t = pf::Tensor::empty(shape);
+  uint32_t x = seed * 2654435761u + 1;
+  float* p = t.f32();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    x = x * 1664525u + 1013904223u;
+    p[i] = static_cast<float>((x >> 8) & 0xFFFF) / 65536.0f - 0.5f;
+  }
+  return t;
+}
+
+double block_flops_per_token_forward(int64_t d) {
+  return 24.0 * static_cast<double>(d) * static_cast<double>(d) + 4.0 * kSeqLen * static_cast<double>(d);
+}
+
+void run_block(benchmark::State& state, int64_t d, Phase phase) {
+  pf::cpu::set_blas_threads_for_this_thread(1);
+  pf::TransformerBlock block("blocks.0", d, kHeads, 4 * d);
+  pf::initialize_parameters(block.parameters(), 1234);
+  const pf::Tensor x = random_tensor({kBatch, kSeqLen, d}, 1);
+  const pf::Tensor dy = random_tensor({kBatch, kSeqLen, d}, 2);
+  for (auto _ : state) {
+    pf::SavedContext ctx;
+    pf::Tensor y = block.forward(x, ctx);
+    benchmark::DoNotOptimize(y.f32());
+    if (phase == Phase::kForwardBackward) {
+      pf::Tensor dx = block.backward_input(ctx, dy);
+      block.backward_weight(ctx);
+      benchmark::DoNotOptimize(dx.f32());
+    }
+    benchmark::ClobberMemory();
+  }
+  const double tokens = static_cast<double>(kBatch * kSeqLen);
+  const double passes = phase == Phase::kForward ? 1.0 : 3.0;  // backward = B + W = 2 x forward
+  state.counters["tokens/s"] = benchmark::Counter(tokens, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(passes * tokens * block_flops_per_token_forward(d) * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel("B*T=" + std::to_string(kBatch) + "*" + std::to_string(kSeqLen) +
+                 " d_model=" + std::to_string(d) + " heads=" + std::to_string(kHeads) + " blas_threads=1");
+}
+
+const bool registered = [] {
+  for (int64_t d : {128, 256}) {
+    const std::string suffix = "/d" + std::to_string(d);
+    benchmark::RegisterBenchmark(("transformer_block/forward" + suffix).c_str(), [d](benchmark::State& s) {
+      run_block(s, d, Phase::kForward);
+    })->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("transformer_block/forward_backward" + suffix).c_str(),
+                                 [d](benchmark::State& s) { run_block(s, d, Phase::kForwardBackward); })
+        ->Unit(benchmark::kMillisecond);
+  }
+  return true;
+}();
+
+}  // namespace

@@ -1,0 +1,142 @@
+#include "runtime/data/char_text_dataset.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <system_error>
+
+#include "runtime/core/error.h"
+#include "runtime/data/random.h"
+
+namespace pf {
+namespace {
+
+constexpr const char* kDefaultTextFolder = "/usr/share/common-licenses";
+// Distinguishes the row-start stream from any other use of the same seed.
+constexpr uint64_t kRowStartStream = 0x43484152'54455854ull;  // "CHARTEXT"
+
+std::string read_whole_file(const std::string& path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status)) {
+    fail(ErrorCode::kNotFound, "text file '", path, "' does not exist");
+  }
+  if (std::filesystem::is_directory(status)) {
+    fail(ErrorCode::kInvalidArgument, "text file '", path, "' is a directory");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(ErrorCode::kIoError, "cannot open text file '", path, "': ", std::strerror(errno));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) fail(ErrorCode::kIoError, "error reading text file '", path, "'");
+  return text;
+}
+
+bool looks_like_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  char buffer[4096];
+  in.read(buffer, sizeof(buffer));
+  const std::streamsize n = in.gcount();
+  return n > 0 && std::memchr(buffer, '\0', static_cast<size_t>(n)) == nullptr;
+}
+
+}  // namespace
+
+void CharTextOptions::validate() const {
+  PF_CHECK_ARG(rows >= 1, "rows must be >= 1, got ", rows);
+  PF_CHECK_ARG(seq_len >= 1, "seq_len must be >= 1, got ", seq_len);
+}
+
+std::vector<std::string> CharTextDataset::text_files_in(const std::string& folder) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(folder, ec)) {
+    fail(ErrorCode::kNotFound, "text folder '", folder, "' does not exist");
+  }
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(folder, ec)) {
+    // Symlinks (GPL -> GPL-3 and the like) would only repeat a file.
+    if (entry.is_symlink(ec) || !entry.is_regular_file(ec)) continue;
+    if (looks_like_text(entry.path().string())) files.push_back(entry.path().string());
+  }
+  if (ec) fail(ErrorCode::kIoError, "cannot list text folder '", folder, "': ", ec.message());
+  std::sort(files.begin(), files.end());
+  if (files.empty()) fail(ErrorCode::kNotFound, "text folder '", folder, "' holds no text files");
+  return files;
+}
+
+std::vector<std::string> CharTextDataset::default_text_files() { return text_files_in(kDefaultTextFolder); }
+
+CharTextDataset::CharTextDataset(const CharTextOptions& options) : options_(options) {
+  options_.validate();
+  if (options_.files.empty()) options_.files = default_text_files();
+
+  std::string text;
+  for (const std::string& path : options_.files) text += read_whole_file(path);
+
+  bool present[256] = {};
+  for (unsigned char c : text) present[c] = true;
+  for (int b = 0; b < 256; ++b) {
+    byte_to_id_[b] = -1;
+    if (present[b]) {
+      byte_to_id_[b] = static_cast<int32_t>(vocabulary_.size());
+      vocabulary_.push_back(static_cast<char>(b));
+    }
+  }
+
+  const int64_t needed = options_.seq_len + 1;
+  if (static_cast<int64_t>(text.size()) < needed) {
+    std::string names;
+    for (const auto& f : options_.files) names += (names.empty() ? "'" : ", '") + f + "'";
+    fail(ErrorCode::kInvalidArgument, "text of ", names, " has ", text.size(),
+         " bytes, fewer than seq_len + 1 = ", needed);
+  }
+  tokens_.resize(text.size());
+  for (size_t i = 0; i < text.size(); ++i) tokens_[i] = byte_to_id_[static_cast<unsigned char>(text[i])];
+}
+
+void CharTextDataset::seek(int64_t position) {
+  PF_CHECK_ARG(position >= 0, "data position must be >= 0, got ", position);
+  position_ = position;
+}
+
+Batch CharTextDataset::next() {
+  Batch batch = batch_at(position_);
+  ++position_;
+  return batch;
+}
+
+Batch CharTextDataset::batch_at(int64_t position) const {
+  const int64_t rows = options_.rows;
+  const int64_t seq = options_.seq_len;
+  // Windows start in [0, starts) so that seq_len + 1 tokens fit.
+  const uint64_t starts = static_cast<uint64_t>(tokens_.size()) - static_cast<uint64_t>(seq);
+  Batch batch;
+  batch.inputs = Tensor::empty({rows, seq}, DType::kI32);
+  batch.targets = Tensor::empty({rows, seq}, DType::kI32);
+  int32_t* in = batch.inputs.i32();
+  int32_t* out = batch.targets.i32();
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint64_t bits = data::hash_words(options_.seed, kRowStartStream, static_cast<uint64_t>(position),
+                                           static_cast<uint64_t>(r));
+    const int32_t* window = tokens_.data() + data::uniform_below(bits, starts);
+    std::memcpy(in + r * seq, window, static_cast<size_t>(seq) * sizeof(int32_t));
+    std::memcpy(out + r * seq, window + 1, static_cast<size_t>(seq) * sizeof(int32_t));
+  }
+  return batch;
+}
+
+std::string CharTextDataset::decode(const int32_t* ids, int64_t count) const {
+  std::string text;
+  text.reserve(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    PF_CHECK_ARG(ids[i] >= 0 && ids[i] < vocab_size(), "token id ", ids[i], " outside the vocabulary of ",
+                 vocab_size());
+    text.push_back(vocabulary_[static_cast<size_t>(ids[i])]);
+  }
+  return text;
+}
+
+}  // namespace pf

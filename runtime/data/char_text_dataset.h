@@ -1,0 +1,64 @@
+// Character-level language-modelling data from plain text files, for the GPT model.
+//
+// The files are read once and concatenated (in the order given) into one byte stream; the
+// vocabulary is the sorted set of distinct bytes in it, so token id i is the i-th smallest byte.
+// Micro-batch number p (p = position) holds `rows` windows of seq_len + 1 consecutive tokens; the
+// start of row r is a pure function of (seed, p, r), so seek(p) reproduces the stream exactly and
+// a run resumed from a checkpoint sees the same data as one that never stopped.
+// inputs = window[0, seq_len), targets = window[1, seq_len + 1) (next-character prediction).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/train/batch.h"
+
+namespace pf {
+
+struct CharTextOptions {
+  std::vector<std::string> files;  // empty: default_text_files()
+  int64_t rows = 8;                // rows per micro-batch
+  int64_t seq_len = 64;
+  uint64_t seed = 0;
+  void validate() const;  // kInvalidArgument naming the field
+};
+
+class CharTextDataset : public DataSource {
+ public:
+  // Reads every file; throws kNotFound / kIoError naming the file that cannot be read, and
+  // kInvalidArgument when the text is shorter than seq_len + 1 bytes.
+  explicit CharTextDataset(const CharTextOptions& options);
+
+  Batch next() override;
+  int64_t position() const override { return position_; }
+  void seek(int64_t position) override;
+
+  // The micro-batch at `position`, without moving the cursor.
+  Batch batch_at(int64_t position) const;
+
+  const CharTextOptions& options() const { return options_; }
+  const std::vector<std::string>& files() const { return options_.files; }
+  int64_t vocab_size() const { return static_cast<int64_t>(vocabulary_.size()); }
+  // The distinct bytes, sorted; vocabulary()[id] is the byte of token id.
+  const std::string& vocabulary() const { return vocabulary_; }
+  // The whole text as token ids.
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+  // Token id of a byte; -1 when the byte is not in the vocabulary.
+  int32_t encode(unsigned char byte) const { return byte_to_id_[byte]; }
+  std::string decode(const int32_t* ids, int64_t count) const;
+
+  // The regular (non-symlink) text files of /usr/share/common-licenses, sorted by name.
+  static std::vector<std::string> default_text_files();
+  // Same for any folder; throws kNotFound naming the folder when it is missing or holds none.
+  static std::vector<std::string> text_files_in(const std::string& folder);
+
+ private:
+  CharTextOptions options_;
+  std::string vocabulary_;
+  int32_t byte_to_id_[256];
+  std::vector<int32_t> tokens_;
+  int64_t position_ = 0;
+};
+
+}  // namespace pf

@@ -1,0 +1,174 @@
+// End-to-end tests of `pipeforge train`: the binary is run through the shell on tiny models and its
+// --json output, stderr and exit code are checked.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+namespace {
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v ? v : fallback;
+}
+
+std::string tmp_dir() { return env_or("TEST_TMPDIR", "/tmp"); }
+
+std::string binary() {
+  return env_or("TEST_SRCDIR", ".") + "/" + env_or("TEST_WORKSPACE", "pipeforge") + "/pipeforge";
+}
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+CommandResult run(const std::string& args) {
+  const std::string err_path = tmp_dir() + "/stderr.txt";
+  const std::string command = "'" + binary() + "' " + args + " 2>'" + err_path + "'";
+  CommandResult r;
+  std::FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) r.out.append(buffer, n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream err(err_path);
+  std::stringstream text;
+  text << err.rdbuf();
+  r.err = text.str();
+  return r;
+}
+
+nlohmann::json run_json(const std::string& args) {
+  const CommandResult r = run(args + " --json");
+  EXPECT_EQ(r.exit_code, 0) << "pipeforge " << args << "\nstderr:\n" << r.err;
+  try {
+    return nlohmann::json::parse(r.out);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "stdout is not one JSON object (" << e.what() << "):\n" << r.out;
+    return nlohmann::json::object();
+  }
+}
+
+const char* kTinyGpt =
+    "train --model gpt --steps 12 --batch-size 4 --seq-len 16 --d-model 16 --heads 2 --layers 1 --lr 0.01";
+const char* kTinyMlp =
+    "train --model mlp --steps 30 --batch-size 16 --microbatches 2 --features 8 --hidden 16";
+
+void expect_training_worked(const nlohmann::json& j, const std::string& model, int64_t steps) {
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(j.at("model"), model);
+  EXPECT_EQ(j.at("steps"), steps);
+  ASSERT_TRUE(j.at("loss").is_number()) << j.dump();  // null when not finite
+  ASSERT_TRUE(j.at("first_loss").is_number()) << j.dump();
+  const double loss = j.at("loss"), first = j.at("first_loss");
+  EXPECT_TRUE(std::isfinite(loss));
+  EXPECT_LT(loss, first) << "loss did not fall: " << j.at("losses").dump();
+  EXPECT_EQ(j.at("losses").size(), static_cast<size_t>(steps));
+  EXPECT_GT(j.at("tokens_per_s").get<double>(), 0.0);
+  EXPECT_GT(j.at("num_parameters").get<int64_t>(), 0);
+  const std::string checksum = j.at("param_checksum");
+  EXPECT_EQ(checksum.size(), 64u);
+  EXPECT_EQ(checksum.find_first_not_of("0123456789abcdef"), std::string::npos) << checksum;
+}
+
+TEST(PipeforgeCli, TinyGptTrainsAndIsReproducible) {
+  const nlohmann::json a = run_json(std::string(kTinyGpt) + " --seed 1");
+  expect_training_worked(a, "gpt", 12);
+  EXPECT_EQ(a.at("tokens").get<int64_t>(), 12 * 4 * 16);
+  EXPECT_GT(a.at("config").at("vocab").get<int64_t>(), 40);
+
+  const nlohmann::json again = run_json(std::string(kTinyGpt) + " --seed 1");
+  EXPECT_EQ(again.at("param_checksum"), a.at("param_checksum"));
+  EXPECT_EQ(again.at("losses"), a.at("losses"));
+
+  const nlohmann::json other = run_json(std::string(kTinyGpt) + " --seed 2");
+  EXPECT_NE(other.at("param_checksum"), a.at("param_checksum"));
+}
+
+TEST(PipeforgeCli, TinyMlpTrainsAndIsReproducible) {
+  const nlohmann::json a =
+      run_json(std::string(kTinyMlp) + " --seed 5 --optimizer sgd --momentum 0.9 --lr 0.1");
+  expect_training_worked(a, "mlp", 30);
+  const nlohmann::json again =
+      run_json(std::string(kTinyMlp) + " --seed 5 --optimizer sgd --momentum 0.9 --lr 0.1");
+  EXPECT_EQ(again.at("param_checksum"), a.at("param_checksum"));
+  const nlohmann::json other =
+      run_json(std::string(kTinyMlp) + " --seed 6 --optimizer sgd --momentum 0.9 --lr 0.1");
+  EXPECT_NE(other.at("param_checksum"), a.at("param_checksum"));
+}
+
+TEST(PipeforgeCli, CheckpointAndResumeEqualsOneRun) {
+  const std::string ckpt = tmp_dir() + "/half.ckpt";
+  const std::string base = "train --model mlp --batch-size 8 --features 8 --hidden 16 --seed 3 --quiet";
+  const nlohmann::json whole = run_json(base + " --steps 10");
+  const nlohmann::json first = run_json(base + " --steps 4 --checkpoint '" + ckpt + "'");
+  EXPECT_EQ(first.at("checkpoint"), ckpt);
+  const nlohmann::json rest = run_json(base + " --steps 6 --resume '" + ckpt + "'");
+  EXPECT_EQ(rest.at("steps"), 10);
+  EXPECT_EQ(rest.at("resumed_from_step"), 4);
+  EXPECT_EQ(rest.at("param_checksum"), whole.at("param_checksum"));
+  EXPECT_EQ(rest.at("loss"), whole.at("loss"));
+}
+
+TEST(PipeforgeCli, GptOnAGivenTextFile) {
+  const std::string path = tmp_dir() + "/text.txt";
+  {
+    std::ofstream out(path);
+    for (int i = 0; i < 50; ++i) out << "the quick brown fox jumps over the lazy dog\n";
+  }
+  const nlohmann::json j = run_json(std::string(kTinyGpt) + " --data '" + path + "'");
+  expect_training_worked(j, "gpt", 12);
+  EXPECT_EQ(j.at("config").at("vocab"), 28);  // 26 letters, space, newline
+  EXPECT_EQ(j.at("config").at("data_files"), nlohmann::json::array({path}));
+}
+
+TEST(PipeforgeCli, ProgressGoesToStderrAndHumanOutputToStdout) {
+  const CommandResult r = run(std::string(kTinyMlp));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("step 30/30"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("final loss"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("parameter checksum"), std::string::npos) << r.out;
+}
+
+TEST(PipeforgeCli, BadOptionsExitWithTwoAndSayWhy) {
+  const struct {
+    const char* args;
+    const char* message;
+  } cases[] = {
+      {"train --model transformer", "--model"},
+      {"train --steps 0", "--steps"},
+      {"train --optimizer lamb", "--optimizer"},
+      {"train --no-such-option", "--no-such-option"},
+      {"train --batch-size 6 --microbatches 4", "--microbatches"},
+      {"train --d-model 30 --heads 4", "--heads"},
+      {"train --data /no/such/file.txt", "/no/such/file.txt"},
+      {"train --model mlp --data /etc/hostname", "--data"},
+      {"train --resume /no/such/checkpoint", "/no/such/checkpoint"},
+      {"", "subcommand"},
+  };
+  for (const auto& c : cases) {
+    const CommandResult r = run(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\nstderr: " << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\nstderr: " << r.err;
+    EXPECT_TRUE(r.out.empty()) << c.args << "\nstdout: " << r.out;
+  }
+}
+
+TEST(PipeforgeCli, CorruptCheckpointIsAUsageError) {
+  const std::string path = tmp_dir() + "/corrupt.ckpt";
+  { std::ofstream(path) << "not a checkpoint"; }
+  const CommandResult r = run("train --model mlp --steps 1 --resume '" + path + "'");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find(path), std::string::npos) << r.err;
+}
+
+}  // namespace

@@ -1,0 +1,14 @@
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "tools/cli/cli.h"
+
+int main(int argc, char** argv) {
+  // Under `bazel run` the working directory is the runfiles tree; relative paths the user typed
+  // (--data, --checkpoint, --resume) mean the folder they ran bazel from.
+  if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY")) {
+    if (chdir(dir) != 0) return pf::cli::kExitFailure;
+  }
+  return pf::cli::run(argc, argv);
+}

@@ -1,0 +1,255 @@
+#include "tools/cli/train_command.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/core/error.h"
+#include "runtime/data/char_text_dataset.h"
+#include "runtime/data/param_checksum.h"
+#include "runtime/data/synthetic_classification.h"
+#include "runtime/models/builders.h"
+#include "runtime/train/sequential_trainer.h"
+#include "tools/cli/cli.h"
+#include "tools/cli/progress.h"
+
+namespace pf::cli {
+namespace {
+
+[[noreturn]] void usage_error(const std::string& message) {
+  throw Error(ErrorCode::kInvalidArgument, message);
+}
+
+// Everything that needs only the arguments; throws kInvalidArgument with the option's name.
+void check_args(const TrainArgs& a) {
+  if (a.batch_size % a.micro_batches != 0) {
+    usage_error("--batch-size " + std::to_string(a.batch_size) + " is not divisible by --microbatches " +
+                std::to_string(a.micro_batches));
+  }
+  if (a.model == "mlp") {
+    if (!a.data.empty()) usage_error("--data applies to --model gpt only");
+  } else {
+    if (a.d_model % a.heads != 0) {
+      usage_error("--d-model " + std::to_string(a.d_model) + " is not divisible by --heads " +
+                  std::to_string(a.heads));
+    }
+  }
+  if (a.optimizer == "adamw" && a.momentum != 0.0) usage_error("--momentum applies to --optimizer sgd only");
+}
+
+struct Setup {
+  std::unique_ptr<DataSource> data;
+  std::shared_ptr<Model> model;
+  nlohmann::json description;  // model-specific fields for the output
+};
+
+Setup make_setup(const TrainArgs& a) {
+  Setup s;
+  const int64_t rows = a.batch_size / a.micro_batches;
+  if (a.model == "mlp") {
+    SyntheticClassificationOptions data;
+    data.rows = rows;
+    data.features = a.features;
+    data.classes = a.classes;
+    data.seed = a.seed;
+    s.data = std::make_unique<SyntheticClassification>(data);
+    MlpConfig config;
+    config.input_dim = a.features;
+    config.classes = a.classes;
+    config.hidden.assign(static_cast<size_t>(a.layers < 0 ? 2 : a.layers), a.hidden < 0 ? 64 : a.hidden);
+    s.model = build_mlp(config);
+    s.description = {{"features", config.input_dim}, {"hidden", config.hidden}, {"classes", config.classes}};
+  } else {
+    CharTextOptions data;
+    data.files = a.data;
+    data.rows = rows;
+    data.seq_len = a.seq_len;
+    data.seed = a.seed;
+    auto text = std::make_unique<CharTextDataset>(data);
+    GptConfig config;
+    config.vocab = text->vocab_size();
+    config.seq_len = a.seq_len;
+    config.d_model = a.d_model;
+    config.heads = a.heads;
+    config.layers = a.layers < 0 ? 2 : a.layers;
+    config.mlp_hidden = a.hidden < 0 ? 0 : a.hidden;
+    s.description = {{"vocab", config.vocab},       {"seq_len", config.seq_len},
+                     {"d_model", config.d_model},   {"heads", config.heads},
+                     {"layers", config.layers},     {"mlp_hidden", config.mlp_hidden},
+                     {"data_files", text->files()}, {"data_tokens", text->tokens().size()}};
+    s.data = std::move(text);
+    s.model = build_gpt(config);
+  }
+  return s;
+}
+
+OptimizerConfig optimizer_config(const TrainArgs& a) {
+  OptimizerConfig c;
+  c.kind = a.optimizer == "sgd" ? OptimizerConfig::Kind::kSgd : OptimizerConfig::Kind::kAdamW;
+  c.lr = static_cast<float>(a.lr > 0 ? a.lr : (a.optimizer == "sgd" ? kDefaultSgdLr : kDefaultAdamWLr));
+  c.momentum = static_cast<float>(a.momentum);
+  c.weight_decay = static_cast<float>(a.weight_decay);
+  c.clip_norm = static_cast<float>(a.clip_norm);
+  return c;
+}
+
+nlohmann::json finite_or_null(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(); }
+
+}  // namespace
+
+CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
+  CLI::App* cmd = app.add_subcommand("train", "Train the MLP or the small GPT on the CPU");
+  cmd->add_option("--model", a.model, "mlp (synthetic classification) or gpt (character text)")
+      ->check(CLI::IsMember({"mlp", "gpt"}))
+      ->capture_default_str();
+  cmd->add_option("--steps", a.steps, "optimizer steps to run (after --resume: further steps)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->capture_default_str();
+  cmd->add_option("--microbatches", a.micro_batches, "micro-batches per step")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--batch-size", a.batch_size, "rows per step (a multiple of --microbatches)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
+      ->capture_default_str();
+  cmd->add_option("--seed", a.seed, "seed of the initial parameters and of the data")->capture_default_str();
+  cmd->add_option("--optimizer", a.optimizer, "sgd or adamw")
+      ->check(CLI::IsMember({"sgd", "adamw"}))
+      ->capture_default_str();
+  cmd->add_option("--lr", a.lr, "learning rate (default 3e-3 for adamw, 0.05 for sgd)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--momentum", a.momentum, "SGD momentum")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  cmd->add_option("--weight-decay", a.weight_decay, "SGD: L2 added to the gradient; AdamW: decoupled")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--clip-norm", a.clip_norm, "clip gradients to this global L2 norm (0: off)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--layers", a.layers, "GPT: transformer blocks (2); MLP: hidden layers (2)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1024}));
+  cmd->add_option("--d-model", a.d_model, "GPT: model width")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16))
+      ->capture_default_str();
+  cmd->add_option("--heads", a.heads, "GPT: attention heads")
+      ->check(CLI::Range(int64_t{1}, int64_t{1024}))
+      ->capture_default_str();
+  cmd->add_option("--seq-len", a.seq_len, "GPT: tokens per row")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  cmd->add_option("--hidden", a.hidden, "GPT: MLP width of a block (4 * d-model); MLP: hidden width (64)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_option("--features", a.features, "MLP: input features")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  cmd->add_option("--classes", a.classes, "MLP: classes")
+      ->check(CLI::Range(int64_t{2}, int64_t{1} << 20))
+      ->capture_default_str();
+  cmd->add_option("--data", a.data, "GPT: text files (default: /usr/share/common-licenses/*)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--blas-threads", a.blas_threads, "BLAS threads")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  cmd->add_option("--checkpoint", a.checkpoint, "save a checkpoint here at the end");
+  cmd->add_option("--resume", a.resume, "load this checkpoint first (same model options)")
+      ->check(CLI::ExistingFile);
+  cmd->add_flag("--json", a.json, "print one JSON object with the results on stdout");
+  cmd->add_flag("--quiet", a.quiet, "no progress on stderr");
+  return cmd;
+}
+
+int run_train(const TrainArgs& a) {
+  Setup setup;
+  std::unique_ptr<SequentialTrainer> trainer;
+  try {
+    check_args(a);
+    setup = make_setup(a);
+    TrainerOptions options;
+    options.micro_batches = a.micro_batches;
+    options.seed = a.seed;
+    options.blas_threads = a.blas_threads;
+    options.optimizer = optimizer_config(a);
+    options.validate();
+    trainer = std::make_unique<SequentialTrainer>(setup.model, options);
+    if (!a.resume.empty()) {
+      load_checkpoint(*trainer, a.resume);
+      setup.data->seek(trainer->metrics().data_position);
+    }
+  } catch (const Error& e) {
+    // Bad options and unreadable inputs are the caller's to fix: usage errors.
+    if (e.code() == ErrorCode::kInvalidArgument || e.code() == ErrorCode::kNotFound ||
+        e.code() == ErrorCode::kDataLoss) {
+      std::cerr << "pipeforge train: " << e.what() << "\n";
+      return kExitUsage;
+    }
+    throw;
+  }
+
+  const Model& model = trainer->model();
+  const int64_t first_step = trainer->metrics().step;
+  if (!a.json && !a.quiet) {
+    std::cerr << "pipeforge train: " << a.model << " model, " << model.num_parameter_elements()
+              << " parameters, " << a.steps << " steps of " << a.batch_size << " rows in " << a.micro_batches
+              << " micro-batch(es)"
+              << (a.resume.empty() ? ""
+                                   : ", resumed from " + a.resume + " at step " + std::to_string(first_step))
+              << "\n";
+  }
+
+  std::vector<double> losses;
+  losses.reserve(static_cast<size_t>(a.steps));
+  int64_t tokens = 0;
+  double seconds = 0.0;
+  {
+    ProgressBar progress(a.steps, first_step, !a.quiet);
+    for (int64_t i = 1; i <= a.steps; ++i) {
+      const StepResult r = trainer->step(*setup.data);
+      losses.push_back(r.loss);
+      tokens += r.tokens;
+      seconds += r.seconds;
+      progress.update(i, r.loss, seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0);
+    }
+  }
+  const double tokens_per_s = seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0;
+  const std::string checksum = parameter_checksum(model.parameters());
+  if (!a.checkpoint.empty()) save_checkpoint(*trainer, a.checkpoint);
+
+  if (a.json) {
+    nlohmann::json out;
+    out["model"] = a.model;
+    out["config"] = setup.description;
+    out["num_parameters"] = model.num_parameter_elements();
+    out["steps"] = trainer->metrics().step;
+    out["steps_run"] = a.steps;
+    out["resumed_from_step"] = first_step;
+    out["micro_batches"] = a.micro_batches;
+    out["batch_size"] = a.batch_size;
+    out["seed"] = a.seed;
+    out["optimizer"] = trainer->optimizer().config().to_json();
+    out["loss"] = finite_or_null(losses.back());
+    out["first_loss"] = finite_or_null(losses.front());
+    nlohmann::json all = nlohmann::json::array();
+    for (double l : losses) all.push_back(finite_or_null(l));
+    out["losses"] = all;
+    out["tokens"] = tokens;
+    out["seconds"] = seconds;
+    out["tokens_per_s"] = tokens_per_s;
+    out["data_position"] = trainer->metrics().data_position;
+    out["param_checksum"] = checksum;
+    if (!a.checkpoint.empty()) out["checkpoint"] = a.checkpoint;
+    std::cout << out.dump() << std::endl;
+  } else {
+    std::printf("final loss %.6f (step %lld: %.6f) after %lld steps, %s tokens/s\n", losses.back(),
+                static_cast<long long>(first_step + 1), losses.front(),
+                static_cast<long long>(trainer->metrics().step),
+                ProgressBar::format_rate(tokens_per_s).c_str());
+    std::printf("parameter checksum (sha256): %s\n", checksum.c_str());
+    if (!a.checkpoint.empty()) std::printf("checkpoint saved to %s\n", a.checkpoint.c_str());
+  }
+  return std::isfinite(losses.back()) ? kExitOk : kExitFailure;
+}
+
+}  // namespace pf::cli

@@ -1,0 +1,48 @@
+// `pipeforge train`: trains the MLP (synthetic classification) or the small GPT (character text)
+// with the reference SequentialTrainer, shows progress on stderr and prints the result (or, with
+// --json, one JSON object on stdout).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace pf::cli {
+
+struct TrainArgs {
+  std::string model = "gpt";
+  int64_t steps = 100;
+  int micro_batches = 1;
+  int64_t batch_size = 8;  // rows per step, split into micro_batches equal micro-batches
+  uint64_t seed = 0;
+  double lr = 0.0;  // 0: the optimizer's default below
+  std::string optimizer = "adamw";
+  double momentum = 0.0;
+  double weight_decay = 0.0;
+  double clip_norm = 0.0;
+  // Model size. -1: the model's default.
+  int64_t layers = -1;  // GPT: transformer blocks; MLP: hidden layers
+  int64_t d_model = 64;
+  int64_t heads = 4;
+  int64_t seq_len = 64;
+  int64_t hidden = -1;            // GPT: MLP width of a block (default 4 * d_model); MLP: hidden width (64)
+  int64_t features = 32;          // MLP input features
+  int64_t classes = 10;           // MLP classes
+  std::vector<std::string> data;  // GPT text files; empty: the licence texts
+  int blas_threads = 1;
+  std::string checkpoint;
+  std::string resume;
+  bool json = false;
+  bool quiet = false;
+};
+
+constexpr double kDefaultAdamWLr = 3e-3;
+constexpr double kDefaultSgdLr = 0.05;
+
+CLI::App* add_train_command(CLI::App& app, TrainArgs& args);
+// Runs the command; returns the process exit code. Throws only for unexpected failures.
+int run_train(const TrainArgs& args);
+
+}  // namespace pf::cli
