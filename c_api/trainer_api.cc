@@ -1,5 +1,5 @@
 // pf_trainer_*: the sequential trainer, its data loader, parameters, checkpoints and metrics.
-#include <openssl/evp.h>
+#include "runtime/checkpoint/parameter_checksum.h"
 
 #include <cstddef>
 #include <cstring>
@@ -90,26 +90,6 @@ pf::Parameter& find_parameter(const pf_trainer& trainer, const char* name) {
 void check_count(const pf::Parameter& p, size_t count) {
   PF_CHECK_ARG(count == static_cast<size_t>(p.value.numel()), "count is ", count, " but parameter '", p.name,
                "' ", pf::shape_to_string(p.value.shape()), " has ", p.value.numel(), " elements");
-}
-
-std::string sha256_hex(const pf::Model& model) {
-  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  if (!ctx) throw std::bad_alloc();
-  PF_INTERNAL_CHECK(EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) == 1, "SHA-256 init failed");
-  for (const pf::Parameter* p : model.parameters()) {
-    PF_INTERNAL_CHECK(EVP_DigestUpdate(ctx.get(), p->value.data<char>(), p->value.nbytes()) == 1,
-                      "SHA-256 update failed");
-  }
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  PF_INTERNAL_CHECK(EVP_DigestFinal_ex(ctx.get(), digest, &length) == 1 && length == 32, "SHA-256 final failed");
-  static const char kHex[] = "0123456789abcdef";
-  std::string hex;
-  for (unsigned int i = 0; i < length; ++i) {
-    hex += kHex[digest[i] >> 4];
-    hex += kHex[digest[i] & 15];
-  }
-  return hex;
 }
 
 }  // namespace
@@ -247,7 +227,7 @@ pf_status* pf_trainer_parameter_checksum(const pf_trainer* trainer, char out_hex
   return guard(__func__, [&] {
     require(trainer, "trainer");
     require(out_hex, "out_hex");
-    const std::string hex = sha256_hex(trainer->trainer->model());
+    const std::string hex = pf::parameter_checksum(trainer->trainer->model().parameters());
     std::memcpy(out_hex, hex.c_str(), hex.size() + 1);
   });
 }

@@ -1,7 +1,6 @@
 #include "runtime/checkpoint/checkpoint.h"
 
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,21 +12,13 @@
 
 #include "runtime/core/error.h"
 #include "runtime/core/log.h"
+#include "runtime/core/sha256.h"
 
 namespace pf {
 namespace {
 
 constexpr char kMagic[8] = {'P', 'F', 'C', 'K', 'P', 'T', '\0', '\1'};
 constexpr size_t kDigestBytes = 32;
-
-std::string sha256(const char* data, size_t size) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  if (EVP_Digest(data, size, digest, &len, EVP_sha256(), nullptr) != 1 || len != kDigestBytes) {
-    fail(ErrorCode::kInternal, "SHA-256 failed");
-  }
-  return std::string(reinterpret_cast<char*>(digest), len);
-}
 
 template <typename T>
 void append_pod(std::string* out, T value) {
@@ -117,7 +108,7 @@ void save_checkpoint(const SequentialTrainer& trainer, const std::string& path) 
   bytes += header_text;
   bytes.reserve(bytes.size() + offset + kDigestBytes);
   for (const Entry& e : entries) bytes.append(e.tensor->data<char>(), e.tensor->nbytes());
-  bytes += sha256(bytes.data(), bytes.size());
+  bytes += sha256_digest(bytes.data(), bytes.size());
   write_file_atomically(path, bytes);
   log(LogLevel::kInfo, "saved checkpoint '" + path + "' at step " + std::to_string(trainer.metrics().step));
 }
@@ -142,7 +133,7 @@ void load_checkpoint(SequentialTrainer& trainer, const std::string& path) {
          " is not supported (this build reads version ", kCheckpointFormatVersion, ")");
   }
   const size_t body = bytes.size() - kDigestBytes;
-  if (sha256(bytes.data(), body) != bytes.substr(body)) {
+  if (sha256_digest(bytes.data(), body) != bytes.substr(body)) {
     fail(ErrorCode::kDataLoss, "checkpoint '", path, "': checksum mismatch (file truncated or corrupted)");
   }
   const uint64_t header_len = read_pod<uint64_t>(bytes, sizeof(kMagic) + sizeof(uint32_t));

@@ -9,7 +9,7 @@
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/core/error.h"
 #include "runtime/data/char_text_dataset.h"
-#include "runtime/data/param_checksum.h"
+#include "runtime/checkpoint/parameter_checksum.h"
 #include "runtime/data/synthetic_classification.h"
 #include "runtime/models/builders.h"
 #include "runtime/train/sequential_trainer.h"

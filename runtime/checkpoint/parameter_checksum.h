@@ -12,7 +12,5 @@ namespace pf {
 
 // Lower-case hex, 64 characters.
 std::string parameter_checksum(const std::vector<Parameter*>& parameters);
-// SHA-256 of a byte range, lower-case hex.
-std::string sha256_hex(const void* data, size_t bytes);
 
 }  // namespace pf

@@ -1,4 +1,5 @@
-#include "runtime/data/param_checksum.h"
+#include "runtime/checkpoint/parameter_checksum.h"
+#include "runtime/core/sha256.h"
 
 #include <gtest/gtest.h>
 
