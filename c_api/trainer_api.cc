@@ -1,6 +1,4 @@
 // pf_trainer_*: the sequential trainer, its data loader, parameters, checkpoints and metrics.
-#include "runtime/checkpoint/parameter_checksum.h"
-
 #include <cstddef>
 #include <cstring>
 #include <memory>
@@ -11,6 +9,7 @@
 #include "c_api/struct_io.h"
 #include "c_api/tensor_view.h"
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/parameter_checksum.h"
 #include "runtime/tensor/memory_tracker.h"
 
 namespace {

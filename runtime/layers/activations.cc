@@ -1,8 +1,7 @@
 #include "runtime/layers/activations.h"
 
-#include <cmath>
-
 #include "runtime/core/error.h"
+#include "runtime/kernels/cpu/fast_math.h"
 
 namespace pf {
 
@@ -65,7 +64,7 @@ Tensor GELU::forward(const Tensor& input, SavedContext& ctx) {
   float* y = output.f32();
   for (int64_t i = 0, n = input.numel(); i < n; ++i) {
     const float v = x[i];
-    const float t = std::tanh(kSqrt2OverPi * (v + kGeluCubic * v * v * v));
+    const float t = cpu::fast_tanh(kSqrt2OverPi * (v + kGeluCubic * v * v * v));
     y[i] = 0.5f * v * (1.0f + t);
   }
   ctx.save("input", input);
@@ -81,7 +80,7 @@ Tensor GELU::backward_input(SavedContext& ctx, const Tensor& grad_output) {
   float* dx = grad_input.f32();
   for (int64_t i = 0, n = input.numel(); i < n; ++i) {
     const float v = x[i];
-    const float t = std::tanh(kSqrt2OverPi * (v + kGeluCubic * v * v * v));
+    const float t = cpu::fast_tanh(kSqrt2OverPi * (v + kGeluCubic * v * v * v));
     const float dt = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * v * v);
     dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * dt);
   }

@@ -4,6 +4,7 @@
 
 #include "runtime/core/error.h"
 #include "runtime/kernels/cpu/blas.h"
+#include "runtime/kernels/cpu/fast_math.h"
 
 namespace pf {
 
@@ -86,7 +87,7 @@ Tensor CausalSelfAttention::forward(const Tensor& input, SavedContext& ctx) {
         for (int64_t j = 1; j <= i; ++j) max_score = row[j] > max_score ? row[j] : max_score;
         float sum = 0.0f;
         for (int64_t j = 0; j <= i; ++j) {
-          row[j] = std::exp(row[j] - max_score);
+          row[j] = cpu::fast_exp(row[j] - max_score);
           sum += row[j];
         }
         const float inv = 1.0f / sum;
