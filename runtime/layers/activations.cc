@@ -25,6 +25,32 @@ void check_grad_output(const Layer& layer, const Tensor& input, const Tensor& gr
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kGeluCubic = 0.044715f;
 
+// Elementwise y = f(x), saving x; dx = dy * f'(x) via `grad(x, dy)`. The loops are plain so the
+// compiler vectorises them (f and grad are inlined lambdas).
+template <typename Fn>
+Tensor pointwise_forward(const Layer& layer, const Tensor& input, SavedContext& ctx, Fn fn) {
+  check_input(layer, input);
+  Tensor output = Tensor::empty(input.shape());
+  const float* x = input.f32();
+  float* y = output.f32();
+  for (int64_t i = 0, n = input.numel(); i < n; ++i) y[i] = fn(x[i]);
+  ctx.save("input", input);
+  return output;
+}
+
+template <typename Grad>
+Tensor pointwise_backward(const Layer& layer, SavedContext& ctx, const Tensor& grad_output, Grad grad) {
+  const Tensor input = ctx.get("input");
+  check_grad_output(layer, input, grad_output);
+  Tensor grad_input = Tensor::empty(input.shape());
+  const float* x = input.f32();
+  const float* dy = grad_output.f32();
+  float* dx = grad_input.f32();
+  for (int64_t i = 0, n = input.numel(); i < n; ++i) dx[i] = grad(x[i], dy[i]);
+  ctx.clear();  // nothing left for backward_weight
+  return grad_input;
+}
+
 }  // namespace
 
 ReLU::ReLU(std::string name) : Layer(std::move(name)) {}
@@ -32,60 +58,31 @@ ReLU::ReLU(std::string name) : Layer(std::move(name)) {}
 nlohmann::json ReLU::config() const { return {{"type", type()}, {"name", name()}}; }
 
 Tensor ReLU::forward(const Tensor& input, SavedContext& ctx) {
-  check_input(*this, input);
-  Tensor output = Tensor::empty(input.shape());
-  const float* x = input.f32();
-  float* y = output.f32();
-  for (int64_t i = 0, n = input.numel(); i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
-  ctx.save("input", input);
-  return output;
+  return pointwise_forward(*this, input, ctx, [](float x) { return x > 0.0f ? x : 0.0f; });
 }
 
 Tensor ReLU::backward_input(SavedContext& ctx, const Tensor& grad_output) {
-  const Tensor input = ctx.get("input");
-  check_grad_output(*this, input, grad_output);
-  Tensor grad_input = Tensor::empty(input.shape());
-  const float* x = input.f32();
-  const float* dy = grad_output.f32();
-  float* dx = grad_input.f32();
-  for (int64_t i = 0, n = input.numel(); i < n; ++i) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
-  ctx.clear();  // nothing left for backward_weight
-  return grad_input;
+  return pointwise_backward(*this, ctx, grad_output, [](float x, float dy) { return x > 0.0f ? dy : 0.0f; });
 }
 
 GELU::GELU(std::string name) : Layer(std::move(name)) {}
 
 nlohmann::json GELU::config() const { return {{"type", type()}, {"name", name()}}; }
 
+// GPT-2's tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 Tensor GELU::forward(const Tensor& input, SavedContext& ctx) {
-  check_input(*this, input);
-  Tensor output = Tensor::empty(input.shape());
-  const float* x = input.f32();
-  float* y = output.f32();
-  for (int64_t i = 0, n = input.numel(); i < n; ++i) {
-    const float v = x[i];
+  return pointwise_forward(*this, input, ctx, [](float v) {
     const float t = cpu::fast_tanh(kSqrt2OverPi * (v + kGeluCubic * v * v * v));
-    y[i] = 0.5f * v * (1.0f + t);
-  }
-  ctx.save("input", input);
-  return output;
+    return 0.5f * v * (1.0f + t);
+  });
 }
 
 Tensor GELU::backward_input(SavedContext& ctx, const Tensor& grad_output) {
-  const Tensor input = ctx.get("input");
-  check_grad_output(*this, input, grad_output);
-  Tensor grad_input = Tensor::empty(input.shape());
-  const float* x = input.f32();
-  const float* dy = grad_output.f32();
-  float* dx = grad_input.f32();
-  for (int64_t i = 0, n = input.numel(); i < n; ++i) {
-    const float v = x[i];
+  return pointwise_backward(*this, ctx, grad_output, [](float v, float dy) {
     const float t = cpu::fast_tanh(kSqrt2OverPi * (v + kGeluCubic * v * v * v));
     const float dt = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * v * v);
-    dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * dt);
-  }
-  ctx.clear();  // nothing left for backward_weight
-  return grad_input;
+    return dy * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * dt);
+  });
 }
 
 }  // namespace pf
