@@ -9,6 +9,8 @@
 #include "c_api/loader_source.h"
 #include "c_api/pipeforge.h"
 #include "runtime/models/model.h"
+#include "runtime/schedules/ir.h"
+#include "runtime/schedules/simulator.h"
 #include "runtime/train/sequential_trainer.h"
 
 struct pf_model {
@@ -25,4 +27,14 @@ struct pf_model_builder {
 struct pf_trainer {
   std::unique_ptr<pf::SequentialTrainer> trainer;
   std::unique_ptr<pf::capi::LoaderSource> loader;  // null until pf_trainer_set_data_loader
+};
+
+struct pf_schedule {
+  pf::sched::Schedule schedule;
+  std::string text;  // what pf_schedule_to_text returned last
+};
+
+struct pf_simulation {
+  pf::sched::SimulationResult result;
+  std::string trace, svg, ascii;  // what the renderers returned last
 };

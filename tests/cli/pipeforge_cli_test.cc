@@ -11,52 +11,14 @@
 #include <sstream>
 #include <string>
 
+#include "tests/cli/cli_runner.h"
+
 namespace {
 
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v ? v : fallback;
-}
-
-std::string tmp_dir() { return env_or("TEST_TMPDIR", "/tmp"); }
-
-std::string binary() {
-  return env_or("TEST_SRCDIR", ".") + "/" + env_or("TEST_WORKSPACE", "pipeforge") + "/pipeforge";
-}
-
-struct CommandResult {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-CommandResult run(const std::string& args) {
-  const std::string err_path = tmp_dir() + "/stderr.txt";
-  const std::string command = "'" + binary() + "' " + args + " 2>'" + err_path + "'";
-  CommandResult r;
-  std::FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) r.out.append(buffer, n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream err(err_path);
-  std::stringstream text;
-  text << err.rdbuf();
-  r.err = text.str();
-  return r;
-}
-
-nlohmann::json run_json(const std::string& args) {
-  const CommandResult r = run(args + " --json");
-  EXPECT_EQ(r.exit_code, 0) << "pipeforge " << args << "\nstderr:\n" << r.err;
-  try {
-    return nlohmann::json::parse(r.out);
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "stdout is not one JSON object (" << e.what() << "):\n" << r.out;
-    return nlohmann::json::object();
-  }
-}
+using pftest::CommandResult;
+using pftest::run;
+using pftest::run_json;
+using pftest::tmp_dir;
 
 const char* kTinyGpt =
     "train --model gpt --steps 12 --batch-size 4 --seq-len 16 --d-model 16 --heads 2 --layers 1 --lr 0.01";

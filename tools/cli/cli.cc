@@ -5,6 +5,7 @@
 #include <exception>
 #include <iostream>
 
+#include "tools/cli/schedule_command.h"
 #include "tools/cli/train_command.h"
 
 namespace pf::cli {
@@ -16,6 +17,9 @@ int run(int argc, char** argv) {
 
   TrainArgs train_args;
   CLI::App* train = add_train_command(app, train_args);
+  ScheduleArgs schedule_args, simulate_args;
+  CLI::App* schedule = add_schedule_command(app, schedule_args);
+  CLI::App* simulate = add_simulate_command(app, simulate_args);
 
   try {
     app.parse(argc, argv);
@@ -27,6 +31,8 @@ int run(int argc, char** argv) {
 
   try {
     if (train->parsed()) return run_train(train_args);
+    if (schedule->parsed()) return run_schedule(schedule_args);
+    if (simulate->parsed()) return run_simulate(simulate_args);
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::cerr << "pipeforge: error: " << e.what() << "\n";

@@ -1,4 +1,4 @@
-// The `pipeforge` command line: subcommands over the runtime (today: `train`).
+// The `pipeforge` command line: subcommands over the runtime (`train`, `schedule`, `simulate`).
 // Exit codes: 0 success, 1 a runtime failure, 2 bad usage (unknown or invalid options, unreadable
 // inputs), with a one-line message on stderr.
 #pragma once

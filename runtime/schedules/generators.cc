@@ -1,0 +1,342 @@
+#include "runtime/schedules/generators.h"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "runtime/core/error.h"
+#include "runtime/schedules/validator.h"
+
+namespace pf::sched {
+namespace {
+
+Action F(int stage, int mb) { return Action{ActionKind::kForward, stage, mb}; }
+Action B(int stage, int mb) { return Action{ActionKind::kBackwardInput, stage, mb}; }
+Action W(int stage, int mb) { return Action{ActionKind::kBackwardWeight, stage, mb}; }
+Action BW(int stage, int mb) { return Action{ActionKind::kBackward, stage, mb}; }
+
+void require_one_chunk(const char* name, const GeneratorOptions& o) {
+  PF_CHECK_ARG(o.chunks == 1, name, " places one stage per rank: chunks must be 1, got ", o.chunks,
+               " (chunks > 1 is for interleaved-1f1b and bfs; zb-v has 2)");
+}
+
+void require_no_reverse(const char* name, const GeneratorOptions& o) {
+  PF_CHECK_ARG(!o.reverse_backward, "reverse_backward applies to bfs only, not to ", name);
+}
+
+Schedule make(const char* name, int micro_batches, Placement placement) {
+  Schedule s;
+  s.name = name;
+  s.num_micro_batches = micro_batches;
+  s.ranks.resize(static_cast<size_t>(placement.num_ranks));
+  s.placement = std::move(placement);
+  return s;
+}
+
+// Inserts one STEP per stage, right after that stage's last W/BW on its rank.
+void add_steps(Schedule& s) {
+  for (int r = 0; r < s.num_ranks(); ++r) {
+    auto& list = s.ranks[static_cast<size_t>(r)];
+    std::vector<std::pair<int, int>> at;  // (insert after index, stage)
+    for (int st : s.placement.stages_of(r)) {
+      int last = static_cast<int>(list.size()) - 1;
+      for (int i = static_cast<int>(list.size()) - 1; i >= 0; --i) {
+        const Action& a = list[static_cast<size_t>(i)];
+        if (a.stage == st &&
+            (a.kind == ActionKind::kBackwardWeight || a.kind == ActionKind::kBackward)) {
+          last = i;
+          break;
+        }
+      }
+      at.emplace_back(last, st);
+    }
+    // Back to front, so earlier positions stay valid; equal positions keep stage order.
+    std::sort(at.begin(), at.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first > b.first : a.second > b.second;
+    });
+    for (const auto& [pos, st] : at) {
+      list.insert(list.begin() + pos + 1, Action{ActionKind::kStep, st, -1});
+    }
+  }
+}
+
+// ---- gpipe: all forwards, then all backwards (ascending, so gradients accumulate 0..m-1).
+Schedule gpipe(const GeneratorOptions& o) {
+  require_one_chunk("gpipe", o);
+  require_no_reverse("gpipe", o);
+  const int p = o.ranks, m = o.micro_batches;
+  Schedule s = make("gpipe", m, Placement::one_per_rank(p));
+  for (int r = 0; r < p; ++r) {
+    auto& list = s.ranks[static_cast<size_t>(r)];
+    for (int i = 0; i < m; ++i) list.push_back(F(r, i));
+    for (int i = 0; i < m; ++i) list.push_back(BW(r, i));
+  }
+  add_steps(s);
+  return s;
+}
+
+// ---- 1f1b: min(p-s-1, m) warm-up forwards, (F, BW) pairs, the remaining BW.
+Schedule one_f_one_b(const GeneratorOptions& o) {
+  require_one_chunk("1f1b", o);
+  require_no_reverse("1f1b", o);
+  const int p = o.ranks, m = o.micro_batches;
+  Schedule s = make("1f1b", m, Placement::one_per_rank(p));
+  for (int r = 0; r < p; ++r) {
+    auto& list = s.ranks[static_cast<size_t>(r)];
+    const int warm = std::min(p - r - 1, m);
+    for (int i = 0; i < warm; ++i) list.push_back(F(r, i));
+    for (int i = 0; i < m - warm; ++i) {
+      list.push_back(F(r, warm + i));
+      list.push_back(BW(r, i));
+    }
+    for (int i = m - warm; i < m; ++i) list.push_back(BW(r, i));
+  }
+  add_steps(s);
+  return s;
+}
+
+// ---- interleaved-1f1b (Megatron virtual stages).
+// Micro-batches go through the chunks in groups: group sizes are p when m % p == 0 (Megatron); one
+// group of m when m < p; otherwise floor(m/p) groups as equal as possible, larger first (every group
+// >= p; PyTorch's ScheduleInterleaved1F1B makes the same groups when they come out equal, and refuses
+// the other cases). The k-th forward runs entry k of the table [group 0 x chunk 0, group 0 x chunk 1,
+// ..., group 1 x chunk 0, ...]; the k-th backward runs entry k with the chunk reversed. Warm-up on rank
+// s: 2(p-s-1) + (v-1)*g0 forwards (g0 = the first group's size; = p in Megatron's case), capped at v*m.
+std::vector<int> interleave_groups(int p, int m) {
+  if (m % p == 0) return std::vector<int>(static_cast<size_t>(m / p), p);
+  if (m < p) return {m};
+  const int rounds = m / p;
+  const int base = m / rounds, extra = m % rounds;
+  std::vector<int> g(static_cast<size_t>(extra), base + 1);
+  g.insert(g.end(), static_cast<size_t>(rounds - extra), base);
+  return g;
+}
+
+Schedule interleaved(const GeneratorOptions& o) {
+  require_no_reverse("interleaved-1f1b", o);
+  const int p = o.ranks, m = o.micro_batches, v = o.chunks;
+  Schedule s = make("interleaved-1f1b", m, Placement::looped(p, v));
+  const std::vector<int> groups = interleave_groups(p, m);
+  std::vector<std::pair<int, int>> table;  // (micro-batch, chunk)
+  int first = 0;
+  for (int g : groups) {
+    for (int c = 0; c < v; ++c) {
+      for (int mb = first; mb < first + g; ++mb) table.emplace_back(mb, c);
+    }
+    first += g;
+  }
+  const int total = v * m;
+  for (int r = 0; r < p; ++r) {
+    auto& list = s.ranks[static_cast<size_t>(r)];
+    const int warm = std::min(2 * (p - r - 1) + (v - 1) * groups.front(), total);
+    int fk = 0, bk = 0;
+    auto fwd = [&] {
+      const auto [mb, c] = table[static_cast<size_t>(fk++)];
+      list.push_back(F(c * p + r, mb));
+    };
+    auto bwd = [&] {
+      const auto [mb, c] = table[static_cast<size_t>(bk++)];
+      list.push_back(BW((v - 1 - c) * p + r, mb));
+    };
+    for (int i = 0; i < warm; ++i) fwd();
+    for (int i = 0; i < total - warm; ++i) {
+      fwd();
+      bwd();
+    }
+    for (int i = 0; i < warm; ++i) bwd();
+  }
+  add_steps(s);
+  return s;
+}
+
+// ---- bfs (looped breadth-first): every local chunk ascending, all m forwards; then every local
+// chunk descending, all m backwards (0..m-1, or m-1..0 with reverse_backward).
+Schedule bfs(const GeneratorOptions& o) {
+  const int p = o.ranks, m = o.micro_batches, v = o.chunks;
+  Schedule s = make("bfs", m, Placement::looped(p, v));
+  for (int r = 0; r < p; ++r) {
+    auto& list = s.ranks[static_cast<size_t>(r)];
+    for (int c = 0; c < v; ++c) {
+      for (int i = 0; i < m; ++i) list.push_back(F(c * p + r, i));
+    }
+    for (int c = v - 1; c >= 0; --c) {
+      for (int i = 0; i < m; ++i) list.push_back(BW(c * p + r, o.reverse_backward ? m - 1 - i : i));
+    }
+  }
+  add_steps(s);
+  return s;
+}
+
+// ---- zb-h1 / zb-h2: 1F1B with B and W split. Rank s runs `warm` forwards, then (F, B) pairs and
+// the remaining B's; after each B it runs the oldest pending W unless it keeps `defer` pending; the
+// pending W's run at the end. W's run in B order, i.e. micro-batch order.
+//   zb-h1: warm = min(p-s-1, m), defer = s     (PyTorch's zero-bubble 1F1B rank order for v = 1)
+//   zb-h2: warm = min(2(p-s-1), m), defer = 2s (the first B finds 2(p-s)-1 forwards in flight; the
+//          last rank ends with 2p-1 W's, which turns the trapezoid into a parallelogram)
+Schedule zero_bubble_h(const GeneratorOptions& o, bool h2) {
+  const char* name = h2 ? "zb-h2" : "zb-h1";
+  require_one_chunk(name, o);
+  require_no_reverse(name, o);
+  const int p = o.ranks, m = o.micro_batches;
+  Schedule s = make(name, m, Placement::one_per_rank(p));
+  for (int r = 0; r < p; ++r) {
+    auto& list = s.ranks[static_cast<size_t>(r)];
+    const int warm = std::min(h2 ? 2 * (p - r - 1) : p - r - 1, m);
+    const int defer = h2 ? 2 * r : r;
+    int nf = 0, nb = 0, nw = 0;
+    for (; nf < warm; ++nf) list.push_back(F(r, nf));
+    while (nb < m) {
+      if (nf < m) list.push_back(F(r, nf++));
+      list.push_back(B(r, nb++));
+      if (nb - nw > defer) list.push_back(W(r, nw++));
+    }
+    while (nw < m) list.push_back(W(r, nw++));
+  }
+  add_steps(s);
+  return s;
+}
+
+// ---- zb-v: V placement (rank s holds stage s = chunk 0 and stage 2p-1-s = chunk 1). The order is
+// PyTorch's ScheduleZBVZeroBubble: it is built for n = max(2p-1, m) micro-batches and the micro-batches
+// >= m are then dropped (removing the same micro-batches everywhere keeps the order valid).
+//   warm-up: 2(p-s)-1 chunk-0 F; s x (chunk-1 F, chunk-0 F); (p-s) x (chunk-1 F, B, W)
+//   steady:  (chunk-0 F if any left, chunk-0 B, W, chunk-1 F, B, W) until every F ran
+//   drain:   s x (chunk-0 B, chunk-1 B); (p-s) x (chunk-0 B, chunk-0 W); remaining chunk-1 W's;
+//            remaining chunk-0 W's (W's of a chunk always in micro-batch order)
+Schedule zero_bubble_v(const GeneratorOptions& o) {
+  PF_CHECK_ARG(o.chunks == 1 || o.chunks == 2,
+               "zb-v always has 2 chunks per rank (V placement); chunks must be 2 (or the default 1), got ",
+               o.chunks);
+  require_no_reverse("zb-v", o);
+  const int p = o.ranks, m = o.micro_batches;
+  const int n = std::max(2 * p - 1, m);
+  Schedule s = make("zb-v", m, Placement::v_shape(p));
+  for (int r = 0; r < p; ++r) {
+    const int c0 = r, c1 = 2 * p - 1 - r;
+    std::vector<Action> ops;
+    int f0 = 0, f1 = 0, b0 = 0, b1 = 0;
+    for (int i = 0; i < 2 * (p - r) - 1; ++i) ops.push_back(F(c0, f0++));
+    for (int i = 0; i < r; ++i) {
+      ops.push_back(F(c1, f1++));
+      ops.push_back(F(c0, f0++));
+    }
+    for (int i = 0; i < p - r; ++i) {
+      ops.push_back(F(c1, f1));
+      ops.push_back(B(c1, b1));
+      ops.push_back(W(c1, b1));
+      ++f1;
+      ++b1;
+    }
+    while (f1 < f0 || f0 < n) {
+      if (f0 < n) ops.push_back(F(c0, f0++));
+      ops.push_back(B(c0, b0));
+      ops.push_back(W(c0, b0));
+      ++b0;
+      ops.push_back(F(c1, f1++));
+      ops.push_back(B(c1, b1));
+      ops.push_back(W(c1, b1));
+      ++b1;
+    }
+    int w0 = b0, w1 = b1;
+    for (int i = 0; i < r; ++i) {
+      ops.push_back(B(c0, b0++));
+      ops.push_back(B(c1, b1++));
+    }
+    for (int i = 0; i < p - r; ++i) {
+      ops.push_back(B(c0, b0++));
+      ops.push_back(W(c0, w0++));
+    }
+    while (w1 < b1) ops.push_back(W(c1, w1++));
+    while (w0 < b0) ops.push_back(W(c0, w0++));
+    PF_INTERNAL_CHECK(f0 == n && b0 == n && w0 == n && f1 == n && b1 == n && w1 == n,
+                      "zb-v order incomplete on rank ", r);
+    auto& list = s.ranks[static_cast<size_t>(r)];
+    for (const Action& a : ops) {
+      if (a.micro_batch < m) list.push_back(a);
+    }
+  }
+  add_steps(s);
+  return s;
+}
+
+struct Registry {
+  std::mutex mu;
+  std::map<std::string, GeneratorFn> fns;
+  Registry() {
+    fns["gpipe"] = gpipe;
+    fns["1f1b"] = one_f_one_b;
+    fns["interleaved-1f1b"] = interleaved;
+    fns["bfs"] = bfs;
+    fns["zb-h1"] = [](const GeneratorOptions& o) { return zero_bubble_h(o, false); };
+    fns["zb-h2"] = [](const GeneratorOptions& o) { return zero_bubble_h(o, true); };
+    fns["zb-v"] = zero_bubble_v;
+  }
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+std::string joined_names() {
+  std::string out;
+  for (const std::string& n : generator_names()) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+}  // namespace
+
+void register_generator(const std::string& name, GeneratorFn fn) {
+  PF_CHECK_ARG(!name.empty(), "register_generator: empty schedule name");
+  PF_CHECK_ARG(static_cast<bool>(fn), "register_generator: no function given for '", name, "'");
+  Registry& reg = registry();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  PF_CHECK_ARG(reg.fns.count(name) == 0, "register_generator: schedule '", name,
+               "' is already registered");
+  reg.fns[name] = std::move(fn);
+}
+
+std::vector<std::string> generator_names() {
+  Registry& reg = registry();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  std::vector<std::string> out;
+  for (const auto& [name, fn] : reg.fns) out.push_back(name);
+  return out;
+}
+
+bool has_generator(const std::string& name) {
+  Registry& reg = registry();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  return reg.fns.count(name) != 0;
+}
+
+Schedule generate_schedule(const std::string& name, const GeneratorOptions& opts) {
+  GeneratorFn fn;
+  {
+    Registry& reg = registry();
+    std::lock_guard<std::mutex> lock(reg.mu);
+    const auto it = reg.fns.find(name);
+    if (it != reg.fns.end()) fn = it->second;
+  }
+  PF_CHECK_ARG(static_cast<bool>(fn), "unknown schedule '", name, "' (known: ", joined_names(), ")");
+  PF_CHECK_ARG(opts.ranks >= 1, name, ": ranks must be >= 1, got ", opts.ranks);
+  PF_CHECK_ARG(opts.micro_batches >= 1, name, ": micro_batches must be >= 1, got ",
+               opts.micro_batches);
+  PF_CHECK_ARG(opts.chunks >= 1, name, ": chunks must be >= 1, got ", opts.chunks);
+  constexpr long long kMaxUnits = 1LL << 22;  // (micro-batch, stage) pairs
+  const long long units = static_cast<long long>(opts.ranks) * opts.chunks * opts.micro_batches;
+  PF_CHECK_ARG(opts.ranks <= 65536 && opts.chunks <= 1024 && units <= kMaxUnits, name,
+               ": ranks x chunks x micro_batches = ", opts.ranks, " x ", opts.chunks, " x ",
+               opts.micro_batches, " is beyond the supported size (", kMaxUnits,
+               " (micro-batch, stage) pairs)");
+  Schedule s = fn(opts);
+  if (s.name.empty()) s.name = name;
+  const ValidationReport report = validate(s);
+  PF_INTERNAL_CHECK(report.ok(), "generator '", name, "' (ranks ", opts.ranks, ", micro_batches ",
+                    opts.micro_batches, ", chunks ", opts.chunks,
+                    ") produced an invalid schedule: ", report.to_string());
+  return s;
+}
+
+}  // namespace pf::sched

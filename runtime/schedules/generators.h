@@ -1,0 +1,47 @@
+// Schedule generators: per-rank action lists for the schedules of docs/SCHEDULES.md, behind a small
+// name -> function registry (built-ins: gpipe, 1f1b, interleaved-1f1b, bfs, zb-h1, zb-h2, zb-v; other
+// files add more with register_generator).
+//
+// Every built-in emits unlowered compute actions (add SEND/RECV with lower_communication) and ends each
+// rank with one STEP per stage it holds, right after that stage's last W/BW. gpipe, 1f1b,
+// interleaved-1f1b and bfs use the fused BW; the zb-* schedules split it into B and W. Every built-in
+// runs each stage's weight gradients in micro-batch order 0..m-1 (the sequential reference's
+// accumulation order), except bfs with reverse_backward = true.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "runtime/schedules/ir.h"
+
+namespace pf::sched {
+
+struct GeneratorOptions {
+  int ranks = 0;          // p, pipeline ranks
+  int micro_batches = 0;  // m, micro-batches per step
+  // v, model chunks per rank: interleaved-1f1b and bfs take any v >= 1 (stages = p * v, looped
+  // placement); zb-v always has 2 (it accepts 1, the default, or 2); the others need 1.
+  int chunks = 1;
+  // bfs only: run each chunk's backwards m-1..0, the looped-BFS order of the reference table, which
+  // accumulates weight gradients in reverse micro-batch order. Default: 0..m-1.
+  bool reverse_backward = false;
+};
+
+using GeneratorFn = std::function<Schedule(const GeneratorOptions&)>;
+
+// Adds a generator. Throws kInvalidArgument for an empty name, an empty function or a name that is
+// already registered. Thread-safe.
+void register_generator(const std::string& name, GeneratorFn fn);
+
+// Registered names, sorted.
+std::vector<std::string> generator_names();
+bool has_generator(const std::string& name);
+
+// Checks the common options (ranks >= 1, micro_batches >= 1, chunks >= 1, a size limit), runs the
+// generator, sets the schedule's name to `name` when the generator left it empty, and validates the
+// result (a generator bug surfaces as an error naming the generator). Unknown name: kInvalidArgument
+// listing the known names.
+Schedule generate_schedule(const std::string& name, const GeneratorOptions& opts);
+
+}  // namespace pf::sched

@@ -1,0 +1,106 @@
+// The schedule IR: per-rank ordered action lists plus a stage-to-rank placement. Every generator
+// emits it, the validator checks it, the simulator times it, the renderers draw it and the executor
+// runs it. Nothing here is schedule-specific. See docs/SCHEDULES.md (and ../shared/docs/SCHEDULES.md).
+//
+// Vocabulary: a *stage* is one model chunk (the model is split into num_stages consecutive
+// stages); a *rank* is one device/worker, holding one or more stages (the placement).
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace pf::sched {
+
+enum class ActionKind : int {
+  kForward = 0,         // F(mb, stage)
+  kBackwardInput = 1,   // B(mb, stage): gradient w.r.t. the stage input
+  kBackwardWeight = 2,  // W(mb, stage): gradient w.r.t. the stage weights
+  kBackward = 3,        // BW(mb, stage): fused full backward (= B then W)
+  kSendF = 4,           // send the output activation of (mb, stage) to stage + 1
+  kRecvF = 5,           // receive the input activation of (mb, stage) from stage - 1
+  kSendB = 6,           // send the input gradient of (mb, stage) to stage - 1
+  kRecvB = 7,           // receive the output gradient of (mb, stage) from stage + 1
+  kOffload = 8,         // move the saved activations of (mb, stage) off the device
+  kReload = 9,          // bring them back
+  kRecompute = 10,      // rerun F(mb, stage) from the kept stage input, before its backward
+  kStep = 11,           // optimizer step of `stage` (sync schedules: once, after its last W)
+  kAllReduce = 12,      // data-parallel gradient reduction of `stage`
+};
+constexpr int kNumActionKinds = 13;
+
+// Text names as in the compact form: "F", "B", "W", "BW", "SEND_F", "RECV_F", "SEND_B", "RECV_B",
+// "OFFLOAD", "RELOAD", "RECOMPUTE", "STEP", "ALLREDUCE".
+const char* action_kind_name(ActionKind kind);
+bool is_compute(ActionKind kind);        // F, B, W, BW, RECOMPUTE
+bool is_communication(ActionKind kind);  // SEND_*, RECV_*
+
+struct Action {
+  ActionKind kind = ActionKind::kForward;
+  int stage = 0;
+  int micro_batch = -1;  // -1 for STEP and ALLREDUCE (they act on the whole stage)
+
+  bool operator==(const Action& o) const {
+    return kind == o.kind && stage == o.stage && micro_batch == o.micro_batch;
+  }
+  bool operator!=(const Action& o) const { return !(*this == o); }
+};
+
+// Compact text of one action, PyTorch style: "<stage><KIND><mb>", e.g. "2F0", "1B3", "0W5",
+// "1SEND_F2", "3BW1"; STEP and ALLREDUCE carry only the stage: "2STEP", "0ALLREDUCE".
+std::string action_to_string(const Action& action);
+// Parses one action; throws pf::Error kInvalidArgument naming the text.
+Action parse_action(const std::string& text);
+
+struct Placement {
+  enum class Kind { kOnePerRank, kLooped, kVShape, kCustom } kind = Kind::kOnePerRank;
+  int num_ranks = 0;
+  std::vector<int> stage_to_rank;  // size = num_stages
+
+  int num_stages() const { return static_cast<int>(stage_to_rank.size()); }
+  int rank_of(int stage) const { return stage_to_rank.at(static_cast<size_t>(stage)); }
+  // Stages of a rank in ascending order.
+  std::vector<int> stages_of(int rank) const;
+
+  // p ranks, p stages, stage s on rank s.
+  static Placement one_per_rank(int ranks);
+  // p ranks, p*v stages, stage c*p + d on rank d (Megatron interleaving / looped BFS).
+  static Placement looped(int ranks, int chunks);
+  // p ranks, 2p stages, rank s holds stages s and 2p-1-s (ZB-V).
+  static Placement v_shape(int ranks);
+  // Any stage -> rank map (kind kCustom); checks that every entry names a rank in [0, ranks).
+  static Placement custom(int ranks, std::vector<int> stage_to_rank);
+};
+
+// Text names of the placement kinds: "one-per-rank", "looped", "v-shape", "custom".
+const char* placement_kind_name(Placement::Kind kind);
+// The kind whose formula gives exactly this map (one-per-rank, then looped, then v-shape), else
+// kCustom. (With one rank and two stages looped and v-shape coincide; looped wins.)
+Placement::Kind classify_placement(int ranks, const std::vector<int>& stage_to_rank);
+// True when the map is what `kind`'s formula gives for `ranks` (always true for kCustom).
+bool placement_matches_kind(const Placement& placement);
+
+// False for STEP and ALLREDUCE (they act on the whole stage, micro_batch = -1).
+bool uses_micro_batch(ActionKind kind);
+
+bool operator==(const Placement& a, const Placement& b);  // kind, num_ranks and map
+inline bool operator!=(const Placement& a, const Placement& b) { return !(a == b); }
+
+struct Schedule {
+  std::string name;  // generator name, or "custom"
+  int num_micro_batches = 0;
+  Placement placement;
+  std::vector<std::vector<Action>> ranks;  // ranks[r] = rank r's actions in execution order
+
+  int num_ranks() const { return placement.num_ranks; }
+  int num_stages() const { return placement.num_stages(); }
+};
+
+bool operator==(const Schedule& a, const Schedule& b);  // every field
+inline bool operator!=(const Schedule& a, const Schedule& b) { return !(a == b); }
+
+// For test output (googletest prints values through operator<<).
+std::ostream& operator<<(std::ostream& out, const Action& action);
+
+}  // namespace pf::sched

@@ -1,0 +1,32 @@
+#include "runtime/schedules/schedule_request.h"
+
+#include "runtime/core/error.h"
+#include "runtime/schedules/generators.h"
+#include "runtime/schedules/zb_auto.h"
+
+namespace pf::sched {
+
+CostModel UniformCosts::expand(int num_stages) const {
+  CostModel c = CostModel::uniform(num_stages, t_f, t_b, t_w, t_comm, m_b, m_w);
+  c.check(num_stages);
+  return c;
+}
+
+Schedule make_schedule(const ScheduleRequest& request) {
+  PF_CHECK_ARG(request.ranks >= 1, "stages (pipeline ranks) must be >= 1, got ", request.ranks);
+  PF_CHECK_ARG(request.micro_batches >= 1, "microbatches must be >= 1, got ", request.micro_batches);
+  PF_CHECK_ARG(request.mem_limit >= 0, "mem-limit must be >= 0 (0 = the number of ranks), got ",
+               request.mem_limit);
+  if (request.name == "zb-auto") {
+    PF_CHECK_ARG(request.chunks == 1, "zb-auto has one chunk per rank; got chunks ", request.chunks);
+    const double cap = request.mem_limit > 0 ? request.mem_limit : request.ranks;
+    return generate_zb_auto(request.ranks, request.micro_batches, request.costs.expand(request.ranks), cap);
+  }
+  GeneratorOptions options;
+  options.ranks = request.ranks;
+  options.micro_batches = request.micro_batches;
+  options.chunks = request.chunks;
+  return generate_schedule(request.name, options);
+}
+
+}  // namespace pf::sched

@@ -1,0 +1,465 @@
+#include "runtime/schedules/simulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <deque>
+#include <sstream>
+
+#include "runtime/core/error.h"
+
+namespace pf::sched {
+
+double CostModel::mem_b(int stage) const {
+  return m_b.empty() ? 1.0 : m_b.at(static_cast<size_t>(stage));
+}
+
+double CostModel::mem_w(int stage) const {
+  return m_w.empty() ? 0.0 : m_w.at(static_cast<size_t>(stage));
+}
+
+void CostModel::check(int num_stages) const {
+  auto check_vec = [&](const std::vector<double>& v, const char* name, bool may_be_empty) {
+    if (may_be_empty && v.empty()) return;
+    PF_CHECK_ARG(static_cast<int>(v.size()) == num_stages, "CostModel: ", name, " has ", v.size(),
+                 " entries, the schedule has ", num_stages, " stages");
+    for (size_t i = 0; i < v.size(); ++i)
+      PF_CHECK_ARG(std::isfinite(v[i]) && v[i] >= 0.0, "CostModel: ", name, "[", i, "] = ", v[i],
+                   " (must be finite and >= 0)");
+  };
+  check_vec(t_f, "t_f", false);
+  check_vec(t_b, "t_b", false);
+  check_vec(t_w, "t_w", false);
+  check_vec(m_b, "m_b", true);
+  check_vec(m_w, "m_w", true);
+  auto check_scalar = [](double v, const char* name) {
+    PF_CHECK_ARG(std::isfinite(v) && v >= 0.0, "CostModel: ", name, " = ", v,
+                 " (must be finite and >= 0)");
+  };
+  check_scalar(t_comm, "t_comm");
+  check_scalar(transfer_bandwidth, "transfer_bandwidth");
+  check_scalar(t_step, "t_step");
+  check_scalar(t_allreduce, "t_allreduce");
+}
+
+CostModel CostModel::uniform(int num_stages, double t_f, double t_b, double t_w, double t_comm,
+                             double m_b, double m_w) {
+  PF_CHECK_ARG(num_stages > 0, "CostModel::uniform: num_stages must be > 0, got ", num_stages);
+  CostModel c;
+  const auto n = static_cast<size_t>(num_stages);
+  c.t_f.assign(n, t_f);
+  c.t_b.assign(n, t_b);
+  c.t_w.assign(n, t_w);
+  c.t_comm = t_comm;
+  c.m_b.assign(n, m_b);
+  c.m_w.assign(n, m_w);
+  c.check(num_stages);
+  return c;
+}
+
+namespace {
+
+constexpr int kNone = -1;
+
+struct Loc {
+  int rank = kNone;
+  int index = kNone;
+  bool found() const { return rank != kNone; }
+};
+
+// Where every (kind, stage, micro-batch) runs. STEP/ALLREDUCE (micro_batch -1) use slot M.
+class LocationIndex {
+ public:
+  LocationIndex(int num_stages, int num_micro_batches)
+      : stages_(num_stages), slots_(num_micro_batches + 1),
+        table_(static_cast<size_t>(kNumActionKinds) * static_cast<size_t>(num_stages) *
+               static_cast<size_t>(num_micro_batches + 1)) {}
+
+  Loc& at(ActionKind kind, int stage, int mb) {
+    const int slot = mb < 0 ? slots_ - 1 : mb;
+    return table_[(static_cast<size_t>(kind) * static_cast<size_t>(stages_) +
+                   static_cast<size_t>(stage)) * static_cast<size_t>(slots_) +
+                  static_cast<size_t>(slot)];
+  }
+  Loc get(ActionKind kind, int stage, int mb) const {
+    if (stage < 0 || stage >= stages_) return {};
+    const int slot = mb < 0 ? slots_ - 1 : mb;
+    if (slot >= slots_) return {};
+    return table_[(static_cast<size_t>(kind) * static_cast<size_t>(stages_) +
+                   static_cast<size_t>(stage)) * static_cast<size_t>(slots_) +
+                  static_cast<size_t>(slot)];
+  }
+
+ private:
+  int stages_;
+  int slots_;
+  std::vector<Loc> table_;
+};
+
+struct Dep {
+  Action producer;  // what is needed (for messages)
+  Loc loc;          // where it runs (found() false: nobody runs it)
+  bool required = true;
+};
+
+double action_cost(const Action& a, const CostModel& c) {
+  const auto s = static_cast<size_t>(a.stage);
+  switch (a.kind) {
+    case ActionKind::kForward: return c.t_f[s];
+    case ActionKind::kBackwardInput: return c.t_b[s];
+    case ActionKind::kBackwardWeight: return c.t_w[s];
+    case ActionKind::kBackward: return c.t_b[s] + c.t_w[s];
+    case ActionKind::kRecompute: return c.t_f[s];
+    case ActionKind::kOffload:
+    case ActionKind::kReload:
+      return c.transfer_bandwidth > 0.0 ? c.mem_b(a.stage) / c.transfer_bandwidth : 0.0;
+    case ActionKind::kStep: return c.t_step;
+    case ActionKind::kAllReduce: return c.t_allreduce;
+    case ActionKind::kSendF:
+    case ActionKind::kRecvF:
+    case ActionKind::kSendB:
+    case ActionKind::kRecvB: return 0.0;
+  }
+  return 0.0;
+}
+
+class Simulator {
+ public:
+  Simulator(const Schedule& schedule, const CostModel& costs, const SimulationOptions& options)
+      : sched_(schedule), costs_(costs), options_(options), P_(schedule.num_ranks()),
+        S_(schedule.num_stages()),
+        M_(schedule.num_micro_batches), index_(std::max(1, S_), std::max(0, M_)) {}
+
+  SimulationResult run();
+
+ private:
+  void build_index();
+  void dependencies(int rank, const Action& a, std::vector<Dep>* deps) const;
+  std::string describe(int rank, int index) const;
+  [[noreturn]] void deadlock() const;
+
+  const Schedule& sched_;
+  const CostModel& costs_;
+  SimulationOptions options_;
+  int P_, S_, M_;
+  LocationIndex index_;
+  std::vector<size_t> pos_;                 // next action per rank
+  std::vector<std::vector<double>> end_;    // end time per rank and action index
+  std::vector<Loc> waiting_for_;            // what a blocked rank waits for
+};
+
+void Simulator::build_index() {
+  for (int r = 0; r < P_; ++r) {
+    const auto& list = sched_.ranks[static_cast<size_t>(r)];
+    for (size_t i = 0; i < list.size(); ++i) {
+      const Action& a = list[i];
+      PF_CHECK_ARG(a.stage >= 0 && a.stage < S_, "simulate: rank ", r, " action ", i, " (",
+                   action_to_string(a), ") names stage ", a.stage, "; the schedule has ", S_,
+                   " stages");
+      const bool whole_stage = a.kind == ActionKind::kStep || a.kind == ActionKind::kAllReduce;
+      if (whole_stage) {
+        PF_CHECK_ARG(a.micro_batch == -1, "simulate: rank ", r, " action ", i, " (",
+                     action_to_string(a), ") must not name a micro-batch");
+      } else {
+        PF_CHECK_ARG(a.micro_batch >= 0 && a.micro_batch < M_, "simulate: rank ", r, " action ", i,
+                     " (", action_to_string(a), ") names micro-batch ", a.micro_batch,
+                     "; the schedule has ", M_, " micro-batches");
+      }
+      Loc& loc = index_.at(a.kind, a.stage, a.micro_batch);
+      PF_CHECK_ARG(!loc.found(), "simulate: ", action_to_string(a), " appears twice: rank ",
+                   loc.rank, " action ", loc.index, " and rank ", r, " action ", i);
+      loc = Loc{r, static_cast<int>(i)};
+    }
+  }
+}
+
+void Simulator::dependencies(int rank, const Action& a, std::vector<Dep>* deps) const {
+  deps->clear();
+  const int s = a.stage, mb = a.micro_batch;
+  auto need = [&](ActionKind kind, int stage, int micro_batch, bool required = true) {
+    Action p{kind, stage, micro_batch};
+    deps->push_back(Dep{p, index_.get(kind, stage, micro_batch), required});
+  };
+  // Optional dependency: only when the schedule has the producer.
+  auto if_present = [&](ActionKind kind, int stage, int micro_batch) {
+    const Loc l = index_.get(kind, stage, micro_batch);
+    if (l.found()) deps->push_back(Dep{Action{kind, stage, micro_batch}, l, true});
+  };
+  // The producer of the input gradient of (mb, stage): B or BW of `stage`.
+  auto grad_producer = [&](int stage) {
+    const Loc b = index_.get(ActionKind::kBackwardInput, stage, mb);
+    if (b.found()) {
+      deps->push_back(Dep{Action{ActionKind::kBackwardInput, stage, mb}, b, true});
+    } else {
+      need(ActionKind::kBackward, stage, mb);
+    }
+  };
+  auto recv_on_rank = [&](ActionKind kind) {
+    const Loc l = index_.get(kind, s, mb);
+    return l.found() && l.rank == rank;
+  };
+
+  switch (a.kind) {
+    case ActionKind::kForward:
+      if (s > 0) {
+        if (recv_on_rank(ActionKind::kRecvF)) need(ActionKind::kRecvF, s, mb);
+        else need(ActionKind::kForward, s - 1, mb);
+      }
+      break;
+    case ActionKind::kBackwardInput:
+    case ActionKind::kBackward:
+      need(ActionKind::kForward, s, mb);
+      if (s + 1 < S_) {
+        if (recv_on_rank(ActionKind::kRecvB)) need(ActionKind::kRecvB, s, mb);
+        else grad_producer(s + 1);
+      }
+      if_present(ActionKind::kRecompute, s, mb);
+      if_present(ActionKind::kReload, s, mb);
+      break;
+    case ActionKind::kBackwardWeight:
+      need(ActionKind::kBackwardInput, s, mb);
+      break;
+    case ActionKind::kSendF:
+      need(ActionKind::kForward, s, mb);
+      break;
+    case ActionKind::kSendB:
+      grad_producer(s);
+      break;
+    case ActionKind::kRecvF:
+      if (s > 0) {
+        if (index_.get(ActionKind::kSendF, s - 1, mb).found()) need(ActionKind::kSendF, s - 1, mb);
+        else need(ActionKind::kForward, s - 1, mb);
+      }
+      break;
+    case ActionKind::kRecvB:
+      if (s + 1 < S_) {
+        if (index_.get(ActionKind::kSendB, s + 1, mb).found()) need(ActionKind::kSendB, s + 1, mb);
+        else grad_producer(s + 1);
+      }
+      break;
+    case ActionKind::kRecompute:
+    case ActionKind::kOffload:
+      need(ActionKind::kForward, s, mb);
+      break;
+    case ActionKind::kReload:
+      need(ActionKind::kOffload, s, mb);
+      break;
+    case ActionKind::kStep:
+    case ActionKind::kAllReduce:
+      for (int j = 0; j < M_; ++j) {
+        if_present(ActionKind::kBackwardWeight, s, j);
+        if_present(ActionKind::kBackward, s, j);
+      }
+      if (a.kind == ActionKind::kStep) if_present(ActionKind::kAllReduce, s, -1);
+      break;
+  }
+}
+
+std::string Simulator::describe(int rank, int index) const {
+  std::ostringstream o;
+  o << "rank " << rank << " action " << index << " ("
+    << action_to_string(sched_.ranks[static_cast<size_t>(rank)][static_cast<size_t>(index)])
+    << ")";
+  return o.str();
+}
+
+void Simulator::deadlock() const {
+  std::ostringstream o;
+  o << "simulate: deadlock in schedule '" << sched_.name << "':";
+  for (int r = 0; r < P_; ++r) {
+    const size_t p = pos_[static_cast<size_t>(r)];
+    if (p >= sched_.ranks[static_cast<size_t>(r)].size()) continue;
+    const Loc w = waiting_for_[static_cast<size_t>(r)];
+    o << " " << describe(r, static_cast<int>(p)) << " waits for ";
+    if (w.found()) {
+      o << describe(w.rank, w.index) << ";";
+    } else {
+      o << "(unknown);";
+    }
+  }
+  fail(ErrorCode::kInvalidArgument, o.str());
+}
+
+SimulationResult Simulator::run() {
+  PF_CHECK_ARG(P_ > 0, "simulate: the schedule has no ranks");
+  PF_CHECK_ARG(static_cast<int>(sched_.ranks.size()) == P_, "simulate: the schedule has ",
+               sched_.ranks.size(), " action lists for ", P_, " ranks");
+  PF_CHECK_ARG(S_ > 0, "simulate: the schedule has no stages");
+  PF_CHECK_ARG(M_ >= 0, "simulate: negative number of micro-batches");
+  costs_.check(S_);
+  build_index();
+
+  pos_.assign(static_cast<size_t>(P_), 0);
+  waiting_for_.assign(static_cast<size_t>(P_), Loc{});
+  end_.resize(static_cast<size_t>(P_));
+  std::vector<double> clock(static_cast<size_t>(P_), 0.0);
+  std::vector<std::vector<double>> start(static_cast<size_t>(P_));
+  for (int r = 0; r < P_; ++r) {
+    const size_t n = sched_.ranks[static_cast<size_t>(r)].size();
+    end_[static_cast<size_t>(r)].assign(n, 0.0);
+    start[static_cast<size_t>(r)].assign(n, 0.0);
+  }
+
+  std::vector<std::vector<int>> waiters(static_cast<size_t>(P_));
+  std::deque<int> ready;
+  std::vector<char> queued(static_cast<size_t>(P_), 1);
+  for (int r = 0; r < P_; ++r) ready.push_back(r);
+  std::vector<Dep> deps;
+
+  while (!ready.empty()) {
+    const int r = ready.front();
+    ready.pop_front();
+    queued[static_cast<size_t>(r)] = 0;
+    const auto& list = sched_.ranks[static_cast<size_t>(r)];
+    size_t& p = pos_[static_cast<size_t>(r)];
+    bool advanced = false;
+    while (p < list.size()) {
+      const Action& a = list[p];
+      dependencies(r, a, &deps);
+      double t = clock[static_cast<size_t>(r)];
+      bool blocked = false;
+      for (const Dep& d : deps) {
+        if (!d.loc.found()) {
+          fail(ErrorCode::kInvalidArgument, "simulate: unsatisfiable dependency: ",
+               describe(r, static_cast<int>(p)), " needs ", action_to_string(d.producer),
+               ", which no rank runs");
+        }
+        const size_t pr = static_cast<size_t>(d.loc.rank);
+        if (static_cast<size_t>(d.loc.index) >= pos_[pr]) {
+          if (d.loc.rank == r) {
+            fail(ErrorCode::kInvalidArgument, "simulate: unsatisfiable dependency: ",
+                 describe(r, static_cast<int>(p)), " needs ", action_to_string(d.producer),
+                 ", which rank ", r, " runs later (action ", d.loc.index, ")");
+          }
+          waiting_for_[static_cast<size_t>(r)] = d.loc;
+          waiters[pr].push_back(r);
+          blocked = true;
+          break;
+        }
+        const double latency = d.loc.rank != r ? costs_.t_comm : 0.0;
+        t = std::max(t, end_[pr][static_cast<size_t>(d.loc.index)] + latency);
+      }
+      if (blocked) break;
+      const double dur = action_cost(a, costs_);
+      start[static_cast<size_t>(r)][p] = t;
+      end_[static_cast<size_t>(r)][p] = t + dur;
+      const bool posted_recv = !options_.blocking_recv && (a.kind == ActionKind::kRecvF ||
+                                                           a.kind == ActionKind::kRecvB);
+      if (!posted_recv) clock[static_cast<size_t>(r)] = t + dur;
+      ++p;
+      advanced = true;
+    }
+    if (advanced) {
+      // Wake the ranks waiting for something this rank has now done.
+      auto& w = waiters[static_cast<size_t>(r)];
+      size_t keep = 0;
+      for (size_t i = 0; i < w.size(); ++i) {
+        const int q = w[i];
+        const Loc need = waiting_for_[static_cast<size_t>(q)];
+        if (need.rank == r && static_cast<size_t>(need.index) < p) {
+          waiting_for_[static_cast<size_t>(q)] = Loc{};
+          if (!queued[static_cast<size_t>(q)]) {
+            queued[static_cast<size_t>(q)] = 1;
+            ready.push_back(q);
+          }
+        } else {
+          w[keep++] = q;
+        }
+      }
+      w.resize(keep);
+    }
+  }
+  for (int r = 0; r < P_; ++r)
+    if (pos_[static_cast<size_t>(r)] < sched_.ranks[static_cast<size_t>(r)].size()) deadlock();
+
+  // Results.
+  SimulationResult res;
+  const auto P = static_cast<size_t>(P_);
+  res.busy.assign(P, 0.0);
+  res.idle.assign(P, 0.0);
+  res.first_start.assign(P, 0.0);
+  res.finish.assign(P, 0.0);
+  res.peak_activations.assign(P, 0);
+  res.peak_activation_bytes.assign(P, 0.0);
+  res.timeline.ranks.resize(P);
+  for (size_t r = 0; r < P; ++r) {
+    const auto& list = sched_.ranks[r];
+    auto& tl = res.timeline.ranks[r];
+    tl.reserve(list.size());
+    double ideal = 0.0;
+    int units = 0, peak_units = 0;
+    double bytes = 0.0, peak_bytes = 0.0;
+    for (size_t i = 0; i < list.size(); ++i) {
+      const Action& a = list[i];
+      tl.push_back(TimedAction{a, start[r][i], end_[r][i]});
+      res.busy[r] += end_[r][i] - start[r][i];
+      const auto s = static_cast<size_t>(a.stage);
+      const double mb_bytes = costs_.mem_b(a.stage), mw_bytes = costs_.mem_w(a.stage);
+      switch (a.kind) {
+        case ActionKind::kForward:
+          ideal += costs_.t_f[s];
+          ++units;
+          bytes += mb_bytes;
+          break;
+        case ActionKind::kBackwardInput:
+          ideal += costs_.t_b[s];
+          --units;
+          bytes += mw_bytes - mb_bytes;
+          break;
+        case ActionKind::kBackwardWeight:
+          ideal += costs_.t_w[s];
+          bytes -= mw_bytes;
+          break;
+        case ActionKind::kBackward:
+          ideal += costs_.t_b[s] + costs_.t_w[s];
+          --units;
+          bytes -= mb_bytes;
+          break;
+        case ActionKind::kOffload:
+          --units;
+          bytes -= mb_bytes;
+          break;
+        case ActionKind::kReload:
+          ++units;
+          bytes += mb_bytes;
+          break;
+        default:
+          break;
+      }
+      peak_units = std::max(peak_units, units);
+      peak_bytes = std::max(peak_bytes, bytes);
+    }
+    res.peak_activations[r] = peak_units;
+    res.peak_activation_bytes[r] = peak_bytes;
+    res.ideal = std::max(res.ideal, ideal);
+    if (!list.empty()) {
+      // The span starts at the first action that is not a SEND/RECV mark (if any).
+      double first = start[r].front(), last = 0.0;
+      for (size_t i = 0; i < list.size(); ++i) {
+        if (!is_communication(list[i].kind)) {
+          first = start[r][i];
+          break;
+        }
+      }
+      for (size_t i = 0; i < list.size(); ++i) last = std::max(last, end_[r][i]);
+      res.first_start[r] = first;
+      res.finish[r] = last;
+    }
+    res.makespan = std::max(res.makespan, res.finish[r]);
+    if (!list.empty()) res.max_span = std::max(res.max_span, res.finish[r] - res.first_start[r]);
+  }
+  for (size_t r = 0; r < P; ++r) res.idle[r] = res.makespan - res.busy[r];
+  res.bubble_rate = res.makespan > 0.0 ? (res.makespan - res.ideal) / res.makespan : 0.0;
+  res.span_bubble_rate = res.max_span > 0.0 ? (res.max_span - res.ideal) / res.max_span : 0.0;
+  return res;
+}
+
+}  // namespace
+
+SimulationResult simulate(const Schedule& schedule, const CostModel& costs,
+                          const SimulationOptions& options) {
+  Simulator sim(schedule, costs, options);
+  return sim.run();
+}
+
+}  // namespace pf::sched

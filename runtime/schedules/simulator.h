@@ -1,0 +1,111 @@
+// Discrete-event timing of a Schedule (lowered or not) under a cost model. Semantics (see
+// docs/SCHEDULES.md, "Simulator"):
+//
+//  * every rank runs its action list strictly in order; an action starts when the rank is free and
+//    all its inputs are there;
+//  * F(mb, s) needs the output of F(mb, s-1); B(mb, s) and BW(mb, s) need the output gradient from
+//    B/BW(mb, s+1) (available when that action *ends*: a fused BW produces its input gradient at its
+//    end), and F(mb, s) of the same stage; W(mb, s) needs B(mb, s); RECOMPUTE(mb, s) and OFFLOAD(mb, s)
+//    need F(mb, s); RELOAD(mb, s) needs OFFLOAD(mb, s); B/BW(mb, s) also need RECOMPUTE(mb, s) and
+//    RELOAD(mb, s) when the schedule has them; STEP(s) and ALLREDUCE(s) need every W/BW of stage s;
+//  * a cross-rank dependency is available t_comm after its producer ends; a same-rank one at once;
+//  * lowered schedules: SEND_* and RECV_* take zero time. SEND_F(mb, s) needs F(mb, s), SEND_B(mb, s)
+//    needs B/BW(mb, s); RECV_F(mb, s) completes at max(rank ready, SEND_F(mb, s-1) + t_comm) and
+//    RECV_B(mb, s) at max(rank ready, SEND_B(mb, s+1) + t_comm) (without the matching SEND in the
+//    schedule: the producing F/B/BW's end + t_comm), "rank ready" being when the rank reaches it in
+//    its list. When the consumer's rank has the RECV, the consumer waits for the RECV (same rank, no
+//    extra latency) instead of the producer. By default a RECV is *posted* (irecv-style): the rank
+//    goes on with its list and only the consumer waits for the data, so a lowered schedule takes
+//    exactly as long as the unlowered one wherever its RECVs sit. With
+//    SimulationOptions::blocking_recv the rank itself waits at the RECV until the data is there
+//    (a blocking receive), so RECVs placed early in a list can delay unrelated work;
+//  * costs: F = t_f[s], B = t_b[s], W = t_w[s], BW = t_b[s] + t_w[s], RECOMPUTE = t_f[s],
+//    OFFLOAD/RELOAD = m_b[s] / transfer_bandwidth (0 when no bandwidth is given), STEP = t_step,
+//    ALLREDUCE = t_allreduce.
+//
+// Deadlocks and unsatisfiable dependencies (a producer that no rank runs, or runs later on the same
+// rank, or a cycle between ranks) throw pf::Error (kInvalidArgument) naming the rank, the action
+// index and text, and the dependency.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runtime/schedules/ir.h"
+#include "runtime/schedules/timeline.h"
+
+namespace pf::sched {
+
+struct CostModel {
+  // Per stage (size = num_stages), in any time unit (the results are in the same unit).
+  std::vector<double> t_f;  // one forward of one micro-batch
+  std::vector<double> t_b;  // one input-gradient backward (B)
+  std::vector<double> t_w;  // one weight-gradient backward (W); BW costs t_b + t_w
+  double t_comm = 0.0;      // latency of one cross-rank dependency (activation or gradient)
+
+  // Per stage activation memory (bytes, or any unit): m_b is kept from F until the micro-batch's B
+  // (or BW) runs, m_w from B until its W. Empty vectors mean m_b = 1 and m_w = 0 for every stage.
+  std::vector<double> m_b;
+  std::vector<double> m_w;
+
+  // Bytes per time unit for OFFLOAD/RELOAD copies (0 = they take no time). Reserved for the
+  // transfer-volume model of the offload work; activations/gradients use t_comm.
+  double transfer_bandwidth = 0.0;
+  double t_step = 0.0;       // STEP
+  double t_allreduce = 0.0;  // ALLREDUCE
+
+  int num_stages() const { return static_cast<int>(t_f.size()); }
+  double mem_b(int stage) const;  // m_b[stage], or 1 when m_b is empty
+  double mem_w(int stage) const;  // m_w[stage], or 0 when m_w is empty
+
+  // Throws kInvalidArgument unless every per-stage vector has num_stages entries (m_b/m_w may be
+  // empty) and every value is finite and >= 0.
+  void check(int num_stages) const;
+
+  // The same costs on every stage.
+  static CostModel uniform(int num_stages, double t_f = 1.0, double t_b = 1.0, double t_w = 1.0,
+                           double t_comm = 0.0, double m_b = 1.0, double m_w = 0.0);
+};
+
+struct SimulationResult {
+  // Latest finish over all ranks; the simulation starts at time 0.
+  double makespan = 0.0;
+  // Ideal (bubble-free) time: max over ranks of sum over the rank's stages of
+  // (#F + #B + #W) costs actually in the schedule — for a complete schedule with m micro-batches,
+  // m * sum over its stages of (t_f + t_b + t_w). This is the zero-bubble paper's m(T_F+T_B+T_W)
+  // generalised to several stages per rank; with unequal ranks the busiest rank sets it.
+  double ideal = 0.0;
+  // (makespan - ideal) / makespan: the zero-bubble paper's bubble rate.
+  double bubble_rate = 0.0;
+  // The paper's automatic scheduler measures each stage from its own first start, so a rank's
+  // "span" is finish - first start; max_span is the largest and span_bubble_rate = (max_span -
+  // ideal) / max_span. For 1F1B-like schedules (rank 0 starts first and ends last) it equals
+  // bubble_rate.
+  double max_span = 0.0;
+  double span_bubble_rate = 0.0;
+
+  // Per rank.
+  std::vector<double> busy;         // sum of action durations (SEND/RECV take none)
+  std::vector<double> idle;         // makespan - busy (includes the start-up and the tail)
+  std::vector<double> first_start;  // start of the first action (0 for an empty rank)
+  std::vector<double> finish;       // end of the last action (0 for an empty rank)
+  // Peak over the rank's execution of the number of micro-batches whose F ran but whose B/BW has
+  // not (summed over the rank's stages; OFFLOAD -1 and RELOAD +1: device-resident only).
+  std::vector<int> peak_activations;
+  // Peak over time of sum over the rank's stages of (#F-without-B) * m_b + (#B-without-W) * m_w.
+  std::vector<double> peak_activation_bytes;
+
+  // Per-action start/end, in each rank's list order. SEND/RECV appear with zero duration at the time
+  // they complete (a posted RECV: when its data arrives, which may be after later actions started).
+  Timeline timeline;
+};
+
+struct SimulationOptions {
+  // A RECV holds its rank until the data arrives (blocking receive) instead of being posted.
+  bool blocking_recv = false;
+};
+
+SimulationResult simulate(const Schedule& schedule, const CostModel& costs,
+                          const SimulationOptions& options = {});
+
+}  // namespace pf::sched

@@ -1,0 +1,354 @@
+#include "runtime/schedules/timeline.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <sstream>
+
+#include "runtime/core/error.h"
+
+namespace pf::sched {
+
+size_t Timeline::num_actions() const {
+  size_t n = 0;
+  for (const auto& rank : ranks) n += rank.size();
+  return n;
+}
+
+double Timeline::begin_time() const {
+  double t = std::numeric_limits<double>::infinity();
+  for (const auto& rank : ranks)
+    for (const auto& a : rank) t = std::min(t, a.start);
+  return std::isfinite(t) ? t : 0.0;
+}
+
+double Timeline::end_time() const {
+  double t = -std::numeric_limits<double>::infinity();
+  for (const auto& rank : ranks)
+    for (const auto& a : rank) t = std::max(t, a.end);
+  return std::isfinite(t) ? t : 0.0;
+}
+
+KindColour kind_colour(ActionKind kind) {
+  // Names from catapult's trace-viewer colour scheme (tracing/base/color_scheme.js), with the RGB
+  // that scheme gives them, so the SVG and the trace agree.
+  switch (kind) {
+    case ActionKind::kForward: return {"rail_response", "#4387fd"};         // blue
+    case ActionKind::kBackwardInput: return {"rail_load", "#0da861"};       // green
+    case ActionKind::kBackwardWeight: return {"good", "#007d00"};           // dark green
+    case ActionKind::kBackward: return {"rail_idle", "#ee8e00"};            // orange
+    case ActionKind::kSendF:
+    case ActionKind::kSendB: return {"generic_work", "#7d7d7d"};            // grey
+    case ActionKind::kRecvF:
+    case ActionKind::kRecvB: return {"heap_dump_stack_frame", "#808080"};   // grey
+    case ActionKind::kOffload: return {"background_memory_dump", "#00b4b4"};  // teal
+    case ActionKind::kReload: return {"detailed_memory_dump", "#b400b4"};   // purple
+    case ActionKind::kRecompute: return {"rail_animation", "#f44a3f"};      // red
+    case ActionKind::kStep: return {"startup", "#e6e600"};                  // yellow
+    case ActionKind::kAllReduce: return {"heap_dump_child_node_arrow", "#cc6600"};  // brown
+  }
+  return {"generic_work", "#7d7d7d"};
+}
+
+char ascii_grid_char(ActionKind kind) {
+  switch (kind) {
+    case ActionKind::kForward: return 'F';
+    case ActionKind::kBackwardInput: return 'B';
+    case ActionKind::kBackwardWeight: return 'W';
+    case ActionKind::kBackward: return 'X';
+    case ActionKind::kRecompute: return 'R';
+    case ActionKind::kOffload: return 'O';
+    case ActionKind::kReload: return 'L';
+    case ActionKind::kStep: return 'S';
+    case ActionKind::kAllReduce: return 'A';
+    default: return '\0';
+  }
+}
+
+namespace {
+
+// Shortest round-trippable-enough decimal form, never in exponent notation for ordinary times.
+std::string num(double v) {
+  if (!std::isfinite(v)) v = 0.0;
+  if (v == 0.0) return "0";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.6f", v);
+  std::string s(buf);
+  // Trim trailing zeros and a trailing point.
+  if (s.find('.') != std::string::npos) {
+    while (!s.empty() && s.back() == '0') s.pop_back();
+    if (!s.empty() && s.back() == '.') s.pop_back();
+  }
+  if (s == "-0") s = "0";
+  return s;
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  out.reserve(s.size() + 2);
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(c));
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+std::string xml_escape(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+// A "nice" tick step (1, 2 or 5 times a power of ten) giving about `target` ticks over `span`.
+double nice_step(double span, int target) {
+  if (span <= 0.0 || target <= 0) return 1.0;
+  const double raw = span / target;
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  const double f = raw / mag;
+  double nice = 10.0;
+  if (f <= 1.0) nice = 1.0;
+  else if (f <= 2.0) nice = 2.0;
+  else if (f <= 5.0) nice = 5.0;
+  return nice * mag;
+}
+
+// Kinds in legend order, each listed once.
+constexpr std::array<ActionKind, 11> kLegendKinds = {
+    ActionKind::kForward,   ActionKind::kBackwardInput, ActionKind::kBackwardWeight,
+    ActionKind::kBackward,  ActionKind::kRecompute,     ActionKind::kOffload,
+    ActionKind::kReload,    ActionKind::kStep,          ActionKind::kAllReduce,
+    ActionKind::kSendF,     ActionKind::kRecvF};
+
+const char* legend_text(ActionKind kind) {
+  switch (kind) {
+    case ActionKind::kForward: return "F forward";
+    case ActionKind::kBackwardInput: return "B input grad";
+    case ActionKind::kBackwardWeight: return "W weight grad";
+    case ActionKind::kBackward: return "BW fused backward";
+    case ActionKind::kRecompute: return "RECOMPUTE";
+    case ActionKind::kOffload: return "OFFLOAD";
+    case ActionKind::kReload: return "RELOAD";
+    case ActionKind::kStep: return "STEP";
+    case ActionKind::kAllReduce: return "ALLREDUCE";
+    case ActionKind::kSendF: case ActionKind::kSendB: return "SEND";
+    case ActionKind::kRecvF: case ActionKind::kRecvB: return "RECV";
+  }
+  return "";
+}
+
+bool same_legend_entry(ActionKind a, ActionKind b) {
+  auto norm = [](ActionKind k) {
+    if (k == ActionKind::kSendB) return ActionKind::kSendF;
+    if (k == ActionKind::kRecvB) return ActionKind::kRecvF;
+    return k;
+  };
+  return norm(a) == norm(b);
+}
+
+}  // namespace
+
+std::string to_chrome_trace(const Timeline& timeline, const ChromeTraceOptions& options) {
+  PF_CHECK_ARG(options.to_microseconds > 0.0, "to_chrome_trace: to_microseconds must be > 0, got ",
+               options.to_microseconds);
+  const double k = options.to_microseconds;
+  std::ostringstream out;
+  out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+  out << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << options.pid
+      << ",\"tid\":0,\"args\":{\"name\":\"" << json_escape(options.process_name) << "\"}}";
+  for (int r = 0; r < timeline.num_ranks(); ++r) {
+    out << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << options.pid << ",\"tid\":" << r
+        << ",\"args\":{\"name\":\"rank " << r << "\"}}";
+    out << ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":" << options.pid
+        << ",\"tid\":" << r << ",\"args\":{\"sort_index\":" << r << "}}";
+  }
+  for (int r = 0; r < timeline.num_ranks(); ++r) {
+    for (const TimedAction& a : timeline.ranks[static_cast<size_t>(r)]) {
+      const KindColour colour = kind_colour(a.action.kind);
+      out << ",\n{\"name\":\"" << json_escape(action_to_string(a.action)) << "\",\"cat\":\""
+          << action_kind_name(a.action.kind) << "\",\"ph\":\"X\",\"ts\":" << num(a.start * k)
+          << ",\"dur\":" << num(std::max(0.0, a.end - a.start) * k) << ",\"pid\":" << options.pid
+          << ",\"tid\":" << r << ",\"cname\":\"" << colour.cname << "\",\"args\":{\"stage\":"
+          << a.action.stage << ",\"micro_batch\":" << a.action.micro_batch << "}}";
+    }
+  }
+  out << "\n]}\n";
+  return out.str();
+}
+
+std::string to_svg(const Timeline& timeline, const SvgOptions& options) {
+  PF_CHECK_ARG(options.width >= 200.0, "to_svg: width must be >= 200 pixels, got ", options.width);
+  PF_CHECK_ARG(options.row_height >= 8.0, "to_svg: row_height must be >= 8 pixels, got ",
+               options.row_height);
+  const double t0 = timeline.begin_time();
+  const double t1 = timeline.end_time();
+  const double span = t1 > t0 ? t1 - t0 : 1.0;
+  const double label_w = 70.0, right_pad = 20.0;
+  const double top = options.title.empty() ? 10.0 : 34.0;
+  const double row_h = options.row_height;
+  const double plot_w = options.width - label_w - right_pad;
+  const double scale = plot_w / span;
+  const int n = timeline.num_ranks();
+  const double axis_y = top + n * row_h + 4.0;
+
+  // Legend: the kinds that occur, in a fixed order.
+  std::vector<ActionKind> legend;
+  if (options.legend) {
+    for (ActionKind k : kLegendKinds) {
+      bool present = false;
+      for (const auto& rank : timeline.ranks)
+        for (const auto& a : rank)
+          if (same_legend_entry(a.action.kind, k)) present = true;
+      if (present) legend.push_back(k);
+    }
+  }
+  const double legend_y = axis_y + 34.0;
+  const double legend_step = 120.0;
+  const int per_row = std::max(1, static_cast<int>((options.width - label_w) / legend_step));
+  const int legend_rows =
+      legend.empty() ? 0 : (static_cast<int>(legend.size()) + per_row - 1) / per_row;
+  const double height = legend_y + 22.0 * legend_rows + 6.0;
+
+  std::ostringstream out;
+  out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << num(options.width)
+      << "\" height=\"" << num(height) << "\" viewBox=\"0 0 " << num(options.width) << " "
+      << num(height) << "\" font-family=\"Helvetica, Arial, sans-serif\" font-size=\"11\">\n";
+  out << "<style>.action{stroke:#222;stroke-width:0.5}.lbl{fill:#fff;text-anchor:middle;"
+         "dominant-baseline:central;pointer-events:none}.rank{text-anchor:end;"
+         "dominant-baseline:central}.tick{text-anchor:middle}</style>\n";
+  if (!options.title.empty())
+    out << "<text x=\"" << num(label_w) << "\" y=\"20\" font-size=\"14\">"
+        << xml_escape(options.title) << "</text>\n";
+
+  for (int r = 0; r < n; ++r) {
+    const double y = top + r * row_h;
+    out << "<text class=\"rank\" x=\"" << num(label_w - 8.0) << "\" y=\"" << num(y + row_h / 2)
+        << "\">rank " << r << "</text>\n";
+    out << "<line x1=\"" << num(label_w) << "\" y1=\"" << num(y + row_h) << "\" x2=\""
+        << num(label_w + plot_w) << "\" y2=\"" << num(y + row_h)
+        << "\" stroke=\"#ddd\" stroke-width=\"0.5\"/>\n";
+    for (const TimedAction& a : timeline.ranks[static_cast<size_t>(r)]) {
+      const double dur = std::max(0.0, a.end - a.start);
+      const bool instant = dur * scale < 0.75;
+      const double x = label_w + (a.start - t0) * scale;
+      const double w = instant ? 0.75 : dur * scale;
+      const double h = instant ? row_h * 0.5 : row_h - 4.0;
+      const double yy = instant ? y + row_h * 0.25 : y + 2.0;
+      const KindColour colour = kind_colour(a.action.kind);
+      out << "<rect class=\"action\" x=\"" << num(x) << "\" y=\"" << num(yy) << "\" width=\""
+          << num(w) << "\" height=\"" << num(h) << "\" fill=\"" << colour.rgb << "\"><title>"
+          << xml_escape(action_to_string(a.action)) << " [" << num(a.start) << ", " << num(a.end)
+          << "] " << xml_escape(timeline.time_unit) << "</title></rect>\n";
+      if (!instant && a.action.micro_batch >= 0) {
+        const std::string label = std::to_string(a.action.micro_batch);
+        if (w >= 6.5 * static_cast<double>(label.size()) + 2.0)
+          out << "<text class=\"lbl\" x=\"" << num(x + w / 2) << "\" y=\"" << num(y + row_h / 2)
+              << "\">" << label << "</text>\n";
+      }
+    }
+  }
+
+  // Time axis.
+  out << "<line x1=\"" << num(label_w) << "\" y1=\"" << num(axis_y) << "\" x2=\""
+      << num(label_w + plot_w) << "\" y2=\"" << num(axis_y) << "\" stroke=\"#000\"/>\n";
+  const double step = nice_step(span, 10);
+  const double first_tick = std::ceil(t0 / step) * step;
+  for (int i = 0;; ++i) {
+    const double t = first_tick + i * step;
+    if (t > t1 + step * 1e-9 || i > 1000) break;
+    const double x = label_w + (t - t0) * scale;
+    out << "<line x1=\"" << num(x) << "\" y1=\"" << num(axis_y) << "\" x2=\"" << num(x)
+        << "\" y2=\"" << num(axis_y + 5.0) << "\" stroke=\"#000\"/>\n";
+    out << "<text class=\"tick\" x=\"" << num(x) << "\" y=\"" << num(axis_y + 17.0) << "\">"
+        << num(t) << "</text>\n";
+  }
+  out << "<text x=\"" << num(label_w + plot_w) << "\" y=\"" << num(axis_y + 30.0)
+      << "\" text-anchor=\"end\">time (" << xml_escape(timeline.time_unit) << ")</text>\n";
+
+  // Legend (swatches are <rect class="legend">, not actions).
+  for (size_t i = 0; i < legend.size(); ++i) {
+    const ActionKind k = legend[i];
+    const double lx = label_w + legend_step * static_cast<double>(static_cast<int>(i) % per_row);
+    const double ly = legend_y + 22.0 * static_cast<double>(static_cast<int>(i) / per_row);
+    out << "<rect class=\"legend\" x=\"" << num(lx) << "\" y=\"" << num(ly)
+        << "\" width=\"12\" height=\"12\" fill=\"" << kind_colour(k).rgb << "\"/>\n";
+    out << "<text x=\"" << num(lx + 16.0) << "\" y=\"" << num(ly + 10.0) << "\">"
+        << legend_text(k) << "</text>\n";
+  }
+  out << "</svg>\n";
+  return out.str();
+}
+
+std::string to_ascii_grid(const Timeline& timeline, int width) {
+  PF_CHECK_ARG(width >= 1, "to_ascii_grid: width must be >= 1, got ", width);
+  const double t0 = timeline.begin_time();
+  const double t1 = timeline.end_time();
+  const double span = t1 > t0 ? t1 - t0 : 1.0;
+  const double slot = span / width;
+  const int n = timeline.num_ranks();
+  const std::string prefix_fmt = "rank " + std::to_string(std::max(0, n - 1));
+  const size_t label_w = prefix_fmt.size();
+
+  std::ostringstream out;
+  out << "time " << num(t0) << " .. " << num(t1) << " " << timeline.time_unit << ", "
+      << num(slot) << " per character\n";
+  for (int r = 0; r < n; ++r) {
+    std::string row(static_cast<size_t>(width), '.');
+    std::vector<double> best(static_cast<size_t>(width), 0.0);
+    std::vector<double> busy(static_cast<size_t>(width), 0.0);
+    for (const TimedAction& a : timeline.ranks[static_cast<size_t>(r)]) {
+      const char c = ascii_grid_char(a.action.kind);
+      if (c == '\0' || a.end <= a.start) continue;
+      int s0 = static_cast<int>(std::floor((a.start - t0) / slot));
+      int s1 = static_cast<int>(std::ceil((a.end - t0) / slot));
+      s0 = std::clamp(s0, 0, width - 1);
+      s1 = std::clamp(s1, s0 + 1, width);
+      for (int s = s0; s < s1; ++s) {
+        const double lo = t0 + s * slot, hi = lo + slot;
+        const double overlap = std::min(hi, a.end) - std::max(lo, a.start);
+        if (overlap <= 0.0) continue;
+        busy[static_cast<size_t>(s)] += overlap;
+        if (overlap > best[static_cast<size_t>(s)]) {
+          best[static_cast<size_t>(s)] = overlap;
+          row[static_cast<size_t>(s)] = c;
+        }
+      }
+    }
+    // Idle for most of the slot: show '.'.
+    for (int s = 0; s < width; ++s)
+      if (busy[static_cast<size_t>(s)] < 0.5 * slot * (1.0 - 1e-9)) row[static_cast<size_t>(s)] = '.';
+    std::string label = "rank " + std::to_string(r);
+    label.resize(label_w, ' ');
+    out << label << " |" << row << "|\n";
+  }
+  out << "legend: F forward, B backward (input), W backward (weight), X fused backward (BW), "
+         "R recompute, O offload, L reload, S step, A all-reduce, . idle\n";
+  return out.str();
+}
+
+}  // namespace pf::sched

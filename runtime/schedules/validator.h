@@ -1,0 +1,93 @@
+// Checks a schedule before anything runs it (see docs/SCHEDULES.md, "Validator"):
+//  1. shape: ranks, stages, micro-batches, placement (map in range and matching its kind);
+//  2. every action: known kind, stage and micro-batch in range, on the rank that holds its stage,
+//     communication only between stages on different ranks and in a direction that exists;
+//  3. completeness and local order: per (micro-batch, stage) exactly one F and either one B and one W
+//     or one BW, F before B before W (F before BW) on that rank; RECOMPUTE / OFFLOAD / RELOAD between
+//     the F and the backward; STEP and ALLREDUCE at most once per stage, after its last W/BW;
+//  4. communication (when the schedule has any SEND/RECV, i.e. is lowered): every cross-rank
+//     dependency has its SEND after the producer and its RECV before the consumer, and every
+//     SEND/RECV has its partner;
+//  5. deadlock: the schedule is executed symbolically, ranks in order, a SEND/RECV pair as a
+//     rendezvous (each blocks until the other is posted) and, for a compute action, its producer on
+//     another stage finished (infinite buffering when the schedule is not lowered).
+// Later checks run only when earlier ones pass, so each reported error is a root cause.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/schedules/ir.h"
+
+namespace pf::sched {
+
+struct ValidationIssue {
+  int rank = -1;        // the rank of the offending action, -1 for schedule-wide issues
+  int index = -1;       // its position in that rank's list, -1 when no action is involved
+  std::string action;   // its text, e.g. "1B3" ("" when none)
+  std::string message;  // the rule it breaks / the dependency it waits for
+  std::string to_string() const;  // "rank 1, action 4 (1B3): <message>"
+};
+
+struct ValidationReport {
+  std::vector<ValidationIssue> errors;  // at most kMaxErrors; `more_errors` counts the rest
+  int more_errors = 0;
+  // Facts worth knowing that are not errors, e.g. a stage whose weight gradients do not accumulate
+  // in micro-batch order (bitwise equality with the sequential reference needs that order).
+  std::vector<std::string> notes;
+  bool lowered = false;  // the schedule has SEND/RECV actions
+  std::string grid;      // the schedule grid with the first error's action(s) marked; "" when ok
+
+  static constexpr int kMaxErrors = 20;
+  bool ok() const { return errors.empty(); }
+  // All errors, one per line, then the grid.
+  std::string to_string() const;
+};
+
+ValidationReport validate(const Schedule& schedule);
+
+// Throws pf::Error(kInvalidArgument) whose message is "invalid schedule '<name>': " plus the report.
+void validate_or_throw(const Schedule& schedule);
+
+// The micro-batches in the order their weight gradients (W, or BW) of `stage` run: this is the
+// order in which the stage's gradients accumulate. Empty when the stage has none.
+std::vector<int> weight_gradient_order(const Schedule& schedule, int stage);
+
+// ---- Indexing shared by the validator, the lowering pass and the simulator.
+
+struct ActionSlot {
+  int rank = -1;
+  int index = -1;  // position in ranks[rank]
+};
+
+// Occurrences of every (kind, stage, micro-batch) in a schedule. Actions whose stage or micro-batch
+// is out of range (or whose kind is invalid) are not indexed; the validator reports them.
+class ActionIndex {
+ public:
+  explicit ActionIndex(const Schedule& schedule);
+
+  // Every occurrence, in rank then index order (more than one = a duplicate).
+  const std::vector<ActionSlot>& occurrences(ActionKind kind, int stage, int micro_batch) const;
+  // The first occurrence, or nullptr.
+  const ActionSlot* find(ActionKind kind, int stage, int micro_batch) const;
+  const ActionSlot* find(const Action& a) const { return find(a.kind, a.stage, a.micro_batch); }
+
+  int num_stages() const { return stages_; }
+  int num_micro_batches() const { return micro_batches_; }
+
+ private:
+  size_t key(ActionKind kind, int stage, int micro_batch) const;
+  int stages_ = 0;
+  int micro_batches_ = 0;
+  std::vector<std::vector<ActionSlot>> slots_;
+};
+
+// The action of a neighbouring stage whose output `action` consumes:
+//   F(mb, s)      <- F(mb, s-1)                      (none for s = 0)
+//   B/BW(mb, s)   <- the B, else the BW, of (mb, s+1)  (none for the last stage)
+// RECOMPUTE has the same input as F but reuses the kept stage input, so it has none; so do all
+// other kinds. When the producer is absent from the schedule the B form is returned for B/BW.
+std::optional<Action> stage_dependency(const ActionIndex& index, const Action& action);
+
+}  // namespace pf::sched

@@ -1,0 +1,56 @@
+#include "tests/cli/cli_runner.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace pftest {
+namespace {
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v ? v : fallback;
+}
+
+std::string binary() {
+  return env_or("TEST_SRCDIR", ".") + "/" + env_or("TEST_WORKSPACE", "pipeforge") + "/pipeforge";
+}
+
+}  // namespace
+
+std::string tmp_dir() { return env_or("TEST_TMPDIR", "/tmp"); }
+
+CommandResult run(const std::string& args) {
+  const std::string err_path = tmp_dir() + "/stderr.txt";
+  const std::string command = "'" + binary() + "' " + args + " 2>'" + err_path + "'";
+  CommandResult r;
+  std::FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) r.out.append(buffer, n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream err(err_path);
+  std::stringstream text;
+  text << err.rdbuf();
+  r.err = text.str();
+  return r;
+}
+
+nlohmann::json run_json(const std::string& args) {
+  const CommandResult r = run(args + " --json");
+  EXPECT_EQ(r.exit_code, 0) << "pipeforge " << args << "\nstderr:\n" << r.err;
+  try {
+    return nlohmann::json::parse(r.out);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "stdout is not one JSON object (" << e.what() << "):\n" << r.out;
+    return nlohmann::json::object();
+  }
+}
+
+}  // namespace pftest

@@ -1,0 +1,20 @@
+// Runs the `pipeforge` binary (a data dependency of the test) through the shell and captures its
+// stdout, stderr and exit code.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace pftest {
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::string tmp_dir();
+CommandResult run(const std::string& args);
+// Runs with --json appended, expects exit code 0 and one JSON object on stdout.
+nlohmann::json run_json(const std::string& args);
+
+}  // namespace pftest

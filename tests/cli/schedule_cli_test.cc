@@ -1,0 +1,76 @@
+// `pipeforge schedule` and `pipeforge simulate` as a user runs them.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "tests/cli/cli_runner.h"
+
+namespace {
+
+using pftest::run;
+using pftest::run_json;
+using pftest::tmp_dir;
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST(ScheduleCli, PrintsTheTextFormThatSimulateReadsBack) {
+  const auto r = run("schedule --schedule 1f1b --stages 4 --microbatches 8");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("rank 0: 0F0 0F1 0F2 0F3 0BW0 0F4 0BW1"), std::string::npos) << r.out;
+  const std::string path = tmp_dir() + "/1f1b.txt";
+  std::ofstream(path) << r.out;
+  const auto from_file = run_json("simulate --schedule-file " + path);
+  const auto generated = run_json("simulate --schedule 1f1b --stages 4 --microbatches 8");
+  EXPECT_EQ(from_file.at("makespan"), generated.at("makespan"));
+}
+
+TEST(ScheduleCli, SimulateJsonHasTheDocumentedFields) {
+  const auto j = run_json("simulate --schedule 1f1b --stages 4 --microbatches 8");
+  // Uniform costs, no communication: bubble (p-1)/(m+p-1) = 3/11.
+  EXPECT_NEAR(j.at("bubble_rate").get<double>(), 3.0 / 11.0, 1e-12);
+  EXPECT_DOUBLE_EQ(j.at("makespan").get<double>(), 33.0);
+  EXPECT_EQ(j.at("peak_activations"), nlohmann::json({4, 3, 2, 1}));
+  ASSERT_EQ(j.at("ranks").size(), 4u);
+  for (const auto& rank : j.at("ranks")) {
+    EXPECT_DOUBLE_EQ(rank.at("busy").get<double>() + rank.at("idle").get<double>(), 33.0);
+  }
+  const auto zb = run_json("simulate --schedule zb-h1 --stages 4 --microbatches 8 --t-f 1 --t-b 1 --t-w 0.5");
+  // ZB-H1 bubble time (p-1)(T_F + T_B - T_W) = 4.5 on top of m(T_F+T_B+T_W) = 20.
+  EXPECT_NEAR(zb.at("makespan").get<double>(), 24.5, 1e-9);
+}
+
+TEST(ScheduleCli, WritesTraceAndSvg) {
+  const std::string trace = tmp_dir() + "/trace.json", svg = tmp_dir() + "/timeline.svg";
+  const auto r = run("simulate --schedule zb-v --stages 4 --microbatches 8 --t-comm 0.1 --trace " + trace +
+                     " --svg " + svg);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("bubble rate"), std::string::npos);
+  EXPECT_NE(r.out.find("rank 3 |"), std::string::npos);  // the ASCII grid
+  const auto events = nlohmann::json::parse(read_file(trace));
+  EXPECT_TRUE(events.contains("traceEvents"));
+  EXPECT_NE(read_file(svg).find("<svg"), std::string::npos);
+}
+
+TEST(ScheduleCli, BadInputIsAUsageErrorWithAReason) {
+  auto r = run("simulate --schedule 2f2b --stages 4 --microbatches 8");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("2f2b"), std::string::npos) << r.err;
+  r = run("simulate --stages 4 --microbatches 8");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--schedule"), std::string::npos) << r.err;
+  const std::string bad = tmp_dir() + "/bad.txt";
+  std::ofstream(bad) << "0F0 0BW0\n1BW0 1F0\n";
+  r = run("simulate --schedule-file " + bad);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("rank 1"), std::string::npos) << r.err;
+  r = run("schedule --schedule interleaved-1f1b --stages 4 --microbatches 8 --chunks 0");
+  EXPECT_EQ(r.exit_code, 2);
+}
+
+}  // namespace

@@ -1,0 +1,227 @@
+// The renderers: Chrome trace JSON, SVG, ASCII grid. Built on hand-made timelines and on a simulated
+// one so they do not depend on any generator.
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "runtime/schedules/simulator.h"
+#include "runtime/schedules/timeline.h"
+
+namespace pf::sched {
+namespace {
+
+Timeline sample_timeline() {
+  // Two ranks of a 1F1B-like run with split backward, plus a zero-length SEND and a STEP.
+  const CostModel c = CostModel::uniform(2, 1.0, 1.0, 1.0, 0.0);
+  Schedule s;
+  s.name = "sample";
+  s.num_micro_batches = 2;
+  s.placement = Placement::one_per_rank(2);
+  using K = ActionKind;
+  s.ranks = {{{K::kForward, 0, 0}, {K::kSendF, 0, 0}, {K::kForward, 0, 1}, {K::kSendF, 0, 1},
+              {K::kRecvB, 0, 0}, {K::kBackwardInput, 0, 0}, {K::kRecvB, 0, 1},
+              {K::kBackwardInput, 0, 1}, {K::kBackwardWeight, 0, 0}, {K::kBackwardWeight, 0, 1},
+              {K::kStep, 0, -1}},
+             {{K::kRecvF, 1, 0}, {K::kForward, 1, 0}, {K::kBackward, 1, 0}, {K::kSendB, 1, 0},
+              {K::kRecvF, 1, 1}, {K::kForward, 1, 1}, {K::kBackward, 1, 1}, {K::kSendB, 1, 1},
+              {K::kStep, 1, -1}}};
+  return simulate(s, c).timeline;
+}
+
+// A minimal XML well-formedness check: balanced, properly nested tags, quoted attributes, escaped
+// text. Returns "" when fine, else what is wrong. Counts elements by name into `counts` and the
+// class attribute of <rect> elements into `rect_classes`.
+std::string check_xml(const std::string& xml, std::map<std::string, int>* counts,
+                      std::map<std::string, int>* rect_classes) {
+  std::vector<std::string> stack;
+  size_t i = 0;
+  bool root_seen = false;
+  while (i < xml.size()) {
+    if (xml[i] != '<') {
+      if (xml[i] == '&') {
+        const size_t semi = xml.find(';', i);
+        if (semi == std::string::npos || semi - i > 6) return "bare & at " + std::to_string(i);
+      }
+      if (stack.empty() && !std::isspace(static_cast<unsigned char>(xml[i])))
+        return "text outside the root at " + std::to_string(i);
+      ++i;
+      continue;
+    }
+    if (xml.compare(i, 5, "<?xml") == 0) {
+      const size_t end = xml.find("?>", i);
+      if (end == std::string::npos) return "unterminated declaration";
+      i = end + 2;
+      continue;
+    }
+    const size_t end = xml.find('>', i);
+    if (end == std::string::npos) return "unterminated tag at " + std::to_string(i);
+    std::string tag = xml.substr(i + 1, end - i - 1);
+    i = end + 1;
+    if (!tag.empty() && tag[0] == '/') {
+      const std::string name = tag.substr(1);
+      if (stack.empty() || stack.back() != name) return "mismatched </" + name + ">";
+      stack.pop_back();
+      continue;
+    }
+    const bool self_closing = !tag.empty() && tag.back() == '/';
+    if (self_closing) tag.pop_back();
+    size_t p = 0;
+    while (p < tag.size() && !std::isspace(static_cast<unsigned char>(tag[p]))) ++p;
+    const std::string name = tag.substr(0, p);
+    if (name.empty()) return "empty tag name";
+    if (stack.empty()) {
+      if (root_seen) return "second root element";
+      root_seen = true;
+    }
+    // Attributes: name="value" pairs.
+    std::string cls;
+    while (p < tag.size()) {
+      while (p < tag.size() && std::isspace(static_cast<unsigned char>(tag[p]))) ++p;
+      if (p >= tag.size()) break;
+      const size_t eq = tag.find('=', p);
+      if (eq == std::string::npos || eq + 1 >= tag.size() || tag[eq + 1] != '"')
+        return "bad attribute in <" + name + ">";
+      const std::string attr = tag.substr(p, eq - p);
+      const size_t close = tag.find('"', eq + 2);
+      if (close == std::string::npos) return "unterminated attribute in <" + name + ">";
+      const std::string value = tag.substr(eq + 2, close - eq - 2);
+      if (value.find('<') != std::string::npos) return "< in attribute";
+      if (attr == "class") cls = value;
+      p = close + 1;
+    }
+    ++(*counts)[name];
+    if (name == "rect") ++(*rect_classes)[cls];
+    if (!self_closing) stack.push_back(name);
+  }
+  if (!stack.empty()) return "unclosed <" + stack.back() + ">";
+  if (!root_seen) return "no root element";
+  return "";
+}
+
+TEST(Timeline, Basics) {
+  const Timeline t = sample_timeline();
+  EXPECT_EQ(t.num_ranks(), 2);
+  EXPECT_EQ(t.num_actions(), 20u);
+  EXPECT_DOUBLE_EQ(t.begin_time(), 0.0);
+  EXPECT_GT(t.end_time(), 0.0);
+  EXPECT_DOUBLE_EQ(Timeline{}.end_time(), 0.0);
+}
+
+TEST(ChromeTrace, ParsesWithOneTrackPerRankAndOneEventPerAction) {
+  const Timeline t = sample_timeline();
+  ChromeTraceOptions opt;
+  opt.to_microseconds = 1000.0;
+  const nlohmann::json j = nlohmann::json::parse(to_chrome_trace(t, opt));
+  ASSERT_TRUE(j.contains("traceEvents"));
+  std::map<int, std::string> thread_names;
+  std::set<int> tids_with_events;
+  size_t complete = 0;
+  for (const auto& e : j["traceEvents"]) {
+    const std::string ph = e["ph"];
+    if (ph == "M" && e["name"] == "thread_name") thread_names[e["tid"].get<int>()] = e["args"]["name"];
+    if (ph != "X") continue;
+    ++complete;
+    tids_with_events.insert(e["tid"].get<int>());
+    EXPECT_TRUE(e.contains("cname"));
+    EXPECT_GE(e["dur"].get<double>(), 0.0);
+    EXPECT_EQ(e["pid"].get<int>(), 0);
+  }
+  EXPECT_EQ(complete, t.num_actions());
+  ASSERT_EQ(thread_names.size(), 2u);
+  EXPECT_EQ(thread_names[0], "rank 0");
+  EXPECT_EQ(thread_names[1], "rank 1");
+  EXPECT_EQ(tids_with_events, (std::set<int>{0, 1}));
+  // Names are the action texts, times scaled to microseconds.
+  bool found = false;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "X" && e["name"] == "1F0") {
+      found = true;
+      EXPECT_EQ(e["tid"].get<int>(), 1);
+      EXPECT_DOUBLE_EQ(e["ts"].get<double>(), 1000.0);
+      EXPECT_DOUBLE_EQ(e["dur"].get<double>(), 1000.0);
+      EXPECT_EQ(e["cname"], kind_colour(ActionKind::kForward).cname);
+      EXPECT_EQ(e["cat"], "F");
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST(ChromeTrace, EscapesProcessName) {
+  ChromeTraceOptions opt;
+  opt.process_name = "a \"quoted\"\\name\n";
+  const nlohmann::json j = nlohmann::json::parse(to_chrome_trace(sample_timeline(), opt));
+  EXPECT_EQ(j["traceEvents"][0]["args"]["name"], "a \"quoted\"\\name\n");
+}
+
+TEST(ChromeTrace, ColoursDifferPerComputeKind) {
+  std::set<std::string> names;
+  for (ActionKind k : {ActionKind::kForward, ActionKind::kBackwardInput,
+                       ActionKind::kBackwardWeight, ActionKind::kBackward})
+    names.insert(kind_colour(k).cname);
+  EXPECT_EQ(names.size(), 4u);
+}
+
+TEST(Svg, WellFormedWithOneRectPerAction) {
+  const Timeline t = sample_timeline();
+  SvgOptions opt;
+  opt.title = "sample <1F1B> & friends";
+  const std::string svg = to_svg(t, opt);
+  std::map<std::string, int> counts, rect_classes;
+  EXPECT_EQ(check_xml(svg, &counts, &rect_classes), "");
+  EXPECT_EQ(counts["svg"], 1);
+  EXPECT_EQ(rect_classes["action"], static_cast<int>(t.num_actions()));
+  EXPECT_EQ(counts["rect"], rect_classes["action"] + rect_classes["legend"]);
+  EXPECT_GT(rect_classes["legend"], 0);
+  EXPECT_NE(svg.find(">rank 0<"), std::string::npos);
+  EXPECT_NE(svg.find(">rank 1<"), std::string::npos);
+  EXPECT_NE(svg.find("&lt;1F1B&gt; &amp; friends"), std::string::npos);
+}
+
+TEST(Svg, EmptyTimelineIsStillValid) {
+  std::map<std::string, int> counts, rect_classes;
+  EXPECT_EQ(check_xml(to_svg(Timeline{}), &counts, &rect_classes), "");
+  EXPECT_EQ(counts["rect"], 0);
+}
+
+TEST(AsciiGrid, OneRowPerRankOfTheGivenWidth) {
+  const Timeline t = sample_timeline();
+  const int width = 40;
+  const std::string grid = to_ascii_grid(t, width);
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start < grid.size()) {
+    const size_t nl = grid.find('\n', start);
+    lines.push_back(grid.substr(start, nl - start));
+    start = nl + 1;
+  }
+  int rows = 0;
+  for (const std::string& l : lines) {
+    if (l.rfind("rank ", 0) != 0) continue;
+    ++rows;
+    const size_t bar = l.find('|');
+    ASSERT_NE(bar, std::string::npos);
+    const std::string cells = l.substr(bar + 1, l.size() - bar - 2);
+    EXPECT_EQ(static_cast<int>(cells.size()), width) << l;
+    for (char c : cells) EXPECT_NE(std::string("FBWXRSOLA.").find(c), std::string::npos) << l;
+  }
+  EXPECT_EQ(rows, 2);
+  EXPECT_NE(grid.find("legend"), std::string::npos);
+}
+
+TEST(AsciiGrid, ShowsKindsAndIdle) {
+  // Rank 0: F over [0,1), idle [1,2), W over [2,3); rank 1: fused backward over [1,3).
+  Timeline t;
+  t.ranks = {{{{ActionKind::kForward, 0, 0}, 0.0, 1.0}, {{ActionKind::kBackwardWeight, 0, 0}, 2.0, 3.0}},
+             {{{ActionKind::kBackward, 1, 0}, 1.0, 3.0}}};
+  const std::string grid = to_ascii_grid(t, 6);
+  EXPECT_NE(grid.find("rank 0 |FF..WW|"), std::string::npos) << grid;
+  EXPECT_NE(grid.find("rank 1 |..XXXX|"), std::string::npos) << grid;
+}
+
+}  // namespace
+}  // namespace pf::sched

@@ -1,0 +1,186 @@
+#include "tools/cli/schedule_command.h"
+
+#include <fstream>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/core/error.h"
+#include "runtime/schedules/generators.h"
+#include "runtime/schedules/lowering.h"
+#include "runtime/schedules/simulator.h"
+#include "runtime/schedules/text_format.h"
+#include "runtime/schedules/timeline.h"
+#include "runtime/schedules/validator.h"
+#include "tools/cli/cli.h"
+
+namespace pf::cli {
+namespace {
+
+std::string known_schedules() {
+  std::string out;
+  for (const auto& name : sched::generator_names()) out += (out.empty() ? "" : ", ") + name;
+  if (!sched::has_generator("zb-auto")) out += ", zb-auto";
+  return out;
+}
+
+void add_shape_options(CLI::App* cmd, ScheduleArgs& a, bool required) {
+  auto* stages = cmd->add_option("--stages", a.request.ranks,
+                                 "pipeline stages P = ranks (with --chunks V each rank holds V model chunks)")
+                     ->check(CLI::Range(1, 4096));
+  auto* mbs = cmd->add_option("--microbatches", a.request.micro_batches, "micro-batches per step M")
+                  ->check(CLI::Range(1, 1 << 20));
+  if (required) {
+    stages->required();
+    mbs->required();
+  }
+  cmd->add_option("--chunks", a.request.chunks, "model chunks per rank V (interleaved-1f1b, bfs)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--t-f", a.request.costs.t_f, "forward time of one micro-batch on one stage")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--t-b", a.request.costs.t_b, "input-gradient backward (B) time")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--t-w", a.request.costs.t_w, "weight-gradient backward (W) time")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--t-comm", a.request.costs.t_comm, "latency of one stage-to-stage transfer")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--mem-limit", a.request.mem_limit,
+                  "zb-auto: cap on in-flight micro-batches per rank (default: P, like 1F1B)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--lower", a.lower, "insert SEND/RECV actions for every cross-rank dependency");
+}
+
+sched::Schedule load_schedule(const ScheduleArgs& a) {
+  if (!a.schedule_file.empty()) {
+    sched::Schedule s = sched::read_schedule_file(a.schedule_file);
+    PF_CHECK_ARG(a.request.ranks == 0 || a.request.ranks == s.num_ranks(), "--stages ", a.request.ranks,
+                 " does not match the ", s.num_ranks(), " ranks of ", a.schedule_file);
+    PF_CHECK_ARG(a.request.micro_batches == 0 || a.request.micro_batches == s.num_micro_batches,
+                 "--microbatches ", a.request.micro_batches, " does not match the ", s.num_micro_batches,
+                 " micro-batches of ", a.schedule_file);
+    sched::validate_or_throw(s);
+    return s;
+  }
+  PF_CHECK_ARG(a.request.ranks >= 1 && a.request.micro_batches >= 1,
+               "--stages and --microbatches are required with --schedule");
+  return sched::make_schedule(a.request);
+}
+
+void write_text_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out) fail(ErrorCode::kIoError, "cannot write '", path, "'");
+}
+
+}  // namespace
+
+CLI::App* add_schedule_command(CLI::App& app, ScheduleArgs& a) {
+  CLI::App* cmd = app.add_subcommand("schedule", "print a generated schedule in the text form");
+  cmd->add_option("--schedule", a.request.name, "schedule name: " + known_schedules())->required();
+  add_shape_options(cmd, a, true);
+  return cmd;
+}
+
+CLI::App* add_simulate_command(CLI::App& app, ScheduleArgs& a) {
+  CLI::App* cmd = app.add_subcommand("simulate", "time a schedule under a cost model");
+  auto* name = cmd->add_option("--schedule", a.request.name, "schedule name: " + known_schedules());
+  auto* file = cmd->add_option("--schedule-file", a.schedule_file, "a schedule in the text form")
+                   ->check(CLI::ExistingFile);
+  name->excludes(file);
+  cmd->add_option("--m-b", a.request.costs.m_b, "activation bytes one micro-batch keeps until its B")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--m-w", a.request.costs.m_w, "bytes one micro-batch keeps from B until its W")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  add_shape_options(cmd, a, false);
+  cmd->add_flag("--json", a.json, "print one JSON object on stdout");
+  cmd->add_option("--trace", a.trace_file, "write a Chrome trace (open in https://ui.perfetto.dev)");
+  cmd->add_option("--svg", a.svg_file, "write an SVG drawing of the timeline");
+  cmd->add_option("--grid-width", a.grid_width, "columns of the ASCII timeline (0: none)")
+      ->check(CLI::Range(0, 1000))
+      ->capture_default_str();
+  return cmd;
+}
+
+int run_schedule(const ScheduleArgs& a) {
+  try {
+    sched::Schedule s = load_schedule(a);
+    if (a.lower) s = sched::lower_communication(s);
+    std::cout << sched::schedule_to_text(s);
+    return kExitOk;
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kInvalidArgument && e.code() != ErrorCode::kNotFound) throw;
+    std::cerr << "pipeforge schedule: " << e.what() << "\n";
+    return kExitUsage;
+  }
+}
+
+int run_simulate(const ScheduleArgs& a) {
+  if (a.request.name.empty() && a.schedule_file.empty()) {
+    std::cerr << "pipeforge simulate: one of --schedule NAME or --schedule-file FILE is required\n";
+    return kExitUsage;
+  }
+  sched::Schedule s;
+  try {
+    s = load_schedule(a);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kInvalidArgument && e.code() != ErrorCode::kNotFound) throw;
+    std::cerr << "pipeforge simulate: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  if (a.lower) s = sched::lower_communication(s);
+  const sched::SimulationResult r = sched::simulate(s, a.request.costs.expand(s.num_stages()));
+
+  if (!a.trace_file.empty()) write_text_file(a.trace_file, sched::to_chrome_trace(r.timeline));
+  if (!a.svg_file.empty()) {
+    sched::SvgOptions svg;
+    svg.title = s.name + ": p=" + std::to_string(s.num_ranks()) + ", m=" + std::to_string(s.num_micro_batches) +
+                ", bubble rate " + std::to_string(r.bubble_rate);
+    write_text_file(a.svg_file, sched::to_svg(r.timeline, svg));
+  }
+  if (a.json) {
+    nlohmann::json ranks = nlohmann::json::array();
+    for (int i = 0; i < s.num_ranks(); ++i) {
+      ranks.push_back({{"rank", i},
+                       {"busy", r.busy[i]},
+                       {"idle", r.idle[i]},
+                       {"first_start", r.first_start[i]},
+                       {"finish", r.finish[i]},
+                       {"peak_activations", r.peak_activations[i]},
+                       {"peak_activation_bytes", r.peak_activation_bytes[i]}});
+    }
+    nlohmann::json out = {{"schedule", s.name},
+                          {"num_ranks", s.num_ranks()},
+                          {"num_stages", s.num_stages()},
+                          {"microbatches", s.num_micro_batches},
+                          {"makespan", r.makespan},
+                          {"ideal", r.ideal},
+                          {"bubble_rate", r.bubble_rate},
+                          {"max_span", r.max_span},
+                          {"span_bubble_rate", r.span_bubble_rate},
+                          {"peak_activations", r.peak_activations},
+                          {"peak_activation_bytes", r.peak_activation_bytes},
+                          {"ranks", ranks}};
+    std::cout << out.dump() << std::endl;
+    return kExitOk;
+  }
+  std::cout << s.name << ": " << s.num_ranks() << " ranks, " << s.num_stages() << " stages, "
+            << s.num_micro_batches << " micro-batches\n"
+            << "makespan " << r.makespan << ", ideal " << r.ideal << ", bubble rate " << r.bubble_rate
+            << " (per-rank span, the zero-bubble paper's measure: " << r.span_bubble_rate << ")\n";
+  for (int i = 0; i < s.num_ranks(); ++i) {
+    std::cout << "rank " << i << ": busy " << r.busy[i] << ", idle " << r.idle[i] << ", peak activations "
+              << r.peak_activations[i] << " micro-batches (" << r.peak_activation_bytes[i] << " bytes)\n";
+  }
+  if (a.grid_width > 0) std::cout << "\n" << sched::to_ascii_grid(r.timeline, a.grid_width);
+  return kExitOk;
+}
+
+}  // namespace pf::cli

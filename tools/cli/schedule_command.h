@@ -1,0 +1,28 @@
+// `pipeforge schedule` prints a generated schedule in the text form; `pipeforge simulate` times a
+// generated or user-written schedule under a cost model and reports makespan, bubble rate, busy and
+// idle time and peak activations per rank, with optional Chrome-trace and SVG timelines.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "runtime/schedules/schedule_request.h"
+
+namespace pf::cli {
+
+struct ScheduleArgs {
+  sched::ScheduleRequest request;
+  std::string schedule_file;  // simulate only: a schedule in the text form instead of a generator
+  bool lower = false;         // insert SEND/RECV actions
+  bool json = false;          // simulate only
+  std::string trace_file;     // simulate only
+  std::string svg_file;       // simulate only
+  int grid_width = 100;       // simulate only: ASCII grid columns (0 = no grid)
+};
+
+CLI::App* add_schedule_command(CLI::App& app, ScheduleArgs& args);
+CLI::App* add_simulate_command(CLI::App& app, ScheduleArgs& args);
+int run_schedule(const ScheduleArgs& args);
+int run_simulate(const ScheduleArgs& args);
+
+}  // namespace pf::cli
