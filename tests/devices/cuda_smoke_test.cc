@@ -11,7 +11,9 @@ namespace {
 TEST(CudaProbe, NeverFailsAndExplainsAbsence) {
   CudaAvailability a = probe_cuda();
   EXPECT_GE(a.device_count, 0);
-  if (a.device_count == 0) EXPECT_FALSE(a.reason.empty());
+  if (a.device_count == 0) {
+    EXPECT_FALSE(a.reason.empty());
+  }
 }
 
 TEST(CudaSmoke, VectorAddOnTheGpu) {

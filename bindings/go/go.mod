@@ -1,0 +1,3 @@
+module pipeforge
+
+go 1.19

@@ -1,0 +1,277 @@
+package pipeforge
+
+import (
+	"runtime"
+
+	"pipeforge/internal/core"
+)
+
+// TrainerOptions configures a Trainer. Zero fields take the C API's defaults: 1 micro-batch, seed 0,
+// "adamw", LR 1e-3, Beta1 0.9, Beta2 0.999, Eps 1e-8, no momentum, weight decay or clipping, 1 BLAS
+// thread.
+type TrainerOptions struct {
+	MicroBatches int     // equal micro-batches per step; must divide the batch rows
+	Seed         int64   // parameter initialisation
+	Optimizer    string  // "adamw" or "sgd"
+	LR           float32 // learning rate
+	Momentum     float32 // SGD
+	WeightDecay  float32 // SGD: L2 on the gradient; AdamW: decoupled
+	Beta1, Beta2 float32 // AdamW
+	Eps          float32 // AdamW
+	ClipNorm     float32 // > 0: clip gradients to this global L2 norm
+	BLASThreads  int     // BLAS threads used by the step
+}
+
+// StepResult is the result of one optimizer step.
+type StepResult struct {
+	Loss     float64 // mean loss over the batch
+	GradNorm float64 // global gradient L2 norm before clipping
+	Samples  int64   // rows in the batch
+	Tokens   int64   // target elements in the batch
+	Seconds  float64 // wall time of the step
+}
+
+// Metrics are a trainer's progress counters.
+type Metrics struct {
+	Step            int64 // optimizer steps taken
+	LastLoss        float64
+	LastGradNorm    float64
+	TokensPerSecond float64 // of the last step
+	TotalTokens     int64
+	DataPosition    int64 // micro-batches taken from data loaders so far
+}
+
+// Trainer trains a model: parameters, optimizer state and an optional data loader. Not safe for
+// concurrent use. Close it when done (a finalizer frees a forgotten one; every method keeps the
+// receiver alive until its native call returns, so the finalizer cannot run mid-call).
+type Trainer struct {
+	t        core.Trainer
+	bridge   *loaderBridge       // the installed data loader's bridge, nil without one
+	director core.LoaderCallback // the native side of bridge
+}
+
+// NewTrainer creates a trainer on model (which it retains) and initialises the model's parameters
+// from opts.Seed. At most one live trainer may use a model.
+func NewTrainer(model *Model, opts TrainerOptions) (*Trainer, error) {
+	if abiError != nil {
+		return nil, abiError
+	}
+	if model == nil || model.m == nil {
+		return nil, errClosed("model")
+	}
+	defer runtime.KeepAlive(model) // model.m is used below; its finalizer must wait
+	o := core.NewTrainerOptions()
+	defer core.DeleteTrainerOptions(o)
+	if opts.MicroBatches != 0 {
+		o.SetMicroBatches(opts.MicroBatches)
+	}
+	if opts.Seed != 0 {
+		o.SetSeed(opts.Seed)
+	}
+	if opts.Optimizer != "" {
+		o.SetOptimizer(opts.Optimizer)
+	}
+	for _, f := range []struct {
+		v   float32
+		set func(float32)
+	}{
+		{opts.LR, o.SetLr}, {opts.Momentum, o.SetMomentum}, {opts.WeightDecay, o.SetWeightDecay},
+		{opts.Beta1, o.SetBeta1}, {opts.Beta2, o.SetBeta2}, {opts.Eps, o.SetEps}, {opts.ClipNorm, o.SetClipNorm},
+	} {
+		if f.v != 0 {
+			f.set(f.v)
+		}
+	}
+	if opts.BLASThreads != 0 {
+		o.SetBlasThreads(opts.BLASThreads)
+	}
+	var t core.Trainer
+	if err := call(func(s core.Status) { t = core.TrainerCreate(model.m, o, s) }); err != nil {
+		return nil, err
+	}
+	trainer := &Trainer{t: t}
+	runtime.SetFinalizer(trainer, (*Trainer).Close)
+	return trainer, nil
+}
+
+// Close destroys the trainer and its data loader. Idempotent.
+func (t *Trainer) Close() error {
+	if t == nil || t.t == nil {
+		return nil
+	}
+	core.DeleteTrainer(t.t) // destroys the native loader first, so the bridge is free to go
+	t.t = nil
+	t.dropLoader()
+	runtime.SetFinalizer(t, nil)
+	return nil
+}
+
+func (t *Trainer) dropLoader() {
+	if t.director != nil {
+		core.DeleteDirectorLoaderCallback(t.director)
+	}
+	t.director, t.bridge = nil, nil
+}
+
+// Step runs one optimizer step on a whole batch, split into MicroBatches equal micro-batches (e.g.
+// MLP: inputs Float32(x, rows, inputDim), targets Int32(y, rows)).
+func (t *Trainer) Step(inputs, targets Tensor) (StepResult, error) {
+	defer runtime.KeepAlive(t)
+	if t == nil || t.t == nil {
+		return StepResult{}, errClosed("trainer")
+	}
+	in, err := inputs.toCore()
+	if err != nil {
+		return StepResult{}, err
+	}
+	defer core.DeleteTensor(in)
+	tg, err := targets.toCore()
+	if err != nil {
+		return StepResult{}, err
+	}
+	defer core.DeleteTensor(tg)
+	var r core.StepResult
+	err = call(func(s core.Status) { r = t.t.Step(in, tg, s) })
+	defer core.DeleteStepResult(r)
+	if err != nil {
+		return StepResult{}, err
+	}
+	return stepResult(r), nil
+}
+
+func stepResult(r core.StepResult) StepResult {
+	return StepResult{Loss: r.GetLoss(), GradNorm: r.GetGradNorm(), Samples: r.GetSamples(),
+		Tokens: r.GetTokens(), Seconds: r.GetSeconds()}
+}
+
+// SetDataLoader installs a data loader (nil removes it). The runtime calls it on the goroutine that
+// runs StepFromLoader.
+func (t *Trainer) SetDataLoader(loader DataLoader) error {
+	defer runtime.KeepAlive(t)
+	if t == nil || t.t == nil {
+		return errClosed("trainer")
+	}
+	if loader == nil {
+		if err := call(func(s core.Status) { t.t.SetDataLoader(nil, s) }); err != nil {
+			return err
+		}
+		t.dropLoader()
+		return nil
+	}
+	bridge := &loaderBridge{loader: loader}
+	director := core.NewDirectorLoaderCallback(bridge)
+	if err := call(func(s core.Status) { t.t.SetDataLoader(director, s) }); err != nil {
+		core.DeleteDirectorLoaderCallback(director)
+		return err
+	}
+	t.dropLoader() // the runtime has let go of the previous one
+	t.bridge, t.director = bridge, director
+	return nil
+}
+
+// StepFromLoader runs one step on MicroBatches micro-batches from the data loader. If the loader
+// returned an error (or panicked), the *Error has code CallbackError, its message holds the loader's
+// error text, and errors.Unwrap gives the loader's error itself (a *LoaderPanic for a panic). The
+// trainer is then unchanged and the step can be retried.
+func (t *Trainer) StepFromLoader() (StepResult, error) {
+	defer runtime.KeepAlive(t)
+	if t == nil || t.t == nil {
+		return StepResult{}, errClosed("trainer")
+	}
+	if t.bridge != nil {
+		t.bridge.lastErr = nil
+	}
+	var r core.StepResult
+	err := call(func(s core.Status) { r = t.t.StepFromLoader(s) })
+	defer core.DeleteStepResult(r)
+	if err != nil {
+		if e, ok := err.(*Error); ok && e.Code == CallbackError && t.bridge != nil {
+			e.cause, t.bridge.lastErr = t.bridge.lastErr, nil
+		}
+		return StepResult{}, err
+	}
+	return stepResult(r), nil
+}
+
+// Metrics returns the trainer's progress counters.
+func (t *Trainer) Metrics() (Metrics, error) {
+	defer runtime.KeepAlive(t)
+	if t == nil || t.t == nil {
+		return Metrics{}, errClosed("trainer")
+	}
+	var m core.Metrics
+	err := call(func(s core.Status) { m = t.t.Metrics(s) })
+	defer core.DeleteMetrics(m)
+	if err != nil {
+		return Metrics{}, err
+	}
+	return Metrics{Step: m.GetStep(), LastLoss: m.GetLastLoss(), LastGradNorm: m.GetLastGradNorm(),
+		TokensPerSecond: m.GetTokensPerSecond(), TotalTokens: m.GetTotalTokens(),
+		DataPosition: m.GetDataPosition()}, nil
+}
+
+// Parameter returns a copy of parameter name as a float32 Tensor (a NotFound error if there is none).
+func (t *Trainer) Parameter(name string) (Tensor, error) {
+	defer runtime.KeepAlive(t)
+	if t == nil || t.t == nil {
+		return Tensor{}, errClosed("trainer")
+	}
+	var p core.Tensor
+	err := call(func(s core.Status) { p = t.t.Parameter(name, s) })
+	defer core.DeleteTensor(p)
+	if err != nil {
+		return Tensor{}, err
+	}
+	shape := make([]int64, p.Ndim())
+	for i := range shape {
+		shape[i] = p.Dim(int64(i))
+	}
+	values := make([]float32, p.Size())
+	if err := call(func(s core.Status) { p.CopyFloats(values, s) }); err != nil {
+		return Tensor{}, err
+	}
+	return Float32(values, shape...), nil
+}
+
+// SetParameter overwrites parameter name with values (its element count, in row-major order).
+func (t *Trainer) SetParameter(name string, values []float32) error {
+	defer runtime.KeepAlive(t)
+	if t == nil || t.t == nil {
+		return errClosed("trainer")
+	}
+	v, err := Float32(values, int64(len(values))).toCore()
+	if err != nil {
+		return err
+	}
+	defer core.DeleteTensor(v)
+	return call(func(s core.Status) { t.t.SetParameter(name, v, s) })
+}
+
+// Checksum is the SHA-256 (hex) of every parameter: equal checksums mean bitwise-equal parameters.
+func (t *Trainer) Checksum() (string, error) {
+	defer runtime.KeepAlive(t)
+	if t == nil || t.t == nil {
+		return "", errClosed("trainer")
+	}
+	var sum string
+	err := call(func(s core.Status) { sum = t.t.Checksum(s) })
+	return sum, err
+}
+
+// SaveCheckpoint writes parameters, optimizer state, step and data position to path, atomically.
+func (t *Trainer) SaveCheckpoint(path string) error {
+	defer runtime.KeepAlive(t)
+	if t == nil || t.t == nil {
+		return errClosed("trainer")
+	}
+	return call(func(s core.Status) { t.t.SaveCheckpoint(path, s) })
+}
+
+// LoadCheckpoint restores a checkpoint written for a model with the same parameters.
+func (t *Trainer) LoadCheckpoint(path string) error {
+	defer runtime.KeepAlive(t)
+	if t == nil || t.t == nil {
+		return errClosed("trainer")
+	}
+	return call(func(s core.Status) { t.t.LoadCheckpoint(path, s) })
+}

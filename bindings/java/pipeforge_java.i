@@ -1,0 +1,223 @@
+// Java: package org.pipeforge. The SWIG proxies (Model, Trainer, Tensor, TrainerOptions, MlpConfig,
+// GptConfig, StepResult, Metrics, PipeForge) are the public classes, with camelCase methods; the
+// hand-written classes in src/org/pipeforge/ add DataLoader, Batch, PipeForgeException and the code
+// that loads the JNI library (NativeLibrary, from the JNI class's static initialiser).
+%module(directors="1") PipeForge
+
+%{
+#include <string>
+#include <vector>
+
+#include "bindings/pipeforge_core.h"
+
+// Throws org.pipeforge.PipeForgeException(code, codeName, message) in the calling Java thread.
+static void pf_java_throw(JNIEnv* jenv, int code, const std::string& message) {
+  jclass cls = jenv->FindClass("org/pipeforge/PipeForgeException");
+  if (cls == nullptr) return;  // NoClassDefFoundError is pending
+  jmethodID ctor = jenv->GetMethodID(cls, "<init>", "(ILjava/lang/String;Ljava/lang/String;)V");
+  if (ctor == nullptr) return;
+  jstring name = jenv->NewStringUTF(pipeforge::code_name(code).c_str());
+  jstring text = jenv->NewStringUTF(message.c_str());
+  jobject exc = jenv->NewObject(cls, ctor, static_cast<jint>(code), name, text);
+  if (exc != nullptr) jenv->Throw(static_cast<jthrowable>(exc));
+}
+%}
+
+// Swig runs with -DSWIGWORDSIZE64, so int64_t is `long` as in the C++ compiler's headers; Java
+// still needs it as a 64-bit jlong (SWIG maps C `long` to Java int).
+%include <stdint.i>
+%apply long long { int64_t };
+%apply const long long& { const int64_t& };
+
+// camelCase for Java: step_from_loader -> stepFromLoader, grad_norm -> getGradNorm().
+%rename("%(lowercamelcase)s", %$isfunction) "";
+%rename("%(lowercamelcase)s", %$isvariable) "";
+
+// The JNI class is an implementation detail; it loads the library and checks the ABI first.
+%pragma(java) jniclassclassmodifiers = "final class"
+%pragma(java) jniclasscode = %{
+  static {
+    NativeLibrary.load();
+  }
+%}
+%pragma(java) moduleclassmodifiers = "public final class"
+%pragma(java) modulecode = %{
+  private PipeForge() {}
+%}
+
+%exception {
+  try {
+    $action
+  } catch (const pipeforge::Error& e) {
+    pf_java_throw(jenv, e.code(), e.message());
+    return $null;
+  } catch (const std::bad_alloc&) {
+    pf_java_throw(jenv, PF_OUT_OF_MEMORY, "out of memory in the Java binding");
+    return $null;
+  } catch (const std::exception& e) {
+    pf_java_throw(jenv, PF_INTERNAL, e.what());
+    return $null;
+  }
+}
+
+// A method called on a closed (deleted) proxy throws instead of dereferencing NULL.
+%typemap(check) SWIGTYPE* self %{
+  if (!$1) {
+    pf_java_throw(jenv, PF_FAILED_PRECONDITION, "$symname: the object is closed");
+    return $null;
+  }
+%}
+
+// ---- arrays -----------------------------------------------------------------------------------
+// PF_JAVA_ARRAY(SIGNATURE, JNI_ELEMENT, JAVA_TYPE, JAVA_PARAMETER_TYPE, JNI_ARRAY, KIND, RELEASE):
+// a Java array borrowed for the call: (pointer, count) in C++. RELEASE is JNI_ABORT for arrays the
+// call only reads and 0 for arrays it fills (copied back).
+%define PF_JAVA_ARRAY(SIGNATURE, JNI_ELEMENT, JAVA_TYPE, JAVA_PARAMETER_TYPE, JNI_ARRAY, KIND, RELEASE)
+%typemap(jni) SIGNATURE #JNI_ARRAY
+%typemap(jtype) SIGNATURE #JAVA_TYPE
+%typemap(jstype) SIGNATURE #JAVA_PARAMETER_TYPE
+%typemap(javain) SIGNATURE "$javainput"
+%typemap(in) SIGNATURE {
+  if ($input == nullptr) {
+    SWIG_JavaThrowException(jenv, SWIG_JavaNullPointerException, "$1_name is null");
+    return $null;
+  }
+  $1 = reinterpret_cast<decltype($1)>(jenv->Get##KIND##ArrayElements($input, nullptr));
+  if ($1 == nullptr) return $null;
+  $2 = static_cast<size_t>(jenv->GetArrayLength($input));
+}
+%typemap(freearg) SIGNATURE {
+  if ($1 != nullptr) jenv->Release##KIND##ArrayElements($input, reinterpret_cast<JNI_ELEMENT*>($1), RELEASE);
+}
+%enddef
+
+PF_JAVA_ARRAY((const float* data, size_t count), jfloat, float[], float[], jfloatArray, Float, JNI_ABORT)
+PF_JAVA_ARRAY((const int32_t* data, size_t count), jint, int[], int[], jintArray, Int, JNI_ABORT)
+PF_JAVA_ARRAY((const int64_t* shape, size_t ndim), jlong, long[], long..., jlongArray, Long, JNI_ABORT)
+PF_JAVA_ARRAY((const int64_t* values, size_t count), jlong, long[], long..., jlongArray, Long, JNI_ABORT)
+PF_JAVA_ARRAY((float* out, size_t count), jfloat, float[], float[], jfloatArray, Float, 0)
+PF_JAVA_ARRAY((int32_t* out, size_t count), jint, int[], int[], jintArray, Int, 0)
+
+%typemap(jni) std::vector<int64_t> "jlongArray"
+%typemap(jtype) std::vector<int64_t> "long[]"
+%typemap(jstype) std::vector<int64_t> "long[]"
+%typemap(javaout) std::vector<int64_t> { return $jnicall; }
+%typemap(out) std::vector<int64_t> {
+  const std::vector<int64_t>& v = $1;
+  $result = jenv->NewLongArray(static_cast<jsize>(v.size()));
+  if ($result != nullptr && !v.empty()) {
+    jenv->SetLongArrayRegion($result, 0, static_cast<jsize>(v.size()), reinterpret_cast<const jlong*>(v.data()));
+  }
+}
+
+// ---- classes ----------------------------------------------------------------------------------
+%typemap(javainterfaces) pipeforge::Model "AutoCloseable"
+%typemap(javainterfaces) pipeforge::Trainer "AutoCloseable"
+
+// close() frees the native object; a later call throws PipeForgeException (FAILED_PRECONDITION).
+%ignore pipeforge::Model::close;
+%ignore pipeforge::Model::closed;
+%ignore pipeforge::Trainer::close;
+%ignore pipeforge::Trainer::closed;
+
+%typemap(javacode) pipeforge::Model %{
+  /** Frees the native model (a trainer built on it keeps its own reference). Idempotent. */
+  @Override
+  public void close() {
+    delete();
+  }
+
+  /** Parameter names in model order, e.g. "fc0.weight". */
+  public String[] parameterNames() {
+    String[] names = new String[(int) numParameters()];
+    for (int i = 0; i < names.length; ++i) names[i] = parameterName(i);
+    return names;
+  }
+%}
+
+%typemap(javacode) pipeforge::Tensor %{
+  /** A copy of the data of a float32 tensor. */
+  public float[] floats() {
+    float[] out = new float[(int) size()];
+    copyFloats(out);
+    return out;
+  }
+
+  /** A copy of the data of an int32 tensor. */
+  public int[] ints() {
+    int[] out = new int[(int) size()];
+    copyInts(out);
+    return out;
+  }
+%}
+
+%rename(setDataLoaderNative) pipeforge::Trainer::set_data_loader;
+%javamethodmodifiers pipeforge::Trainer::set_data_loader "private";
+%rename(stepFromLoaderNative) pipeforge::Trainer::step_from_loader;
+%javamethodmodifiers pipeforge::Trainer::step_from_loader "private";
+%rename(getParameter) pipeforge::Trainer::parameter;
+%javamethodmodifiers pipeforge::Trainer::create "private";
+%typemap(javacode) pipeforge::Trainer %{
+  // The bridge the runtime calls: referenced here so that it lives while it is installed.
+  private LoaderBridge loaderBridge;
+
+  /** Creates a trainer on {@code model} (which it retains) and initialises its parameters. */
+  public Trainer(Model model, TrainerOptions options) {
+    this(create(model, options));
+  }
+
+  private Trainer(Trainer created) {
+    this(getCPtr(created), true);
+    created.swigCMemOwn = false;  // this proxy owns the native trainer now
+  }
+
+  /**
+   * Installs a data loader (null removes it). The runtime calls it on the thread that runs
+   * {@link #stepFromLoader()}.
+   */
+  public void setDataLoader(DataLoader loader) {
+    LoaderBridge bridge = loader == null ? null : new LoaderBridge(loader);
+    setDataLoaderNative(bridge);
+    LoaderBridge old = loaderBridge;
+    loaderBridge = bridge;
+    if (old != null) old.delete();  // the runtime has let go of it
+  }
+
+  /**
+   * One step on micro-batches from the data loader. If the loader threw, the PipeForgeException
+   * (CALLBACK_ERROR) carries its class and message, and the exception itself as the cause.
+   */
+  public StepResult stepFromLoader() {
+    LoaderBridge bridge = loaderBridge;
+    if (bridge != null) bridge.lastError = null;
+    try {
+      return stepFromLoaderNative();
+    } catch (PipeForgeException e) {
+      if (bridge != null && bridge.lastError != null && e.getCause() == null) {
+        e.initCause(bridge.lastError);
+        bridge.lastError = null;
+      }
+      throw e;
+    }
+  }
+
+  /** Destroys the native trainer and its data loader. Idempotent. */
+  @Override
+  public synchronized void close() {
+    delete();
+    if (loaderBridge != null) {
+      loaderBridge.delete();
+      loaderBridge = null;
+    }
+  }
+%}
+
+// Implementation details of the data-loader bridge.
+%typemap(javaclassmodifiers) pipeforge::LoaderCallback "abstract class"
+%typemap(javaclassmodifiers) pipeforge::MicroBatch "final class"
+%javamethodmodifiers pipeforge::MicroBatch::MicroBatch "";
+%ignore pipeforge::MicroBatch::clear;
+%ignore pipeforge::Tensor::defined;
+
+%include "enums.swg"
+%include "bindings/pipeforge.i"

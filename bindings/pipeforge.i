@@ -1,0 +1,57 @@
+// The SWIG interface shared by every language. Each language's own file (python/pipeforge_python.i,
+// java/pipeforge_java.i, go/pipeforge_go.i) declares the module, its typemaps, its error handling
+// and its renames, then includes this file.
+//
+// What is wrapped is bindings/pipeforge_core.h, a thin C++ layer over the C API: one class per
+// handle (its destructor and close() call pf_*_destroy). The raw pf_* functions are not wrapped.
+//
+// Typemaps the language files provide (by parameter name, so they match the core header):
+//   (const float* data, size_t count), (const int32_t* data, size_t count)  array in, copied
+//   (const int64_t* shape, size_t ndim), (const int64_t* values, size_t count)  int64 array in
+//   (float* out, size_t count), (int32_t* out, size_t count)                array the call fills
+//   std::vector<int64_t>                                                    a returned shape
+// Python and Java hide the trailing `pipeforge::Status* status` (NULL: errors throw, and their
+// %exception turns pipeforge::Error into the language's exception); Go passes a Status.
+//
+// Features and renames must come before the %include they modify, or SWIG ignores them.
+
+%{
+#include "bindings/pipeforge_core.h"
+%}
+
+%include <stdint.i>
+%include <std_string.i>
+
+#if !defined(SWIGGO)
+// Python and Java: no Status argument; the core throws pipeforge::Error.
+%typemap(in, numinputs=0) pipeforge::Status* status "$1 = nullptr;"
+%ignore pipeforge::Status;
+#endif
+
+// Factories hand a new object to the language, which owns (and destroys) it.
+%newobject pipeforge::Model::from_json;
+%newobject pipeforge::Model::mlp;
+%newobject pipeforge::Model::gpt;
+%newobject pipeforge::Trainer::create;
+
+// Serves micro-batches from the language: a director class.
+%feature("director") pipeforge::LoaderCallback;
+
+// Results are read-only; the preset configs keep `hidden` behind set_hidden/hidden_width.
+%immutable pipeforge::StepResult::loss;
+%immutable pipeforge::StepResult::grad_norm;
+%immutable pipeforge::StepResult::samples;
+%immutable pipeforge::StepResult::tokens;
+%immutable pipeforge::StepResult::seconds;
+%immutable pipeforge::Metrics::step;
+%immutable pipeforge::Metrics::last_loss;
+%immutable pipeforge::Metrics::last_grad_norm;
+%immutable pipeforge::Metrics::tokens_per_second;
+%immutable pipeforge::Metrics::total_tokens;
+%immutable pipeforge::Metrics::data_position;
+%ignore pipeforge::MlpConfig::hidden;
+// A MicroBatch is filled by a loader, never read back by one.
+%ignore pipeforge::MicroBatch::inputs;
+%ignore pipeforge::MicroBatch::targets;
+
+%include "bindings/pipeforge_core.h"

@@ -1,0 +1,668 @@
+// The C++ layer that SWIG wraps for every language (bindings/pipeforge.i): one class per C handle
+// (Model, Trainer), value types for configs, options and results, Tensor for host data, and
+// LoaderCallback, a director class that Python, Java and Go subclass to serve micro-batches.
+//
+// It is header-only and calls nothing but the C API, so each language's wrapper library compiles it
+// in and links libpipeforge.so dynamically: there is one runtime, never a copy per binding.
+//
+// Errors. Every fallible call takes a trailing `Status* status`.
+//   - NULL throws pipeforge::Error. Python and Java pass NULL (their interface files hide the
+//     argument) and turn the exception into the language's own.
+//   - A Status object records the error instead, and the call returns a default value. Go passes
+//     one: it has no exceptions, and a panic must never unwind through C. The Go package turns the
+//     Status into an `error`.
+// No thread-local "last error" anywhere: the status travels with the call.
+//
+// Threads: as in the C API, objects are externally synchronised. A LoaderCallback runs on the
+// thread that calls Trainer::step_from_loader.
+//
+// Adding a C API object (e.g. the schedule simulator): a class here that owns its handle, takes a
+// Status* on every fallible call and has close(); then the per-language layers wrap it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <new>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "c_api/pipeforge.h"
+
+namespace pipeforge {
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+#ifndef SWIG
+class Error : public std::exception {
+ public:
+  Error(int code, std::string message) : code_(code), message_(std::move(message)) {}
+  int code() const { return code_; }
+  std::string code_name() const { return pf_code_name(static_cast<pf_code>(code_)); }
+  const std::string& message() const { return message_; }
+  const char* what() const noexcept override { return message_.c_str(); }
+
+ private:
+  int code_;
+  std::string message_;
+};
+#endif  // SWIG
+
+// Where a fallible call reports its error when the caller does not want an exception (Go).
+class Status {
+ public:
+  bool ok() const { return code_ == PF_OK; }
+  int code() const { return code_; }
+  std::string code_name() const { return pf_code_name(static_cast<pf_code>(code_)); }
+  std::string message() const { return message_; }
+  void clear() {
+    code_ = PF_OK;
+    message_.clear();
+  }
+  void set(int code, std::string message) {
+    code_ = code;
+    message_ = std::move(message);
+  }
+
+ private:
+  int code_ = PF_OK;
+  std::string message_;
+};
+
+#ifndef SWIG
+namespace detail {
+
+// Reports an error: throws when `status` is NULL, records it otherwise.
+inline void report(Status* status, int code, std::string message) {
+  if (status == nullptr) throw Error(code, std::move(message));
+  status->set(code, std::move(message));
+}
+
+// Consumes a C API status (transferred). Returns true on success.
+inline bool ok(pf_status* s, Status* status) {
+  if (status != nullptr) status->clear();
+  if (s == nullptr) return true;
+  const int code = pf_status_code(s);
+  std::string message = pf_status_message(s);
+  pf_status_destroy(s);
+  report(status, code, std::move(message));
+  return false;
+}
+
+// Runs `body` (which reports through `status`), turning an allocation failure into
+// PF_OUT_OF_MEMORY so that nothing but pipeforge::Error leaves a call.
+template <typename F>
+bool guarded(Status* status, F&& body) {
+  if (status != nullptr) status->clear();
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    report(status, PF_OUT_OF_MEMORY, "out of memory in the language binding");
+    return false;
+  }
+}
+
+}  // namespace detail
+#endif  // SWIG
+
+// ---------------------------------------------------------------------------------------------
+// Version
+
+// The ABI version of the loaded libpipeforge.so.
+inline int library_abi_version() { return static_cast<int>(pf_get_abi_version()); }
+// The ABI version of the header this binding was compiled against.
+inline int header_abi_version() { return PF_ABI_VERSION; }
+inline std::string version() { return pf_get_version_string(); }
+inline std::string code_name(int code) { return pf_code_name(static_cast<pf_code>(code)); }
+
+// Every binding calls this when it loads: PF_FAILED_PRECONDITION if the library it found is not the
+// one it was compiled for.
+inline void check_abi(Status* status) {
+  if (status != nullptr) status->clear();
+  if (pf_get_abi_version() != PF_ABI_VERSION) {
+    detail::report(status, PF_FAILED_PRECONDITION,
+                   "libpipeforge.so has ABI version " + std::to_string(pf_get_abi_version()) + " (version " +
+                       pf_get_version_string() + ") but this binding was built for ABI version " +
+                       std::to_string(PF_ABI_VERSION) + " (version " PF_VERSION_STRING ")");
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tensors
+
+enum DType { F32 = PF_DTYPE_F32, BF16 = PF_DTYPE_BF16, F16 = PF_DTYPE_F16, I32 = PF_DTYPE_I32 };
+
+// Host data with a dtype and a row-major shape. Either owns a copy (from_floats, from_ints: Java and
+// Go, whose arrays cannot outlive a call) or borrows memory kept alive by a keeper (borrow: Python
+// buffers, no copy). Copies of a Tensor share the data.
+class Tensor {
+ public:
+  Tensor() = default;
+
+  static Tensor from_floats(const float* data, size_t count, const int64_t* shape, size_t ndim, Status* status) {
+    return copy_of(data, count, sizeof(float), F32, shape, ndim, status);
+  }
+  static Tensor from_ints(const int32_t* data, size_t count, const int64_t* shape, size_t ndim, Status* status) {
+    return copy_of(data, count, sizeof(int32_t), I32, shape, ndim, status);
+  }
+#ifndef SWIG
+  // `data` must stay valid while `keeper` lives.
+  static Tensor borrow(const void* data, int dtype, std::vector<int64_t> shape, std::shared_ptr<const void> keeper) {
+    Tensor t;
+    t.data_ = data;
+    t.dtype_ = dtype;
+    t.shape_ = std::move(shape);
+    t.keeper_ = std::move(keeper);
+    return t;
+  }
+#endif  // SWIG
+
+  // False for a default-constructed Tensor (no data set).
+  bool defined() const { return keeper_ != nullptr; }
+  int dtype() const { return dtype_; }
+  size_t ndim() const { return shape_.size(); }
+  int64_t dim(size_t i) const { return i < shape_.size() ? shape_[i] : 0; }
+  std::vector<int64_t> shape() const { return shape_; }
+  int64_t size() const {
+    int64_t n = 1;
+    for (int64_t d : shape_) n *= d;
+    return n;
+  }
+
+  // Copy the elements out into `out`, which holds exactly size() of them.
+  void copy_floats(float* out, size_t count, Status* status) const { copy_out(out, count, F32, "float32", status); }
+  void copy_ints(int32_t* out, size_t count, Status* status) const { copy_out(out, count, I32, "int32", status); }
+
+#ifndef SWIG
+  // A borrowed view, valid while this Tensor lives.
+  pf_tensor_view view() const {
+    pf_tensor_view v;
+    std::memset(&v, 0, sizeof(v));
+    v.data = data_;
+    v.dtype = dtype_;
+    v.device_kind = PF_DEVICE_CPU;
+    v.device_ordinal = 0;
+    v.ndim = static_cast<int32_t>(shape_.size());
+    v.shape = shape_.data();
+    v.strides = nullptr;
+    return v;
+  }
+#endif  // SWIG
+
+ private:
+  static Tensor copy_of(const void* data, size_t count, size_t element_size, int dtype, const int64_t* shape,
+                        size_t ndim, Status* status) {
+    Tensor t;
+    detail::guarded(status, [&] {
+      int64_t elements = 1;
+      for (size_t i = 0; i < ndim; ++i) {
+        if (shape[i] < 0) {
+          detail::report(status, PF_INVALID_ARGUMENT, "shape[" + std::to_string(i) + "] is negative");
+          return false;
+        }
+        elements *= shape[i];
+      }
+      if (static_cast<size_t>(elements) != count) {
+        detail::report(status, PF_INVALID_ARGUMENT,
+                       "the shape has " + std::to_string(elements) + " elements but the data has " +
+                           std::to_string(count));
+        return false;
+      }
+      auto storage = std::make_shared<std::vector<unsigned char>>(count * element_size);
+      if (count > 0) std::memcpy(storage->data(), data, count * element_size);
+      t.data_ = storage->data();
+      t.dtype_ = dtype;
+      t.shape_.assign(shape, shape + ndim);
+      t.keeper_ = std::move(storage);
+      return true;
+    });
+    return t;
+  }
+
+  void copy_out(void* out, size_t count, int dtype, const char* type_name, Status* status) const {
+    detail::guarded(status, [&] {
+      if (dtype_ != dtype) {
+        detail::report(status, PF_INVALID_ARGUMENT, std::string("the tensor does not hold ") + type_name);
+        return false;
+      }
+      if (static_cast<int64_t>(count) != size()) {
+        detail::report(status, PF_INVALID_ARGUMENT,
+                       "the destination holds " + std::to_string(count) + " elements but the tensor has " +
+                           std::to_string(size()));
+        return false;
+      }
+      if (count > 0) std::memcpy(out, data_, count * (dtype == F32 ? sizeof(float) : sizeof(int32_t)));
+      return true;
+    });
+  }
+
+  const void* data_ = nullptr;
+  int dtype_ = F32;
+  std::vector<int64_t> shape_;
+  std::shared_ptr<const void> keeper_;  // owns or pins the data
+};
+
+// ---------------------------------------------------------------------------------------------
+// Models
+
+// Preset configs; the constructors take the C API's defaults.
+struct MlpConfig {
+  int64_t input_dim;
+  int64_t classes;
+  std::string activation;
+  std::vector<int64_t> hidden;
+
+  MlpConfig() {
+    pf_mlp_config c;
+    pf_mlp_config_init(&c);
+    input_dim = c.input_dim;
+    classes = c.classes;
+    activation = c.activation != nullptr ? c.activation : "";
+    if (c.hidden != nullptr) hidden.assign(c.hidden, c.hidden + c.num_hidden);
+  }
+  void set_hidden(const int64_t* values, size_t count) { hidden.assign(values, values + count); }
+  size_t num_hidden() const { return hidden.size(); }
+  int64_t hidden_width(size_t i) const { return i < hidden.size() ? hidden[i] : 0; }
+};
+
+struct GptConfig {
+  int64_t vocab, seq_len, d_model, heads, layers, mlp_hidden;
+
+  GptConfig() {
+    pf_gpt_config c;
+    pf_gpt_config_init(&c);
+    vocab = c.vocab;
+    seq_len = c.seq_len;
+    d_model = c.d_model;
+    heads = c.heads;
+    layers = c.layers;
+    mlp_hidden = c.mlp_hidden;
+  }
+};
+
+class Model {
+ public:
+  // Factories return a new Model, or NULL after reporting the error.
+  static Model* from_json(const std::string& json, Status* status) {
+    pf_model* m = nullptr;
+    return detail::ok(pf_model_create_from_json(json.c_str(), &m), status) ? new Model(m) : nullptr;
+  }
+  static Model* mlp(const MlpConfig& config, Status* status) {
+    pf_mlp_config c;
+    pf_mlp_config_init(&c);
+    c.input_dim = config.input_dim;
+    c.hidden = config.hidden.data();
+    c.num_hidden = config.hidden.size();
+    c.classes = config.classes;
+    c.activation = config.activation.c_str();
+    pf_model* m = nullptr;
+    return detail::ok(pf_model_create_mlp(&c, &m), status) ? new Model(m) : nullptr;
+  }
+  static Model* gpt(const GptConfig& config, Status* status) {
+    pf_gpt_config c;
+    pf_gpt_config_init(&c);
+    c.vocab = config.vocab;
+    c.seq_len = config.seq_len;
+    c.d_model = config.d_model;
+    c.heads = config.heads;
+    c.layers = config.layers;
+    c.mlp_hidden = config.mlp_hidden;
+    pf_model* m = nullptr;
+    return detail::ok(pf_model_create_gpt(&c, &m), status) ? new Model(m) : nullptr;
+  }
+
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+  ~Model() { close(); }
+
+  // Releases the handle (a trainer built on the model keeps it alive). Later calls fail with
+  // PF_FAILED_PRECONDITION. Idempotent.
+  void close() {
+    pf_model_destroy(model_);
+    model_ = nullptr;
+  }
+  bool closed() const { return model_ == nullptr; }
+
+  std::string to_json(Status* status) {
+    const char* json = nullptr;
+    if (!open(status) || !detail::ok(pf_model_to_json(model_, &json), status)) return {};
+    return json;
+  }
+  int64_t num_parameters(Status* status) const {
+    size_t n = 0;
+    if (!open(status) || !detail::ok(pf_model_num_parameters(model_, &n), status)) return 0;
+    return static_cast<int64_t>(n);
+  }
+  int64_t num_parameter_elements(Status* status) const {
+    int64_t n = 0;
+    if (!open(status) || !detail::ok(pf_model_num_parameter_elements(model_, &n), status)) return 0;
+    return n;
+  }
+  std::string parameter_name(int64_t index, Status* status) const {
+    const char* name = nullptr;
+    if (!open(status)) return {};
+    if (index < 0) {
+      detail::report(status, PF_INVALID_ARGUMENT, "index is negative");
+      return {};
+    }
+    if (!detail::ok(pf_model_parameter_name(model_, static_cast<size_t>(index), &name), status)) return {};
+    return name;
+  }
+
+#ifndef SWIG
+  pf_model* handle() const { return model_; }
+#endif
+
+ private:
+  explicit Model(pf_model* model) : model_(model) {}
+  bool open(Status* status) const {
+    if (model_ != nullptr) return true;
+    detail::report(status, PF_FAILED_PRECONDITION, "the model is closed");
+    return false;
+  }
+
+  pf_model* model_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Training
+
+struct TrainerOptions {
+  int micro_batches;
+  int64_t seed;
+  int blas_threads;
+  std::string optimizer;  // "adamw" or "sgd"
+  float lr, momentum, weight_decay, beta1, beta2, eps, clip_norm;
+
+  TrainerOptions() {
+    pf_trainer_options o;
+    pf_trainer_options_init(&o);
+    micro_batches = o.micro_batches;
+    seed = static_cast<int64_t>(o.seed);
+    blas_threads = o.blas_threads;
+    optimizer = o.optimizer == PF_OPTIMIZER_SGD ? "sgd" : "adamw";
+    lr = o.lr;
+    momentum = o.momentum;
+    weight_decay = o.weight_decay;
+    beta1 = o.beta1;
+    beta2 = o.beta2;
+    eps = o.eps;
+    clip_norm = o.clip_norm;
+  }
+};
+
+struct StepResult {
+  double loss = 0, grad_norm = 0;
+  int64_t samples = 0, tokens = 0;
+  double seconds = 0;
+};
+
+struct Metrics {
+  int64_t step = 0;
+  double last_loss = 0, last_grad_norm = 0, tokens_per_second = 0;
+  int64_t total_tokens = 0, data_position = 0;
+};
+
+// What a data loader fills: the micro-batch's inputs and targets.
+class MicroBatch {
+ public:
+  void set_inputs(const Tensor& inputs) { inputs_ = inputs; }
+  void set_targets(const Tensor& targets) { targets_ = targets; }
+  const Tensor& inputs() const { return inputs_; }
+  const Tensor& targets() const { return targets_; }
+  void clear() {
+    inputs_ = Tensor();
+    targets_ = Tensor();
+  }
+
+ private:
+  Tensor inputs_, targets_;
+};
+
+// A data loader, subclassed in the language (SWIG director). Both methods return "" on success or
+// an error message, which fails the step with PF_CALLBACK_ERROR carrying it: the language side
+// catches its own exceptions (and Go panics), so none crosses into C. They run on the thread that
+// calls Trainer::step_from_loader.
+class LoaderCallback {
+ public:
+  virtual ~LoaderCallback() = default;
+  // Fill `batch` with micro-batch number `position` (0, 1, 2, ... across steps).
+  virtual std::string next(int64_t position, MicroBatch& batch) = 0;
+  // The next call to next() will ask for `position` (after a failed step or a checkpoint load).
+  virtual std::string seek(int64_t position) {
+    (void)position;
+    return {};
+  }
+};
+
+#ifndef SWIG
+namespace detail {
+
+// The pf_data_loader behind a LoaderCallback. The callback is borrowed: the language object that
+// implements it is kept alive by the language's Trainer until it is replaced or the trainer closed.
+struct LoaderBridge {
+  LoaderCallback* callback;
+  MicroBatch batch;  // keeps the last micro-batch alive until the next call, as the C API asks
+
+  static pf_status* failure(const std::string& message) {
+    return pf_status_create(PF_CALLBACK_ERROR, message.empty() ? "the data loader failed" : message.c_str());
+  }
+
+  static pf_status* next(void* user_data, int64_t position, pf_micro_batch* out) {
+    auto* self = static_cast<LoaderBridge*>(user_data);
+    try {
+      self->batch.clear();
+      const std::string error = self->callback->next(position, self->batch);
+      if (!error.empty()) return failure(error);
+      if (!self->batch.inputs().defined() || !self->batch.targets().defined()) {
+        return failure("the data loader did not set both inputs and targets");
+      }
+      out->inputs = self->batch.inputs().view();
+      out->targets = self->batch.targets().view();
+      return nullptr;
+    } catch (const std::exception& e) {
+      return failure(e.what());
+    } catch (...) {
+      return failure("unknown exception in the data loader");
+    }
+  }
+
+  static pf_status* seek(void* user_data, int64_t position) {
+    auto* self = static_cast<LoaderBridge*>(user_data);
+    try {
+      const std::string error = self->callback->seek(position);
+      return error.empty() ? nullptr : failure(error);
+    } catch (const std::exception& e) {
+      return failure(e.what());
+    } catch (...) {
+      return failure("unknown exception in the data loader's seek");
+    }
+  }
+
+  static void destroy(void* user_data) { delete static_cast<LoaderBridge*>(user_data); }
+};
+
+}  // namespace detail
+#endif  // SWIG
+
+class Trainer {
+ public:
+  // Returns a new Trainer on `model` (the trainer retains it), or NULL after reporting the error.
+  static Trainer* create(Model& model, const TrainerOptions& options, Status* status) {
+    if (model.closed()) {
+      detail::report(status, PF_FAILED_PRECONDITION, "the model is closed");
+      return nullptr;
+    }
+    pf_trainer_options o;
+    pf_trainer_options_init(&o);
+    o.micro_batches = options.micro_batches;
+    o.seed = static_cast<uint64_t>(options.seed);
+    o.blas_threads = options.blas_threads;
+    if (options.optimizer == "adamw") {
+      o.optimizer = PF_OPTIMIZER_ADAMW;
+    } else if (options.optimizer == "sgd") {
+      o.optimizer = PF_OPTIMIZER_SGD;
+    } else {
+      detail::report(status, PF_INVALID_ARGUMENT,
+                     "optimizer is '" + options.optimizer + "' (expected \"adamw\" or \"sgd\")");
+      return nullptr;
+    }
+    o.lr = options.lr;
+    o.momentum = options.momentum;
+    o.weight_decay = options.weight_decay;
+    o.beta1 = options.beta1;
+    o.beta2 = options.beta2;
+    o.eps = options.eps;
+    o.clip_norm = options.clip_norm;
+    pf_trainer* t = nullptr;
+    return detail::ok(pf_trainer_create(model.handle(), &o, &t), status) ? new Trainer(t) : nullptr;
+  }
+
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+  ~Trainer() { close(); }
+
+  // Destroys the trainer and its data loader. Later calls fail with PF_FAILED_PRECONDITION.
+  // Idempotent.
+  void close() {
+    pf_trainer_destroy(trainer_);
+    trainer_ = nullptr;
+  }
+  bool closed() const { return trainer_ == nullptr; }
+
+  // One step on a whole batch (split into options.micro_batches). The tensors are copied by the
+  // runtime during the call.
+  StepResult step(const Tensor& inputs, const Tensor& targets, Status* status) {
+    StepResult result;
+    if (!open(status)) return result;
+    const pf_tensor_view in = inputs.view(), tg = targets.view();
+    pf_step_result r;
+    std::memset(&r, 0, sizeof(r));
+    r.struct_size = sizeof(r);
+    if (detail::ok(pf_trainer_step(trainer_, &in, &tg, &r), status)) result = convert(r);
+    return result;
+  }
+
+  // Installs `callback` (borrowed: see LoaderBridge), or removes the loader for NULL.
+  void set_data_loader(LoaderCallback* callback, Status* status) {
+    if (!open(status)) return;
+    if (callback == nullptr) {
+      detail::ok(pf_trainer_set_data_loader(trainer_, nullptr), status);
+      return;
+    }
+    detail::guarded(status, [&] {
+      auto bridge = std::unique_ptr<detail::LoaderBridge>(new detail::LoaderBridge{callback, MicroBatch()});
+      pf_data_loader loader;
+      std::memset(&loader, 0, sizeof(loader));
+      loader.struct_size = sizeof(loader);
+      loader.user_data = bridge.get();
+      loader.next = &detail::LoaderBridge::next;
+      loader.seek = &detail::LoaderBridge::seek;
+      loader.destroy = &detail::LoaderBridge::destroy;
+      if (!detail::ok(pf_trainer_set_data_loader(trainer_, &loader), status)) return false;
+      bridge.release();  // the trainer owns it now
+      return true;
+    });
+  }
+
+  StepResult step_from_loader(Status* status) {
+    StepResult result;
+    if (!open(status)) return result;
+    pf_step_result r;
+    std::memset(&r, 0, sizeof(r));
+    r.struct_size = sizeof(r);
+    if (detail::ok(pf_trainer_step_from_loader(trainer_, &r), status)) result = convert(r);
+    return result;
+  }
+
+  Metrics metrics(Status* status) const {
+    Metrics m;
+    if (!open(status)) return m;
+    pf_metrics c;
+    std::memset(&c, 0, sizeof(c));
+    c.struct_size = sizeof(c);
+    if (detail::ok(pf_trainer_get_metrics(trainer_, &c), status)) {
+      m.step = c.step;
+      m.last_loss = c.last_loss;
+      m.last_grad_norm = c.last_grad_norm;
+      m.tokens_per_second = c.tokens_per_second;
+      m.total_tokens = c.total_tokens;
+      m.data_position = c.data_position;
+    }
+    return m;
+  }
+
+  std::vector<int64_t> parameter_shape(const std::string& name, Status* status) const {
+    size_t ndim = 0;
+    int64_t dims[8] = {0};
+    if (!open(status) || !detail::ok(pf_trainer_parameter_shape(trainer_, name.c_str(), dims, 8, &ndim), status)) {
+      return {};
+    }
+    return std::vector<int64_t>(dims, dims + ndim);
+  }
+  // Copies parameter `name` into `out`, which holds exactly its element count.
+  void copy_parameter(const std::string& name, float* out, size_t count, Status* status) const {
+    if (open(status)) detail::ok(pf_trainer_get_parameter(trainer_, name.c_str(), out, count), status);
+  }
+  // Parameter `name` as a new float32 Tensor with its shape.
+  Tensor parameter(const std::string& name, Status* status) const {
+    const std::vector<int64_t> shape = parameter_shape(name, status);
+    if (status != nullptr && !status->ok()) return Tensor();
+    int64_t count = 1;
+    for (int64_t d : shape) count *= d;
+    std::vector<float> values(static_cast<size_t>(count));
+    copy_parameter(name, values.data(), values.size(), status);
+    if (status != nullptr && !status->ok()) return Tensor();
+    return Tensor::from_floats(values.data(), values.size(), shape.data(), shape.size(), status);
+  }
+  // Overwrites parameter `name` with `values` (float32, its element count; the shape is not checked).
+  void set_parameter(const std::string& name, const Tensor& values, Status* status) {
+    if (!open(status)) return;
+    if (values.dtype() != F32) {
+      detail::report(status, PF_INVALID_ARGUMENT, "parameter values must be float32");
+      return;
+    }
+    const pf_tensor_view v = values.view();
+    detail::ok(pf_trainer_set_parameter(trainer_, name.c_str(), static_cast<const float*>(v.data),
+                                        static_cast<size_t>(values.size())),
+               status);
+  }
+
+  // SHA-256 (hex) of every parameter: equal checksums mean bitwise-equal parameters.
+  std::string checksum(Status* status) const {
+    char hex[65] = {0};
+    if (!open(status) || !detail::ok(pf_trainer_parameter_checksum(trainer_, hex), status)) return {};
+    return hex;
+  }
+  void save_checkpoint(const std::string& path, Status* status) const {
+    if (open(status)) detail::ok(pf_trainer_save_checkpoint(trainer_, path.c_str()), status);
+  }
+  void load_checkpoint(const std::string& path, Status* status) {
+    if (open(status)) detail::ok(pf_trainer_load_checkpoint(trainer_, path.c_str()), status);
+  }
+
+ private:
+  explicit Trainer(pf_trainer* trainer) : trainer_(trainer) {}
+  bool open(Status* status) const {
+    if (trainer_ != nullptr) return true;
+    detail::report(status, PF_FAILED_PRECONDITION, "the trainer is closed");
+    return false;
+  }
+  static StepResult convert(const pf_step_result& r) {
+    StepResult s;
+    s.loss = r.loss;
+    s.grad_norm = r.grad_norm;
+    s.samples = r.samples;
+    s.tokens = r.tokens;
+    s.seconds = r.seconds;
+    return s;
+  }
+
+  pf_trainer* trainer_;
+};
+
+}  // namespace pipeforge

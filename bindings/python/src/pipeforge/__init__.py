@@ -1,0 +1,30 @@
+"""PipeForge for Python: train models through the PipeForge runtime (libpipeforge.so).
+
+    import numpy as np
+    import pipeforge
+
+    model = pipeforge.Model.mlp(input_dim=8, hidden=[32, 32], classes=4)
+    with pipeforge.Trainer(model, micro_batches=2, seed=1, lr=1e-2) as trainer:
+        result = trainer.step(np.zeros((16, 8), np.float32), np.zeros(16, np.int32))
+        print(result.loss, trainer.checksum())
+
+Errors raise pipeforge.Error subclasses (InvalidArgumentError is also a ValueError) carrying the
+runtime's message. docs/BINDINGS.md has the details.
+"""
+
+from . import core as _core
+from ._api import Metrics, Model, StepResult, Trainer
+from ._errors import (CallbackError, CancelledError, CublasError, CudaError, DataLossError, Error,
+                      FailedPreconditionError, InternalError, InvalidArgumentError, IoError, MpiError, NcclError,
+                      NotFoundError, OutOfMemoryError, TimeoutError, UnimplementedError)
+
+__version__ = _core.version()
+# The ABI this package was built for; importing it fails if libpipeforge.so has another.
+ABI_VERSION = _core.header_abi_version()
+
+__all__ = [
+    "ABI_VERSION", "CallbackError", "CancelledError", "CublasError", "CudaError", "DataLossError", "Error",
+    "FailedPreconditionError", "InternalError", "InvalidArgumentError", "IoError", "Metrics", "Model", "MpiError",
+    "NcclError", "NotFoundError", "OutOfMemoryError", "StepResult", "TimeoutError", "Trainer",
+    "UnimplementedError",
+]

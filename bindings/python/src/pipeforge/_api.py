@@ -1,0 +1,280 @@
+"""The Python API: Model and Trainer over the SWIG module pipeforge.core."""
+
+import dataclasses
+import json as _json
+import os
+
+import numpy as np
+
+from . import core
+from ._errors import CallbackError
+
+_INT32 = np.iinfo(np.int32)
+
+
+def _as_array(value, what):
+    """`value` as a C-contiguous float32 or int32 array. Copies only when it must: a C-contiguous
+    float32/int32 array goes to the runtime as it is; a strided one is made contiguous once; other
+    floating dtypes become float32 and other integer dtypes int32 (range-checked)."""
+    array = np.asarray(value)
+    if array.dtype == np.float32 or array.dtype == np.int32:
+        return np.ascontiguousarray(array)  # the same object when already contiguous
+    if array.dtype.kind == "f":
+        return np.ascontiguousarray(array, dtype=np.float32)
+    if array.dtype.kind in "iub":
+        if array.size and array.dtype.kind != "b" and (array.min() < _INT32.min or array.max() > _INT32.max):
+            raise ValueError(f"{what}: values do not fit in int32")
+        return np.ascontiguousarray(array, dtype=np.int32)
+    raise TypeError(f"{what}: unsupported dtype {array.dtype} (use float32 or int32)")
+
+
+@dataclasses.dataclass(frozen=True)
+class StepResult:
+    """The result of one optimizer step."""
+
+    loss: float  # mean loss over the batch
+    grad_norm: float  # global gradient L2 norm before clipping
+    samples: int  # rows in the batch
+    tokens: int  # target elements in the batch
+    seconds: float  # wall time of the step
+
+    @classmethod
+    def _from_core(cls, r):
+        return cls(r.loss, r.grad_norm, r.samples, r.tokens, r.seconds)
+
+
+@dataclasses.dataclass(frozen=True)
+class Metrics:
+    """Progress counters of a trainer."""
+
+    step: int  # optimizer steps taken
+    last_loss: float
+    last_grad_norm: float
+    tokens_per_second: float  # of the last step
+    total_tokens: int
+    data_position: int  # micro-batches taken from data loaders so far
+
+
+class _Closeable:
+    """close() plus the context-manager protocol; the wrapped core object is `_handle`."""
+
+    _handle = None
+
+    def close(self):
+        """Releases the native object now (idempotent); later calls raise FailedPreconditionError."""
+        if self._handle is not None:
+            self._handle.close()
+
+    @property
+    def closed(self):
+        return self._handle is None or self._handle.closed()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+        return False
+
+
+class Model(_Closeable):
+    """A model: layers, a loss and the shape of its inputs. Build one with Model.from_json,
+    Model.mlp or Model.gpt. A Trainer keeps its model alive, so a model may be closed once a
+    trainer has been built on it."""
+
+    def __init__(self, handle):
+        if not isinstance(handle, core.Model):
+            raise TypeError("use Model.from_json, Model.mlp or Model.gpt to build a model")
+        self._handle = handle
+
+    @classmethod
+    def from_json(cls, json):
+        """Builds a model from model JSON (a string, or a dict that is serialised first)."""
+        if not isinstance(json, str):
+            json = _json.dumps(json)
+        return cls(core.Model.from_json(json))
+
+    @classmethod
+    def mlp(cls, input_dim=None, hidden=None, classes=None, activation=None):
+        """MLP classifier: inputs float32 [B, input_dim], targets int32 [B]. Arguments left out take
+        the C API's defaults (32, (64, 64), 10, "relu")."""
+        config = core.MlpConfig()
+        if input_dim is not None:
+            config.input_dim = input_dim
+        if hidden is not None:
+            config.set_hidden([int(h) for h in hidden])
+        if classes is not None:
+            config.classes = classes
+        if activation is not None:
+            config.activation = activation
+        return cls(core.Model.mlp(config))
+
+    @classmethod
+    def gpt(cls, vocab=None, seq_len=None, d_model=None, heads=None, layers=None, mlp_hidden=None):
+        """Small GPT: inputs int32 token ids [B, T], targets int32 [B, T], T <= seq_len. Arguments
+        left out take the C API's defaults."""
+        config = core.GptConfig()
+        for name, value in (("vocab", vocab), ("seq_len", seq_len), ("d_model", d_model), ("heads", heads),
+                            ("layers", layers), ("mlp_hidden", mlp_hidden)):
+            if value is not None:
+                setattr(config, name, value)
+        return cls(core.Model.gpt(config))
+
+    def to_json(self):
+        """The model JSON that rebuilds this model (architecture, not parameter values)."""
+        return self._handle.to_json()
+
+    def parameter_names(self):
+        """Parameter names in model order, e.g. ["fc0.weight", "fc0.bias", ...]."""
+        return [self._handle.parameter_name(i) for i in range(self._handle.num_parameters())]
+
+    def num_parameter_elements(self):
+        """Total number of parameter values."""
+        return self._handle.num_parameter_elements()
+
+
+class _LoaderAdapter(core.LoaderCallback):
+    """Serves micro-batches from a Python loader; called by the runtime on the thread that runs
+    step_from_loader, holding the GIL (SWIG takes it). Never lets an exception out: it keeps it
+    (for step_from_loader to chain) and returns its text, which the runtime reports."""
+
+    def __init__(self, loader):
+        super().__init__()
+        next_method = getattr(loader, "next", None)
+        if callable(next_method):
+            self._next = next_method
+        elif callable(loader):
+            self._next = loader
+        else:
+            raise TypeError("a data loader is a callable loader(position) -> (inputs, targets), "
+                            "or an object with such a next(position) method")
+        seek_method = getattr(loader, "seek", None)
+        self._seek = seek_method if callable(seek_method) else None
+        self.loader = loader
+        self.exception = None
+
+    def next(self, position, batch):
+        try:
+            inputs, targets = self._next(position)
+            batch.set_inputs(_as_array(inputs, "inputs"))
+            batch.set_targets(_as_array(targets, "targets"))
+            return ""
+        except BaseException as e:  # noqa: B902 -- nothing may unwind into the runtime
+            return self._failed(e)
+
+    def seek(self, position):
+        if self._seek is None:
+            return ""
+        try:
+            self._seek(position)
+            return ""
+        except BaseException as e:  # noqa: B902
+            return self._failed(e)
+
+    def _failed(self, exception):
+        self.exception = exception
+        kind = type(exception)
+        name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+        text = str(exception)
+        return f"{name}: {text}" if text else name
+
+
+class Trainer(_Closeable):
+    """Trains a model: parameters, optimizer state and an optional data loader.
+
+    Keyword options (left out: the C API's defaults): micro_batches, seed, optimizer ("adamw" or
+    "sgd"), lr, momentum, weight_decay, beta1, beta2, eps, clip_norm, blas_threads.
+
+    Long calls (step, step_from_loader, checkpoints) release the GIL. A trainer is not safe to use
+    from two threads at once."""
+
+    _OPTIONS = ("micro_batches", "seed", "optimizer", "lr", "momentum", "weight_decay", "beta1", "beta2", "eps",
+                "clip_norm", "blas_threads")
+
+    def __init__(self, model, **options):
+        if not isinstance(model, Model):
+            raise TypeError(f"model must be a pipeforge.Model, not {type(model).__name__}")
+        unknown = sorted(set(options) - set(self._OPTIONS))
+        if unknown:
+            raise TypeError(f"unknown trainer option(s): {', '.join(unknown)}")
+        core_options = core.TrainerOptions()
+        for name, value in options.items():
+            if value is not None:
+                setattr(core_options, name, value)
+        if model._handle is None:
+            raise ValueError("the model has no native object")
+        self._loader = None
+        self._handle = core.Trainer.create(model._handle, core_options)
+
+    def step(self, inputs, targets):
+        """One optimizer step on a whole batch, split into micro_batches equal micro-batches.
+        `inputs` and `targets` are numpy arrays (or anything numpy.asarray takes); see _as_array for
+        when they are copied."""
+        return StepResult._from_core(self._handle.step(_as_array(inputs, "inputs"), _as_array(targets, "targets")))
+
+    def set_data_loader(self, loader):
+        """Installs a data loader: a callable loader(position) -> (inputs, targets), or an object with
+        next(position) -> (inputs, targets) and, optionally, seek(position). `position` counts
+        micro-batches (0, 1, 2, ... across steps). None removes the loader."""
+        if loader is None:
+            self._handle.set_data_loader(None)
+            self._loader = None
+            return
+        adapter = _LoaderAdapter(loader)
+        self._handle.set_data_loader(adapter)
+        self._loader = adapter  # the runtime calls it: keep it alive while it is installed
+
+    def step_from_loader(self):
+        """One step on micro_batches micro-batches from the data loader. If the loader raises, this
+        raises CallbackError with the loader's exception type and message in its text and the
+        exception itself as __cause__ (a KeyboardInterrupt or SystemExit is re-raised as is); the
+        trainer is then unchanged and the step can be retried."""
+        adapter = self._loader
+        if adapter is not None:
+            adapter.exception = None
+        try:
+            return StepResult._from_core(self._handle.step_from_loader())
+        except CallbackError as error:
+            cause = adapter.exception if adapter is not None else None
+            if cause is None:
+                raise
+            adapter.exception = None
+            if isinstance(cause, (KeyboardInterrupt, SystemExit)):
+                raise cause from None
+            raise error from cause
+
+    def metrics(self):
+        """Progress counters (a Metrics)."""
+        m = self._handle.metrics()
+        return Metrics(m.step, m.last_loss, m.last_grad_norm, m.tokens_per_second, m.total_tokens, m.data_position)
+
+    def get_parameter(self, name):
+        """A float32 numpy array with a copy of parameter `name` (NotFoundError if there is none)."""
+        out = np.empty(self._handle.parameter_shape(name), dtype=np.float32)
+        self._handle.copy_parameter(name, out)
+        return out
+
+    def set_parameter(self, name, values):
+        """Overwrites parameter `name` with `values` (converted to float32; the shape must match)."""
+        shape = self._handle.parameter_shape(name)
+        array = np.ascontiguousarray(values, dtype=np.float32)
+        if array.shape != tuple(shape):
+            raise ValueError(f"parameter '{name}' has shape {tuple(shape)}, values have shape {array.shape}")
+        self._handle.set_parameter(name, array)
+
+    def checksum(self):
+        """SHA-256 (hex) of every parameter: equal checksums mean bitwise-equal parameters."""
+        return self._handle.checksum()
+
+    def save_checkpoint(self, path):
+        """Writes parameters, optimizer state, step and data position to `path`, atomically."""
+        self._handle.save_checkpoint(os.fspath(path))
+
+    def load_checkpoint(self, path):
+        """Restores a checkpoint written for a model with the same parameters."""
+        self._handle.load_checkpoint(os.fspath(path))
+
+    def close(self):
+        """Destroys the native trainer and its data loader now (idempotent)."""
+        super().close()
+        self._loader = None

@@ -1,0 +1,149 @@
+// The C++ layer every binding wraps (bindings/pipeforge_core.h), tested directly: both error modes
+// (throw for Python and Java, Status for Go), closed handles, and the data-loader bridge, which must
+// turn whatever a callback does (an error message, an exception, a missing tensor) into a status.
+#include "bindings/pipeforge_core.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+using pipeforge::Status;
+
+std::unique_ptr<pipeforge::Model> Mlp() {
+  pipeforge::MlpConfig config;
+  config.input_dim = 4;
+  const int64_t hidden[] = {8};
+  config.set_hidden(hidden, 1);
+  config.classes = 3;
+  return std::unique_ptr<pipeforge::Model>(pipeforge::Model::mlp(config, nullptr));
+}
+
+std::unique_ptr<pipeforge::Trainer> MakeTrainer(pipeforge::Model& model) {
+  pipeforge::TrainerOptions options;
+  options.micro_batches = 2;
+  return std::unique_ptr<pipeforge::Trainer>(pipeforge::Trainer::create(model, options, nullptr));
+}
+
+pipeforge::Tensor Inputs(int64_t rows) {
+  std::vector<float> x(static_cast<size_t>(rows) * 4, 0.5f);
+  const int64_t shape[] = {rows, 4};
+  return pipeforge::Tensor::from_floats(x.data(), x.size(), shape, 2, nullptr);
+}
+
+pipeforge::Tensor Targets(int64_t rows) {
+  std::vector<int32_t> y(static_cast<size_t>(rows), 1);
+  const int64_t shape[] = {rows};
+  return pipeforge::Tensor::from_ints(y.data(), y.size(), shape, 1, nullptr);
+}
+
+TEST(CoreTest, ErrorsThrowWithoutAStatusAndAreRecordedWithOne) {
+  try {
+    pipeforge::Model::from_json("{", nullptr);
+    FAIL() << "no exception";
+  } catch (const pipeforge::Error& e) {
+    EXPECT_EQ(e.code(), PF_INVALID_ARGUMENT);
+    EXPECT_EQ(e.code_name(), "INVALID_ARGUMENT");
+    EXPECT_NE(e.message().find("malformed"), std::string::npos) << e.message();
+  }
+  Status status;
+  EXPECT_EQ(pipeforge::Model::from_json("{", &status), nullptr);
+  EXPECT_FALSE(status.ok());
+  EXPECT_EQ(status.code(), PF_INVALID_ARGUMENT);
+  EXPECT_NE(status.message().find("malformed"), std::string::npos);
+  std::unique_ptr<pipeforge::Model> model(pipeforge::Model::from_json(Mlp()->to_json(nullptr), &status));
+  EXPECT_TRUE(status.ok()) << "a later success clears the status";
+  EXPECT_EQ(model->num_parameters(&status), 4);
+}
+
+TEST(CoreTest, ClosedObjectsFailWithFailedPrecondition) {
+  auto model = Mlp();
+  auto trainer = MakeTrainer(*model);
+  trainer->close();
+  trainer->close();
+  Status status;
+  trainer->step(Inputs(4), Targets(4), &status);
+  EXPECT_EQ(status.code(), PF_FAILED_PRECONDITION);
+  EXPECT_EQ(trainer->checksum(&status), "");
+  EXPECT_EQ(status.code(), PF_FAILED_PRECONDITION);
+  model->close();
+  EXPECT_EQ(pipeforge::Trainer::create(*model, pipeforge::TrainerOptions(), &status), nullptr);
+  EXPECT_EQ(status.code(), PF_FAILED_PRECONDITION);
+}
+
+TEST(CoreTest, TensorsCheckShapesAndCopyOut) {
+  Status status;
+  const float data[] = {1, 2, 3};
+  const int64_t shape[] = {2, 2};
+  pipeforge::Tensor::from_floats(data, 3, shape, 2, &status);
+  EXPECT_EQ(status.code(), PF_INVALID_ARGUMENT);
+  const pipeforge::Tensor t = Inputs(2);
+  EXPECT_EQ(t.size(), 8);
+  EXPECT_EQ(t.shape(), (std::vector<int64_t>{2, 4}));
+  std::vector<float> out(8);
+  t.copy_floats(out.data(), out.size(), &status);
+  EXPECT_TRUE(status.ok());
+  EXPECT_EQ(out[7], 0.5f);
+  std::vector<int32_t> wrong(8);
+  t.copy_ints(wrong.data(), wrong.size(), &status);
+  EXPECT_EQ(status.code(), PF_INVALID_ARGUMENT);
+}
+
+// A loader whose next() does what `mode` says.
+class Loader : public pipeforge::LoaderCallback {
+ public:
+  std::string mode = "ok";
+  std::vector<int64_t> seeks;
+  std::string next(int64_t, pipeforge::MicroBatch& batch) override {
+    if (mode == "message") return "shard unreadable";
+    if (mode == "throw") throw std::runtime_error("thrown in the loader");
+    batch.set_inputs(Inputs(2));
+    if (mode != "no targets") batch.set_targets(Targets(2));
+    return "";
+  }
+  std::string seek(int64_t position) override {
+    seeks.push_back(position);
+    return "";
+  }
+};
+
+TEST(CoreTest, LoaderBridgeTurnsEveryFailureIntoACallbackError) {
+  auto model = Mlp();
+  auto trainer = MakeTrainer(*model);
+  Loader loader;
+  trainer->set_data_loader(&loader, nullptr);
+  Status status;
+  EXPECT_EQ(trainer->step_from_loader(&status).samples, 4);
+  ASSERT_TRUE(status.ok()) << status.message();
+  for (const std::string mode : {"message", "throw", "no targets"}) {
+    loader.mode = mode;
+    trainer->step_from_loader(&status);
+    EXPECT_EQ(status.code(), PF_CALLBACK_ERROR) << mode;
+    EXPECT_NE(status.message().find(mode == "message"  ? "shard unreadable"
+                                     : mode == "throw" ? "thrown in the loader"
+                                                       : "did not set both"),
+              std::string::npos)
+        << status.message();
+  }
+  loader.mode = "ok";
+  trainer->step_from_loader(&status);
+  EXPECT_TRUE(status.ok()) << status.message();
+  EXPECT_FALSE(loader.seeks.empty()) << "a retry after a failure seeks back";
+  EXPECT_EQ(trainer->metrics(nullptr).step, 2);
+  trainer->set_data_loader(nullptr, nullptr);
+  trainer->step_from_loader(&status);
+  EXPECT_EQ(status.code(), PF_FAILED_PRECONDITION);
+}
+
+TEST(CoreTest, AbiMatches) {
+  Status status;
+  pipeforge::check_abi(&status);
+  EXPECT_TRUE(status.ok()) << status.message();
+  EXPECT_EQ(pipeforge::library_abi_version(), pipeforge::header_abi_version());
+}
+
+}  // namespace

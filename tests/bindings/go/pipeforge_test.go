@@ -1,0 +1,339 @@
+// Tests of the Go binding. -reference names the reference_loss program (the reference run through
+// the C API, tests/bindings/reference_loss.c), whose losses and checksum the binding must reproduce
+// bit for bit.
+package pipeforge_test
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+
+	"pipeforge"
+)
+
+var referenceBinary = flag.String("reference", "", "path to the reference_loss program")
+
+const (
+	features, classes, rows, microBatches, steps = 8, 4, 8, 2, 3
+)
+
+type reference struct {
+	losses   []string
+	checksum string
+}
+
+func runReference(t *testing.T) reference {
+	t.Helper()
+	if *referenceBinary == "" {
+		t.Fatal("-reference is not set")
+	}
+	out, err := exec.Command(*referenceBinary).Output()
+	if err != nil {
+		t.Fatalf("%s: %v", *referenceBinary, err)
+	}
+	var ref reference
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		w := strings.Fields(line)
+		switch w[0] {
+		case "step":
+			ref.losses = append(ref.losses, w[3]+" "+w[5])
+		case "checksum":
+			ref.checksum = w[1]
+		}
+	}
+	if len(ref.losses) != steps || ref.checksum == "" {
+		t.Fatalf("unexpected reference output:\n%s", out)
+	}
+	return ref
+}
+
+func mix(z uint64) uint64 {
+	z += 0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+// batchRows returns rows [first, first+n) of batch step (see reference_loss.c).
+func batchRows(step uint64, first, n int) (pipeforge.Tensor, pipeforge.Tensor) {
+	x := make([]float32, n*features)
+	y := make([]int32, n)
+	for i := 0; i < n; i++ {
+		r := uint64(first + i)
+		for f := uint64(0); f < features; f++ {
+			x[i*features+int(f)] = float32(int64(mix(step*1000003+r*101+f)%2001)-1000) / 1024
+		}
+		y[i] = int32(mix(step*7919+r+1000000007) % classes)
+	}
+	return pipeforge.Float32(x, int64(n), features), pipeforge.Int32(y, int64(n))
+}
+
+func microBatch(position int64) (pipeforge.Tensor, pipeforge.Tensor, error) {
+	half := rows / microBatches
+	inputs, targets := batchRows(uint64(position/microBatches), int(position%microBatches)*half, half)
+	return inputs, targets, nil
+}
+
+func referenceModel(t *testing.T) *pipeforge.Model {
+	t.Helper()
+	m, err := pipeforge.NewMLP(pipeforge.MLPConfig{InputDim: features, Hidden: []int64{16, 16}, Classes: classes,
+		Activation: "relu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func referenceTrainer(t *testing.T) *pipeforge.Trainer {
+	t.Helper()
+	m := referenceModel(t)
+	defer m.Close() // the trainer keeps its own reference
+	tr, err := pipeforge.NewTrainer(m, pipeforge.TrainerOptions{MicroBatches: microBatches, Seed: 42,
+		Optimizer: "adamw", LR: 0.01, ClipNorm: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func bits(r pipeforge.StepResult) string {
+	return fmt.Sprintf("%016x %016x", math.Float64bits(r.Loss), math.Float64bits(r.GradNorm))
+}
+
+func checkReference(t *testing.T, ref reference, losses []string, tr *pipeforge.Trainer) {
+	t.Helper()
+	if !reflect.DeepEqual(losses, ref.losses) {
+		t.Errorf("losses %v, want (the C API's) %v", losses, ref.losses)
+	}
+	sum, err := tr.Checksum()
+	if err != nil || sum != ref.checksum {
+		t.Errorf("checksum %s (%v), want %s", sum, err, ref.checksum)
+	}
+}
+
+func TestStepMatchesTheCAPIBitwise(t *testing.T) {
+	ref := runReference(t)
+	tr := referenceTrainer(t)
+	defer tr.Close()
+	var losses []string
+	for s := uint64(0); s < steps; s++ {
+		inputs, targets := batchRows(s, 0, rows)
+		r, err := tr.Step(inputs, targets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		losses = append(losses, bits(r))
+	}
+	checkReference(t, ref, losses, tr)
+	if m, err := tr.Metrics(); err != nil || m.Step != steps {
+		t.Errorf("metrics %+v (%v), want %d steps", m, err, steps)
+	}
+}
+
+func TestDataLoaderMatchesTheCAPIBitwise(t *testing.T) {
+	ref := runReference(t)
+	tr := referenceTrainer(t)
+	defer tr.Close()
+	if err := tr.SetDataLoader(pipeforge.DataLoaderFunc(microBatch)); err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	var losses []string
+	for s := 0; s < steps; s++ {
+		r, err := tr.StepFromLoader()
+		if err != nil {
+			t.Fatal(err)
+		}
+		losses = append(losses, bits(r))
+	}
+	checkReference(t, ref, losses, tr)
+}
+
+var errShard = errors.New("shard 3 is unreadable")
+
+// flakyLoader fails once at position 3 (with an error or a panic), then serves the reference data.
+type flakyLoader struct {
+	panics bool
+	failed bool
+	seeks  []int64
+}
+
+func (l *flakyLoader) Next(position int64) (pipeforge.Tensor, pipeforge.Tensor, error) {
+	if position == 3 && !l.failed {
+		l.failed = true
+		if l.panics {
+			var m map[string]int
+			m["boom"] = 1 // a nil-map panic, recovered by the binding
+		}
+		return pipeforge.Tensor{}, pipeforge.Tensor{}, fmt.Errorf("reading: %w", errShard)
+	}
+	return microBatch(position)
+}
+
+func (l *flakyLoader) SeekTo(position int64) error {
+	l.seeks = append(l.seeks, position)
+	return nil
+}
+
+func TestFailingLoaderReturnsItsErrorAndTheStepCanBeRetried(t *testing.T) {
+	ref := runReference(t)
+	for _, panics := range []bool{false, true} {
+		t.Run(fmt.Sprintf("panics=%v", panics), func(t *testing.T) {
+			tr := referenceTrainer(t)
+			defer tr.Close()
+			loader := &flakyLoader{panics: panics}
+			if err := tr.SetDataLoader(loader); err != nil {
+				t.Fatal(err)
+			}
+			r, err := tr.StepFromLoader()
+			if err != nil {
+				t.Fatal(err)
+			}
+			losses := []string{bits(r)}
+			_, err = tr.StepFromLoader()
+			var pfErr *pipeforge.Error
+			if !errors.As(err, &pfErr) || pfErr.Code != pipeforge.CallbackError {
+				t.Fatalf("got %v, want a CallbackError", err)
+			}
+			if !strings.Contains(err.Error(), "micro-batch 1 of 2") {
+				t.Errorf("%q does not name the micro-batch", err)
+			}
+			if panics {
+				var p *pipeforge.LoaderPanic
+				if !errors.As(err, &p) || !strings.Contains(err.Error(), "assignment to entry in nil map") {
+					t.Errorf("got %v, want the recovered panic", err)
+				}
+			} else if !errors.Is(err, errShard) || !strings.Contains(err.Error(), "reading: shard 3 is unreadable") {
+				t.Errorf("got %v, want it to wrap the loader's error", err)
+			}
+			if m, _ := tr.Metrics(); m.Step != 1 {
+				t.Errorf("the failed step changed the trainer: %+v", m)
+			}
+			for s := 1; s < steps; s++ {
+				r, err := tr.StepFromLoader()
+				if err != nil {
+					t.Fatal(err)
+				}
+				losses = append(losses, bits(r))
+			}
+			checkReference(t, ref, losses, tr)
+			if len(loader.seeks) == 0 {
+				t.Errorf("the loader was not told to seek back after the failure")
+			}
+		})
+	}
+}
+
+func TestErrors(t *testing.T) {
+	_, err := pipeforge.ModelFromJSON(`{"layers": [`)
+	var pfErr *pipeforge.Error
+	if !errors.As(err, &pfErr) || pfErr.Code != pipeforge.InvalidArgument || !strings.Contains(pfErr.Message, "malformed") {
+		t.Errorf("bad JSON: got %v", err)
+	}
+	if !errors.Is(err, &pipeforge.Error{Code: pipeforge.InvalidArgument}) {
+		t.Errorf("errors.Is does not match on the code: %v", err)
+	}
+
+	tr := referenceTrainer(t)
+	inputs, targets := batchRows(0, 0, rows)
+	if _, err := tr.Step(targets, inputs); !errors.Is(err, &pipeforge.Error{Code: pipeforge.InvalidArgument}) {
+		t.Errorf("swapped tensors: got %v", err)
+	}
+	if _, err := tr.Step(pipeforge.Float32(make([]float32, 3), 2, 2), targets); err == nil {
+		t.Errorf("a shape that does not match the data was accepted")
+	}
+	if _, err := tr.Parameter("nope.weight"); !errors.Is(err, &pipeforge.Error{Code: pipeforge.NotFound}) {
+		t.Errorf("unknown parameter: got %v", err)
+	}
+	if _, err := tr.StepFromLoader(); !errors.Is(err, &pipeforge.Error{Code: pipeforge.FailedPrecondition}) {
+		t.Errorf("no data loader: got %v", err)
+	}
+	if err := tr.LoadCheckpoint(filepath.Join(t.TempDir(), "missing")); err == nil {
+		t.Errorf("loading a missing checkpoint worked")
+	}
+	tr.Close()
+	tr.Close() // idempotent
+	if _, err := tr.Step(inputs, targets); !errors.Is(err, &pipeforge.Error{Code: pipeforge.FailedPrecondition}) {
+		t.Errorf("closed trainer: got %v", err)
+	}
+	if _, err := pipeforge.NewTrainer(nil, pipeforge.TrainerOptions{}); err == nil {
+		t.Errorf("a nil model was accepted")
+	}
+	m := referenceModel(t)
+	if _, err := pipeforge.NewTrainer(m, pipeforge.TrainerOptions{Optimizer: "adam"}); !errors.Is(err, &pipeforge.Error{Code: pipeforge.InvalidArgument}) {
+		t.Errorf("bad optimizer: got %v", err)
+	}
+	m.Close()
+	if _, err := m.JSON(); err == nil {
+		t.Errorf("a closed model answered")
+	}
+	if pipeforge.InvalidArgument.String() != "INVALID_ARGUMENT" {
+		t.Errorf("code name %q", pipeforge.InvalidArgument.String())
+	}
+}
+
+func TestParametersAndCheckpoints(t *testing.T) {
+	tr := referenceTrainer(t)
+	defer tr.Close()
+	inputs, targets := batchRows(0, 0, rows)
+	if _, err := tr.Step(inputs, targets); err != nil {
+		t.Fatal(err)
+	}
+	w, err := tr.Parameter("fc0.weight")
+	if err != nil || !reflect.DeepEqual(w.Shape, []int64{16, features}) || len(w.F32) != 16*features {
+		t.Fatalf("fc0.weight: %v %v", w, err)
+	}
+	path := filepath.Join(t.TempDir(), "ckpt")
+	if err := tr.SaveCheckpoint(path); err != nil {
+		t.Fatal(err)
+	}
+	saved, _ := tr.Checksum()
+	if err := tr.SetParameter("fc0.weight", make([]float32, 16*features)); err != nil {
+		t.Fatal(err)
+	}
+	if sum, _ := tr.Checksum(); sum == saved {
+		t.Errorf("SetParameter changed nothing")
+	}
+	if err := tr.LoadCheckpoint(path); err != nil {
+		t.Fatal(err)
+	}
+	if sum, _ := tr.Checksum(); sum != saved {
+		t.Errorf("checksum after load %s, want %s", sum, saved)
+	}
+	again, _ := tr.Parameter("fc0.weight")
+	if !reflect.DeepEqual(again.F32, w.F32) {
+		t.Errorf("fc0.weight differs after the round trip")
+	}
+
+	m := referenceModel(t)
+	defer m.Close()
+	names, err := m.ParameterNames()
+	if err != nil || strings.Join(names, " ") != "fc0.weight fc0.bias fc1.weight fc1.bias head.weight head.bias" {
+		t.Errorf("parameter names %v (%v)", names, err)
+	}
+	json, err := m.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2, err := pipeforge.ModelFromJSON(json)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2.Close()
+}
+
+func TestVersion(t *testing.T) {
+	if err := pipeforge.CheckABI(); err != nil {
+		t.Fatal(err)
+	}
+	if v := pipeforge.Version(); strings.Count(v, ".") != 2 {
+		t.Errorf("version %q", v)
+	}
+}

@@ -1,0 +1,22 @@
+#!/bin/bash
+# Runs the Java binding's JUnit 4 tests, then checks that the jar also finds its JNI library without
+# being told (next to the jar, as in bazel-bin/bindings/java/ and here in the runfiles).
+# Usage: run_junit.sh PIPEFORGE_JAR TEST_JAR JNI_LIBRARY REFERENCE_LOSS
+set -euo pipefail
+pipeforge_jar=$1 test_jar=$2 jni_library=$3 reference=$4
+junit=/usr/share/java/junit4.jar
+hamcrest=/usr/share/java/hamcrest-core.jar
+for jar in "$junit" "$hamcrest"; do
+  [[ -f $jar ]] || { echo "missing $jar: install junit4 (tools/setup.sh)"; exit 1; }
+done
+classpath="$pipeforge_jar:$test_jar:$junit:$hamcrest"
+# Short-lived JVMs: skip the optimising compiler.
+jvm=(java -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -cp "$classpath")
+
+"${jvm[@]}" -Dpipeforge.jni.library="$jni_library" -Dpipeforge.reference="$reference" \
+  org.junit.runner.JUnitCore org.pipeforge.test.PipeForgeTest
+
+echo "--- loading libpipeforge_jni.so from next to the jar"
+out=$("${jvm[@]}" org.pipeforge.test.PipeForgeTest)
+echo "$out"
+grep -q '^PipeForge [0-9]' <<<"$out"

@@ -1,0 +1,325 @@
+"""Tests of the Python binding (pipeforge package).
+
+Usage: pipeforge_test.py path/to/reference_loss [unittest arguments]. reference_loss (a C program
+on the C API, tests/bindings/reference_loss.c) prints the losses and the parameter checksum of the
+reference run; the binding must reproduce them bitwise.
+"""
+
+import gc
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+import numpy as np
+
+import pipeforge
+
+REFERENCE_BINARY = None  # set from argv
+
+FEATURES, CLASSES, ROWS, MICRO_BATCHES, STEPS = 8, 4, 8, 2, 3
+MASK = (1 << 64) - 1
+
+
+def mix(z):
+    """SplitMix64's finaliser, as in reference_loss.c."""
+    z = (z + 0x9E3779B97F4A7C15) & MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+    return z ^ (z >> 31)
+
+
+def batch(step):
+    """The reference run's batch `step` (see reference_loss.c): exact float32 values."""
+    inputs = np.array([[((mix(step * 1000003 + r * 101 + f) % 2001) - 1000) / 1024.0 for f in range(FEATURES)]
+                       for r in range(ROWS)], dtype=np.float32)
+    targets = np.array([mix(step * 7919 + r + 1000000007) % CLASSES for r in range(ROWS)], dtype=np.int32)
+    return inputs, targets
+
+
+BATCHES = [batch(s) for s in range(STEPS)]
+
+
+def micro_batch(position):
+    """What the data loader serves: micro-batch `position` of the same batches."""
+    inputs, targets = BATCHES[position // 2]
+    half = ROWS // MICRO_BATCHES
+    rows = slice((position % 2) * half, (position % 2 + 1) * half)
+    return inputs[rows], targets[rows]
+
+
+def bits(x):
+    return struct.unpack("<Q", struct.pack("<d", x))[0]
+
+
+def reference():
+    """{'losses': [(loss bits, grad_norm bits), ...], 'checksum': hex} from the C program."""
+    out = subprocess.run([REFERENCE_BINARY], check=True, capture_output=True, text=True).stdout
+    losses, checksum = [], None
+    for line in out.splitlines():
+        words = line.split()
+        if words[0] == "step":
+            losses.append((int(words[3], 16), int(words[5], 16)))
+        elif words[0] == "checksum":
+            checksum = words[1]
+    return {"losses": losses, "checksum": checksum}
+
+
+def reference_model():
+    return pipeforge.Model.mlp(input_dim=FEATURES, hidden=[16, 16], classes=CLASSES, activation="relu")
+
+
+def reference_trainer(model=None):
+    return pipeforge.Trainer(model or reference_model(), micro_batches=MICRO_BATCHES, seed=42, optimizer="adamw",
+                             lr=0.01, clip_norm=1.0)
+
+
+class ReferenceRunTest(unittest.TestCase):
+    """The binding trains exactly like the C API."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.ref = reference()
+        assert len(cls.ref["losses"]) == STEPS and cls.ref["checksum"], cls.ref
+
+    def assert_matches_reference(self, results, trainer):
+        self.assertEqual([(bits(r.loss), bits(r.grad_norm)) for r in results], self.ref["losses"])
+        self.assertEqual(trainer.checksum(), self.ref["checksum"])
+
+    def test_step_matches_c_api_bitwise(self):
+        with reference_trainer() as trainer:
+            results = [trainer.step(inputs, targets) for inputs, targets in BATCHES]
+            self.assert_matches_reference(results, trainer)
+            self.assertEqual(results[0].samples, ROWS)
+            self.assertEqual(trainer.metrics().step, STEPS)
+
+    def test_twice_gives_the_same_bits(self):
+        with reference_trainer() as a, reference_trainer() as b:
+            ra = [a.step(*batch) for batch in BATCHES]
+            rb = [b.step(*batch) for batch in BATCHES]
+            self.assertEqual([bits(r.loss) for r in ra], [bits(r.loss) for r in rb])
+            self.assertEqual(a.checksum(), b.checksum())
+
+    def test_loader_callable_matches_c_api_bitwise(self):
+        with reference_trainer() as trainer:
+            trainer.set_data_loader(micro_batch)
+            results = [trainer.step_from_loader() for _ in range(STEPS)]
+            self.assert_matches_reference(results, trainer)
+            self.assertEqual(trainer.metrics().data_position, STEPS * MICRO_BATCHES)
+
+    def test_loader_object_with_next_and_seek(self):
+        class Loader:
+            def __init__(self):
+                self.seeks = []
+
+            def next(self, position):
+                return micro_batch(position)
+
+            def seek(self, position):
+                self.seeks.append(position)
+
+        loader = Loader()
+        with reference_trainer() as trainer:
+            trainer.set_data_loader(loader)
+            results = [trainer.step_from_loader() for _ in range(STEPS)]
+            self.assert_matches_reference(results, trainer)
+
+    def test_non_contiguous_and_other_dtypes_are_converted(self):
+        with reference_trainer() as trainer:
+            results = []
+            for inputs, targets in BATCHES:
+                fortran = np.asfortranarray(inputs.astype(np.float64))  # strided and float64
+                self.assertFalse(fortran.flags.c_contiguous)
+                results.append(trainer.step(fortran, targets.astype(np.int64).tolist()))
+            self.assert_matches_reference(results, trainer)
+
+    def test_callback_references_are_kept_alive(self):
+        with reference_trainer() as trainer:
+            trainer.set_data_loader(lambda position: micro_batch(position))  # no other reference
+            gc.collect()
+            results = [trainer.step_from_loader() for _ in range(STEPS)]
+            self.assert_matches_reference(results, trainer)
+
+    def test_failing_loader_surfaces_type_and_message_and_step_can_be_retried(self):
+        calls = []
+
+        def loader(position):
+            calls.append(position)
+            if position == 3 and calls.count(3) == 1:
+                raise ZeroDivisionError("shard 3 divided by zero")
+            return micro_batch(position)
+
+        with reference_trainer() as trainer:
+            trainer.set_data_loader(loader)
+            results = [trainer.step_from_loader()]
+            with self.assertRaises(pipeforge.CallbackError) as caught:
+                trainer.step_from_loader()
+            error = caught.exception
+            self.assertIn("ZeroDivisionError: shard 3 divided by zero", str(error))
+            self.assertIn("micro-batch 1 of 2", str(error))
+            self.assertIsInstance(error.__cause__, ZeroDivisionError)
+            self.assertEqual(error.code_name, "CALLBACK_ERROR")
+            self.assertEqual(trainer.metrics().step, 1)  # nothing changed
+            results += [trainer.step_from_loader() for _ in range(STEPS - 1)]  # the retry works
+            self.assert_matches_reference(results, trainer)
+
+    def test_loader_returning_garbage(self):
+        with reference_trainer() as trainer:
+            trainer.set_data_loader(lambda position: "not a batch")
+            with self.assertRaisesRegex(pipeforge.CallbackError, "ValueError"):
+                trainer.step_from_loader()
+            trainer.set_data_loader(lambda position: (np.zeros((4, 3), np.float32), np.zeros(4, np.int32)))
+            with self.assertRaisesRegex(pipeforge.InvalidArgumentError, "inputs"):
+                trainer.step_from_loader()
+
+    def test_loader_on_another_thread(self):
+        # The runtime calls the loader on the thread that steps; the GIL is taken there.
+        results, errors = [], []
+
+        def train():
+            try:
+                with reference_trainer() as trainer:
+                    trainer.set_data_loader(micro_batch)
+                    results.extend(trainer.step_from_loader() for _ in range(STEPS))
+                    results.append(trainer.checksum())
+            except Exception as e:  # noqa: BLE001
+                errors.append(e)
+
+        thread = threading.Thread(target=train)
+        thread.start()
+        thread.join()
+        self.assertEqual(errors, [])
+        self.assertEqual([(bits(r.loss), bits(r.grad_norm)) for r in results[:-1]], self.ref["losses"])
+        self.assertEqual(results[-1], self.ref["checksum"])
+
+
+class ErrorTest(unittest.TestCase):
+    def test_bad_json_is_a_value_error_with_the_message(self):
+        with self.assertRaises(ValueError) as caught:
+            pipeforge.Model.from_json('{"layers": [')
+        self.assertIsInstance(caught.exception, pipeforge.InvalidArgumentError)
+        self.assertIsInstance(caught.exception, pipeforge.Error)
+        self.assertIn("malformed", str(caught.exception))
+        self.assertEqual(caught.exception.code, 1)
+        with self.assertRaisesRegex(ValueError, r"layers\[0\]"):
+            pipeforge.Model.from_json(
+                {"input": {"kind": "features", "features": 4, "classes": 2}, "layers": [{"type": "nope"}]})
+
+    def test_json_round_trip(self):
+        with reference_model() as model:
+            again = pipeforge.Model.from_json(model.to_json())
+            self.assertEqual(again.parameter_names(), model.parameter_names())
+            self.assertEqual(model.parameter_names()[:2], ["fc0.weight", "fc0.bias"])
+            self.assertEqual(model.num_parameter_elements(), 8 * 16 + 16 + 16 * 16 + 16 + 16 * 4 + 4)
+
+    def test_bad_arguments(self):
+        with reference_trainer() as trainer:
+            with self.assertRaisesRegex(pipeforge.InvalidArgumentError, "inputs"):
+                trainer.step(np.zeros((8, 3), np.float32), np.zeros(8, np.int32))
+            with self.assertRaises(pipeforge.NotFoundError) as caught:
+                trainer.get_parameter("nope.weight")
+            self.assertIsInstance(caught.exception, LookupError)
+            self.assertIn("nope.weight", str(caught.exception))
+            with self.assertRaises(TypeError):
+                trainer.step(["a", "b"], np.zeros(2, np.int32))
+            with self.assertRaises(ValueError):
+                trainer.set_parameter("fc0.bias", np.zeros(3))
+            with self.assertRaisesRegex(pipeforge.Error, "/nonexistent/checkpoint"):
+                trainer.load_checkpoint("/nonexistent/checkpoint")
+        with self.assertRaisesRegex(ValueError, "optimizer"):
+            pipeforge.Trainer(reference_model(), optimizer="adam")
+        with self.assertRaises(TypeError):
+            pipeforge.Trainer(None)
+        with self.assertRaises(TypeError):
+            pipeforge.Trainer(reference_model(), learning_rate=0.1)
+        with self.assertRaises(TypeError):
+            reference_trainer().set_data_loader(42)
+
+    def test_closed_objects_raise(self):
+        trainer = reference_trainer()
+        with trainer:
+            pass
+        self.assertTrue(trainer.closed)
+        with self.assertRaisesRegex(pipeforge.FailedPreconditionError, "closed"):
+            trainer.step(*BATCHES[0])
+        trainer.close()  # idempotent
+        model = reference_model()
+        model.close()
+        with self.assertRaises(pipeforge.FailedPreconditionError):
+            model.to_json()
+        with self.assertRaises(pipeforge.FailedPreconditionError):
+            pipeforge.Trainer(model)
+
+    def test_one_live_trainer_per_model(self):
+        model = reference_model()
+        with pipeforge.Trainer(model):
+            with self.assertRaises(pipeforge.FailedPreconditionError):
+                pipeforge.Trainer(model)
+        pipeforge.Trainer(model).close()  # free again
+
+
+class StateTest(unittest.TestCase):
+    def test_parameters_and_checkpoints(self):
+        with reference_trainer() as trainer, tempfile.TemporaryDirectory() as folder:
+            trainer.step(*BATCHES[0])
+            weight = trainer.get_parameter("fc0.weight")
+            self.assertEqual(weight.shape, (16, 8))
+            self.assertEqual(weight.dtype, np.float32)
+            path = os.path.join(folder, "ckpt")
+            trainer.save_checkpoint(path)
+            saved = trainer.checksum()
+            trainer.set_parameter("fc0.weight", np.zeros_like(weight))
+            self.assertFalse(trainer.get_parameter("fc0.weight").any())
+            self.assertNotEqual(trainer.checksum(), saved)
+            trainer.load_checkpoint(path)
+            self.assertEqual(trainer.checksum(), saved)
+            np.testing.assert_array_equal(trainer.get_parameter("fc0.weight"), weight)
+
+    def test_version(self):
+        self.assertRegex(pipeforge.__version__, r"^\d+\.\d+\.\d+$")
+        self.assertEqual(pipeforge.ABI_VERSION, pipeforge._core.library_abi_version())
+
+
+class GilTest(unittest.TestCase):
+    def test_step_releases_the_gil(self):
+        # A step of a wide MLP takes about 0.1 s. While steps run on a worker thread, this thread
+        # keeps counting only if they release the GIL; otherwise the longest gap between two counts
+        # is about a whole step. (Loose on purpose: only a gap of most of a step fails.)
+        model = pipeforge.Model.mlp(input_dim=256, hidden=[1024, 1024], classes=16)
+        rng = np.random.default_rng(0)
+        inputs = rng.standard_normal((512, 256), dtype=np.float32)
+        targets = rng.integers(0, 16, 512).astype(np.int32)
+        with pipeforge.Trainer(model, blas_threads=1) as trainer:
+            trainer.step(inputs, targets)  # warm-up
+            durations = []
+            done = threading.Event()
+
+            def train():
+                for _ in range(3):
+                    start = time.perf_counter()
+                    trainer.step(inputs, targets)
+                    durations.append(time.perf_counter() - start)
+                done.set()
+
+            worker = threading.Thread(target=train)
+            longest_gap = 0.0
+            worker.start()
+            last = time.perf_counter()
+            while not done.is_set():
+                now = time.perf_counter()
+                longest_gap = max(longest_gap, now - last)
+                last = now
+            worker.join()
+        shortest_step = min(durations)
+        self.assertGreater(shortest_step, 0.02, "the step is too short to tell")
+        self.assertLess(longest_gap, 0.75 * shortest_step,
+                        f"this thread stalled {longest_gap:.3f} s while steps of {shortest_step:.3f} s ran")
+
+
+if __name__ == "__main__":
+    REFERENCE_BINARY = os.path.abspath(sys.argv[1])
+    unittest.main(argv=[sys.argv[0]] + sys.argv[2:], verbosity=2)
