@@ -8,6 +8,7 @@
 // Typemaps the language files provide (by parameter name, so they match the core header):
 //   (const float* data, size_t count), (const int32_t* data, size_t count)  array in, copied
 //   (const int64_t* shape, size_t ndim), (const int64_t* values, size_t count)  int64 array in
+//   (const double* values, size_t count)                                    float64 array in (costs)
 //   (float* out, size_t count), (int32_t* out, size_t count)                array the call fills
 //   std::vector<int64_t>                                                    a returned shape
 // Python and Java hide the trailing `pipeforge::Status* status` (NULL: errors throw, and their
@@ -33,6 +34,10 @@
 %newobject pipeforge::Model::mlp;
 %newobject pipeforge::Model::gpt;
 %newobject pipeforge::Trainer::create;
+%newobject pipeforge::Schedule::generate;
+%newobject pipeforge::Schedule::parse;
+%newobject pipeforge::Schedule::lower;
+%newobject pipeforge::Schedule::simulate;
 
 // Serves micro-batches from the language: a director class.
 %feature("director") pipeforge::LoaderCallback;
@@ -49,6 +54,18 @@
 %immutable pipeforge::Metrics::tokens_per_second;
 %immutable pipeforge::Metrics::total_tokens;
 %immutable pipeforge::Metrics::data_position;
+%immutable pipeforge::SimulationSummary::makespan;
+%immutable pipeforge::SimulationSummary::ideal;
+%immutable pipeforge::SimulationSummary::bubble_rate;
+%immutable pipeforge::SimulationSummary::num_ranks;
+%immutable pipeforge::SimulationSummary::max_span;
+%immutable pipeforge::SimulationSummary::span_bubble_rate;
+%immutable pipeforge::RankStats::busy;
+%immutable pipeforge::RankStats::idle;
+%immutable pipeforge::RankStats::first_start;
+%immutable pipeforge::RankStats::finish;
+%immutable pipeforge::RankStats::peak_activations;
+%immutable pipeforge::RankStats::peak_activation_bytes;
 %ignore pipeforge::MlpConfig::hidden;
 // A MicroBatch is filled by a loader, never read back by one.
 %ignore pipeforge::MicroBatch::inputs;

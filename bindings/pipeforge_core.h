@@ -1,6 +1,7 @@
 // The C++ layer that SWIG wraps for every language (bindings/pipeforge.i): one class per C handle
-// (Model, Trainer), value types for configs, options and results, Tensor for host data, and
-// LoaderCallback, a director class that Python, Java and Go subclass to serve micro-batches.
+// (Model, Trainer, Schedule, Simulation), value types for configs, options, costs and results,
+// Tensor for host data, and LoaderCallback, a director class that Python, Java and Go subclass to
+// serve micro-batches.
 //
 // It is header-only and calls nothing but the C API, so each language's wrapper library compiles it
 // in and links libpipeforge.so dynamically: there is one runtime, never a copy per binding.
@@ -16,8 +17,9 @@
 // Threads: as in the C API, objects are externally synchronised. A LoaderCallback runs on the
 // thread that calls Trainer::step_from_loader.
 //
-// Adding a C API object (e.g. the schedule simulator): a class here that owns its handle, takes a
-// Status* on every fallible call and has close(); then the per-language layers wrap it.
+// Adding a C API object: a class here that owns its handle, takes a Status* on every fallible call
+// and has close() (Schedule and Simulation are the latest example); then the per-language layers wrap
+// it (docs/BINDINGS.md, "How it is built").
 #pragma once
 
 #include <cstddef>
@@ -663,6 +665,277 @@ class Trainer {
   }
 
   pf_trainer* trainer_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Schedules: generate, parse, validate, lower, simulate, render (C API "Schedules", docs/SCHEDULES.md)
+
+// What Schedule::generate builds; the constructor takes the C API's defaults. `stages` (P) and
+// `micro_batches` (M) have none: 0 is an error. The costs and mem_limit are used by "zb-auto" only.
+struct ScheduleOptions {
+  int32_t stages, micro_batches, chunks;
+  double t_f, t_b, t_w, t_comm, mem_limit;
+
+  ScheduleOptions() {
+    pf_schedule_options o;
+    pf_schedule_options_init(&o);
+    stages = o.stages;
+    micro_batches = o.micro_batches;
+    chunks = o.chunks;
+    t_f = o.t_f;
+    t_b = o.t_b;
+    t_w = o.t_w;
+    t_comm = o.t_comm;
+    mem_limit = o.mem_limit;
+  }
+};
+
+// Costs for Schedule::simulate; the constructor takes the C API's defaults. The scalars apply to every
+// stage; a per-stage array, once set (one entry per stage of the schedule), overrides its scalar.
+class CostModel {
+ public:
+  double t_f, t_b, t_w, t_comm, m_b, m_w;
+
+  CostModel() {
+    pf_cost_model c;
+    pf_cost_model_init(&c);
+    t_f = c.t_f;
+    t_b = c.t_b;
+    t_w = c.t_w;
+    t_comm = c.t_comm;
+    m_b = c.m_b;
+    m_w = c.m_w;
+  }
+
+  void set_stage_t_f(const double* values, size_t count) { stage_[0].set(values, count); }
+  void set_stage_t_b(const double* values, size_t count) { stage_[1].set(values, count); }
+  void set_stage_t_w(const double* values, size_t count) { stage_[2].set(values, count); }
+  void set_stage_m_b(const double* values, size_t count) { stage_[3].set(values, count); }
+  void set_stage_m_w(const double* values, size_t count) { stage_[4].set(values, count); }
+  // Back to the scalars for every stage.
+  void clear_stage_costs() {
+    for (PerStage& p : stage_) p = PerStage();
+  }
+
+#ifndef SWIG
+  // The C struct, borrowing this object's arrays; false (reported) if the arrays' lengths differ.
+  bool to_c(pf_cost_model* c, Status* status) const {
+    pf_cost_model_init(c);
+    c->t_f = t_f;
+    c->t_b = t_b;
+    c->t_w = t_w;
+    c->t_comm = t_comm;
+    c->m_b = m_b;
+    c->m_w = m_w;
+    static const char* const kNames[kFields] = {"stage_t_f", "stage_t_b", "stage_t_w", "stage_m_b", "stage_m_w"};
+    const double** arrays[kFields] = {&c->stage_t_f, &c->stage_t_b, &c->stage_t_w, &c->stage_m_b, &c->stage_m_w};
+    static const double kEmpty = 0.0;  // a set but empty array is still "set" (the C API then says why)
+    int first = -1;
+    for (int i = 0; i < kFields; ++i) {
+      if (!stage_[i].given) continue;
+      if (first < 0) {
+        first = i;
+        c->num_stages = stage_[i].values.size();
+      } else if (stage_[i].values.size() != c->num_stages) {
+        detail::report(status, PF_INVALID_ARGUMENT,
+                       std::string("costs: ") + kNames[first] + " has " + std::to_string(c->num_stages) +
+                           " entries but " + kNames[i] + " has " + std::to_string(stage_[i].values.size()) +
+                           " (one per stage each)");
+        return false;
+      }
+      *arrays[i] = stage_[i].values.empty() ? &kEmpty : stage_[i].values.data();
+    }
+    return true;
+  }
+#endif  // SWIG
+
+ private:
+  struct PerStage {
+    bool given = false;
+    std::vector<double> values;
+    void set(const double* v, size_t n) {
+      given = true;
+      values.assign(v, v + n);
+    }
+  };
+  static constexpr int kFields = 5;
+  PerStage stage_[kFields];
+};
+
+// The whole-schedule results of a simulation (pf_simulation_summary).
+struct SimulationSummary {
+  double makespan = 0, ideal = 0, bubble_rate = 0;
+  int32_t num_ranks = 0;
+  double max_span = 0, span_bubble_rate = 0;
+};
+
+// One rank's results (pf_rank_stats).
+struct RankStats {
+  double busy = 0, idle = 0, first_start = 0, finish = 0;
+  int64_t peak_activations = 0;
+  double peak_activation_bytes = 0;
+};
+
+// A simulated timeline: results and renderings. Independent of the schedule it came from.
+class Simulation {
+ public:
+  Simulation(const Simulation&) = delete;
+  Simulation& operator=(const Simulation&) = delete;
+  ~Simulation() { close(); }
+
+  // Destroys the simulation. Later calls fail with PF_FAILED_PRECONDITION. Idempotent.
+  void close() {
+    pf_simulation_destroy(simulation_);
+    simulation_ = nullptr;
+  }
+  bool closed() const { return simulation_ == nullptr; }
+
+  SimulationSummary summary(Status* status) const {
+    SimulationSummary s;
+    if (!open(status)) return s;
+    pf_simulation_summary c;
+    std::memset(&c, 0, sizeof(c));
+    c.struct_size = sizeof(c);
+    if (detail::ok(pf_simulation_get_summary(simulation_, &c), status)) {
+      s.makespan = c.makespan;
+      s.ideal = c.ideal;
+      s.bubble_rate = c.bubble_rate;
+      s.num_ranks = c.num_ranks;
+      s.max_span = c.max_span;
+      s.span_bubble_rate = c.span_bubble_rate;
+    }
+    return s;
+  }
+  // `rank` in [0, num_ranks).
+  RankStats rank_stats(int32_t rank, Status* status) const {
+    RankStats r;
+    if (!open(status)) return r;
+    pf_rank_stats c;
+    std::memset(&c, 0, sizeof(c));
+    c.struct_size = sizeof(c);
+    if (detail::ok(pf_simulation_get_rank_stats(simulation_, rank, &c), status)) {
+      r.busy = c.busy;
+      r.idle = c.idle;
+      r.first_start = c.first_start;
+      r.finish = c.finish;
+      r.peak_activations = c.peak_activations;
+      r.peak_activation_bytes = c.peak_activation_bytes;
+    }
+    return r;
+  }
+
+  // Chrome trace JSON (chrome://tracing, https://ui.perfetto.dev): a track per rank, an event per action.
+  std::string to_chrome_trace(Status* status) {
+    return render(status, [this](const char** out) { return pf_simulation_to_chrome_trace(simulation_, out); });
+  }
+  std::string to_svg(Status* status) {
+    return render(status, [this](const char** out) { return pf_simulation_to_svg(simulation_, out); });
+  }
+  // A terminal grid `width` (>= 10) characters wide.
+  std::string to_ascii(int32_t width, Status* status) {
+    return render(status,
+                  [this, width](const char** out) { return pf_simulation_to_ascii(simulation_, width, out); });
+  }
+
+ private:
+  friend class Schedule;
+  explicit Simulation(pf_simulation* simulation) : simulation_(simulation) {}
+  bool open(Status* status) const {
+    if (simulation_ != nullptr) return true;
+    detail::report(status, PF_FAILED_PRECONDITION, "the simulation is closed");
+    return false;
+  }
+  template <typename F>
+  std::string render(Status* status, F&& call) {
+    const char* text = nullptr;
+    if (!open(status) || !detail::ok(call(&text), status)) return {};
+    return text;
+  }
+
+  pf_simulation* simulation_;
+};
+
+// A pipeline schedule: which rank runs which action (F, B, W, ...) of which micro-batch and stage, in
+// order. Every Schedule was validated when it was made.
+class Schedule {
+ public:
+  // Generates schedule `name` ("gpipe", "1f1b", "interleaved-1f1b", "bfs", "zb-h1", "zb-h2", "zb-v",
+  // "zb-auto"). Returns a new Schedule, or NULL after reporting the error (an unknown name lists the
+  // known ones).
+  static Schedule* generate(const std::string& name, const ScheduleOptions& options, Status* status) {
+    pf_schedule_options o;
+    pf_schedule_options_init(&o);
+    o.stages = options.stages;
+    o.micro_batches = options.micro_batches;
+    o.chunks = options.chunks;
+    o.t_f = options.t_f;
+    o.t_b = options.t_b;
+    o.t_w = options.t_w;
+    o.t_comm = options.t_comm;
+    o.mem_limit = options.mem_limit;
+    pf_schedule* s = nullptr;
+    return detail::ok(pf_schedule_generate(name.c_str(), &o, &s), status) ? new Schedule(s) : nullptr;
+  }
+  // Parses the text form (or PyTorch-style compact action lists, one rank per line) and validates it.
+  static Schedule* parse(const std::string& text, Status* status) {
+    pf_schedule* s = nullptr;
+    return detail::ok(pf_schedule_parse(text.c_str(), &s), status) ? new Schedule(s) : nullptr;
+  }
+
+  Schedule(const Schedule&) = delete;
+  Schedule& operator=(const Schedule&) = delete;
+  ~Schedule() { close(); }
+
+  // Destroys the schedule (simulations of it stay valid). Later calls fail with
+  // PF_FAILED_PRECONDITION. Idempotent.
+  void close() {
+    pf_schedule_destroy(schedule_);
+    schedule_ = nullptr;
+  }
+  bool closed() const { return schedule_ == nullptr; }
+
+  // The text form; parse() reads it back to the same schedule.
+  std::string to_text(Status* status) {
+    const char* text = nullptr;
+    if (!open(status) || !detail::ok(pf_schedule_to_text(schedule_, &text), status)) return {};
+    return text;
+  }
+  void validate(Status* status) const {
+    if (open(status)) detail::ok(pf_schedule_validate(schedule_), status);
+  }
+  // A new Schedule with SEND/RECV actions for every cross-rank dependency, in a deadlock-free order.
+  Schedule* lower(Status* status) const {
+    pf_schedule* s = nullptr;
+    if (!open(status) || !detail::ok(pf_schedule_lower(schedule_, &s), status)) return nullptr;
+    return new Schedule(s);
+  }
+  int32_t num_ranks(Status* status) const { return shape(pf_schedule_num_ranks, status); }
+  int32_t num_stages(Status* status) const { return shape(pf_schedule_num_stages, status); }
+  int32_t num_micro_batches(Status* status) const { return shape(pf_schedule_num_micro_batches, status); }
+
+  // Times the schedule under `costs`. Returns a new Simulation, or NULL after reporting the error.
+  Simulation* simulate(const CostModel& costs, Status* status) const {
+    if (!open(status)) return nullptr;
+    pf_cost_model c;
+    if (!costs.to_c(&c, status)) return nullptr;
+    pf_simulation* sim = nullptr;
+    return detail::ok(pf_schedule_simulate(schedule_, &c, &sim), status) ? new Simulation(sim) : nullptr;
+  }
+
+ private:
+  explicit Schedule(pf_schedule* schedule) : schedule_(schedule) {}
+  bool open(Status* status) const {
+    if (schedule_ != nullptr) return true;
+    detail::report(status, PF_FAILED_PRECONDITION, "the schedule is closed");
+    return false;
+  }
+  int32_t shape(pf_status* (*get)(const pf_schedule*, int32_t*), Status* status) const {
+    int32_t n = 0;
+    if (!open(status) || !detail::ok(get(schedule_, &n), status)) return 0;
+    return n;
+  }
+
+  pf_schedule* schedule_;
 };
 
 }  // namespace pipeforge

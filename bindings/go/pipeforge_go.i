@@ -28,6 +28,7 @@ PF_GO_SLICE((const float* data, size_t count), []float32)
 PF_GO_SLICE((const int32_t* data, size_t count), []int32)
 PF_GO_SLICE((const int64_t* shape, size_t ndim), []int64)
 PF_GO_SLICE((const int64_t* values, size_t count), []int64)
+PF_GO_SLICE((const double* values, size_t count), []float64)
 PF_GO_SLICE((float* out, size_t count), []float32)
 PF_GO_SLICE((int32_t* out, size_t count), []int32)
 

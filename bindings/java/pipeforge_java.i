@@ -1,5 +1,6 @@
 // Java: package org.pipeforge. The SWIG proxies (Model, Trainer, Tensor, TrainerOptions, MlpConfig,
-// GptConfig, StepResult, Metrics, PipeForge) are the public classes, with camelCase methods; the
+// GptConfig, StepResult, Metrics, Schedule, ScheduleOptions, CostModel, Simulation,
+// SimulationSummary, RankStats, PipeForge) are the public classes, with camelCase methods; the
 // hand-written classes in src/org/pipeforge/ add DataLoader, Batch, PipeForgeException and the code
 // that loads the JNI library (NativeLibrary, from the JNI class's static initialiser).
 %module(directors="1") PipeForge
@@ -95,6 +96,7 @@ PF_JAVA_ARRAY((const float* data, size_t count), jfloat, float[], float[], jfloa
 PF_JAVA_ARRAY((const int32_t* data, size_t count), jint, int[], int[], jintArray, Int, JNI_ABORT)
 PF_JAVA_ARRAY((const int64_t* shape, size_t ndim), jlong, long[], long..., jlongArray, Long, JNI_ABORT)
 PF_JAVA_ARRAY((const int64_t* values, size_t count), jlong, long[], long..., jlongArray, Long, JNI_ABORT)
+PF_JAVA_ARRAY((const double* values, size_t count), jdouble, double[], double..., jdoubleArray, Double, JNI_ABORT)
 PF_JAVA_ARRAY((float* out, size_t count), jfloat, float[], float[], jfloatArray, Float, 0)
 PF_JAVA_ARRAY((int32_t* out, size_t count), jint, int[], int[], jintArray, Int, 0)
 
@@ -209,6 +211,85 @@ PF_JAVA_ARRAY((int32_t* out, size_t count), jint, int[], int[], jintArray, Int, 
       loaderBridge.delete();
       loaderBridge = null;
     }
+  }
+%}
+
+// ---- schedules --------------------------------------------------------------------------------
+%typemap(javainterfaces) pipeforge::Schedule "AutoCloseable"
+%typemap(javainterfaces) pipeforge::Simulation "AutoCloseable"
+%ignore pipeforge::Schedule::close;
+%ignore pipeforge::Schedule::closed;
+%ignore pipeforge::Simulation::close;
+%ignore pipeforge::Simulation::closed;
+
+%typemap(javacode) pipeforge::ScheduleOptions %{
+  /** P pipeline ranks (stages) and M micro-batches; the rest takes the defaults (1 chunk). */
+  public ScheduleOptions(int stages, int microBatches) {
+    this();
+    setStages(stages);
+    setMicroBatches(microBatches);
+  }
+%}
+
+%typemap(javacode) pipeforge::Schedule %{
+  /** Generates schedule {@code name} for {@code stages} ranks and {@code microBatches} micro-batches. */
+  public static Schedule generate(String name, int stages, int microBatches) {
+    return generate(name, new ScheduleOptions(stages, microBatches));
+  }
+
+  /** Simulates under the default costs (t_f = t_b = t_w = 1, no communication latency, m_b = 1). */
+  public Simulation simulate() {
+    return simulate(new CostModel());
+  }
+
+  /** Frees the native schedule (its simulations stay valid). Idempotent. */
+  @Override
+  public void close() {
+    delete();
+  }
+%}
+
+%typemap(javacode) pipeforge::Simulation %{
+  public double makespan() {
+    return summary().getMakespan();
+  }
+
+  public double ideal() {
+    return summary().getIdeal();
+  }
+
+  public double bubbleRate() {
+    return summary().getBubbleRate();
+  }
+
+  public double maxSpan() {
+    return summary().getMaxSpan();
+  }
+
+  public double spanBubbleRate() {
+    return summary().getSpanBubbleRate();
+  }
+
+  public int numRanks() {
+    return summary().getNumRanks();
+  }
+
+  /** Every rank's statistics, rank 0 first. */
+  public RankStats[] ranks() {
+    RankStats[] ranks = new RankStats[summary().getNumRanks()];
+    for (int i = 0; i < ranks.length; ++i) ranks[i] = rankStats(i);
+    return ranks;
+  }
+
+  /** A terminal grid 100 characters wide. */
+  public String toAscii() {
+    return toAscii(100);
+  }
+
+  /** Frees the native simulation. Idempotent. */
+  @Override
+  public void close() {
+    delete();
   }
 %}
 

@@ -148,6 +148,23 @@ static bool pf_python_writable(PyObject* obj, Py_buffer* view, char kind, const 
   $1 = temp.data();
   $2 = temp.size();
 }
+// A sequence of floats in (per-stage costs).
+%typemap(in) (const double* values, size_t count) (std::vector<double> temp) {
+  PyObject* seq = PySequence_Fast($input, "expected a sequence of numbers");
+  if (seq == nullptr) SWIG_fail;
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    const double v = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(seq, i));
+    if (v == -1.0 && PyErr_Occurred()) {
+      Py_DECREF(seq);
+      SWIG_fail;
+    }
+    temp.push_back(v);
+  }
+  Py_DECREF(seq);
+  $1 = temp.data();
+  $2 = temp.size();
+}
 %typemap(out) std::vector<int64_t> {
   const std::vector<int64_t>& v = $1;
   $result = PyTuple_New(static_cast<Py_ssize_t>(v.size()));

@@ -1,6 +1,7 @@
 // The C++ layer every binding wraps (bindings/pipeforge_core.h), tested directly: both error modes
-// (throw for Python and Java, Status for Go), closed handles, and the data-loader bridge, which must
-// turn whatever a callback does (an error message, an exception, a missing tensor) into a status.
+// (throw for Python and Java, Status for Go), closed handles, the data-loader bridge, which must
+// turn whatever a callback does (an error message, an exception, a missing tensor) into a status,
+// and Schedule/Simulation/CostModel (per-stage arrays of different lengths are caught here).
 #include "bindings/pipeforge_core.h"
 
 #include <gtest/gtest.h>
@@ -137,6 +138,88 @@ TEST(CoreTest, LoaderBridgeTurnsEveryFailureIntoACallbackError) {
   trainer->set_data_loader(nullptr, nullptr);
   trainer->step_from_loader(&status);
   EXPECT_EQ(status.code(), PF_FAILED_PRECONDITION);
+}
+
+std::unique_ptr<pipeforge::Schedule> Generate(const std::string& name, int stages, int micro_batches) {
+  pipeforge::ScheduleOptions options;
+  options.stages = stages;
+  options.micro_batches = micro_batches;
+  return std::unique_ptr<pipeforge::Schedule>(pipeforge::Schedule::generate(name, options, nullptr));
+}
+
+TEST(CoreTest, ScheduleSimulatesAndRendersInBothErrorModes) {
+  auto schedule = Generate("1f1b", 4, 8);
+  EXPECT_EQ(schedule->num_ranks(nullptr), 4);
+  EXPECT_EQ(schedule->num_stages(nullptr), 4);
+  EXPECT_EQ(schedule->num_micro_batches(nullptr), 8);
+  std::unique_ptr<pipeforge::Simulation> sim(schedule->simulate(pipeforge::CostModel(), nullptr));
+  const pipeforge::SimulationSummary summary = sim->summary(nullptr);
+  EXPECT_DOUBLE_EQ(summary.bubble_rate, 3.0 / 11.0);
+  EXPECT_EQ(summary.num_ranks, 4);
+  for (int32_t rank = 0; rank < 4; ++rank) EXPECT_EQ(sim->rank_stats(rank, nullptr).peak_activations, 4 - rank);
+
+  // Text round trip; lowering keeps the makespan.
+  const std::string text = schedule->to_text(nullptr);
+  std::unique_ptr<pipeforge::Schedule> parsed(pipeforge::Schedule::parse(text, nullptr));
+  EXPECT_EQ(parsed->to_text(nullptr), text);
+  std::unique_ptr<pipeforge::Schedule> lowered(parsed->lower(nullptr));
+  lowered->validate(nullptr);
+  std::unique_ptr<pipeforge::Simulation> lowered_sim(lowered->simulate(pipeforge::CostModel(), nullptr));
+  EXPECT_DOUBLE_EQ(lowered_sim->summary(nullptr).makespan, summary.makespan);
+
+  // A simulation outlives its schedule.
+  schedule->close();
+  EXPECT_NE(sim->to_chrome_trace(nullptr).find("traceEvents"), std::string::npos);
+  EXPECT_NE(sim->to_svg(nullptr).find("<svg"), std::string::npos);
+  EXPECT_NE(sim->to_ascii(60, nullptr).find("rank 3"), std::string::npos);
+
+  Status status;
+  schedule->to_text(&status);
+  EXPECT_EQ(status.code(), PF_FAILED_PRECONDITION);
+  EXPECT_EQ(sim->to_ascii(3, &status), "");
+  EXPECT_EQ(status.code(), PF_INVALID_ARGUMENT);
+  EXPECT_NE(status.message().find("width"), std::string::npos) << status.message();
+  sim->close();
+  sim->summary(&status);
+  EXPECT_EQ(status.code(), PF_FAILED_PRECONDITION);
+
+  pipeforge::ScheduleOptions options;
+  options.stages = 4;
+  options.micro_batches = 8;
+  EXPECT_EQ(pipeforge::Schedule::generate("2f2b", options, &status), nullptr);
+  EXPECT_EQ(status.code(), PF_INVALID_ARGUMENT);
+  EXPECT_NE(status.message().find("2f2b"), std::string::npos) << status.message();
+  try {
+    pipeforge::Schedule::parse("0F0 0QQ1", nullptr);
+    FAIL() << "no exception";
+  } catch (const pipeforge::Error& e) {
+    EXPECT_EQ(e.code(), PF_INVALID_ARGUMENT);
+    EXPECT_NE(e.message().find("0QQ1"), std::string::npos) << e.message();
+  }
+}
+
+TEST(CoreTest, PerStageCostsOverrideTheScalarsAndMustAgreeInLength) {
+  auto schedule = Generate("gpipe", 2, 2);
+  pipeforge::CostModel costs;
+  const double t_f[] = {1.0, 3.0};
+  costs.set_stage_t_f(t_f, 2);
+  std::unique_ptr<pipeforge::Simulation> sim(schedule->simulate(costs, nullptr));
+  EXPECT_DOUBLE_EQ(sim->rank_stats(1, nullptr).busy, 2 * (3.0 + 1.0 + 1.0));
+
+  Status status;
+  const double one[] = {1.0};
+  costs.set_stage_m_b(one, 1);
+  EXPECT_EQ(schedule->simulate(costs, &status), nullptr);
+  EXPECT_EQ(status.code(), PF_INVALID_ARGUMENT);
+  EXPECT_NE(status.message().find("stage_m_b has 1"), std::string::npos) << status.message();
+  costs.clear_stage_costs();
+  costs.set_stage_t_w(one, 0);  // set but empty: the C API says the schedule has 2 stages
+  EXPECT_EQ(schedule->simulate(costs, &status), nullptr);
+  EXPECT_NE(status.message().find("2 stages"), std::string::npos) << status.message();
+  costs.clear_stage_costs();
+  sim.reset(schedule->simulate(costs, &status));
+  ASSERT_TRUE(status.ok()) << status.message();
+  EXPECT_DOUBLE_EQ(sim->rank_stats(1, nullptr).busy, 2 * 3.0);
 }
 
 TEST(CoreTest, AbiMatches) {

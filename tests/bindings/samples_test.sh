@@ -1,10 +1,10 @@
 #!/bin/bash
 # The character-GPT samples in Python, Java and Go train the same model on the same data as the C
-# sample (samples/train_char_gpt.c): each runs 3 steps, and all must print the same losses and
-# parameter checksum (bitwise-equal parameters), which also shows that each sample runs.
-# Usage: samples_test.sh PYTHON_SAMPLE JAVA_SCRIPT PIPEFORGE_JAR SAMPLE_JAR JNI_LIBRARY GO_SAMPLE
+# sample (samples/train_char_gpt.c), the reference: each runs 3 steps, and all four must print the
+# same losses and parameter checksum (bitwise-equal parameters), which also shows that each runs.
+# Usage: samples_test.sh C_SAMPLE PYTHON_SAMPLE JAVA_SCRIPT PIPEFORGE_JAR SAMPLE_JAR JNI_LIBRARY GO_SAMPLE
 set -euo pipefail
-python_sample=$1 java_script=$2 pipeforge_jar=$3 sample_jar=$4 jni_library=$5 go_sample=$6
+c_sample=$1 python_sample=$2 java_script=$3 pipeforge_jar=$4 sample_jar=$5 jni_library=$6 go_sample=$7
 
 run() {
   local language=$1
@@ -16,17 +16,22 @@ run() {
   grep -E '^(step|loss)' <<<"$out" | sed 's/  *[0-9]* tok\/s$//'
 }
 
-expected=$(run Python "$python_sample")
-for language in Java Go; do
+expected=$(run C "$c_sample")
+if ! grep -q 'parameter checksum [0-9a-f]\{64\}$' <<<"$expected"; then
+  echo "FAIL: the C sample printed no parameter checksum"
+  exit 1
+fi
+for language in Python Java Go; do
   case $language in
+    Python) got=$(run Python "$python_sample") ;;
     Java) got=$(run Java "$java_script" "$pipeforge_jar" "$sample_jar" "$jni_library") ;;
     Go) got=$(run Go "$go_sample") ;;
   esac
   if [[ $got != "$expected" ]]; then
-    echo "FAIL: the $language sample differs from the Python sample"
+    echo "FAIL: the $language sample differs from the C sample"
     diff <(echo "$expected") <(echo "$got") || true
     exit 1
   fi
 done
-echo "PASS: the Python, Java and Go samples agree:"
+echo "PASS: the C, Python, Java and Go samples agree:"
 echo "$expected"

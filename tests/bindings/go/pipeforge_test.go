@@ -4,6 +4,7 @@
 package pipeforge_test
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -335,5 +336,223 @@ func TestVersion(t *testing.T) {
 	}
 	if v := pipeforge.Version(); strings.Count(v, ".") != 2 {
 		t.Errorf("version %q", v)
+	}
+}
+
+// ---- schedules ----
+
+func generate(t *testing.T, name string, opts pipeforge.ScheduleOptions) *pipeforge.Schedule {
+	t.Helper()
+	s, err := pipeforge.GenerateSchedule(name, opts)
+	if err != nil {
+		t.Fatalf("GenerateSchedule(%q): %v", name, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func simulate(t *testing.T, s *pipeforge.Schedule, costs pipeforge.CostModel) *pipeforge.Simulation {
+	t.Helper()
+	sim, err := s.Simulate(costs)
+	if err != nil {
+		t.Fatalf("Simulate: %v", err)
+	}
+	t.Cleanup(func() { sim.Close() })
+	return sim
+}
+
+func TestScheduleOneFOneBBubbleRateAndPeakActivations(t *testing.T) {
+	s := generate(t, "1f1b", pipeforge.ScheduleOptions{Stages: 4, MicroBatches: 8, Chunks: 1})
+	for _, c := range []struct {
+		get  func() (int, error)
+		want int
+	}{{s.NumRanks, 4}, {s.NumStages, 4}, {s.NumMicroBatches, 8}} {
+		if n, err := c.get(); err != nil || n != c.want {
+			t.Errorf("shape: got %d (%v), want %d", n, err, c.want)
+		}
+	}
+	costs := pipeforge.DefaultCostModel()
+	if want := (pipeforge.CostModel{TF: 1, TB: 1, TW: 1, TComm: 0, MB: 1, MW: 0}); !reflect.DeepEqual(costs, want) {
+		t.Errorf("DefaultCostModel() = %+v, want %+v", costs, want)
+	}
+	sim := simulate(t, s, costs)
+	sum := sim.Summary()
+	if math.Abs(sum.BubbleRate-3.0/11.0) > 1e-12 || math.Abs(sum.SpanBubbleRate-3.0/11.0) > 1e-12 {
+		t.Errorf("bubble rates %v %v, want 3/11 = (P-1)/(M+P-1)", sum.BubbleRate, sum.SpanBubbleRate)
+	}
+	if sum.Makespan != 33 || sum.Ideal != 24 || sum.MaxSpan != 33 || sum.NumRanks != 4 {
+		t.Errorf("summary %+v", sum)
+	}
+	var peaks []int64
+	for i, r := range sim.Ranks() {
+		peaks = append(peaks, r.PeakActivations)
+		if r.Busy != 24 || r.Busy+r.Idle != 33 || r.FirstStart != float64(i) || r.PeakActivationBytes != float64(r.PeakActivations) {
+			t.Errorf("rank %d: %+v", i, r)
+		}
+	}
+	if !reflect.DeepEqual(peaks, []int64{4, 3, 2, 1}) {
+		t.Errorf("peak activations %v, want [4 3 2 1]", peaks)
+	}
+	if a, err := sim.ASCII(40); err != nil || !strings.Contains(a, "rank 3") {
+		t.Errorf("ASCII: %q %v", a, err)
+	}
+	if svg, err := sim.SVG(); err != nil || !strings.Contains(svg, "<svg") {
+		t.Errorf("SVG: %v", err)
+	}
+}
+
+func TestScheduleTextRoundTrip(t *testing.T) {
+	for _, name := range []string{"1f1b", "zb-v", "zb-h2"} {
+		s := generate(t, name, pipeforge.ScheduleOptions{Stages: 4, MicroBatches: 8})
+		text, err := s.Text()
+		if err != nil {
+			t.Fatal(err)
+		}
+		parsed, err := pipeforge.ParseSchedule(text)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if again, err := parsed.Text(); err != nil || again != text {
+			t.Errorf("%s: the text does not round-trip (%v)", name, err)
+		}
+		if err := parsed.Validate(); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		if a, b := simulate(t, s, pipeforge.DefaultCostModel()), simulate(t, parsed, pipeforge.DefaultCostModel()); a.Summary() != b.Summary() {
+			t.Errorf("%s: %+v != %+v", name, a.Summary(), b.Summary())
+		}
+		parsed.Close()
+	}
+}
+
+func TestScheduleErrors(t *testing.T) {
+	invalid := &pipeforge.Error{Code: pipeforge.InvalidArgument}
+	_, err := pipeforge.GenerateSchedule("2f2b", pipeforge.ScheduleOptions{Stages: 4, MicroBatches: 8})
+	var pfErr *pipeforge.Error
+	if !errors.As(err, &pfErr) || pfErr.Code != pipeforge.InvalidArgument || !strings.Contains(pfErr.Message, "'2f2b'") ||
+		!strings.Contains(pfErr.Message, "zb-h1") {
+		t.Errorf("unknown schedule: got %v", err)
+	}
+	if _, err := pipeforge.GenerateSchedule("1f1b", pipeforge.ScheduleOptions{MicroBatches: 8}); !errors.Is(err, invalid) ||
+		!strings.Contains(err.Error(), "stages") {
+		t.Errorf("no stages: got %v", err)
+	}
+	if _, err := pipeforge.GenerateSchedule("1f1b", pipeforge.ScheduleOptions{Stages: 1 << 40, MicroBatches: 8}); !errors.Is(err, invalid) {
+		t.Errorf("stages beyond int32: got %v", err)
+	}
+	if _, err := pipeforge.ParseSchedule("0F0 0QQ1"); !errors.Is(err, invalid) || !strings.Contains(err.Error(), "0QQ1") {
+		t.Errorf("bad text: got %v", err)
+	}
+	s := generate(t, "gpipe", pipeforge.ScheduleOptions{Stages: 2, MicroBatches: 2})
+	if _, err := s.Simulate(pipeforge.CostModel{TF: -1}); !errors.Is(err, invalid) || !strings.Contains(err.Error(), "t_f") {
+		t.Errorf("negative t_f: got %v", err)
+	}
+	sim := simulate(t, s, pipeforge.DefaultCostModel())
+	if _, err := sim.ASCII(3); !errors.Is(err, invalid) || !strings.Contains(err.Error(), "width") {
+		t.Errorf("narrow ASCII: got %v", err)
+	}
+	s.Close()
+	s.Close() // idempotent
+	closed := &pipeforge.Error{Code: pipeforge.FailedPrecondition}
+	if _, err := s.Text(); !errors.Is(err, closed) {
+		t.Errorf("closed schedule: got %v", err)
+	}
+	if _, err := s.Simulate(pipeforge.DefaultCostModel()); !errors.Is(err, closed) {
+		t.Errorf("closed schedule: got %v", err)
+	}
+	if _, err := s.NumRanks(); !errors.Is(err, closed) {
+		t.Errorf("closed schedule: got %v", err)
+	}
+	if _, err := sim.ChromeTrace(); err != nil {
+		t.Errorf("a simulation needs its schedule: %v", err)
+	}
+	sim.Close()
+	if _, err := sim.ChromeTrace(); !errors.Is(err, closed) {
+		t.Errorf("closed simulation: got %v", err)
+	}
+	if sim.Summary().NumRanks != 2 || len(sim.Ranks()) != 2 {
+		t.Errorf("results after Close: %+v", sim.Summary())
+	}
+}
+
+func TestScheduleLoweredSimulatesToTheSameMakespan(t *testing.T) {
+	for _, name := range []string{"1f1b", "zb-h1", "zb-v"} {
+		s := generate(t, name, pipeforge.ScheduleOptions{Stages: 4, MicroBatches: 8})
+		lowered, err := s.Lower()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lowered.Validate(); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		if text, _ := lowered.Text(); !strings.Contains(text, "SEND_F") {
+			t.Errorf("%s: no SEND_F in the lowered schedule", name)
+		}
+		for _, tComm := range []float64{0, 0.25} {
+			costs := pipeforge.DefaultCostModel()
+			costs.TComm = tComm
+			a, b := simulate(t, s, costs).Summary().Makespan, simulate(t, lowered, costs).Summary().Makespan
+			if math.Abs(a-b) > 1e-12 {
+				t.Errorf("%s, t_comm %v: makespan %v lowered, %v not", name, tComm, b, a)
+			}
+		}
+		lowered.Close()
+	}
+}
+
+func TestSchedulePerStageCosts(t *testing.T) {
+	s := generate(t, "gpipe", pipeforge.ScheduleOptions{Stages: 2, MicroBatches: 2})
+	costs := pipeforge.DefaultCostModel()
+	costs.StageTF = []float64{1, 3}
+	ranks := simulate(t, s, costs).Ranks()
+	if ranks[0].Busy != 2*(1+1+1) || ranks[1].Busy != 2*(3+1+1) {
+		t.Errorf("busy %v %v", ranks[0].Busy, ranks[1].Busy)
+	}
+	costs.TW = 0
+	costs.StageMB = []float64{2, 5}
+	ranks = simulate(t, s, costs).Ranks()
+	if ranks[1].Busy != 2*(3+1) || ranks[1].PeakActivationBytes != 10 {
+		t.Errorf("rank 1: %+v", ranks[1])
+	}
+	costs.StageTB = []float64{1, 1, 1}
+	if _, err := s.Simulate(costs); err == nil || !strings.Contains(err.Error(), "stage_t_b has 3") {
+		t.Errorf("mismatched per-stage lengths: got %v", err)
+	}
+	costs.StageTB = []float64{}
+	if _, err := s.Simulate(costs); err == nil || !strings.Contains(err.Error(), "has 0") {
+		t.Errorf("an empty (non-nil) per-stage slice: got %v", err)
+	}
+}
+
+func TestScheduleChromeTraceIsJSON(t *testing.T) {
+	s := generate(t, "zb-h1", pipeforge.ScheduleOptions{Stages: 4, MicroBatches: 8})
+	costs := pipeforge.DefaultCostModel()
+	costs.TComm = 0.5
+	sim := simulate(t, s, costs)
+	s.Close() // a simulation does not need its schedule
+	text, err := sim.ChromeTrace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var trace struct {
+		TraceEvents []struct {
+			Ph, Cat string
+			Ts, Dur float64
+			Tid     int
+		} `json:"traceEvents"`
+	}
+	if err := json.Unmarshal([]byte(text), &trace); err != nil {
+		t.Fatalf("the Chrome trace is not JSON: %v", err)
+	}
+	actions, end, tracks := 0, 0.0, map[int]bool{}
+	for _, e := range trace.TraceEvents {
+		if e.Ph == "X" && (e.Cat == "F" || e.Cat == "B" || e.Cat == "W") {
+			actions++
+			tracks[e.Tid] = true
+			end = math.Max(end, e.Ts+e.Dur)
+		}
+	}
+	if actions != 4*8*3 || len(tracks) != 4 || math.Abs(end-sim.Summary().Makespan) > 1e-6 {
+		t.Errorf("%d actions on %d tracks ending at %v (makespan %v)", actions, len(tracks), end, sim.Summary().Makespan)
 	}
 }

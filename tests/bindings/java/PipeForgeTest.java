@@ -15,15 +15,24 @@ import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
+import java.util.Set;
 import org.junit.BeforeClass;
 import org.junit.Test;
 import org.pipeforge.Batch;
+import org.pipeforge.CostModel;
 import org.pipeforge.DataLoader;
 import org.pipeforge.MlpConfig;
 import org.pipeforge.Model;
 import org.pipeforge.PipeForge;
 import org.pipeforge.PipeForgeException;
+import org.pipeforge.RankStats;
+import org.pipeforge.Schedule;
+import org.pipeforge.ScheduleOptions;
+import org.pipeforge.Simulation;
 import org.pipeforge.StepResult;
 import org.pipeforge.Tensor;
 import org.pipeforge.Trainer;
@@ -230,6 +239,280 @@ public class PipeForgeTest {
       try (Model again = Model.fromJson(json)) {
         assertArrayEquals(model.parameterNames(), again.parameterNames());
       }
+    }
+  }
+
+  // ---- schedules ----
+
+  @Test
+  public void oneFOneBBubbleRateAndPeakActivations() {
+    ScheduleOptions options = new ScheduleOptions(4, 8);
+    options.setChunks(1);
+    try (Schedule schedule = Schedule.generate("1f1b", options);
+        Simulation sim = schedule.simulate(new CostModel())) {
+      assertEquals(4, schedule.numRanks());
+      assertEquals(4, schedule.numStages());
+      assertEquals(8, schedule.numMicroBatches());
+      assertEquals(3.0 / 11.0, sim.bubbleRate(), 1e-12); // (P-1)/(M+P-1)
+      assertEquals(3.0 / 11.0, sim.spanBubbleRate(), 1e-12);
+      assertEquals(33.0, sim.makespan(), 0.0);
+      assertEquals(24.0, sim.ideal(), 0.0);
+      assertEquals(33.0, sim.maxSpan(), 0.0);
+      assertEquals(4, sim.numRanks());
+      RankStats[] ranks = sim.ranks();
+      long[] peaks = new long[ranks.length];
+      for (int i = 0; i < ranks.length; ++i) {
+        peaks[i] = ranks[i].getPeakActivations();
+        assertEquals(24.0, ranks[i].getBusy(), 0.0);
+        assertEquals(33.0, ranks[i].getBusy() + ranks[i].getIdle(), 0.0);
+        assertEquals(i, ranks[i].getFirstStart(), 0.0);
+        assertEquals(peaks[i], ranks[i].getPeakActivationBytes(), 0.0);
+      }
+      assertArrayEquals(new long[] {4, 3, 2, 1}, peaks);
+      assertTrue(sim.toAscii().contains("rank 3"));
+      assertTrue(sim.toAscii(40).contains("rank 3"));
+      assertTrue(sim.toSvg().contains("<svg"));
+    }
+  }
+
+  @Test
+  public void textRoundTripsThroughParse() {
+    for (String name : new String[] {"1f1b", "zb-v", "zb-h2"}) {
+      try (Schedule schedule = Schedule.generate(name, 4, 8);
+          Schedule parsed = Schedule.parse(schedule.toText())) {
+        assertEquals(name, schedule.toText(), parsed.toText());
+        parsed.validate();
+        try (Simulation a = schedule.simulate(); Simulation b = parsed.simulate()) {
+          assertEquals(name, a.makespan(), b.makespan(), 0.0);
+        }
+      }
+    }
+  }
+
+  @Test
+  public void badScheduleNameThrowsNamingIt() {
+    PipeForgeException e =
+        assertThrows(PipeForgeException.class, () -> Schedule.generate("2f2b", 4, 8));
+    assertEquals(PipeForgeException.INVALID_ARGUMENT, e.getCode());
+    assertEquals("INVALID_ARGUMENT", e.getCodeName());
+    assertTrue(e.getMessage(), e.getMessage().contains("'2f2b'"));
+    assertTrue(e.getMessage(), e.getMessage().contains("zb-h1"));
+    e = assertThrows(PipeForgeException.class, () -> Schedule.generate("1f1b", new ScheduleOptions()));
+    assertTrue(e.getMessage(), e.getMessage().contains("stages"));
+    e = assertThrows(PipeForgeException.class, () -> Schedule.parse("0F0 0QQ1"));
+    assertTrue(e.getMessage(), e.getMessage().contains("0QQ1"));
+    Schedule schedule = Schedule.generate("gpipe", 2, 2);
+    CostModel negative = new CostModel();
+    negative.setTF(-1);
+    e = assertThrows(PipeForgeException.class, () -> schedule.simulate(negative));
+    assertTrue(e.getMessage(), e.getMessage().contains("t_f"));
+    assertThrows(NullPointerException.class, () -> new CostModel().setStageTF((double[]) null));
+    try (Simulation sim = schedule.simulate()) {
+      e = assertThrows(PipeForgeException.class, () -> sim.toAscii(3));
+      assertTrue(e.getMessage(), e.getMessage().contains("width"));
+    }
+    schedule.close();
+    schedule.close(); // idempotent
+    e = assertThrows(PipeForgeException.class, schedule::toText);
+    assertEquals(PipeForgeException.FAILED_PRECONDITION, e.getCode());
+  }
+
+  @Test
+  public void loweredScheduleSimulatesToTheSameMakespan() {
+    for (String name : new String[] {"1f1b", "zb-h1", "zb-v"}) {
+      try (Schedule schedule = Schedule.generate(name, 4, 8); Schedule lowered = schedule.lower()) {
+        lowered.validate();
+        assertTrue(lowered.toText().contains("SEND_F"));
+        assertTrue(!schedule.toText().contains("SEND_F"));
+        for (double tComm : new double[] {0.0, 0.25}) {
+          CostModel costs = new CostModel();
+          costs.setTComm(tComm);
+          try (Simulation a = schedule.simulate(costs); Simulation b = lowered.simulate(costs)) {
+            assertEquals(name, a.makespan(), b.makespan(), 1e-12);
+          }
+        }
+      }
+    }
+  }
+
+  @Test
+  public void perStageCosts() {
+    try (Schedule schedule = Schedule.generate("gpipe", 2, 2)) {
+      CostModel costs = new CostModel();
+      costs.setStageTF(1.0, 3.0);
+      try (Simulation sim = schedule.simulate(costs)) {
+        assertEquals(2 * (1.0 + 1.0 + 1.0), sim.rankStats(0).getBusy(), 0.0);
+        assertEquals(2 * (3.0 + 1.0 + 1.0), sim.rankStats(1).getBusy(), 0.0);
+      }
+      costs.setTW(0);
+      costs.setStageMB(2.0, 5.0);
+      try (Simulation sim = schedule.simulate(costs)) {
+        assertEquals(2 * (3.0 + 1.0), sim.ranks()[1].getBusy(), 0.0);
+        assertEquals(10.0, sim.ranks()[1].getPeakActivationBytes(), 0.0);
+      }
+      costs.setStageTB(1.0, 1.0, 1.0);
+      PipeForgeException e = assertThrows(PipeForgeException.class, () -> schedule.simulate(costs));
+      assertTrue(e.getMessage(), e.getMessage().contains("stage_t_b has 3"));
+      costs.clearStageCosts();
+      try (Simulation sim = schedule.simulate(costs)) {
+        assertEquals(2 * (1.0 + 1.0), sim.rankStats(1).getBusy(), 0.0);
+      }
+    }
+  }
+
+  @Test
+  @SuppressWarnings("unchecked")
+  public void chromeTraceIsJson() {
+    Simulation sim;
+    try (Schedule schedule = Schedule.generate("zb-h1", 4, 8)) {
+      CostModel costs = new CostModel();
+      costs.setTComm(0.5);
+      sim = schedule.simulate(costs);
+    } // a simulation does not need its schedule
+    try (Simulation s = sim) {
+      Map<String, Object> trace = (Map<String, Object>) new Json(s.toChromeTrace()).parse();
+      int actions = 0;
+      Set<Object> tracks = new HashSet<>();
+      double end = 0;
+      for (Object o : (List<Object>) trace.get("traceEvents")) {
+        Map<String, Object> event = (Map<String, Object>) o;
+        if (!"X".equals(event.get("ph"))) continue;
+        if (!List.of("F", "B", "W").contains(event.get("cat"))) continue;
+        ++actions;
+        tracks.add(event.get("tid"));
+        end = Math.max(end, (Double) event.get("ts") + (Double) event.get("dur"));
+      }
+      assertEquals(4 * 8 * 3, actions); // F, B and W of every (micro-batch, stage)
+      assertEquals(4, tracks.size()); // a track per rank
+      assertEquals(s.makespan(), end, 1e-6);
+    }
+    PipeForgeException e = assertThrows(PipeForgeException.class, sim::toChromeTrace);
+    assertEquals(PipeForgeException.FAILED_PRECONDITION, e.getCode());
+  }
+
+  /** A strict JSON reader (objects, arrays, strings, numbers as Double, true/false/null). */
+  static final class Json {
+    private final String s;
+    private int i;
+
+    Json(String text) {
+      s = text;
+    }
+
+    Object parse() {
+      Object v = value();
+      space();
+      if (i != s.length()) throw error("trailing characters");
+      return v;
+    }
+
+    private Object value() {
+      space();
+      if (i >= s.length()) throw error("unexpected end");
+      char c = s.charAt(i);
+      if (c == '{') {
+        ++i;
+        Map<String, Object> m = new LinkedHashMap<>();
+        space();
+        if (peek('}')) return m;
+        do {
+          space();
+          String key = string();
+          space();
+          expect(':');
+          m.put(key, value());
+          space();
+        } while (peek(','));
+        expect('}');
+        return m;
+      }
+      if (c == '[') {
+        ++i;
+        List<Object> l = new ArrayList<>();
+        space();
+        if (peek(']')) return l;
+        do {
+          l.add(value());
+          space();
+        } while (peek(','));
+        expect(']');
+        return l;
+      }
+      if (c == '"') return string();
+      for (String word : new String[] {"true", "false", "null"}) {
+        if (s.startsWith(word, i)) {
+          i += word.length();
+          return word.equals("null") ? null : Boolean.valueOf(word);
+        }
+      }
+      int start = i;
+      while (i < s.length() && "+-0123456789.eE".indexOf(s.charAt(i)) >= 0) ++i;
+      if (start == i) throw error("unexpected '" + c + "'");
+      return Double.valueOf(s.substring(start, i));
+    }
+
+    private String string() {
+      expect('"');
+      StringBuilder b = new StringBuilder();
+      while (true) {
+        if (i >= s.length()) throw error("unterminated string");
+        char c = s.charAt(i++);
+        if (c == '"') return b.toString();
+        if (c < 0x20) throw error("control character in a string");
+        if (c != '\\') {
+          b.append(c);
+          continue;
+        }
+        char e = s.charAt(i++);
+        switch (e) {
+          case 'u':
+            b.append((char) Integer.parseInt(s.substring(i, i + 4), 16));
+            i += 4;
+            break;
+          case 'n':
+            b.append('\n');
+            break;
+          case 't':
+            b.append('\t');
+            break;
+          case 'r':
+            b.append('\r');
+            break;
+          case 'b':
+            b.append('\b');
+            break;
+          case 'f':
+            b.append('\f');
+            break;
+          case '"':
+          case '\\':
+          case '/':
+            b.append(e);
+            break;
+          default:
+            throw error("bad escape \\" + e);
+        }
+      }
+    }
+
+    private void space() {
+      while (i < s.length() && " \t\r\n".indexOf(s.charAt(i)) >= 0) ++i;
+    }
+
+    private boolean peek(char c) {
+      if (i < s.length() && s.charAt(i) == c) {
+        ++i;
+        return true;
+      }
+      return false;
+    }
+
+    private void expect(char c) {
+      if (!peek(c)) throw error("expected '" + c + "'");
+    }
+
+    private IllegalArgumentException error(String what) {
+      return new IllegalArgumentException("bad JSON at " + i + ": " + what);
     }
   }
 

@@ -6,6 +6,7 @@ reference run; the binding must reproduce them bitwise.
 """
 
 import gc
+import json
 import os
 import struct
 import subprocess
@@ -282,6 +283,112 @@ class StateTest(unittest.TestCase):
     def test_version(self):
         self.assertRegex(pipeforge.__version__, r"^\d+\.\d+\.\d+$")
         self.assertEqual(pipeforge.ABI_VERSION, pipeforge._core.library_abi_version())
+
+
+class ScheduleTest(unittest.TestCase):
+    def test_1f1b_bubble_rate_and_peak_activations(self):
+        with pipeforge.Schedule.generate("1f1b", stages=4, micro_batches=8, chunks=1) as schedule:
+            self.assertEqual((schedule.num_ranks, schedule.num_stages, schedule.num_micro_batches), (4, 4, 8))
+            with schedule.simulate(t_f=1, t_b=1, t_w=1, t_comm=0, m_b=1, m_w=0) as sim:
+                self.assertAlmostEqual(sim.bubble_rate, 3 / 11, places=12)  # (P-1)/(M+P-1)
+                self.assertAlmostEqual(sim.span_bubble_rate, 3 / 11, places=12)
+                self.assertEqual((sim.makespan, sim.ideal, sim.max_span, sim.num_ranks), (33.0, 24.0, 33.0, 4))
+                self.assertEqual([r.peak_activations for r in sim.ranks], [4, 3, 2, 1])
+                self.assertEqual([r.peak_activation_bytes for r in sim.ranks], [4.0, 3.0, 2.0, 1.0])
+                self.assertEqual([r.first_start for r in sim.ranks], [0.0, 1.0, 2.0, 3.0])
+                for r in sim.ranks:
+                    self.assertEqual((r.busy, r.busy + r.idle), (24.0, 33.0))
+                self.assertIn("rank 3", sim.to_ascii())
+                grid = [line for line in sim.to_ascii(width=40).splitlines() if line.startswith("rank ")]
+                self.assertEqual([len(line.split("|")[1]) for line in grid], [40] * 4)
+                self.assertIn("<svg", sim.to_svg())
+
+    def test_text_round_trip_through_parse(self):
+        for name, chunks in (("1f1b", 1), ("zb-v", 1), ("interleaved-1f1b", 2)):
+            with pipeforge.Schedule.generate(name, stages=4, micro_batches=8, chunks=chunks) as schedule:
+                text = schedule.to_text()
+                with pipeforge.Schedule.parse(text) as parsed:
+                    self.assertEqual(parsed.to_text(), text, name)
+                    self.assertEqual(str(parsed), text)
+                    parsed.validate()
+                    self.assertEqual(parsed.simulate().makespan, schedule.simulate().makespan)
+
+    def test_bad_names_and_texts_raise_value_errors_naming_them(self):
+        with self.assertRaises(ValueError) as cm:
+            pipeforge.Schedule.generate("2f2b", stages=4, micro_batches=8)
+        self.assertIsInstance(cm.exception, pipeforge.InvalidArgumentError)
+        self.assertIn("2f2b", str(cm.exception))
+        self.assertIn("zb-h1", str(cm.exception))  # lists the known names
+        with self.assertRaisesRegex(ValueError, "stages"):
+            pipeforge.Schedule.generate("1f1b", stages=0, micro_batches=8)
+        with self.assertRaisesRegex(ValueError, "0QQ1"):
+            pipeforge.Schedule.parse("0F0 0QQ1")
+        with self.assertRaisesRegex(ValueError, "rank 0"):
+            pipeforge.Schedule.parse("0BW0 0F0")  # parses, but B before F
+        schedule = pipeforge.Schedule.generate("gpipe", 2, 2)
+        with self.assertRaisesRegex(ValueError, "t_f"):
+            schedule.simulate(t_f=-1)
+        with self.assertRaisesRegex(ValueError, "width"):
+            schedule.simulate().to_ascii(width=3)
+        with self.assertRaises(TypeError):
+            schedule.simulate(stage_t_f=3.0)
+        with self.assertRaises(TypeError):
+            pipeforge.Schedule(None)
+        with self.assertRaises(TypeError):
+            pipeforge.Schedule.generate("1f1b", stages=4.5, micro_batches=8)
+        schedule.close()
+        schedule.close()
+        self.assertTrue(schedule.closed)
+        with self.assertRaises(pipeforge.FailedPreconditionError):
+            schedule.to_text()
+        with self.assertRaises(pipeforge.FailedPreconditionError):
+            schedule.simulate()
+
+    def test_lowered_schedule_simulates_to_the_same_makespan(self):
+        for name in ("1f1b", "zb-h1", "zb-v"):
+            with pipeforge.Schedule.generate(name, stages=4, micro_batches=8) as schedule:
+                with schedule.lower() as lowered:
+                    lowered.validate()
+                    self.assertIn("SEND_F", lowered.to_text())
+                    self.assertNotIn("SEND_F", schedule.to_text())
+                    for t_comm in (0.0, 0.25):
+                        self.assertAlmostEqual(lowered.simulate(t_comm=t_comm).makespan,
+                                               schedule.simulate(t_comm=t_comm).makespan, places=12, msg=name)
+
+    def test_per_stage_costs(self):
+        with pipeforge.Schedule.generate("gpipe", stages=2, micro_batches=2) as schedule:
+            sim = schedule.simulate(stage_t_f=[1.0, 3.0])
+            self.assertEqual(sim.ranks[1].busy, 2 * (3.0 + 1.0 + 1.0))
+            self.assertEqual(sim.ranks[0].busy, 2 * (1.0 + 1.0 + 1.0))
+            sim = schedule.simulate(stage_t_f=np.array([1, 3]), stage_m_b=(2, 5), t_w=0)
+            self.assertEqual(sim.ranks[1].busy, 2 * (3.0 + 1.0))
+            self.assertEqual([r.peak_activation_bytes for r in sim.ranks], [4.0, 10.0])
+            with self.assertRaisesRegex(ValueError, "stage_t_b has 3"):
+                schedule.simulate(stage_t_f=[1, 1], stage_t_b=[1, 1, 1])
+            with self.assertRaisesRegex(ValueError, "2 stages"):
+                schedule.simulate(stage_t_w=[1, 1, 1])
+
+    def test_chrome_trace_is_json_and_results_outlive_close(self):
+        schedule = pipeforge.Schedule.generate("zb-h1", stages=4, micro_batches=8)
+        sim = schedule.simulate(t_comm=0.5)
+        schedule.close()  # a simulation does not need its schedule
+        trace = json.loads(sim.to_chrome_trace())
+        events = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e["cat"] in ("F", "B", "W")]
+        self.assertEqual(len(events), 4 * 8 * 3)  # F, B and W of every (micro-batch, stage)
+        self.assertEqual({e["tid"] for e in events}, {0, 1, 2, 3})  # a track per rank
+        self.assertAlmostEqual(max(e["ts"] + e["dur"] for e in events), sim.makespan, places=6)
+        self.assertLess(sim.span_bubble_rate, 1.0)
+        sim.close()
+        self.assertEqual(len(sim.ranks), 4)  # read when it was made
+        with self.assertRaises(pipeforge.FailedPreconditionError):
+            sim.to_chrome_trace()
+
+    def test_every_known_schedule_generates(self):
+        for name in pipeforge.SCHEDULE_NAMES:
+            chunks = 2 if name in ("interleaved-1f1b", "bfs") else 1
+            with pipeforge.Schedule.generate(name, stages=4, micro_batches=8, chunks=chunks) as schedule:
+                sim = schedule.simulate()
+                self.assertGreaterEqual(sim.makespan, sim.ideal, name)
 
 
 class GilTest(unittest.TestCase):

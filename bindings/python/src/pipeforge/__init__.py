@@ -8,12 +8,17 @@
         result = trainer.step(np.zeros((16, 8), np.float32), np.zeros(16, np.int32))
         print(result.loss, trainer.checksum())
 
+    schedule = pipeforge.Schedule.generate("1f1b", stages=4, micro_batches=8)
+    with schedule.simulate(t_f=1, t_b=1, t_w=1) as simulation:
+        print(simulation.bubble_rate, [r.peak_activations for r in simulation.ranks])
+
 Errors raise pipeforge.Error subclasses (InvalidArgumentError is also a ValueError) carrying the
 runtime's message. docs/BINDINGS.md has the details.
 """
 
 from . import core as _core
 from ._api import Metrics, Model, StepResult, Trainer
+from ._schedule import SCHEDULE_NAMES, RankStats, Schedule, Simulation
 from ._errors import (CallbackError, CancelledError, CublasError, CudaError, DataLossError, Error,
                       FailedPreconditionError, InternalError, InvalidArgumentError, IoError, MpiError, NcclError,
                       NotFoundError, OutOfMemoryError, TimeoutError, UnimplementedError)
@@ -25,6 +30,6 @@ ABI_VERSION = _core.header_abi_version()
 __all__ = [
     "ABI_VERSION", "CallbackError", "CancelledError", "CublasError", "CudaError", "DataLossError", "Error",
     "FailedPreconditionError", "InternalError", "InvalidArgumentError", "IoError", "Metrics", "Model", "MpiError",
-    "NcclError", "NotFoundError", "OutOfMemoryError", "StepResult", "TimeoutError", "Trainer",
-    "UnimplementedError",
+    "NcclError", "NotFoundError", "OutOfMemoryError", "RankStats", "SCHEDULE_NAMES", "Schedule", "Simulation",
+    "StepResult", "TimeoutError", "Trainer", "UnimplementedError",
 ]

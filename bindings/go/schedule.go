@@ -1,0 +1,330 @@
+package pipeforge
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+
+	"pipeforge/internal/core"
+)
+
+// ScheduleNames are the schedules GenerateSchedule knows.
+var ScheduleNames = []string{"gpipe", "1f1b", "interleaved-1f1b", "bfs", "zb-h1", "zb-h2", "zb-v", "zb-auto"}
+
+// ScheduleOptions says what GenerateSchedule builds. Stages (P pipeline ranks) and MicroBatches (M)
+// are required. Zero fields take the C API's defaults: Chunks 1 (V model chunks per rank, for
+// interleaved-1f1b and bfs); TF, TB, TW 1, TComm 0 and MemLimit 0 (= P), which steer "zb-auto"'s
+// search only.
+type ScheduleOptions struct {
+	Stages, MicroBatches, Chunks int
+	TF, TB, TW, TComm            float64
+	MemLimit                     float64 // cap on in-flight micro-batches per rank
+}
+
+// CostModel are the costs Simulate times a schedule under, in any one time unit. Fields are used as
+// they are (zero is a valid cost), so start from DefaultCostModel. A non-nil Stage* slice (one entry
+// per stage) overrides its scalar.
+type CostModel struct {
+	TF, TB, TW float64 // forward, backward-input and backward-weight time of a stage (a fused BW: TB + TW)
+	TComm      float64 // latency of every cross-rank dependency
+	MB         float64 // activation memory a micro-batch keeps from F until its B
+	MW         float64 // memory kept from B until its W
+
+	StageTF, StageTB, StageTW, StageMB, StageMW []float64
+}
+
+// DefaultCostModel returns the C API's default costs: TF = TB = TW = 1, TComm 0, MB 1, MW 0.
+func DefaultCostModel() CostModel {
+	c := core.NewCostModel()
+	defer core.DeleteCostModel(c)
+	return CostModel{TF: c.GetTF(), TB: c.GetTB(), TW: c.GetTW(), TComm: c.GetTComm(), MB: c.GetMB(), MW: c.GetMW()}
+}
+
+// SimulationSummary are a simulation's whole-schedule results.
+type SimulationSummary struct {
+	Makespan   float64 // latest finish over all ranks
+	Ideal      float64 // bubble-free time of the busiest rank
+	BubbleRate float64 // (Makespan - Ideal) / Makespan
+	NumRanks   int
+	// The zero-bubble paper's measure: a rank's span is finish - first start; MaxSpan is the longest
+	// and SpanBubbleRate = (MaxSpan - Ideal) / MaxSpan.
+	MaxSpan        float64
+	SpanBubbleRate float64
+}
+
+// RankStats are one rank's results.
+type RankStats struct {
+	Busy                float64 // time spent in actions
+	Idle                float64 // Makespan - Busy
+	FirstStart, Finish  float64 // start of its first action, end of its last
+	PeakActivations     int64   // most micro-batches held at once (F done, B not yet)
+	PeakActivationBytes float64 // the same in bytes (MB and MW of its stages)
+}
+
+// Schedule is a validated pipeline schedule: the actions (F, B, W, BW, SEND/RECV) each rank runs, in
+// order. Not safe for concurrent use. Close it when done (a finalizer frees a forgotten one).
+type Schedule struct {
+	s core.Schedule
+}
+
+func newSchedule(build func(core.Status) core.Schedule) (*Schedule, error) {
+	if abiError != nil {
+		return nil, abiError
+	}
+	var s core.Schedule
+	if err := call(func(st core.Status) { s = build(st) }); err != nil {
+		return nil, err
+	}
+	schedule := &Schedule{s: s}
+	runtime.SetFinalizer(schedule, (*Schedule).Close)
+	return schedule, nil
+}
+
+// GenerateSchedule generates schedule name (one of ScheduleNames) and validates it. An unknown name,
+// or a schedule that cannot exist for these P, M, V, is an InvalidArgument error saying why.
+func GenerateSchedule(name string, opts ScheduleOptions) (*Schedule, error) {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"Stages", opts.Stages}, {"MicroBatches", opts.MicroBatches}, {"Chunks", opts.Chunks}} {
+		if err := checkInt32(f.name, f.v); err != nil {
+			return nil, err
+		}
+	}
+	o := core.NewScheduleOptions()
+	defer core.DeleteScheduleOptions(o)
+	o.SetStages(opts.Stages)
+	o.SetMicroBatches(opts.MicroBatches)
+	if opts.Chunks != 0 {
+		o.SetChunks(opts.Chunks)
+	}
+	for _, f := range []struct {
+		v   float64
+		set func(float64)
+	}{
+		{opts.TF, o.SetTF}, {opts.TB, o.SetTB}, {opts.TW, o.SetTW}, {opts.TComm, o.SetTComm},
+		{opts.MemLimit, o.SetMemLimit},
+	} {
+		if f.v != 0 {
+			f.set(f.v)
+		}
+	}
+	return newSchedule(func(s core.Status) core.Schedule { return core.ScheduleGenerate(name, o, s) })
+}
+
+// ParseSchedule parses the text form (what Text returns) or PyTorch-style compact action lists, one
+// rank per line, and validates it. Errors name the line, the token or the rule broken.
+func ParseSchedule(text string) (*Schedule, error) {
+	return newSchedule(func(s core.Status) core.Schedule { return core.ScheduleParse(text, s) })
+}
+
+// Close destroys the schedule (its simulations stay valid). Idempotent.
+func (s *Schedule) Close() error {
+	if s != nil && s.s != nil {
+		core.DeleteSchedule(s.s)
+		s.s = nil
+		runtime.SetFinalizer(s, nil)
+	}
+	return nil
+}
+
+// Text is the schedule's text form; ParseSchedule reads it back to the same schedule.
+func (s *Schedule) Text() (string, error) {
+	defer runtime.KeepAlive(s)
+	if s == nil || s.s == nil {
+		return "", errClosed("schedule")
+	}
+	var text string
+	err := call(func(st core.Status) { text = s.s.ToText(st) })
+	return text, err
+}
+
+// Validate checks the schedule again; an InvalidArgument error names the rank, the action and the
+// unmet dependency.
+func (s *Schedule) Validate() error {
+	defer runtime.KeepAlive(s)
+	if s == nil || s.s == nil {
+		return errClosed("schedule")
+	}
+	return call(func(st core.Status) { s.s.Validate(st) })
+}
+
+// Lower returns a new schedule with SEND/RECV actions for every cross-rank dependency, in an order
+// that cannot deadlock.
+func (s *Schedule) Lower() (*Schedule, error) {
+	defer runtime.KeepAlive(s)
+	if s == nil || s.s == nil {
+		return nil, errClosed("schedule")
+	}
+	return newSchedule(func(st core.Status) core.Schedule { return s.s.Lower(st) })
+}
+
+func (s *Schedule) shape(get func(core.Status) int) (int, error) {
+	defer runtime.KeepAlive(s)
+	if s == nil || s.s == nil {
+		return 0, errClosed("schedule")
+	}
+	var n int
+	err := call(func(st core.Status) { n = get(st) })
+	return n, err
+}
+
+// NumRanks is the number of pipeline ranks.
+func (s *Schedule) NumRanks() (int, error) {
+	if s == nil || s.s == nil {
+		return 0, errClosed("schedule")
+	}
+	return s.shape(s.s.NumRanks)
+}
+
+// NumStages is the number of model stages (ranks x chunks).
+func (s *Schedule) NumStages() (int, error) {
+	if s == nil || s.s == nil {
+		return 0, errClosed("schedule")
+	}
+	return s.shape(s.s.NumStages)
+}
+
+// NumMicroBatches is the number of micro-batches.
+func (s *Schedule) NumMicroBatches() (int, error) {
+	if s == nil || s.s == nil {
+		return 0, errClosed("schedule")
+	}
+	return s.shape(s.s.NumMicroBatches)
+}
+
+// Simulate times the schedule under costs: each rank runs its actions in order; every cross-rank
+// dependency waits TComm after its producer ends.
+func (s *Schedule) Simulate(costs CostModel) (*Simulation, error) {
+	defer runtime.KeepAlive(s)
+	if s == nil || s.s == nil {
+		return nil, errClosed("schedule")
+	}
+	c := core.NewCostModel()
+	defer core.DeleteCostModel(c)
+	c.SetTF(costs.TF)
+	c.SetTB(costs.TB)
+	c.SetTW(costs.TW)
+	c.SetTComm(costs.TComm)
+	c.SetMB(costs.MB)
+	c.SetMW(costs.MW)
+	for _, f := range []struct {
+		v   []float64
+		set func([]float64)
+	}{
+		{costs.StageTF, c.SetStageTF}, {costs.StageTB, c.SetStageTB}, {costs.StageTW, c.SetStageTW},
+		{costs.StageMB, c.SetStageMB}, {costs.StageMW, c.SetStageMW},
+	} {
+		if f.v != nil {
+			f.set(f.v)
+		}
+	}
+	var sim core.Simulation
+	if err := call(func(st core.Status) { sim = s.s.Simulate(c, st) }); err != nil {
+		return nil, err
+	}
+	simulation := &Simulation{sim: sim}
+	runtime.SetFinalizer(simulation, (*Simulation).Close)
+	if err := simulation.read(); err != nil {
+		simulation.Close()
+		return nil, err
+	}
+	return simulation, nil
+}
+
+// Simulation is a schedule timed under a cost model. Its results (Summary, Ranks) are read when it is
+// made and stay available after Close; the renderings need the native object. Not safe for
+// concurrent use.
+type Simulation struct {
+	sim     core.Simulation
+	summary SimulationSummary
+	ranks   []RankStats
+}
+
+func (m *Simulation) read() error {
+	var s core.SimulationSummary
+	err := call(func(st core.Status) { s = m.sim.Summary(st) })
+	defer core.DeleteSimulationSummary(s)
+	if err != nil {
+		return err
+	}
+	m.summary = SimulationSummary{Makespan: s.GetMakespan(), Ideal: s.GetIdeal(), BubbleRate: s.GetBubbleRate(),
+		NumRanks: s.GetNumRanks(), MaxSpan: s.GetMaxSpan(), SpanBubbleRate: s.GetSpanBubbleRate()}
+	m.ranks = make([]RankStats, m.summary.NumRanks)
+	for i := range m.ranks {
+		var r core.RankStats
+		err := call(func(st core.Status) { r = m.sim.RankStats(i, st) })
+		if err == nil {
+			m.ranks[i] = RankStats{Busy: r.GetBusy(), Idle: r.GetIdle(), FirstStart: r.GetFirstStart(),
+				Finish: r.GetFinish(), PeakActivations: r.GetPeakActivations(),
+				PeakActivationBytes: r.GetPeakActivationBytes()}
+		}
+		core.DeleteRankStats(r)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close destroys the native simulation (Summary and Ranks stay available). Idempotent.
+func (m *Simulation) Close() error {
+	if m != nil && m.sim != nil {
+		core.DeleteSimulation(m.sim)
+		m.sim = nil
+		runtime.SetFinalizer(m, nil)
+	}
+	return nil
+}
+
+// Summary returns the whole-schedule results.
+func (m *Simulation) Summary() SimulationSummary { return m.summary }
+
+// Ranks returns every rank's results, rank 0 first (a copy).
+func (m *Simulation) Ranks() []RankStats { return append([]RankStats(nil), m.ranks...) }
+
+func (m *Simulation) render(f func(core.Status) string) (string, error) {
+	defer runtime.KeepAlive(m)
+	if m == nil || m.sim == nil {
+		return "", errClosed("simulation")
+	}
+	var text string
+	err := call(func(st core.Status) { text = f(st) })
+	return text, err
+}
+
+// ChromeTrace is the timeline as Chrome trace JSON (chrome://tracing, https://ui.perfetto.dev): a
+// track per rank, an event per action.
+func (m *Simulation) ChromeTrace() (string, error) {
+	if m == nil || m.sim == nil {
+		return "", errClosed("simulation")
+	}
+	return m.render(m.sim.ToChromeTrace)
+}
+
+// SVG is the timeline as an SVG image.
+func (m *Simulation) SVG() (string, error) {
+	if m == nil || m.sim == nil {
+		return "", errClosed("simulation")
+	}
+	return m.render(m.sim.ToSvg)
+}
+
+// ASCII is the timeline as a terminal grid width (>= 10) characters wide.
+func (m *Simulation) ASCII(width int) (string, error) {
+	if m == nil || m.sim == nil {
+		return "", errClosed("simulation")
+	}
+	if err := checkInt32("width", width); err != nil {
+		return "", err
+	}
+	return m.render(func(st core.Status) string { return m.sim.ToAscii(width, st) })
+}
+
+// checkInt32 rejects a value the C API's int32_t cannot hold (SWIG would truncate it).
+func checkInt32(name string, v int) error {
+	if v < math.MinInt32 || v > math.MaxInt32 {
+		return &Error{Code: InvalidArgument, Message: fmt.Sprintf("%s is %d, outside the int32 range", name, v)}
+	}
+	return nil
+}

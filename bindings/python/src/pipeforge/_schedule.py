@@ -1,0 +1,153 @@
+"""Pipeline schedules and their simulation: Schedule, Simulation and RankStats over pipeforge.core."""
+
+import dataclasses
+import operator
+
+from . import core
+from ._api import _Closeable
+
+# The schedules Schedule.generate knows (the C API's pf_schedule_generate).
+SCHEDULE_NAMES = ("gpipe", "1f1b", "interleaved-1f1b", "bfs", "zb-h1", "zb-h2", "zb-v", "zb-auto")
+
+
+@dataclasses.dataclass(frozen=True)
+class RankStats:
+    """One rank's share of a simulated timeline."""
+
+    busy: float  # time spent in actions
+    idle: float  # makespan - busy
+    first_start: float  # start of its first action
+    finish: float  # end of its last action
+    peak_activations: int  # most micro-batches held at once (F done, B not yet)
+    peak_activation_bytes: float  # the same in bytes (m_b and m_w of its stages)
+
+
+class Simulation(_Closeable):
+    """A schedule timed under a cost model (Schedule.simulate). The results (makespan, ideal,
+    bubble_rate, max_span, span_bubble_rate, num_ranks, ranks) are read when it is made and stay
+    readable after close(); the renderings need the native object. Times are in the cost model's
+    unit."""
+
+    def __init__(self, handle):
+        if not isinstance(handle, core.Simulation):
+            raise TypeError("use Schedule.simulate to make a Simulation")
+        self._handle = handle
+        s = handle.summary()
+        self.makespan = s.makespan  # latest finish over all ranks
+        self.ideal = s.ideal  # bubble-free time of the busiest rank
+        self.bubble_rate = s.bubble_rate  # (makespan - ideal) / makespan
+        self.num_ranks = s.num_ranks
+        self.max_span = s.max_span  # longest finish - first start of a rank
+        self.span_bubble_rate = s.span_bubble_rate  # (max_span - ideal) / max_span (the zero-bubble paper's)
+        self.ranks = [RankStats(r.busy, r.idle, r.first_start, r.finish, r.peak_activations, r.peak_activation_bytes)
+                      for r in (handle.rank_stats(i) for i in range(s.num_ranks))]
+
+    def to_chrome_trace(self):
+        """The timeline as Chrome trace JSON (chrome://tracing, https://ui.perfetto.dev): a track per
+        rank, an event per action."""
+        return self._handle.to_chrome_trace()
+
+    def to_svg(self):
+        """The timeline as an SVG image."""
+        return self._handle.to_svg()
+
+    def to_ascii(self, width=100):
+        """The timeline as a terminal grid `width` (>= 10) characters wide."""
+        return self._handle.to_ascii(operator.index(width))
+
+    def __repr__(self):
+        return (f"Simulation(makespan={self.makespan:g}, ideal={self.ideal:g}, bubble_rate={self.bubble_rate:.4f}, "
+                f"num_ranks={self.num_ranks})")
+
+
+def _floats(values, what):
+    try:
+        return [float(v) for v in values]
+    except TypeError:
+        raise TypeError(f"{what}: expected a sequence of numbers, got {type(values).__name__}") from None
+
+
+class Schedule(_Closeable):
+    """A pipeline schedule: the actions (F, B, W, BW, SEND/RECV) each rank runs, in order. Make one
+    with Schedule.generate or Schedule.parse; either validates it. Errors raise
+    InvalidArgumentError (a ValueError) with the runtime's message."""
+
+    NAMES = SCHEDULE_NAMES
+
+    def __init__(self, handle):
+        if not isinstance(handle, core.Schedule):
+            raise TypeError("use Schedule.generate or Schedule.parse to make a Schedule")
+        self._handle = handle
+
+    @classmethod
+    def generate(cls, name, stages, micro_batches, chunks=1, t_f=None, t_b=None, t_w=None, t_comm=None,
+                 mem_limit=None):
+        """Generates schedule `name` (one of Schedule.NAMES) for `stages` pipeline ranks P,
+        `micro_batches` M and `chunks` V model chunks per rank (interleaved-1f1b, bfs). t_f, t_b,
+        t_w, t_comm and mem_limit steer "zb-auto"'s search only; left out, they take the C API's
+        defaults (1, 1, 1, 0, 0 = P)."""
+        options = core.ScheduleOptions()
+        options.stages = operator.index(stages)
+        options.micro_batches = operator.index(micro_batches)
+        options.chunks = operator.index(chunks)
+        for field, value in (("t_f", t_f), ("t_b", t_b), ("t_w", t_w), ("t_comm", t_comm), ("mem_limit", mem_limit)):
+            if value is not None:
+                setattr(options, field, float(value))
+        return cls(core.Schedule.generate(str(name), options))
+
+    @classmethod
+    def parse(cls, text):
+        """Parses the text form (what to_text writes) or PyTorch-style compact action lists, one rank
+        per line, and validates it."""
+        return cls(core.Schedule.parse(text))
+
+    def to_text(self):
+        """The text form; Schedule.parse reads it back to the same schedule."""
+        return self._handle.to_text()
+
+    def validate(self):
+        """Checks the schedule again; raises InvalidArgumentError naming the rank, the action and the
+        unmet dependency."""
+        self._handle.validate()
+
+    def lower(self):
+        """A new Schedule with SEND/RECV actions for every cross-rank dependency, in an order that
+        cannot deadlock."""
+        return Schedule(self._handle.lower())
+
+    @property
+    def num_ranks(self):
+        return self._handle.num_ranks()
+
+    @property
+    def num_stages(self):
+        return self._handle.num_stages()
+
+    @property
+    def num_micro_batches(self):
+        return self._handle.num_micro_batches()
+
+    def simulate(self, t_f=1.0, t_b=1.0, t_w=1.0, t_comm=0.0, m_b=1.0, m_w=0.0, stage_t_f=None, stage_t_b=None,
+                 stage_t_w=None, stage_m_b=None, stage_m_w=None):
+        """Times the schedule: each rank runs its actions in order; a cross-rank dependency waits
+        t_comm after its producer ends. t_f, t_b, t_w are the forward, backward-input and
+        backward-weight times of a stage (a fused BW costs t_b + t_w); m_b is the activation memory a
+        micro-batch holds from F until its B, m_w from B until its W. A stage_* sequence (one entry
+        per stage) overrides its scalar. Returns a Simulation."""
+        costs = core.CostModel()
+        costs.t_f, costs.t_b, costs.t_w = float(t_f), float(t_b), float(t_w)
+        costs.t_comm, costs.m_b, costs.m_w = float(t_comm), float(m_b), float(m_w)
+        for name, values in (("stage_t_f", stage_t_f), ("stage_t_b", stage_t_b), ("stage_t_w", stage_t_w),
+                             ("stage_m_b", stage_m_b), ("stage_m_w", stage_m_w)):
+            if values is not None:
+                getattr(costs, "set_" + name)(_floats(values, name))
+        return Simulation(self._handle.simulate(costs))
+
+    def __str__(self):
+        return repr(self) if self.closed else self.to_text()
+
+    def __repr__(self):
+        if self.closed:
+            return "Schedule(closed)"
+        return f"Schedule(num_ranks={self.num_ranks}, num_stages={self.num_stages}, " \
+               f"num_micro_batches={self.num_micro_batches})"
