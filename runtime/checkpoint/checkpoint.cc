@@ -75,7 +75,7 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
 
 }  // namespace
 
-void save_checkpoint(const SequentialTrainer& trainer, const std::string& path) {
+void save_checkpoint(const Trainer& trainer, const std::string& path) {
   PF_CHECK_ARG(!path.empty(), "checkpoint path is empty");
   std::vector<Entry> entries;
   for (Parameter* p : trainer.model().parameters()) entries.push_back({"param/" + p->name, &p->value});
@@ -113,7 +113,7 @@ void save_checkpoint(const SequentialTrainer& trainer, const std::string& path) 
   log(LogLevel::kInfo, "saved checkpoint '" + path + "' at step " + std::to_string(trainer.metrics().step));
 }
 
-void load_checkpoint(SequentialTrainer& trainer, const std::string& path) {
+void load_checkpoint(Trainer& trainer, const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     const int err = errno;

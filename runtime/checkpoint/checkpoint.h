@@ -11,19 +11,19 @@
 
 #include <string>
 
-#include "runtime/train/sequential_trainer.h"
+#include "runtime/train/trainer.h"
 
 namespace pf {
 
 constexpr uint32_t kCheckpointFormatVersion = 1;
 
-void save_checkpoint(const SequentialTrainer& trainer, const std::string& path);
+void save_checkpoint(const Trainer& trainer, const std::string& path);
 // Loads into a trainer whose model has the same parameters (names and shapes). A missing, truncated
 // or corrupted file, or one that does not match the model, throws (kNotFound, kDataLoss or
 // kInvalidArgument) naming the file and the problem; the trainer is unchanged in that case.
 // The optimizer kind must match; its hyperparameters (lr, betas, ...) are the trainer's own, so a
 // resumed run may change the learning rate. Restored: parameters, optimizer state and step count,
 // trainer step and data position.
-void load_checkpoint(SequentialTrainer& trainer, const std::string& path);
+void load_checkpoint(Trainer& trainer, const std::string& path);
 
 }  // namespace pf

@@ -10,12 +10,6 @@
 
 namespace pf {
 
-void TrainerOptions::validate() const {
-  PF_CHECK_ARG(micro_batches >= 1, "micro_batches must be >= 1, got ", micro_batches);
-  PF_CHECK_ARG(blas_threads >= 1, "blas_threads must be >= 1, got ", blas_threads);
-  optimizer.validate();
-}
-
 SequentialTrainer::SequentialTrainer(std::shared_ptr<Model> model, const TrainerOptions& options)
     : model_(std::move(model)), options_(options) {
   PF_CHECK_ARG(model_ != nullptr, "trainer: model is null");

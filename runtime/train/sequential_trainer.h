@@ -9,51 +9,27 @@
 #include "runtime/models/model.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/train/batch.h"
+#include "runtime/train/trainer.h"
 
 namespace pf {
 
-struct TrainerOptions {
-  int micro_batches = 1;
-  uint64_t seed = 0;       // parameter initialisation
-  int blas_threads = 1;    // BLAS threads of the thread that runs the step
-  OptimizerConfig optimizer;
-  void validate() const;   // kInvalidArgument naming the field
-};
-
-struct StepResult {
-  double loss = 0.0;          // mean loss over the batch (sum of the 1/m-scaled micro-batch losses)
-  double grad_norm = 0.0;     // global gradient norm before clipping
-  int64_t samples = 0;        // rows in the batch
-  int64_t tokens = 0;         // target elements in the batch
-  double seconds = 0.0;
-};
-
-struct TrainerMetrics {
-  int64_t step = 0;           // optimizer steps taken
-  double last_loss = 0.0;
-  double last_grad_norm = 0.0;
-  double tokens_per_second = 0.0;  // of the last step
-  int64_t total_tokens = 0;
-  int64_t data_position = 0;       // micro-batches taken from the data source
-};
-
-class SequentialTrainer {
+class SequentialTrainer : public Trainer {
  public:
   // Initialises the model's parameters from options.seed.
   SequentialTrainer(std::shared_ptr<Model> model, const TrainerOptions& options);
 
   // One step on a whole batch split into options.micro_batches equal micro-batches.
-  StepResult step(const Batch& batch);
+  StepResult step(const Batch& batch) override;
   // One step on micro-batches pulled from `source`.
-  StepResult step(DataSource& source);
+  StepResult step(DataSource& source) override;
 
-  Model& model() const { return *model_; }
+  Model& model() const override { return *model_; }
   std::shared_ptr<Model> shared_model() const { return model_; }
-  Optimizer& optimizer() const { return *optimizer_; }
+  Optimizer& optimizer() const override { return *optimizer_; }
   const TrainerOptions& options() const { return options_; }
-  const TrainerMetrics& metrics() const { return metrics_; }
+  const TrainerMetrics& metrics() const override { return metrics_; }
   // Restores step and data position (used by checkpoint loading).
-  void restore_progress(int64_t step, int64_t data_position);
+  void restore_progress(int64_t step, int64_t data_position) override;
 
  private:
   StepResult run_step(const std::vector<Batch>& micro_batches);

@@ -10,6 +10,7 @@
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/core/error.h"
 #include "runtime/models/builders.h"
+#include "runtime/train/sequential_trainer.h"
 #include "tests/runtime/trainer_fixtures.h"
 
 namespace pf {

@@ -1,0 +1,52 @@
+// What every trainer offers: the sequential reference and the pipelined executor implement it, so
+// checkpoints, the C API and the command line work with either.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/models/model.h"
+#include "runtime/optim/optimizer.h"
+#include "runtime/train/batch.h"
+
+namespace pf {
+
+struct TrainerOptions {
+  int micro_batches = 1;
+  uint64_t seed = 0;       // parameter initialisation
+  int blas_threads = 1;    // BLAS threads of each thread that runs layers (per worker)
+  OptimizerConfig optimizer;
+  void validate() const;   // kInvalidArgument naming the field
+};
+
+struct StepResult {
+  double loss = 0.0;          // mean loss over the batch (sum of the 1/m-scaled micro-batch losses)
+  double grad_norm = 0.0;     // global gradient norm before clipping
+  int64_t samples = 0;        // rows in the batch
+  int64_t tokens = 0;         // target elements in the batch
+  double seconds = 0.0;
+};
+
+struct TrainerMetrics {
+  int64_t step = 0;           // optimizer steps taken
+  double last_loss = 0.0;
+  double last_grad_norm = 0.0;
+  double tokens_per_second = 0.0;  // of the last step
+  int64_t total_tokens = 0;
+  int64_t data_position = 0;       // micro-batches taken from the data source
+};
+
+class Trainer {
+ public:
+  virtual ~Trainer() = default;
+  // One step on a whole batch split into equal micro-batches.
+  virtual StepResult step(const Batch& batch) = 0;
+  // One step on micro-batches pulled from `source` (rewound to where the step began on failure).
+  virtual StepResult step(DataSource& source) = 0;
+  virtual Model& model() const = 0;
+  virtual Optimizer& optimizer() const = 0;
+  virtual const TrainerMetrics& metrics() const = 0;
+  // Restores step and data position (used by checkpoint loading).
+  virtual void restore_progress(int64_t step, int64_t data_position) = 0;
+};
+
+}  // namespace pf
