@@ -1,0 +1,120 @@
+// Pipelined training on the CPU: one worker thread per rank runs that rank's action list of a
+// schedule (docs/SCHEDULES.md) over the model's stages, passing activations and gradients through a
+// Transport. For every synchronous schedule whose stages accumulate weight gradients in micro-batch
+// order (all built-ins), the parameters after each step are bitwise equal to SequentialTrainer's with
+// the same seed, data and options. See docs/EXECUTION.md.
+#pragma once
+
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/execution/partition.h"
+#include "runtime/execution/transport.h"
+#include "runtime/models/model.h"
+#include "runtime/optim/optimizer.h"
+#include "runtime/schedules/ir.h"
+#include "runtime/schedules/timeline.h"
+#include "runtime/train/batch.h"
+#include "runtime/train/sequential_trainer.h"
+
+namespace pf::exec {
+
+struct PipelineOptions {
+  TrainerOptions base;                 // micro_batches = m, seed, blas_threads (per worker), optimizer
+  std::string schedule = "1f1b";       // a registered generator name (pf::sched::generator_names())
+  std::string schedule_text;           // non-empty: a schedule in text form, used instead of `schedule`
+  int ranks = 1;                       // p (generator schedules)
+  int chunks = 1;                      // v (interleaved-1f1b, bfs; zb-v uses 2)
+  std::vector<int> layers_per_stage;   // top-level layers per stage; empty = even split
+  double recv_timeout_seconds = 60.0;  // a RECV (or a SEND into a full mailbox) waiting longer fails
+  int mailbox_capacity = 64;           // messages queued per (source, destination) rank pair
+  double spin_seconds = 20e-6;         // a waiting rank polls this long before it sleeps
+  // Non-empty: worker r is pinned to CPU cpu_affinity[r % size] (Linux pthread_setaffinity_np).
+  std::vector<int> cpu_affinity;
+  bool record_timeline = true;         // timestamp every action into last_timeline()
+  void validate() const;               // kInvalidArgument naming the field
+};
+
+// Measured per rank over the last step (times in microseconds from the step start).
+struct RankStats {
+  double busy_us = 0;        // sum of compute action (F/B/W/BW) durations
+  double comm_us = 0;        // sum of SEND/RECV durations (time spent handing over or waiting)
+  double idle_us = 0;        // makespan - busy
+  double bubble_rate = 0;    // idle / makespan
+  double finish_us = 0;      // end of the rank's last action
+  int actions = 0;           // actions executed
+  int peak_live_micro_batches = 0;    // max (mb, stage) contexts with F done and B/BW not yet
+  size_t peak_activation_bytes = 0;   // max sum of SavedContext bytes of live contexts
+};
+
+struct PipelineStats {
+  double makespan_us = 0;     // latest action end
+  double step_us = 0;         // the whole step (data split, workers, clipping, optimizer)
+  double optimizer_us = 0;    // clipping + optimizer step
+  double bubble_rate = 0;     // (makespan - max busy) / makespan
+  std::vector<RankStats> ranks;
+};
+
+class PipelineTrainer {
+ public:
+  // Builds the schedule (generator or text), lowers and validates it, partitions the model into the
+  // schedule's stages and initialises the parameters from options.base.seed as SequentialTrainer does.
+  PipelineTrainer(std::shared_ptr<Model> model, const PipelineOptions& options);
+  ~PipelineTrainer();
+  PipelineTrainer(const PipelineTrainer&) = delete;
+  PipelineTrainer& operator=(const PipelineTrainer&) = delete;
+
+  // One step on a whole batch split into options.base.micro_batches equal micro-batches.
+  StepResult step(const Batch& batch);
+  // One step on micro-batches pulled from `source` (rewound to where the step began on failure).
+  StepResult step(DataSource& source);
+
+  Model& model() const { return *model_; }
+  std::shared_ptr<Model> shared_model() const { return model_; }
+  Optimizer& optimizer() const { return *optimizer_; }
+  const PipelineOptions& options() const { return options_; }
+  const TrainerMetrics& metrics() const { return metrics_; }
+  void restore_progress(int64_t step, int64_t data_position);
+  // Changes options().recv_timeout_seconds for later steps (> 0).
+  void set_recv_timeout_seconds(double seconds);
+
+  // The executed (lowered) schedule and the partition.
+  const sched::Schedule& schedule() const { return schedule_; }
+  const std::vector<StageRange>& stages() const { return stages_; }
+  // Measured start/end of every action of the last step (time_unit "us", 0 = step start).
+  const sched::Timeline& last_timeline() const { return timeline_; }
+  const PipelineStats& last_stats() const { return stats_; }
+
+ private:
+  struct StepState;
+  struct Worker;
+  StepResult run_step(const std::vector<Batch>& micro_batches);
+  void worker_main(int rank);
+  void run_rank(int rank);
+
+  std::shared_ptr<Model> model_;
+  PipelineOptions options_;
+  std::unique_ptr<Optimizer> optimizer_;
+  TrainerMetrics metrics_;
+  sched::Schedule schedule_;
+  std::vector<StageRange> stages_;
+  std::unique_ptr<InProcessTransport> transport_;
+  sched::Timeline timeline_;
+  PipelineStats stats_;
+
+  // Persistent workers and the step barrier.
+  std::vector<std::thread> threads_;
+  std::mutex mutex_;
+  std::condition_variable start_cv_, done_cv_;
+  uint64_t generation_ = 0;
+  int running_ = 0;
+  bool shutdown_ = false;
+  std::unique_ptr<StepState> state_;
+};
+
+}  // namespace pf::exec

@@ -1,0 +1,94 @@
+// Point-to-point tensor transport between pipeline ranks. The executor sends a stage's output
+// activation (kind kActivation) or input gradient (kind kGradient) for one micro-batch; messages
+// are matched by (kind, micro-batch, receiving stage) and by the (source, destination) pair.
+//
+// The in-process implementation hands the Tensor over without copying (Tensor shares storage).
+// MPI and NCCL transports implement the same interface.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "runtime/tensor/tensor.h"
+
+namespace pf::exec {
+
+enum class MessageKind : int { kActivation = 0, kGradient = 1 };
+
+struct MessageKey {
+  MessageKind kind = MessageKind::kActivation;
+  int micro_batch = 0;
+  int stage = 0;  // the stage that consumes the tensor
+  bool operator==(const MessageKey& o) const {
+    return kind == o.kind && micro_batch == o.micro_batch && stage == o.stage;
+  }
+};
+
+// The schedule action that receives this message, e.g. "1RECV_F3" (stage 1, micro-batch 3).
+std::string recv_action_name(const MessageKey& key);
+std::string send_action_name(const MessageKey& key);  // the sending action, e.g. "0SEND_F3"
+
+// One rank's endpoint.
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual int rank() const = 0;
+  virtual int num_ranks() const = 0;
+  // Hands `tensor` to rank `to_rank`. May block while the destination's mailbox is full (up to
+  // timeout_seconds: kTimeout); throws kCancelled after cancel().
+  virtual void send(int to_rank, const MessageKey& key, Tensor tensor, double timeout_seconds) = 0;
+  // Waits for the message `key` from `from_rank`. Throws pf::Error kTimeout after timeout_seconds
+  // (the message names this rank, the receiving action, the micro-batch and the peer) and
+  // kCancelled when the transport is cancelled while it waits (or before).
+  virtual Tensor recv(int from_rank, const MessageKey& key, double timeout_seconds) = 0;
+};
+
+// All endpoints of one process. cancel() wakes every waiter of every endpoint with kCancelled (so
+// one failing rank stops them all); reset() drops undelivered messages and clears the cancel state
+// before the next step.
+class InProcessTransport {
+ public:
+  struct Options {
+    int mailbox_capacity = 64;     // messages queued per (source, destination) pair
+    double spin_seconds = 20e-6;   // a receiver polls this long before it sleeps on the condition
+  };
+  explicit InProcessTransport(int num_ranks) : InProcessTransport(num_ranks, Options()) {}
+  InProcessTransport(int num_ranks, Options options);
+  ~InProcessTransport();
+
+  int num_ranks() const { return num_ranks_; }
+  Transport& endpoint(int rank);
+
+  void cancel(const std::string& reason);
+  bool cancelled() const;
+  void reset();
+  // Messages sent but not received (for tests).
+  size_t pending_messages() const;
+
+ private:
+  class Endpoint;
+  struct Mailbox {
+    std::mutex mutex;
+    std::condition_variable changed;
+    std::deque<std::pair<MessageKey, Tensor>> queue;
+  };
+  Mailbox& box(int src, int dst) { return *boxes_[static_cast<size_t>(src) * num_ranks_ + dst]; }
+  void send(int from, int to, const MessageKey& key, Tensor tensor, double timeout_seconds);
+  Tensor recv(int self, int from, const MessageKey& key, double timeout_seconds);
+  [[noreturn]] void throw_cancelled(int self, const std::string& action, int peer);
+
+  int num_ranks_;
+  Options options_;
+  std::vector<std::unique_ptr<Mailbox>> boxes_;
+  std::vector<std::unique_ptr<Endpoint>> endpoints_;
+  mutable std::mutex cancel_mutex_;
+  std::string cancel_reason_;
+  std::atomic<bool> cancelled_{false};
+};
+
+}  // namespace pf::exec
