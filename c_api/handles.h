@@ -8,6 +8,7 @@
 
 #include "c_api/loader_source.h"
 #include "c_api/pipeforge.h"
+#include "runtime/execution/pipeline_trainer.h"
 #include "runtime/models/model.h"
 #include "runtime/schedules/ir.h"
 #include "runtime/schedules/simulator.h"
@@ -25,7 +26,10 @@ struct pf_model_builder {
 };
 
 struct pf_trainer {
-  std::unique_ptr<pf::SequentialTrainer> trainer;
+  std::unique_ptr<pf::Trainer> trainer;
+  pf::exec::PipelineTrainer* pipeline = nullptr;  // = trainer when it is pipelined, else null
+  int micro_batches = 1;
+  std::string trace, svg;                         // what the timeline renderers returned last
   std::unique_ptr<pf::capi::LoaderSource> loader;  // null until pf_trainer_set_data_loader
 };
 

@@ -10,6 +10,7 @@
 #include "c_api/tensor_view.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/parameter_checksum.h"
+#include "runtime/schedules/timeline.h"
 #include "runtime/tensor/memory_tracker.h"
 
 namespace {
@@ -24,7 +25,7 @@ constexpr size_t kStepResultV1Size = sizeof(pf_step_result);
 constexpr size_t kMetricsV1Size = sizeof(pf_metrics);
 constexpr size_t kMemoryStatsV1Size = sizeof(pf_memory_stats);
 constexpr size_t kDataLoaderV1Size = sizeof(pf_data_loader);
-static_assert(kTrainerOptionsV1Size == 56 && kStepResultV1Size == 48 && kMetricsV1Size == 56 &&
+static_assert(kTrainerOptionsV1Size == 104 && kStepResultV1Size == 48 && kMetricsV1Size == 56 &&
                   kMemoryStatsV1Size == 120 && kDataLoaderV1Size == 40,
               "a v1 struct layout changed");
 static_assert(pf::kNumMemoryCategories == 6, "pf_memory_stats needs a field pair for a new category");
@@ -44,7 +45,34 @@ pf_trainer_options default_options() {
   o.beta2 = d.optimizer.beta2;
   o.eps = d.optimizer.eps;
   o.clip_norm = d.optimizer.clip_norm;
+  const pf::exec::PipelineOptions p;
+  o.stages = 1;
+  o.chunks = 1;
+  o.recv_timeout_seconds = p.recv_timeout_seconds;
   return o;
+}
+
+// The pipeline options of a C options struct whose schedule or schedule_text is set.
+pf::exec::PipelineOptions convert_pipeline(const pf_trainer_options& o, const pf::TrainerOptions& base) {
+  pf::exec::PipelineOptions p;
+  p.base = base;
+  if (o.schedule_text != nullptr) {
+    PF_CHECK_ARG(o.schedule == nullptr, "options->schedule and options->schedule_text are both set; set one");
+    p.schedule_text = o.schedule_text;
+  } else {
+    p.schedule = o.schedule;
+  }
+  p.ranks = o.stages;
+  p.chunks = o.chunks;
+  if (o.layers_per_stage != nullptr) {
+    p.layers_per_stage.assign(o.layers_per_stage, o.layers_per_stage + o.num_layers_per_stage);
+  } else {
+    PF_CHECK_ARG(o.num_layers_per_stage == 0, "options->num_layers_per_stage is ", o.num_layers_per_stage,
+                 " but options->layers_per_stage is NULL");
+  }
+  p.recv_timeout_seconds = o.recv_timeout_seconds;
+  p.validate();
+  return p;
 }
 
 pf::TrainerOptions convert(const pf_trainer_options& o) {
@@ -114,7 +142,14 @@ pf_status* pf_trainer_create(pf_model* model, const pf_trainer_options* options,
     PF_CHECK_STATE(model->model.use_count() == 1,
                    "the model is already used by another trainer; destroy that trainer or create a new model");
     auto trainer = std::make_unique<pf_trainer>();
-    trainer->trainer = std::make_unique<pf::SequentialTrainer>(model->model, converted);
+    trainer->micro_batches = converted.micro_batches;
+    if (o.schedule != nullptr || o.schedule_text != nullptr) {
+      auto pipeline = std::make_unique<pf::exec::PipelineTrainer>(model->model, convert_pipeline(o, converted));
+      trainer->pipeline = pipeline.get();
+      trainer->trainer = std::move(pipeline);
+    } else {
+      trainer->trainer = std::make_unique<pf::SequentialTrainer>(model->model, converted);
+    }
     *out = trainer.release();
   });
 }
@@ -157,8 +192,8 @@ pf_status* pf_trainer_step_from_loader(pf_trainer* trainer, pf_step_result* out)
     require(trainer, "trainer");
     if (out != nullptr) pf::capi::check_out_struct(*out, kStepResultV1Size, "out", "pf_step_result");
     PF_CHECK_STATE(trainer->loader != nullptr, "the trainer has no data loader: call pf_trainer_set_data_loader");
-    pf::SequentialTrainer& t = *trainer->trainer;
-    trainer->loader->begin_step(t.metrics().data_position, t.options().micro_batches);
+    pf::Trainer& t = *trainer->trainer;
+    trainer->loader->begin_step(t.metrics().data_position, trainer->micro_batches);
     pf::StepResult result;
     {
       pf::MemoryCategoryScope scope(pf::MemoryCategory::kActivations);  // charges the copied batches
@@ -270,6 +305,74 @@ pf_status* pf_trainer_memory_stats(const pf_trainer* trainer, pf_memory_stats* o
     v.total_current = s.total_current;
     v.total_peak = s.total_peak;
     pf::capi::write_struct(out, v);
+  });
+}
+
+pf_status* pf_trainer_num_ranks(const pf_trainer* trainer, int32_t* out) {
+  return guard(__func__, [&] {
+    require(trainer, "trainer");
+    *require(out, "out") = trainer->pipeline ? trainer->pipeline->schedule().num_ranks() : 1;
+  });
+}
+
+namespace {
+
+const pf::exec::PipelineStats& last_pipeline_stats(const pf_trainer& trainer) {
+  PF_CHECK_STATE(trainer.pipeline != nullptr,
+                 "the trainer is not pipelined (create it with options->schedule or options->schedule_text)");
+  const pf::exec::PipelineStats& stats = trainer.pipeline->last_stats();
+  PF_CHECK_STATE(!stats.ranks.empty(), "no step has run yet");
+  return stats;
+}
+
+}  // namespace
+
+pf_status* pf_trainer_get_rank_stats(const pf_trainer* trainer, int32_t rank, pf_rank_stats* out) {
+  return guard(__func__, [&] {
+    require(trainer, "trainer");
+    require(out, "out");
+    pf::capi::check_out_struct(*out, sizeof(pf_rank_stats), "out", "pf_rank_stats");
+    const pf::exec::PipelineStats& stats = last_pipeline_stats(*trainer);
+    const int32_t ranks = static_cast<int32_t>(stats.ranks.size());
+    PF_CHECK_ARG(rank >= 0 && rank < ranks, "rank ", rank, " is outside [0, ", ranks, ")");
+    const pf::exec::RankStats& r = stats.ranks[rank];
+    const auto& actions = trainer->pipeline->last_timeline().ranks[rank];
+    pf_rank_stats value{};
+    value.busy = r.busy_us;
+    value.idle = r.idle_us;
+    value.first_start = actions.empty() ? 0.0 : actions.front().start;
+    value.finish = r.finish_us;
+    value.peak_activations = r.peak_live_micro_batches;
+    value.peak_activation_bytes = static_cast<double>(r.peak_activation_bytes);
+    pf::capi::write_struct(out, value);
+  });
+}
+
+pf_status* pf_trainer_get_bubble_rate(const pf_trainer* trainer, double* out) {
+  return guard(__func__, [&] {
+    require(trainer, "trainer");
+    require(out, "out");
+    *out = last_pipeline_stats(*trainer).bubble_rate;
+  });
+}
+
+pf_status* pf_trainer_timeline_to_chrome_trace(pf_trainer* trainer, const char** out) {
+  return guard(__func__, [&] {
+    require(trainer, "trainer");
+    require(out, "out");
+    last_pipeline_stats(*trainer);
+    trainer->trace = pf::sched::to_chrome_trace(trainer->pipeline->last_timeline());
+    *out = trainer->trace.c_str();
+  });
+}
+
+pf_status* pf_trainer_timeline_to_svg(pf_trainer* trainer, const char** out) {
+  return guard(__func__, [&] {
+    require(trainer, "trainer");
+    require(out, "out");
+    last_pipeline_stats(*trainer);
+    trainer->svg = pf::sched::to_svg(trainer->pipeline->last_timeline());
+    *out = trainer->svg.c_str();
   });
 }
 

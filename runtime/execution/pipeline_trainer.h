@@ -21,6 +21,7 @@
 #include "runtime/schedules/timeline.h"
 #include "runtime/train/batch.h"
 #include "runtime/train/sequential_trainer.h"
+#include "runtime/train/trainer.h"
 
 namespace pf::exec {
 
@@ -60,26 +61,26 @@ struct PipelineStats {
   std::vector<RankStats> ranks;
 };
 
-class PipelineTrainer {
+class PipelineTrainer : public Trainer {
  public:
   // Builds the schedule (generator or text), lowers and validates it, partitions the model into the
   // schedule's stages and initialises the parameters from options.base.seed as SequentialTrainer does.
   PipelineTrainer(std::shared_ptr<Model> model, const PipelineOptions& options);
-  ~PipelineTrainer();
+  ~PipelineTrainer() override;
   PipelineTrainer(const PipelineTrainer&) = delete;
   PipelineTrainer& operator=(const PipelineTrainer&) = delete;
 
   // One step on a whole batch split into options.base.micro_batches equal micro-batches.
-  StepResult step(const Batch& batch);
+  StepResult step(const Batch& batch) override;
   // One step on micro-batches pulled from `source` (rewound to where the step began on failure).
-  StepResult step(DataSource& source);
+  StepResult step(DataSource& source) override;
 
-  Model& model() const { return *model_; }
+  Model& model() const override { return *model_; }
   std::shared_ptr<Model> shared_model() const { return model_; }
-  Optimizer& optimizer() const { return *optimizer_; }
+  Optimizer& optimizer() const override { return *optimizer_; }
   const PipelineOptions& options() const { return options_; }
-  const TrainerMetrics& metrics() const { return metrics_; }
-  void restore_progress(int64_t step, int64_t data_position);
+  const TrainerMetrics& metrics() const override { return metrics_; }
+  void restore_progress(int64_t step, int64_t data_position) override;
   // Changes options().recv_timeout_seconds for later steps (> 0).
   void set_recv_timeout_seconds(double seconds);
 

@@ -134,3 +134,35 @@ TEST(PipeforgeCli, CorruptCheckpointIsAUsageError) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(PipeforgeTrain, PipelinedScheduleGivesTheSequentialChecksumAndMeasurements) {
+  const std::string base =
+      "train --model gpt --steps 4 --batch-size 8 --microbatches 4 --seq-len 16 --d-model 16 --heads 2 "
+      "--layers 2 --lr 0.01";
+  const auto sequential = run_json(base);
+  EXPECT_EQ(sequential.at("schedule"), "sequential");
+  EXPECT_EQ(sequential.at("peak_activation_bytes").size(), 1u);
+  for (const char* schedule : {"1f1b", "zb-h1", "zb-v", "gpipe"}) {
+    const std::string trace = tmp_dir() + "/" + schedule + ".trace.json";
+    const auto pipelined = run_json(base + " --schedule " + schedule + " --stages 2 --trace " + trace);
+    EXPECT_EQ(pipelined.at("param_checksum"), sequential.at("param_checksum")) << schedule;
+    EXPECT_EQ(pipelined.at("loss"), sequential.at("loss")) << schedule;
+    EXPECT_EQ(pipelined.at("schedule"), schedule);
+    ASSERT_EQ(pipelined.at("peak_activation_bytes").size(), 2u) << schedule;
+    EXPECT_GT(pipelined.at("peak_activation_bytes")[0].get<double>(), 0.0);
+    const double bubble = pipelined.at("bubble_rate").get<double>();
+    EXPECT_GT(bubble, 0.0);
+    EXPECT_LT(bubble, 1.0);
+    std::ifstream in(trace);
+    std::stringstream text;
+    text << in.rdbuf();
+    EXPECT_TRUE(nlohmann::json::parse(text.str()).contains("traceEvents")) << schedule;
+  }
+  const auto bad = run(base + " --schedule 2f2b --stages 2");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("2f2b"), std::string::npos) << bad.err;
+}
+
+}  // namespace

@@ -1,17 +1,23 @@
 #include "tools/cli/train_command.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <memory>
 
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/parameter_checksum.h"
 #include "runtime/core/error.h"
 #include "runtime/data/char_text_dataset.h"
-#include "runtime/checkpoint/parameter_checksum.h"
 #include "runtime/data/synthetic_classification.h"
+#include "runtime/execution/pipeline_trainer.h"
 #include "runtime/models/builders.h"
+#include "runtime/schedules/text_format.h"
+#include "runtime/schedules/timeline.h"
+#include "runtime/tensor/memory_tracker.h"
 #include "runtime/train/sequential_trainer.h"
 #include "tools/cli/cli.h"
 #include "tools/cli/progress.h"
@@ -156,6 +162,21 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--checkpoint", a.checkpoint, "save a checkpoint here at the end");
   cmd->add_option("--resume", a.resume, "load this checkpoint first (same model options)")
       ->check(CLI::ExistingFile);
+  auto* schedule = cmd->add_option("--schedule", a.schedule,
+                                   "train pipelined with this schedule: gpipe, 1f1b, interleaved-1f1b, bfs, "
+                                   "zb-h1, zb-h2, zb-v, zb-auto (default: the sequential reference)");
+  auto* schedule_file = cmd->add_option("--schedule-file", a.schedule_file, "train with a schedule in the text form")
+                            ->check(CLI::ExistingFile);
+  schedule->excludes(schedule_file);
+  cmd->add_option("--stages", a.stages, "pipeline ranks P (one worker thread each)")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  cmd->add_option("--chunks", a.chunks, "model chunks per rank V (interleaved-1f1b, bfs)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--layers-per-stage", a.layers_per_stage, "top-level layers per stage (default: even)");
+  cmd->add_option("--trace", a.trace_file, "pipelined: write the last step's Chrome trace here");
+  cmd->add_option("--svg", a.svg_file, "pipelined: write the last step's SVG timeline here");
   cmd->add_flag("--json", a.json, "print one JSON object with the results on stdout");
   cmd->add_flag("--quiet", a.quiet, "no progress on stderr");
   return cmd;
@@ -163,7 +184,8 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
 
 int run_train(const TrainArgs& a) {
   Setup setup;
-  std::unique_ptr<SequentialTrainer> trainer;
+  std::unique_ptr<Trainer> trainer;
+  exec::PipelineTrainer* pipeline = nullptr;
   try {
     check_args(a);
     setup = make_setup(a);
@@ -173,7 +195,22 @@ int run_train(const TrainArgs& a) {
     options.blas_threads = a.blas_threads;
     options.optimizer = optimizer_config(a);
     options.validate();
-    trainer = std::make_unique<SequentialTrainer>(setup.model, options);
+    if (!a.schedule.empty() || !a.schedule_file.empty()) {
+      exec::PipelineOptions p;
+      p.base = options;
+      p.schedule = a.schedule;
+      if (!a.schedule_file.empty()) p.schedule_text = sched::schedule_to_text(sched::read_schedule_file(a.schedule_file));
+      p.ranks = a.stages;
+      p.chunks = a.chunks;
+      p.layers_per_stage = a.layers_per_stage;
+      p.validate();
+      auto pipelined = std::make_unique<exec::PipelineTrainer>(setup.model, p);
+      pipeline = pipelined.get();
+      trainer = std::move(pipelined);
+    } else {
+      PF_CHECK_ARG(a.trace_file.empty() && a.svg_file.empty(), "--trace and --svg need --schedule or --schedule-file");
+      trainer = std::make_unique<SequentialTrainer>(setup.model, options);
+    }
     if (!a.resume.empty()) {
       load_checkpoint(*trainer, a.resume);
       setup.data->seek(trainer->metrics().data_position);
@@ -201,6 +238,15 @@ int run_train(const TrainArgs& a) {
 
   std::vector<double> losses;
   losses.reserve(static_cast<size_t>(a.steps));
+  // Peak activation bytes per rank over the run: measured per rank by the pipeline; for the
+  // sequential trainer, the device's activation peak.
+  const int ranks = pipeline ? pipeline->schedule().num_ranks() : 1;
+  std::vector<double> peak_bytes(static_cast<size_t>(ranks), 0.0);
+  double bubble_sum = 0.0;
+  MemoryTracker& tracker = memory_tracker(Device::cpu());
+  const int activations = static_cast<int>(MemoryCategory::kActivations);
+  const int64_t activations_before = tracker.stats().current[activations];
+  tracker.reset_peaks();
   int64_t tokens = 0;
   double seconds = 0.0;
   {
@@ -208,12 +254,25 @@ int run_train(const TrainArgs& a) {
     for (int64_t i = 1; i <= a.steps; ++i) {
       const StepResult r = trainer->step(*setup.data);
       losses.push_back(r.loss);
+      if (pipeline) {
+        const exec::PipelineStats& stats = pipeline->last_stats();
+        bubble_sum += stats.bubble_rate;
+        for (int rank = 0; rank < ranks; ++rank) {
+          peak_bytes[rank] = std::max(peak_bytes[rank], static_cast<double>(stats.ranks[rank].peak_activation_bytes));
+        }
+      }
       tokens += r.tokens;
       seconds += r.seconds;
       progress.update(i, r.loss, seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0);
     }
   }
   const double tokens_per_s = seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0;
+  if (!pipeline) peak_bytes[0] = static_cast<double>(tracker.stats().peak[activations] - activations_before);
+  const double bubble_rate = pipeline ? bubble_sum / static_cast<double>(a.steps) : 0.0;
+  if (pipeline && !a.trace_file.empty()) {
+    std::ofstream(a.trace_file) << sched::to_chrome_trace(pipeline->last_timeline());
+  }
+  if (pipeline && !a.svg_file.empty()) std::ofstream(a.svg_file) << sched::to_svg(pipeline->last_timeline());
   const std::string checksum = parameter_checksum(model.parameters());
   if (!a.checkpoint.empty()) save_checkpoint(*trainer, a.checkpoint);
 
@@ -239,6 +298,10 @@ int run_train(const TrainArgs& a) {
     out["tokens_per_s"] = tokens_per_s;
     out["data_position"] = trainer->metrics().data_position;
     out["param_checksum"] = checksum;
+    out["schedule"] = pipeline ? pipeline->schedule().name : "sequential";
+    out["stages"] = ranks;
+    out["bubble_rate"] = bubble_rate;  // measured, mean over the steps run (0 for sequential)
+    out["peak_activation_bytes"] = peak_bytes;
     if (!a.checkpoint.empty()) out["checkpoint"] = a.checkpoint;
     std::cout << out.dump() << std::endl;
   } else {
@@ -247,6 +310,10 @@ int run_train(const TrainArgs& a) {
                 static_cast<long long>(trainer->metrics().step),
                 ProgressBar::format_rate(tokens_per_s).c_str());
     std::printf("parameter checksum (sha256): %s\n", checksum.c_str());
+    if (pipeline) {
+      std::printf("%s on %d ranks: measured bubble rate %.4f (mean over the steps)\n",
+                  pipeline->schedule().name.c_str(), ranks, bubble_rate);
+    }
     if (!a.checkpoint.empty()) std::printf("checkpoint saved to %s\n", a.checkpoint.c_str());
   }
   return std::isfinite(losses.back()) ? kExitOk : kExitFailure;

@@ -34,6 +34,14 @@ struct TrainArgs {
   int blas_threads = 1;
   std::string checkpoint;
   std::string resume;
+  // Pipelined training: a schedule name or file makes it run one worker thread per rank.
+  std::string schedule;       // "" = the sequential reference trainer
+  std::string schedule_file;  // a schedule in the text form
+  int stages = 1;             // pipeline ranks P
+  int chunks = 1;             // model chunks per rank V
+  std::vector<int> layers_per_stage;  // empty = even split
+  std::string trace_file;     // Chrome trace of the last step (pipelined)
+  std::string svg_file;       // SVG timeline of the last step (pipelined)
   bool json = false;
   bool quiet = false;
 };

@@ -1,0 +1,171 @@
+// Pipelined training through the C API: options->schedule makes the trainer run one worker per rank;
+// its parameters stay bitwise equal to the sequential trainer's, and the last step's measurements
+// (rank stats, bubble rate, timeline) are readable. Bad input for the new options and functions.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/c_api/test_util.h"
+
+namespace {
+
+using pftest::Checksum;
+using pftest::MakeRows;
+using pftest::Options;
+using pftest::Views;
+
+pf_model* DeepMlp() {
+  pf_mlp_config config;
+  pf_mlp_config_init(&config);
+  const int64_t hidden[] = {16, 16, 16};
+  config.input_dim = pftest::kFeatures;
+  config.hidden = hidden;
+  config.num_hidden = 3;
+  config.classes = pftest::kClasses;
+  pf_model* model = nullptr;
+  EXPECT_PF_OK(pf_model_create_mlp(&config, &model));
+  return model;
+}
+
+pf_trainer* MakeTrainer(const pf_trainer_options& options) {
+  pf_model* model = DeepMlp();
+  pf_trainer* trainer = nullptr;
+  EXPECT_PF_OK(pf_trainer_create(model, &options, &trainer));
+  pf_model_destroy(model);
+  return trainer;
+}
+
+void Train(pf_trainer* trainer, int steps) {
+  for (int step = 0; step < steps; ++step) {
+    const pftest::Rows rows = MakeRows(step, 16);
+    Views views(rows);
+    ASSERT_PF_OK(pf_trainer_step(trainer, &views.inputs, &views.targets, nullptr));
+  }
+}
+
+TEST(PipelineApi, EverySynchronousScheduleMatchesTheSequentialTrainerBitwise) {
+  pf_trainer* reference = MakeTrainer(Options(4));
+  Train(reference, 3);
+  const std::string expected = Checksum(reference);
+  pf_trainer_destroy(reference);
+
+  struct Case {
+    const char* schedule;
+    int stages, chunks;
+  } cases[] = {{"gpipe", 2, 1}, {"1f1b", 3, 1}, {"interleaved-1f1b", 2, 2}, {"bfs", 2, 2},
+               {"zb-h1", 4, 1}, {"zb-h2", 2, 1}, {"zb-v", 2, 1},        {"zb-auto", 3, 1}};
+  for (const Case& c : cases) {
+    pf_trainer_options options = Options(4);
+    options.schedule = c.schedule;
+    options.stages = c.stages;
+    options.chunks = c.chunks;
+    pf_trainer* pipelined = MakeTrainer(options);
+    ASSERT_NE(pipelined, nullptr) << c.schedule;
+    Train(pipelined, 3);
+    EXPECT_EQ(Checksum(pipelined), expected) << c.schedule;
+    int32_t ranks = 0;
+    EXPECT_PF_OK(pf_trainer_num_ranks(pipelined, &ranks));
+    EXPECT_EQ(ranks, c.stages) << c.schedule;
+    pf_trainer_destroy(pipelined);
+  }
+}
+
+TEST(PipelineApi, ScheduleTextAndExplicitPartition) {
+  pf_trainer* reference = MakeTrainer(Options(2));
+  Train(reference, 2);
+  // Two ranks, the MLP's 7 top-level layers split 3 + 4, GPipe order written by hand.
+  pf_trainer_options options = Options(2);
+  options.schedule_text = "0F0 0F1 0BW0 0BW1\n1F0 1F1 1BW0 1BW1\n";
+  const int32_t layers[] = {3, 4};
+  options.layers_per_stage = layers;
+  options.num_layers_per_stage = 2;
+  pf_trainer* pipelined = MakeTrainer(options);
+  ASSERT_NE(pipelined, nullptr);
+  Train(pipelined, 2);
+  EXPECT_EQ(Checksum(pipelined), Checksum(reference));
+
+  pf_rank_stats stats;
+  stats.struct_size = sizeof(stats);
+  ASSERT_PF_OK(pf_trainer_get_rank_stats(pipelined, 1, &stats));
+  EXPECT_GT(stats.busy, 0.0);
+  EXPECT_GE(stats.finish, stats.first_start);
+  EXPECT_EQ(stats.peak_activations, 2);  // GPipe: both micro-batches alive before the backwards
+  EXPECT_GT(stats.peak_activation_bytes, 0.0);
+  double bubble = -1;
+  ASSERT_PF_OK(pf_trainer_get_bubble_rate(pipelined, &bubble));
+  EXPECT_GE(bubble, 0.0);
+  EXPECT_LT(bubble, 1.0);
+  const char* trace = nullptr;
+  ASSERT_PF_OK(pf_trainer_timeline_to_chrome_trace(pipelined, &trace));
+  EXPECT_NE(std::string(trace).find("1BW0"), std::string::npos);
+  const char* svg = nullptr;
+  ASSERT_PF_OK(pf_trainer_timeline_to_svg(pipelined, &svg));
+  EXPECT_NE(std::string(svg).find("<svg"), std::string::npos);
+  pf_trainer_destroy(pipelined);
+  pf_trainer_destroy(reference);
+}
+
+TEST(PipelineApiBadInput, OptionsAndMeasurementsReportTheProblem) {
+  pf_model* model = DeepMlp();
+  pf_trainer* const sentinel = reinterpret_cast<pf_trainer*>(0x1);
+  pf_trainer* out = sentinel;
+  pf_trainer_options options = Options(2);
+  options.schedule = "2f2b";
+  EXPECT_PF_ERROR(pf_trainer_create(model, &options, &out), PF_INVALID_ARGUMENT, "2f2b");
+  options.schedule = "1f1b";
+  options.schedule_text = "0F0 0BW0";
+  EXPECT_PF_ERROR(pf_trainer_create(model, &options, &out), PF_INVALID_ARGUMENT, "both set");
+  options.schedule_text = nullptr;
+  options.stages = 0;
+  EXPECT_PF_ERROR(pf_trainer_create(model, &options, &out), PF_INVALID_ARGUMENT, "ranks");
+  options.stages = 2;
+  options.num_layers_per_stage = 2;
+  EXPECT_PF_ERROR(pf_trainer_create(model, &options, &out), PF_INVALID_ARGUMENT, "layers_per_stage");
+  const int32_t too_many[] = {6, 6};
+  options.layers_per_stage = too_many;
+  EXPECT_PF_ERROR(pf_trainer_create(model, &options, &out), PF_INVALID_ARGUMENT, "layers");
+  options.stages = 16;  // more stages than the model has layers
+  options.layers_per_stage = nullptr;
+  options.num_layers_per_stage = 0;
+  EXPECT_PF_ERROR(pf_trainer_create(model, &options, &out), PF_INVALID_ARGUMENT, "stage");
+  EXPECT_EQ(out, sentinel);
+
+  pf_trainer* sequential = nullptr;
+  pf_trainer_options plain = Options(2);
+  ASSERT_PF_OK(pf_trainer_create(model, &plain, &sequential));
+  int32_t ranks = -1;
+  EXPECT_PF_OK(pf_trainer_num_ranks(sequential, &ranks));
+  EXPECT_EQ(ranks, 1);
+  EXPECT_PF_ERROR(pf_trainer_num_ranks(nullptr, &ranks), PF_INVALID_ARGUMENT, "'trainer'");
+  EXPECT_PF_ERROR(pf_trainer_num_ranks(sequential, nullptr), PF_INVALID_ARGUMENT, "'out'");
+  pf_rank_stats stats;
+  stats.struct_size = sizeof(stats);
+  stats.busy = -3;
+  EXPECT_PF_ERROR(pf_trainer_get_rank_stats(sequential, 0, &stats), PF_FAILED_PRECONDITION, "not pipelined");
+  EXPECT_PF_ERROR(pf_trainer_get_rank_stats(nullptr, 0, &stats), PF_INVALID_ARGUMENT, "'trainer'");
+  double bubble = -3;
+  EXPECT_PF_ERROR(pf_trainer_get_bubble_rate(sequential, &bubble), PF_FAILED_PRECONDITION, "not pipelined");
+  const char* text = "untouched";
+  EXPECT_PF_ERROR(pf_trainer_timeline_to_chrome_trace(sequential, &text), PF_FAILED_PRECONDITION,
+                  "not pipelined");
+  EXPECT_PF_ERROR(pf_trainer_timeline_to_svg(nullptr, &text), PF_INVALID_ARGUMENT, "'trainer'");
+  pf_trainer_destroy(sequential);
+
+  pf_model* second = DeepMlp();
+  options = Options(2);
+  options.schedule = "1f1b";
+  options.stages = 2;
+  pf_trainer* pipelined = nullptr;
+  ASSERT_PF_OK(pf_trainer_create(second, &options, &pipelined));
+  EXPECT_PF_ERROR(pf_trainer_get_rank_stats(pipelined, 0, &stats), PF_FAILED_PRECONDITION, "no step");
+  Train(pipelined, 1);
+  EXPECT_PF_ERROR(pf_trainer_get_rank_stats(pipelined, 2, &stats), PF_INVALID_ARGUMENT, "rank 2");
+  EXPECT_EQ(stats.busy, -3);
+  EXPECT_EQ(bubble, -3);
+  EXPECT_STREQ(text, "untouched");
+  pf_trainer_destroy(pipelined);
+  pf_model_destroy(second);
+  pf_model_destroy(model);
+}
+
+}  // namespace
