@@ -160,6 +160,8 @@ TEST(PipeforgeTrain, PipelinedScheduleGivesTheSequentialChecksumAndMeasurements)
     text << in.rdbuf();
     EXPECT_TRUE(nlohmann::json::parse(text.str()).contains("traceEvents")) << schedule;
   }
+  const auto balanced = run_json(base + " --schedule interleaved-1f1b --stages 2 --chunks 2 --partition balanced");
+  EXPECT_EQ(balanced.at("param_checksum"), sequential.at("param_checksum"));
   const auto bad = run(base + " --schedule 2f2b --stages 2");
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("2f2b"), std::string::npos) << bad.err;

@@ -39,7 +39,8 @@ struct TrainArgs {
   std::string schedule_file;  // a schedule in the text form
   int stages = 1;             // pipeline ranks P
   int chunks = 1;             // model chunks per rank V
-  std::vector<int> layers_per_stage;  // empty = even split
+  std::vector<int> layers_per_stage;  // empty = even split (or balanced, below)
+  std::string partition = "even";     // "even" or "balanced" (by measured per-layer time)
   std::string trace_file;     // Chrome trace of the last step (pipelined)
   std::string svg_file;       // SVG timeline of the last step (pipelined)
   bool json = false;
