@@ -9,6 +9,7 @@
 //   (const float* data, size_t count), (const int32_t* data, size_t count)  array in, copied
 //   (const int64_t* shape, size_t ndim), (const int64_t* values, size_t count)  int64 array in
 //   (const double* values, size_t count)                                    float64 array in (costs)
+//   (const int64_t* values, size_t count) also carries TrainerOptions::set_layers_per_stage
 //   (float* out, size_t count), (int32_t* out, size_t count)                array the call fills
 //   std::vector<int64_t>                                                    a returned shape
 // Python and Java hide the trailing `pipeforge::Status* status` (NULL: errors throw, and their
@@ -67,6 +68,7 @@
 %immutable pipeforge::RankStats::peak_activations;
 %immutable pipeforge::RankStats::peak_activation_bytes;
 %ignore pipeforge::MlpConfig::hidden;
+%ignore pipeforge::TrainerOptions::layers_per_stage;  // set_layers_per_stage / layers_in_stage
 // A MicroBatch is filled by a loader, never read back by one.
 %ignore pipeforge::MicroBatch::inputs;
 %ignore pipeforge::MicroBatch::targets;

@@ -373,12 +373,22 @@ class Model {
 // ---------------------------------------------------------------------------------------------
 // Training
 
+// Trainer options; the constructor takes the C API's defaults. Pipelined training (docs/EXECUTION.md):
+// a non-empty `schedule` (a name, e.g. "1f1b", for `stages` ranks and `chunks` model chunks per rank)
+// or `schedule_text` (a schedule in the text form) makes the trainer run one worker per rank; both
+// empty (the default) is the sequential trainer. The parameters are bitwise equal either way.
 struct TrainerOptions {
   int micro_batches;
   int64_t seed;
   int blas_threads;
   std::string optimizer;  // "adamw" or "sgd"
   float lr, momentum, weight_decay, beta1, beta2, eps, clip_norm;
+  std::string schedule;       // a schedule name; "" = none
+  std::string schedule_text;  // or a schedule in the text form; "" = none
+  int32_t stages;             // pipeline ranks P for a schedule name; default 1
+  int32_t chunks;             // model chunks per rank V (interleaved-1f1b, bfs); default 1
+  double recv_timeout_seconds;  // a rank waiting longer for a peer fails the step; default 60
+  std::vector<int64_t> layers_per_stage;  // top-level layers per stage; empty = an even split
 
   TrainerOptions() {
     pf_trainer_options o;
@@ -394,7 +404,18 @@ struct TrainerOptions {
     beta2 = o.beta2;
     eps = o.eps;
     clip_norm = o.clip_norm;
+    schedule = o.schedule != nullptr ? o.schedule : "";
+    schedule_text = o.schedule_text != nullptr ? o.schedule_text : "";
+    stages = o.stages;
+    chunks = o.chunks;
+    recv_timeout_seconds = o.recv_timeout_seconds;
   }
+  // Top-level layers per stage (one entry per stage), instead of an even split.
+  void set_layers_per_stage(const int64_t* values, size_t count) { layers_per_stage.assign(values, values + count); }
+  // Back to an even split.
+  void clear_layers_per_stage() { layers_per_stage.clear(); }
+  size_t num_layers_per_stage() const { return layers_per_stage.size(); }
+  int64_t layers_in_stage(size_t i) const { return i < layers_per_stage.size() ? layers_per_stage[i] : 0; }
 };
 
 struct StepResult {
@@ -407,6 +428,27 @@ struct Metrics {
   int64_t step = 0;
   double last_loss = 0, last_grad_norm = 0, tokens_per_second = 0;
   int64_t total_tokens = 0, data_position = 0;
+};
+
+// One rank's results (pf_rank_stats): of a simulation (in the cost model's unit) or of a pipelined
+// trainer's last step (measured, in microseconds from the step start).
+struct RankStats {
+  double busy = 0, idle = 0, first_start = 0, finish = 0;
+  int64_t peak_activations = 0;
+  double peak_activation_bytes = 0;
+
+#ifndef SWIG
+  static RankStats from_c(const pf_rank_stats& c) {
+    RankStats r;
+    r.busy = c.busy;
+    r.idle = c.idle;
+    r.first_start = c.first_start;
+    r.finish = c.finish;
+    r.peak_activations = c.peak_activations;
+    r.peak_activation_bytes = c.peak_activation_bytes;
+    return r;
+  }
+#endif  // SWIG
 };
 
 // What a data loader fills: the micro-batch's inputs and targets.
@@ -520,6 +562,24 @@ class Trainer {
     o.beta2 = options.beta2;
     o.eps = options.eps;
     o.clip_norm = options.clip_norm;
+    o.schedule = options.schedule.empty() ? nullptr : options.schedule.c_str();
+    o.schedule_text = options.schedule_text.empty() ? nullptr : options.schedule_text.c_str();
+    o.stages = options.stages;
+    o.chunks = options.chunks;
+    o.recv_timeout_seconds = options.recv_timeout_seconds;
+    std::vector<int32_t> layers;
+    for (size_t i = 0; i < options.layers_per_stage.size(); ++i) {
+      const int64_t n = options.layers_per_stage[i];
+      if (n < INT32_MIN || n > INT32_MAX) {
+        detail::report(status, PF_INVALID_ARGUMENT,
+                       "layers_per_stage[" + std::to_string(i) + "] is " + std::to_string(n) +
+                           ", outside the int32 range");
+        return nullptr;
+      }
+      layers.push_back(static_cast<int32_t>(n));
+    }
+    o.layers_per_stage = layers.empty() ? nullptr : layers.data();
+    o.num_layers_per_stage = layers.size();
     pf_trainer* t = nullptr;
     return detail::ok(pf_trainer_create(model.handle(), &o, &t), status) ? new Trainer(t) : nullptr;
   }
@@ -647,6 +707,42 @@ class Trainer {
     if (open(status)) detail::ok(pf_trainer_load_checkpoint(trainer_, path.c_str()), status);
   }
 
+  // ---- pipelined training: measurements of the last step ----
+  // Pipeline ranks (1 for the sequential trainer).
+  int32_t num_ranks(Status* status) const {
+    int32_t n = 0;
+    if (!open(status) || !detail::ok(pf_trainer_num_ranks(trainer_, &n), status)) return 0;
+    return n;
+  }
+  // Rank `rank` (in [0, num_ranks)) over the last step, in microseconds from the step start.
+  // PF_FAILED_PRECONDITION for the sequential trainer or before the first step.
+  RankStats rank_stats(int32_t rank, Status* status) const {
+    RankStats r;
+    if (!open(status)) return r;
+    pf_rank_stats c;
+    std::memset(&c, 0, sizeof(c));
+    c.struct_size = sizeof(c);
+    if (detail::ok(pf_trainer_get_rank_stats(trainer_, rank, &c), status)) r = RankStats::from_c(c);
+    return r;
+  }
+  // (makespan - busiest rank's busy time) / makespan of the last step.
+  double bubble_rate(Status* status) const {
+    double rate = 0;
+    if (!open(status) || !detail::ok(pf_trainer_get_bubble_rate(trainer_, &rate), status)) return 0;
+    return rate;
+  }
+  // The last step's measured timeline as Chrome trace JSON (https://ui.perfetto.dev) or SVG.
+  std::string timeline_to_chrome_trace(Status* status) {
+    const char* text = nullptr;
+    if (!open(status) || !detail::ok(pf_trainer_timeline_to_chrome_trace(trainer_, &text), status)) return {};
+    return text;
+  }
+  std::string timeline_to_svg(Status* status) {
+    const char* text = nullptr;
+    if (!open(status) || !detail::ok(pf_trainer_timeline_to_svg(trainer_, &text), status)) return {};
+    return text;
+  }
+
  private:
   explicit Trainer(pf_trainer* trainer) : trainer_(trainer) {}
   bool open(Status* status) const {
@@ -769,13 +865,6 @@ struct SimulationSummary {
   double max_span = 0, span_bubble_rate = 0;
 };
 
-// One rank's results (pf_rank_stats).
-struct RankStats {
-  double busy = 0, idle = 0, first_start = 0, finish = 0;
-  int64_t peak_activations = 0;
-  double peak_activation_bytes = 0;
-};
-
 // A simulated timeline: results and renderings. Independent of the schedule it came from.
 class Simulation {
  public:
@@ -813,14 +902,7 @@ class Simulation {
     pf_rank_stats c;
     std::memset(&c, 0, sizeof(c));
     c.struct_size = sizeof(c);
-    if (detail::ok(pf_simulation_get_rank_stats(simulation_, rank, &c), status)) {
-      r.busy = c.busy;
-      r.idle = c.idle;
-      r.first_start = c.first_start;
-      r.finish = c.finish;
-      r.peak_activations = c.peak_activations;
-      r.peak_activation_bytes = c.peak_activation_bytes;
-    }
+    if (detail::ok(pf_simulation_get_rank_stats(simulation_, rank, &c), status)) r = RankStats::from_c(c);
     return r;
   }
 

@@ -52,13 +52,19 @@ type SimulationSummary struct {
 	SpanBubbleRate float64
 }
 
-// RankStats are one rank's results.
+// RankStats are one rank's results: of a simulation (in the cost model's unit) or of a pipelined
+// trainer's last step (measured, in microseconds from the step start).
 type RankStats struct {
 	Busy                float64 // time spent in actions
 	Idle                float64 // Makespan - Busy
 	FirstStart, Finish  float64 // start of its first action, end of its last
 	PeakActivations     int64   // most micro-batches held at once (F done, B not yet)
 	PeakActivationBytes float64 // the same in bytes (MB and MW of its stages)
+}
+
+func rankStats(r core.RankStats) RankStats {
+	return RankStats{Busy: r.GetBusy(), Idle: r.GetIdle(), FirstStart: r.GetFirstStart(), Finish: r.GetFinish(),
+		PeakActivations: r.GetPeakActivations(), PeakActivationBytes: r.GetPeakActivationBytes()}
 }
 
 // Schedule is a validated pipeline schedule: the actions (F, B, W, BW, SEND/RECV) each rank runs, in
@@ -255,9 +261,7 @@ func (m *Simulation) read() error {
 		var r core.RankStats
 		err := call(func(st core.Status) { r = m.sim.RankStats(i, st) })
 		if err == nil {
-			m.ranks[i] = RankStats{Busy: r.GetBusy(), Idle: r.GetIdle(), FirstStart: r.GetFirstStart(),
-				Finish: r.GetFinish(), PeakActivations: r.GetPeakActivations(),
-				PeakActivationBytes: r.GetPeakActivationBytes()}
+			m.ranks[i] = rankStats(r)
 		}
 		core.DeleteRankStats(r)
 		if err != nil {

@@ -1,14 +1,21 @@
 package pipeforge
 
 import (
+	"fmt"
 	"runtime"
+	"time"
 
 	"pipeforge/internal/core"
 )
 
 // TrainerOptions configures a Trainer. Zero fields take the C API's defaults: 1 micro-batch, seed 0,
 // "adamw", LR 1e-3, Beta1 0.9, Beta2 0.999, Eps 1e-8, no momentum, weight decay or clipping, 1 BLAS
-// thread.
+// thread; sequential (not pipelined).
+//
+// Pipelined training (docs/EXECUTION.md): Schedule (a name from ScheduleNames) with Stages ranks and
+// Chunks model chunks per rank, or ScheduleText (a schedule in the text form), runs one worker per
+// rank; the parameters stay bitwise equal to the sequential trainer's. LayersPerStage splits the
+// model's top-level layers (nil: evenly); RecvTimeout bounds a rank's wait for a peer (0: 60 s).
 type TrainerOptions struct {
 	MicroBatches int     // equal micro-batches per step; must divide the batch rows
 	Seed         int64   // parameter initialisation
@@ -20,6 +27,13 @@ type TrainerOptions struct {
 	Eps          float32 // AdamW
 	ClipNorm     float32 // > 0: clip gradients to this global L2 norm
 	BLASThreads  int     // BLAS threads used by the step
+
+	Schedule       string        // a schedule name, e.g. "1f1b"; "" = none
+	ScheduleText   string        // or a schedule in the text form; "" = none
+	Stages         int           // pipeline ranks P for Schedule; 0 = 1
+	Chunks         int           // model chunks per rank V (interleaved-1f1b, bfs); 0 = 1
+	LayersPerStage []int         // top-level layers per stage; nil = an even split
+	RecvTimeout    time.Duration // a rank waiting longer for a peer fails the step; 0 = 60 s
 }
 
 // StepResult is the result of one optimizer step.
@@ -84,6 +98,33 @@ func NewTrainer(model *Model, opts TrainerOptions) (*Trainer, error) {
 	}
 	if opts.BLASThreads != 0 {
 		o.SetBlasThreads(opts.BLASThreads)
+	}
+	o.SetSchedule(opts.Schedule)
+	o.SetScheduleText(opts.ScheduleText)
+	for _, f := range []struct {
+		name string
+		v    int
+		set  func(int)
+	}{{"Stages", opts.Stages, o.SetStages}, {"Chunks", opts.Chunks, o.SetChunks}} {
+		if err := checkInt32(f.name, f.v); err != nil {
+			return nil, err
+		}
+		if f.v != 0 {
+			f.set(f.v)
+		}
+	}
+	if opts.LayersPerStage != nil {
+		layers := make([]int64, len(opts.LayersPerStage))
+		for i, n := range opts.LayersPerStage {
+			if err := checkInt32(fmt.Sprintf("LayersPerStage[%d]", i), n); err != nil {
+				return nil, err
+			}
+			layers[i] = int64(n)
+		}
+		o.SetLayersPerStage(layers)
+	}
+	if opts.RecvTimeout != 0 {
+		o.SetRecvTimeoutSeconds(opts.RecvTimeout.Seconds())
 	}
 	var t core.Trainer
 	if err := call(func(s core.Status) { t = core.TrainerCreate(model.m, o, s) }); err != nil {
@@ -274,4 +315,74 @@ func (t *Trainer) LoadCheckpoint(path string) error {
 		return errClosed("trainer")
 	}
 	return call(func(s core.Status) { t.t.LoadCheckpoint(path, s) })
+}
+
+// NumRanks is the number of pipeline ranks (1 for the sequential trainer).
+func (t *Trainer) NumRanks() (int, error) {
+	defer runtime.KeepAlive(t)
+	if t == nil || t.t == nil {
+		return 0, errClosed("trainer")
+	}
+	var n int
+	err := call(func(s core.Status) { n = t.t.NumRanks(s) })
+	return n, err
+}
+
+// RankStats returns every rank's statistics over the last step of a pipelined trainer, rank 0 first,
+// in microseconds from the step start. A FailedPrecondition error for the sequential trainer or
+// before the first step.
+func (t *Trainer) RankStats() ([]RankStats, error) {
+	n, err := t.NumRanks()
+	if err != nil {
+		return nil, err
+	}
+	defer runtime.KeepAlive(t)
+	ranks := make([]RankStats, n)
+	for i := range ranks {
+		var r core.RankStats
+		err := call(func(s core.Status) { r = t.t.RankStats(i, s) })
+		if err == nil {
+			ranks[i] = rankStats(r)
+		}
+		core.DeleteRankStats(r)
+		if err != nil {
+			return nil, err
+		}
+	}
+	return ranks, nil
+}
+
+// BubbleRate is the last step's measured bubble rate: (makespan - busiest rank's busy time) /
+// makespan. A FailedPrecondition error for the sequential trainer or before the first step.
+func (t *Trainer) BubbleRate() (float64, error) {
+	defer runtime.KeepAlive(t)
+	if t == nil || t.t == nil {
+		return 0, errClosed("trainer")
+	}
+	var rate float64
+	err := call(func(s core.Status) { rate = t.t.BubbleRate(s) })
+	return rate, err
+}
+
+// TimelineToChromeTrace is the last step's measured timeline as Chrome trace JSON
+// (https://ui.perfetto.dev): a track per rank, an event per action.
+func (t *Trainer) TimelineToChromeTrace() (string, error) {
+	defer runtime.KeepAlive(t)
+	if t == nil || t.t == nil {
+		return "", errClosed("trainer")
+	}
+	var text string
+	err := call(func(s core.Status) { text = t.t.TimelineToChromeTrace(s) })
+	return text, err
+}
+
+// TimelineToSVG is the last step's measured timeline as an SVG image.
+func (t *Trainer) TimelineToSVG() (string, error) {
+	defer runtime.KeepAlive(t)
+	if t == nil || t.t == nil {
+		return "", errClosed("trainer")
+	}
+	var text string
+	err := call(func(s core.Status) { text = t.t.TimelineToSvg(s) })
+	return text, err
 }

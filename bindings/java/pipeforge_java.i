@@ -203,6 +203,17 @@ PF_JAVA_ARRAY((int32_t* out, size_t count), jint, int[], int[], jintArray, Int, 
     }
   }
 
+  /**
+   * Every rank's statistics over the last step of a pipelined trainer, rank 0 first (microseconds
+   * from the step start). Throws PipeForgeException (FAILED_PRECONDITION) for the sequential
+   * trainer or before the first step.
+   */
+  public RankStats[] rankStats() {
+    RankStats[] ranks = new RankStats[numRanks()];
+    for (int i = 0; i < ranks.length; ++i) ranks[i] = rankStats(i);
+    return ranks;
+  }
+
   /** Destroys the native trainer and its data loader. Idempotent. */
   @Override
   public synchronized void close() {
@@ -211,6 +222,25 @@ PF_JAVA_ARRAY((int32_t* out, size_t count), jint, int[], int[], jintArray, Int, 
       loaderBridge.delete();
       loaderBridge = null;
     }
+  }
+%}
+
+// Pipelined training: new TrainerOptions().setSchedule("1f1b") with setStages(2) (setScheduleText,
+// setChunks, setLayersPerStage, setRecvTimeoutSeconds); the setters return nothing, as SWIG makes them.
+%typemap(javacode) pipeforge::TrainerOptions %{
+  /** The defaults, pipelined with schedule {@code name} over {@code stages} ranks. */
+  public static TrainerOptions pipelined(String name, int stages) {
+    TrainerOptions options = new TrainerOptions();
+    options.setSchedule(name);
+    options.setStages(stages);
+    return options;
+  }
+
+  /** Top-level layers per stage (one entry per stage), instead of an even split. */
+  public void setLayersPerStage(int... layers) {
+    long[] values = new long[layers.length];
+    for (int i = 0; i < layers.length; ++i) values[i] = layers[i];
+    setLayersPerStage(values);
   }
 %}
 

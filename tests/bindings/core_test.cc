@@ -1,7 +1,8 @@
 // The C++ layer every binding wraps (bindings/pipeforge_core.h), tested directly: both error modes
 // (throw for Python and Java, Status for Go), closed handles, the data-loader bridge, which must
 // turn whatever a callback does (an error message, an exception, a missing tensor) into a status,
-// and Schedule/Simulation/CostModel (per-stage arrays of different lengths are caught here).
+// Schedule/Simulation/CostModel (per-stage arrays of different lengths are caught here) and the
+// pipelined trainer's options and measurements.
 #include "bindings/pipeforge_core.h"
 
 #include <gtest/gtest.h>
@@ -220,6 +221,73 @@ TEST(CoreTest, PerStageCostsOverrideTheScalarsAndMustAgreeInLength) {
   sim.reset(schedule->simulate(costs, &status));
   ASSERT_TRUE(status.ok()) << status.message();
   EXPECT_DOUBLE_EQ(sim->rank_stats(1, nullptr).busy, 2 * 3.0);
+}
+
+TEST(CoreTest, PipelinedTrainerOptionsAndMeasurements) {
+  pipeforge::TrainerOptions defaults;
+  EXPECT_EQ(defaults.schedule, "");
+  EXPECT_EQ(defaults.schedule_text, "");
+  EXPECT_EQ(defaults.stages, 1);
+  EXPECT_EQ(defaults.chunks, 1);
+  EXPECT_GT(defaults.recv_timeout_seconds, 0.0);
+  EXPECT_EQ(defaults.num_layers_per_stage(), 0u);
+
+  // An MLP with 3 hidden layers: fc0 act0 fc1 act1 fc2 act2 head (7 top-level layers).
+  pipeforge::MlpConfig config;
+  config.input_dim = 4;
+  const int64_t hidden[] = {8, 8, 8};
+  config.set_hidden(hidden, 3);
+  config.classes = 3;
+  std::unique_ptr<pipeforge::Model> model(pipeforge::Model::mlp(config, nullptr));
+  pipeforge::TrainerOptions options;
+  options.micro_batches = 2;
+  std::unique_ptr<pipeforge::Trainer> sequential(pipeforge::Trainer::create(*model, options, nullptr));
+  sequential->step(Inputs(4), Targets(4), nullptr);
+  const std::string expected = sequential->checksum(nullptr);
+  Status status;
+  EXPECT_EQ(sequential->num_ranks(&status), 1);
+  sequential->rank_stats(0, &status);
+  EXPECT_EQ(status.code(), PF_FAILED_PRECONDITION);
+  EXPECT_NE(status.message().find("not pipelined"), std::string::npos) << status.message();
+  EXPECT_EQ(sequential->timeline_to_svg(&status), "");
+  EXPECT_EQ(status.code(), PF_FAILED_PRECONDITION);
+  sequential.reset();
+
+  options.schedule = "2f2b";
+  options.stages = 2;
+  EXPECT_EQ(pipeforge::Trainer::create(*model, options, &status), nullptr);
+  EXPECT_EQ(status.code(), PF_INVALID_ARGUMENT);
+  EXPECT_NE(status.message().find("2f2b"), std::string::npos) << status.message();
+  options.schedule = "1f1b";
+  const int64_t too_wide[] = {3, int64_t{1} << 40};
+  options.set_layers_per_stage(too_wide, 2);
+  EXPECT_EQ(pipeforge::Trainer::create(*model, options, &status), nullptr);
+  EXPECT_EQ(status.code(), PF_INVALID_ARGUMENT);
+  EXPECT_NE(status.message().find("layers_per_stage[1]"), std::string::npos) << status.message();
+  const int64_t split[] = {3, 4};
+  options.set_layers_per_stage(split, 2);
+  EXPECT_EQ(options.layers_in_stage(1), 4);
+  options.recv_timeout_seconds = 30;
+  std::unique_ptr<pipeforge::Trainer> pipelined(pipeforge::Trainer::create(*model, options, &status));
+  ASSERT_TRUE(status.ok()) << status.message();
+  EXPECT_EQ(pipelined->num_ranks(nullptr), 2);
+  EXPECT_THROW(pipelined->bubble_rate(nullptr), pipeforge::Error);  // no step yet
+  pipelined->step(Inputs(4), Targets(4), nullptr);
+  EXPECT_EQ(pipelined->checksum(nullptr), expected);
+  const pipeforge::RankStats r = pipelined->rank_stats(1, nullptr);
+  EXPECT_GT(r.busy, 0.0);
+  EXPECT_GE(r.finish, r.first_start);
+  EXPECT_GE(r.peak_activations, 1);
+  const double bubble = pipelined->bubble_rate(nullptr);
+  EXPECT_GE(bubble, 0.0);
+  EXPECT_LT(bubble, 1.0);
+  EXPECT_NE(pipelined->timeline_to_chrome_trace(nullptr).find("traceEvents"), std::string::npos);
+  EXPECT_NE(pipelined->timeline_to_svg(nullptr).find("<svg"), std::string::npos);
+  pipelined->rank_stats(2, &status);
+  EXPECT_EQ(status.code(), PF_INVALID_ARGUMENT);
+  pipelined->close();
+  EXPECT_EQ(pipelined->num_ranks(&status), 0);
+  EXPECT_EQ(status.code(), PF_FAILED_PRECONDITION);
 }
 
 TEST(CoreTest, AbiMatches) {

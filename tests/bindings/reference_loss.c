@@ -8,6 +8,11 @@
  * with mix = SplitMix64's finaliser (below). A data loader serves micro-batch p as rows
  * [4 (p % 2), 4 (p % 2) + 4) of step p / 2, so both data paths see the same batches.
  *
+ * Usage: reference_loss [SCHEDULE STAGES [CHUNKS]]. With a schedule name (e.g. 1f1b, zb-v) the same
+ * run is pipelined over STAGES ranks (options.schedule, .stages, .chunks), and one more line
+ * follows the checksum: "ranks <num_ranks> bubble_rate_ok <0|1>" (whether the measured bubble rate of
+ * the last step is in [0, 1)). The runtime keeps the parameters bitwise equal to the sequential run.
+ *
  * Output (the doubles as the hex of their IEEE-754 bits):
  *   step 1 loss 3ff0000000000000 grad_norm 3ff0000000000000
  *   ...
@@ -43,7 +48,12 @@ static uint64_t bits(double x) {
   return b;
 }
 
-int main(void) {
+int main(int argc, char** argv) {
+  const char* schedule = argc > 1 ? argv[1] : NULL;
+  if (argc != 1 && argc != 3 && argc != 4) {
+    fprintf(stderr, "usage: %s [SCHEDULE STAGES [CHUNKS]]\n", argv[0]);
+    return 2;
+  }
   const int64_t hidden[2] = {16, 16};
   pf_mlp_config config;
   pf_mlp_config_init(&config);
@@ -62,6 +72,11 @@ int main(void) {
   options.optimizer = PF_OPTIMIZER_ADAMW;
   options.lr = 0.01f;
   options.clip_norm = 1.0f;
+  if (schedule != NULL) {
+    options.schedule = schedule;
+    options.stages = atoi(argv[2]);
+    options.chunks = argc > 3 ? atoi(argv[3]) : 1;
+  }
   pf_trainer* trainer = NULL;
   check(pf_trainer_create(model, &options, &trainer), "pf_trainer_create");
   pf_model_destroy(model);
@@ -88,6 +103,13 @@ int main(void) {
   char checksum[65];
   check(pf_trainer_parameter_checksum(trainer, checksum), "pf_trainer_parameter_checksum");
   printf("checksum %s\n", checksum);
+  if (schedule != NULL) {
+    int32_t ranks = 0;
+    double bubble_rate = -1;
+    check(pf_trainer_num_ranks(trainer, &ranks), "pf_trainer_num_ranks");
+    check(pf_trainer_get_bubble_rate(trainer, &bubble_rate), "pf_trainer_get_bubble_rate");
+    printf("ranks %d bubble_rate_ok %d\n", (int)ranks, bubble_rate >= 0.0 && bubble_rate < 1.0);
+  }
   pf_trainer_destroy(trainer);
   return 0;
 }

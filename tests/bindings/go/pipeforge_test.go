@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"pipeforge"
 )
@@ -28,14 +29,15 @@ const (
 type reference struct {
 	losses   []string
 	checksum string
+	pipeline string // pipelined runs: "ranks N bubble_rate_ok B"
 }
 
-func runReference(t *testing.T) reference {
+func runReference(t *testing.T, args ...string) reference {
 	t.Helper()
 	if *referenceBinary == "" {
 		t.Fatal("-reference is not set")
 	}
-	out, err := exec.Command(*referenceBinary).Output()
+	out, err := exec.Command(*referenceBinary, args...).Output()
 	if err != nil {
 		t.Fatalf("%s: %v", *referenceBinary, err)
 	}
@@ -47,6 +49,8 @@ func runReference(t *testing.T) reference {
 			ref.losses = append(ref.losses, w[3]+" "+w[5])
 		case "checksum":
 			ref.checksum = w[1]
+		case "ranks":
+			ref.pipeline = line
 		}
 	}
 	if len(ref.losses) != steps || ref.checksum == "" {
@@ -92,12 +96,20 @@ func referenceModel(t *testing.T) *pipeforge.Model {
 	return m
 }
 
+func referenceOptions() pipeforge.TrainerOptions {
+	return pipeforge.TrainerOptions{MicroBatches: microBatches, Seed: 42, Optimizer: "adamw", LR: 0.01, ClipNorm: 1}
+}
+
 func referenceTrainer(t *testing.T) *pipeforge.Trainer {
+	t.Helper()
+	return trainerWith(t, referenceOptions())
+}
+
+func trainerWith(t *testing.T, opts pipeforge.TrainerOptions) *pipeforge.Trainer {
 	t.Helper()
 	m := referenceModel(t)
 	defer m.Close() // the trainer keeps its own reference
-	tr, err := pipeforge.NewTrainer(m, pipeforge.TrainerOptions{MicroBatches: microBatches, Seed: 42,
-		Optimizer: "adamw", LR: 0.01, ClipNorm: 1})
+	tr, err := pipeforge.NewTrainer(m, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -554,5 +566,142 @@ func TestScheduleChromeTraceIsJSON(t *testing.T) {
 	}
 	if actions != 4*8*3 || len(tracks) != 4 || math.Abs(end-sim.Summary().Makespan) > 1e-6 {
 		t.Errorf("%d actions on %d tracks ending at %v (makespan %v)", actions, len(tracks), end, sim.Summary().Makespan)
+	}
+}
+
+// ---- pipelined training ----
+
+func trainSteps(t *testing.T, tr *pipeforge.Trainer) []string {
+	t.Helper()
+	var losses []string
+	for s := uint64(0); s < steps; s++ {
+		inputs, targets := batchRows(s, 0, rows)
+		r, err := tr.Step(inputs, targets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		losses = append(losses, bits(r))
+	}
+	return losses
+}
+
+func TestPipelinedStepsMatchTheCAPIBitwise(t *testing.T) {
+	sequential := runReference(t)
+	for _, c := range []struct {
+		schedule       string
+		stages, chunks int
+	}{{"1f1b", 2, 1}, {"zb-v", 2, 1}, {"interleaved-1f1b", 2, 2}} {
+		t.Run(c.schedule, func(t *testing.T) {
+			ref := runReference(t, c.schedule, fmt.Sprint(c.stages), fmt.Sprint(c.chunks))
+			if want := fmt.Sprintf("ranks %d bubble_rate_ok 1", c.stages); ref.pipeline != want {
+				t.Errorf("the C API's pipelined run says %q, want %q", ref.pipeline, want)
+			}
+			// The runtime keeps a pipelined run bitwise equal to the sequential one.
+			if !reflect.DeepEqual(ref.losses, sequential.losses) || ref.checksum != sequential.checksum {
+				t.Errorf("pipelined C API run %v %s differs from the sequential %v %s", ref.losses, ref.checksum,
+					sequential.losses, sequential.checksum)
+			}
+			opts := referenceOptions()
+			opts.Schedule, opts.Stages, opts.Chunks = c.schedule, c.stages, c.chunks
+			tr := trainerWith(t, opts)
+			defer tr.Close()
+			if n, err := tr.NumRanks(); err != nil || n != c.stages {
+				t.Errorf("NumRanks %d (%v), want %d", n, err, c.stages)
+			}
+			checkReference(t, ref, trainSteps(t, tr), tr)
+		})
+	}
+}
+
+func TestPipelinedMeasurements(t *testing.T) {
+	opts := referenceOptions()
+	opts.Schedule, opts.Stages, opts.RecvTimeout = "1f1b", 2, 30*time.Second
+	tr := trainerWith(t, opts)
+	defer tr.Close()
+	if _, err := tr.RankStats(); !errors.Is(err, &pipeforge.Error{Code: pipeforge.FailedPrecondition}) ||
+		!strings.Contains(err.Error(), "no step") {
+		t.Errorf("RankStats before a step: %v", err)
+	}
+	inputs, targets := batchRows(0, 0, rows)
+	if _, err := tr.Step(inputs, targets); err != nil {
+		t.Fatal(err)
+	}
+	ranks, err := tr.RankStats()
+	if err != nil || len(ranks) != 2 {
+		t.Fatalf("RankStats %+v (%v), want 2 ranks", ranks, err)
+	}
+	for i, r := range ranks {
+		if r.Busy <= 0 || r.Idle < 0 || r.Finish < r.FirstStart || r.PeakActivations < 1 || r.PeakActivationBytes <= 0 {
+			t.Errorf("rank %d: %+v", i, r)
+		}
+	}
+	if rate, err := tr.BubbleRate(); err != nil || rate < 0 || rate >= 1 {
+		t.Errorf("BubbleRate %v (%v), want in [0, 1)", rate, err)
+	}
+	trace, err := tr.TimelineToChromeTrace()
+	var parsed map[string]interface{}
+	if err != nil || json.Unmarshal([]byte(trace), &parsed) != nil || parsed["traceEvents"] == nil {
+		t.Errorf("TimelineToChromeTrace: %v\n%.200s", err, trace)
+	}
+	if svg, err := tr.TimelineToSVG(); err != nil || !strings.Contains(svg, "<svg") {
+		t.Errorf("TimelineToSVG: %v\n%.200s", err, svg)
+	}
+}
+
+func TestPipelinedScheduleTextAndPartition(t *testing.T) {
+	ref := runReference(t)
+	opts := referenceOptions()
+	// The reference MLP's 5 top-level layers (fc0 act0 fc1 act1 head) split 2 + 3, GPipe by hand.
+	opts.ScheduleText = "0F0 0F1 0BW0 0BW1\n1F0 1F1 1BW0 1BW1\n"
+	opts.LayersPerStage = []int{2, 3}
+	tr := trainerWith(t, opts)
+	defer tr.Close()
+	checkReference(t, ref, trainSteps(t, tr), tr)
+	ranks, err := tr.RankStats()
+	if err != nil || len(ranks) != 2 || ranks[0].PeakActivations != 2 || ranks[1].PeakActivations != 2 {
+		t.Errorf("RankStats %+v (%v), want 2 ranks holding 2 micro-batches each (GPipe)", ranks, err)
+	}
+}
+
+func TestPipelineErrors(t *testing.T) {
+	invalid := &pipeforge.Error{Code: pipeforge.InvalidArgument}
+	m := referenceModel(t)
+	defer m.Close()
+	opts := referenceOptions()
+	opts.Schedule, opts.Stages = "2f2b", 2
+	_, err := pipeforge.NewTrainer(m, opts)
+	if !errors.Is(err, invalid) || !strings.Contains(err.Error(), "2f2b") {
+		t.Errorf("unknown schedule: %v", err)
+	}
+	opts.Schedule, opts.LayersPerStage = "1f1b", []int{6, 6}
+	if _, err := pipeforge.NewTrainer(m, opts); !errors.Is(err, invalid) || !strings.Contains(err.Error(), "layers") {
+		t.Errorf("too many layers: %v", err)
+	}
+	opts.LayersPerStage = []int{2, 1 << 40}
+	if _, err := pipeforge.NewTrainer(m, opts); !errors.Is(err, invalid) || !strings.Contains(err.Error(), "int32") {
+		t.Errorf("LayersPerStage out of range: %v", err)
+	}
+	tr := referenceTrainer(t)
+	defer tr.Close()
+	if n, err := tr.NumRanks(); err != nil || n != 1 {
+		t.Errorf("NumRanks of the sequential trainer %d (%v)", n, err)
+	}
+	inputs, targets := batchRows(0, 0, rows)
+	if _, err := tr.Step(inputs, targets); err != nil {
+		t.Fatal(err)
+	}
+	precondition := &pipeforge.Error{Code: pipeforge.FailedPrecondition}
+	if _, err := tr.RankStats(); !errors.Is(err, precondition) || !strings.Contains(err.Error(), "not pipelined") {
+		t.Errorf("RankStats of the sequential trainer: %v", err)
+	}
+	if _, err := tr.BubbleRate(); !errors.Is(err, precondition) {
+		t.Errorf("BubbleRate of the sequential trainer: %v", err)
+	}
+	if _, err := tr.TimelineToSVG(); !errors.Is(err, precondition) {
+		t.Errorf("TimelineToSVG of the sequential trainer: %v", err)
+	}
+	tr.Close()
+	if _, err := tr.NumRanks(); !errors.Is(err, precondition) {
+		t.Errorf("NumRanks of a closed trainer: %v", err)
 	}
 }

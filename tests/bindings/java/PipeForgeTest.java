@@ -242,6 +242,143 @@ public class PipeForgeTest {
     }
   }
 
+  // ---- pipelined training ----
+
+  /** The C API's run (reference_loss ARGS...): losses, checksum and, pipelined, "ranks N bubble_rate_ok B". */
+  static List<String> runReference(String... args) throws Exception {
+    List<String> command = new ArrayList<>();
+    command.add(System.getProperty("pipeforge.reference"));
+    command.addAll(List.of(args));
+    Process p = new ProcessBuilder(command).start();
+    List<String> out = new ArrayList<>();
+    try (BufferedReader r =
+        new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
+      for (String line; (line = r.readLine()) != null; ) {
+        String[] w = line.split(" ");
+        if (w[0].equals("step")) out.add(w[3] + " " + w[5]);
+        if (w[0].equals("checksum")) out.add(w[1]);
+        if (w[0].equals("ranks")) out.add(line);
+      }
+    }
+    assertEquals(0, p.waitFor());
+    return out;
+  }
+
+  static Trainer pipelinedTrainer(Model model, String schedule, int stages, int chunks) {
+    TrainerOptions options = new TrainerOptions();
+    options.setMicroBatches(MICRO_BATCHES);
+    options.setSeed(42);
+    options.setOptimizer("adamw");
+    options.setLr(0.01f);
+    options.setClipNorm(1.0f);
+    options.setSchedule(schedule);
+    options.setStages(stages);
+    options.setChunks(chunks);
+    return new Trainer(model, options);
+  }
+
+  @Test
+  public void pipelinedStepsMatchTheCApiBitwise() throws Exception {
+    String[][] cases = {{"1f1b", "2", "1"}, {"zb-v", "2", "1"}, {"interleaved-1f1b", "2", "2"}};
+    for (String[] c : cases) {
+      List<String> ref = runReference(c);
+      assertEquals(c[0], STEPS + 2, ref.size());
+      assertEquals(c[0], "ranks " + c[1] + " bubble_rate_ok 1", ref.get(STEPS + 1));
+      // The runtime keeps a pipelined run bitwise equal to the sequential one.
+      assertEquals(c[0], referenceLosses, ref.subList(0, STEPS));
+      assertEquals(c[0], referenceChecksum, ref.get(STEPS));
+      try (Model model = referenceModel();
+          Trainer trainer =
+              pipelinedTrainer(model, c[0], Integer.parseInt(c[1]), Integer.parseInt(c[2]))) {
+        assertEquals(Integer.parseInt(c[1]), trainer.numRanks());
+        List<String> losses = new ArrayList<>();
+        for (int s = 0; s < STEPS; ++s) {
+          Batch b = rows(s, 0, ROWS);
+          losses.add(bits(trainer.step(b.inputs(), b.targets())));
+        }
+        assertEquals(c[0], ref.subList(0, STEPS), losses);
+        assertEquals(c[0], ref.get(STEPS), trainer.checksum());
+      }
+    }
+  }
+
+  @Test
+  public void pipelinedMeasurementsAfterAStep() {
+    try (Model model = referenceModel(); Trainer trainer = pipelinedTrainer(model, "1f1b", 2, 1)) {
+      PipeForgeException e = assertThrows(PipeForgeException.class, trainer::rankStats);
+      assertEquals(PipeForgeException.FAILED_PRECONDITION, e.getCode());
+      assertTrue(e.getMessage(), e.getMessage().contains("no step"));
+      Batch b = rows(0, 0, ROWS);
+      trainer.step(b.inputs(), b.targets());
+      RankStats[] ranks = trainer.rankStats();
+      assertEquals(2, ranks.length);
+      for (RankStats r : ranks) {
+        assertTrue(r.getBusy() > 0);
+        assertTrue(r.getIdle() >= 0);
+        assertTrue(r.getFinish() >= r.getFirstStart());
+        assertTrue(r.getPeakActivations() >= 1);
+        assertTrue(r.getPeakActivationBytes() > 0);
+      }
+      double bubble = trainer.bubbleRate();
+      assertTrue("bubble rate " + bubble, bubble >= 0 && bubble < 1);
+      assertTrue(new Json(trainer.timelineToChromeTrace()).parse() instanceof Map);
+      assertTrue(trainer.timelineToSvg().contains("<svg"));
+      e = assertThrows(PipeForgeException.class, () -> trainer.rankStats(2));
+      assertEquals(PipeForgeException.INVALID_ARGUMENT, e.getCode());
+    }
+  }
+
+  @Test
+  public void scheduleTextAndExplicitPartition() {
+    TrainerOptions options = new TrainerOptions();
+    options.setMicroBatches(MICRO_BATCHES);
+    options.setSeed(42);
+    options.setLr(0.01f);
+    options.setClipNorm(1.0f);
+    options.setScheduleText("0F0 0F1 0BW0 0BW1\n1F0 1F1 1BW0 1BW1\n");
+    options.setLayersPerStage(2, 3); // fc0 act0 | fc1 act1 head
+    options.setRecvTimeoutSeconds(30);
+    assertEquals(2, options.numLayersPerStage());
+    assertEquals(3, options.layersInStage(1));
+    try (Model model = referenceModel(); Trainer trainer = new Trainer(model, options)) {
+      assertEquals(2, trainer.numRanks());
+      List<String> losses = new ArrayList<>();
+      for (int s = 0; s < STEPS; ++s) {
+        Batch b = rows(s, 0, ROWS);
+        losses.add(bits(trainer.step(b.inputs(), b.targets())));
+      }
+      assertMatchesReference(losses, trainer);
+      for (RankStats r : trainer.rankStats()) assertEquals(2, r.getPeakActivations()); // GPipe
+    }
+  }
+
+  @Test
+  public void pipelineErrors() {
+    PipeForgeException e =
+        assertThrows(
+            PipeForgeException.class,
+            () -> new Trainer(referenceModel(), TrainerOptions.pipelined("2f2b", 2)));
+    assertEquals(PipeForgeException.INVALID_ARGUMENT, e.getCode());
+    assertTrue(e.getMessage(), e.getMessage().contains("2f2b"));
+    TrainerOptions tooMany = TrainerOptions.pipelined("1f1b", 2);
+    tooMany.setLayersPerStage(6, 6);
+    e = assertThrows(PipeForgeException.class, () -> new Trainer(referenceModel(), tooMany));
+    assertEquals(PipeForgeException.INVALID_ARGUMENT, e.getCode());
+    assertTrue(e.getMessage(), e.getMessage().contains("layers"));
+    try (Model model = referenceModel(); Trainer sequential = referenceTrainer(model)) {
+      assertEquals(1, sequential.numRanks());
+      Batch b = rows(0, 0, ROWS);
+      sequential.step(b.inputs(), b.targets());
+      e = assertThrows(PipeForgeException.class, sequential::rankStats);
+      assertEquals(PipeForgeException.FAILED_PRECONDITION, e.getCode());
+      assertTrue(e.getMessage(), e.getMessage().contains("not pipelined"));
+      e = assertThrows(PipeForgeException.class, sequential::bubbleRate);
+      assertEquals(PipeForgeException.FAILED_PRECONDITION, e.getCode());
+      e = assertThrows(PipeForgeException.class, sequential::timelineToSvg);
+      assertEquals(PipeForgeException.FAILED_PRECONDITION, e.getCode());
+    }
+  }
+
   // ---- schedules ----
 
   @Test

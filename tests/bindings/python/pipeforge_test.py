@@ -57,26 +57,30 @@ def bits(x):
     return struct.unpack("<Q", struct.pack("<d", x))[0]
 
 
-def reference():
-    """{'losses': [(loss bits, grad_norm bits), ...], 'checksum': hex} from the C program."""
-    out = subprocess.run([REFERENCE_BINARY], check=True, capture_output=True, text=True).stdout
-    losses, checksum = [], None
+def reference(*pipeline):
+    """{'losses': [(loss bits, grad_norm bits), ...], 'checksum': hex} from the C program; with
+    `pipeline` (schedule, stages[, chunks]) the C API's pipelined run, which adds 'ranks' and
+    'bubble_rate_ok'."""
+    out = subprocess.run([REFERENCE_BINARY, *map(str, pipeline)], check=True, capture_output=True, text=True).stdout
+    result = {"losses": [], "checksum": None}
     for line in out.splitlines():
         words = line.split()
         if words[0] == "step":
-            losses.append((int(words[3], 16), int(words[5], 16)))
+            result["losses"].append((int(words[3], 16), int(words[5], 16)))
         elif words[0] == "checksum":
-            checksum = words[1]
-    return {"losses": losses, "checksum": checksum}
+            result["checksum"] = words[1]
+        elif words[0] == "ranks":
+            result["ranks"], result["bubble_rate_ok"] = int(words[1]), words[3] == "1"
+    return result
 
 
 def reference_model():
     return pipeforge.Model.mlp(input_dim=FEATURES, hidden=[16, 16], classes=CLASSES, activation="relu")
 
 
-def reference_trainer(model=None):
+def reference_trainer(model=None, **pipeline):
     return pipeforge.Trainer(model or reference_model(), micro_batches=MICRO_BATCHES, seed=42, optimizer="adamw",
-                             lr=0.01, clip_norm=1.0)
+                             lr=0.01, clip_norm=1.0, **pipeline)
 
 
 class ReferenceRunTest(unittest.TestCase):
@@ -389,6 +393,98 @@ class ScheduleTest(unittest.TestCase):
             with pipeforge.Schedule.generate(name, stages=4, micro_batches=8, chunks=chunks) as schedule:
                 sim = schedule.simulate()
                 self.assertGreaterEqual(sim.makespan, sim.ideal, name)
+
+
+class PipelineTest(unittest.TestCase):
+    """Pipelined training through the binding: bitwise equal to the C API's pipelined run and to the
+    sequential reference; the last step's measurements; errors."""
+
+    PIPELINES = (("1f1b", 2, 1), ("zb-v", 2, 1), ("interleaved-1f1b", 2, 2))
+
+    @classmethod
+    def setUpClass(cls):
+        cls.sequential = reference()
+
+    def test_pipelined_steps_match_the_c_api_bitwise(self):
+        for name, stages, chunks in self.PIPELINES:
+            with self.subTest(schedule=name):
+                ref = reference(name, stages, chunks)
+                self.assertEqual(ref["ranks"], stages)
+                self.assertTrue(ref["bubble_rate_ok"])
+                # The runtime keeps a pipelined run bitwise equal to the sequential one.
+                self.assertEqual(ref["losses"], self.sequential["losses"])
+                self.assertEqual(ref["checksum"], self.sequential["checksum"])
+                with reference_trainer(schedule=name, stages=stages, chunks=chunks) as trainer:
+                    self.assertEqual(trainer.num_ranks, stages)
+                    results = [trainer.step(inputs, targets) for inputs, targets in BATCHES]
+                    self.assertEqual([(bits(r.loss), bits(r.grad_norm)) for r in results], ref["losses"])
+                    self.assertEqual(trainer.checksum(), ref["checksum"])
+
+    def test_pipelined_data_loader_matches_bitwise(self):
+        with reference_trainer(schedule="1f1b", stages=2) as trainer:
+            trainer.set_data_loader(micro_batch)
+            results = [trainer.step_from_loader() for _ in range(STEPS)]
+            self.assertEqual([(bits(r.loss), bits(r.grad_norm)) for r in results], self.sequential["losses"])
+            self.assertEqual(trainer.checksum(), self.sequential["checksum"])
+
+    def test_rank_stats_bubble_rate_and_timelines_after_a_step(self):
+        with reference_trainer(schedule="1f1b", stages=2, recv_timeout_seconds=30) as trainer:
+            with self.assertRaisesRegex(pipeforge.FailedPreconditionError, "no step"):
+                trainer.rank_stats
+            trainer.step(*BATCHES[0])
+            stats = trainer.rank_stats
+            self.assertEqual(len(stats), 2)
+            for r in stats:
+                self.assertIsInstance(r, pipeforge.RankStats)
+                self.assertGreater(r.busy, 0.0)
+                self.assertGreaterEqual(r.idle, 0.0)
+                self.assertGreaterEqual(r.finish, r.first_start)
+                self.assertGreaterEqual(r.peak_activations, 1)
+                self.assertGreater(r.peak_activation_bytes, 0.0)
+            self.assertGreaterEqual(trainer.bubble_rate, 0.0)
+            self.assertLess(trainer.bubble_rate, 1.0)
+            trace = json.loads(trainer.timeline_to_chrome_trace())
+            self.assertIn("traceEvents", trace)
+            self.assertIn("<svg", trainer.timeline_to_svg())
+
+    def test_schedule_text_and_explicit_partition(self):
+        # The reference MLP's 5 top-level layers (fc0 act0 fc1 act1 head) split 2 + 3, GPipe by hand.
+        text = "0F0 0F1 0BW0 0BW1\n1F0 1F1 1BW0 1BW1\n"
+        with reference_trainer(schedule_text=text, layers_per_stage=[2, 3]) as trainer:
+            self.assertEqual(trainer.num_ranks, 2)
+            results = [trainer.step(*batch) for batch in BATCHES]
+            self.assertEqual([(bits(r.loss), bits(r.grad_norm)) for r in results], self.sequential["losses"])
+            self.assertEqual(trainer.checksum(), self.sequential["checksum"])
+            self.assertEqual([r.peak_activations for r in trainer.rank_stats], [2, 2])  # GPipe
+
+    def test_errors(self):
+        with self.assertRaises(ValueError) as caught:
+            reference_trainer(schedule="2f2b", stages=2)
+        self.assertIsInstance(caught.exception, pipeforge.InvalidArgumentError)
+        self.assertIn("2f2b", str(caught.exception))
+        with self.assertRaisesRegex(ValueError, "both set"):
+            reference_trainer(schedule="1f1b", schedule_text="0F0 0BW0", stages=2)
+        with self.assertRaisesRegex(ValueError, "layers"):
+            reference_trainer(schedule="1f1b", stages=2, layers_per_stage=[6, 6])
+        with self.assertRaisesRegex(ValueError, "stage"):
+            reference_trainer(schedule="1f1b", stages=16)  # more stages than layers
+        with self.assertRaisesRegex(ValueError, "int32"):
+            reference_trainer(schedule="1f1b", stages=2, layers_per_stage=[2, 1 << 40])
+        with self.assertRaises(TypeError):
+            reference_trainer(schedule="1f1b", stages=2.5)
+        with self.assertRaises(TypeError):
+            reference_trainer(schedule=1)
+        with reference_trainer() as sequential:
+            self.assertEqual(sequential.num_ranks, 1)
+            sequential.step(*BATCHES[0])
+            with self.assertRaisesRegex(pipeforge.FailedPreconditionError, "not pipelined"):
+                sequential.rank_stats
+            with self.assertRaisesRegex(pipeforge.FailedPreconditionError, "not pipelined"):
+                sequential.bubble_rate
+            with self.assertRaisesRegex(pipeforge.FailedPreconditionError, "not pipelined"):
+                sequential.timeline_to_chrome_trace()
+            with self.assertRaisesRegex(pipeforge.FailedPreconditionError, "not pipelined"):
+                sequential.timeline_to_svg()
 
 
 class GilTest(unittest.TestCase):

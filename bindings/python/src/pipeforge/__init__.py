@@ -8,6 +8,11 @@
         result = trainer.step(np.zeros((16, 8), np.float32), np.zeros(16, np.int32))
         print(result.loss, trainer.checksum())
 
+    # Pipelined: two ranks running 1F1B; bitwise the same parameters as above.
+    with pipeforge.Trainer(model, micro_batches=2, seed=1, lr=1e-2, schedule="1f1b", stages=2) as trainer:
+        trainer.step(np.zeros((16, 8), np.float32), np.zeros(16, np.int32))
+        print(trainer.bubble_rate, [r.busy for r in trainer.rank_stats])
+
     schedule = pipeforge.Schedule.generate("1f1b", stages=4, micro_batches=8)
     with schedule.simulate(t_f=1, t_b=1, t_w=1) as simulation:
         print(simulation.bubble_rate, [r.peak_activations for r in simulation.ranks])
@@ -17,8 +22,8 @@ runtime's message. docs/BINDINGS.md has the details.
 """
 
 from . import core as _core
-from ._api import Metrics, Model, StepResult, Trainer
-from ._schedule import SCHEDULE_NAMES, RankStats, Schedule, Simulation
+from ._api import Metrics, Model, RankStats, StepResult, Trainer
+from ._schedule import SCHEDULE_NAMES, Schedule, Simulation
 from ._errors import (CallbackError, CancelledError, CublasError, CudaError, DataLossError, Error,
                       FailedPreconditionError, InternalError, InvalidArgumentError, IoError, MpiError, NcclError,
                       NotFoundError, OutOfMemoryError, TimeoutError, UnimplementedError)

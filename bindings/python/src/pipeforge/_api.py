@@ -2,6 +2,7 @@
 
 import dataclasses
 import json as _json
+import operator
 import os
 
 import numpy as np
@@ -53,6 +54,24 @@ class Metrics:
     tokens_per_second: float  # of the last step
     total_tokens: int
     data_position: int  # micro-batches taken from data loaders so far
+
+
+@dataclasses.dataclass(frozen=True)
+class RankStats:
+    """One rank's share of a timeline: of a simulation (Simulation.ranks, in the cost model's unit) or
+    of a pipelined trainer's last step (Trainer.rank_stats, measured, in microseconds from the step
+    start)."""
+
+    busy: float  # time spent in actions
+    idle: float  # makespan - busy
+    first_start: float  # start of its first action
+    finish: float  # end of its last action
+    peak_activations: int  # most micro-batches held at once (F done, B not yet)
+    peak_activation_bytes: float  # the same in bytes
+
+    @classmethod
+    def _from_core(cls, r):
+        return cls(r.busy, r.idle, r.first_start, r.finish, r.peak_activations, r.peak_activation_bytes)
 
 
 class _Closeable:
@@ -182,14 +201,22 @@ class _LoaderAdapter(core.LoaderCallback):
 class Trainer(_Closeable):
     """Trains a model: parameters, optimizer state and an optional data loader.
 
-    Keyword options (left out: the C API's defaults): micro_batches, seed, optimizer ("adamw" or
-    "sgd"), lr, momentum, weight_decay, beta1, beta2, eps, clip_norm, blas_threads.
+    Keyword options (left out or None: the C API's defaults): micro_batches, seed, optimizer
+    ("adamw" or "sgd"), lr, momentum, weight_decay, beta1, beta2, eps, clip_norm, blas_threads.
+
+    Pipelined training (docs/EXECUTION.md): schedule="1f1b" (a name from SCHEDULE_NAMES) with
+    stages=P ranks and chunks=V model chunks per rank, or schedule_text="..." (a schedule in the
+    text form), runs one worker per rank; layers_per_stage=[...] splits the model's top-level layers
+    (default: evenly) and recv_timeout_seconds bounds a rank's wait for a peer (default 60). The
+    parameters stay bitwise equal to the sequential trainer's. After a step, num_ranks, rank_stats,
+    bubble_rate and the timeline renderings measure it.
 
     Long calls (step, step_from_loader, checkpoints) release the GIL. A trainer is not safe to use
     from two threads at once."""
 
     _OPTIONS = ("micro_batches", "seed", "optimizer", "lr", "momentum", "weight_decay", "beta1", "beta2", "eps",
-                "clip_norm", "blas_threads")
+                "clip_norm", "blas_threads", "schedule", "schedule_text", "stages", "chunks", "layers_per_stage",
+                "recv_timeout_seconds")
 
     def __init__(self, model, **options):
         if not isinstance(model, Model):
@@ -199,7 +226,23 @@ class Trainer(_Closeable):
             raise TypeError(f"unknown trainer option(s): {', '.join(unknown)}")
         core_options = core.TrainerOptions()
         for name, value in options.items():
-            if value is not None:
+            if value is None:
+                continue
+            if name in ("schedule", "schedule_text"):
+                if not isinstance(value, str):
+                    raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+                if not value:
+                    raise ValueError(f"{name} is empty (leave it out, or None, for none)")
+                setattr(core_options, name, value)
+            elif name in ("stages", "chunks"):
+                setattr(core_options, name, operator.index(value))
+            elif name == "recv_timeout_seconds":
+                core_options.recv_timeout_seconds = float(value)
+            elif name == "layers_per_stage":
+                if isinstance(value, (str, bytes)):
+                    raise TypeError("layers_per_stage must be a sequence of ints")
+                core_options.set_layers_per_stage([operator.index(n) for n in value])
+            else:
                 setattr(core_options, name, value)
         if model._handle is None:
             raise ValueError("the model has no native object")
@@ -273,6 +316,33 @@ class Trainer(_Closeable):
     def load_checkpoint(self, path):
         """Restores a checkpoint written for a model with the same parameters."""
         self._handle.load_checkpoint(os.fspath(path))
+
+    # ---- pipelined training: measurements of the last step ----
+
+    @property
+    def num_ranks(self):
+        """Pipeline ranks (1 for the sequential trainer)."""
+        return self._handle.num_ranks()
+
+    @property
+    def rank_stats(self):
+        """A list of RankStats, rank 0 first, measured over the last step (microseconds from the
+        step start). FailedPreconditionError for the sequential trainer or before the first step."""
+        return [RankStats._from_core(self._handle.rank_stats(i)) for i in range(self._handle.num_ranks())]
+
+    @property
+    def bubble_rate(self):
+        """The last step's measured bubble rate: (makespan - busiest rank's busy time) / makespan.
+        FailedPreconditionError for the sequential trainer or before the first step."""
+        return self._handle.bubble_rate()
+
+    def timeline_to_chrome_trace(self):
+        """The last step's measured timeline as Chrome trace JSON (https://ui.perfetto.dev)."""
+        return self._handle.timeline_to_chrome_trace()
+
+    def timeline_to_svg(self):
+        """The last step's measured timeline as an SVG image."""
+        return self._handle.timeline_to_svg()
 
     def close(self):
         """Destroys the native trainer and its data loader now (idempotent)."""

@@ -1,25 +1,12 @@
 """Pipeline schedules and their simulation: Schedule, Simulation and RankStats over pipeforge.core."""
 
-import dataclasses
 import operator
 
 from . import core
-from ._api import _Closeable
+from ._api import RankStats, _Closeable
 
 # The schedules Schedule.generate knows (the C API's pf_schedule_generate).
 SCHEDULE_NAMES = ("gpipe", "1f1b", "interleaved-1f1b", "bfs", "zb-h1", "zb-h2", "zb-v", "zb-auto")
-
-
-@dataclasses.dataclass(frozen=True)
-class RankStats:
-    """One rank's share of a simulated timeline."""
-
-    busy: float  # time spent in actions
-    idle: float  # makespan - busy
-    first_start: float  # start of its first action
-    finish: float  # end of its last action
-    peak_activations: int  # most micro-batches held at once (F done, B not yet)
-    peak_activation_bytes: float  # the same in bytes (m_b and m_w of its stages)
 
 
 class Simulation(_Closeable):
@@ -39,8 +26,7 @@ class Simulation(_Closeable):
         self.num_ranks = s.num_ranks
         self.max_span = s.max_span  # longest finish - first start of a rank
         self.span_bubble_rate = s.span_bubble_rate  # (max_span - ideal) / max_span (the zero-bubble paper's)
-        self.ranks = [RankStats(r.busy, r.idle, r.first_start, r.finish, r.peak_activations, r.peak_activation_bytes)
-                      for r in (handle.rank_stats(i) for i in range(s.num_ranks))]
+        self.ranks = [RankStats._from_core(handle.rank_stats(i)) for i in range(s.num_ranks)]
 
     def to_chrome_trace(self):
         """The timeline as Chrome trace JSON (chrome://tracing, https://ui.perfetto.dev): a track per
