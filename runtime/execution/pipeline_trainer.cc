@@ -45,7 +45,8 @@ struct Slot {
   Tensor output;       // stage output waiting for SEND_F
   Tensor grad_output;  // gradient of the stage output (received, handed over, or from the loss)
   Tensor grad_input;   // gradient of the stage input waiting for SEND_B
-  size_t bytes = 0;    // activation bytes the contexts hold
+  Tensor kept_input;   // recomputed contexts: the stage input kept from F until RECOMPUTE
+  size_t bytes = 0;    // activation bytes the contexts hold (while offloaded: what comes back)
 };
 
 struct PipelineTrainer::StepState {
@@ -69,6 +70,14 @@ size_t context_bytes(const Slot& slot) {
   for (const Storage* s : storages) n += s->bytes();
   return n;
 }
+
+uint64_t context_key(int stage, int mb) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(stage)) << 32) | static_cast<uint32_t>(mb);
+}
+
+// What a recomputed context keeps between F and RECOMPUTE: the stage input (nothing for stage 0,
+// whose input is the caller's micro-batch).
+size_t kept_bytes(int stage, const Tensor& input) { return stage == 0 || !input.defined() ? 0 : input.nbytes(); }
 
 std::string describe(std::exception_ptr e) {
   try {
@@ -102,12 +111,18 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
   }
   schedule_ = sched::is_lowered(s) ? s : sched::lower_communication(s);
   sched::validate_or_throw(schedule_);
+  policy_ = sched::parse_activation_policy(options_.activation_policy);
+  base_schedule_ = schedule_;
+  if (policy_ == sched::ActivationPolicy::kSelective) {
+    PF_CHECK_ARG(options_.activation_budget_bytes > 0,
+                 "activation policy selective needs activation_budget_bytes > 0 (bytes per rank)");
+  } else if (policy_ != sched::ActivationPolicy::kNone) {
+    schedule_ = sched::apply_activation_policy(base_schedule_, policy_, sched::CostModel());
+    sched::validate_or_throw(schedule_);
+  }
   for (int r = 0; r < schedule_.num_ranks(); ++r) {
     for (const auto& a : schedule_.ranks[r]) {
       switch (a.kind) {
-        case ActionKind::kOffload:
-        case ActionKind::kReload:
-        case ActionKind::kRecompute:
         case ActionKind::kAllReduce:
           fail(ErrorCode::kUnimplemented, "pipeline trainer: rank ", r, " action ", sched::action_to_string(a),
                ": ", sched::action_kind_name(a.kind), " is not supported by the CPU executor yet");
@@ -131,6 +146,7 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
                              options_.layers_per_stage);
   optimizer_ = make_optimizer(options_.base.optimizer);
   initialize_parameters(model_->parameters(), options_.base.seed);
+  make_stores();
 
   InProcessTransport::Options topts;
   topts.mailbox_capacity = options_.mailbox_capacity;
@@ -148,6 +164,79 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
     for (auto& t : threads_) t.join();
     throw;
   }
+}
+
+void PipelineTrainer::make_stores() {
+  const int S = schedule_.num_stages(), m = schedule_.num_micro_batches;
+  recomputed_.assign(static_cast<size_t>(S), std::vector<char>(static_cast<size_t>(m), 0));
+  bool offloads = false;
+  for (const auto& list : schedule_.ranks) {
+    for (const auto& a : list) {
+      if (a.kind == ActionKind::kRecompute) recomputed_[a.stage][a.micro_batch] = 1;
+      if (a.kind == ActionKind::kOffload) offloads = true;
+    }
+  }
+  stores_.clear();
+  if (!offloads) return;
+  mem::ActivationStore::Options so;
+  so.tier = policy_ == sched::ActivationPolicy::kOffloadFile ||
+                    (policy_ == sched::ActivationPolicy::kSelective && !options_.offload_dir.empty())
+                ? mem::Tier::kFile
+                : mem::Tier::kHost;
+  so.offload_dir = options_.offload_dir;
+  for (int r = 0; r < schedule_.num_ranks(); ++r) {
+    so.name = "r" + std::to_string(r);
+    stores_.push_back(std::make_unique<mem::ActivationStore>(so));
+  }
+}
+
+void PipelineTrainer::plan_activation_memory(const Batch& micro_batch) {
+  const int S = base_schedule_.num_stages();
+  const auto& layers = model_->layers();
+  model_->check_batch(micro_batch.inputs, micro_batch.targets, "micro-batch");
+  sched::CostModel c = sched::CostModel::uniform(S);
+  c.m_b.assign(static_cast<size_t>(S), 0.0);
+  c.m_w.assign(static_cast<size_t>(S), 0.0);
+  c.m_in.assign(static_cast<size_t>(S), 0.0);
+  {
+    std::vector<Slot> slots(static_cast<size_t>(S));
+    Tensor x = micro_batch.inputs;
+    Tensor dy;
+    for (int s = 0; s < S; ++s) {
+      Slot& slot = slots[s];
+      const StageRange& range = stages_[s];
+      c.m_in[s] = static_cast<double>(kept_bytes(s, x));
+      slot.ctx.resize(static_cast<size_t>(range.size()));
+      {
+        MemoryCategoryScope scope(MemoryCategory::kActivations);
+        for (int i = 0; i < range.size(); ++i) x = layers[range.begin + i]->forward(x, slot.ctx[i]);
+        if (s == S - 1) model_->loss().forward(x, micro_batch.targets, 1.0f, slot.loss_ctx);
+      }
+      if (s == S - 1) {
+        MemoryCategoryScope scope(MemoryCategory::kWorkspace);
+        dy = model_->loss().backward(slot.loss_ctx);
+        slot.loss_ctx.clear();
+      }
+      c.m_b[s] = static_cast<double>(context_bytes(slot));
+    }
+    for (int s = S; s-- > 0;) {
+      Slot& slot = slots[s];
+      const StageRange& range = stages_[s];
+      MemoryCategoryScope scope(MemoryCategory::kWorkspace);
+      for (int i = range.size(); i-- > 0;) dy = layers[range.begin + i]->backward_input(slot.ctx[i], dy);
+      c.m_w[s] = static_cast<double>(context_bytes(slot));
+    }
+  }
+  if (policy_ == sched::ActivationPolicy::kSelective && !planned_) {
+    sched::Schedule planned =
+        sched::apply_activation_policy(base_schedule_, policy_, c, options_.activation_budget_bytes);
+    sched::validate_or_throw(planned);
+    schedule_ = std::move(planned);
+    make_stores();
+  }
+  mem_costs_ = c;
+  predicted_peak_ = sched::activation_peak_bytes(schedule_, mem_costs_);
+  planned_ = true;
 }
 
 PipelineTrainer::~PipelineTrainer() {
@@ -249,6 +338,7 @@ void PipelineTrainer::run_rank(int rank) {
   const bool record = options_.record_timeline;
   size_t live_bytes = 0;
   int live = 0;
+  mem::ActivationStore* store = stores_.empty() ? nullptr : stores_[rank].get();
 
   for (const sched::Action& a : actions) {
     if (transport_->cancelled()) return;  // another rank failed; its error is the step's error
@@ -266,6 +356,8 @@ void PipelineTrainer::run_rank(int rank) {
           x = std::move(slot.input);
           PF_INTERNAL_CHECK(x.defined(), "rank ", rank, ": ", sched::action_to_string(a), " has no input");
         }
+        const bool recompute = recomputed_[s][mb] != 0;
+        if (recompute) slot.kept_input = x;
         slot.ctx.resize(static_cast<size_t>(range.size()));
         {
           MemoryCategoryScope scope(MemoryCategory::kActivations);
@@ -282,7 +374,12 @@ void PipelineTrainer::run_rank(int rank) {
         } else {
           slot.output = std::move(x);
         }
-        slot.bytes = context_bytes(slot);
+        if (recompute) {
+          slot.ctx.clear();  // keep only the stage input; RECOMPUTE rebuilds the contexts
+          slot.bytes = kept_bytes(s, slot.kept_input);
+        } else {
+          slot.bytes = context_bytes(slot);
+        }
         live_bytes += slot.bytes;
         live += 1;
         rs.peak_activation_bytes = std::max(rs.peak_activation_bytes, live_bytes);
@@ -294,6 +391,7 @@ void PipelineTrainer::run_rank(int rank) {
         const bool fused = a.kind == ActionKind::kBackward;
         Slot& slot = st.slots[s][mb];
         const StageRange& range = stages_[s];
+        if (store) store->restore(context_key(s, mb));  // waits for the prefetch issued by RELOAD
         Tensor dy = std::move(slot.grad_output);
         PF_INTERNAL_CHECK(dy.defined(), "rank ", rank, ": ", sched::action_to_string(a), " has no output gradient");
         PF_INTERNAL_CHECK(slot.ctx.size() == static_cast<size_t>(range.size()), "rank ", rank, ": ",
@@ -359,6 +457,47 @@ void PipelineTrainer::run_rank(int rank) {
         st.slots[s][mb].grad_output =
             tp.recv(placement.rank_of(s + 1), MessageKey{MessageKind::kGradient, mb, s}, timeout);
         break;
+      case ActionKind::kRecompute: {
+        // Rerun the stage forward on the kept input: same layers, kernels and input as F, so the
+        // contexts are bitwise those F built. The output (and the loss) is not needed again.
+        Slot& slot = st.slots[s][mb];
+        const StageRange& range = stages_[s];
+        Tensor x = s == 0 ? (*st.micro)[mb].inputs : std::move(slot.kept_input);
+        slot.kept_input = Tensor();
+        PF_INTERNAL_CHECK(x.defined(), "rank ", rank, ": ", sched::action_to_string(a), " has no kept input");
+        slot.ctx.clear();
+        slot.ctx.resize(static_cast<size_t>(range.size()));
+        {
+          MemoryCategoryScope scope(MemoryCategory::kActivations);
+          for (int i = 0; i < range.size(); ++i) x = layers[range.begin + i]->forward(x, slot.ctx[i]);
+        }
+        live_bytes -= slot.bytes;
+        slot.bytes = context_bytes(slot);
+        live_bytes += slot.bytes;
+        rs.peak_activation_bytes = std::max(rs.peak_activation_bytes, live_bytes);
+        rs.recomputes += 1;
+        break;
+      }
+      case ActionKind::kOffload: {
+        Slot& slot = st.slots[s][mb];
+        PF_INTERNAL_CHECK(store != nullptr, "rank ", rank, ": ", sched::action_to_string(a), " without a store");
+        std::vector<SavedContext*> ctxs;
+        for (auto& c : slot.ctx) ctxs.push_back(&c);
+        store->offload(context_key(s, mb), std::move(ctxs));
+        live -= 1;
+        live_bytes -= slot.bytes;
+        break;
+      }
+      case ActionKind::kReload: {
+        Slot& slot = st.slots[s][mb];
+        PF_INTERNAL_CHECK(store != nullptr, "rank ", rank, ": ", sched::action_to_string(a), " without a store");
+        store->prefetch(context_key(s, mb));  // asynchronous; the B/BW that needs it waits
+        live += 1;
+        live_bytes += slot.bytes;
+        rs.peak_activation_bytes = std::max(rs.peak_activation_bytes, live_bytes);
+        rs.peak_live_micro_batches = std::max(rs.peak_live_micro_batches, live);
+        break;
+      }
       case ActionKind::kStep:
         break;  // the optimizer runs once every rank has finished (PipelineTrainer::run_step)
       default:
@@ -375,6 +514,8 @@ void PipelineTrainer::run_rank(int rank) {
 
 StepResult PipelineTrainer::run_step(const std::vector<Batch>& micro_batches) {
   const auto start = clock_type::now();
+  if (!planned_ && policy_ != sched::ActivationPolicy::kNone && !micro_batches.empty())
+    plan_activation_memory(micro_batches[0]);
   const auto& params = model_->parameters();
   for (Parameter* p : params) std::memset(p->grad.data<char>(), 0, p->grad.nbytes());
 
@@ -392,6 +533,7 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& micro_batches) {
   st.rank_stats.assign(static_cast<size_t>(num_ranks), RankStats());
   st.error = nullptr;
   transport_->reset();
+  for (auto& store : stores_) store->reset_stats();
 
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -405,6 +547,20 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& micro_batches) {
     done_cv_.wait(lock, [&] { return running_ == 0; });
   }
 
+  // Every copy must be finished before the contexts go; a failed step drops what the stores hold
+  // (and removes its files).
+  std::vector<mem::StoreStats> store_stats;
+  for (auto& store : stores_) {
+    if (!st.error) {
+      try {
+        store->wait_all();
+      } catch (...) {
+        st.error = std::current_exception();
+      }
+    }
+    store->clear();
+    store_stats.push_back(store->stats());
+  }
   if (st.error) {
     std::exception_ptr e = st.error;
     st.error = nullptr;
@@ -431,6 +587,12 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& micro_batches) {
   stats_.step_us = std::chrono::duration<double, std::micro>(end - start).count();
   stats_.optimizer_us = std::chrono::duration<double, std::micro>(end - t_opt).count();
   stats_.ranks = st.rank_stats;
+  for (size_t r = 0; r < store_stats.size() && r < stats_.ranks.size(); ++r) {
+    stats_.ranks[r].offloaded_bytes = store_stats[r].offloaded_bytes;
+    stats_.ranks[r].host_peak_bytes = store_stats[r].host_peak;
+    stats_.ranks[r].file_peak_bytes = store_stats[r].file_peak;
+    stats_.offloaded_bytes += store_stats[r].offloaded_bytes;
+  }
   double makespan = 0, max_busy = 0;
   for (int r = 0; r < num_ranks; ++r) {
     RankStats& rs = stats_.ranks[r];

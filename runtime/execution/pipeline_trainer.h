@@ -15,9 +15,12 @@
 
 #include "runtime/execution/partition.h"
 #include "runtime/execution/transport.h"
+#include "runtime/memory/activation_store.h"
 #include "runtime/models/model.h"
 #include "runtime/optim/optimizer.h"
+#include "runtime/schedules/activation_policy.h"
 #include "runtime/schedules/ir.h"
+#include "runtime/schedules/simulator.h"
 #include "runtime/schedules/timeline.h"
 #include "runtime/train/batch.h"
 #include "runtime/train/sequential_trainer.h"
@@ -38,6 +41,16 @@ struct PipelineOptions {
   // Non-empty: worker r is pinned to CPU cpu_affinity[r % size] (Linux pthread_setaffinity_np).
   std::vector<int> cpu_affinity;
   bool record_timeline = true;         // timestamp every action into last_timeline()
+  // Activation memory (docs/MEMORY.md): "none", "recompute", "offload-host", "offload-file" or
+  // "selective" (sched::activation_policy_names()), applied to the lowered schedule as a pass
+  // (sched::apply_activation_policy). selective needs activation_budget_bytes > 0 (per rank, device-
+  // resident activation bytes as in RankStats::peak_activation_bytes); it is planned from the
+  // per-stage context bytes measured on micro-batch 0 before the first step runs (or at
+  // plan_activation_memory), and a budget it cannot meet is refused with kInvalidArgument naming the
+  // smallest budget that works. selective uses host memory, or files when offload_dir is set.
+  std::string activation_policy = "none";
+  double activation_budget_bytes = 0;
+  std::string offload_dir;             // file tier directory (created if missing); empty = $TMPDIR or /tmp
   void validate() const;               // kInvalidArgument naming the field
 };
 
@@ -51,6 +64,12 @@ struct RankStats {
   int actions = 0;           // actions executed
   int peak_live_micro_batches = 0;    // max (mb, stage) contexts with F done and B/BW not yet
   size_t peak_activation_bytes = 0;   // max sum of SavedContext bytes of live contexts
+  // Activation memory policies: live/peak above count device-resident contexts only (OFFLOAD -1,
+  // RELOAD +1, a recomputed context holds its stage input until RECOMPUTE).
+  size_t offloaded_bytes = 0;         // bytes copied off the device by OFFLOADs (same amount reloaded)
+  size_t host_peak_bytes = 0;         // peak bytes held in host copies (host tier)
+  size_t file_peak_bytes = 0;         // peak bytes held in files (file tier)
+  int recomputes = 0;                 // RECOMPUTE actions run
 };
 
 struct PipelineStats {
@@ -58,6 +77,7 @@ struct PipelineStats {
   double step_us = 0;         // the whole step (data split, workers, clipping, optimizer)
   double optimizer_us = 0;    // clipping + optimizer step
   double bubble_rate = 0;     // (makespan - max busy) / makespan
+  size_t offloaded_bytes = 0; // sum over ranks of RankStats::offloaded_bytes
   std::vector<RankStats> ranks;
 };
 
@@ -91,12 +111,27 @@ class PipelineTrainer : public Trainer {
   const sched::Timeline& last_timeline() const { return timeline_; }
   const PipelineStats& last_stats() const { return stats_; }
 
+  // Activation memory. The policy in effect (options().activation_policy).
+  sched::ActivationPolicy activation_policy() const { return policy_; }
+  // Measures each stage's context bytes on `micro_batch` (one forward and input-gradient backward of
+  // it through every stage; parameters, gradients and optimizer untouched) into activation_costs()
+  // (m_b, m_w, m_in per stage; t_f = t_b = t_w = 1) and, for selective, applies the policy to the
+  // schedule. Throws kInvalidArgument for a budget that cannot be met. Runs by itself before the
+  // first step when the policy is not "none"; call it earlier to refuse a budget before training.
+  void plan_activation_memory(const Batch& micro_batch);
+  bool activation_memory_planned() const { return planned_; }
+  const sched::CostModel& activation_costs() const { return mem_costs_; }
+  // Predicted per-rank peak of device-resident activation bytes (sched::activation_peak_bytes of
+  // schedule() under activation_costs()); empty until planned.
+  const std::vector<double>& predicted_peak_activation_bytes() const { return predicted_peak_; }
+
  private:
   struct StepState;
   struct Worker;
   StepResult run_step(const std::vector<Batch>& micro_batches);
   void worker_main(int rank);
   void run_rank(int rank);
+  void make_stores();
 
   std::shared_ptr<Model> model_;
   PipelineOptions options_;
@@ -116,6 +151,15 @@ class PipelineTrainer : public Trainer {
   int running_ = 0;
   bool shutdown_ = false;
   std::unique_ptr<StepState> state_;
+
+  // Activation memory.
+  sched::ActivationPolicy policy_ = sched::ActivationPolicy::kNone;
+  sched::Schedule base_schedule_;      // lowered, before the policy
+  bool planned_ = false;
+  sched::CostModel mem_costs_;
+  std::vector<double> predicted_peak_;
+  std::vector<std::vector<char>> recomputed_;  // [stage][mb]: has a RECOMPUTE action
+  std::vector<std::unique_ptr<mem::ActivationStore>> stores_;  // per rank; empty without OFFLOADs
 };
 
 }  // namespace pf::exec

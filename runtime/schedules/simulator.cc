@@ -1,5 +1,8 @@
 #include "runtime/schedules/simulator.h"
 
+#include <set>
+#include <utility>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -18,6 +21,10 @@ double CostModel::mem_w(int stage) const {
   return m_w.empty() ? 0.0 : m_w.at(static_cast<size_t>(stage));
 }
 
+double CostModel::mem_in(int stage) const {
+  return m_in.empty() ? 0.0 : m_in.at(static_cast<size_t>(stage));
+}
+
 void CostModel::check(int num_stages) const {
   auto check_vec = [&](const std::vector<double>& v, const char* name, bool may_be_empty) {
     if (may_be_empty && v.empty()) return;
@@ -31,6 +38,7 @@ void CostModel::check(int num_stages) const {
   check_vec(t_b, "t_b", false);
   check_vec(t_w, "t_w", false);
   check_vec(m_b, "m_b", true);
+  check_vec(m_in, "m_in", true);
   check_vec(m_w, "m_w", true);
   auto check_scalar = [](double v, const char* name) {
     PF_CHECK_ARG(std::isfinite(v) && v >= 0.0, "CostModel: ", name, " = ", v,
@@ -387,6 +395,9 @@ SimulationResult Simulator::run() {
     auto& tl = res.timeline.ranks[r];
     tl.reserve(list.size());
     double ideal = 0.0;
+    std::set<std::pair<int, int>> recomputed;  // (stage, mb) with a RECOMPUTE: F keeps only m_in
+    for (const Action& a : list)
+      if (a.kind == ActionKind::kRecompute) recomputed.insert({a.stage, a.micro_batch});
     int units = 0, peak_units = 0;
     double bytes = 0.0, peak_bytes = 0.0;
     for (size_t i = 0; i < list.size(); ++i) {
@@ -399,7 +410,10 @@ SimulationResult Simulator::run() {
         case ActionKind::kForward:
           ideal += costs_.t_f[s];
           ++units;
-          bytes += mb_bytes;
+          bytes += recomputed.count({a.stage, a.micro_batch}) ? costs_.mem_in(a.stage) : mb_bytes;
+          break;
+        case ActionKind::kRecompute:
+          bytes += mb_bytes - costs_.mem_in(a.stage);
           break;
         case ActionKind::kBackwardInput:
           ideal += costs_.t_b[s];

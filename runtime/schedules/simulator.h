@@ -47,6 +47,10 @@ struct CostModel {
   // (or BW) runs, m_w from B until its W. Empty vectors mean m_b = 1 and m_w = 0 for every stage.
   std::vector<double> m_b;
   std::vector<double> m_w;
+  // Per stage: what a recomputed context keeps from F until its RECOMPUTE (the stage input). Empty
+  // means 0. Used only for (mb, stage) pairs that have a RECOMPUTE action: their F adds m_in instead
+  // of m_b and RECOMPUTE adds m_b - m_in.
+  std::vector<double> m_in;
 
   // Bytes per time unit for OFFLOAD/RELOAD copies (0 = they take no time). Reserved for the
   // transfer-volume model of the offload work; activations/gradients use t_comm.
@@ -57,6 +61,7 @@ struct CostModel {
   int num_stages() const { return static_cast<int>(t_f.size()); }
   double mem_b(int stage) const;  // m_b[stage], or 1 when m_b is empty
   double mem_w(int stage) const;  // m_w[stage], or 0 when m_w is empty
+  double mem_in(int stage) const; // m_in[stage], or 0 when m_in is empty
 
   // Throws kInvalidArgument unless every per-stage vector has num_stages entries (m_b/m_w may be
   // empty) and every value is finite and >= 0.
@@ -92,7 +97,9 @@ struct SimulationResult {
   // Peak over the rank's execution of the number of micro-batches whose F ran but whose B/BW has
   // not (summed over the rank's stages; OFFLOAD -1 and RELOAD +1: device-resident only).
   std::vector<int> peak_activations;
-  // Peak over time of sum over the rank's stages of (#F-without-B) * m_b + (#B-without-W) * m_w.
+  // Peak over time of sum over the rank's stages of (#F-without-B) * m_b + (#B-without-W) * m_w
+  // (device-resident only: OFFLOAD -m_b, RELOAD +m_b; a recomputed context holds m_in until its
+  // RECOMPUTE). Equal to activation_peak_bytes (activation_policy.h).
   std::vector<double> peak_activation_bytes;
 
   // Per-action start/end, in each rank's list order. SEND/RECV appear with zero duration at the time
