@@ -1,0 +1,426 @@
+#include "runtime/memory/activation_store.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <unordered_map>
+#include <utility>
+
+#include "runtime/core/error.h"
+#include "runtime/tensor/memory_tracker.h"
+
+namespace pf::mem {
+
+const char* tier_name(Tier tier) {
+  switch (tier) {
+    case Tier::kResident: return "resident";
+    case Tier::kHost: return "host";
+    case Tier::kFile: return "file";
+  }
+  return "?";
+}
+
+// ---- CopyWorker ----
+
+CopyWorker::CopyWorker() : thread_([this] { main(); }) {}
+
+CopyWorker::~CopyWorker() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+std::shared_future<void> CopyWorker::submit(std::function<void()> job) {
+  std::packaged_task<void()> task(std::move(job));
+  std::shared_future<void> f = task.get_future().share();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(std::move(task));
+  }
+  cv_.notify_all();
+  return f;
+}
+
+void CopyWorker::wait_idle() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  idle_cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
+}
+
+void CopyWorker::main() {
+  while (true) {
+    std::packaged_task<void()> task;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stop_ and nothing left
+      task = std::move(queue_.front());
+      queue_.pop_front();
+      busy_ = true;
+    }
+    task();  // exceptions land in the future
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      busy_ = false;
+      if (queue_.empty()) idle_cv_.notify_all();
+    }
+  }
+}
+
+// ---- ActivationStore ----
+
+namespace {
+
+// A file that is removed when this object dies (or earlier, by remove()).
+class TempFile {
+ public:
+  TempFile() = default;
+  ~TempFile() { remove(); }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  void set(std::string path) { path_ = std::move(path); }
+  const std::string& path() const { return path_; }
+  bool present() const { return !path_.empty(); }
+  void remove() {
+    if (!path_.empty()) {
+      std::remove(path_.c_str());
+      path_.clear();
+    }
+  }
+
+ private:
+  std::string path_;
+};
+
+std::string default_dir() {
+  const char* t = std::getenv("TMPDIR");
+  return t && *t ? std::string(t) : std::string("/tmp");
+}
+
+}  // namespace
+
+struct ActivationStore::Entry {
+  struct View {
+    int group = -1;      // -1: undefined tensor
+    size_t offset = 0;   // bytes from the group's image start
+    Shape shape;
+    DType dtype = DType::kF32;
+  };
+  // A group = the bytes of one storage that the views use: [lo, hi) of the storage.
+  struct Group {
+    size_t image_offset = 0;  // where in the image
+    size_t bytes = 0;
+    DType dtype = DType::kF32;
+    bool as_views = true;     // all views share dtype and alignment: restore as views of one tensor
+  };
+  std::vector<SavedContext*> contexts;
+  std::vector<View> views;
+  std::vector<Group> groups;
+  size_t total = 0;
+  std::vector<Tensor> outgoing;    // device tensors being copied out (dropped by the copy job)
+  std::vector<const char*> sources;  // per group: start of its bytes on the device
+  std::unique_ptr<char[]> host;    // host tier image
+  TempFile file;                   // file tier image
+  std::vector<Tensor> incoming;    // per view: restored tensors
+  std::shared_future<void> out_done, in_done;
+  bool prefetch_issued = false;
+};
+
+ActivationStore::ActivationStore(const Options& options) : options_(options) {
+  if (options_.tier == Tier::kFile) {
+    if (options_.offload_dir.empty()) options_.offload_dir = default_dir();
+    struct stat st;
+    if (stat(options_.offload_dir.c_str(), &st) != 0) {
+      if (mkdir(options_.offload_dir.c_str(), 0700) != 0 && errno != EEXIST)
+        fail(ErrorCode::kInvalidArgument, "offload dir '", options_.offload_dir,
+             "' does not exist and cannot be created: ", std::strerror(errno));
+    } else if (!S_ISDIR(st.st_mode)) {
+      fail(ErrorCode::kInvalidArgument, "offload dir '", options_.offload_dir, "' is not a directory");
+    }
+  }
+  if (options_.tier != Tier::kResident) worker_ = std::make_unique<CopyWorker>();
+}
+
+ActivationStore::~ActivationStore() {
+  try {
+    clear();
+  } catch (...) {
+  }
+  worker_.reset();
+}
+
+void ActivationStore::account(long long host_delta, long long file_delta, int files_delta, size_t out_bytes,
+                              size_t in_bytes, int written) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.host_bytes = static_cast<size_t>(static_cast<long long>(stats_.host_bytes) + host_delta);
+  stats_.file_bytes = static_cast<size_t>(static_cast<long long>(stats_.file_bytes) + file_delta);
+  stats_.files_present += files_delta;
+  stats_.host_peak = std::max(stats_.host_peak, stats_.host_bytes);
+  stats_.file_peak = std::max(stats_.file_peak, stats_.file_bytes);
+  stats_.offloaded_bytes += out_bytes;
+  stats_.reloaded_bytes += in_bytes;
+  stats_.files_written += written;
+}
+
+size_t ActivationStore::offload(uint64_t key, std::vector<SavedContext*> contexts) {
+  if (options_.tier == Tier::kResident) return 0;
+  PF_CHECK_ARG(!holds(key), "activation store: context ", key, " is already offloaded");
+  auto e = std::make_shared<Entry>();
+  e->contexts = std::move(contexts);
+  // Take the tensors out; group the views by storage.
+  std::unordered_map<const Storage*, int> group_of;
+  std::vector<std::pair<size_t, size_t>> extent;  // per group: [lo, hi) within the storage
+  std::vector<Tensor> group_tensor;               // one handle per group (keeps the storage alive)
+  std::vector<std::pair<int, size_t>> raw;        // per view: group, offset within the storage
+  for (SavedContext* c : e->contexts) {
+    c->for_each_tensor([&](Tensor& t) {
+      Entry::View v;
+      if (!t.defined()) {
+        e->views.push_back(v);
+        raw.push_back({-1, 0});
+        return;
+      }
+      const Storage* s = t.storage();
+      const size_t off = static_cast<size_t>(t.data<char>() - static_cast<const char*>(s->data()));
+      auto it = group_of.find(s);
+      int g;
+      if (it == group_of.end()) {
+        g = static_cast<int>(e->groups.size());
+        group_of[s] = g;
+        Entry::Group gr;
+        gr.dtype = t.dtype();
+        e->groups.push_back(gr);
+        extent.push_back({off, off + t.nbytes()});
+        group_tensor.push_back(t);
+      } else {
+        g = it->second;
+        extent[g].first = std::min(extent[g].first, off);
+        extent[g].second = std::max(extent[g].second, off + t.nbytes());
+      }
+      if (t.dtype() != e->groups[g].dtype) e->groups[g].as_views = false;
+      v.group = g;
+      v.shape = t.shape();
+      v.dtype = t.dtype();
+      e->views.push_back(v);
+      raw.push_back({g, off});
+      t = Tensor();
+    });
+  }
+  for (size_t g = 0; g < e->groups.size(); ++g) {
+    Entry::Group& gr = e->groups[g];
+    gr.image_offset = e->total;
+    gr.bytes = extent[g].second - extent[g].first;
+    e->total += gr.bytes;
+    e->sources.push_back(static_cast<const char*>(group_tensor[g].storage()->data()) + extent[g].first);
+  }
+  for (size_t i = 0; i < e->views.size(); ++i) {
+    Entry::View& v = e->views[i];
+    if (v.group < 0) continue;
+    v.offset = raw[i].second - extent[static_cast<size_t>(v.group)].first;
+    if (v.offset % dtype_size(v.dtype) != 0) e->groups[static_cast<size_t>(v.group)].as_views = false;
+  }
+  e->outgoing = std::move(group_tensor);
+  std::string path;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    PF_CHECK_ARG(entries_.count(key) == 0, "activation store: context ", key, " is already offloaded");
+    entries_[key] = e;
+    if (options_.tier == Tier::kFile)
+      path = options_.offload_dir + "/pf_act_" + options_.name + "_" + std::to_string(getpid()) + "_" +
+             std::to_string(reinterpret_cast<uintptr_t>(this)) + "_" + std::to_string(serial_++) + ".bin";
+  }
+  const Tier tier = options_.tier;
+  e->out_done = worker_->submit([this, e, tier, path] {
+    struct Drop {  // release the device storages whatever happens
+      Entry* e;
+      ~Drop() {
+        e->outgoing.clear();
+        e->sources.clear();
+      }
+    } drop{e.get()};
+    if (tier == Tier::kHost) {
+      e->host.reset(new char[std::max<size_t>(e->total, 1)]);
+      for (size_t g = 0; g < e->groups.size(); ++g)
+        std::memcpy(e->host.get() + e->groups[g].image_offset, e->sources[g], e->groups[g].bytes);
+      account(static_cast<long long>(e->total), 0, 0, e->total, 0, 0);
+    } else {
+      std::FILE* f = std::fopen(path.c_str(), "wb");
+      if (!f) fail(ErrorCode::kIoError, "activation offload: cannot create '", path, "': ", std::strerror(errno));
+      std::setvbuf(f, nullptr, _IONBF, 0);  // large writes: no copy through a stdio buffer
+      e->file.set(path);
+      account(0, 0, 1, 0, 0, 1);
+      bool ok = true;
+      for (size_t g = 0; g < e->groups.size() && ok; ++g)
+        ok = std::fwrite(e->sources[g], 1, e->groups[g].bytes, f) == e->groups[g].bytes;
+      ok = std::fclose(f) == 0 && ok;
+      if (!ok) fail(ErrorCode::kIoError, "activation offload: writing '", path, "' failed: ", std::strerror(errno));
+      account(0, static_cast<long long>(e->total), 0, e->total, 0, 0);
+    }
+  });
+  return e->total;
+}
+
+void ActivationStore::prefetch(uint64_t key) {
+  std::shared_ptr<Entry> e;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = entries_.find(key);
+    if (it == entries_.end() || it->second->prefetch_issued) return;
+    e = it->second;
+    e->prefetch_issued = true;
+  }
+  const Tier tier = options_.tier;
+  e->in_done = worker_->submit([this, e, tier] {
+    e->out_done.get();  // rethrows a failed offload
+    MemoryCategoryScope scope(MemoryCategory::kActivations);
+    std::vector<Tensor> bases(e->groups.size());
+    std::vector<char*> dest(e->groups.size(), nullptr);
+    for (size_t g = 0; g < e->groups.size(); ++g) {
+      const Entry::Group& gr = e->groups[g];
+      if (!gr.as_views) continue;
+      const size_t es = dtype_size(gr.dtype);
+      bases[g] = Tensor::empty({static_cast<int64_t>((gr.bytes + es - 1) / es)}, gr.dtype);
+      dest[g] = bases[g].data<char>();
+    }
+    // Read the image (host buffer, or the file into a temporary buffer group by group).
+    std::unique_ptr<char[]> file_image;
+    const char* image = nullptr;
+    if (tier == Tier::kHost) {
+      image = e->host.get();
+    } else {
+      std::FILE* f = std::fopen(e->file.path().c_str(), "rb");
+      if (!f)
+        fail(ErrorCode::kIoError, "activation reload: cannot open '", e->file.path(), "': ", std::strerror(errno));
+      std::setvbuf(f, nullptr, _IONBF, 0);
+      // Groups restored as views are read straight into their device tensor; the others (rare:
+      // mixed dtypes or odd offsets) through a buffer of the whole image.
+      const bool direct = std::all_of(dest.begin(), dest.end(), [](char* d) { return d != nullptr; });
+      size_t got = 0;
+      if (direct) {
+        for (size_t g = 0; g < e->groups.size(); ++g) got += std::fread(dest[g], 1, e->groups[g].bytes, f);
+      } else {
+        file_image.reset(new char[std::max<size_t>(e->total, 1)]);
+        got = std::fread(file_image.get(), 1, e->total, f);
+        image = file_image.get();
+      }
+      std::fclose(f);
+      if (got != e->total)
+        fail(ErrorCode::kIoError, "activation reload: '", e->file.path(), "' is short (", got, " of ", e->total,
+             " bytes)");
+    }
+    for (size_t g = 0; g < e->groups.size(); ++g)
+      if (dest[g] && image) std::memcpy(dest[g], image + e->groups[g].image_offset, e->groups[g].bytes);
+    e->incoming.assign(e->views.size(), Tensor());
+    for (size_t i = 0; i < e->views.size(); ++i) {
+      const Entry::View& v = e->views[i];
+      if (v.group < 0) continue;
+      const Entry::Group& gr = e->groups[static_cast<size_t>(v.group)];
+      const int64_t n = shape_numel(v.shape);
+      if (gr.as_views) {
+        const int64_t first = static_cast<int64_t>(v.offset / dtype_size(v.dtype));
+        e->incoming[i] = bases[static_cast<size_t>(v.group)].slice_rows(first, first + n).reshape(v.shape);
+      } else {
+        Tensor t = Tensor::empty(v.shape, v.dtype);
+        std::memcpy(t.data<char>(), image + gr.image_offset + v.offset, t.nbytes());
+        e->incoming[i] = t;
+      }
+    }
+    if (tier == Tier::kHost) {
+      e->host.reset();
+      account(-static_cast<long long>(e->total), 0, 0, 0, e->total, 0);
+    } else {
+      e->file.remove();
+      account(0, -static_cast<long long>(e->total), -1, 0, e->total, 0);
+    }
+  });
+}
+
+void ActivationStore::restore(uint64_t key) {
+  std::shared_ptr<Entry> e;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = entries_.find(key);
+    if (it == entries_.end()) return;
+    e = it->second;
+  }
+  prefetch(key);
+  e->in_done.get();  // rethrows a failed copy (the entry stays until clear())
+  size_t i = 0;
+  for (SavedContext* c : e->contexts) {
+    c->for_each_tensor([&](Tensor& t) {
+      PF_INTERNAL_CHECK(i < e->incoming.size(), "activation store: context ", key, " changed shape while offloaded");
+      t = std::move(e->incoming[i++]);
+    });
+  }
+  PF_INTERNAL_CHECK(i == e->incoming.size(), "activation store: context ", key, " changed shape while offloaded");
+  std::lock_guard<std::mutex> lock(mutex_);
+  entries_.erase(key);
+}
+
+bool ActivationStore::holds(uint64_t key) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return entries_.count(key) != 0;
+}
+
+void ActivationStore::wait_all() {
+  if (!worker_) return;
+  worker_->wait_idle();
+  std::vector<std::shared_ptr<Entry>> es;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& kv : entries_) es.push_back(kv.second);
+  }
+  for (auto& e : es) {
+    if (e->out_done.valid()) e->out_done.get();
+    if (e->in_done.valid()) e->in_done.get();
+  }
+}
+
+void ActivationStore::clear() {
+  if (worker_) worker_->wait_idle();
+  std::map<uint64_t, std::shared_ptr<Entry>> old;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    old.swap(entries_);
+  }
+  for (auto& kv : old) {
+    Entry& e = *kv.second;
+    const bool had_file = e.file.present();
+    e.file.remove();
+    const long long host = e.host ? static_cast<long long>(e.total) : 0;
+    e.host.reset();
+    // Only images that were completely written were counted in file_bytes / host_bytes.
+    bool written = false;
+    try {
+      if (e.out_done.valid()) {
+        e.out_done.get();
+        written = true;
+      }
+    } catch (...) {
+    }
+    account(-host, had_file && written ? -static_cast<long long>(e.total) : 0, had_file ? -1 : 0, 0, 0, 0);
+  }
+}
+
+StoreStats ActivationStore::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void ActivationStore::reset_stats() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const StoreStats now = stats_;
+  stats_ = StoreStats();
+  stats_.host_bytes = stats_.host_peak = now.host_bytes;
+  stats_.file_bytes = stats_.file_peak = now.file_bytes;
+  stats_.files_present = now.files_present;
+}
+
+}  // namespace pf::mem

@@ -1,0 +1,110 @@
+// Where saved activations live between a stage's F and its B (docs/MEMORY.md).
+//
+// A context (all SavedContexts of one (micro-batch, stage), keyed by the caller) is in one of three
+// tiers: resident (nothing to do), host (a copy in separately allocated host memory, not charged to
+// the device's kActivations category but to this store's host counters) or file (one file per
+// context under the offload directory). offload() takes the tensors out of the contexts at once and
+// queues the copy on the store's copy worker (one std::thread, FIFO), so the copy overlaps the
+// caller's compute; the device storages are released when the copy is done. prefetch() queues the
+// copy back (device tensors charged to kActivations); restore() waits for it and puts the tensors
+// back into the very same contexts, with the same values bit for bit (views of one storage are
+// restored as views of one new storage).
+//
+// Files are owned RAII-style: each is removed right after it is read back, and every file still
+// present is removed by clear() and by the destructor (so a failing step leaves none behind).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/layers/saved_context.h"
+
+namespace pf::mem {
+
+enum class Tier { kResident, kHost, kFile };
+const char* tier_name(Tier tier);  // "resident", "host", "file"
+
+// One background thread running jobs in submission order.
+class CopyWorker {
+ public:
+  CopyWorker();
+  ~CopyWorker();  // runs the queued jobs, then joins
+  CopyWorker(const CopyWorker&) = delete;
+  CopyWorker& operator=(const CopyWorker&) = delete;
+  // The future holds the job's exception, if any.
+  std::shared_future<void> submit(std::function<void()> job);
+  void wait_idle();
+
+ private:
+  void main();
+  std::mutex mutex_;
+  std::condition_variable cv_, idle_cv_;
+  std::deque<std::packaged_task<void()>> queue_;
+  bool busy_ = false;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+struct StoreStats {
+  size_t offloaded_bytes = 0;  // bytes copied off the device (since reset_stats)
+  size_t reloaded_bytes = 0;   // bytes copied back
+  size_t host_bytes = 0;       // host copies held now
+  size_t host_peak = 0;
+  size_t file_bytes = 0;       // bytes in files now
+  size_t file_peak = 0;
+  int files_written = 0;
+  int files_present = 0;       // files on disk now
+};
+
+class ActivationStore {
+ public:
+  struct Options {
+    Tier tier = Tier::kHost;
+    std::string offload_dir;  // file tier: created if missing; empty = $TMPDIR or /tmp
+    std::string name = "pf";  // file name prefix (e.g. "r0" for rank 0)
+  };
+  explicit ActivationStore(const Options& options);
+  ~ActivationStore();  // waits for the copy worker, removes every file
+  ActivationStore(const ActivationStore&) = delete;
+  ActivationStore& operator=(const ActivationStore&) = delete;
+
+  const Options& options() const { return options_; }
+  // Takes every tensor out of `contexts` (left undefined; structure and ints stay) and queues the
+  // copy. Returns the bytes that will be moved. The contexts must outlive restore()/clear().
+  // kInvalidArgument if `key` is already held; with Tier::kResident it is a no-op returning 0.
+  size_t offload(uint64_t key, std::vector<SavedContext*> contexts);
+  // Queues the copy back to the device (idempotent).
+  void prefetch(uint64_t key);
+  // Waits for the prefetch (issuing it if needed), puts the tensors back, forgets the key. Rethrows
+  // a failed copy. No-op for keys not held.
+  void restore(uint64_t key);
+  bool holds(uint64_t key) const;
+  // Waits until every queued copy ran; rethrows the first failure.
+  void wait_all();
+  // Waits for the worker, drops every held context (their tensors are lost) and removes the files.
+  void clear();
+  StoreStats stats() const;
+  void reset_stats();
+
+ private:
+  struct Entry;
+  void account(long long host_delta, long long file_delta, int files_delta, size_t out_bytes, size_t in_bytes,
+               int written);
+  Options options_;
+  mutable std::mutex mutex_;
+  std::map<uint64_t, std::shared_ptr<Entry>> entries_;
+  StoreStats stats_;
+  uint64_t serial_ = 0;
+  std::unique_ptr<CopyWorker> worker_;
+};
+
+}  // namespace pf::mem

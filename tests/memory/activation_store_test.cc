@@ -1,0 +1,183 @@
+// ActivationStore: host and file tiers give back the same bytes (and the same view sharing), files
+// are removed after reload, on clear() and on destruction; copy errors reach the caller.
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "runtime/core/error.h"
+#include "runtime/memory/activation_store.h"
+#include "runtime/tensor/memory_tracker.h"
+
+namespace pf::mem {
+namespace {
+
+std::string fresh_dir(const std::string& tag) {
+  const char* t = std::getenv("TEST_TMPDIR");
+  std::string dir = std::string(t && *t ? t : "/tmp") + "/store_" + tag + "_" + std::to_string(getpid());
+  mkdir(dir.c_str(), 0700);
+  return dir;
+}
+
+int files_in(const std::string& dir) {
+  DIR* d = opendir(dir.c_str());
+  if (!d) return -1;
+  int n = 0;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name != "." && name != "..") ++n;
+  }
+  closedir(d);
+  return n;
+}
+
+// Two contexts; a child; a view sharing storage with a saved tensor; an i32 tensor.
+struct Fixture {
+  SavedContext a, b;
+  Tensor big, ids;
+  Fixture() {
+    big = Tensor::from_vector({4, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12.5f});
+    ids = Tensor::from_ints({3}, {7, -1, 42});
+    a.save("x", big);
+    a.save("rows", big.slice_rows(1, 3));
+    a.child(0).save("flat", big.reshape({12}));
+    a.set_int("n", 5);
+    b.save("ids", ids);
+    b.save("y", Tensor::from_vector({2}, {-0.0f, 3.25f}));
+  }
+};
+
+void expect_restored(Fixture& f) {
+  EXPECT_EQ(f.a.get("x").to_vector(), f.big.to_vector());
+  EXPECT_EQ(f.a.get("rows").to_vector(), f.big.slice_rows(1, 3).to_vector());
+  EXPECT_EQ(f.a.get("rows").shape(), (Shape{2, 3}));
+  EXPECT_EQ(f.a.child(0).get("flat").to_vector(), f.big.to_vector());
+  EXPECT_EQ(f.a.get_int("n"), 5);
+  EXPECT_EQ(std::memcmp(f.b.get("ids").data<char>(), f.ids.data<char>(), 12), 0);
+  EXPECT_EQ(f.b.get("y").to_vector()[1], 3.25f);
+  EXPECT_TRUE(std::signbit(f.b.get("y").to_vector()[0]));
+  // Views of one storage come back as views of one storage.
+  EXPECT_EQ(f.a.get("x").storage(), f.a.get("rows").storage());
+  EXPECT_EQ(f.a.get("x").storage(), f.a.child(0).get("flat").storage());
+  EXPECT_NE(f.a.get("x").storage(), f.big.storage());
+}
+
+TEST(ActivationStore, HostRoundTripIsBitwise) {
+  Fixture f;
+  ActivationStore store({Tier::kHost, "", "t"});
+  const size_t moved = store.offload(1, {&f.a, &f.b});
+  EXPECT_EQ(moved, 12 * 4 + 3 * 4 + 2 * 4u);
+  EXPECT_FALSE(f.a.has("x") && f.a.get("x").defined());
+  EXPECT_TRUE(store.holds(1));
+  store.wait_all();
+  EXPECT_EQ(store.stats().host_bytes, moved);
+  store.prefetch(1);
+  store.restore(1);
+  EXPECT_FALSE(store.holds(1));
+  expect_restored(f);
+  const StoreStats s = store.stats();
+  EXPECT_EQ(s.offloaded_bytes, moved);
+  EXPECT_EQ(s.reloaded_bytes, moved);
+  EXPECT_EQ(s.host_bytes, 0u);
+  EXPECT_EQ(s.host_peak, moved);
+}
+
+TEST(ActivationStore, FileRoundTripRemovesTheFile) {
+  const std::string dir = fresh_dir("rt");
+  Fixture f;
+  ActivationStore store({Tier::kFile, dir, "t"});
+  store.offload(7, {&f.a, &f.b});
+  store.wait_all();
+  EXPECT_EQ(files_in(dir), 1);
+  EXPECT_EQ(store.stats().files_present, 1);
+  store.restore(7);  // prefetches by itself
+  expect_restored(f);
+  EXPECT_EQ(files_in(dir), 0);
+  EXPECT_EQ(store.stats().files_written, 1);
+  EXPECT_EQ(store.stats().file_bytes, 0u);
+}
+
+TEST(ActivationStore, ClearAndDestructorRemoveFiles) {
+  const std::string dir = fresh_dir("clear");
+  {
+    Fixture f, g;
+    ActivationStore store({Tier::kFile, dir, "t"});
+    store.offload(1, {&f.a});
+    store.offload(2, {&g.a, &g.b});
+    store.wait_all();
+    EXPECT_EQ(files_in(dir), 2);
+    store.clear();
+    EXPECT_EQ(files_in(dir), 0);
+    EXPECT_FALSE(store.holds(1));
+    store.offload(3, {&f.b});
+    store.prefetch(3);  // prefetched but never restored
+  }
+  EXPECT_EQ(files_in(dir), 0);
+}
+
+TEST(ActivationStore, DeviceMemoryIsReleasedWhileOffloaded) {
+  // The saved tensors are the only owners: after the copy the activations category falls.
+  SavedContext c;
+  const int64_t before = memory_tracker(Device::cpu()).stats().current[static_cast<int>(MemoryCategory::kActivations)];
+  {
+    MemoryCategoryScope scope(MemoryCategory::kActivations);
+    c.save("x", Tensor::zeros({1024}));
+  }
+  const int64_t with = memory_tracker(Device::cpu()).stats().current[static_cast<int>(MemoryCategory::kActivations)];
+  EXPECT_GE(with - before, 4096);
+  ActivationStore store({Tier::kHost, "", "t"});
+  store.offload(1, {&c});
+  store.wait_all();
+  EXPECT_EQ(memory_tracker(Device::cpu()).stats().current[static_cast<int>(MemoryCategory::kActivations)], before);
+  store.restore(1);
+  EXPECT_EQ(memory_tracker(Device::cpu()).stats().current[static_cast<int>(MemoryCategory::kActivations)], with);
+  EXPECT_EQ(c.get("x").to_vector(), std::vector<float>(1024, 0.0f));
+}
+
+TEST(ActivationStore, CopyFailureReachesRestoreAndLeavesNothing) {
+  const std::string dir = fresh_dir("gone");
+  Fixture f;
+  ActivationStore store({Tier::kFile, dir, "t"});
+  rmdir(dir.c_str());  // the directory vanishes: the write fails on the copy worker
+  store.offload(1, {&f.a});
+  try {
+    store.restore(1);
+    FAIL() << "expected an I/O error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kIoError);
+  }
+  EXPECT_THROW(store.wait_all(), Error);
+  store.clear();
+  EXPECT_EQ(store.stats().files_present, 0);
+}
+
+TEST(ActivationStore, RejectsDoubleOffloadAndBadDir) {
+  Fixture f;
+  ActivationStore store({Tier::kHost, "", "t"});
+  store.offload(1, {&f.a});
+  EXPECT_THROW(store.offload(1, {&f.b}), Error);
+  EXPECT_THROW(ActivationStore({Tier::kFile, "/proc/definitely/not/here", "t"}), Error);
+  ActivationStore resident({Tier::kResident, "", "t"});
+  EXPECT_EQ(resident.offload(1, {&f.b}), 0u);
+  EXPECT_TRUE(f.b.get("y").defined());
+}
+
+TEST(CopyWorker, RunsJobsInOrderAndReportsErrors) {
+  CopyWorker w;
+  std::vector<int> order;
+  for (int i = 0; i < 20; ++i) w.submit([&order, i] { order.push_back(i); });
+  auto bad = w.submit([] { fail(ErrorCode::kInternal, "boom"); });
+  w.wait_idle();
+  ASSERT_EQ(order.size(), 20u);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(order[i], i);
+  EXPECT_THROW(bad.get(), Error);
+}
+
+}  // namespace
+}  // namespace pf::mem
