@@ -162,6 +162,13 @@ TEST(PipeforgeTrain, PipelinedScheduleGivesTheSequentialChecksumAndMeasurements)
   }
   const auto balanced = run_json(base + " --schedule interleaved-1f1b --stages 2 --chunks 2 --partition balanced");
   EXPECT_EQ(balanced.at("param_checksum"), sequential.at("param_checksum"));
+  for (const char* policy : {"recompute", "offload-host", "offload-file"}) {
+    const auto offloaded = run_json(base + " --schedule 1f1b --stages 2 --activation-policy " + policy +
+                                    " --offload-dir " + tmp_dir() + "/offload");
+    EXPECT_EQ(offloaded.at("param_checksum"), sequential.at("param_checksum")) << policy;
+    EXPECT_EQ(offloaded.at("activation_policy"), policy);
+    EXPECT_TRUE(offloaded.contains("offloaded_bytes_per_step")) << policy;
+  }
   const auto bad = run(base + " --schedule 2f2b --stages 2");
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("2f2b"), std::string::npos) << bad.err;

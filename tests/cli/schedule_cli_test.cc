@@ -74,3 +74,20 @@ TEST(ScheduleCli, BadInputIsAUsageErrorWithAReason) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(ScheduleCli, ActivationPoliciesChangeThePredictedPeaks) {
+  const auto none = pftest::run_json("simulate --schedule 1f1b --stages 4 --microbatches 8");
+  const auto selective = pftest::run_json(
+      "simulate --schedule 1f1b --stages 4 --microbatches 8 --activation-policy selective --activation-budget 2");
+  EXPECT_EQ(none.at("peak_activations"), nlohmann::json({4, 3, 2, 1}));
+  for (const auto& peak : selective.at("peak_activation_bytes")) EXPECT_LE(peak.get<double>(), 2.0);
+  EXPECT_GT(selective.at("offloaded_bytes_per_step")[0].get<double>(), 0.0);
+  const auto refused = pftest::run(
+      "simulate --schedule 1f1b --stages 4 --microbatches 8 --activation-policy selective --activation-budget 0.5");
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find("smallest budget that works"), std::string::npos) << refused.err;
+}
+
+}  // namespace

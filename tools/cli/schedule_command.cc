@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/core/error.h"
+#include "runtime/schedules/activation_policy.h"
 #include "runtime/schedules/generators.h"
 #include "runtime/schedules/lowering.h"
 #include "runtime/schedules/simulator.h"
@@ -100,6 +101,14 @@ CLI::App* add_simulate_command(CLI::App& app, ScheduleArgs& a) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   add_shape_options(cmd, a, false);
+  cmd->add_option("--activation-policy", a.activation_policy,
+                  "none, recompute, offload-host, offload-file or selective (docs/MEMORY.md)")
+      ->check(CLI::IsMember({"none", "recompute", "offload-host", "offload-file", "selective"}))
+      ->capture_default_str();
+  cmd->add_option("--activation-budget", a.activation_budget, "selective: activation bytes per rank (--m-b units)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--bandwidth", a.transfer_bandwidth, "bytes per time unit of an OFFLOAD/RELOAD copy (0: free)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", a.json, "print one JSON object on stdout");
   cmd->add_option("--trace", a.trace_file, "write a Chrome trace (open in https://ui.perfetto.dev)");
   cmd->add_option("--svg", a.svg_file, "write an SVG drawing of the timeline");
@@ -136,7 +145,22 @@ int run_simulate(const ScheduleArgs& a) {
     return kExitUsage;
   }
   if (a.lower) s = sched::lower_communication(s);
-  const sched::SimulationResult r = sched::simulate(s, a.request.costs.expand(s.num_stages()));
+  sched::CostModel costs = a.request.costs.expand(s.num_stages());
+  costs.transfer_bandwidth = a.transfer_bandwidth;
+  std::vector<double> offloaded;
+  if (a.activation_policy != "none") {
+    try {
+      sched::ActivationPlan plan = sched::plan_activation(s, sched::parse_activation_policy(a.activation_policy),
+                                                          costs, a.activation_budget);
+      s = std::move(plan.schedule);
+      offloaded = plan.offloaded_bytes;
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kInvalidArgument) throw;
+      std::cerr << "pipeforge simulate: " << e.what() << "\n";
+      return kExitUsage;
+    }
+  }
+  const sched::SimulationResult r = sched::simulate(s, costs);
 
   if (!a.trace_file.empty()) write_text_file(a.trace_file, sched::to_chrome_trace(r.timeline));
   if (!a.svg_file.empty()) {
@@ -167,6 +191,8 @@ int run_simulate(const ScheduleArgs& a) {
                           {"span_bubble_rate", r.span_bubble_rate},
                           {"peak_activations", r.peak_activations},
                           {"peak_activation_bytes", r.peak_activation_bytes},
+                          {"activation_policy", a.activation_policy},
+                          {"offloaded_bytes_per_step", offloaded},
                           {"ranks", ranks}};
     std::cout << out.dump() << std::endl;
     return kExitOk;

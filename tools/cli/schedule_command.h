@@ -18,6 +18,9 @@ struct ScheduleArgs {
   std::string trace_file;     // simulate only
   std::string svg_file;       // simulate only
   int grid_width = 100;       // simulate only: ASCII grid columns (0 = no grid)
+  std::string activation_policy = "none";  // simulate only
+  double activation_budget = 0;            // simulate only: selective, bytes per rank
+  double transfer_bandwidth = 0;           // simulate only: bytes per time unit for OFFLOAD/RELOAD
 };
 
 CLI::App* add_schedule_command(CLI::App& app, ScheduleArgs& args);

@@ -182,6 +182,13 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
       ->check(CLI::IsMember({"even", "balanced"}))
       ->excludes(counts)
       ->capture_default_str();
+  cmd->add_option("--activation-policy", a.activation_policy,
+                  "pipelined: none, recompute, offload-host, offload-file or selective (docs/MEMORY.md)")
+      ->check(CLI::IsMember({"none", "recompute", "offload-host", "offload-file", "selective"}))
+      ->capture_default_str();
+  cmd->add_option("--activation-budget", a.activation_budget, "selective: activation bytes per rank")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--offload-dir", a.offload_dir, "folder for offload-file (and selective with files)");
   cmd->add_option("--trace", a.trace_file, "pipelined: write the last step's Chrome trace here");
   cmd->add_option("--svg", a.svg_file, "pipelined: write the last step's SVG timeline here");
   cmd->add_flag("--json", a.json, "print one JSON object with the results on stdout");
@@ -236,6 +243,9 @@ int run_train(const TrainArgs& a) {
       p.ranks = a.stages;
       p.chunks = a.chunks;
       p.layers_per_stage = a.layers_per_stage;
+      p.activation_policy = a.activation_policy;
+      p.activation_budget_bytes = a.activation_budget;
+      p.offload_dir = a.offload_dir;
       if (a.partition == "balanced") p.layers_per_stage = balanced_partition(a, p, *setup.model, *setup.data);
       p.validate();
       auto pipelined = std::make_unique<exec::PipelineTrainer>(setup.model, p);
@@ -243,6 +253,8 @@ int run_train(const TrainArgs& a) {
       trainer = std::move(pipelined);
     } else {
       PF_CHECK_ARG(a.trace_file.empty() && a.svg_file.empty(), "--trace and --svg need --schedule or --schedule-file");
+      PF_CHECK_ARG(a.activation_policy == "none" && a.activation_budget == 0 && a.offload_dir.empty(),
+                   "--activation-policy, --activation-budget and --offload-dir need --schedule or --schedule-file");
       trainer = std::make_unique<SequentialTrainer>(setup.model, options);
     }
     if (!a.resume.empty()) {
@@ -277,6 +289,7 @@ int run_train(const TrainArgs& a) {
   const int ranks = pipeline ? pipeline->schedule().num_ranks() : 1;
   std::vector<double> peak_bytes(static_cast<size_t>(ranks), 0.0);
   double bubble_sum = 0.0;
+  double offloaded_bytes = 0.0;
   MemoryTracker& tracker = memory_tracker(Device::cpu());
   const int activations = static_cast<int>(MemoryCategory::kActivations);
   const int64_t activations_before = tracker.stats().current[activations];
@@ -291,6 +304,7 @@ int run_train(const TrainArgs& a) {
       if (pipeline) {
         const exec::PipelineStats& stats = pipeline->last_stats();
         bubble_sum += stats.bubble_rate;
+        offloaded_bytes = static_cast<double>(stats.offloaded_bytes);
         for (int rank = 0; rank < ranks; ++rank) {
           peak_bytes[rank] = std::max(peak_bytes[rank], static_cast<double>(stats.ranks[rank].peak_activation_bytes));
         }
@@ -336,6 +350,8 @@ int run_train(const TrainArgs& a) {
     out["stages"] = ranks;
     out["bubble_rate"] = bubble_rate;  // measured, mean over the steps run (0 for sequential)
     out["peak_activation_bytes"] = peak_bytes;
+    out["activation_policy"] = a.activation_policy;
+    out["offloaded_bytes_per_step"] = offloaded_bytes;  // of the last step
     if (!a.checkpoint.empty()) out["checkpoint"] = a.checkpoint;
     std::cout << out.dump() << std::endl;
   } else {

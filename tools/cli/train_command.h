@@ -41,6 +41,9 @@ struct TrainArgs {
   int chunks = 1;             // model chunks per rank V
   std::vector<int> layers_per_stage;  // empty = even split (or balanced, below)
   std::string partition = "even";     // "even" or "balanced" (by measured per-layer time)
+  std::string activation_policy = "none";  // pipelined: none, recompute, offload-host, offload-file, selective
+  double activation_budget = 0;            // selective: per-rank activation bytes
+  std::string offload_dir;                 // file tier folder
   std::string trace_file;     // Chrome trace of the last step (pipelined)
   std::string svg_file;       // SVG timeline of the last step (pipelined)
   bool json = false;
