@@ -2,9 +2,6 @@
 // schedules, parameters after N steps are bitwise equal to SequentialTrainer's; the file tier leaves
 // no file behind (also when a step fails); measured peaks match the policy pass's prediction in
 // micro-batch units and never exceed a selective budget.
-#include <dirent.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -17,30 +14,16 @@
 #include "runtime/schedules/schedule_request.h"
 #include "runtime/schedules/simulator.h"
 #include "tests/execution/test_util.h"
+#include "tests/util/temp_files.h"
 
 namespace pf::exec {
 namespace {
 
 using testing::data_for;
 
-std::string fresh_dir(const std::string& tag) {
-  const char* t = std::getenv("TEST_TMPDIR");
-  std::string dir = std::string(t && *t ? t : "/tmp") + "/offload_" + tag + "_" + std::to_string(getpid());
-  mkdir(dir.c_str(), 0700);
-  return dir;
-}
+std::string fresh_dir(const std::string& tag) { return pftest::fresh_temp_dir("offload_" + tag); }
 
-int files_in(const std::string& dir) {
-  DIR* d = opendir(dir.c_str());
-  if (!d) return -1;
-  int n = 0;
-  while (dirent* e = readdir(d)) {
-    const std::string name = e->d_name;
-    if (name != "." && name != "..") ++n;
-  }
-  closedir(d);
-  return n;
-}
+int files_in(const std::string& dir) { return pftest::count_files(dir); }
 
 TrainerOptions base_options(int m, int variant) {
   TrainerOptions o;

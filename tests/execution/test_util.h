@@ -1,9 +1,7 @@
 // Shared helpers for the executor tests: small models, data, and bitwise parameter comparison.
 #pragma once
 
-#include <algorithm>
 #include <atomic>
-#include <random>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -17,63 +15,15 @@
 #include "runtime/models/builders.h"
 #include "runtime/train/sequential_trainer.h"
 #include "runtime/train/batch.h"
+#include "tests/runtime/trainer_fixtures.h"
 
 namespace pf::exec::testing {
 
-// Features [rows, dim] and labels = argmax of a fixed linear map.
-inline Batch teacher_batch(int64_t rows, int64_t dim, int64_t classes, uint64_t seed) {
-  std::mt19937_64 teacher_gen(12345), gen(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> teacher(dim * classes);
-  for (auto& w : teacher) w = dist(teacher_gen);
-  std::vector<float> x(rows * dim);
-  std::vector<int32_t> y(rows);
-  for (auto& v : x) v = dist(gen);
-  for (int64_t r = 0; r < rows; ++r) {
-    float best = -1e30f;
-    for (int64_t c = 0; c < classes; ++c) {
-      float s = 0;
-      for (int64_t d = 0; d < dim; ++d) s += x[r * dim + d] * teacher[d * classes + c];
-      if (s > best) {
-        best = s;
-        y[r] = static_cast<int32_t>(c);
-      }
-    }
-  }
-  return Batch{Tensor::from_vector({rows, dim}, x), Tensor::from_ints({rows}, y)};
-}
-
-// Character windows from `text`: ids = byte - 32 (clamped to [0, 95]), targets shifted by one.
-inline Batch text_batch(const std::string& text, int64_t rows, int64_t seq_len, uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::uniform_int_distribution<int64_t> start(0, static_cast<int64_t>(text.size()) - seq_len - 2);
-  std::vector<int32_t> in(rows * seq_len), out(rows * seq_len);
-  auto id = [](char c) { return std::clamp(static_cast<int32_t>(static_cast<unsigned char>(c)) - 32, 0, 95); };
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t s = start(gen);
-    for (int64_t t = 0; t < seq_len; ++t) {
-      in[r * seq_len + t] = id(text[s + t]);
-      out[r * seq_len + t] = id(text[s + t + 1]);
-    }
-  }
-  return Batch{Tensor::from_ints({rows, seq_len}, in), Tensor::from_ints({rows, seq_len}, out)};
-}
-
-// Teacher micro-batches, one per next(); fails (kCallbackError) at position fail_at.
-class TeacherSource : public DataSource {
- public:
-  TeacherSource(int64_t rows, int64_t dim, int64_t classes) : rows_(rows), dim_(dim), classes_(classes) {}
-  Batch next() override {
-    if (position_ == fail_at) fail(ErrorCode::kCallbackError, "teacher source: injected failure at position ", position_);
-    return teacher_batch(rows_, dim_, classes_, 1000 + position_++);
-  }
-  int64_t position() const override { return position_; }
-  void seek(int64_t position) override { position_ = position; }
-  int64_t fail_at = -1;
-
- private:
-  int64_t rows_, dim_, classes_, position_ = 0;
-};
+// The runtime tests' data fixtures (teacher classification batches, character windows, a failing
+// DataSource), shared rather than copied.
+using ::pf::testing::teacher_batch;
+using ::pf::testing::TeacherSource;
+using ::pf::testing::text_batch;
 
 inline std::shared_ptr<Model> tiny_mlp(int hidden_layers = 8) {
   MlpConfig c;

@@ -1,8 +1,5 @@
 // ActivationStore: host and file tiers give back the same bytes (and the same view sharing), files
 // are removed after reload, on clear() and on destruction; copy errors reach the caller.
-#include <dirent.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -14,28 +11,14 @@
 #include "runtime/core/error.h"
 #include "runtime/memory/activation_store.h"
 #include "runtime/tensor/memory_tracker.h"
+#include "tests/util/temp_files.h"
 
 namespace pf::mem {
 namespace {
 
-std::string fresh_dir(const std::string& tag) {
-  const char* t = std::getenv("TEST_TMPDIR");
-  std::string dir = std::string(t && *t ? t : "/tmp") + "/store_" + tag + "_" + std::to_string(getpid());
-  mkdir(dir.c_str(), 0700);
-  return dir;
-}
+std::string fresh_dir(const std::string& tag) { return pftest::fresh_temp_dir("store_" + tag); }
 
-int files_in(const std::string& dir) {
-  DIR* d = opendir(dir.c_str());
-  if (!d) return -1;
-  int n = 0;
-  while (dirent* e = readdir(d)) {
-    const std::string name = e->d_name;
-    if (name != "." && name != "..") ++n;
-  }
-  closedir(d);
-  return n;
-}
+int files_in(const std::string& dir) { return pftest::count_files(dir); }
 
 // Two contexts; a child; a view sharing storage with a saved tensor; an i32 tensor.
 struct Fixture {
