@@ -17,6 +17,7 @@
 #include "runtime/schedules/text_format.h"
 #include "runtime/schedules/validator.h"
 #include "runtime/tensor/memory_tracker.h"
+#include "runtime/train/micro_batches.h"
 
 namespace pf::exec {
 
@@ -249,40 +250,17 @@ PipelineTrainer::~PipelineTrainer() {
 }
 
 StepResult PipelineTrainer::step(const Batch& batch) {
-  model_->check_batch(batch.inputs, batch.targets, "batch");
-  std::vector<Batch> micro;
-  for (int i = 0; i < options_.base.micro_batches; ++i)
-    micro.push_back(batch.micro_batch(i, options_.base.micro_batches));
-  return run_step(micro);
+  return run_step(split_into_micro_batches(*model_, batch, options_.base.micro_batches));
 }
 
 StepResult PipelineTrainer::step(DataSource& source) {
-  std::vector<Batch> micro;
   const int64_t start = source.position();
-  try {
-    for (int i = 0; i < options_.base.micro_batches; ++i) {
-      micro.push_back(source.next());
-      model_->check_batch(micro.back().inputs, micro.back().targets, "micro-batch " + std::to_string(i));
-    }
-  } catch (...) {
-    try {
-      source.seek(start);
-    } catch (...) {
-      log(LogLevel::kWarning, "data source: rewinding to position " + std::to_string(start) +
-                                  " after a failed step also failed");
-    }
-    throw;
-  }
+  std::vector<Batch> micro = pull_micro_batches(*model_, source, options_.base.micro_batches);
   StepResult r;
   try {
     r = run_step(micro);
   } catch (...) {
-    try {
-      source.seek(start);
-    } catch (...) {
-      log(LogLevel::kWarning, "data source: rewinding to position " + std::to_string(start) +
-                                  " after a failed step also failed");
-    }
+    rewind_after_failure(source, start);
     throw;
   }
   metrics_.data_position = source.position();

@@ -7,6 +7,7 @@
 #include "runtime/core/log.h"
 #include "runtime/kernels/cpu/blas.h"
 #include "runtime/models/init.h"
+#include "runtime/train/micro_batches.h"
 
 namespace pf {
 
@@ -19,33 +20,11 @@ SequentialTrainer::SequentialTrainer(std::shared_ptr<Model> model, const Trainer
 }
 
 StepResult SequentialTrainer::step(const Batch& batch) {
-  model_->check_batch(batch.inputs, batch.targets, "batch");
-  std::vector<Batch> micro;
-  for (int i = 0; i < options_.micro_batches; ++i) micro.push_back(batch.micro_batch(i, options_.micro_batches));
-  StepResult r = run_step(micro);
-  return r;
+  return run_step(split_into_micro_batches(*model_, batch, options_.micro_batches));
 }
 
 StepResult SequentialTrainer::step(DataSource& source) {
-  std::vector<Batch> micro;
-  const int64_t start = source.position();
-  try {
-    for (int i = 0; i < options_.micro_batches; ++i) {
-      micro.push_back(source.next());
-      model_->check_batch(micro.back().inputs, micro.back().targets, "micro-batch " + std::to_string(i));
-    }
-  } catch (...) {
-    // Nothing consumed on failure: a retried step sees the same data. A seek that fails as well
-    // must not replace the original error.
-    try {
-      source.seek(start);
-    } catch (...) {
-      log(LogLevel::kWarning, "data source: rewinding to position " + std::to_string(start) +
-                                  " after a failed step also failed");
-    }
-    throw;
-  }
-  StepResult r = run_step(micro);
+  StepResult r = run_step(pull_micro_batches(*model_, source, options_.micro_batches));
   metrics_.data_position = source.position();
   return r;
 }
