@@ -53,6 +53,9 @@ struct Slot {
 struct PipelineTrainer::StepState {
   const std::vector<Batch>* micro = nullptr;
   std::vector<std::vector<Slot>> slots;  // [stage][micro-batch]
+  // [stage][micro-batch]: packed activations a partner rank holds between HOLD and RETURN (policy
+  // balance); only the holding rank touches its entries.
+  std::vector<std::vector<Tensor>> held;
   std::vector<float> losses;             // scaled loss per micro-batch
   clock_type::time_point t0;
   std::vector<std::vector<sched::TimedAction>> timed;  // per rank
@@ -117,6 +120,8 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
   if (policy_ == sched::ActivationPolicy::kSelective) {
     PF_CHECK_ARG(options_.activation_budget_bytes > 0,
                  "activation policy selective needs activation_budget_bytes > 0 (bytes per rank)");
+  } else if (policy_ == sched::ActivationPolicy::kBalance) {
+    // Planned from the measured per-stage context bytes (plan_activation_memory).
   } else if (policy_ != sched::ActivationPolicy::kNone) {
     schedule_ = sched::apply_activation_policy(base_schedule_, policy_, sched::CostModel());
     sched::validate_or_throw(schedule_);
@@ -170,23 +175,50 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
 void PipelineTrainer::make_stores() {
   const int S = schedule_.num_stages(), m = schedule_.num_micro_batches;
   recomputed_.assign(static_cast<size_t>(S), std::vector<char>(static_cast<size_t>(m), 0));
-  bool offloads = false;
-  for (const auto& list : schedule_.ranks) {
-    for (const auto& a : list) {
+  holder_.assign(static_cast<size_t>(S), std::vector<int>(static_cast<size_t>(m), -1));
+  bool offloads = false, held = false;
+  for (int r = 0; r < schedule_.num_ranks(); ++r) {
+    for (const auto& a : schedule_.ranks[r]) {
       if (a.kind == ActionKind::kRecompute) recomputed_[a.stage][a.micro_batch] = 1;
       if (a.kind == ActionKind::kOffload) offloads = true;
+      if (a.kind == ActionKind::kHold) {
+        holder_[a.stage][a.micro_batch] = r;
+        held = true;
+      }
     }
   }
   stores_.clear();
   if (!offloads) return;
+  if (held) {
+    for (int r = 0; r < schedule_.num_ranks(); ++r)
+      for (const auto& a : schedule_.ranks[r])
+        PF_CHECK_ARG(a.kind != ActionKind::kOffload || holder_[a.stage][a.micro_batch] >= 0, "pipeline trainer: rank ",
+                     r, " action ", sched::action_to_string(a),
+                     ": a schedule whose partner ranks HOLD activations must send every OFFLOAD to a partner "
+                     "(mixing partner, host and file offloads is not supported)");
+  }
   mem::ActivationStore::Options so;
   so.tier = policy_ == sched::ActivationPolicy::kOffloadFile ||
                     (policy_ == sched::ActivationPolicy::kSelective && !options_.offload_dir.empty())
                 ? mem::Tier::kFile
                 : mem::Tier::kHost;
+  if (held) so.tier = mem::Tier::kPeer;
   so.offload_dir = options_.offload_dir;
   for (int r = 0; r < schedule_.num_ranks(); ++r) {
     so.name = "r" + std::to_string(r);
+    if (held) {
+      // The copy worker of rank r sends the packed image to the holder and receives it back.
+      so.send_image = [this, r](uint64_t key, Tensor image) {
+        const int s = static_cast<int>(key >> 32), mb = static_cast<int>(key & 0xffffffffu);
+        transport_->endpoint(r).send(holder_[s][mb], MessageKey{MessageKind::kContextOut, mb, s}, std::move(image),
+                                     options_.recv_timeout_seconds);
+      };
+      so.receive_image = [this, r](uint64_t key) {
+        const int s = static_cast<int>(key >> 32), mb = static_cast<int>(key & 0xffffffffu);
+        return transport_->endpoint(r).recv(holder_[s][mb], MessageKey{MessageKind::kContextBack, mb, s},
+                                            options_.recv_timeout_seconds);
+      };
+    }
     stores_.push_back(std::make_unique<mem::ActivationStore>(so));
   }
 }
@@ -228,7 +260,7 @@ void PipelineTrainer::plan_activation_memory(const Batch& micro_batch) {
       c.m_w[s] = static_cast<double>(context_bytes(slot));
     }
   }
-  if (policy_ == sched::ActivationPolicy::kSelective && !planned_) {
+  if ((policy_ == sched::ActivationPolicy::kSelective || policy_ == sched::ActivationPolicy::kBalance) && !planned_) {
     sched::Schedule planned =
         sched::apply_activation_policy(base_schedule_, policy_, c, options_.activation_budget_bytes);
     sched::validate_or_throw(planned);
@@ -476,6 +508,26 @@ void PipelineTrainer::run_rank(int rank) {
         rs.peak_live_micro_batches = std::max(rs.peak_live_micro_batches, live);
         break;
       }
+      case ActionKind::kHold: {
+        // Keep the owner's packed activations until RETURN. Charged like the owner's context (its
+        // Slot::bytes, written before the OFFLOAD that sent them; read after the message arrived).
+        const int owner = placement.rank_of(s);
+        st.held[s][mb] = tp.recv(owner, MessageKey{MessageKind::kContextOut, mb, s}, timeout);
+        live += 1;
+        live_bytes += st.slots[s][mb].bytes;
+        rs.peak_activation_bytes = std::max(rs.peak_activation_bytes, live_bytes);
+        rs.peak_live_micro_batches = std::max(rs.peak_live_micro_batches, live);
+        break;
+      }
+      case ActionKind::kReturn: {
+        const int owner = placement.rank_of(s);
+        PF_INTERNAL_CHECK(st.held[s][mb].defined(), "rank ", rank, ": ", sched::action_to_string(a), " holds nothing");
+        live -= 1;
+        live_bytes -= st.slots[s][mb].bytes;
+        tp.send(owner, MessageKey{MessageKind::kContextBack, mb, s}, std::move(st.held[s][mb]), timeout);
+        st.held[s][mb] = Tensor();
+        break;
+      }
       case ActionKind::kStep:
         break;  // the optimizer runs once every rank has finished (PipelineTrainer::run_step)
       default:
@@ -505,6 +557,7 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& micro_batches) {
   st.slots.clear();
   st.slots.resize(static_cast<size_t>(num_stages));
   for (auto& v : st.slots) v.resize(static_cast<size_t>(m));
+  st.held.assign(static_cast<size_t>(num_stages), std::vector<Tensor>(static_cast<size_t>(m)));
   st.losses.assign(static_cast<size_t>(m), 0.0f);
   st.timed.assign(static_cast<size_t>(num_ranks), {});
   for (int r = 0; r < num_ranks; ++r) st.timed[r].reserve(schedule_.ranks[r].size());
@@ -543,6 +596,7 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& micro_batches) {
     std::exception_ptr e = st.error;
     st.error = nullptr;
     st.slots.clear();
+    st.held.clear();
     st.micro = nullptr;
     transport_->reset();
     std::rethrow_exception(e);
@@ -593,6 +647,7 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& micro_batches) {
   timeline_.ranks = std::move(st.timed);
   st.timed.clear();
   st.slots.clear();
+  st.held.clear();
   st.micro = nullptr;
 
   metrics_.step += 1;

@@ -42,12 +42,14 @@ struct PipelineOptions {
   std::vector<int> cpu_affinity;
   bool record_timeline = true;         // timestamp every action into last_timeline()
   // Activation memory (docs/MEMORY.md): "none", "recompute", "offload-host", "offload-file" or
-  // "selective" (sched::activation_policy_names()), applied to the lowered schedule as a pass
+  // "selective" or "balance" (sched::activation_policy_names()), applied to the lowered schedule as a pass
   // (sched::apply_activation_policy). selective needs activation_budget_bytes > 0 (per rank, device-
   // resident activation bytes as in RankStats::peak_activation_bytes); it is planned from the
   // per-stage context bytes measured on micro-batch 0 before the first step runs (or at
   // plan_activation_memory), and a budget it cannot meet is refused with kInvalidArgument naming the
   // smallest budget that works. selective uses host memory, or files when offload_dir is set.
+  // balance (BPipe) is planned from the same measurement: heavy ranks send contexts to a partner
+  // rank (HOLD/RETURN actions) and their peaks even out.
   std::string activation_policy = "none";
   double activation_budget_bytes = 0;
   std::string offload_dir;             // file tier directory (created if missing); empty = $TMPDIR or /tmp
@@ -159,6 +161,7 @@ class PipelineTrainer : public Trainer {
   sched::CostModel mem_costs_;
   std::vector<double> predicted_peak_;
   std::vector<std::vector<char>> recomputed_;  // [stage][mb]: has a RECOMPUTE action
+  std::vector<std::vector<int>> holder_;       // [stage][mb]: rank with its HOLD (balance), else -1
   std::vector<std::unique_ptr<mem::ActivationStore>> stores_;  // per rank; empty without OFFLOADs
 };
 

@@ -14,12 +14,23 @@ std::string action_name(const char* kind, const MessageKey& key, int stage) {
 }  // namespace
 
 std::string recv_action_name(const MessageKey& key) {
-  return action_name(key.kind == MessageKind::kActivation ? "RECV_F" : "RECV_B", key, key.stage);
+  switch (key.kind) {
+    case MessageKind::kActivation: return action_name("RECV_F", key, key.stage);
+    case MessageKind::kGradient: return action_name("RECV_B", key, key.stage);
+    case MessageKind::kContextOut: return action_name("HOLD", key, key.stage);
+    case MessageKind::kContextBack: return action_name("RELOAD", key, key.stage);
+  }
+  return "?";
 }
 
 std::string send_action_name(const MessageKey& key) {
-  return key.kind == MessageKind::kActivation ? action_name("SEND_F", key, key.stage - 1)
-                                              : action_name("SEND_B", key, key.stage + 1);
+  switch (key.kind) {
+    case MessageKind::kActivation: return action_name("SEND_F", key, key.stage - 1);
+    case MessageKind::kGradient: return action_name("SEND_B", key, key.stage + 1);
+    case MessageKind::kContextOut: return action_name("OFFLOAD", key, key.stage);
+    case MessageKind::kContextBack: return action_name("RETURN", key, key.stage);
+  }
+  return "?";
 }
 
 class InProcessTransport::Endpoint : public Transport {

@@ -18,12 +18,15 @@
 
 namespace pf::exec {
 
-enum class MessageKind : int { kActivation = 0, kGradient = 1 };
+// kContextOut / kContextBack: the packed saved activations of (micro-batch, stage) going to the
+// partner rank that holds them (OFFLOAD -> HOLD) and back to the owner (RETURN -> RELOAD), policy
+// balance. Their `stage` is the stage that owns the activations.
+enum class MessageKind : int { kActivation = 0, kGradient = 1, kContextOut = 2, kContextBack = 3 };
 
 struct MessageKey {
   MessageKind kind = MessageKind::kActivation;
   int micro_batch = 0;
-  int stage = 0;  // the stage that consumes the tensor
+  int stage = 0;  // the stage that consumes the tensor (contexts: the stage that owns them)
   bool operator==(const MessageKey& o) const {
     return kind == o.kind && micro_batch == o.micro_batch && stage == o.stage;
   }

@@ -21,6 +21,7 @@ const char* tier_name(Tier tier) {
     case Tier::kResident: return "resident";
     case Tier::kHost: return "host";
     case Tier::kFile: return "file";
+    case Tier::kPeer: return "peer";
   }
   return "?";
 }
@@ -120,6 +121,7 @@ struct ActivationStore::Entry {
     DType dtype = DType::kF32;
     bool as_views = true;     // all views share dtype and alignment: restore as views of one tensor
   };
+  uint64_t key = 0;
   std::vector<SavedContext*> contexts;
   std::vector<View> views;
   std::vector<Group> groups;
@@ -145,6 +147,9 @@ ActivationStore::ActivationStore(const Options& options) : options_(options) {
       fail(ErrorCode::kInvalidArgument, "offload dir '", options_.offload_dir, "' is not a directory");
     }
   }
+  if (options_.tier == Tier::kPeer)
+    PF_CHECK_ARG(options_.send_image && options_.receive_image,
+                 "activation store: the peer tier needs send_image and receive_image");
   if (options_.tier != Tier::kResident) worker_ = std::make_unique<CopyWorker>();
 }
 
@@ -173,6 +178,7 @@ size_t ActivationStore::offload(uint64_t key, std::vector<SavedContext*> context
   if (options_.tier == Tier::kResident) return 0;
   PF_CHECK_ARG(!holds(key), "activation store: context ", key, " is already offloaded");
   auto e = std::make_shared<Entry>();
+  e->key = key;
   e->contexts = std::move(contexts);
   // Take the tensors out; group the views by storage.
   std::unordered_map<const Storage*, int> group_of;
@@ -250,6 +256,17 @@ size_t ActivationStore::offload(uint64_t key, std::vector<SavedContext*> context
       for (size_t g = 0; g < e->groups.size(); ++g)
         std::memcpy(e->host.get() + e->groups[g].image_offset, e->sources[g], e->groups[g].bytes);
       account(static_cast<long long>(e->total), 0, 0, e->total, 0, 0);
+    } else if (tier == Tier::kPeer) {
+      Tensor image;
+      {
+        MemoryCategoryScope scope(MemoryCategory::kActivations);
+        image = Tensor::empty({static_cast<int64_t>((e->total + 3) / 4)}, DType::kI32);
+      }
+      for (size_t g = 0; g < e->groups.size(); ++g)
+        std::memcpy(image.data<char>() + e->groups[g].image_offset, e->sources[g], e->groups[g].bytes);
+      e->outgoing.clear();  // the device copy is gone before the image leaves
+      options_.send_image(e->key, std::move(image));
+      account(0, 0, 0, e->total, 0, 0);
     } else {
       std::FILE* f = std::fopen(path.c_str(), "wb");
       if (!f) fail(ErrorCode::kIoError, "activation offload: cannot create '", path, "': ", std::strerror(errno));
@@ -291,9 +308,16 @@ void ActivationStore::prefetch(uint64_t key) {
     }
     // Read the image (host buffer, or the file into a temporary buffer group by group).
     std::unique_ptr<char[]> file_image;
+    Tensor peer_image;
     const char* image = nullptr;
     if (tier == Tier::kHost) {
       image = e->host.get();
+    } else if (tier == Tier::kPeer) {
+      peer_image = options_.receive_image(e->key);
+      if (!peer_image.defined() || peer_image.nbytes() < e->total)
+        fail(ErrorCode::kDataLoss, "activation reload: context ", e->key, " came back with ",
+             peer_image.defined() ? peer_image.nbytes() : 0, " bytes, expected ", e->total);
+      image = peer_image.data<char>();
     } else {
       std::FILE* f = std::fopen(e->file.path().c_str(), "rb");
       if (!f)
@@ -335,6 +359,8 @@ void ActivationStore::prefetch(uint64_t key) {
     if (tier == Tier::kHost) {
       e->host.reset();
       account(-static_cast<long long>(e->total), 0, 0, 0, e->total, 0);
+    } else if (tier == Tier::kPeer) {
+      account(0, 0, 0, 0, e->total, 0);
     } else {
       e->file.remove();
       account(0, -static_cast<long long>(e->total), -1, 0, e->total, 0);

@@ -30,8 +30,10 @@
 
 namespace pf::mem {
 
-enum class Tier { kResident, kHost, kFile };
-const char* tier_name(Tier tier);  // "resident", "host", "file"
+// kPeer: the packed image goes to another rank's memory through Options::send_image and comes back
+// through Options::receive_image (policy balance; the executor wires these to its transport).
+enum class Tier { kResident, kHost, kFile, kPeer };
+const char* tier_name(Tier tier);  // "resident", "host", "file", "peer"
 
 // One background thread running jobs in submission order.
 class CopyWorker {
@@ -71,6 +73,10 @@ class ActivationStore {
     Tier tier = Tier::kHost;
     std::string offload_dir;  // file tier: created if missing; empty = $TMPDIR or /tmp
     std::string name = "pf";  // file name prefix (e.g. "r0" for rank 0)
+    // Peer tier: called on the copy worker with the packed image of `key` (a tensor of at least the
+    // image's bytes) once it is copied out / to fetch it back. Exceptions fail the copy.
+    std::function<void(uint64_t key, Tensor image)> send_image;
+    std::function<Tensor(uint64_t key)> receive_image;
   };
   explicit ActivationStore(const Options& options);
   ~ActivationStore();  // waits for the copy worker, removes every file

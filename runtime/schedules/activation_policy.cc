@@ -9,32 +9,25 @@
 #include <utility>
 
 #include "runtime/core/error.h"
+#include "runtime/schedules/activation_candidates.h"
 
 namespace pf::sched {
+namespace detail {
+
 namespace {
-
-using Key = std::pair<int, int>;  // (stage, micro-batch)
-
 bool is_backward(ActionKind k) { return k == ActionKind::kBackwardInput || k == ActionKind::kBackward; }
 bool is_work(ActionKind k) {
   return k == ActionKind::kForward || k == ActionKind::kBackwardInput || k == ActionKind::kBackwardWeight ||
          k == ActionKind::kBackward;
 }
-
-// A context of one rank that may be offloaded or recomputed.
-struct Candidate {
-  Key key;
-  int f = 0;  // index of F in the rank's list
-  int b = 0;  // index of B/BW
-  int reload_slot = 0;  // insert RELOAD before original index reload_slot
-};
+}  // namespace
 
 std::vector<Candidate> candidates_of(const std::vector<Action>& list) {
-  std::map<Key, int> f_at;
+  std::map<ContextKey, int> f_at;
   std::vector<Candidate> out;
   for (int i = 0; i < static_cast<int>(list.size()); ++i) {
     const Action& a = list[i];
-    const Key k{a.stage, a.micro_batch};
+    const ContextKey k{a.stage, a.micro_batch};
     if (a.kind == ActionKind::kForward) f_at[k] = i;
     if (!is_backward(a.kind)) continue;
     auto it = f_at.find(k);
@@ -56,59 +49,63 @@ std::vector<Candidate> candidates_of(const std::vector<Action>& list) {
   return out;
 }
 
-std::vector<Action> rewrite(const std::vector<Action>& list, const std::vector<Candidate>& chosen, bool recompute) {
-  const size_t n = list.size();
-  std::vector<std::vector<Action>> offloads(n + 1), reloads(n + 1);
-  for (const Candidate& c : chosen) {
-    const int s = c.key.first, mb = c.key.second;
-    if (recompute) {
-      reloads[static_cast<size_t>(c.b)].push_back(Action{ActionKind::kRecompute, s, mb});
-    } else {
-      offloads[static_cast<size_t>(c.f + 1)].push_back(Action{ActionKind::kOffload, s, mb});
-      reloads[static_cast<size_t>(c.reload_slot)].push_back(Action{ActionKind::kReload, s, mb});
-    }
-  }
+std::vector<Action> insert_actions(const std::vector<Action>& list, std::vector<Insertion> insertions) {
+  std::stable_sort(insertions.begin(), insertions.end(),
+                   [](const Insertion& a, const Insertion& b) { return a.slot < b.slot; });
   std::vector<Action> out;
-  out.reserve(n + 2 * chosen.size());
-  for (size_t i = 0; i <= n; ++i) {
-    for (const Action& a : offloads[i]) out.push_back(a);
-    for (const Action& a : reloads[i]) out.push_back(a);
-    if (i < n) out.push_back(list[i]);
+  out.reserve(list.size() + insertions.size());
+  size_t next = 0;
+  for (size_t i = 0; i <= list.size(); ++i) {
+    while (next < insertions.size() && insertions[next].slot == static_cast<int>(i)) out.push_back(insertions[next++].action);
+    if (i < list.size()) out.push_back(list[i]);
   }
   return out;
 }
 
+std::vector<Action> rewrite(const std::vector<Action>& list, const std::vector<Candidate>& chosen, bool recompute) {
+  // OFFLOADs of a slot come before its RELOADs (both before the action at the slot).
+  std::vector<Insertion> offloads, reloads;
+  for (const Candidate& c : chosen) {
+    const int s = c.key.first, mb = c.key.second;
+    if (recompute) {
+      reloads.push_back({c.b, Action{ActionKind::kRecompute, s, mb}});
+    } else {
+      offloads.push_back({c.f + 1, Action{ActionKind::kOffload, s, mb}});
+      reloads.push_back({c.reload_slot, Action{ActionKind::kReload, s, mb}});
+    }
+  }
+  offloads.insert(offloads.end(), reloads.begin(), reloads.end());
+  return insert_actions(list, std::move(offloads));
+}
 
 double rank_peak(const std::vector<Action>& list, const CostModel& costs) {
-  std::set<Key> recomputed;
+  std::set<ContextKey> recomputed;
   for (const Action& a : list)
     if (a.kind == ActionKind::kRecompute) recomputed.insert({a.stage, a.micro_batch});
   double bytes = 0.0, peak = 0.0;
   for (const Action& a : list) {
-    const int s = a.stage;
-    switch (a.kind) {
-      case ActionKind::kForward:
-        bytes += recomputed.count({s, a.micro_batch}) ? costs.mem_in(s) : costs.mem_b(s);
-        break;
-      case ActionKind::kRecompute: bytes += costs.mem_b(s) - costs.mem_in(s); break;
-      case ActionKind::kBackwardInput: bytes += costs.mem_w(s) - costs.mem_b(s); break;
-      case ActionKind::kBackwardWeight: bytes -= costs.mem_w(s); break;
-      case ActionKind::kBackward: bytes -= costs.mem_b(s); break;
-      case ActionKind::kOffload: bytes -= costs.mem_b(s); break;
-      case ActionKind::kReload: bytes += costs.mem_b(s); break;
-      default: break;
-    }
+    bytes += activation_delta(a, costs, recomputed.count({a.stage, a.micro_batch}) > 0).bytes;
     peak = std::max(peak, bytes);
   }
   return peak;
 }
 
+}  // namespace detail
+
+namespace {
+
+using detail::Candidate;
+using detail::candidates_of;
+using detail::rank_peak;
+using detail::rewrite;
+
 void check_plain(const Schedule& schedule) {
   for (int r = 0; r < schedule.num_ranks(); ++r)
     for (const Action& a : schedule.ranks[r])
-      PF_CHECK_ARG(a.kind != ActionKind::kOffload && a.kind != ActionKind::kReload && a.kind != ActionKind::kRecompute,
+      PF_CHECK_ARG(a.kind != ActionKind::kOffload && a.kind != ActionKind::kReload && a.kind != ActionKind::kRecompute &&
+                       a.kind != ActionKind::kHold && a.kind != ActionKind::kReturn,
                    "activation policy: schedule '", schedule.name, "' already has ", action_to_string(a),
-                   " on rank ", r, "; apply a policy to a schedule without OFFLOAD/RELOAD/RECOMPUTE");
+                   " on rank ", r, "; apply a policy to a schedule without OFFLOAD/RELOAD/RECOMPUTE/HOLD/RETURN");
 }
 
 }  // namespace
@@ -120,25 +117,26 @@ const char* activation_policy_name(ActivationPolicy policy) {
     case ActivationPolicy::kOffloadHost: return "offload-host";
     case ActivationPolicy::kOffloadFile: return "offload-file";
     case ActivationPolicy::kSelective: return "selective";
+    case ActivationPolicy::kBalance: return "balance";
   }
   return "?";
 }
 
 std::vector<std::string> activation_policy_names() {
-  return {"none", "recompute", "offload-host", "offload-file", "selective"};
+  return {"none", "recompute", "offload-host", "offload-file", "selective", "balance"};
 }
 
 ActivationPolicy parse_activation_policy(const std::string& name) {
   for (ActivationPolicy p : {ActivationPolicy::kNone, ActivationPolicy::kRecompute, ActivationPolicy::kOffloadHost,
-                             ActivationPolicy::kOffloadFile, ActivationPolicy::kSelective})
+                             ActivationPolicy::kOffloadFile, ActivationPolicy::kSelective, ActivationPolicy::kBalance})
     if (name == activation_policy_name(p)) return p;
   fail(ErrorCode::kInvalidArgument, "unknown activation policy '", name,
-       "' (known: none, recompute, offload-host, offload-file, selective)");
+       "' (known: none, recompute, offload-host, offload-file, selective, balance)");
 }
 
 bool policy_offloads(ActivationPolicy policy) {
   return policy == ActivationPolicy::kOffloadHost || policy == ActivationPolicy::kOffloadFile ||
-         policy == ActivationPolicy::kSelective;
+         policy == ActivationPolicy::kSelective || policy == ActivationPolicy::kBalance;
 }
 
 std::vector<double> activation_peak_bytes(const Schedule& schedule, const CostModel& costs) {
@@ -148,18 +146,12 @@ std::vector<double> activation_peak_bytes(const Schedule& schedule, const CostMo
 }
 
 std::vector<int> activation_peak_units(const Schedule& schedule) {
+  const CostModel unit;
   std::vector<int> out;
   for (const auto& list : schedule.ranks) {
     int units = 0, peak = 0;
     for (const Action& a : list) {
-      switch (a.kind) {
-        case ActionKind::kForward:
-        case ActionKind::kReload: ++units; break;
-        case ActionKind::kBackwardInput:
-        case ActionKind::kBackward:
-        case ActionKind::kOffload: --units; break;
-        default: break;
-      }
+      units += activation_delta(a, unit, false).units;
       peak = std::max(peak, units);
     }
     out.push_back(peak);
@@ -190,6 +182,7 @@ Schedule apply_activation_policy(const Schedule& schedule, ActivationPolicy poli
                                  double budget_bytes) {
   check_plain(schedule);
   if (policy == ActivationPolicy::kNone) return schedule;
+  if (policy == ActivationPolicy::kBalance) return balance_activations(schedule, costs);
   Schedule out = schedule;
   if (policy != ActivationPolicy::kSelective) {
     const bool recompute = policy == ActivationPolicy::kRecompute;

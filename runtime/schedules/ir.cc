@@ -11,7 +11,7 @@ namespace {
 
 constexpr const char* kKindNames[kNumActionKinds] = {
     "F",      "B",      "W",       "BW",        "SEND_F", "RECV_F",   "SEND_B",
-    "RECV_B", "OFFLOAD", "RELOAD", "RECOMPUTE", "STEP",   "ALLREDUCE",
+    "RECV_B", "OFFLOAD", "RELOAD", "RECOMPUTE", "STEP",   "ALLREDUCE", "HOLD", "RETURN",
 };
 
 bool valid_kind(ActionKind kind) {

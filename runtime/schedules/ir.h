@@ -27,11 +27,15 @@ enum class ActionKind : int {
   kRecompute = 10,      // rerun F(mb, stage) from the kept stage input, before its backward
   kStep = 11,           // optimizer step of `stage` (sync schedules: once, after its last W)
   kAllReduce = 12,      // data-parallel gradient reduction of `stage`
+  // Cross-stage balancing (BPipe, policy "balance"): the OFFLOAD of (mb, stage) sends its saved
+  // activations to a partner rank instead of host memory or a file.
+  kHold = 13,           // on the partner rank: receive the offloaded activations of (mb, stage) and keep them
+  kReturn = 14,         // on the partner rank: send them back to the owner, whose RELOAD receives them
 };
-constexpr int kNumActionKinds = 13;
+constexpr int kNumActionKinds = 15;
 
 // Text names as in the compact form: "F", "B", "W", "BW", "SEND_F", "RECV_F", "SEND_B", "RECV_B",
-// "OFFLOAD", "RELOAD", "RECOMPUTE", "STEP", "ALLREDUCE".
+// "OFFLOAD", "RELOAD", "RECOMPUTE", "STEP", "ALLREDUCE", "HOLD", "RETURN".
 const char* action_kind_name(ActionKind kind);
 bool is_compute(ActionKind kind);        // F, B, W, BW, RECOMPUTE
 bool is_communication(ActionKind kind);  // SEND_*, RECV_*

@@ -123,6 +123,8 @@ double action_cost(const Action& a, const CostModel& c) {
       return c.transfer_bandwidth > 0.0 ? c.mem_b(a.stage) / c.transfer_bandwidth : 0.0;
     case ActionKind::kStep: return c.t_step;
     case ActionKind::kAllReduce: return c.t_allreduce;
+    case ActionKind::kHold:    // the copy is timed on the owner's OFFLOAD / RELOAD
+    case ActionKind::kReturn: return 0.0;
     case ActionKind::kSendF:
     case ActionKind::kRecvF:
     case ActionKind::kSendB:
@@ -130,6 +132,26 @@ double action_cost(const Action& a, const CostModel& c) {
   }
   return 0.0;
 }
+
+}  // namespace
+
+ActivationDelta activation_delta(const Action& a, const CostModel& c, bool recomputed) {
+  const int s = a.stage;
+  switch (a.kind) {
+    case ActionKind::kForward: return {1, recomputed ? c.mem_in(s) : c.mem_b(s)};
+    case ActionKind::kRecompute: return {0, c.mem_b(s) - c.mem_in(s)};
+    case ActionKind::kBackwardInput: return {-1, c.mem_w(s) - c.mem_b(s)};
+    case ActionKind::kBackwardWeight: return {0, -c.mem_w(s)};
+    case ActionKind::kBackward: return {-1, -c.mem_b(s)};
+    case ActionKind::kOffload:
+    case ActionKind::kReturn: return {-1, -c.mem_b(s)};
+    case ActionKind::kReload:
+    case ActionKind::kHold: return {1, c.mem_b(s)};
+    default: return {0, 0.0};
+  }
+}
+
+namespace {
 
 class Simulator {
  public:
@@ -251,6 +273,13 @@ void Simulator::dependencies(int rank, const Action& a, std::vector<Dep>* deps) 
       break;
     case ActionKind::kReload:
       need(ActionKind::kOffload, s, mb);
+      if_present(ActionKind::kReturn, s, mb);  // held by a partner rank: wait until it sends them back
+      break;
+    case ActionKind::kHold:
+      need(ActionKind::kOffload, s, mb);
+      break;
+    case ActionKind::kReturn:
+      need(ActionKind::kHold, s, mb);
       break;
     case ActionKind::kStep:
     case ActionKind::kAllReduce:
@@ -405,41 +434,16 @@ SimulationResult Simulator::run() {
       tl.push_back(TimedAction{a, start[r][i], end_[r][i]});
       res.busy[r] += end_[r][i] - start[r][i];
       const auto s = static_cast<size_t>(a.stage);
-      const double mb_bytes = costs_.mem_b(a.stage), mw_bytes = costs_.mem_w(a.stage);
       switch (a.kind) {
-        case ActionKind::kForward:
-          ideal += costs_.t_f[s];
-          ++units;
-          bytes += recomputed.count({a.stage, a.micro_batch}) ? costs_.mem_in(a.stage) : mb_bytes;
-          break;
-        case ActionKind::kRecompute:
-          bytes += mb_bytes - costs_.mem_in(a.stage);
-          break;
-        case ActionKind::kBackwardInput:
-          ideal += costs_.t_b[s];
-          --units;
-          bytes += mw_bytes - mb_bytes;
-          break;
-        case ActionKind::kBackwardWeight:
-          ideal += costs_.t_w[s];
-          bytes -= mw_bytes;
-          break;
-        case ActionKind::kBackward:
-          ideal += costs_.t_b[s] + costs_.t_w[s];
-          --units;
-          bytes -= mb_bytes;
-          break;
-        case ActionKind::kOffload:
-          --units;
-          bytes -= mb_bytes;
-          break;
-        case ActionKind::kReload:
-          ++units;
-          bytes += mb_bytes;
-          break;
-        default:
-          break;
+        case ActionKind::kForward: ideal += costs_.t_f[s]; break;
+        case ActionKind::kBackwardInput: ideal += costs_.t_b[s]; break;
+        case ActionKind::kBackwardWeight: ideal += costs_.t_w[s]; break;
+        case ActionKind::kBackward: ideal += costs_.t_b[s] + costs_.t_w[s]; break;
+        default: break;
       }
+      const ActivationDelta d = activation_delta(a, costs_, recomputed.count({a.stage, a.micro_batch}) > 0);
+      units += d.units;
+      bytes += d.bytes;
       peak_units = std::max(peak_units, units);
       peak_bytes = std::max(peak_bytes, bytes);
     }

@@ -95,17 +95,29 @@ struct SimulationResult {
   std::vector<double> first_start;  // start of the first action (0 for an empty rank)
   std::vector<double> finish;       // end of the last action (0 for an empty rank)
   // Peak over the rank's execution of the number of micro-batches whose F ran but whose B/BW has
-  // not (summed over the rank's stages; OFFLOAD -1 and RELOAD +1: device-resident only).
+  // not (summed over the rank's stages; OFFLOAD -1 and RELOAD +1: device-resident only; a partner
+  // rank counts the contexts it holds, HOLD +1 and RETURN -1).
   std::vector<int> peak_activations;
   // Peak over time of sum over the rank's stages of (#F-without-B) * m_b + (#B-without-W) * m_w
   // (device-resident only: OFFLOAD -m_b, RELOAD +m_b; a recomputed context holds m_in until its
-  // RECOMPUTE). Equal to activation_peak_bytes (activation_policy.h).
+  // RECOMPUTE; a partner rank holds m_b from HOLD to RETURN). Equal to activation_peak_bytes
+  // (activation_policy.h). Both follow activation_delta.
   std::vector<double> peak_activation_bytes;
 
   // Per-action start/end, in each rank's list order. SEND/RECV appear with zero duration at the time
   // they complete (a posted RECV: when its data arrives, which may be after later actions started).
   Timeline timeline;
 };
+
+// How one action changes its rank's device-resident activations, in contexts (micro-batches) and
+// bytes (docs/MEMORY.md): F +1 / +m_b (+m_in when `recomputed`: the context of (stage, mb) has a
+// RECOMPUTE), RECOMPUTE +(m_b - m_in), B -1 / +(m_w - m_b), W -m_w, BW -1 / -m_b, OFFLOAD and RETURN
+// -1 / -m_b, RELOAD and HOLD +1 / +m_b; every other kind 0.
+struct ActivationDelta {
+  int units = 0;
+  double bytes = 0.0;
+};
+ActivationDelta activation_delta(const Action& action, const CostModel& costs, bool recomputed);
 
 struct SimulationOptions {
   // A RECV holds its rank until the data arrives (blocking receive) instead of being posted.

@@ -48,6 +48,8 @@ KindColour kind_colour(ActionKind kind) {
     case ActionKind::kRecompute: return {"rail_animation", "#f44a3f"};      // red
     case ActionKind::kStep: return {"startup", "#e6e600"};                  // yellow
     case ActionKind::kAllReduce: return {"heap_dump_child_node_arrow", "#cc6600"};  // brown
+    case ActionKind::kHold: return {"light_memory_dump", "#0000b4"};         // dark blue
+    case ActionKind::kReturn: return {"vsync_highlight_color", "#0000ff"};   // blue
   }
   return {"generic_work", "#7d7d7d"};
 }
@@ -63,6 +65,8 @@ char ascii_grid_char(ActionKind kind) {
     case ActionKind::kReload: return 'L';
     case ActionKind::kStep: return 'S';
     case ActionKind::kAllReduce: return 'A';
+    case ActionKind::kHold: return 'H';
+    case ActionKind::kReturn: return 'T';
     default: return '\0';
   }
 }
@@ -138,11 +142,12 @@ double nice_step(double span, int target) {
 }
 
 // Kinds in legend order, each listed once.
-constexpr std::array<ActionKind, 11> kLegendKinds = {
+constexpr std::array<ActionKind, 13> kLegendKinds = {
     ActionKind::kForward,   ActionKind::kBackwardInput, ActionKind::kBackwardWeight,
     ActionKind::kBackward,  ActionKind::kRecompute,     ActionKind::kOffload,
-    ActionKind::kReload,    ActionKind::kStep,          ActionKind::kAllReduce,
-    ActionKind::kSendF,     ActionKind::kRecvF};
+    ActionKind::kReload,    ActionKind::kHold,          ActionKind::kReturn,
+    ActionKind::kStep,      ActionKind::kAllReduce,     ActionKind::kSendF,
+    ActionKind::kRecvF};
 
 const char* legend_text(ActionKind kind) {
   switch (kind) {
@@ -155,6 +160,8 @@ const char* legend_text(ActionKind kind) {
     case ActionKind::kReload: return "RELOAD";
     case ActionKind::kStep: return "STEP";
     case ActionKind::kAllReduce: return "ALLREDUCE";
+    case ActionKind::kHold: return "HOLD (partner keeps)";
+    case ActionKind::kReturn: return "RETURN (to owner)";
     case ActionKind::kSendF: case ActionKind::kSendB: return "SEND";
     case ActionKind::kRecvF: case ActionKind::kRecvB: return "RECV";
   }

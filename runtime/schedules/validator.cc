@@ -17,6 +17,20 @@ std::string at(const ActionSlot& slot) {
   return "rank " + std::to_string(slot.rank) + ", action " + std::to_string(slot.index);
 }
 
+// The SEND/RECV partner of a communication action.
+Action partner(const Action& a) {
+  switch (a.kind) {
+    case ActionKind::kSendF:
+      return Action{ActionKind::kRecvF, a.stage + 1, a.micro_batch};
+    case ActionKind::kRecvF:
+      return Action{ActionKind::kSendF, a.stage - 1, a.micro_batch};
+    case ActionKind::kSendB:
+      return Action{ActionKind::kRecvB, a.stage - 1, a.micro_batch};
+    default:  // kRecvB
+      return Action{ActionKind::kSendB, a.stage + 1, a.micro_batch};
+  }
+}
+
 class Checker {
  public:
   Checker(const Schedule& s, ValidationReport& report) : s_(s), report_(report) {}
@@ -125,6 +139,13 @@ class Checker {
       error(r, i, std::string(action_kind_name(a.kind)) +
                       " acts on the whole stage: its micro_batch must be -1, not " +
                       std::to_string(a.micro_batch));
+      return;
+    }
+    if (a.kind == ActionKind::kHold || a.kind == ActionKind::kReturn) {
+      if (rank_of(a.stage) == r) {
+        error(r, i, std::string(action_kind_name(a.kind)) + " runs on a partner rank, but stage " +
+                        std::to_string(a.stage) + " is placed on this rank " + std::to_string(r));
+      }
       return;
     }
     if (rank_of(a.stage) != r) {
@@ -246,7 +267,29 @@ class Checker {
                           act(ActionKind::kOffload, st, mb) + ")");
         }
         if (off && rel) between(ActionKind::kReload, off, act(ActionKind::kOffload, st, mb));
+        check_partner_hold(index, st, mb, off, rel);
       }
+    }
+  }
+
+  // HOLD/RETURN of (mb, st) (policy balance): both on one partner rank, HOLD first, and only for a
+  // context that is offloaded and reloaded.
+  void check_partner_hold(const ActionIndex& index, int st, int mb, const ActionSlot* off, const ActionSlot* rel) {
+    const ActionSlot* hold = index.find(ActionKind::kHold, st, mb);
+    const ActionSlot* ret = index.find(ActionKind::kReturn, st, mb);
+    const std::string hold_text = act(ActionKind::kHold, st, mb), ret_text = act(ActionKind::kReturn, st, mb);
+    if (hold && !ret) error(*hold, "keeps activations that it never returns (no " + ret_text + ")");
+    if (ret && !hold) error(*ret, "returns activations that it never received (no " + hold_text + ")");
+    if (!hold || !ret) return;
+    if (ret->rank != hold->rank) {
+      error(*ret, "must run on the rank that holds the activations (" + hold_text + " is on rank " +
+                      std::to_string(hold->rank) + ")");
+    } else if (ret->index < hold->index) {
+      error(*ret, "runs before " + hold_text + " (" + at(*hold) + ")");
+    }
+    if (!off || !rel) {
+      error(*hold, "holds activations of a context that is not offloaded and reloaded (needs " +
+                       act(ActionKind::kOffload, st, mb) + " and " + act(ActionKind::kReload, st, mb) + ")");
     }
   }
 
@@ -332,50 +375,10 @@ class Checker {
     }
   }
 
-  // The SEND/RECV partner of a communication action.
-  static Action partner(const Action& a) {
-    switch (a.kind) {
-      case ActionKind::kSendF:
-        return Action{ActionKind::kRecvF, a.stage + 1, a.micro_batch};
-      case ActionKind::kRecvF:
-        return Action{ActionKind::kSendF, a.stage - 1, a.micro_batch};
-      case ActionKind::kSendB:
-        return Action{ActionKind::kRecvB, a.stage - 1, a.micro_batch};
-      default:  // kRecvB
-        return Action{ActionKind::kSendB, a.stage + 1, a.micro_batch};
-    }
-  }
-
   void check_deadlock(const ActionIndex& index) {
     const int R = static_cast<int>(s_.ranks.size());
-    std::vector<int> ptr(static_cast<size_t>(R), 0);
+    const std::vector<int> ptr = progress_until_blocked(s_, index);
     auto len = [&](int r) { return static_cast<int>(s_.ranks[static_cast<size_t>(r)].size()); };
-    auto done = [&](const ActionSlot& x) { return ptr[static_cast<size_t>(x.rank)] > x.index; };
-    bool progress = true;
-    while (progress) {
-      progress = false;
-      for (int r = 0; r < R; ++r) {
-        int& p = ptr[static_cast<size_t>(r)];
-        while (p < len(r)) {
-          const Action& a = action_at(r, p);
-          if (is_communication(a.kind)) {
-            const ActionSlot* other = index.find(partner(a));
-            if (!other || ptr[static_cast<size_t>(other->rank)] != other->index) break;
-            ++ptr[static_cast<size_t>(other->rank)];
-            ++p;
-            progress = true;
-            continue;
-          }
-          const std::optional<Action> dep = stage_dependency(index, a);
-          if (dep) {
-            const ActionSlot* x = index.find(*dep);
-            if (x && !done(*x)) break;
-          }
-          ++p;
-          progress = true;
-        }
-      }
-    }
     // Who waits for whom.
     std::vector<int> waits_for(static_cast<size_t>(R), -1);
     std::vector<std::string> why(static_cast<size_t>(R));
@@ -393,7 +396,7 @@ class Checker {
         target = "waits for rank " + std::to_string(x->rank) + " to post " +
                  action_to_string(partner(a)) + " (its action " + std::to_string(x->index) + ")";
       } else {
-        const Action dep = *stage_dependency(index, a);
+        const Action dep = *waits_for_action(index, a);
         x = index.find(dep);
         PF_INTERNAL_CHECK(x != nullptr, "missing producer of ", action_to_string(a));
         target = "waits for " + action_to_string(dep) + " (rank " + std::to_string(x->rank) +
@@ -537,6 +540,52 @@ const std::vector<ActionSlot>& ActionIndex::occurrences(ActionKind kind, int sta
 const ActionSlot* ActionIndex::find(ActionKind kind, int stage, int micro_batch) const {
   const auto& occ = occurrences(kind, stage, micro_batch);
   return occ.empty() ? nullptr : &occ.front();
+}
+
+std::vector<int> progress_until_blocked(const Schedule& schedule, const ActionIndex& index) {
+  const int R = static_cast<int>(schedule.ranks.size());
+  std::vector<int> ptr(static_cast<size_t>(R), 0);
+  auto len = [&](int r) { return static_cast<int>(schedule.ranks[static_cast<size_t>(r)].size()); };
+  auto done = [&](const ActionSlot& x) { return ptr[static_cast<size_t>(x.rank)] > x.index; };
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (int r = 0; r < R; ++r) {
+      int& p = ptr[static_cast<size_t>(r)];
+      while (p < len(r)) {
+        const Action& a = schedule.ranks[static_cast<size_t>(r)][static_cast<size_t>(p)];
+        if (is_communication(a.kind)) {
+          const ActionSlot* other = index.find(partner(a));
+          if (!other || ptr[static_cast<size_t>(other->rank)] != other->index) break;
+          ++ptr[static_cast<size_t>(other->rank)];
+          ++p;
+          progress = true;
+          continue;
+        }
+        const std::optional<Action> dep = waits_for_action(index, a);
+        if (dep) {
+          const ActionSlot* x = index.find(*dep);
+          if (x && !done(*x)) break;
+        }
+        ++p;
+        progress = true;
+      }
+    }
+  }
+  return ptr;
+}
+
+std::optional<Action> waits_for_action(const ActionIndex& index, const Action& action) {
+  const int s = action.stage, mb = action.micro_batch;
+  switch (action.kind) {
+    case ActionKind::kHold:
+      return Action{ActionKind::kOffload, s, mb};
+    case ActionKind::kReload:
+      if (index.find(ActionKind::kReturn, s, mb) != nullptr) return Action{ActionKind::kReturn, s, mb};
+      return std::nullopt;
+    default:
+      return stage_dependency(index, action);
+  }
 }
 
 std::optional<Action> stage_dependency(const ActionIndex& index, const Action& action) {

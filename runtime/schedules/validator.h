@@ -90,4 +90,14 @@ class ActionIndex {
 // other kinds. When the producer is absent from the schedule the B form is returned for B/BW.
 std::optional<Action> stage_dependency(const ActionIndex& index, const Action& action);
 
+// What `action` waits for when it runs (the executor's blocking rule, used by the deadlock check):
+// stage_dependency, plus HOLD(mb, s) <- OFFLOAD(mb, s) and RELOAD(mb, s) <- RETURN(mb, s) when the
+// schedule has that RETURN (activations held by a partner rank, policy balance).
+std::optional<Action> waits_for_action(const ActionIndex& index, const Action& action);
+
+// Runs every rank's list under the validator's blocking rules (SEND/RECV pairs rendezvous; other
+// actions wait for waits_for_action) as far as it can. Per rank: the index it stops at (the list
+// size when it finishes). Any rank short of its end means a deadlock.
+std::vector<int> progress_until_blocked(const Schedule& schedule, const ActionIndex& index);
+
 }  // namespace pf::sched

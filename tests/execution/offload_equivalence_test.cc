@@ -132,7 +132,7 @@ INSTANTIATE_TEST_SUITE_P(
     Policies, OffloadEquivalence,
     ::testing::Combine(::testing::Values(Case{"1f1b", 1}, Case{"gpipe", 1}, Case{"zb-h1", 1}, Case{"zb-v", 2},
                                          Case{"interleaved-1f1b", 2}),
-                       ::testing::Values("recompute", "offload-host", "offload-file", "selective")),
+                       ::testing::Values("recompute", "offload-host", "offload-file", "selective", "balance")),
     [](const ::testing::TestParamInfo<std::tuple<Case, std::string>>& info) {
       std::string n = std::get<0>(info.param).schedule + "_" + std::get<1>(info.param);
       for (char& ch : n)
@@ -239,6 +239,35 @@ TEST(OffloadExecutor, PolicyReducesMeasuredPeakOnFirstRank) {
     if (std::string(policy) == "offload-host") {
       EXPECT_GT(t.last_stats().ranks[0].host_peak_bytes, 0u);
     }
+  }
+}
+
+// BPipe: the measured per-rank peak (partner-held contexts included) equals the prediction, the
+// largest peak drops, and the bytes sent to partners are reported.
+TEST(OffloadExecutor, BalanceEvensOutMeasuredPeaks) {
+  for (int p : {4, 6}) {
+    PipelineOptions o;
+    o.schedule = "1f1b";
+    o.ranks = p;
+    o.base = base_options(2 * p, 0);
+    PipelineTrainer plain(testing::tiny_mlp(), o);
+    plain.step(data_for(plain.model(), 2 * p, 0));
+    o.activation_policy = "balance";
+    PipelineTrainer t(testing::tiny_mlp(), o);
+    for (int step = 0; step < 2; ++step) t.step(data_for(t.model(), 2 * p, step));
+    const auto& pred = t.predicted_peak_activation_bytes();
+    ASSERT_EQ(static_cast<int>(pred.size()), p);
+    size_t max_plain = 0, max_bal = 0;
+    const auto units = sched::activation_peak_units(t.schedule());
+    for (int r = 0; r < p; ++r) {
+      EXPECT_EQ(static_cast<double>(t.last_stats().ranks[r].peak_activation_bytes), pred[r]) << "rank " << r;
+      EXPECT_EQ(t.last_stats().ranks[r].peak_live_micro_batches, units[r]) << "rank " << r;
+      max_plain = std::max(max_plain, plain.last_stats().ranks[r].peak_activation_bytes);
+      max_bal = std::max(max_bal, t.last_stats().ranks[r].peak_activation_bytes);
+    }
+    EXPECT_LT(max_bal, max_plain) << "p=" << p;
+    EXPECT_GT(t.last_stats().ranks[0].offloaded_bytes, 0u);
+    EXPECT_EQ(t.last_stats().ranks[p - 1].offloaded_bytes, 0u);
   }
 }
 

@@ -68,7 +68,8 @@ TEST(ActivationPolicy, EveryPolicyGivesValidSchedulesAndSimulatorAgrees) {
         const Schedule base = make(g.name, p, 8, g.v, lowered);
         const CostModel c = costs_for(base);
         for (ActivationPolicy pol : {ActivationPolicy::kNone, ActivationPolicy::kRecompute, ActivationPolicy::kOffloadHost,
-                                     ActivationPolicy::kOffloadFile, ActivationPolicy::kSelective}) {
+                                     ActivationPolicy::kOffloadFile, ActivationPolicy::kSelective,
+                                     ActivationPolicy::kBalance}) {
           const double budget = pol == ActivationPolicy::kSelective ? min_activation_budget(base, c) : 0.0;
           const Schedule s = apply_activation_policy(base, pol, c, budget);
           const ValidationReport rep = validate(s);
@@ -94,7 +95,101 @@ TEST(ActivationPolicy, EveryPolicyGivesValidSchedulesAndSimulatorAgrees) {
       }
     }
   }
-  EXPECT_GE(checked, 100);
+  EXPECT_GE(checked, 120);
+}
+
+// BPipe on 1F1B: rank r holds p - r contexts; pairing r with p-1-r evens the peaks out to about
+// (p + 1) / 2 without changing the makespan.
+TEST(ActivationPolicy, BalanceEvensOutOneFOneB) {
+  for (int p : {4, 8}) {
+    const Schedule base = make("1f1b", p, 2 * p, 1, true);
+    const CostModel c = CostModel::uniform(p);
+    const Schedule bal = apply_activation_policy(base, ActivationPolicy::kBalance, c);
+    ASSERT_TRUE(validate(bal).ok()) << validate(bal).to_string();
+    const auto before = activation_peak_units(base), after = activation_peak_units(bal);
+    for (int r = 0; r < p; ++r) EXPECT_EQ(before[r], p - r);
+    const int max_after = *std::max_element(after.begin(), after.end());
+    EXPECT_EQ(max_after, (p + 2) / 2) << "p=" << p;  // 3 for p = 4, 5 for p = 8
+    EXPECT_DOUBLE_EQ(simulate(bal, c).makespan, simulate(base, c).makespan);
+    // Every moved context goes from rank r to rank p-1-r and comes back.
+    for (int r = 0; r < p; ++r) {
+      for (const Action& a : bal.ranks[r]) {
+        if (a.kind == ActionKind::kHold || a.kind == ActionKind::kReturn) {
+          EXPECT_EQ(a.stage, p - 1 - r) << action_to_string(a) << " on rank " << r;
+        }
+      }
+      EXPECT_EQ(count(bal, r, ActionKind::kOffload), count(bal, p - 1 - r, ActionKind::kHold));
+      EXPECT_EQ(count(bal, r, ActionKind::kHold), count(bal, r, ActionKind::kReturn));
+    }
+    EXPECT_GT(count(bal, 0, ActionKind::kOffload), 0);
+  }
+}
+
+// Over the generators: balance never raises the largest peak, never deadlocks, and the simulator's
+// per-rank peaks equal the pass's accounting (HOLD/RETURN included).
+TEST(ActivationPolicy, BalanceNeverRaisesTheLargestPeak) {
+  struct G {
+    const char* name;
+    int v;
+  };
+  int improved = 0, checked = 0;
+  for (G g : {G{"1f1b", 1}, G{"gpipe", 1}, G{"zb-h1", 1}, G{"zb-h2", 1}, G{"zb-v", 2}, G{"interleaved-1f1b", 2},
+              G{"bfs", 2}}) {
+    for (int p : {2, 3, 4, 6}) {
+      for (int m : {3, 8, 12}) {
+        Schedule base;
+        try {
+          base = make(g.name, p, m, g.v, true);
+        } catch (const Error&) {
+          continue;
+        }
+        CostModel c = costs_for(base);
+        for (size_t s = 0; s < c.m_b.size(); ++s) c.m_b[s] = 100.0 + 10.0 * static_cast<double>(s % 3);
+        const Schedule bal = apply_activation_policy(base, ActivationPolicy::kBalance, c);
+        const ValidationReport rep = validate(bal);
+        ASSERT_TRUE(rep.ok()) << g.name << " p=" << p << " m=" << m << ": " << rep.to_string();
+        const auto b0 = activation_peak_bytes(base, c), b1 = activation_peak_bytes(bal, c);
+        const double max0 = *std::max_element(b0.begin(), b0.end()), max1 = *std::max_element(b1.begin(), b1.end());
+        EXPECT_LE(max1, max0) << g.name << " p=" << p << " m=" << m;
+        improved += max1 < max0;
+        const SimulationResult sim = simulate(bal, c);
+        for (int r = 0; r < p; ++r) EXPECT_DOUBLE_EQ(sim.peak_activation_bytes[r], b1[r]);
+        EXPECT_EQ(parse_schedule(schedule_to_text(bal)), bal);
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GE(checked, 60);
+  EXPECT_GE(improved, 20);
+}
+
+TEST(ActivationPolicy, ValidatorChecksHoldAndReturn) {
+  const Schedule bal = apply_activation_policy(make("1f1b", 4, 8, 1, true), ActivationPolicy::kBalance, CostModel());
+  auto find = [&](int rank, ActionKind kind) {
+    for (size_t i = 0; i < bal.ranks[rank].size(); ++i)
+      if (bal.ranks[rank][i].kind == kind) return static_cast<int>(i);
+    return -1;
+  };
+  const int hold = find(3, ActionKind::kHold), ret = find(3, ActionKind::kReturn);
+  ASSERT_GE(hold, 0);
+  ASSERT_GE(ret, 0);
+  // RETURN without HOLD.
+  Schedule s = bal;
+  s.ranks[3].erase(s.ranks[3].begin() + hold);
+  EXPECT_NE(validate(s).to_string().find("never received"), std::string::npos) << validate(s).to_string();
+  // HOLD on the owner's rank.
+  s = bal;
+  Action h = s.ranks[3][static_cast<size_t>(hold)];
+  s.ranks[3].erase(s.ranks[3].begin() + hold);
+  s.ranks[h.stage].push_back(h);
+  EXPECT_NE(validate(s).to_string().find("runs on a partner rank"), std::string::npos) << validate(s).to_string();
+  // RETURN moved after the owner's B that needs it: the owner's RELOAD waits for a RETURN that
+  // waits for that B's gradient chain: a deadlock the validator names.
+  s = bal;
+  const Action r = s.ranks[3][static_cast<size_t>(ret)];
+  s.ranks[3].erase(s.ranks[3].begin() + ret);
+  s.ranks[3].push_back(r);
+  EXPECT_NE(validate(s).to_string().find("deadlock"), std::string::npos) << validate(s).to_string();
 }
 
 TEST(ActivationPolicy, OneFOneBFirstRank) {

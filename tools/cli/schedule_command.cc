@@ -102,8 +102,8 @@ CLI::App* add_simulate_command(CLI::App& app, ScheduleArgs& a) {
       ->capture_default_str();
   add_shape_options(cmd, a, false);
   cmd->add_option("--activation-policy", a.activation_policy,
-                  "none, recompute, offload-host, offload-file or selective (docs/MEMORY.md)")
-      ->check(CLI::IsMember({"none", "recompute", "offload-host", "offload-file", "selective"}))
+                  "none, recompute, offload-host, offload-file, selective or balance (docs/MEMORY.md)")
+      ->check(CLI::IsMember(pf::sched::activation_policy_names()))
       ->capture_default_str();
   cmd->add_option("--activation-budget", a.activation_budget, "selective: activation bytes per rank (--m-b units)")
       ->check(CLI::NonNegativeNumber);

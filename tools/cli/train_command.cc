@@ -183,8 +183,8 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
       ->excludes(counts)
       ->capture_default_str();
   cmd->add_option("--activation-policy", a.activation_policy,
-                  "pipelined: none, recompute, offload-host, offload-file or selective (docs/MEMORY.md)")
-      ->check(CLI::IsMember({"none", "recompute", "offload-host", "offload-file", "selective"}))
+                  "pipelined: none, recompute, offload-host, offload-file, selective or balance (docs/MEMORY.md)")
+      ->check(CLI::IsMember(pf::sched::activation_policy_names()))
       ->capture_default_str();
   cmd->add_option("--activation-budget", a.activation_budget, "selective: activation bytes per rank")
       ->check(CLI::NonNegativeNumber);
