@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -40,5 +41,7 @@ struct pf_schedule {
 
 struct pf_simulation {
   pf::sched::SimulationResult result;
+  std::vector<double> offloaded_bytes;  // per rank per step, under the costs it was simulated with
+  std::vector<int64_t> recomputes;      // per rank
   std::string trace, svg, ascii;  // what the renderers returned last
 };

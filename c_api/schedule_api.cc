@@ -8,6 +8,7 @@
 #include "c_api/guard.h"
 #include "c_api/handles.h"
 #include "c_api/struct_io.h"
+#include "runtime/schedules/activation_policy.h"
 #include "runtime/schedules/lowering.h"
 #include "runtime/schedules/schedule_request.h"
 #include "runtime/schedules/text_format.h"
@@ -21,9 +22,11 @@ using pf::capi::guard_void;
 using pf::capi::require;
 
 constexpr size_t kScheduleOptionsV1Size = sizeof(pf_schedule_options);
-constexpr size_t kCostModelV1Size = sizeof(pf_cost_model);
+// 0.2 appended m_in, stage_m_in, transfer_bandwidth to pf_cost_model and offloaded_bytes,
+// recomputes to pf_rank_stats; an older caller's struct ends before them.
+constexpr size_t kCostModelV1Size = offsetof(pf_cost_model, m_in);
 constexpr size_t kSummaryV1Size = sizeof(pf_simulation_summary);
-constexpr size_t kRankStatsV1Size = sizeof(pf_rank_stats);
+constexpr size_t kRankStatsV1Size = offsetof(pf_rank_stats, offloaded_bytes);
 static_assert(kScheduleOptionsV1Size == 56 && kCostModelV1Size == 104 && kSummaryV1Size == 56 &&
                   kRankStatsV1Size == 56,
               "a v1 struct layout changed");
@@ -76,9 +79,19 @@ pf::sched::CostModel to_cost_model(const pf_cost_model& c, int num_stages) {
   m.t_w = per_stage(c.stage_t_w, c.t_w, c.num_stages, num_stages, "stage_t_w");
   m.m_b = per_stage(c.stage_m_b, c.m_b, c.num_stages, num_stages, "stage_m_b");
   m.m_w = per_stage(c.stage_m_w, c.m_w, c.num_stages, num_stages, "stage_m_w");
+  m.m_in = per_stage(c.stage_m_in, c.m_in, c.num_stages, num_stages, "stage_m_in");
   m.t_comm = c.t_comm;
+  m.transfer_bandwidth = c.transfer_bandwidth;
   m.check(num_stages);
   return m;
+}
+
+// The cost model of a caller's (possibly NULL, possibly older) struct for `schedule`.
+pf::sched::CostModel read_costs(const pf_cost_model* costs, const pf::sched::Schedule& schedule) {
+  const pf_cost_model c = costs == nullptr ? default_cost_model()
+                                           : pf::capi::read_struct(*costs, kCostModelV1Size, "costs",
+                                                                   "pf_cost_model", default_cost_model());
+  return to_cost_model(c, schedule.num_stages());
 }
 
 }  // namespace
@@ -174,13 +187,39 @@ pf_status* pf_schedule_simulate(const pf_schedule* schedule, const pf_cost_model
   return guard(__func__, [&] {
     require(schedule, "schedule");
     require(out, "out");
-    const pf_cost_model c = costs == nullptr ? default_cost_model()
-                                             : pf::capi::read_struct(*costs, kCostModelV1Size, "costs",
-                                                                     "pf_cost_model", default_cost_model());
     const pf::sched::Schedule& s = schedule->schedule;
+    const pf::sched::CostModel c = read_costs(costs, s);
     auto handle = std::make_unique<pf_simulation>();
-    handle->result = pf::sched::simulate(s, to_cost_model(c, s.num_stages()));
+    handle->result = pf::sched::simulate(s, c);
+    handle->offloaded_bytes = pf::sched::offloaded_bytes_per_rank(s, c);
+    for (const auto& list : s.ranks) {
+      int64_t n = 0;
+      for (const auto& a : list) n += a.kind == pf::sched::ActionKind::kRecompute;
+      handle->recomputes.push_back(n);
+    }
     *out = handle.release();
+  });
+}
+
+pf_status* pf_schedule_apply_activation_policy(const pf_schedule* schedule, const char* policy,
+                                               const pf_cost_model* costs, double budget_bytes, pf_schedule** out) {
+  return guard(__func__, [&] {
+    require(schedule, "schedule");
+    const std::string name = pf::capi::require_string(policy, "policy");
+    require(out, "out");
+    const pf::sched::ActivationPolicy p = pf::sched::parse_activation_policy(name);
+    const pf::sched::CostModel c = read_costs(costs, schedule->schedule);
+    pf::sched::Schedule applied = pf::sched::apply_activation_policy(schedule->schedule, p, c, budget_bytes);
+    pf::sched::validate_or_throw(applied);
+    *out = wrap(std::move(applied));
+  });
+}
+
+pf_status* pf_schedule_min_activation_budget(const pf_schedule* schedule, const pf_cost_model* costs, double* out) {
+  return guard(__func__, [&] {
+    require(schedule, "schedule");
+    require(out, "out");
+    *out = pf::sched::min_activation_budget(schedule->schedule, read_costs(costs, schedule->schedule));
   });
 }
 
@@ -216,6 +255,8 @@ pf_status* pf_simulation_get_rank_stats(const pf_simulation* simulation, int32_t
     value.finish = r.finish[rank];
     value.peak_activations = r.peak_activations[rank];
     value.peak_activation_bytes = r.peak_activation_bytes[rank];
+    value.offloaded_bytes = simulation->offloaded_bytes[rank];
+    value.recomputes = simulation->recomputes[rank];
     pf::capi::write_struct(out, value);
   });
 }

@@ -19,8 +19,9 @@ using pf::capi::guard;
 using pf::capi::guard_void;
 using pf::capi::require;
 
-// Version-1 sizes: an older caller's struct must hold at least these fields.
-constexpr size_t kTrainerOptionsV1Size = sizeof(pf_trainer_options);
+// Version-1 sizes: an older caller's struct must hold at least these fields (0.2 appended the
+// activation-memory fields to pf_trainer_options; an older caller gets their defaults).
+constexpr size_t kTrainerOptionsV1Size = offsetof(pf_trainer_options, activation_policy);
 constexpr size_t kStepResultV1Size = sizeof(pf_step_result);
 constexpr size_t kMetricsV1Size = sizeof(pf_metrics);
 constexpr size_t kMemoryStatsV1Size = sizeof(pf_memory_stats);
@@ -71,6 +72,10 @@ pf::exec::PipelineOptions convert_pipeline(const pf_trainer_options& o, const pf
                  " but options->layers_per_stage is NULL");
   }
   p.recv_timeout_seconds = o.recv_timeout_seconds;
+  if (o.activation_policy != nullptr) p.activation_policy = o.activation_policy;
+  pf::sched::parse_activation_policy(p.activation_policy);  // an unknown name lists the known ones
+  p.activation_budget_bytes = o.activation_budget_bytes;
+  if (o.offload_dir != nullptr) p.offload_dir = o.offload_dir;
   p.validate();
   return p;
 }
@@ -148,6 +153,10 @@ pf_status* pf_trainer_create(pf_model* model, const pf_trainer_options* options,
       trainer->pipeline = pipeline.get();
       trainer->trainer = std::move(pipeline);
     } else {
+      PF_CHECK_ARG(o.activation_policy == nullptr || std::string(o.activation_policy) == "none",
+                   "options->activation_policy is '", o.activation_policy,
+                   "' but no schedule is set: activation policies apply to pipelined training (set "
+                   "options->schedule or options->schedule_text)");
       trainer->trainer = std::make_unique<pf::SequentialTrainer>(model->model, converted);
     }
     *out = trainer.release();
@@ -331,7 +340,7 @@ pf_status* pf_trainer_get_rank_stats(const pf_trainer* trainer, int32_t rank, pf
   return guard(__func__, [&] {
     require(trainer, "trainer");
     require(out, "out");
-    pf::capi::check_out_struct(*out, sizeof(pf_rank_stats), "out", "pf_rank_stats");
+    pf::capi::check_out_struct(*out, offsetof(pf_rank_stats, offloaded_bytes), "out", "pf_rank_stats");  // 0.1 size
     const pf::exec::PipelineStats& stats = last_pipeline_stats(*trainer);
     const int32_t ranks = static_cast<int32_t>(stats.ranks.size());
     PF_CHECK_ARG(rank >= 0 && rank < ranks, "rank ", rank, " is outside [0, ", ranks, ")");
@@ -344,6 +353,8 @@ pf_status* pf_trainer_get_rank_stats(const pf_trainer* trainer, int32_t rank, pf
     value.finish = r.finish_us;
     value.peak_activations = r.peak_live_micro_batches;
     value.peak_activation_bytes = static_cast<double>(r.peak_activation_bytes);
+    value.offloaded_bytes = static_cast<double>(r.offloaded_bytes);
+    value.recomputes = r.recomputes;
     pf::capi::write_struct(out, value);
   });
 }

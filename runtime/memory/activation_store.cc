@@ -243,14 +243,17 @@ size_t ActivationStore::offload(uint64_t key, std::vector<SavedContext*> context
              std::to_string(reinterpret_cast<uintptr_t>(this)) + "_" + std::to_string(serial_++) + ".bin";
   }
   const Tier tier = options_.tier;
-  e->out_done = worker_->submit([this, e, tier, path] {
+  // The jobs hold a plain pointer: a shared_ptr would make a cycle (the entry keeps the futures, whose
+  // shared state keeps the job). The entry outlives its jobs: restore() waits for both before it
+  // drops the entry, and clear() waits for the worker first.
+  e->out_done = worker_->submit([this, e = e.get(), tier, path] {
     struct Drop {  // release the device storages whatever happens
       Entry* e;
       ~Drop() {
         e->outgoing.clear();
         e->sources.clear();
       }
-    } drop{e.get()};
+    } drop{e};
     if (tier == Tier::kHost) {
       e->host.reset(new char[std::max<size_t>(e->total, 1)]);
       for (size_t g = 0; g < e->groups.size(); ++g)
@@ -294,7 +297,7 @@ void ActivationStore::prefetch(uint64_t key) {
     e->prefetch_issued = true;
   }
   const Tier tier = options_.tier;
-  e->in_done = worker_->submit([this, e, tier] {
+  e->in_done = worker_->submit([this, e = e.get(), tier] {  // plain pointer: see offload()
     e->out_done.get();  // rethrows a failed offload
     MemoryCategoryScope scope(MemoryCategory::kActivations);
     std::vector<Tensor> bases(e->groups.size());

@@ -3,6 +3,7 @@
 // (rank stats, bubble rate, timeline) are readable. Bad input for the new options and functions.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <string>
 
 #include "tests/c_api/test_util.h"
@@ -105,6 +106,65 @@ TEST(PipelineApi, ScheduleTextAndExplicitPartition) {
   pf_trainer_destroy(reference);
 }
 
+// Activation memory through the C API (since 0.2): every policy keeps the parameters bitwise equal
+// to the sequential trainer's; the rank stats report what moved and the peaks drop.
+TEST(PipelineApi, ActivationPoliciesKeepResultsBitwiseAndReportWhatMoved) {
+  pf_trainer* reference = MakeTrainer(Options(4));
+  Train(reference, 2);
+  const std::string expected = Checksum(reference);
+  pf_trainer_destroy(reference);
+  const std::string dir = ::testing::TempDir() + "/capi_offload";
+  double plain_peak0 = 0;
+  for (const char* policy : {"none", "recompute", "offload-host", "offload-file", "selective", "balance"}) {
+    pf_trainer_options options = Options(4);
+    options.schedule = "1f1b";
+    options.stages = 4;
+    options.activation_policy = policy;
+    options.offload_dir = dir.c_str();
+    if (std::string(policy) == "selective") options.activation_budget_bytes = 1e12;  // nothing needs to move
+    pf_trainer* t = MakeTrainer(options);
+    ASSERT_NE(t, nullptr) << policy;
+    Train(t, 2);
+    EXPECT_EQ(Checksum(t), expected) << policy;
+    pf_rank_stats first;
+    first.struct_size = sizeof(first);
+    ASSERT_PF_OK(pf_trainer_get_rank_stats(t, 0, &first));
+    const std::string p = policy;
+    if (p == "none") plain_peak0 = first.peak_activation_bytes;
+    if (p == "offload-host" || p == "offload-file" || p == "balance") {
+      EXPECT_GT(first.offloaded_bytes, 0.0) << policy;
+      EXPECT_LT(first.peak_activation_bytes, plain_peak0) << policy;
+    } else {
+      EXPECT_EQ(first.offloaded_bytes, 0.0) << policy;
+    }
+    if (p == "recompute") {
+      EXPECT_GT(first.recomputes, 0) << policy;
+    } else {
+      EXPECT_EQ(first.recomputes, 0) << policy;
+    }
+    pf_trainer_destroy(t);
+  }
+}
+
+// A caller built against the 0.1 header passes the shorter options struct: it still works, with
+// the activation fields at their defaults.
+TEST(PipelineApi, VersionOneOptionsStructStillAccepted) {
+  pf_trainer_options options = Options(2);
+  options.schedule = "1f1b";
+  options.stages = 2;
+  options.activation_policy = "bogus";  // beyond the v1 size: must be ignored
+  options.struct_size = static_cast<uint32_t>(offsetof(pf_trainer_options, activation_policy));
+  pf_trainer* t = MakeTrainer(options);
+  ASSERT_NE(t, nullptr);
+  Train(t, 1);
+  pf_rank_stats v1;
+  v1.struct_size = static_cast<uint32_t>(offsetof(pf_rank_stats, offloaded_bytes));
+  v1.offloaded_bytes = -7;
+  ASSERT_PF_OK(pf_trainer_get_rank_stats(t, 0, &v1));
+  EXPECT_EQ(v1.offloaded_bytes, -7);  // not written: beyond the caller's struct
+  pf_trainer_destroy(t);
+}
+
 TEST(PipelineApiBadInput, OptionsAndMeasurementsReportTheProblem) {
   pf_model* model = DeepMlp();
   pf_trainer* const sentinel = reinterpret_cast<pf_trainer*>(0x1);
@@ -128,7 +188,19 @@ TEST(PipelineApiBadInput, OptionsAndMeasurementsReportTheProblem) {
   options.layers_per_stage = nullptr;
   options.num_layers_per_stage = 0;
   EXPECT_PF_ERROR(pf_trainer_create(model, &options, &out), PF_INVALID_ARGUMENT, "stage");
+  options.stages = 2;
+  options.activation_policy = "offload-gpu";
+  EXPECT_PF_ERROR(pf_trainer_create(model, &options, &out), PF_INVALID_ARGUMENT, "offload-gpu");
+  options.activation_policy = "selective";  // without a budget
+  EXPECT_PF_ERROR(pf_trainer_create(model, &options, &out), PF_INVALID_ARGUMENT, "activation_budget_bytes");
+  options.activation_policy = nullptr;
   EXPECT_EQ(out, sentinel);
+  {
+    pf_trainer_options seq = Options(2);
+    seq.activation_policy = "recompute";  // no schedule: nothing to apply it to
+    EXPECT_PF_ERROR(pf_trainer_create(model, &seq, &out), PF_INVALID_ARGUMENT, "no schedule");
+    EXPECT_EQ(out, sentinel);
+  }
 
   pf_trainer* sequential = nullptr;
   pf_trainer_options plain = Options(2);

@@ -113,6 +113,66 @@ TEST(ScheduleApi, PerStageCostsOverrideTheScalars) {
   pf_schedule_destroy(s);
 }
 
+pf_rank_stats rank_stats(const pf_schedule* schedule, const pf_cost_model* costs, int rank) {
+  pf_simulation* sim = nullptr;
+  EXPECT_PF_OK(pf_schedule_simulate(schedule, costs, &sim));
+  pf_rank_stats stats;
+  stats.struct_size = sizeof(stats);
+  EXPECT_PF_OK(pf_simulation_get_rank_stats(sim, rank, &stats));
+  pf_simulation_destroy(sim);
+  return stats;
+}
+
+// Activation policies as a schedule pass (since 0.2): the simulator predicts the peaks under them.
+TEST(ScheduleApi, ActivationPoliciesLowerThePredictedPeak) {
+  pf_schedule* base = generate("1f1b", 4, 8);
+  ASSERT_NE(base, nullptr);
+  pf_cost_model costs;
+  pf_cost_model_init(&costs);
+  costs.m_b = 100;
+  costs.m_in = 10;
+  costs.transfer_bandwidth = 200;
+  EXPECT_DOUBLE_EQ(rank_stats(base, &costs, 0).peak_activation_bytes, 400.0);
+  double min_budget = 0;
+  ASSERT_PF_OK(pf_schedule_min_activation_budget(base, &costs, &min_budget));
+  EXPECT_GT(min_budget, 0.0);
+  EXPECT_LT(min_budget, 400.0);
+  for (const char* policy : {"recompute", "offload-host", "selective", "balance"}) {
+    pf_schedule* applied = nullptr;
+    ASSERT_PF_OK(pf_schedule_apply_activation_policy(base, policy, &costs, min_budget, &applied));
+    const pf_rank_stats r0 = rank_stats(applied, &costs, 0);
+    EXPECT_LT(r0.peak_activation_bytes, 400.0) << policy;
+    if (std::string(policy) == "recompute") {
+      EXPECT_EQ(r0.recomputes, 8);
+    } else {
+      EXPECT_GT(r0.offloaded_bytes, 0.0) << policy;
+    }
+    if (std::string(policy) == "selective") EXPECT_LE(r0.peak_activation_bytes, min_budget);
+    EXPECT_PF_OK(pf_schedule_validate(applied));
+    pf_schedule_destroy(applied);
+  }
+  pf_schedule* out = reinterpret_cast<pf_schedule*>(0x1);
+  EXPECT_PF_ERROR(pf_schedule_apply_activation_policy(base, "selective", &costs, min_budget / 2, &out),
+                  PF_INVALID_ARGUMENT, "smallest budget that works");
+  EXPECT_PF_ERROR(pf_schedule_apply_activation_policy(base, "swap", &costs, 0, &out), PF_INVALID_ARGUMENT,
+                  "unknown activation policy 'swap'");
+  EXPECT_PF_ERROR(pf_schedule_apply_activation_policy(nullptr, "none", &costs, 0, &out), PF_INVALID_ARGUMENT,
+                  "'schedule'");
+  EXPECT_PF_ERROR(pf_schedule_apply_activation_policy(base, nullptr, &costs, 0, &out), PF_INVALID_ARGUMENT,
+                  "'policy'");
+  EXPECT_PF_ERROR(pf_schedule_apply_activation_policy(base, "none", &costs, 0, nullptr), PF_INVALID_ARGUMENT,
+                  "'out'");
+  costs.transfer_bandwidth = -1;
+  EXPECT_PF_ERROR(pf_schedule_apply_activation_policy(base, "offload-host", &costs, 0, &out), PF_INVALID_ARGUMENT,
+                  "transfer_bandwidth");
+  EXPECT_EQ(out, reinterpret_cast<pf_schedule*>(0x1));
+  double untouched = -5;
+  EXPECT_PF_ERROR(pf_schedule_min_activation_budget(nullptr, nullptr, &untouched), PF_INVALID_ARGUMENT, "'schedule'");
+  EXPECT_PF_ERROR(pf_schedule_min_activation_budget(base, nullptr, nullptr), PF_INVALID_ARGUMENT, "'out'");
+  EXPECT_EQ(untouched, -5);
+  pf_schedule_destroy(base);
+}
+
 TEST(ScheduleApiBadInput, EveryFunctionReportsAndLeavesOutParamsAlone) {
   pf_schedule_options options;
   pf_schedule_options_init(&options);
