@@ -33,7 +33,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, device);
-  std::memset(t.data<char>(), 0, t.nbytes());
+  zero_bytes(t.data<char>(), device, t.nbytes(), "Tensor::zeros");
   return t;
 }
 
@@ -90,12 +90,22 @@ Tensor Tensor::slice_rows(int64_t begin, int64_t end) const {
 
 Tensor Tensor::clone() const {
   Tensor t = empty(shape_, dtype_, device_);
-  std::memcpy(t.data<char>(), data<char>(), nbytes());
+  copy_bytes(t.data<char>(), device_, data<char>(), device_, nbytes(), "Tensor::clone");
+  return t;
+}
+
+Tensor Tensor::to_device(const Device& device) const {
+  Tensor t = empty(shape_, dtype_, device);
+  copy_bytes(t.data<char>(), device, data<char>(), device_, nbytes(), "Tensor::to_device");
   return t;
 }
 
 Tensor Tensor::to(DType dtype) const {
   if (dtype == dtype_) return clone();
+  if (device_.kind != DeviceKind::kCpu) {
+    // No conversion kernels here: stage through host memory (the copy hook checks the device).
+    return to_device(Device::cpu()).to(dtype).to_device(device_);
+  }
   Tensor t = empty(shape_, dtype, device_);
   int64_t n = numel();
   if (dtype_ == DType::kF32) {
@@ -120,6 +130,12 @@ Tensor Tensor::to(DType dtype) const {
 }
 
 void Tensor::fill(float value) const {
+  if (device_.kind != DeviceKind::kCpu) {
+    PF_INTERNAL_CHECK(dtype_ == DType::kF32, "expected an f32 tensor, got ", dtype_name(dtype_));
+    std::vector<float> host(static_cast<size_t>(numel()), value);
+    copy_bytes(data<char>(), device_, host.data(), Device::cpu(), nbytes(), "Tensor::fill");
+    return;
+  }
   float* p = f32();
   for (int64_t i = 0, n = numel(); i < n; ++i) p[i] = value;
 }
@@ -128,10 +144,11 @@ void Tensor::copy_from(const Tensor& other) const {
   PF_CHECK_ARG(other.shape_ == shape_ && other.dtype_ == dtype_, "copy from ",
                shape_to_string(other.shape_), " ", dtype_name(other.dtype_), " into ",
                shape_to_string(shape_), " ", dtype_name(dtype_));
-  std::memcpy(data<char>(), other.data<char>(), nbytes());
+  copy_bytes(data<char>(), device_, other.data<char>(), other.device_, nbytes(), "Tensor::copy_from");
 }
 
 std::vector<float> Tensor::to_vector() const {
+  if (device_.kind != DeviceKind::kCpu) return to_device(Device::cpu()).to_vector();
   if (dtype_ == DType::kF32) return std::vector<float>(data<float>(), data<float>() + numel());
   if (dtype_ == DType::kI32) {
     std::vector<float> out(static_cast<size_t>(numel()));

@@ -50,12 +50,19 @@ class Tensor {
   Tensor reshape(const Shape& shape) const;
   // Rows [begin, end) along dim 0, sharing storage.
   Tensor slice_rows(int64_t begin, int64_t end) const;
-  Tensor clone() const;
-  // Converts to another dtype (f32 <-> bf16/f16), copying.
+  // Host-side operations. On tensors of another device (CUDA) they go through the device's
+  // registered copy hook (register_device_memory_ops in allocator.h: staged through host memory
+  // where a conversion is needed) or throw kInvalidArgument naming the device when no runtime for
+  // it is linked; host code never dereferences device memory.
+  Tensor clone() const;  // same device
+  // Converts to another dtype (f32 <-> bf16/f16), copying; same device.
   Tensor to(DType dtype) const;
-  void fill(float value) const;
-  void copy_from(const Tensor& other) const;  // same shape and dtype
+  void fill(float value) const;                // f32
+  void copy_from(const Tensor& other) const;  // same shape and dtype; any two devices
   std::vector<float> to_vector() const;       // f32 (or converted) copy
+  // A copy on `device` (always a new storage, even when `device` is this tensor's device), charged
+  // to the thread's current memory category.
+  Tensor to_device(const Device& device) const;
 
  private:
   std::shared_ptr<Storage> storage_;
