@@ -38,6 +38,7 @@
 %newobject pipeforge::Schedule::generate;
 %newobject pipeforge::Schedule::parse;
 %newobject pipeforge::Schedule::lower;
+%newobject pipeforge::Schedule::apply_activation_policy;
 %newobject pipeforge::Schedule::simulate;
 
 // Serves micro-batches from the language: a director class.
@@ -67,6 +68,8 @@
 %immutable pipeforge::RankStats::finish;
 %immutable pipeforge::RankStats::peak_activations;
 %immutable pipeforge::RankStats::peak_activation_bytes;
+%immutable pipeforge::RankStats::offloaded_bytes;
+%immutable pipeforge::RankStats::recomputes;
 %ignore pipeforge::MlpConfig::hidden;
 %ignore pipeforge::TrainerOptions::layers_per_stage;  // set_layers_per_stage / layers_in_stage
 // A MicroBatch is filled by a loader, never read back by one.

@@ -389,6 +389,11 @@ struct TrainerOptions {
   int32_t chunks;             // model chunks per rank V (interleaved-1f1b, bfs); default 1
   double recv_timeout_seconds;  // a rank waiting longer for a peer fails the step; default 60
   std::vector<int64_t> layers_per_stage;  // top-level layers per stage; empty = an even split
+  // Activation memory of pipelined training (docs/MEMORY.md); the results stay bitwise equal.
+  std::string activation_policy;   // "none", "recompute", "offload-host", "offload-file", "selective",
+                                   // "balance"; "" = none
+  double activation_budget_bytes;  // selective: device-resident activation bytes per rank (> 0)
+  std::string offload_dir;         // offload-file (and selective): folder for the files; "" = $TMPDIR or /tmp
 
   TrainerOptions() {
     pf_trainer_options o;
@@ -409,6 +414,9 @@ struct TrainerOptions {
     stages = o.stages;
     chunks = o.chunks;
     recv_timeout_seconds = o.recv_timeout_seconds;
+    activation_policy = o.activation_policy != nullptr ? o.activation_policy : "";
+    activation_budget_bytes = o.activation_budget_bytes;
+    offload_dir = o.offload_dir != nullptr ? o.offload_dir : "";
   }
   // Top-level layers per stage (one entry per stage), instead of an even split.
   void set_layers_per_stage(const int64_t* values, size_t count) { layers_per_stage.assign(values, values + count); }
@@ -436,6 +444,8 @@ struct RankStats {
   double busy = 0, idle = 0, first_start = 0, finish = 0;
   int64_t peak_activations = 0;
   double peak_activation_bytes = 0;
+  double offloaded_bytes = 0;  // bytes its OFFLOADs move off the device per step (the same comes back)
+  int64_t recomputes = 0;      // RECOMPUTE actions per step
 
 #ifndef SWIG
   static RankStats from_c(const pf_rank_stats& c) {
@@ -446,6 +456,8 @@ struct RankStats {
     r.finish = c.finish;
     r.peak_activations = c.peak_activations;
     r.peak_activation_bytes = c.peak_activation_bytes;
+    r.offloaded_bytes = c.offloaded_bytes;
+    r.recomputes = c.recomputes;
     return r;
   }
 #endif  // SWIG
@@ -567,6 +579,9 @@ class Trainer {
     o.stages = options.stages;
     o.chunks = options.chunks;
     o.recv_timeout_seconds = options.recv_timeout_seconds;
+    o.activation_policy = options.activation_policy.empty() ? nullptr : options.activation_policy.c_str();
+    o.activation_budget_bytes = options.activation_budget_bytes;
+    o.offload_dir = options.offload_dir.empty() ? nullptr : options.offload_dir.c_str();
     std::vector<int32_t> layers;
     for (size_t i = 0; i < options.layers_per_stage.size(); ++i) {
       const int64_t n = options.layers_per_stage[i];
@@ -786,11 +801,13 @@ struct ScheduleOptions {
   }
 };
 
-// Costs for Schedule::simulate; the constructor takes the C API's defaults. The scalars apply to every
-// stage; a per-stage array, once set (one entry per stage of the schedule), overrides its scalar.
+// Costs for Schedule::simulate (and the activation-policy pass); the constructor takes the C API's
+// defaults. The scalars apply to every stage; a per-stage array, once set (one entry per stage of the
+// schedule), overrides its scalar. m_in: what a recomputed micro-batch keeps from F until RECOMPUTE;
+// transfer_bandwidth: bytes per time unit of an OFFLOAD/RELOAD copy (0 = free).
 class CostModel {
  public:
-  double t_f, t_b, t_w, t_comm, m_b, m_w;
+  double t_f, t_b, t_w, t_comm, m_b, m_w, m_in, transfer_bandwidth;
 
   CostModel() {
     pf_cost_model c;
@@ -801,6 +818,8 @@ class CostModel {
     t_comm = c.t_comm;
     m_b = c.m_b;
     m_w = c.m_w;
+    m_in = c.m_in;
+    transfer_bandwidth = c.transfer_bandwidth;
   }
 
   void set_stage_t_f(const double* values, size_t count) { stage_[0].set(values, count); }
@@ -808,6 +827,7 @@ class CostModel {
   void set_stage_t_w(const double* values, size_t count) { stage_[2].set(values, count); }
   void set_stage_m_b(const double* values, size_t count) { stage_[3].set(values, count); }
   void set_stage_m_w(const double* values, size_t count) { stage_[4].set(values, count); }
+  void set_stage_m_in(const double* values, size_t count) { stage_[5].set(values, count); }
   // Back to the scalars for every stage.
   void clear_stage_costs() {
     for (PerStage& p : stage_) p = PerStage();
@@ -823,8 +843,12 @@ class CostModel {
     c->t_comm = t_comm;
     c->m_b = m_b;
     c->m_w = m_w;
-    static const char* const kNames[kFields] = {"stage_t_f", "stage_t_b", "stage_t_w", "stage_m_b", "stage_m_w"};
-    const double** arrays[kFields] = {&c->stage_t_f, &c->stage_t_b, &c->stage_t_w, &c->stage_m_b, &c->stage_m_w};
+    c->m_in = m_in;
+    c->transfer_bandwidth = transfer_bandwidth;
+    static const char* const kNames[kFields] = {"stage_t_f", "stage_t_b", "stage_t_w",
+                                                "stage_m_b", "stage_m_w", "stage_m_in"};
+    const double** arrays[kFields] = {&c->stage_t_f, &c->stage_t_b, &c->stage_t_w,
+                                      &c->stage_m_b, &c->stage_m_w, &c->stage_m_in};
     static const double kEmpty = 0.0;  // a set but empty array is still "set" (the C API then says why)
     int first = -1;
     for (int i = 0; i < kFields; ++i) {
@@ -854,7 +878,7 @@ class CostModel {
       values.assign(v, v + n);
     }
   };
-  static constexpr int kFields = 5;
+  static constexpr int kFields = 6;
   PerStage stage_[kFields];
 };
 
@@ -1002,6 +1026,33 @@ class Schedule {
     if (!costs.to_c(&c, status)) return nullptr;
     pf_simulation* sim = nullptr;
     return detail::ok(pf_schedule_simulate(schedule_, &c, &sim), status) ? new Simulation(sim) : nullptr;
+  }
+
+  // A new Schedule with activation policy `policy` ("none", "recompute", "offload-host",
+  // "offload-file", "selective", "balance"; docs/MEMORY.md) applied as a pass: OFFLOAD / RELOAD /
+  // RECOMPUTE (and HOLD / RETURN for "balance") are inserted, so that simulate() predicts each rank's
+  // peak under it. `costs` gives the per-stage bytes (m_b, m_w, m_in); `budget_bytes` is selective's
+  // per-rank limit (> 0, else ignored). A budget that cannot be met is PF_INVALID_ARGUMENT naming the
+  // smallest budget that works. Returns NULL after reporting the error.
+  Schedule* apply_activation_policy(const std::string& policy, const CostModel& costs, double budget_bytes,
+                                    Status* status) const {
+    if (!open(status)) return nullptr;
+    pf_cost_model c;
+    if (!costs.to_c(&c, status)) return nullptr;
+    pf_schedule* s = nullptr;
+    if (!detail::ok(pf_schedule_apply_activation_policy(schedule_, policy.c_str(), &c, budget_bytes, &s), status)) {
+      return nullptr;
+    }
+    return new Schedule(s);
+  }
+  // The smallest per-rank activation budget "selective" can meet for this schedule under `costs`.
+  double min_activation_budget(const CostModel& costs, Status* status) const {
+    if (!open(status)) return 0;
+    pf_cost_model c;
+    if (!costs.to_c(&c, status)) return 0;
+    double budget = 0;
+    if (!detail::ok(pf_schedule_min_activation_budget(schedule_, &c, &budget), status)) return 0;
+    return budget;
   }
 
  private:

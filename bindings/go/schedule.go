@@ -11,6 +11,10 @@ import (
 // ScheduleNames are the schedules GenerateSchedule knows.
 var ScheduleNames = []string{"gpipe", "1f1b", "interleaved-1f1b", "bfs", "zb-h1", "zb-h2", "zb-v", "zb-auto"}
 
+// ActivationPolicies are the activation-memory policies (docs/MEMORY.md) that
+// Schedule.ApplyActivationPolicy and TrainerOptions.ActivationPolicy know.
+var ActivationPolicies = []string{"none", "recompute", "offload-host", "offload-file", "selective", "balance"}
+
 // ScheduleOptions says what GenerateSchedule builds. Stages (P pipeline ranks) and MicroBatches (M)
 // are required. Zero fields take the C API's defaults: Chunks 1 (V model chunks per rank, for
 // interleaved-1f1b and bfs); TF, TB, TW 1, TComm 0 and MemLimit 0 (= P), which steer "zb-auto"'s
@@ -21,23 +25,53 @@ type ScheduleOptions struct {
 	MemLimit                     float64 // cap on in-flight micro-batches per rank
 }
 
-// CostModel are the costs Simulate times a schedule under, in any one time unit. Fields are used as
-// they are (zero is a valid cost), so start from DefaultCostModel. A non-nil Stage* slice (one entry
-// per stage) overrides its scalar.
+// CostModel are the costs Simulate (and the activation-policy pass) times a schedule under, in any
+// one time unit. Fields are used as they are (zero is a valid cost), so start from DefaultCostModel.
+// A non-nil Stage* slice (one entry per stage) overrides its scalar.
 type CostModel struct {
 	TF, TB, TW float64 // forward, backward-input and backward-weight time of a stage (a fused BW: TB + TW)
 	TComm      float64 // latency of every cross-rank dependency
 	MB         float64 // activation memory a micro-batch keeps from F until its B
 	MW         float64 // memory kept from B until its W
+	MIn        float64 // what a recomputed micro-batch keeps from F until its RECOMPUTE (its stage input)
 
-	StageTF, StageTB, StageTW, StageMB, StageMW []float64
+	TransferBandwidth float64 // bytes per time unit of an OFFLOAD/RELOAD copy; 0 = free
+
+	StageTF, StageTB, StageTW, StageMB, StageMW, StageMIn []float64
 }
 
-// DefaultCostModel returns the C API's default costs: TF = TB = TW = 1, TComm 0, MB 1, MW 0.
+// DefaultCostModel returns the C API's default costs: TF = TB = TW = 1, TComm 0, MB 1, MW 0, MIn 0,
+// TransferBandwidth 0.
 func DefaultCostModel() CostModel {
 	c := core.NewCostModel()
 	defer core.DeleteCostModel(c)
-	return CostModel{TF: c.GetTF(), TB: c.GetTB(), TW: c.GetTW(), TComm: c.GetTComm(), MB: c.GetMB(), MW: c.GetMW()}
+	return CostModel{TF: c.GetTF(), TB: c.GetTB(), TW: c.GetTW(), TComm: c.GetTComm(), MB: c.GetMB(), MW: c.GetMW(),
+		MIn: c.GetMIn(), TransferBandwidth: c.GetTransferBandwidth()}
+}
+
+// toCore returns the native cost model (the caller deletes it).
+func (costs CostModel) toCore() core.CostModel {
+	c := core.NewCostModel()
+	c.SetTF(costs.TF)
+	c.SetTB(costs.TB)
+	c.SetTW(costs.TW)
+	c.SetTComm(costs.TComm)
+	c.SetMB(costs.MB)
+	c.SetMW(costs.MW)
+	c.SetMIn(costs.MIn)
+	c.SetTransferBandwidth(costs.TransferBandwidth)
+	for _, f := range []struct {
+		v   []float64
+		set func([]float64)
+	}{
+		{costs.StageTF, c.SetStageTF}, {costs.StageTB, c.SetStageTB}, {costs.StageTW, c.SetStageTW},
+		{costs.StageMB, c.SetStageMB}, {costs.StageMW, c.SetStageMW}, {costs.StageMIn, c.SetStageMIn},
+	} {
+		if f.v != nil {
+			f.set(f.v)
+		}
+	}
+	return c
 }
 
 // SimulationSummary are a simulation's whole-schedule results.
@@ -60,11 +94,14 @@ type RankStats struct {
 	FirstStart, Finish  float64 // start of its first action, end of its last
 	PeakActivations     int64   // most micro-batches held at once (F done, B not yet)
 	PeakActivationBytes float64 // the same in bytes (MB and MW of its stages)
+	OffloadedBytes      float64 // bytes its OFFLOADs move off the device per step (the same come back)
+	Recomputes          int64   // RECOMPUTE actions per step
 }
 
 func rankStats(r core.RankStats) RankStats {
 	return RankStats{Busy: r.GetBusy(), Idle: r.GetIdle(), FirstStart: r.GetFirstStart(), Finish: r.GetFinish(),
-		PeakActivations: r.GetPeakActivations(), PeakActivationBytes: r.GetPeakActivationBytes()}
+		PeakActivations: r.GetPeakActivations(), PeakActivationBytes: r.GetPeakActivationBytes(),
+		OffloadedBytes: r.GetOffloadedBytes(), Recomputes: r.GetRecomputes()}
 }
 
 // Schedule is a validated pipeline schedule: the actions (F, B, W, BW, SEND/RECV) each rank runs, in
@@ -206,25 +243,8 @@ func (s *Schedule) Simulate(costs CostModel) (*Simulation, error) {
 	if s == nil || s.s == nil {
 		return nil, errClosed("schedule")
 	}
-	c := core.NewCostModel()
+	c := costs.toCore()
 	defer core.DeleteCostModel(c)
-	c.SetTF(costs.TF)
-	c.SetTB(costs.TB)
-	c.SetTW(costs.TW)
-	c.SetTComm(costs.TComm)
-	c.SetMB(costs.MB)
-	c.SetMW(costs.MW)
-	for _, f := range []struct {
-		v   []float64
-		set func([]float64)
-	}{
-		{costs.StageTF, c.SetStageTF}, {costs.StageTB, c.SetStageTB}, {costs.StageTW, c.SetStageTW},
-		{costs.StageMB, c.SetStageMB}, {costs.StageMW, c.SetStageMW},
-	} {
-		if f.v != nil {
-			f.set(f.v)
-		}
-	}
 	var sim core.Simulation
 	if err := call(func(st core.Status) { sim = s.s.Simulate(c, st) }); err != nil {
 		return nil, err
@@ -236,6 +256,38 @@ func (s *Schedule) Simulate(costs CostModel) (*Simulation, error) {
 		return nil, err
 	}
 	return simulation, nil
+}
+
+// ApplyActivationPolicy returns a new schedule with activation policy policy (one of
+// ActivationPolicies; docs/MEMORY.md) applied as a pass: OFFLOAD / RELOAD / RECOMPUTE (and HOLD /
+// RETURN for "balance") are inserted, so that Simulate predicts each rank's peak under it. costs give
+// the per-stage bytes (MB, MW, MIn); budgetBytes is "selective"'s per-rank limit (> 0, else ignored).
+// An unknown policy, or a budget below MinActivationBudget (the message names "the smallest budget
+// that works"), is an InvalidArgument error.
+func (s *Schedule) ApplyActivationPolicy(policy string, costs CostModel, budgetBytes float64) (*Schedule, error) {
+	defer runtime.KeepAlive(s)
+	if s == nil || s.s == nil {
+		return nil, errClosed("schedule")
+	}
+	c := costs.toCore()
+	defer core.DeleteCostModel(c)
+	return newSchedule(func(st core.Status) core.Schedule {
+		return s.s.ApplyActivationPolicy(policy, c, budgetBytes, st)
+	})
+}
+
+// MinActivationBudget is the smallest per-rank activation budget (bytes) "selective" can meet for
+// the schedule under costs.
+func (s *Schedule) MinActivationBudget(costs CostModel) (float64, error) {
+	defer runtime.KeepAlive(s)
+	if s == nil || s.s == nil {
+		return 0, errClosed("schedule")
+	}
+	c := costs.toCore()
+	defer core.DeleteCostModel(c)
+	var budget float64
+	err := call(func(st core.Status) { budget = s.s.MinActivationBudget(c, st) })
+	return budget, err
 }
 
 // Simulation is a schedule timed under a cost model. Its results (Summary, Ranks) are read when it is

@@ -16,6 +16,10 @@ import (
 // Chunks model chunks per rank, or ScheduleText (a schedule in the text form), runs one worker per
 // rank; the parameters stay bitwise equal to the sequential trainer's. LayersPerStage splits the
 // model's top-level layers (nil: evenly); RecvTimeout bounds a rank's wait for a peer (0: 60 s).
+// ActivationPolicy (one of ActivationPolicies; "" = "none"), ActivationBudgetBytes (selective) and
+// OffloadDir (offload-file, selective; "" = $TMPDIR or /tmp) manage the ranks' activation memory
+// (docs/MEMORY.md); the parameters stay bitwise equal, and RankStats reports OffloadedBytes and
+// Recomputes.
 type TrainerOptions struct {
 	MicroBatches int     // equal micro-batches per step; must divide the batch rows
 	Seed         int64   // parameter initialisation
@@ -34,6 +38,10 @@ type TrainerOptions struct {
 	Chunks         int           // model chunks per rank V (interleaved-1f1b, bfs); 0 = 1
 	LayersPerStage []int         // top-level layers per stage; nil = an even split
 	RecvTimeout    time.Duration // a rank waiting longer for a peer fails the step; 0 = 60 s
+
+	ActivationPolicy      string  // "none", "recompute", "offload-host", "offload-file", "selective", "balance"; "" = none
+	ActivationBudgetBytes float64 // selective: device-resident activation bytes per rank (> 0)
+	OffloadDir            string  // folder for offload-file (and selective) files; "" = $TMPDIR or /tmp
 }
 
 // StepResult is the result of one optimizer step.
@@ -126,6 +134,11 @@ func NewTrainer(model *Model, opts TrainerOptions) (*Trainer, error) {
 	if opts.RecvTimeout != 0 {
 		o.SetRecvTimeoutSeconds(opts.RecvTimeout.Seconds())
 	}
+	o.SetActivationPolicy(opts.ActivationPolicy)
+	if opts.ActivationBudgetBytes != 0 {
+		o.SetActivationBudgetBytes(opts.ActivationBudgetBytes)
+	}
+	o.SetOffloadDir(opts.OffloadDir)
 	var t core.Trainer
 	if err := call(func(s core.Status) { t = core.TrainerCreate(model.m, o, s) }); err != nil {
 		return nil, err

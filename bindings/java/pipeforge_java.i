@@ -226,7 +226,8 @@ PF_JAVA_ARRAY((int32_t* out, size_t count), jint, int[], int[], jintArray, Int, 
 %}
 
 // Pipelined training: new TrainerOptions().setSchedule("1f1b") with setStages(2) (setScheduleText,
-// setChunks, setLayersPerStage, setRecvTimeoutSeconds); the setters return nothing, as SWIG makes them.
+// setChunks, setLayersPerStage, setRecvTimeoutSeconds; activation memory: setActivationPolicy,
+// setActivationBudgetBytes, setOffloadDir); the setters return nothing, as SWIG makes them.
 %typemap(javacode) pipeforge::TrainerOptions %{
   /** The defaults, pipelined with schedule {@code name} over {@code stages} ranks. */
   public static TrainerOptions pipelined(String name, int stages) {
@@ -270,6 +271,26 @@ PF_JAVA_ARRAY((int32_t* out, size_t count), jint, int[], int[], jintArray, Int, 
   /** Simulates under the default costs (t_f = t_b = t_w = 1, no communication latency, m_b = 1). */
   public Simulation simulate() {
     return simulate(new CostModel());
+  }
+
+  /** The activation policies {@link #applyActivationPolicy} and TrainerOptions.setActivationPolicy know. */
+  public static final String[] ACTIVATION_POLICIES = {
+    "none", "recompute", "offload-host", "offload-file", "selective", "balance"
+  };
+
+  /** {@code policy} applied under {@code costs}, without a budget (every policy but "selective"). */
+  public Schedule applyActivationPolicy(String policy, CostModel costs) {
+    return applyActivationPolicy(policy, costs, 0.0);
+  }
+
+  /** {@code policy} applied under the default costs, without a budget. */
+  public Schedule applyActivationPolicy(String policy) {
+    return applyActivationPolicy(policy, new CostModel(), 0.0);
+  }
+
+  /** The smallest per-rank budget "selective" can meet under the default costs. */
+  public double minActivationBudget() {
+    return minActivationBudget(new CostModel());
   }
 
   /** Frees the native schedule (its simulations stay valid). Idempotent. */

@@ -1,8 +1,9 @@
 // The C++ layer every binding wraps (bindings/pipeforge_core.h), tested directly: both error modes
 // (throw for Python and Java, Status for Go), closed handles, the data-loader bridge, which must
 // turn whatever a callback does (an error message, an exception, a missing tensor) into a status,
-// Schedule/Simulation/CostModel (per-stage arrays of different lengths are caught here) and the
-// pipelined trainer's options and measurements.
+// Schedule/Simulation/CostModel (per-stage arrays of different lengths are caught here), the
+// activation-policy pass, and the pipelined trainer's options (activation policies included) and
+// measurements.
 #include "bindings/pipeforge_core.h"
 
 #include <gtest/gtest.h>
@@ -288,6 +289,135 @@ TEST(CoreTest, PipelinedTrainerOptionsAndMeasurements) {
   pipelined->close();
   EXPECT_EQ(pipelined->num_ranks(&status), 0);
   EXPECT_EQ(status.code(), PF_FAILED_PRECONDITION);
+}
+
+double PeakOfRank0(const pipeforge::Schedule& schedule, const pipeforge::CostModel& costs) {
+  std::unique_ptr<pipeforge::Simulation> sim(schedule.simulate(costs, nullptr));
+  return sim->rank_stats(0, nullptr).peak_activation_bytes;
+}
+
+TEST(CoreTest, ActivationPoliciesAsASchedulePass) {
+  pipeforge::CostModel costs;
+  EXPECT_EQ(costs.m_in, 0.0);  // the C API's defaults
+  EXPECT_EQ(costs.transfer_bandwidth, 0.0);
+  costs.m_b = 100;
+  costs.m_in = 10;
+  costs.transfer_bandwidth = 200;
+  auto schedule = Generate("1f1b", 4, 8);
+  EXPECT_DOUBLE_EQ(PeakOfRank0(*schedule, costs), 400.0);
+  const double budget = schedule->min_activation_budget(costs, nullptr);
+  EXPECT_GT(budget, 0.0);
+  EXPECT_LT(budget, 400.0);
+
+  Status status;
+  std::unique_ptr<pipeforge::Schedule> selective(
+      schedule->apply_activation_policy("selective", costs, budget, &status));
+  ASSERT_TRUE(status.ok()) << status.message();
+  ASSERT_NE(selective, nullptr);
+  EXPECT_LE(PeakOfRank0(*selective, costs), budget);
+  EXPECT_LT(PeakOfRank0(*selective, costs), 400.0);
+  std::unique_ptr<pipeforge::Simulation> sim(selective->simulate(costs, nullptr));
+  EXPECT_GT(sim->rank_stats(0, nullptr).offloaded_bytes, 0.0);
+  EXPECT_EQ(sim->rank_stats(0, nullptr).recomputes, 0);
+  std::unique_ptr<pipeforge::Schedule> recompute(schedule->apply_activation_policy("recompute", costs, 0, nullptr));
+  sim.reset(recompute->simulate(costs, nullptr));
+  EXPECT_EQ(sim->rank_stats(0, nullptr).recomputes, 8);
+  EXPECT_EQ(sim->rank_stats(0, nullptr).offloaded_bytes, 0.0);
+
+  // m_in per stage, through the 6th per-stage array: the same as the scalar when equal, higher when
+  // a recomputed micro-batch keeps more.
+  const double peak_m_in = PeakOfRank0(*recompute, costs);
+  pipeforge::CostModel per_stage = costs;
+  const double m_in[] = {10, 10, 10, 10};
+  per_stage.m_in = 0;
+  per_stage.set_stage_m_in(m_in, 4);
+  EXPECT_DOUBLE_EQ(PeakOfRank0(*recompute, per_stage), peak_m_in);
+  const double more[] = {50, 10, 10, 10};
+  per_stage.set_stage_m_in(more, 4);
+  EXPECT_GT(PeakOfRank0(*recompute, per_stage), peak_m_in);
+  const double m_b[] = {100, 100, 100};
+  per_stage.set_stage_m_b(m_b, 3);  // 3 entries, stage_m_in 4: caught here
+  EXPECT_EQ(schedule->min_activation_budget(per_stage, &status), 0.0);
+  EXPECT_EQ(status.code(), PF_INVALID_ARGUMENT);
+  EXPECT_NE(status.message().find("stage_m_b has 3 entries but stage_m_in has 4"), std::string::npos)
+      << status.message();
+
+  EXPECT_EQ(schedule->apply_activation_policy("selective", costs, budget / 2, &status), nullptr);
+  EXPECT_EQ(status.code(), PF_INVALID_ARGUMENT);
+  EXPECT_NE(status.message().find("smallest budget that works"), std::string::npos) << status.message();
+  try {
+    schedule->apply_activation_policy("swap", costs, 0, nullptr);
+    FAIL() << "no exception";
+  } catch (const pipeforge::Error& e) {
+    EXPECT_EQ(e.code(), PF_INVALID_ARGUMENT);
+    EXPECT_NE(e.message().find("unknown activation policy 'swap'"), std::string::npos) << e.message();
+  }
+  schedule->close();
+  EXPECT_EQ(schedule->apply_activation_policy("none", costs, 0, &status), nullptr);
+  EXPECT_EQ(status.code(), PF_FAILED_PRECONDITION);
+  EXPECT_EQ(schedule->min_activation_budget(costs, &status), 0.0);
+  EXPECT_EQ(status.code(), PF_FAILED_PRECONDITION);
+}
+
+TEST(CoreTest, PipelinedTrainerWithActivationPolicies) {
+  pipeforge::TrainerOptions defaults;
+  EXPECT_EQ(defaults.activation_policy, "");
+  EXPECT_EQ(defaults.activation_budget_bytes, 0.0);
+  EXPECT_EQ(defaults.offload_dir, "");
+
+  pipeforge::MlpConfig config;
+  config.input_dim = 4;
+  const int64_t hidden[] = {8, 8, 8};
+  config.set_hidden(hidden, 3);
+  config.classes = 3;
+  std::string expected;
+  {
+    std::unique_ptr<pipeforge::Model> model(pipeforge::Model::mlp(config, nullptr));
+    pipeforge::TrainerOptions options;
+    options.micro_batches = 4;
+    std::unique_ptr<pipeforge::Trainer> sequential(pipeforge::Trainer::create(*model, options, nullptr));
+    sequential->step(Inputs(8), Targets(8), nullptr);
+    expected = sequential->checksum(nullptr);
+  }
+  for (const char* policy : {"recompute", "offload-host", "balance"}) {
+    std::unique_ptr<pipeforge::Model> model(pipeforge::Model::mlp(config, nullptr));
+    pipeforge::TrainerOptions options;
+    options.micro_batches = 4;  // 4 ranks x 4 micro-batches: rank 0 holds 4, rank 3 one (balance pairs them)
+    options.schedule = "1f1b";
+    options.stages = 4;
+    options.activation_policy = policy;
+    Status status;
+    std::unique_ptr<pipeforge::Trainer> trainer(pipeforge::Trainer::create(*model, options, &status));
+    ASSERT_TRUE(status.ok()) << policy << ": " << status.message();
+    trainer->step(Inputs(8), Targets(8), nullptr);
+    EXPECT_EQ(trainer->checksum(nullptr), expected) << policy;
+    const pipeforge::RankStats r = trainer->rank_stats(0, nullptr);
+    if (std::string(policy) == "recompute") {
+      EXPECT_GT(r.recomputes, 0) << policy;
+      EXPECT_EQ(r.offloaded_bytes, 0.0) << policy;
+    } else {
+      EXPECT_GT(r.offloaded_bytes, 0.0) << policy;
+      EXPECT_EQ(r.recomputes, 0) << policy;
+    }
+  }
+  std::unique_ptr<pipeforge::Model> model(pipeforge::Model::mlp(config, nullptr));
+  pipeforge::TrainerOptions options;
+  options.micro_batches = 2;
+  options.schedule = "1f1b";
+  options.stages = 2;
+  options.activation_policy = "offload-gpu";
+  Status status;
+  EXPECT_EQ(pipeforge::Trainer::create(*model, options, &status), nullptr);
+  EXPECT_EQ(status.code(), PF_INVALID_ARGUMENT);
+  EXPECT_NE(status.message().find("offload-gpu"), std::string::npos) << status.message();
+  options.activation_policy = "selective";  // without a budget
+  EXPECT_EQ(pipeforge::Trainer::create(*model, options, &status), nullptr);
+  EXPECT_NE(status.message().find("activation_budget_bytes"), std::string::npos) << status.message();
+  options.schedule = "";
+  options.stages = 1;
+  options.activation_policy = "recompute";
+  EXPECT_EQ(pipeforge::Trainer::create(*model, options, &status), nullptr);
+  EXPECT_NE(status.message().find("no schedule"), std::string::npos) << status.message();
 }
 
 TEST(CoreTest, AbiMatches) {

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
@@ -703,5 +704,140 @@ func TestPipelineErrors(t *testing.T) {
 	tr.Close()
 	if _, err := tr.NumRanks(); !errors.Is(err, precondition) {
 		t.Errorf("NumRanks of a closed trainer: %v", err)
+	}
+}
+
+// ---- activation memory ----
+
+func TestActivationPoliciesKeepResultsBitwiseAndReportWhatMoved(t *testing.T) {
+	// 4 ranks x 4 micro-batches: 1F1B's rank 0 holds 4 micro-batches, rank 3 one, so that every policy
+	// has something to move (balance pairs rank 0 with rank 3).
+	seqOpts := referenceOptions()
+	seqOpts.MicroBatches = 4
+	seq := trainerWith(t, seqOpts)
+	sequential := reference{losses: trainSteps(t, seq)}
+	sequential.checksum, _ = seq.Checksum()
+	seq.Close()
+	offloadDir := filepath.Join(t.TempDir(), "offload") // created by the runtime
+	for _, c := range []struct {
+		policy string
+		budget float64
+		dir    string
+	}{
+		{"none", 0, ""}, {"recompute", 0, ""}, {"offload-host", 0, ""}, {"offload-file", 0, offloadDir},
+		{"balance", 0, ""}, {"selective", 1e12, ""}, // a budget nothing needs to move for
+	} {
+		t.Run(c.policy, func(t *testing.T) {
+			opts := seqOpts
+			opts.Schedule, opts.Stages = "1f1b", 4
+			opts.ActivationPolicy, opts.ActivationBudgetBytes, opts.OffloadDir = c.policy, c.budget, c.dir
+			tr := trainerWith(t, opts)
+			defer tr.Close()
+			checkReference(t, sequential, trainSteps(t, tr), tr)
+			ranks, err := tr.RankStats()
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := ranks[0]
+			moves := c.policy == "offload-host" || c.policy == "offload-file" || c.policy == "balance"
+			if moves != (r.OffloadedBytes > 0) || r.OffloadedBytes < 0 {
+				t.Errorf("rank 0 offloaded %v bytes", r.OffloadedBytes)
+			}
+			if (c.policy == "recompute") != (r.Recomputes > 0) || r.Recomputes < 0 {
+				t.Errorf("rank 0 recomputed %d times", r.Recomputes)
+			}
+		})
+	}
+	if info, err := os.Stat(offloadDir); err != nil || !info.IsDir() {
+		t.Errorf("OffloadDir %s was not created (%v): it did not reach the runtime", offloadDir, err)
+	}
+}
+
+func TestActivationPolicyErrors(t *testing.T) {
+	invalid := &pipeforge.Error{Code: pipeforge.InvalidArgument}
+	m := referenceModel(t)
+	defer m.Close()
+	opts := referenceOptions()
+	opts.Schedule, opts.Stages, opts.ActivationPolicy = "1f1b", 2, "offload-gpu"
+	if _, err := pipeforge.NewTrainer(m, opts); !errors.Is(err, invalid) || !strings.Contains(err.Error(), "offload-gpu") ||
+		!strings.Contains(err.Error(), "offload-host") {
+		t.Errorf("unknown activation policy: %v", err)
+	}
+	opts.ActivationPolicy = "selective" // without a budget
+	if _, err := pipeforge.NewTrainer(m, opts); !errors.Is(err, invalid) ||
+		!strings.Contains(err.Error(), "activation_budget_bytes") {
+		t.Errorf("selective without a budget: %v", err)
+	}
+	opts.Schedule, opts.Stages, opts.ActivationPolicy = "", 0, "recompute"
+	if _, err := pipeforge.NewTrainer(m, opts); !errors.Is(err, invalid) || !strings.Contains(err.Error(), "no schedule") {
+		t.Errorf("a policy for the sequential trainer: %v", err)
+	}
+}
+
+func TestScheduleSelectiveAtTheMinimumBudgetLowersThePeak(t *testing.T) {
+	s := generate(t, "1f1b", pipeforge.ScheduleOptions{Stages: 4, MicroBatches: 8})
+	costs := pipeforge.DefaultCostModel()
+	costs.MB, costs.MIn, costs.TransferBandwidth = 100, 10, 200
+	if peak := simulate(t, s, costs).Ranks()[0].PeakActivationBytes; peak != 400 {
+		t.Fatalf("rank 0's peak without a policy is %v, want 400", peak)
+	}
+	budget, err := s.MinActivationBudget(costs)
+	if err != nil || budget <= 0 || budget >= 400 {
+		t.Fatalf("MinActivationBudget %v (%v), want in (0, 400)", budget, err)
+	}
+	applied, err := s.ApplyActivationPolicy("selective", costs, budget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer applied.Close()
+	if err := applied.Validate(); err != nil {
+		t.Error(err)
+	}
+	if text, _ := s.Text(); strings.Contains(text, "OFFLOAD") {
+		t.Error("ApplyActivationPolicy changed the original schedule")
+	}
+	r := simulate(t, applied, costs).Ranks()[0]
+	if r.PeakActivationBytes >= 400 || r.PeakActivationBytes > budget || r.OffloadedBytes <= 0 || r.Recomputes != 0 {
+		t.Errorf("rank 0 under selective at budget %v: %+v", budget, r)
+	}
+	invalid := &pipeforge.Error{Code: pipeforge.InvalidArgument}
+	if _, err := s.ApplyActivationPolicy("selective", costs, budget/2); !errors.Is(err, invalid) ||
+		!strings.Contains(err.Error(), "smallest budget that works") {
+		t.Errorf("a budget below the minimum: %v", err)
+	}
+	if _, err := s.ApplyActivationPolicy("swap", costs, 0); !errors.Is(err, invalid) ||
+		!strings.Contains(err.Error(), "unknown activation policy 'swap'") {
+		t.Errorf("an unknown policy: %v", err)
+	}
+	recomputed, err := s.ApplyActivationPolicy("recompute", costs, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer recomputed.Close()
+	if r := simulate(t, recomputed, costs).Ranks()[0]; r.Recomputes != 8 || r.OffloadedBytes != 0 || r.PeakActivationBytes >= 400 {
+		t.Errorf("rank 0 under recompute: %+v", r)
+	}
+	// MIn per stage (the sixth per-stage slice): equal to the scalar when equal, higher when larger.
+	scalar := simulate(t, recomputed, costs).Ranks()[0].PeakActivationBytes
+	perStage := costs
+	perStage.MIn, perStage.StageMIn = 0, []float64{10, 10, 10, 10}
+	if p := simulate(t, recomputed, perStage).Ranks()[0].PeakActivationBytes; p != scalar {
+		t.Errorf("StageMIn like MIn: peak %v, want %v", p, scalar)
+	}
+	perStage.StageMIn = []float64{50, 10, 10, 10}
+	if p := simulate(t, recomputed, perStage).Ranks()[0].PeakActivationBytes; p <= scalar {
+		t.Errorf("a larger StageMIn: peak %v, want above %v", p, scalar)
+	}
+	perStage.StageMIn = []float64{1, 2, 3}
+	if _, err := s.MinActivationBudget(perStage); !errors.Is(err, invalid) || !strings.Contains(err.Error(), "4 stages") {
+		t.Errorf("StageMIn of the wrong length: %v", err)
+	}
+	s.Close()
+	closed := &pipeforge.Error{Code: pipeforge.FailedPrecondition}
+	if _, err := s.ApplyActivationPolicy("none", costs, 0); !errors.Is(err, closed) {
+		t.Errorf("closed schedule: %v", err)
+	}
+	if _, err := s.MinActivationBudget(costs); !errors.Is(err, closed) {
+		t.Errorf("closed schedule: %v", err)
 	}
 }

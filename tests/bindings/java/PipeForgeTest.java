@@ -379,6 +379,150 @@ public class PipeForgeTest {
     }
   }
 
+  // ---- activation memory ----
+
+  @Test
+  public void activationPoliciesKeepResultsBitwiseAndReportWhatMoved() throws Exception {
+    // 4 ranks x 4 micro-batches: 1F1B's rank 0 holds 4 micro-batches, rank 3 one, so that every
+    // policy has something to move (balance pairs rank 0 with rank 3).
+    TrainerOptions sequentialOptions = new TrainerOptions();
+    sequentialOptions.setMicroBatches(4);
+    sequentialOptions.setSeed(42);
+    sequentialOptions.setOptimizer("adamw");
+    sequentialOptions.setLr(0.01f);
+    sequentialOptions.setClipNorm(1.0f);
+    List<String> expectedLosses = new ArrayList<>();
+    String expectedChecksum;
+    try (Model model = referenceModel(); Trainer sequential = new Trainer(model, sequentialOptions)) {
+      for (int s = 0; s < STEPS; ++s) {
+        Batch b = rows(s, 0, ROWS);
+        expectedLosses.add(bits(sequential.step(b.inputs(), b.targets())));
+      }
+      expectedChecksum = sequential.checksum();
+    }
+    File offloadDir = new File(Files.createTempDirectory("pipeforge_java_offload").toFile(), "offload");
+    String[] policies = {"none", "recompute", "offload-host", "offload-file", "balance", "selective"};
+    for (String policy : policies) {
+      TrainerOptions options = TrainerOptions.pipelined("1f1b", 4);
+      options.setMicroBatches(4);
+      options.setSeed(42);
+      options.setOptimizer("adamw");
+      options.setLr(0.01f);
+      options.setClipNorm(1.0f);
+      options.setActivationPolicy(policy);
+      assertEquals(policy, options.getActivationPolicy());
+      if (policy.equals("offload-file")) options.setOffloadDir(offloadDir.getPath());
+      if (policy.equals("selective")) options.setActivationBudgetBytes(1e12); // nothing needs to move
+      try (Model model = referenceModel(); Trainer trainer = new Trainer(model, options)) {
+        List<String> losses = new ArrayList<>();
+        for (int s = 0; s < STEPS; ++s) {
+          Batch b = rows(s, 0, ROWS);
+          losses.add(bits(trainer.step(b.inputs(), b.targets())));
+        }
+        assertEquals(policy, expectedLosses, losses);
+        assertEquals(policy, expectedChecksum, trainer.checksum());
+        RankStats rank0 = trainer.rankStats()[0];
+        boolean moves = policy.equals("offload-host") || policy.equals("offload-file") || policy.equals("balance");
+        if (moves) {
+          assertTrue(policy + ": " + rank0.getOffloadedBytes(), rank0.getOffloadedBytes() > 0);
+        } else {
+          assertEquals(policy, 0.0, rank0.getOffloadedBytes(), 0.0);
+        }
+        if (policy.equals("recompute")) {
+          assertTrue(policy + ": " + rank0.getRecomputes(), rank0.getRecomputes() > 0);
+        } else {
+          assertEquals(policy, 0, rank0.getRecomputes());
+        }
+      }
+    }
+    assertTrue("setOffloadDir reached the runtime", offloadDir.isDirectory());
+  }
+
+  @Test
+  public void activationPolicyErrors() {
+    TrainerOptions defaults = new TrainerOptions();
+    assertEquals("", defaults.getActivationPolicy());
+    assertEquals(0.0, defaults.getActivationBudgetBytes(), 0.0);
+    assertEquals("", defaults.getOffloadDir());
+    TrainerOptions unknown = TrainerOptions.pipelined("1f1b", 2);
+    unknown.setMicroBatches(MICRO_BATCHES);
+    unknown.setActivationPolicy("offload-gpu");
+    PipeForgeException e =
+        assertThrows(PipeForgeException.class, () -> new Trainer(referenceModel(), unknown));
+    assertEquals(PipeForgeException.INVALID_ARGUMENT, e.getCode());
+    assertTrue(e.getMessage(), e.getMessage().contains("offload-gpu"));
+    assertTrue(e.getMessage(), e.getMessage().contains("offload-host")); // lists the known ones
+    unknown.setActivationPolicy("selective"); // without a budget
+    e = assertThrows(PipeForgeException.class, () -> new Trainer(referenceModel(), unknown));
+    assertTrue(e.getMessage(), e.getMessage().contains("activation_budget_bytes"));
+    TrainerOptions sequential = new TrainerOptions();
+    sequential.setActivationPolicy("recompute");
+    e = assertThrows(PipeForgeException.class, () -> new Trainer(referenceModel(), sequential));
+    assertTrue(e.getMessage(), e.getMessage().contains("no schedule"));
+  }
+
+  @Test
+  public void selectiveAtTheMinimumBudgetLowersThePeak() {
+    CostModel costs = new CostModel();
+    assertEquals(0.0, costs.getMIn(), 0.0);
+    assertEquals(0.0, costs.getTransferBandwidth(), 0.0);
+    costs.setMB(100);
+    costs.setMIn(10);
+    costs.setTransferBandwidth(200);
+    try (Schedule schedule = Schedule.generate("1f1b", 4, 8)) {
+      try (Simulation sim = schedule.simulate(costs)) {
+        assertEquals(400.0, sim.rankStats(0).getPeakActivationBytes(), 0.0);
+      }
+      double budget = schedule.minActivationBudget(costs);
+      assertTrue("budget " + budget, budget > 0 && budget < 400);
+      try (Schedule applied = schedule.applyActivationPolicy("selective", costs, budget);
+          Simulation sim = applied.simulate(costs)) {
+        applied.validate();
+        assertTrue(!schedule.toText().contains("OFFLOAD")); // a new schedule
+        RankStats rank0 = sim.rankStats(0);
+        assertTrue("peak " + rank0.getPeakActivationBytes(), rank0.getPeakActivationBytes() < 400);
+        assertTrue("peak " + rank0.getPeakActivationBytes(), rank0.getPeakActivationBytes() <= budget);
+        assertTrue(rank0.getOffloadedBytes() > 0);
+        assertEquals(0, rank0.getRecomputes());
+      }
+      PipeForgeException e =
+          assertThrows(
+              PipeForgeException.class,
+              () -> schedule.applyActivationPolicy("selective", costs, budget / 2));
+      assertEquals(PipeForgeException.INVALID_ARGUMENT, e.getCode());
+      assertTrue(e.getMessage(), e.getMessage().contains("smallest budget that works"));
+      e = assertThrows(PipeForgeException.class, () -> schedule.applyActivationPolicy("swap"));
+      assertEquals(PipeForgeException.INVALID_ARGUMENT, e.getCode());
+      assertTrue(e.getMessage(), e.getMessage().contains("unknown activation policy 'swap'"));
+      try (Schedule recomputed = schedule.applyActivationPolicy("recompute", costs);
+          Simulation sim = recomputed.simulate(costs)) {
+        assertEquals(8, sim.rankStats(0).getRecomputes());
+        assertEquals(0.0, sim.rankStats(0).getOffloadedBytes(), 0.0);
+        double scalar = sim.rankStats(0).getPeakActivationBytes();
+        assertTrue("peak " + scalar, scalar < 400);
+        // m_in per stage, the sixth per-stage array.
+        CostModel perStage = new CostModel();
+        perStage.setMB(100);
+        perStage.setStageMIn(10, 10, 10, 10);
+        try (Simulation s = recomputed.simulate(perStage)) {
+          assertEquals(scalar, s.rankStats(0).getPeakActivationBytes(), 0.0);
+        }
+        perStage.setStageMIn(50, 10, 10, 10);
+        try (Simulation s = recomputed.simulate(perStage)) {
+          assertTrue(s.rankStats(0).getPeakActivationBytes() > scalar);
+        }
+        perStage.setStageMB(100, 100, 100);
+        e = assertThrows(PipeForgeException.class, () -> schedule.minActivationBudget(perStage));
+        assertTrue(e.getMessage(), e.getMessage().contains("stage_m_b has 3 entries but stage_m_in has 4"));
+      }
+      assertTrue(schedule.minActivationBudget() > 0); // the default costs: m_b = 1
+      assertEquals(6, Schedule.ACTIVATION_POLICIES.length);
+      schedule.close();
+      e = assertThrows(PipeForgeException.class, () -> schedule.minActivationBudget(costs));
+      assertEquals(PipeForgeException.FAILED_PRECONDITION, e.getCode());
+    }
+  }
+
   // ---- schedules ----
 
   @Test

@@ -387,6 +387,86 @@ class ScheduleTest(unittest.TestCase):
         with self.assertRaises(pipeforge.FailedPreconditionError):
             sim.to_chrome_trace()
 
+    def test_selective_at_the_minimum_budget_lowers_the_peak(self):
+        costs = dict(m_b=100, m_in=10, transfer_bandwidth=200)
+        with pipeforge.Schedule.generate("1f1b", stages=4, micro_batches=8) as schedule:
+            self.assertEqual(schedule.simulate(**costs).ranks[0].peak_activation_bytes, 400.0)
+            budget = schedule.min_activation_budget(**costs)
+            self.assertIsInstance(budget, float)
+            self.assertGreater(budget, 0.0)
+            self.assertLess(budget, 400.0)
+            with schedule.apply_activation_policy("selective", budget_bytes=budget, **costs) as applied:
+                self.assertIsInstance(applied, pipeforge.Schedule)
+                applied.validate()
+                self.assertIn("OFFLOAD", applied.to_text())
+                self.assertNotIn("OFFLOAD", schedule.to_text())  # a new schedule; the original is unchanged
+                rank0 = applied.simulate(**costs).ranks[0]
+                self.assertLess(rank0.peak_activation_bytes, 400.0)
+                self.assertLessEqual(rank0.peak_activation_bytes, budget)
+                self.assertGreater(rank0.offloaded_bytes, 0.0)
+                self.assertEqual(rank0.recomputes, 0)
+            with self.assertRaises(ValueError) as caught:
+                schedule.apply_activation_policy("selective", budget_bytes=budget / 2, **costs)
+            self.assertIsInstance(caught.exception, pipeforge.InvalidArgumentError)
+            self.assertIn("smallest budget that works", str(caught.exception))
+
+    def test_every_activation_policy_applies_and_simulates(self):
+        costs = dict(m_b=100, m_in=10)
+        with pipeforge.Schedule.generate("1f1b", stages=4, micro_batches=8) as schedule:
+            self.assertEqual(set(pipeforge.ACTIVATION_POLICIES),
+                             {"none", "recompute", "offload-host", "offload-file", "selective", "balance"})
+            budget = schedule.min_activation_budget(**costs)
+            for policy in pipeforge.ACTIVATION_POLICIES:
+                with self.subTest(policy=policy), schedule.apply_activation_policy(policy, budget, **costs) as applied:
+                    rank0 = applied.simulate(**costs).ranks[0]
+                    if policy == "none":
+                        self.assertEqual(applied.to_text(), schedule.to_text())
+                        self.assertEqual(rank0.peak_activation_bytes, 400.0)
+                    else:
+                        self.assertLess(rank0.peak_activation_bytes, 400.0)
+                    self.assertEqual(rank0.recomputes, 8 if policy == "recompute" else 0)
+                    if policy in ("none", "recompute"):
+                        self.assertEqual(rank0.offloaded_bytes, 0.0)
+                    else:
+                        self.assertGreater(rank0.offloaded_bytes, 0.0)
+
+    def test_activation_costs_m_in_stage_m_in_and_transfer_bandwidth(self):
+        with pipeforge.Schedule.generate("1f1b", stages=4, micro_batches=8) as schedule:
+            with schedule.apply_activation_policy("recompute", m_b=100, m_in=10) as recomputed:
+                scalar = recomputed.simulate(m_b=100, m_in=10).ranks[0].peak_activation_bytes
+                per_stage = recomputed.simulate(m_b=100, stage_m_in=[10, 10, 10, 10]).ranks[0].peak_activation_bytes
+                self.assertEqual(per_stage, scalar)
+                # m_in is what a recomputed micro-batch keeps: more of it, a higher peak.
+                self.assertGreater(recomputed.simulate(m_b=100, m_in=50).ranks[0].peak_activation_bytes, scalar)
+                self.assertGreater(recomputed.simulate(m_b=100, stage_m_in=[50, 10, 10, 10]).ranks[0]
+                                   .peak_activation_bytes, scalar)
+            with schedule.apply_activation_policy("offload-host", m_b=100) as offloaded:
+                free = offloaded.simulate(m_b=100).makespan
+                slow = offloaded.simulate(m_b=100, transfer_bandwidth=1).makespan  # 100 time units a copy
+                self.assertGreater(slow, free)
+            with self.assertRaisesRegex(ValueError, "4 stages"):
+                schedule.min_activation_budget(m_b=100, stage_m_in=[1, 2, 3])
+            with self.assertRaisesRegex(ValueError, "stage_m_b has 4 entries but stage_m_in has 3"):
+                schedule.simulate(stage_m_b=[1, 1, 1, 1], stage_m_in=[1, 1, 1])
+            with self.assertRaisesRegex(ValueError, "transfer_bandwidth"):
+                schedule.apply_activation_policy("offload-host", transfer_bandwidth=-1)
+            with self.assertRaises(TypeError):
+                schedule.min_activation_budget(m_c=1)  # not a cost
+            with self.assertRaises(TypeError):
+                schedule.apply_activation_policy(None)
+
+    def test_unknown_activation_policy_is_named(self):
+        with pipeforge.Schedule.generate("1f1b", stages=2, micro_batches=4) as schedule:
+            with self.assertRaises(ValueError) as caught:
+                schedule.apply_activation_policy("swap")
+            self.assertIsInstance(caught.exception, pipeforge.InvalidArgumentError)
+            self.assertIn("unknown activation policy 'swap'", str(caught.exception))
+            schedule.close()
+            with self.assertRaises(pipeforge.FailedPreconditionError):
+                schedule.apply_activation_policy("none")
+            with self.assertRaises(pipeforge.FailedPreconditionError):
+                schedule.min_activation_budget()
+
     def test_every_known_schedule_generates(self):
         for name in pipeforge.SCHEDULE_NAMES:
             chunks = 2 if name in ("interleaved-1f1b", "bfs") else 1
@@ -456,6 +536,55 @@ class PipelineTest(unittest.TestCase):
             self.assertEqual([(bits(r.loss), bits(r.grad_norm)) for r in results], self.sequential["losses"])
             self.assertEqual(trainer.checksum(), self.sequential["checksum"])
             self.assertEqual([r.peak_activations for r in trainer.rank_stats], [2, 2])  # GPipe
+
+    def test_activation_policies_keep_results_bitwise_and_report_what_moved(self):
+        # 4 ranks x 4 micro-batches: 1F1B's rank 0 holds 4 micro-batches, rank 3 one, so that every
+        # policy has something to move (balance pairs rank 0 with rank 3).
+        def trainer(**pipeline):
+            return pipeforge.Trainer(reference_model(), micro_batches=4, seed=42, optimizer="adamw", lr=0.01,
+                                     clip_norm=1.0, **pipeline)
+
+        with trainer() as sequential:
+            expected = [(bits(r.loss), bits(r.grad_norm)) for r in (sequential.step(*b) for b in BATCHES)]
+            checksum = sequential.checksum()
+        with tempfile.TemporaryDirectory() as folder:
+            offload_dir = os.path.join(folder, "offload")  # created by the runtime
+            cases = (("none", {}), ("recompute", {}), ("offload-host", {}),
+                     ("offload-file", {"offload_dir": offload_dir}), ("balance", {}),
+                     ("selective", {"activation_budget_bytes": 1e12}))  # nothing needs to move
+            for policy, extra in cases:
+                with self.subTest(policy=policy), \
+                        trainer(schedule="1f1b", stages=4, activation_policy=policy, **extra) as pipelined:
+                    results = [pipelined.step(*batch) for batch in BATCHES]
+                    self.assertEqual([(bits(r.loss), bits(r.grad_norm)) for r in results], expected)
+                    self.assertEqual(pipelined.checksum(), checksum)
+                    rank0 = pipelined.rank_stats[0]
+                    self.assertIsInstance(rank0.offloaded_bytes, float)
+                    self.assertIsInstance(rank0.recomputes, int)
+                    if policy in ("offload-host", "offload-file", "balance"):
+                        self.assertGreater(rank0.offloaded_bytes, 0.0)
+                    else:
+                        self.assertEqual(rank0.offloaded_bytes, 0.0)
+                    if policy == "recompute":
+                        self.assertGreater(rank0.recomputes, 0)
+                    else:
+                        self.assertEqual(rank0.recomputes, 0)
+            self.assertTrue(os.path.isdir(offload_dir))  # offload_dir reached the runtime
+
+    def test_activation_policy_errors(self):
+        with self.assertRaises(ValueError) as caught:
+            reference_trainer(schedule="1f1b", stages=2, activation_policy="offload-gpu")
+        self.assertIsInstance(caught.exception, pipeforge.InvalidArgumentError)
+        self.assertIn("offload-gpu", str(caught.exception))
+        self.assertIn("offload-host", str(caught.exception))  # lists the known ones
+        with self.assertRaisesRegex(pipeforge.InvalidArgumentError, "activation_budget_bytes"):
+            reference_trainer(schedule="1f1b", stages=2, activation_policy="selective")  # no budget
+        with self.assertRaisesRegex(pipeforge.InvalidArgumentError, "no schedule"):
+            reference_trainer(activation_policy="recompute")
+        with self.assertRaises(TypeError):
+            reference_trainer(schedule="1f1b", stages=2, activation_policy=1)
+        with self.assertRaises(ValueError):
+            reference_trainer(schedule="1f1b", stages=2, activation_policy="")
 
     def test_errors(self):
         with self.assertRaises(ValueError) as caught:

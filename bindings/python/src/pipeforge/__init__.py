@@ -23,7 +23,7 @@ runtime's message. docs/BINDINGS.md has the details.
 
 from . import core as _core
 from ._api import Metrics, Model, RankStats, StepResult, Trainer
-from ._schedule import SCHEDULE_NAMES, Schedule, Simulation
+from ._schedule import ACTIVATION_POLICIES, SCHEDULE_NAMES, Schedule, Simulation
 from ._errors import (CallbackError, CancelledError, CublasError, CudaError, DataLossError, Error,
                       FailedPreconditionError, InternalError, InvalidArgumentError, IoError, MpiError, NcclError,
                       NotFoundError, OutOfMemoryError, TimeoutError, UnimplementedError)
@@ -33,7 +33,7 @@ __version__ = _core.version()
 ABI_VERSION = _core.header_abi_version()
 
 __all__ = [
-    "ABI_VERSION", "CallbackError", "CancelledError", "CublasError", "CudaError", "DataLossError", "Error",
+    "ABI_VERSION", "ACTIVATION_POLICIES", "CallbackError", "CancelledError", "CublasError", "CudaError", "DataLossError", "Error",
     "FailedPreconditionError", "InternalError", "InvalidArgumentError", "IoError", "Metrics", "Model", "MpiError",
     "NcclError", "NotFoundError", "OutOfMemoryError", "RankStats", "SCHEDULE_NAMES", "Schedule", "Simulation",
     "StepResult", "TimeoutError", "Trainer", "UnimplementedError",

@@ -68,10 +68,13 @@ class RankStats:
     finish: float  # end of its last action
     peak_activations: int  # most micro-batches held at once (F done, B not yet)
     peak_activation_bytes: float  # the same in bytes
+    offloaded_bytes: float = 0.0  # bytes its OFFLOADs move off the device per step (the same come back)
+    recomputes: int = 0  # RECOMPUTE actions per step
 
     @classmethod
     def _from_core(cls, r):
-        return cls(r.busy, r.idle, r.first_start, r.finish, r.peak_activations, r.peak_activation_bytes)
+        return cls(r.busy, r.idle, r.first_start, r.finish, r.peak_activations, r.peak_activation_bytes,
+                   r.offloaded_bytes, r.recomputes)
 
 
 class _Closeable:
@@ -211,12 +214,18 @@ class Trainer(_Closeable):
     parameters stay bitwise equal to the sequential trainer's. After a step, num_ranks, rank_stats,
     bubble_rate and the timeline renderings measure it.
 
+    Activation memory of pipelined training (docs/MEMORY.md; the results stay bitwise equal):
+    activation_policy= "none" (default), "recompute", "offload-host", "offload-file", "selective" or
+    "balance"; activation_budget_bytes= selective's per-rank limit on device-resident activation
+    bytes; offload_dir= the folder for offload-file (and selective) files (default $TMPDIR or /tmp).
+    rank_stats then reports offloaded_bytes and recomputes.
+
     Long calls (step, step_from_loader, checkpoints) release the GIL. A trainer is not safe to use
     from two threads at once."""
 
     _OPTIONS = ("micro_batches", "seed", "optimizer", "lr", "momentum", "weight_decay", "beta1", "beta2", "eps",
                 "clip_norm", "blas_threads", "schedule", "schedule_text", "stages", "chunks", "layers_per_stage",
-                "recv_timeout_seconds")
+                "recv_timeout_seconds", "activation_policy", "activation_budget_bytes", "offload_dir")
 
     def __init__(self, model, **options):
         if not isinstance(model, Model):
@@ -228,7 +237,9 @@ class Trainer(_Closeable):
         for name, value in options.items():
             if value is None:
                 continue
-            if name in ("schedule", "schedule_text"):
+            if name in ("schedule", "schedule_text", "activation_policy", "offload_dir"):
+                if name == "offload_dir" and isinstance(value, os.PathLike):
+                    value = os.fspath(value)
                 if not isinstance(value, str):
                     raise TypeError(f"{name} must be a str, not {type(value).__name__}")
                 if not value:
@@ -236,8 +247,8 @@ class Trainer(_Closeable):
                 setattr(core_options, name, value)
             elif name in ("stages", "chunks"):
                 setattr(core_options, name, operator.index(value))
-            elif name == "recv_timeout_seconds":
-                core_options.recv_timeout_seconds = float(value)
+            elif name in ("recv_timeout_seconds", "activation_budget_bytes"):
+                setattr(core_options, name, float(value))
             elif name == "layers_per_stage":
                 if isinstance(value, (str, bytes)):
                     raise TypeError("layers_per_stage must be a sequence of ints")

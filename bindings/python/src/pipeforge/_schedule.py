@@ -7,6 +7,8 @@ from ._api import RankStats, _Closeable
 
 # The schedules Schedule.generate knows (the C API's pf_schedule_generate).
 SCHEDULE_NAMES = ("gpipe", "1f1b", "interleaved-1f1b", "bfs", "zb-h1", "zb-h2", "zb-v", "zb-auto")
+# The activation-memory policies (Schedule.apply_activation_policy, Trainer(activation_policy=...)).
+ACTIVATION_POLICIES = ("none", "recompute", "offload-host", "offload-file", "selective", "balance")
 
 
 class Simulation(_Closeable):
@@ -53,12 +55,32 @@ def _floats(values, what):
         raise TypeError(f"{what}: expected a sequence of numbers, got {type(values).__name__}") from None
 
 
+_SCALAR_COSTS = ("t_f", "t_b", "t_w", "t_comm", "m_b", "m_w", "m_in", "transfer_bandwidth")
+_STAGE_COSTS = ("stage_t_f", "stage_t_b", "stage_t_w", "stage_m_b", "stage_m_w", "stage_m_in")
+
+
+def _cost_model(**costs):
+    """A core.CostModel: the C API's defaults, overridden by the keywords given (None: the default)."""
+    unknown = sorted(set(costs) - set(_SCALAR_COSTS) - set(_STAGE_COSTS))
+    if unknown:
+        raise TypeError(f"unknown cost(s): {', '.join(unknown)} (known: {', '.join(_SCALAR_COSTS + _STAGE_COSTS)})")
+    model = core.CostModel()
+    for name in _SCALAR_COSTS:
+        if costs.get(name) is not None:
+            setattr(model, name, float(costs[name]))
+    for name in _STAGE_COSTS:
+        if costs.get(name) is not None:
+            getattr(model, "set_" + name)(_floats(costs[name], name))
+    return model
+
+
 class Schedule(_Closeable):
     """A pipeline schedule: the actions (F, B, W, BW, SEND/RECV) each rank runs, in order. Make one
     with Schedule.generate or Schedule.parse; either validates it. Errors raise
     InvalidArgumentError (a ValueError) with the runtime's message."""
 
     NAMES = SCHEDULE_NAMES
+    ACTIVATION_POLICIES = ACTIVATION_POLICIES
 
     def __init__(self, handle):
         if not isinstance(handle, core.Schedule):
@@ -114,20 +136,35 @@ class Schedule(_Closeable):
         return self._handle.num_micro_batches()
 
     def simulate(self, t_f=1.0, t_b=1.0, t_w=1.0, t_comm=0.0, m_b=1.0, m_w=0.0, stage_t_f=None, stage_t_b=None,
-                 stage_t_w=None, stage_m_b=None, stage_m_w=None):
+                 stage_t_w=None, stage_m_b=None, stage_m_w=None, m_in=0.0, stage_m_in=None, transfer_bandwidth=0.0):
         """Times the schedule: each rank runs its actions in order; a cross-rank dependency waits
         t_comm after its producer ends. t_f, t_b, t_w are the forward, backward-input and
         backward-weight times of a stage (a fused BW costs t_b + t_w); m_b is the activation memory a
-        micro-batch holds from F until its B, m_w from B until its W. A stage_* sequence (one entry
-        per stage) overrides its scalar. Returns a Simulation."""
-        costs = core.CostModel()
-        costs.t_f, costs.t_b, costs.t_w = float(t_f), float(t_b), float(t_w)
-        costs.t_comm, costs.m_b, costs.m_w = float(t_comm), float(m_b), float(m_w)
-        for name, values in (("stage_t_f", stage_t_f), ("stage_t_b", stage_t_b), ("stage_t_w", stage_t_w),
-                             ("stage_m_b", stage_m_b), ("stage_m_w", stage_m_w)):
-            if values is not None:
-                getattr(costs, "set_" + name)(_floats(values, name))
-        return Simulation(self._handle.simulate(costs))
+        micro-batch holds from F until its B, m_w from B until its W, m_in what a recomputed
+        micro-batch keeps from F until its RECOMPUTE; transfer_bandwidth is the bytes per time unit of
+        an OFFLOAD/RELOAD copy (0: free). A stage_* sequence (one entry per stage) overrides its
+        scalar. Returns a Simulation."""
+        return Simulation(self._handle.simulate(_cost_model(
+            t_f=t_f, t_b=t_b, t_w=t_w, t_comm=t_comm, m_b=m_b, m_w=m_w, m_in=m_in,
+            transfer_bandwidth=transfer_bandwidth, stage_t_f=stage_t_f, stage_t_b=stage_t_b, stage_t_w=stage_t_w,
+            stage_m_b=stage_m_b, stage_m_w=stage_m_w, stage_m_in=stage_m_in)))
+
+    def apply_activation_policy(self, policy, budget_bytes=0.0, **costs):
+        """A new Schedule with activation policy `policy` (one of ACTIVATION_POLICIES; docs/MEMORY.md)
+        applied as a pass: OFFLOAD / RELOAD / RECOMPUTE (and HOLD / RETURN for "balance") are
+        inserted, so that simulate() predicts each rank's peak under it. `costs` are simulate's
+        keywords (m_b, m_w, m_in and their stage_* sequences give the bytes); `budget_bytes` is
+        "selective"'s per-rank limit on device-resident activation bytes (> 0). An unknown policy,
+        or a budget below min_activation_budget() ("... smallest budget that works: N bytes"),
+        raises InvalidArgumentError."""
+        if not isinstance(policy, str):
+            raise TypeError(f"policy must be a str, not {type(policy).__name__}")
+        return Schedule(self._handle.apply_activation_policy(policy, _cost_model(**costs), float(budget_bytes)))
+
+    def min_activation_budget(self, **costs):
+        """The smallest per-rank activation budget (bytes) "selective" can meet for this schedule
+        under `costs` (simulate's keywords)."""
+        return self._handle.min_activation_budget(_cost_model(**costs))
 
     def __str__(self):
         return repr(self) if self.closed else self.to_text()
