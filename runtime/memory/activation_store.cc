@@ -1,5 +1,6 @@
 #include "runtime/memory/activation_store.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -95,10 +96,36 @@ class TempFile {
       path_.clear();
     }
   }
+  // Gives up ownership without removing the file (it goes back to the store's spares).
+  std::string release() { return std::exchange(path_, std::string()); }
 
  private:
   std::string path_;
 };
+
+// Writes / reads all of [data, data + bytes) at `offset` (pwrite/pread may do less per call).
+bool write_all(int fd, const char* data, size_t bytes, off_t offset) {
+  while (bytes > 0) {
+    const ssize_t n = ::pwrite(fd, data, bytes, offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data += n;
+    bytes -= static_cast<size_t>(n);
+    offset += n;
+  }
+  return true;
+}
+
+size_t read_all(int fd, char* data, size_t bytes, off_t offset) {
+  size_t got = 0;
+  while (got < bytes) {
+    const ssize_t n = ::pread(fd, data + got, bytes - got, offset + static_cast<off_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  return got;
+}
 
 std::string default_dir() {
   const char* t = std::getenv("TMPDIR");
@@ -129,6 +156,7 @@ struct ActivationStore::Entry {
   std::vector<Tensor> outgoing;    // device tensors being copied out (dropped by the copy job)
   std::vector<const char*> sources;  // per group: start of its bytes on the device
   std::unique_ptr<char[]> host;    // host tier image
+  size_t host_capacity = 0;
   TempFile file;                   // file tier image
   std::vector<Tensor> incoming;    // per view: restored tensors
   std::shared_future<void> out_done, in_done;
@@ -238,9 +266,15 @@ size_t ActivationStore::offload(uint64_t key, std::vector<SavedContext*> context
     std::lock_guard<std::mutex> lock(mutex_);
     PF_CHECK_ARG(entries_.count(key) == 0, "activation store: context ", key, " is already offloaded");
     entries_[key] = e;
-    if (options_.tier == Tier::kFile)
-      path = options_.offload_dir + "/pf_act_" + options_.name + "_" + std::to_string(getpid()) + "_" +
-             std::to_string(reinterpret_cast<uintptr_t>(this)) + "_" + std::to_string(serial_++) + ".bin";
+    if (options_.tier == Tier::kFile) {
+      if (!spare_files_.empty()) {
+        path = std::move(spare_files_.back());
+        spare_files_.pop_back();
+      } else {
+        path = options_.offload_dir + "/pf_act_" + options_.name + "_" + std::to_string(getpid()) + "_" +
+               std::to_string(reinterpret_cast<uintptr_t>(this)) + "_" + std::to_string(serial_++) + ".bin";
+      }
+    }
   }
   const Tier tier = options_.tier;
   // The jobs hold a plain pointer: a shared_ptr would make a cycle (the entry keeps the futures, whose
@@ -255,7 +289,7 @@ size_t ActivationStore::offload(uint64_t key, std::vector<SavedContext*> context
       }
     } drop{e};
     if (tier == Tier::kHost) {
-      e->host.reset(new char[std::max<size_t>(e->total, 1)]);
+      take_host_buffer(e);
       for (size_t g = 0; g < e->groups.size(); ++g)
         std::memcpy(e->host.get() + e->groups[g].image_offset, e->sources[g], e->groups[g].bytes);
       account(static_cast<long long>(e->total), 0, 0, e->total, 0, 0);
@@ -271,20 +305,47 @@ size_t ActivationStore::offload(uint64_t key, std::vector<SavedContext*> context
       options_.send_image(e->key, std::move(image));
       account(0, 0, 0, e->total, 0, 0);
     } else {
-      std::FILE* f = std::fopen(path.c_str(), "wb");
-      if (!f) fail(ErrorCode::kIoError, "activation offload: cannot create '", path, "': ", std::strerror(errno));
-      std::setvbuf(f, nullptr, _IONBF, 0);  // large writes: no copy through a stdio buffer
+      // No O_TRUNC: a spare file is overwritten in place, so its page-cache pages are reused
+      // (creating, truncating and unlinking a file per context cost ~30% more on this machine).
+      const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+      if (fd < 0) fail(ErrorCode::kIoError, "activation offload: cannot create '", path, "': ", std::strerror(errno));
       e->file.set(path);
       account(0, 0, 1, 0, 0, 1);
       bool ok = true;
       for (size_t g = 0; g < e->groups.size() && ok; ++g)
-        ok = std::fwrite(e->sources[g], 1, e->groups[g].bytes, f) == e->groups[g].bytes;
-      ok = std::fclose(f) == 0 && ok;
-      if (!ok) fail(ErrorCode::kIoError, "activation offload: writing '", path, "' failed: ", std::strerror(errno));
+        ok = write_all(fd, e->sources[g], e->groups[g].bytes, static_cast<off_t>(e->groups[g].image_offset));
+      const int saved_errno = errno;
+      ok = ::close(fd) == 0 && ok;
+      if (!ok) fail(ErrorCode::kIoError, "activation offload: writing '", path, "' failed: ", std::strerror(saved_errno));
       account(0, static_cast<long long>(e->total), 0, e->total, 0, 0);
     }
   });
   return e->total;
+}
+
+void ActivationStore::take_host_buffer(Entry* e) {
+  const size_t need = std::max<size_t>(e->total, 1);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    size_t best = spare_host_.size();
+    for (size_t i = 0; i < spare_host_.size(); ++i)
+      if (spare_host_[i].first >= need && (best == spare_host_.size() || spare_host_[i].first < spare_host_[best].first))
+        best = i;
+    if (best < spare_host_.size()) {
+      e->host_capacity = spare_host_[best].first;
+      e->host = std::move(spare_host_[best].second);
+      spare_host_.erase(spare_host_.begin() + static_cast<long>(best));
+      return;
+    }
+  }
+  e->host.reset(new char[need]);
+  e->host_capacity = need;
+}
+
+void ActivationStore::give_back_host_buffer(Entry* e) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  spare_host_.emplace_back(e->host_capacity, std::move(e->host));
+  e->host_capacity = 0;
 }
 
 void ActivationStore::prefetch(uint64_t key) {
@@ -322,22 +383,22 @@ void ActivationStore::prefetch(uint64_t key) {
              peer_image.defined() ? peer_image.nbytes() : 0, " bytes, expected ", e->total);
       image = peer_image.data<char>();
     } else {
-      std::FILE* f = std::fopen(e->file.path().c_str(), "rb");
-      if (!f)
+      const int fd = ::open(e->file.path().c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0)
         fail(ErrorCode::kIoError, "activation reload: cannot open '", e->file.path(), "': ", std::strerror(errno));
-      std::setvbuf(f, nullptr, _IONBF, 0);
       // Groups restored as views are read straight into their device tensor; the others (rare:
       // mixed dtypes or odd offsets) through a buffer of the whole image.
       const bool direct = std::all_of(dest.begin(), dest.end(), [](char* d) { return d != nullptr; });
       size_t got = 0;
       if (direct) {
-        for (size_t g = 0; g < e->groups.size(); ++g) got += std::fread(dest[g], 1, e->groups[g].bytes, f);
+        for (size_t g = 0; g < e->groups.size(); ++g)
+          got += read_all(fd, dest[g], e->groups[g].bytes, static_cast<off_t>(e->groups[g].image_offset));
       } else {
         file_image.reset(new char[std::max<size_t>(e->total, 1)]);
-        got = std::fread(file_image.get(), 1, e->total, f);
+        got = read_all(fd, file_image.get(), e->total, 0);
         image = file_image.get();
       }
-      std::fclose(f);
+      ::close(fd);
       if (got != e->total)
         fail(ErrorCode::kIoError, "activation reload: '", e->file.path(), "' is short (", got, " of ", e->total,
              " bytes)");
@@ -360,12 +421,15 @@ void ActivationStore::prefetch(uint64_t key) {
       }
     }
     if (tier == Tier::kHost) {
-      e->host.reset();
+      give_back_host_buffer(e);
       account(-static_cast<long long>(e->total), 0, 0, 0, e->total, 0);
     } else if (tier == Tier::kPeer) {
       account(0, 0, 0, 0, e->total, 0);
     } else {
-      e->file.remove();
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        spare_files_.push_back(e->file.release());
+      }
       account(0, -static_cast<long long>(e->total), -1, 0, e->total, 0);
     }
   });
@@ -436,6 +500,14 @@ void ActivationStore::clear() {
     }
     account(-host, had_file && written ? -static_cast<long long>(e.total) : 0, had_file ? -1 : 0, 0, 0, 0);
   }
+  // The spares go too: nothing of this store stays on disk or in host memory after a step.
+  std::vector<std::string> files;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    files.swap(spare_files_);
+    spare_host_.clear();
+  }
+  for (const std::string& f : files) std::remove(f.c_str());
 }
 
 StoreStats ActivationStore::stats() const {

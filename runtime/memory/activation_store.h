@@ -10,8 +10,10 @@
 // back into the very same contexts, with the same values bit for bit (views of one storage are
 // restored as views of one new storage).
 //
-// Files are owned RAII-style: each is removed right after it is read back, and every file still
-// present is removed by clear() and by the destructor (so a failing step leaves none behind).
+// Files are owned RAII-style. A file whose context came back is kept as a spare and overwritten by a
+// later offload (host buffers likewise); clear() (the executor calls it at the end of every step,
+// failed or not) and the destructor remove every file, spare or not, and free the spare buffers, so
+// no file outlives a step.
 #pragma once
 
 #include <condition_variable>
@@ -105,6 +107,12 @@ class ActivationStore {
   struct Entry;
   void account(long long host_delta, long long file_delta, int files_delta, size_t out_bytes, size_t in_bytes,
                int written);
+  void take_host_buffer(Entry* e);       // a spare host buffer big enough, or a new one
+  void give_back_host_buffer(Entry* e);  // into the spares
+  // Host buffers and files whose contexts came back, reused by later offloads (fewer page faults
+  // and page-cache allocations); freed / removed by clear() and the destructor.
+  std::vector<std::pair<size_t, std::unique_ptr<char[]>>> spare_host_;
+  std::vector<std::string> spare_files_;
   Options options_;
   mutable std::mutex mutex_;
   std::map<uint64_t, std::shared_ptr<Entry>> entries_;

@@ -71,7 +71,7 @@ TEST(ActivationStore, HostRoundTripIsBitwise) {
   EXPECT_EQ(s.host_peak, moved);
 }
 
-TEST(ActivationStore, FileRoundTripRemovesTheFile) {
+TEST(ActivationStore, FileRoundTripReusesTheFileAndClearRemovesIt) {
   const std::string dir = fresh_dir("rt");
   Fixture f;
   ActivationStore store({Tier::kFile, dir, "t"});
@@ -81,9 +81,32 @@ TEST(ActivationStore, FileRoundTripRemovesTheFile) {
   EXPECT_EQ(store.stats().files_present, 1);
   store.restore(7);  // prefetches by itself
   expect_restored(f);
-  EXPECT_EQ(files_in(dir), 0);
+  EXPECT_EQ(store.stats().files_present, 0);  // no image held; the file stays as a spare
+  EXPECT_EQ(files_in(dir), 1);
   EXPECT_EQ(store.stats().files_written, 1);
   EXPECT_EQ(store.stats().file_bytes, 0u);
+  // The next offload overwrites the spare in place (a smaller image than before: only f.b).
+  Fixture g;
+  store.offload(8, {&g.b});
+  store.restore(8);
+  EXPECT_EQ(store.stats().files_written, 2);
+  EXPECT_EQ(files_in(dir), 1);
+  EXPECT_EQ(std::memcmp(g.b.get("ids").data<char>(), g.ids.data<char>(), 12), 0);
+  EXPECT_EQ(g.b.get("y").to_vector()[1], 3.25f);
+  store.clear();
+  EXPECT_EQ(files_in(dir), 0);
+}
+
+TEST(ActivationStore, HostBuffersAreReusedAndGiveTheSameBytes) {
+  Fixture f, g;
+  ActivationStore store({Tier::kHost, "", "t"});
+  store.offload(1, {&f.a, &f.b});
+  store.restore(1);
+  expect_restored(f);
+  store.offload(2, {&g.a, &g.b});  // reuses the first image's buffer
+  store.restore(2);
+  expect_restored(g);
+  EXPECT_EQ(store.stats().host_bytes, 0u);
 }
 
 TEST(ActivationStore, ClearAndDestructorRemoveFiles) {
