@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
   }
   const int m = 8, p = 4;
   cpu::set_blas_threads_for_this_thread(1);
-  const std::vector<std::string> policies = {"none", "offload-host", "offload-file", "recompute"};
+  const std::vector<std::string> policies = {"none", "offload-host", "offload-file", "recompute", "balance"};
   nlohmann::json out;
   out["config"] = {{"model", "gpt"},        {"d_model", gc.d_model}, {"blocks", gc.layers},
                    {"seq", gc.seq_len},     {"rows_per_micro_batch", rows}, {"ranks", p},
