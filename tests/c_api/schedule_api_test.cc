@@ -147,7 +147,9 @@ TEST(ScheduleApi, ActivationPoliciesLowerThePredictedPeak) {
     } else {
       EXPECT_GT(r0.offloaded_bytes, 0.0) << policy;
     }
-    if (std::string(policy) == "selective") EXPECT_LE(r0.peak_activation_bytes, min_budget);
+    if (std::string(policy) == "selective") {
+      EXPECT_LE(r0.peak_activation_bytes, min_budget);
+    }
     EXPECT_PF_OK(pf_schedule_validate(applied));
     pf_schedule_destroy(applied);
   }
