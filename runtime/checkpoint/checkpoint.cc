@@ -107,7 +107,13 @@ void save_checkpoint(const Trainer& trainer, const std::string& path) {
   append_pod<uint64_t>(&bytes, header_text.size());
   bytes += header_text;
   bytes.reserve(bytes.size() + offset + kDigestBytes);
-  for (const Entry& e : entries) bytes.append(e.tensor->data<char>(), e.tensor->nbytes());
+  for (const Entry& e : entries) {
+    const size_t at = bytes.size();
+    bytes.resize(at + e.tensor->nbytes());
+    // Device tensors are copied to the host through the device hook (waits for the device).
+    copy_bytes(&bytes[at], Device::cpu(), e.tensor->data<char>(), e.tensor->device(), e.tensor->nbytes(),
+               "save_checkpoint");
+  }
   bytes += sha256_digest(bytes.data(), bytes.size());
   write_file_atomically(path, bytes);
   log(LogLevel::kInfo, "saved checkpoint '" + path + "' at step " + std::to_string(trainer.metrics().step));
@@ -202,7 +208,10 @@ void load_checkpoint(Trainer& trainer, const std::string& path) {
   // Commit: nothing below can fail on file content.
   for (Parameter* p : model.parameters()) {
     const auto& span = spans["param/" + p->name];
-    std::memcpy(p->value.data<char>(), bytes.data() + data_start + span.first, span.second);
+    // Into device parameters through the device hook; optimizer state below stays on the host
+    // until the optimizer moves it to its parameter's device.
+    copy_bytes(p->value.data<char>(), p->value.device(), bytes.data() + data_start + span.first, Device::cpu(),
+               span.second, "load_checkpoint");
   }
   auto& state = trainer.optimizer().state();
   state.clear();

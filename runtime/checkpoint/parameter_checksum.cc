@@ -10,9 +10,12 @@ std::string parameter_checksum(const std::vector<Parameter*>& parameters) {
   for (const Parameter* p : parameters) {
     PF_CHECK_ARG(p != nullptr, "parameter_checksum: null parameter");
     if (!p->value.defined()) continue;
-    PF_CHECK_ARG(p->value.device().kind == DeviceKind::kCpu, "parameter_checksum: '", p->name, "' is on ",
-                 p->value.device().to_string(), "; copy it to the CPU first");
-    digest.update(p->value.data<char>(), p->value.nbytes());
+    if (p->value.device().kind == DeviceKind::kCpu) {
+      digest.update(p->value.data<char>(), p->value.nbytes());
+    } else {  // device parameters: the same bytes, copied to the host (waits for the device)
+      const Tensor host = p->value.to_device(Device::cpu());
+      digest.update(host.data<char>(), host.nbytes());
+    }
   }
   return digest.hex();
 }

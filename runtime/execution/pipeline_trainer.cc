@@ -10,6 +10,12 @@
 
 #include "runtime/core/error.h"
 #include "runtime/core/log.h"
+#include "runtime/devices/cuda/cuda_status.h"
+#include "runtime/devices/cuda/device_copy.h"
+#include "runtime/devices/cuda/device_scope.h"
+#include "runtime/devices/cuda/stream.h"
+#include "runtime/devices/cuda_probe.h"
+#include "runtime/execution/gpu_transport.h"
 #include "runtime/kernels/cpu/blas.h"
 #include "runtime/models/init.h"
 #include "runtime/schedules/lowering.h"
@@ -36,6 +42,9 @@ void PipelineOptions::validate() const {
   PF_CHECK_ARG(spin_seconds >= 0, "spin_seconds must be >= 0, got ", spin_seconds);
   for (size_t i = 0; i < cpu_affinity.size(); ++i)
     PF_CHECK_ARG(cpu_affinity[i] >= 0, "cpu_affinity[", i, "] must be >= 0, got ", cpu_affinity[i]);
+  for (size_t i = 0; i < devices.size(); ++i)
+    PF_CHECK_ARG(devices[i].ordinal >= 0, "devices[", i, "] (rank ", i, "): device ordinal must be >= 0, got ",
+                 devices[i].ordinal);
 }
 
 // What one (stage, micro-batch) holds during a step. Only the rank that owns the stage touches it.
@@ -148,6 +157,7 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
       }
     }
   }
+  check_devices();
   stages_ = partition_layers(static_cast<int>(model_->layers().size()), schedule_.num_stages(),
                              options_.layers_per_stage);
   optimizer_ = make_optimizer(options_.base.optimizer);
@@ -157,7 +167,30 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
   InProcessTransport::Options topts;
   topts.mailbox_capacity = options_.mailbox_capacity;
   topts.spin_seconds = options_.spin_seconds;
-  transport_ = std::make_unique<InProcessTransport>(schedule_.num_ranks(), topts);
+  if (!gpu_) {
+    transport_ = std::make_unique<InProcessTransport>(schedule_.num_ranks(), topts);
+  } else {
+    place_parameters();
+    for (int r = 0; r < schedule_.num_ranks(); ++r)
+      streams_.push_back(std::make_unique<cuda::CudaStream>(rank_device_[static_cast<size_t>(r)]));
+    // NCCL pairs: the ranks on distinct devices that SEND/RECV to each other in the schedule.
+    std::vector<std::pair<int, int>> pairs;
+    for (int r = 0; r < schedule_.num_ranks(); ++r) {
+      for (const auto& a : schedule_.ranks[r]) {
+        int peer = -1;
+        if (a.kind == ActionKind::kSendF || a.kind == ActionKind::kRecvB) peer = schedule_.placement.rank_of(a.stage + 1);
+        if (a.kind == ActionKind::kSendB || a.kind == ActionKind::kRecvF) peer = schedule_.placement.rank_of(a.stage - 1);
+        if (peer >= 0 && rank_device_[static_cast<size_t>(peer)] != rank_device_[static_cast<size_t>(r)])
+          pairs.emplace_back(std::min(r, peer), std::max(r, peer));
+      }
+    }
+    std::sort(pairs.begin(), pairs.end());
+    pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+    GpuTransport::Options gopts;
+    gopts.local = topts;
+    gopts.max_pending_sends = options_.mailbox_capacity;
+    gpu_transport_ = std::make_unique<GpuTransport>(rank_device_, pairs, gopts);
+  }
   state_ = std::make_unique<StepState>();
   try {
     for (int r = 0; r < schedule_.num_ranks(); ++r) threads_.emplace_back([this, r] { worker_main(r); });
@@ -210,17 +243,150 @@ void PipelineTrainer::make_stores() {
       // The copy worker of rank r sends the packed image to the holder and receives it back.
       so.send_image = [this, r](uint64_t key, Tensor image) {
         const int s = static_cast<int>(key >> 32), mb = static_cast<int>(key & 0xffffffffu);
-        transport_->endpoint(r).send(holder_[s][mb], MessageKey{MessageKind::kContextOut, mb, s}, std::move(image),
+        endpoint(r).send(holder_[s][mb], MessageKey{MessageKind::kContextOut, mb, s}, std::move(image),
                                      options_.recv_timeout_seconds);
       };
       so.receive_image = [this, r](uint64_t key) {
         const int s = static_cast<int>(key >> 32), mb = static_cast<int>(key & 0xffffffffu);
-        return transport_->endpoint(r).recv(holder_[s][mb], MessageKey{MessageKind::kContextBack, mb, s},
+        return endpoint(r).recv(holder_[s][mb], MessageKey{MessageKind::kContextBack, mb, s},
                                             options_.recv_timeout_seconds);
       };
     }
     stores_.push_back(std::make_unique<mem::ActivationStore>(so));
   }
+}
+
+// ---- GPUs ----
+
+void PipelineTrainer::check_devices() {
+  const auto& d = options_.devices;
+  gpu_ = false;
+  rank_device_.clear();
+  used_devices_.clear();
+  if (d.empty()) return;
+  const int p = schedule_.num_ranks();
+  PF_CHECK_ARG(static_cast<int>(d.size()) == p, "devices: ", d.size(), " entries for the schedule's ", p,
+               " ranks (devices[r] is rank r's device; give one per rank, or none to run on the CPU); ",
+               static_cast<int>(d.size()) < p ? "rank " + std::to_string(d.size()) + " has no device"
+                                              : "there is no rank " + std::to_string(p));
+  int cuda_ranks = 0;
+  for (const Device& dev : d) cuda_ranks += dev.kind == DeviceKind::kCuda ? 1 : 0;
+  if (cuda_ranks == 0) return;  // explicitly all CPU: the CPU path, unchanged
+  for (int r = 0; r < p; ++r)
+    PF_CHECK_ARG(d[r].kind == DeviceKind::kCuda, "devices[", r, "] (rank ", r, ") is ", d[r].to_string(),
+                 " while other ranks are on CUDA devices: all ranks must be on the CPU or all on CUDA devices");
+  const CudaAvailability avail = probe_cuda();
+  for (int r = 0; r < p; ++r) {
+    const int ordinal = d[r].ordinal;
+    if (avail.device_count == 0)
+      fail(ErrorCode::kInvalidArgument, "devices[", r, "] (rank ", r, "): ", d[r].to_string(),
+           " is not available: no CUDA device is visible to this process",
+           avail.reason.empty() ? std::string() : " (" + avail.reason + ")");
+    PF_CHECK_ARG(ordinal >= 0 && ordinal < avail.device_count, "devices[", r, "] (rank ", r, "): ",
+                 d[r].to_string(), " does not exist (", avail.device_count, " CUDA device(s) visible: cuda:0 to cuda:",
+                 avail.device_count - 1, ")");
+    rank_device_.push_back(ordinal);
+    if (std::find(used_devices_.begin(), used_devices_.end(), ordinal) == used_devices_.end())
+      used_devices_.push_back(ordinal);
+  }
+  const bool file_tier = policy_ == sched::ActivationPolicy::kOffloadFile ||
+                         (policy_ == sched::ActivationPolicy::kSelective && !options_.offload_dir.empty());
+  if (file_tier || policy_ == sched::ActivationPolicy::kBalance)
+    fail(ErrorCode::kUnimplemented, "pipeline trainer: activation policy '", options_.activation_policy, "'",
+         file_tier && policy_ == sched::ActivationPolicy::kSelective ? " with offload_dir" : "",
+         " is not supported on CUDA devices yet (", d[0].to_string(),
+         "): use offload-host, selective without offload_dir, recompute or none");
+  gpu_ = true;
+}
+
+Device PipelineTrainer::rank_device(int rank) const {
+  PF_CHECK_ARG(rank >= 0 && rank < schedule_.num_ranks(), "rank_device: no rank ", rank);
+  return gpu_ ? Device::cuda(rank_device_[static_cast<size_t>(rank)]) : Device::cpu();
+}
+
+void PipelineTrainer::place_parameters() {
+  if (!gpu_) return;
+  if (used_devices_.size() == 1) {
+    // Every rank on one device: the whole model goes there (Model::device() then says so).
+    cuda::DeviceScope scope(used_devices_[0]);
+    model_->to_device(Device::cuda(used_devices_[0]));
+    sync_devices("moving the model to its device");
+    return;
+  }
+  // Ranks on several devices: each stage's parameters go to its rank's device.
+  std::unordered_map<const Parameter*, int> placed;
+  auto place = [&](Parameter* p, int ordinal, int stage) {
+    auto [it, inserted] = placed.emplace(p, ordinal);
+    if (!inserted) {
+      PF_CHECK_ARG(it->second == ordinal, "pipeline trainer: parameter '", p->name, "' is used by stage ", stage,
+                   " on cuda:", ordinal, " and by a stage on cuda:", it->second,
+                   " (parameters shared across devices are not supported)");
+      return;
+    }
+    const Device dev = Device::cuda(ordinal);
+    cuda::DeviceScope scope(ordinal);
+    if (p->value.device() != dev) {
+      MemoryCategoryScope category(MemoryCategory::kParameters);
+      p->value = p->value.to_device(dev);
+    }
+    if (p->grad.device() != dev) {
+      MemoryCategoryScope category(MemoryCategory::kGradients);
+      p->grad = p->grad.to_device(dev);
+    }
+  };
+  const auto& layers = model_->layers();
+  for (int s = 0; s < static_cast<int>(stages_.size()); ++s) {
+    const int ordinal = rank_device_[static_cast<size_t>(schedule_.placement.rank_of(s))];
+    for (int i = stages_[s].begin; i < stages_[s].end; ++i)
+      for (Parameter* p : layers[static_cast<size_t>(i)]->parameters()) place(p, ordinal, s);
+  }
+  // Anything not reached through a stage's layers (none in the built-in models) goes with the
+  // last stage, where the loss runs.
+  const int last = rank_device_[static_cast<size_t>(schedule_.placement.rank_of(schedule_.num_stages() - 1))];
+  for (Parameter* p : model_->parameters())
+    if (!placed.count(p)) place(p, last, schedule_.num_stages() - 1);
+  sync_devices("moving the parameters to their devices");
+}
+
+// The main thread issues its device work (gradient zeroing, micro-batch copies, clipping, the
+// optimizer) on the legacy default stream of each device; the workers' streams are non-blocking, so
+// the step boundaries are host waits: before the workers start, and after they finish.
+void PipelineTrainer::sync_devices(const std::string& what) {
+  if (!gpu_) return;
+  for (int d : used_devices_) {
+    cuda::DeviceScope scope(d);
+    cuda::CudaEvent done(d);
+    done.record(nullptr);
+    done.synchronize(std::max(600.0, options_.recv_timeout_seconds),
+                     "pipeline trainer: " + what + " on cuda:" + std::to_string(d));
+  }
+}
+
+void PipelineTrainer::sync_rank_streams() {
+  for (size_t r = 0; r < streams_.size(); ++r) {
+    cuda::DeviceScope scope(streams_[r]->device());
+    streams_[r]->synchronize(std::max(600.0, options_.recv_timeout_seconds),
+                             "pipeline trainer: rank " + std::to_string(r) + "'s compute stream on cuda:" +
+                                 std::to_string(streams_[r]->device()));
+  }
+}
+
+Transport& PipelineTrainer::endpoint(int rank) {
+  return gpu_ ? gpu_transport_->endpoint(rank) : transport_->endpoint(rank);
+}
+
+void PipelineTrainer::cancel_transport(const std::string& reason) {
+  if (gpu_) gpu_transport_->cancel(reason);
+  else transport_->cancel(reason);
+}
+
+bool PipelineTrainer::transport_cancelled() const {
+  return gpu_ ? gpu_transport_->cancelled() : transport_->cancelled();
+}
+
+void PipelineTrainer::reset_transport() {
+  if (gpu_) gpu_transport_->reset();
+  else transport_->reset();
 }
 
 void PipelineTrainer::plan_activation_memory(const Batch& micro_batch) {
@@ -234,16 +400,29 @@ void PipelineTrainer::plan_activation_memory(const Batch& micro_batch) {
   {
     std::vector<Slot> slots(static_cast<size_t>(S));
     Tensor x = micro_batch.inputs;
+    Tensor targets = micro_batch.targets;
     Tensor dy;
+    // GPUs: each stage runs on its rank's device (the main thread, legacy default stream); inputs
+    // and gradients move between devices like the transport would move them.
+    std::unique_ptr<cuda::DeviceScope> device_scope;
+    auto to_stage_device = [&](int s, Tensor& t) {
+      if (!gpu_) return;
+      const int d = rank_device_[static_cast<size_t>(schedule_.placement.rank_of(s))];
+      device_scope.reset();
+      device_scope = std::make_unique<cuda::DeviceScope>(d);
+      if (t.defined() && t.device() != Device::cuda(d)) t = t.to_device(Device::cuda(d));
+    };
     for (int s = 0; s < S; ++s) {
       Slot& slot = slots[s];
       const StageRange& range = stages_[s];
+      to_stage_device(s, x);
+      if (s == S - 1) to_stage_device(s, targets);
       c.m_in[s] = static_cast<double>(kept_bytes(s, x));
       slot.ctx.resize(static_cast<size_t>(range.size()));
       {
         MemoryCategoryScope scope(MemoryCategory::kActivations);
         for (int i = 0; i < range.size(); ++i) x = layers[range.begin + i]->forward(x, slot.ctx[i]);
-        if (s == S - 1) model_->loss().forward(x, micro_batch.targets, 1.0f, slot.loss_ctx);
+        if (s == S - 1) model_->loss().forward(x, targets, 1.0f, slot.loss_ctx);
       }
       if (s == S - 1) {
         MemoryCategoryScope scope(MemoryCategory::kWorkspace);
@@ -255,10 +434,12 @@ void PipelineTrainer::plan_activation_memory(const Batch& micro_batch) {
     for (int s = S; s-- > 0;) {
       Slot& slot = slots[s];
       const StageRange& range = stages_[s];
-      MemoryCategoryScope scope(MemoryCategory::kWorkspace);
+      to_stage_device(s, dy);
+      MemoryCategoryScope category(MemoryCategory::kWorkspace);
       for (int i = range.size(); i-- > 0;) dy = layers[range.begin + i]->backward_input(slot.ctx[i], dy);
       c.m_w[s] = static_cast<double>(context_bytes(slot));
     }
+    sync_devices("measuring the activation bytes");
   }
   if ((policy_ == sched::ActivationPolicy::kSelective || policy_ == sched::ActivationPolicy::kBalance) && !planned_) {
     sched::Schedule planned =
@@ -317,14 +498,22 @@ void PipelineTrainer::worker_main(int rank) {
     }
     cpu::set_blas_threads_for_this_thread(options_.base.blas_threads);
     try {
-      run_rank(rank);
+      if (gpu_) {
+        // The rank's device and compute stream for everything it issues during the step (kernels,
+        // copies, the allocator's reuse events); dropped at the end of the step.
+        cuda::DeviceScope device(rank_device_[static_cast<size_t>(rank)]);
+        cuda::CurrentStreamScope stream(*streams_[static_cast<size_t>(rank)]);
+        run_rank(rank);
+      } else {
+        run_rank(rank);
+      }
     } catch (...) {
       std::exception_ptr e = std::current_exception();
       {
         std::lock_guard<std::mutex> lock(state_->error_mutex);
         if (!state_->error) state_->error = e;  // the first failure is the root cause
       }
-      transport_->cancel("rank " + std::to_string(rank) + " failed: " + describe(e));
+      cancel_transport("rank " + std::to_string(rank) + " failed: " + describe(e));
     }
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -337,7 +526,7 @@ void PipelineTrainer::run_rank(int rank) {
   StepState& st = *state_;
   const auto& actions = schedule_.ranks[rank];
   const auto& placement = schedule_.placement;
-  Transport& tp = transport_->endpoint(rank);
+  Transport& tp = endpoint(rank);
   const int num_stages = schedule_.num_stages();
   const int m = schedule_.num_micro_batches;
   const float scale = 1.0f / static_cast<float>(m);
@@ -351,7 +540,7 @@ void PipelineTrainer::run_rank(int rank) {
   mem::ActivationStore* store = stores_.empty() ? nullptr : stores_[rank].get();
 
   for (const sched::Action& a : actions) {
-    if (transport_->cancelled()) return;  // another rank failed; its error is the step's error
+    if (transport_cancelled()) return;  // another rank failed; its error is the step's error
     const auto t_start = clock_type::now();
     const int s = a.stage;
     const int mb = a.micro_batch;
@@ -547,13 +736,44 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& micro_batches) {
   if (!planned_ && policy_ != sched::ActivationPolicy::kNone && !micro_batches.empty())
     plan_activation_memory(micro_batches[0]);
   const auto& params = model_->parameters();
-  for (Parameter* p : params) std::memset(p->grad.data<char>(), 0, p->grad.nbytes());
+  // GPUs: the micro-batches on the devices of the ranks that read them (inputs: stage 0's rank,
+  // targets: the last stage's); they outlive the step's device work (freed after the host waits).
+  std::vector<Batch> device_micro;
+  if (!gpu_) {
+    for (Parameter* p : params) std::memset(p->grad.data<char>(), 0, p->grad.nbytes());
+  } else {
+    for (Parameter* p : params) {
+      if (p->grad.device().kind == DeviceKind::kCuda) {
+        cuda::DeviceScope scope(p->grad.device().ordinal);
+        cuda::zero_bytes_hook(p->grad.data<char>(), p->grad.device(), p->grad.nbytes());
+      } else {
+        std::memset(p->grad.data<char>(), 0, p->grad.nbytes());
+      }
+    }
+    const Device first = Device::cuda(rank_device_[static_cast<size_t>(schedule_.placement.rank_of(0))]);
+    const Device last =
+        Device::cuda(rank_device_[static_cast<size_t>(schedule_.placement.rank_of(schedule_.num_stages() - 1))]);
+    device_micro.reserve(micro_batches.size());
+    for (const Batch& b : micro_batches) {
+      Batch d;
+      {
+        cuda::DeviceScope scope(first.ordinal);
+        d.inputs = b.inputs.device() == first ? b.inputs : b.inputs.to_device(first);
+      }
+      {
+        cuda::DeviceScope scope(last.ordinal);
+        d.targets = b.targets.device() == last ? b.targets : b.targets.to_device(last);
+      }
+      device_micro.push_back(std::move(d));
+    }
+    sync_devices("zeroing the gradients and copying the micro-batches");
+  }
 
   const int m = static_cast<int>(micro_batches.size());
   const int num_ranks = schedule_.num_ranks();
   const int num_stages = schedule_.num_stages();
   StepState& st = *state_;
-  st.micro = &micro_batches;
+  st.micro = gpu_ ? &device_micro : &micro_batches;
   st.slots.clear();
   st.slots.resize(static_cast<size_t>(num_stages));
   for (auto& v : st.slots) v.resize(static_cast<size_t>(m));
@@ -563,7 +783,7 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& micro_batches) {
   for (int r = 0; r < num_ranks; ++r) st.timed[r].reserve(schedule_.ranks[r].size());
   st.rank_stats.assign(static_cast<size_t>(num_ranks), RankStats());
   st.error = nullptr;
-  transport_->reset();
+  reset_transport();
   for (auto& store : stores_) store->reset_stats();
 
   {
@@ -576,6 +796,14 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& micro_batches) {
   {
     std::unique_lock<std::mutex> lock(mutex_);
     done_cv_.wait(lock, [&] { return running_ == 0; });
+  }
+  // GPUs: every rank's device work is done before anything it used is freed or read here.
+  if (gpu_) {
+    try {
+      sync_rank_streams();
+    } catch (...) {
+      if (!st.error) st.error = std::current_exception();
+    }
   }
 
   // Every copy must be finished before the contexts go; a failed step drops what the stores hold
@@ -598,7 +826,7 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& micro_batches) {
     st.slots.clear();
     st.held.clear();
     st.micro = nullptr;
-    transport_->reset();
+    reset_transport();
     std::rethrow_exception(e);
   }
 
@@ -611,6 +839,7 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& micro_batches) {
   const auto t_opt = clock_type::now();
   result.grad_norm = clip_grad_norm(params, options_.base.optimizer.clip_norm);
   optimizer_->step(params);
+  sync_devices("the optimizer step");  // GPUs: the update is done before the next step's workers start
   const auto end = clock_type::now();
   result.seconds = std::chrono::duration<double>(end - start).count();
 

@@ -26,7 +26,13 @@
 #include "runtime/train/sequential_trainer.h"
 #include "runtime/train/trainer.h"
 
+namespace pf::cuda {
+class CudaStream;
+}  // namespace pf::cuda
+
 namespace pf::exec {
+
+class GpuTransport;
 
 struct PipelineOptions {
   TrainerOptions base;                 // micro_batches = m, seed, blas_threads (per worker), optimizer
@@ -53,6 +59,15 @@ struct PipelineOptions {
   std::string activation_policy = "none";
   double activation_budget_bytes = 0;
   std::string offload_dir;             // file tier directory (created if missing); empty = $TMPDIR or /tmp
+  // Where each rank runs (docs/EXECUTION.md, "Running on GPUs"). Empty (or all Device::cpu()): the
+  // CPU, as before. Otherwise one entry per rank of the schedule, all Device::cuda(ordinal) of
+  // visible devices (ranks may share a device). Each worker then runs under a DeviceScope with its
+  // own compute stream as the current stream; the stages' parameters are moved to their rank's
+  // device, micro-batch inputs/targets are copied to the ranks that consume them, ranks on one
+  // device hand tensors over in process (stream-ordered by events), ranks on distinct devices use
+  // NCCL. Checked at construction: kInvalidArgument naming the rank (wrong count, mixed CPU/CUDA,
+  // unknown ordinal, no CUDA device at all).
+  std::vector<Device> devices;
   void validate() const;               // kInvalidArgument naming the field
 };
 
@@ -127,6 +142,13 @@ class PipelineTrainer : public Trainer {
   // schedule() under activation_costs()); empty until planned.
   const std::vector<double>& predicted_peak_activation_bytes() const { return predicted_peak_; }
 
+  // GPUs. True when the ranks run on CUDA devices (options().devices).
+  bool on_gpu() const { return gpu_; }
+  // The device rank `rank` runs on (Device::cpu() without devices).
+  Device rank_device(int rank) const;
+  // The GPU transport (nullptr on the CPU): which pairs use NCCL, pending messages (for tests).
+  const GpuTransport* gpu_transport() const { return gpu_transport_.get(); }
+
  private:
   struct StepState;
   struct Worker;
@@ -134,6 +156,15 @@ class PipelineTrainer : public Trainer {
   void worker_main(int rank);
   void run_rank(int rank);
   void make_stores();
+  // GPUs (no-ops on the CPU).
+  void check_devices();          // options_.devices against the schedule; sets gpu_, rank_device_
+  void place_parameters();       // stage parameters -> their rank's device
+  void sync_devices(const std::string& what);  // host wait for the main thread's device work
+  void sync_rank_streams();      // host wait for every rank's compute stream
+  Transport& endpoint(int rank);
+  void cancel_transport(const std::string& reason);
+  bool transport_cancelled() const;
+  void reset_transport();
 
   std::shared_ptr<Model> model_;
   PipelineOptions options_;
@@ -141,7 +172,13 @@ class PipelineTrainer : public Trainer {
   TrainerMetrics metrics_;
   sched::Schedule schedule_;
   std::vector<StageRange> stages_;
-  std::unique_ptr<InProcessTransport> transport_;
+  std::unique_ptr<InProcessTransport> transport_;  // CPU ranks
+  // CUDA ranks.
+  bool gpu_ = false;
+  std::vector<int> rank_device_;                   // CUDA ordinal per rank
+  std::vector<int> used_devices_;                  // distinct ordinals
+  std::vector<std::unique_ptr<cuda::CudaStream>> streams_;  // per rank: its compute stream
+  std::unique_ptr<GpuTransport> gpu_transport_;
   sched::Timeline timeline_;
   PipelineStats stats_;
 

@@ -2,6 +2,7 @@
 
 #include "runtime/core/error.h"
 #include "runtime/kernels/cpu/fast_math.h"
+#include "runtime/layers/cuda_dispatch.h"
 
 namespace pf {
 
@@ -27,9 +28,16 @@ constexpr float kGeluCubic = 0.044715f;
 
 // Elementwise y = f(x), saving x; dx = dy * f'(x) via `grad(x, dy)`. The loops are plain so the
 // compiler vectorises them (f and grad are inlined lambdas).
+// On a CUDA input, `gpu_fn(x)` / `gpu_grad(x, dy)` (cuda_dispatch.h) run instead of the loops.
 template <typename Fn>
-Tensor pointwise_forward(const Layer& layer, const Tensor& input, SavedContext& ctx, Fn fn) {
+Tensor pointwise_forward(const Layer& layer, const Tensor& input, SavedContext& ctx, Fn fn,
+                         Tensor (*gpu_fn)(const Tensor&)) {
   check_input(layer, input);
+  if (is_cuda(input)) {
+    Tensor output = gpu_fn(input);
+    ctx.save("input", input);
+    return output;
+  }
   Tensor output = Tensor::empty(input.shape());
   const float* x = input.f32();
   float* y = output.f32();
@@ -39,9 +47,17 @@ Tensor pointwise_forward(const Layer& layer, const Tensor& input, SavedContext& 
 }
 
 template <typename Grad>
-Tensor pointwise_backward(const Layer& layer, SavedContext& ctx, const Tensor& grad_output, Grad grad) {
+Tensor pointwise_backward(const Layer& layer, SavedContext& ctx, const Tensor& grad_output, Grad grad,
+                          Tensor (*gpu_grad)(const Tensor&, const Tensor&)) {
   const Tensor input = ctx.get("input");
   check_grad_output(layer, input, grad_output);
+  check_same_device(layer.type(), layer.name(), "output gradient", grad_output.device(), "the forward input",
+                    input.device());
+  if (is_cuda(input)) {
+    Tensor grad_input = gpu_grad(input, grad_output);
+    ctx.clear();
+    return grad_input;
+  }
   Tensor grad_input = Tensor::empty(input.shape());
   const float* x = input.f32();
   const float* dy = grad_output.f32();
@@ -58,11 +74,13 @@ ReLU::ReLU(std::string name) : Layer(std::move(name)) {}
 nlohmann::json ReLU::config() const { return {{"type", type()}, {"name", name()}}; }
 
 Tensor ReLU::forward(const Tensor& input, SavedContext& ctx) {
-  return pointwise_forward(*this, input, ctx, [](float x) { return x > 0.0f ? x : 0.0f; });
+  return pointwise_forward(*this, input, ctx, [](float x) { return x > 0.0f ? x : 0.0f; },
+                           gpu::relu_forward);
 }
 
 Tensor ReLU::backward_input(SavedContext& ctx, const Tensor& grad_output) {
-  return pointwise_backward(*this, ctx, grad_output, [](float x, float dy) { return x > 0.0f ? dy : 0.0f; });
+  return pointwise_backward(*this, ctx, grad_output, [](float x, float dy) { return x > 0.0f ? dy : 0.0f; },
+                            gpu::relu_backward);
 }
 
 GELU::GELU(std::string name) : Layer(std::move(name)) {}
@@ -74,7 +92,7 @@ Tensor GELU::forward(const Tensor& input, SavedContext& ctx) {
   return pointwise_forward(*this, input, ctx, [](float v) {
     const float t = cpu::fast_tanh(kSqrt2OverPi * (v + kGeluCubic * v * v * v));
     return 0.5f * v * (1.0f + t);
-  });
+  }, gpu::gelu_forward);
 }
 
 Tensor GELU::backward_input(SavedContext& ctx, const Tensor& grad_output) {
@@ -82,7 +100,7 @@ Tensor GELU::backward_input(SavedContext& ctx, const Tensor& grad_output) {
     const float t = cpu::fast_tanh(kSqrt2OverPi * (v + kGeluCubic * v * v * v));
     const float dt = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * v * v);
     return dy * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * dt);
-  });
+  }, gpu::gelu_backward);
 }
 
 }  // namespace pf

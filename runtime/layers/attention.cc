@@ -5,6 +5,7 @@
 #include "runtime/core/error.h"
 #include "runtime/kernels/cpu/blas.h"
 #include "runtime/kernels/cpu/fast_math.h"
+#include "runtime/layers/cuda_dispatch.h"
 
 namespace pf {
 
@@ -59,10 +60,20 @@ Tensor CausalSelfAttention::forward(const Tensor& input, SavedContext& ctx) {
                "attention '", name(), "': expected f32 input [B, T, ", dim_, "], got ",
                input.defined() ? dtype_name(input.dtype()) : "undefined", " ",
                shape_to_string(input.shape()));
+  check_same_device(type(), name(), "input", input.device(), "the parameters",
+                    qkv_->parameters()[0]->value.device());
   const int64_t batch = input.dim(0), steps = input.dim(1), hd = head_dim_;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
 
   Tensor qkv = qkv_->forward(input, ctx.child(kQkvChild));
+  if (is_cuda(input)) {  // same contexts as below; the core runs on the GPU (cuda_dispatch.h)
+    Tensor probs, attended;
+    gpu::attention_core_forward(qkv, heads_, &probs, &attended);
+    SavedContext& core = ctx.child(kCoreChild);
+    core.save("qkv", qkv);
+    core.save("probs", probs);
+    return proj_->forward(attended, ctx.child(kProjChild));
+  }
   Tensor probs = Tensor::empty({batch, heads_, steps, steps});
   Tensor attended = Tensor::empty({batch, steps, dim_});
   Tensor q, k, v, o;
@@ -116,7 +127,14 @@ Tensor CausalSelfAttention::backward_input(SavedContext& ctx, const Tensor& grad
                " does not match the forward output ", shape_to_string(expected));
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
 
+  check_same_device(type(), name(), "output gradient", grad_output.device(), "the forward activations",
+                    qkv.device());
   Tensor grad_attended = proj_->backward_input(ctx.child(kProjChild), grad_output);
+  if (is_cuda(qkv)) {
+    Tensor grad_qkv = gpu::attention_core_backward(qkv, probs, grad_attended, heads_);
+    core.clear();
+    return qkv_->backward_input(ctx.child(kQkvChild), grad_qkv);
+  }
   Tensor grad_qkv = Tensor::empty(qkv.shape());
   Tensor q, k, v, dout, dp, dq, dk, dv;
   {

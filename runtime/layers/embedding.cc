@@ -1,6 +1,7 @@
 #include "runtime/layers/embedding.h"
 
 #include "runtime/core/error.h"
+#include "runtime/layers/cuda_dispatch.h"
 
 namespace pf {
 
@@ -27,11 +28,19 @@ Tensor Embedding::forward(const Tensor& input, SavedContext& ctx) {
                "embedding '", name(), "': expected i32 token ids [B, T] with T <= ", seq_len_,
                ", got ", input.defined() ? dtype_name(input.dtype()) : "undefined", " ",
                shape_to_string(input.shape()));
+  check_same_device(type(), name(), "input", input.device(), "the parameters", token_weight_.value.device());
   const int64_t batch = input.dim(0), steps = input.dim(1);
-  const int32_t* ids = input.i32();
+  // CUDA: the ids are checked on a host copy (the kernel would turn a bad id into NaN outputs).
+  const std::vector<int32_t> host_ids = is_cuda(input) ? gpu::i32_to_host(input) : std::vector<int32_t>();
+  const int32_t* ids = is_cuda(input) ? host_ids.data() : input.i32();
   for (int64_t r = 0; r < batch * steps; ++r) {
     PF_CHECK_ARG(ids[r] >= 0 && ids[r] < vocab_, "embedding '", name(), "': token id ", ids[r],
                  " at position [", r / steps, ", ", r % steps, "] is out of range [0, ", vocab_, ")");
+  }
+  if (is_cuda(input)) {
+    Tensor output = gpu::embedding_forward(input, token_weight_.value, position_weight_.value);
+    ctx.save("input", input);
+    return output;
   }
   Tensor output = Tensor::empty({batch, steps, dim_});
   const float* tok = token_weight_.value.f32();
@@ -54,6 +63,8 @@ Tensor Embedding::backward_input(SavedContext& ctx, const Tensor& grad_output) {
                    grad_output.shape() == expected,
                "embedding '", name(), "': output gradient ", shape_to_string(grad_output.shape()),
                " does not match the forward output ", shape_to_string(expected));
+  check_same_device(type(), name(), "output gradient", grad_output.device(), "the forward input",
+                    input.device());
   ctx.save("grad_output", grad_output);
   return Tensor();  // token ids have no gradient
 }
@@ -61,6 +72,11 @@ Tensor Embedding::backward_input(SavedContext& ctx, const Tensor& grad_output) {
 void Embedding::backward_weight(SavedContext& ctx) {
   const Tensor& input = ctx.get("input");
   const Tensor& grad_output = ctx.get("grad_output");
+  if (is_cuda(input)) {
+    gpu::embedding_backward_weight(input, grad_output, token_weight_.grad, position_weight_.grad);
+    ctx.clear();
+    return;
+  }
   const int64_t steps = input.dim(1), rows = input.numel();
   const int32_t* ids = input.i32();
   const float* dy = grad_output.f32();

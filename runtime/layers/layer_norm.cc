@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "runtime/core/error.h"
+#include "runtime/layers/cuda_dispatch.h"
 
 namespace pf {
 
@@ -27,6 +28,8 @@ Tensor LayerNorm::forward(const Tensor& input, SavedContext& ctx) {
                "layernorm '", name(), "': expected f32 input [..., ", dim_, "], got ",
                input.defined() ? dtype_name(input.dtype()) : "undefined", " ",
                shape_to_string(input.shape()));
+  check_same_device(type(), name(), "input", input.device(), "the parameters", weight_.value.device());
+  if (is_cuda(input)) return forward_cuda(input, ctx);
   const int64_t rows = input.numel() / dim_;
   Tensor output = Tensor::empty(input.shape());
   Tensor xhat = Tensor::empty(input.shape());
@@ -64,6 +67,7 @@ Tensor LayerNorm::forward(const Tensor& input, SavedContext& ctx) {
 }
 
 Tensor LayerNorm::backward_input(SavedContext& ctx, const Tensor& grad_output) {
+  if (ctx.has("input")) return backward_input_cuda(ctx, grad_output);
   const Tensor& xhat = ctx.get("xhat");
   const Tensor& rstd = ctx.child(0).get("rstd");
   PF_CHECK_ARG(grad_output.defined() && grad_output.dtype() == DType::kF32 &&
@@ -99,6 +103,12 @@ Tensor LayerNorm::backward_input(SavedContext& ctx, const Tensor& grad_output) {
 }
 
 void LayerNorm::backward_weight(SavedContext& ctx) {
+  if (ctx.has("input")) {
+    gpu::layer_norm_backward_weight(ctx.get("input"), ctx.get("mean"), ctx.get("rstd"), ctx.get("grad_output"),
+                                    weight_.grad, bias_.grad);
+    ctx.clear();
+    return;
+  }
   const Tensor& xhat = ctx.get("xhat");
   const Tensor& grad_output = ctx.get("grad_output");
   const int64_t rows = xhat.numel() / dim_;
@@ -114,6 +124,31 @@ void LayerNorm::backward_weight(SavedContext& ctx) {
     }
   }
   ctx.clear();
+}
+
+// CUDA: the kernels save the input and the per-row mean and rstd (not xhat) and recompute xhat in B
+// and W, so all three stay in the context until W.
+Tensor LayerNorm::forward_cuda(const Tensor& input, SavedContext& ctx) {
+  Tensor output, mean, rstd;
+  gpu::layer_norm_forward(input, weight_.value, bias_.value, eps_, &output, &mean, &rstd);
+  ctx.save("input", input);
+  ctx.save("mean", mean);
+  ctx.save("rstd", rstd);
+  return output;
+}
+
+Tensor LayerNorm::backward_input_cuda(SavedContext& ctx, const Tensor& grad_output) {
+  const Tensor& input = ctx.get("input");
+  PF_CHECK_ARG(grad_output.defined() && grad_output.dtype() == DType::kF32 &&
+                   grad_output.shape() == input.shape(),
+               "layernorm '", name(), "': output gradient ", shape_to_string(grad_output.shape()),
+               " does not match the forward output ", shape_to_string(input.shape()));
+  check_same_device(type(), name(), "output gradient", grad_output.device(), "the forward input",
+                    input.device());
+  Tensor grad_input =
+      gpu::layer_norm_backward_input(input, ctx.get("mean"), ctx.get("rstd"), weight_.value, grad_output);
+  ctx.save("grad_output", grad_output);
+  return grad_input;
 }
 
 }  // namespace pf

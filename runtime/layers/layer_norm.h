@@ -1,7 +1,8 @@
 // y = (x - mean) / sqrt(var + eps) * weight + bias over the last dimension (biased variance).
 // backward_input keeps xhat (the normalised input) and the output gradient for backward_weight;
 // the per-row 1/std, which only backward_input needs, lives in child context 0 so it can be
-// dropped on its own.
+// dropped on its own. On CUDA tensors (cuda_dispatch.h) the context holds the input and the per-row
+// mean and rstd instead, until backward_weight.
 #pragma once
 
 #include "runtime/layers/layer.h"
@@ -23,6 +24,9 @@ class LayerNorm : public Layer {
   float eps() const { return eps_; }
 
  private:
+  Tensor forward_cuda(const Tensor& input, SavedContext& ctx);
+  Tensor backward_input_cuda(SavedContext& ctx, const Tensor& grad_output);
+
   int64_t dim_;
   float eps_;
   Parameter weight_, bias_;

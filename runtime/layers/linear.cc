@@ -2,6 +2,7 @@
 
 #include "runtime/core/error.h"
 #include "runtime/kernels/cpu/blas.h"
+#include "runtime/layers/cuda_dispatch.h"
 
 namespace pf {
 
@@ -33,6 +34,12 @@ Tensor Linear::forward(const Tensor& input, SavedContext& ctx) {
   PF_CHECK_ARG(input.dtype() == DType::kF32 && input.rank() >= 1 && input.dim(-1) == in_, "linear '",
                name(), "': expected f32 input [..., ", in_, "], got ", dtype_name(input.dtype()), " ",
                shape_to_string(input.shape()));
+  check_same_device(type(), name(), "input", input.device(), "the parameters", weight_.value.device());
+  if (is_cuda(input)) {
+    Tensor output = gpu::linear_forward(input, weight_.value, has_bias_ ? bias_.value : Tensor());
+    ctx.save("input", input);
+    return output;
+  }
   const int64_t rows = input.numel() / in_;
   Shape out_shape = input.shape();
   out_shape.back() = out_;
@@ -52,6 +59,13 @@ Tensor Linear::backward_input(SavedContext& ctx, const Tensor& grad_output) {
   const Tensor& input = ctx.get("input");
   PF_CHECK_ARG(grad_output.numel() == input.numel() / in_ * out_, "linear '", name(),
                "': output gradient ", shape_to_string(grad_output.shape()), " does not match the forward");
+  check_same_device(type(), name(), "output gradient", grad_output.device(), "the parameters",
+                    weight_.value.device());
+  if (is_cuda(grad_output)) {
+    Tensor grad_input = gpu::linear_backward_input(grad_output, weight_.value, input.shape());
+    ctx.save("grad_output", grad_output);
+    return grad_input;
+  }
   const int64_t rows = input.numel() / in_;
   Tensor grad_input = Tensor::empty(input.shape());
   cpu::gemm(false, false, rows, in_, out_, 1.0f, grad_output.f32(), weight_.value.f32(), 0.0f,
@@ -63,6 +77,12 @@ Tensor Linear::backward_input(SavedContext& ctx, const Tensor& grad_output) {
 void Linear::backward_weight(SavedContext& ctx) {
   const Tensor& input = ctx.get("input");
   const Tensor& grad_output = ctx.get("grad_output");
+  if (is_cuda(input)) {
+    check_same_device(type(), name(), "input", input.device(), "the gradients", weight_.grad.device());
+    gpu::linear_backward_weight(input, grad_output, weight_.grad, has_bias_ ? bias_.grad : Tensor());
+    ctx.clear();
+    return;
+  }
   const int64_t rows = input.numel() / in_;
   // dW += dY^T X ; db += column sums of dY (in row order, so the sum order is fixed).
   cpu::gemm(true, false, out_, in_, rows, 1.0f, grad_output.f32(), input.f32(), 1.0f, weight_.grad.f32());

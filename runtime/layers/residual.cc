@@ -1,6 +1,7 @@
 #include "runtime/layers/residual.h"
 
 #include "runtime/core/error.h"
+#include "runtime/layers/cuda_dispatch.h"
 #include "runtime/layers/sequential.h"
 
 namespace pf {
@@ -31,12 +32,14 @@ Tensor Residual::forward(const Tensor& input, SavedContext& ctx) {
                    body_output.shape() == input.shape(),
                "residual '", name(), "': body output ", shape_to_string(body_output.shape()),
                " does not match the input ", shape_to_string(input.shape()));
+  check_same_device(type(), name(), "body output", body_output.device(), "input", input.device());
+  ctx.set_int("numel", input.numel());
+  if (is_cuda(input)) return gpu::add(input, body_output);
   Tensor output = Tensor::empty(input.shape());
   const float* x = input.f32();
   const float* fx = body_output.f32();
   float* y = output.f32();
   for (int64_t i = 0, n = input.numel(); i < n; ++i) y[i] = x[i] + fx[i];
-  ctx.set_int("numel", input.numel());
   return output;
 }
 
@@ -49,6 +52,9 @@ Tensor Residual::backward_input(SavedContext& ctx, const Tensor& grad_output) {
   PF_CHECK_ARG(body_grad.defined() && body_grad.dtype() == DType::kF32 && body_grad.numel() == numel,
                "residual '", name(), "': body input gradient ", shape_to_string(body_grad.shape()),
                " does not match the output gradient ", shape_to_string(grad_output.shape()));
+  check_same_device(type(), name(), "output gradient", grad_output.device(), "body input gradient",
+                    body_grad.device());
+  if (is_cuda(grad_output)) return gpu::add(grad_output, body_grad).reshape(body_grad.shape());
   Tensor grad_input = Tensor::empty(body_grad.shape());
   const float* dy = grad_output.f32();
   const float* db = body_grad.f32();

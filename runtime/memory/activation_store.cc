@@ -13,6 +13,9 @@
 #include <utility>
 
 #include "runtime/core/error.h"
+#include "runtime/devices/cuda/cuda_status.h"
+#include "runtime/devices/cuda/device_scope.h"
+#include "runtime/devices/cuda/stream.h"
 #include "runtime/tensor/memory_tracker.h"
 
 namespace pf::mem {
@@ -147,6 +150,8 @@ struct ActivationStore::Entry {
     size_t bytes = 0;
     DType dtype = DType::kF32;
     bool as_views = true;     // all views share dtype and alignment: restore as views of one tensor
+    size_t lead = 0;          // CUDA: lo % 256, kept in front of the restored bytes so that every view
+                              // has the address alignment it had (kernels may pick code by alignment)
   };
   uint64_t key = 0;
   std::vector<SavedContext*> contexts;
@@ -161,6 +166,10 @@ struct ActivationStore::Entry {
   std::vector<Tensor> incoming;    // per view: restored tensors
   std::shared_future<void> out_done, in_done;
   bool prefetch_issued = false;
+  // CUDA tensors (cuda_device >= 0): the image in pinned memory, copies on the store's copy stream.
+  int cuda_device = -1;
+  cuda::PinnedHostBuffer pinned;
+  std::unique_ptr<cuda::CudaEvent> out_event, in_event;
 };
 
 ActivationStore::ActivationStore(const Options& options) : options_(options) {
@@ -205,6 +214,28 @@ void ActivationStore::account(long long host_delta, long long file_delta, int fi
 size_t ActivationStore::offload(uint64_t key, std::vector<SavedContext*> contexts) {
   if (options_.tier == Tier::kResident) return 0;
   PF_CHECK_ARG(!holds(key), "activation store: context ", key, " is already offloaded");
+  // Where the tensors are: all on the CPU (the copy worker), or all on one CUDA device.
+  int cuda_device = -1;
+  bool cpu_seen = false;
+  for (SavedContext* c : contexts) {
+    c->for_each_tensor([&](Tensor& t) {
+      if (!t.defined()) return;
+      if (t.device().kind != DeviceKind::kCuda) {
+        cpu_seen = true;
+        return;
+      }
+      PF_CHECK_ARG(cuda_device < 0 || cuda_device == t.device().ordinal, "activation store: context ", key,
+                   " has tensors on cuda:", cuda_device, " and on ", t.device().to_string());
+      cuda_device = t.device().ordinal;
+    });
+  }
+  if (cuda_device >= 0) {
+    PF_CHECK_ARG(!cpu_seen, "activation store: context ", key, " mixes CPU tensors and tensors on cuda:", cuda_device);
+    if (options_.tier != Tier::kHost)
+      fail(ErrorCode::kUnimplemented, "activation store: the ", tier_name(options_.tier),
+           " tier does not take CUDA tensors yet (context ", key, " is on cuda:", cuda_device,
+           "); use the host tier (pinned memory)");
+  }
   auto e = std::make_shared<Entry>();
   e->key = key;
   e->contexts = std::move(contexts);
@@ -251,6 +282,7 @@ size_t ActivationStore::offload(uint64_t key, std::vector<SavedContext*> context
     Entry::Group& gr = e->groups[g];
     gr.image_offset = e->total;
     gr.bytes = extent[g].second - extent[g].first;
+    gr.lead = cuda_device >= 0 && extent[g].first % 256 % dtype_size(gr.dtype) == 0 ? extent[g].first % 256 : 0;
     e->total += gr.bytes;
     e->sources.push_back(static_cast<const char*>(group_tensor[g].storage()->data()) + extent[g].first);
   }
@@ -261,6 +293,7 @@ size_t ActivationStore::offload(uint64_t key, std::vector<SavedContext*> context
     if (v.offset % dtype_size(v.dtype) != 0) e->groups[static_cast<size_t>(v.group)].as_views = false;
   }
   e->outgoing = std::move(group_tensor);
+  if (cuda_device >= 0) return offload_cuda(e, cuda_device);
   std::string path;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -357,6 +390,10 @@ void ActivationStore::prefetch(uint64_t key) {
     e = it->second;
     e->prefetch_issued = true;
   }
+  if (e->cuda_device >= 0) {
+    prefetch_cuda(e.get());
+    return;
+  }
   const Tier tier = options_.tier;
   e->in_done = worker_->submit([this, e = e.get(), tier] {  // plain pointer: see offload()
     e->out_done.get();  // rethrows a failed offload
@@ -444,7 +481,11 @@ void ActivationStore::restore(uint64_t key) {
     e = it->second;
   }
   prefetch(key);
-  e->in_done.get();  // rethrows a failed copy (the entry stays until clear())
+  if (e->cuda_device >= 0) {
+    restore_cuda(e.get());
+  } else {
+    e->in_done.get();  // rethrows a failed copy (the entry stays until clear())
+  }
   size_t i = 0;
   for (SavedContext* c : e->contexts) {
     c->for_each_tensor([&](Tensor& t) {
@@ -465,6 +506,7 @@ bool ActivationStore::holds(uint64_t key) const {
 void ActivationStore::wait_all() {
   if (!worker_) return;
   worker_->wait_idle();
+  sync_copy_stream();
   std::vector<std::shared_ptr<Entry>> es;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -478,6 +520,14 @@ void ActivationStore::wait_all() {
 
 void ActivationStore::clear() {
   if (worker_) worker_->wait_idle();
+  // CUDA: nothing may still read or write what is dropped below. A failed wait is rethrown after
+  // the entries are gone (their device memory then waits for the caller's stream rule; see top).
+  std::exception_ptr copy_error;
+  try {
+    sync_copy_stream();
+  } catch (...) {
+    copy_error = std::current_exception();
+  }
   std::map<uint64_t, std::shared_ptr<Entry>> old;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -487,7 +537,7 @@ void ActivationStore::clear() {
     Entry& e = *kv.second;
     const bool had_file = e.file.present();
     e.file.remove();
-    const long long host = e.host ? static_cast<long long>(e.total) : 0;
+    const long long host = e.host || !e.pinned.empty() ? static_cast<long long>(e.total) : 0;
     e.host.reset();
     // Only images that were completely written were counted in file_bytes / host_bytes.
     bool written = false;
@@ -506,8 +556,142 @@ void ActivationStore::clear() {
     std::lock_guard<std::mutex> lock(mutex_);
     files.swap(spare_files_);
     spare_host_.clear();
+    if (!copy_error) spare_pinned_.clear();  // cudaFreeHost: only once no copy can use them
   }
   for (const std::string& f : files) std::remove(f.c_str());
+  if (copy_error) std::rethrow_exception(copy_error);
+}
+
+// ---- CUDA tensors ----
+
+namespace {
+
+std::string bytes_between(size_t bytes, const std::string& from, const std::string& to) {
+  return std::to_string(bytes) + " bytes from " + from + " to " + to;
+}
+
+}  // namespace
+
+size_t ActivationStore::offload_cuda(const std::shared_ptr<Entry>& e, int device) {
+  release_finished_offloads();
+  cuda::DeviceScope scope(device);
+  if (!copy_stream_) copy_stream_ = std::make_unique<cuda::CudaStream>(device);
+  PF_CHECK_ARG(copy_stream_->device() == device, "activation store '", options_.name, "': context ", e->key,
+               " is on cuda:", device, ", the store's copy stream on cuda:", copy_stream_->device(),
+               " (one store per device)");
+  e->cuda_device = device;
+  // A pinned image: a spare big enough (smallest such), or a new one.
+  const size_t need = std::max<size_t>(e->total, 1);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    size_t best = spare_pinned_.size();
+    for (size_t i = 0; i < spare_pinned_.size(); ++i)
+      if (spare_pinned_[i].size() >= need &&
+          (best == spare_pinned_.size() || spare_pinned_[i].size() < spare_pinned_[best].size()))
+        best = i;
+    if (best < spare_pinned_.size()) {
+      e->pinned = std::move(spare_pinned_[best]);
+      spare_pinned_.erase(spare_pinned_.begin() + static_cast<long>(best));
+    }
+  }
+  if (e->pinned.empty()) e->pinned = cuda::PinnedHostBuffer(need);
+  // The copy waits for the work issued so far on the caller's stream (F wrote the contexts).
+  cuda::CudaEvent ready(device);
+  ready.record(cuda::current_stream_for(device));
+  ready.make_stream_wait(copy_stream_->get());
+  const std::string dev = "cuda:" + std::to_string(device);
+  for (size_t g = 0; g < e->groups.size(); ++g) {
+    if (e->groups[g].bytes == 0) continue;
+    cuda::check_cuda(cudaMemcpyAsync(e->pinned.as<char>() + e->groups[g].image_offset, e->sources[g],
+                                     e->groups[g].bytes, cudaMemcpyDeviceToHost, copy_stream_->get()),
+                     "activation offload: copying " + bytes_between(e->groups[g].bytes, dev, "pinned host memory"));
+  }
+  e->out_event = std::make_unique<cuda::CudaEvent>(device);
+  e->out_event->record(*copy_stream_);
+  account(static_cast<long long>(e->total), 0, 0, e->total, 0, 0);
+  return e->total;
+}
+
+void ActivationStore::release_finished_offloads() {
+  std::vector<std::shared_ptr<Entry>> es;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& kv : entries_)
+      if (kv.second->cuda_device >= 0 && !kv.second->outgoing.empty()) es.push_back(kv.second);
+  }
+  for (auto& e : es) {
+    if (e->out_event && e->out_event->query()) {
+      e->outgoing.clear();  // on the caller's thread and stream: the allocator's reuse rule holds
+      e->sources.clear();
+    }
+  }
+}
+
+void ActivationStore::prefetch_cuda(Entry* e) {
+  release_finished_offloads();
+  const int device = e->cuda_device;
+  cuda::DeviceScope scope(device);
+  const Device dev = Device::cuda(device);
+  const std::string where = "cuda:" + std::to_string(device);
+  cudaStream_t copy = copy_stream_->get();
+  MemoryCategoryScope category(MemoryCategory::kActivations);
+  std::vector<Tensor> bases(e->groups.size());
+  // The copy back is queued on the same stream as the copy out, so it reads a complete image.
+  for (size_t g = 0; g < e->groups.size(); ++g) {
+    const Entry::Group& gr = e->groups[g];
+    if (!gr.as_views) continue;
+    const size_t es = dtype_size(gr.dtype);
+    bases[g] = Tensor::empty({static_cast<int64_t>((gr.lead + gr.bytes + es - 1) / es)}, gr.dtype, dev);
+    if (gr.bytes == 0) continue;
+    cuda::check_cuda(cudaMemcpyAsync(bases[g].data<char>() + gr.lead, e->pinned.as<char>() + gr.image_offset, gr.bytes,
+                                     cudaMemcpyHostToDevice, copy),
+                     "activation reload: copying " + bytes_between(gr.bytes, "pinned host memory", where));
+  }
+  e->incoming.assign(e->views.size(), Tensor());
+  for (size_t i = 0; i < e->views.size(); ++i) {
+    const Entry::View& v = e->views[i];
+    if (v.group < 0) continue;
+    const Entry::Group& gr = e->groups[static_cast<size_t>(v.group)];
+    const int64_t n = shape_numel(v.shape);
+    if (gr.as_views) {
+      const int64_t first = static_cast<int64_t>((gr.lead + v.offset) / dtype_size(v.dtype));
+      e->incoming[i] = bases[static_cast<size_t>(v.group)].slice_rows(first, first + n).reshape(v.shape);
+    } else {
+      Tensor t = Tensor::empty(v.shape, v.dtype, dev);
+      if (t.nbytes() > 0)
+        cuda::check_cuda(cudaMemcpyAsync(t.data<char>(), e->pinned.as<char>() + gr.image_offset + v.offset,
+                                         t.nbytes(), cudaMemcpyHostToDevice, copy),
+                         "activation reload: copying " + bytes_between(t.nbytes(), "pinned host memory", where));
+      e->incoming[i] = t;
+    }
+  }
+  e->in_event = std::make_unique<cuda::CudaEvent>(device);
+  e->in_event->record(*copy_stream_);
+  // The image can serve a later offload at once: that copy is queued behind this one on the stream.
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    spare_pinned_.push_back(std::move(e->pinned));
+    e->pinned = cuda::PinnedHostBuffer();
+  }
+  account(-static_cast<long long>(e->total), 0, 0, 0, e->total, 0);
+}
+
+void ActivationStore::restore_cuda(Entry* e) {
+  PF_INTERNAL_CHECK(e->in_event != nullptr, "activation store: context ", e->key, " restored before its reload");
+  cuda::DeviceScope scope(e->cuda_device);
+  // The caller's stream (B) reads the tensors only after the copy back; it also passes the copy
+  // out (same copy stream, earlier), so the device storages can be dropped here on that stream.
+  e->in_event->make_stream_wait(cuda::current_stream_for(e->cuda_device));
+  e->outgoing.clear();
+  e->sources.clear();
+}
+
+void ActivationStore::sync_copy_stream() {
+  if (!copy_stream_) return;
+  cuda::DeviceScope scope(copy_stream_->device());
+  copy_stream_->synchronize(options_.wait_timeout_seconds,
+                            "activation store '" + options_.name + "': waiting for the copy stream on cuda:" +
+                                std::to_string(copy_stream_->device()));
 }
 
 StoreStats ActivationStore::stats() const {

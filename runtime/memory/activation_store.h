@@ -14,6 +14,19 @@
 // later offload (host buffers likewise); clear() (the executor calls it at the end of every step,
 // failed or not) and the destructor remove every file, spare or not, and free the spare buffers, so
 // no file outlives a step.
+//
+// CUDA tensors (docs/MEMORY.md, "On GPUs"): a context whose tensors are on a CUDA device goes to the
+// host tier through page-locked memory (PinnedHostBuffer) on a copy stream of the store (one per
+// store, i.e. per rank, created on first use), ordered by events instead of the copy worker:
+// offload() records an event on the caller's current stream (after F), the copy stream waits for
+// it, copies device -> pinned host and records an "out" event; prefetch() allocates the device
+// tensors on the caller's thread and queues the copy back on the copy stream ("in" event);
+// restore() makes the caller's current stream wait for the "in" event (no host wait). The device
+// storages taken out by offload() are dropped on the caller's thread (so on its stream, as the
+// caching allocator's reuse rule wants) once the "out" event has completed: at a later store call
+// of that thread, at restore() or at clear(). wait_all() and clear() also wait for the copy stream.
+// The file and peer tiers do not take CUDA tensors yet (kUnimplemented); CPU tensors take the
+// copy-worker path above, unchanged.
 #pragma once
 
 #include <condition_variable>
@@ -28,7 +41,12 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/devices/cuda/pinned_host.h"
 #include "runtime/layers/saved_context.h"
+
+namespace pf::cuda {
+class CudaStream;
+}  // namespace pf::cuda
 
 namespace pf::mem {
 
@@ -79,6 +97,8 @@ class ActivationStore {
     // image's bytes) once it is copied out / to fetch it back. Exceptions fail the copy.
     std::function<void(uint64_t key, Tensor image)> send_image;
     std::function<Tensor(uint64_t key)> receive_image;
+    // CUDA tensors: host waits for the copy stream (wait_all, clear) fail with kTimeout after this.
+    double wait_timeout_seconds = 600.0;
   };
   explicit ActivationStore(const Options& options);
   ~ActivationStore();  // waits for the copy worker, removes every file
@@ -109,6 +129,14 @@ class ActivationStore {
                int written);
   void take_host_buffer(Entry* e);       // a spare host buffer big enough, or a new one
   void give_back_host_buffer(Entry* e);  // into the spares
+  // CUDA tensors (see the top of this file).
+  size_t offload_cuda(const std::shared_ptr<Entry>& e, int device);
+  void prefetch_cuda(Entry* e);
+  void restore_cuda(Entry* e);
+  void release_finished_offloads();      // drops device storages whose copy out has completed
+  void sync_copy_stream();               // host wait (wait_all, clear)
+  std::unique_ptr<cuda::CudaStream> copy_stream_;  // on the device of the first CUDA context
+  std::vector<cuda::PinnedHostBuffer> spare_pinned_;
   // Host buffers and files whose contexts came back, reused by later offloads (fewer page faults
   // and page-cache allocations); freed / removed by clear() and the destructor.
   std::vector<std::pair<size_t, std::unique_ptr<char[]>>> spare_host_;

@@ -25,6 +25,17 @@ double uniform_open(uint64_t bits) { return (static_cast<double>(bits >> 11) + 0
 }  // namespace
 
 void initialize_parameter(Parameter& parameter, uint64_t seed) {
+  if (parameter.value.device().kind != DeviceKind::kCpu) {
+    // Device parameters: the same values, computed on the host and copied.
+    Parameter host = parameter;
+    host.value = Tensor::empty(parameter.value.shape());
+    host.grad = Tensor::empty(parameter.grad.shape());
+    initialize_parameter(host, seed);
+    parameter.value.copy_from(host.value);
+    zero_bytes(parameter.grad.data<char>(), parameter.grad.device(), parameter.grad.nbytes(),
+               "initialize_parameter");
+    return;
+  }
   float* v = parameter.value.f32();
   const int64_t n = parameter.value.numel();
   switch (parameter.init.kind) {

@@ -28,6 +28,20 @@ Parameter* Model::find_parameter(const std::string& name) const {
   return nullptr;
 }
 
+void Model::to_device(const Device& device) {
+  for (Parameter* p : parameters_) {
+    if (p->value.defined() && p->value.device() != device) {
+      MemoryCategoryScope scope(MemoryCategory::kParameters);
+      p->value = p->value.to_device(device);
+    }
+    if (p->grad.defined() && p->grad.device() != device) {
+      MemoryCategoryScope scope(MemoryCategory::kGradients);
+      p->grad = p->grad.to_device(device);
+    }
+  }
+  device_ = device;
+}
+
 int64_t Model::num_parameter_elements() const {
   int64_t n = 0;
   for (Parameter* p : parameters_) n += p->value.numel();
@@ -50,6 +64,11 @@ nlohmann::json Model::to_json() const {
 void Model::check_batch(const Tensor& inputs, const Tensor& targets, const std::string& what) const {
   PF_CHECK_ARG(inputs.defined(), what, ": inputs are missing");
   PF_CHECK_ARG(targets.defined(), what, ": targets are missing");
+  if (inputs.device().kind != DeviceKind::kCpu || targets.device().kind != DeviceKind::kCpu) {
+    // Device tensors: check host copies (never read device memory from the host).
+    check_batch(inputs.to_device(Device::cpu()), targets.to_device(Device::cpu()), what);
+    return;
+  }
   PF_CHECK_ARG(inputs.rank() >= 1 && inputs.dim(0) > 0, what, ": inputs must have at least one row, got ",
                shape_to_string(inputs.shape()));
   const int64_t rows = inputs.dim(0);

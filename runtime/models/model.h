@@ -35,6 +35,14 @@ class Model {
   Parameter* find_parameter(const std::string& name) const;
   int64_t num_parameter_elements() const;
 
+  // Moves every parameter's value and gradient to `device` (copies charged to kParameters and
+  // kGradients there; a no-op for tensors already on it). Layers then compute on that device
+  // (runtime/layers/cuda_dispatch.h); optimizer state follows each parameter the next time the
+  // optimizer touches it. Inputs must be moved by the caller (SequentialTrainer does it).
+  void to_device(const Device& device);
+  // The device of the last to_device call (the CPU for a new model).
+  const Device& device() const { return device_; }
+
   // The model JSON (format "pipeforge.model/1") that rebuilds this model.
   nlohmann::json to_json() const;
 
@@ -47,6 +55,7 @@ class Model {
   std::vector<std::unique_ptr<Layer>> layers_;
   std::unique_ptr<Loss> loss_;
   std::vector<Parameter*> parameters_;
+  Device device_ = Device::cpu();
 };
 
 }  // namespace pf

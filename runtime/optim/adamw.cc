@@ -2,9 +2,15 @@
 
 #include <cmath>
 
+#include "runtime/optim/cuda_optim.h"
+
 namespace pf {
 
 void AdamW::update(Parameter& param, int64_t step) {
+  if (param.value.device().kind != DeviceKind::kCpu) {
+    gpu::adamw_update(param, slot(param, "exp_avg"), slot(param, "exp_avg_sq"), config_, step);
+    return;
+  }
   float* w = param.value.f32();
   const float* g = param.grad.f32();
   float* m = slot(param, "exp_avg").f32();

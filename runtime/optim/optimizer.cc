@@ -5,6 +5,7 @@
 #include "runtime/core/error.h"
 #include "runtime/core/json_object.h"
 #include "runtime/optim/adamw.h"
+#include "runtime/optim/cuda_optim.h"
 #include "runtime/optim/sgd.h"
 
 namespace pf {
@@ -54,6 +55,11 @@ void OptimizerConfig::validate() const {
 }
 
 void Optimizer::step(const std::vector<Parameter*>& params) {
+  for (Parameter* p : params) {
+    PF_CHECK_ARG(p->value.device() == p->grad.device(), "optimizer: parameter '", p->name, "': value (on ",
+                 p->value.device().to_string(), ") and grad (on ", p->grad.device().to_string(),
+                 ") are on different devices; one op cannot mix devices");
+  }
   ++steps_;
   for (Parameter* p : params) update(*p, steps_);
 }
@@ -61,9 +67,15 @@ void Optimizer::step(const std::vector<Parameter*>& params) {
 Tensor& Optimizer::slot(const Parameter& param, const char* slot_name) {
   const std::string key = param.name + "/" + slot_name;
   auto it = state_.find(key);
+  const Device& device = param.value.device();
   if (it == state_.end()) {
     MemoryCategoryScope scope(MemoryCategory::kOptimizerState);
-    it = state_.emplace(key, Tensor::zeros(param.value.shape())).first;
+    it = state_.emplace(key, Tensor::zeros(param.value.shape(), DType::kF32, device)).first;
+  } else if (it->second.device() != device) {
+    // The parameter moved (Model::to_device) or the state came from a checkpoint on the host: the
+    // state follows the parameter.
+    MemoryCategoryScope scope(MemoryCategory::kOptimizerState);
+    it->second = it->second.to_device(device);
   }
   return it->second;
 }
@@ -75,6 +87,7 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config) {
 }
 
 double grad_squared_norm(const Parameter& param) {
+  if (param.grad.device().kind != DeviceKind::kCpu) return gpu::grad_squared_norm(param);
   const float* g = param.grad.f32();
   double sum = 0.0;
   for (int64_t i = 0, n = param.grad.numel(); i < n; ++i) sum += static_cast<double>(g[i]) * g[i];
@@ -93,6 +106,10 @@ double clip_grad_norm(const std::vector<Parameter*>& params, float max_norm) {
   const float scale = clip_scale(norm, max_norm);
   if (scale != 1.0f) {
     for (Parameter* p : params) {
+      if (p->grad.device().kind != DeviceKind::kCpu) {
+        gpu::scale_grad(*p, scale);
+        continue;
+      }
       float* g = p->grad.f32();
       for (int64_t i = 0, n = p->grad.numel(); i < n; ++i) g[i] *= scale;
     }

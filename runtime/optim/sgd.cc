@@ -1,8 +1,14 @@
 #include "runtime/optim/sgd.h"
 
+#include "runtime/optim/cuda_optim.h"
+
 namespace pf {
 
 void Sgd::update(Parameter& param, int64_t step) {
+  if (param.value.device().kind != DeviceKind::kCpu) {
+    gpu::sgd_update(param, config_.momentum == 0.0f ? Tensor() : slot(param, "momentum"), config_, step);
+    return;
+  }
   float* w = param.value.f32();
   const float* g = param.grad.f32();
   const int64_t n = param.value.numel();

@@ -19,6 +19,12 @@ SequentialTrainer::SequentialTrainer(std::shared_ptr<Model> model, const Trainer
   initialize_parameters(model_->parameters(), options_.seed);
 }
 
+SequentialTrainer::SequentialTrainer(std::shared_ptr<Model> model, const TrainerOptions& options,
+                                     const Device& device)
+    : SequentialTrainer(std::move(model), options) {
+  model_->to_device(device);
+}
+
 StepResult SequentialTrainer::step(const Batch& batch) {
   return run_step(split_into_micro_batches(*model_, batch, options_.micro_batches));
 }
@@ -33,7 +39,14 @@ StepResult SequentialTrainer::run_step(const std::vector<Batch>& micro_batches) 
   const auto start = std::chrono::steady_clock::now();
   cpu::set_blas_threads_for_this_thread(options_.blas_threads);
   const auto& params = model_->parameters();
-  for (Parameter* p : params) std::memset(p->grad.data<char>(), 0, p->grad.nbytes());
+  for (Parameter* p : params) {
+    if (p->grad.device().kind == DeviceKind::kCpu) {
+      std::memset(p->grad.data<char>(), 0, p->grad.nbytes());
+    } else {
+      zero_bytes(p->grad.data<char>(), p->grad.device(), p->grad.nbytes(), "trainer: zeroing gradients");
+    }
+  }
+  const Device& device = model_->device();
 
   const int m = static_cast<int>(micro_batches.size());
   const float scale = 1.0f / static_cast<float>(m);
@@ -44,10 +57,13 @@ StepResult SequentialTrainer::run_step(const std::vector<Batch>& micro_batches) 
     std::vector<SavedContext> contexts(layers.size());
     SavedContext loss_context;
     Tensor x = batch.inputs;
+    Tensor targets = batch.targets;
     {
       MemoryCategoryScope scope(MemoryCategory::kActivations);
+      if (x.device() != device) x = x.to_device(device);
+      if (targets.device() != device) targets = targets.to_device(device);
       for (size_t i = 0; i < layers.size(); ++i) x = layers[i]->forward(x, contexts[i]);
-      result.loss += model_->loss().forward(x, batch.targets, scale, loss_context);
+      result.loss += model_->loss().forward(x, targets, scale, loss_context);
     }
     MemoryCategoryScope scope(MemoryCategory::kWorkspace);
     Tensor grad = model_->loss().backward(loss_context);

@@ -15,8 +15,11 @@ namespace pf {
 
 class SequentialTrainer : public Trainer {
  public:
-  // Initialises the model's parameters from options.seed.
+  // Initialises the model's parameters from options.seed. The trainer computes on the model's
+  // device (Model::to_device, before or after construction) and moves each micro-batch there.
   SequentialTrainer(std::shared_ptr<Model> model, const TrainerOptions& options);
+  // The same, then moves the model to `device` (e.g. Device::cuda(0)).
+  SequentialTrainer(std::shared_ptr<Model> model, const TrainerOptions& options, const Device& device);
 
   // One step on a whole batch split into options.micro_batches equal micro-batches.
   StepResult step(const Batch& batch) override;
