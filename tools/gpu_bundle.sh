@@ -7,7 +7,8 @@
 #   tools/gpu_bundle.sh
 #   BAZEL="bazel --output_base=/tmp/mine" BAZEL_BUILD_OPTS="--jobs=2" tools/gpu_bundle.sh
 #
-# What it builds: every cc_test in //tests/kernels/... and //tests/devices/... (found by a bazel
+# What it builds: every cc_test in //tests/kernels/..., //tests/devices/..., //tests/gpu/... and the
+# GPU tests of the executor and the activation store (found by a bazel
 # query, so new tests are picked up) and //bench/gpu:gpt_block_gpu_bench, with --keep_going: a test
 # target that fails to build is left out of the bundle and listed in gpu_bundle/MANIFEST (other
 # engineers' work in progress must not block the rest). The benchmark failing to build is an error.
@@ -44,10 +45,10 @@ trap 'rm -rf "$work"' EXIT
 echo "== finding test targets" >&2
 # --keep_going: a package that fails to load (someone's half-edited BUILD) drops only its targets.
 "${bazel[@]}" query --keep_going --output=label \
-  'kind("cc_test rule", //tests/kernels/... + //tests/devices/...)' >"$work/tests.labels" 2>"$work/query.log" || true
+  'kind("cc_test rule", //tests/kernels/... + //tests/devices/... + //tests/gpu/...) + //tests/execution:gpu_pipeline_test + //tests/memory:gpu_activation_store_test' >"$work/tests.labels" 2>"$work/query.log" || true
 if [[ ! -s "$work/tests.labels" ]]; then
   cat "$work/query.log" >&2
-  echo "gpu_bundle: bazel query found no cc_test targets under //tests/kernels or //tests/devices" >&2
+  echo "gpu_bundle: bazel query found no GPU cc_test targets" >&2
   exit 1
 fi
 sort -o "$work/tests.labels" "$work/tests.labels"
@@ -145,7 +146,7 @@ done
 
 # Same sources as the working tree? gpu_check.sh recomputes this and warns when they differ.
 source_hash() {
-  (cd "$root" && find runtime tests/kernels tests/devices bench/gpu third_party tools/build_defs \
+  (cd "$root" && find runtime tests/kernels tests/devices tests/gpu tests/execution tests/memory bench/gpu third_party tools/build_defs \
     -type f \( -name '*.cc' -o -name '*.cu' -o -name '*.h' -o -name '*.cuh' -o -name BUILD \
     -o -name '*.bzl' -o -name '*.BUILD' \) -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 }
