@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "runtime/core/error.h"
@@ -75,12 +76,15 @@ struct PipelineTrainer::StepState {
 
 namespace {
 
+// Activation bytes of a slot: per storage, the range its saved tensors cover (so a micro-batch
+// slice of the caller's batch counts as its slice, and a context counts the same before and after
+// the activation store moved it).
 size_t context_bytes(const Slot& slot) {
-  std::unordered_set<const Storage*> storages;
-  for (const auto& c : slot.ctx) c.collect_storages(&storages);
-  slot.loss_ctx.collect_storages(&storages);
+  std::unordered_map<const Storage*, std::pair<size_t, size_t>> extents;
+  for (const auto& c : slot.ctx) c.collect_extents(&extents);
+  slot.loss_ctx.collect_extents(&extents);
   size_t n = 0;
-  for (const Storage* s : storages) n += s->bytes();
+  for (const auto& e : extents) n += e.second.second - e.second.first;
   return n;
 }
 
@@ -615,8 +619,11 @@ void PipelineTrainer::run_rank(int rank) {
           slot.ctx.clear();
           slot.bytes = 0;
         } else {
+          // What W needs can be more than F kept (e.g. the output gradient saved for an
+          // embedding's or a head's W): the peak can rise at B too.
           slot.bytes = context_bytes(slot);
           live_bytes += slot.bytes;
+          rs.peak_activation_bytes = std::max(rs.peak_activation_bytes, live_bytes);
         }
         break;
       }

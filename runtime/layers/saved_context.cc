@@ -1,5 +1,6 @@
 #include "runtime/layers/saved_context.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "runtime/core/error.h"
@@ -58,6 +59,24 @@ void SavedContext::collect_storages(std::unordered_set<const Storage*>* out) con
     if (entry.second.defined()) out->insert(entry.second.storage());
   }
   for (const auto& c : children_) c->collect_storages(out);
+}
+
+void SavedContext::collect_extents(std::unordered_map<const Storage*, std::pair<size_t, size_t>>* out) const {
+  for (const auto& entry : tensors_) {
+    const Tensor& t = entry.second;
+    if (!t.defined()) continue;
+    const Storage* s = t.storage();
+    const size_t lo = static_cast<size_t>(t.data<const char>() - static_cast<const char*>(s->data()));
+    const size_t hi = lo + t.nbytes();
+    auto it = out->find(s);
+    if (it == out->end()) {
+      out->emplace(s, std::make_pair(lo, hi));
+    } else {
+      it->second.first = std::min(it->second.first, lo);
+      it->second.second = std::max(it->second.second, hi);
+    }
+  }
+  for (const auto& c : children_) c->collect_extents(out);
 }
 
 size_t SavedContext::bytes() const {

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -32,6 +33,10 @@ class SavedContext {
   // Bytes of all distinct storages saved here and in children.
   size_t bytes() const;
   void collect_storages(std::unordered_set<const Storage*>* out) const;
+  // Per storage, the byte range [first, second) its saved tensors here and in children cover (what
+  // moving them copies: a slice of a bigger storage, e.g. a micro-batch of the caller's batch, is
+  // its slice). Merged into existing entries of *out.
+  void collect_extents(std::unordered_map<const Storage*, std::pair<size_t, size_t>>* out) const;
   // Every saved tensor (recursive), for tiers that move them.
   void for_each_tensor(const std::function<void(Tensor&)>& fn);
   bool empty() const;

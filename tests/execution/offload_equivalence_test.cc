@@ -79,6 +79,15 @@ std::string run_and_compare(bool gpt, const PipelineOptions& o, int steps, Pipel
              std::to_string(units[r]);
     if (sim.peak_activations[r] != units[r]) return "simulator disagrees on rank " + std::to_string(r);
   }
+  // Bytes: measured == the prediction from the measured per-stage costs (every policy plans them).
+  if (pipe.activation_memory_planned()) {
+    const auto& pred = pipe.predicted_peak_activation_bytes();
+    for (int r = 0; r < pipe.schedule().num_ranks(); ++r)
+      if (static_cast<double>(pipe.last_stats().ranks[r].peak_activation_bytes) != pred[r])
+        return "rank " + std::to_string(r) + " measured peak " +
+               std::to_string(pipe.last_stats().ranks[r].peak_activation_bytes) + " bytes, predicted " +
+               std::to_string(pred[r]);
+  }
   if (keep) *keep = nullptr;
   return "";
 }
@@ -130,8 +139,9 @@ TEST_P(OffloadEquivalence, BitwiseEqualAndNoFilesLeft) {
 
 INSTANTIATE_TEST_SUITE_P(
     Policies, OffloadEquivalence,
-    ::testing::Combine(::testing::Values(Case{"1f1b", 1}, Case{"gpipe", 1}, Case{"zb-h1", 1}, Case{"zb-v", 2},
-                                         Case{"interleaved-1f1b", 2}),
+    ::testing::Combine(::testing::Values(Case{"1f1b", 1}, Case{"gpipe", 1}, Case{"zb-h1", 1}, Case{"zb-h2", 1},
+                                         Case{"zb-v", 2}, Case{"interleaved-1f1b", 2}, Case{"bfs", 2},
+                                         Case{"zb-auto", 1}),
                        ::testing::Values("recompute", "offload-host", "offload-file", "selective", "balance")),
     [](const ::testing::TestParamInfo<std::tuple<Case, std::string>>& info) {
       std::string n = std::get<0>(info.param).schedule + "_" + std::get<1>(info.param);
@@ -167,7 +177,8 @@ TEST(OffloadExecutor, SelectiveStaysWithinBudgetAndMatchesPrediction) {
       for (int r = 0; r < 4; ++r) {
         EXPECT_LE(t.last_stats().ranks[r].peak_activation_bytes, budget) << schedule << " rank " << r;
         EXPECT_LE(pred[r], budget);
-        EXPECT_LE(static_cast<double>(t.last_stats().ranks[r].peak_activation_bytes), pred[r]);
+        EXPECT_EQ(static_cast<double>(t.last_stats().ranks[r].peak_activation_bytes), pred[r])
+            << schedule << " rank " << r;
       }
       if (budget >= none_peak) {
         EXPECT_EQ(t.last_stats().offloaded_bytes, 0u) << schedule;
