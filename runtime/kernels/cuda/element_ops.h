@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "runtime/kernels/cpu/fast_math.h"
 #include "runtime/kernels/cuda/types.h"
 
 namespace pf::cuda {
@@ -61,30 +62,10 @@ PF_HD float from_f32<float>(float x) { return x; }
 template <>
 PF_HD bf16 from_f32<bf16>(float x) { return bf16{f32_to_bf16_bits(x)}; }
 
-// ---- exp / tanh (runtime/kernels/cpu/fast_math.h, the same polynomial) --------------------------
+// ---- exp / tanh: the CPU's own functions (host and device under nvcc) ----------------------------
 
-PF_HD float fast_exp(float x) {
-  x = x < -87.3f ? -87.3f : x;
-  x = x > 88.0f ? 88.0f : x;
-  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  return p * bits_to_float(static_cast<uint32_t>(bits));
-}
-
-PF_HD float fast_tanh(float x) {
-  const float a = x < 0.0f ? -x : x;
-  const float t = fast_exp(-2.0f * a);
-  const float magnitude = (1.0f - t) / (1.0f + t);
-  return x < 0.0f ? -magnitude : magnitude;
-}
+using pf::cpu::fast_exp;
+using pf::cpu::fast_tanh;
 
 // ---- activations (runtime/layers/activations.cc) ------------------------------------------------
 
