@@ -11,23 +11,6 @@
 
 namespace pf::exec {
 
-class GpuTransport::Endpoint : public Transport {
- public:
-  Endpoint(GpuTransport* owner, int rank) : owner_(owner), rank_(rank) {}
-  int rank() const override { return rank_; }
-  int num_ranks() const override { return owner_->num_ranks(); }
-  void send(int to_rank, const MessageKey& key, Tensor tensor, double timeout_seconds) override {
-    owner_->send(rank_, to_rank, key, std::move(tensor), timeout_seconds);
-  }
-  Tensor recv(int from_rank, const MessageKey& key, double timeout_seconds) override {
-    return owner_->recv(rank_, from_rank, key, timeout_seconds);
-  }
-
- private:
-  GpuTransport* owner_;
-  int rank_;
-};
-
 GpuTransport::GpuTransport(std::vector<int> devices, const std::vector<std::pair<int, int>>& nccl_pairs,
                            Options options)
     : devices_(std::move(devices)), local_(static_cast<int>(devices_.size()), options.local) {

@@ -66,7 +66,8 @@ class GpuTransport {
   size_t pending_messages() const;
 
  private:
-  class Endpoint;
+  using Endpoint = RankEndpoint<GpuTransport>;
+  friend Endpoint;
   using EventKey = std::tuple<int, int, int, int, int>;  // src, dst, kind, micro-batch, stage
   void send(int from, int to, const MessageKey& key, Tensor tensor, double timeout_seconds);
   Tensor recv(int self, int from, const MessageKey& key, double timeout_seconds);

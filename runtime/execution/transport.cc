@@ -33,23 +33,6 @@ std::string send_action_name(const MessageKey& key) {
   return "?";
 }
 
-class InProcessTransport::Endpoint : public Transport {
- public:
-  Endpoint(InProcessTransport* owner, int rank) : owner_(owner), rank_(rank) {}
-  int rank() const override { return rank_; }
-  int num_ranks() const override { return owner_->num_ranks_; }
-  void send(int to_rank, const MessageKey& key, Tensor tensor, double timeout_seconds) override {
-    owner_->send(rank_, to_rank, key, std::move(tensor), timeout_seconds);
-  }
-  Tensor recv(int from_rank, const MessageKey& key, double timeout_seconds) override {
-    return owner_->recv(rank_, from_rank, key, timeout_seconds);
-  }
-
- private:
-  InProcessTransport* owner_;
-  int rank_;
-};
-
 InProcessTransport::InProcessTransport(int num_ranks, Options options) : num_ranks_(num_ranks), options_(options) {
   PF_CHECK_ARG(num_ranks >= 1, "transport: num_ranks must be >= 1, got ", num_ranks);
   PF_CHECK_ARG(options.mailbox_capacity >= 1, "transport: mailbox_capacity must be >= 1, got ",

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/tensor/tensor.h"
@@ -51,6 +52,27 @@ class Transport {
   virtual Tensor recv(int from_rank, const MessageKey& key, double timeout_seconds) = 0;
 };
 
+// Rank `rank`'s endpoint of a transport object that serves all ranks of a process through
+// `num_ranks()`, `send(from, to, key, tensor, timeout)` and `recv(self, from, key, timeout)` (which
+// may be private: the owner befriends RankEndpoint).
+template <typename Owner>
+class RankEndpoint : public Transport {
+ public:
+  RankEndpoint(Owner* owner, int rank) : owner_(owner), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int num_ranks() const override { return owner_->num_ranks(); }
+  void send(int to_rank, const MessageKey& key, Tensor tensor, double timeout_seconds) override {
+    owner_->send(rank_, to_rank, key, std::move(tensor), timeout_seconds);
+  }
+  Tensor recv(int from_rank, const MessageKey& key, double timeout_seconds) override {
+    return owner_->recv(rank_, from_rank, key, timeout_seconds);
+  }
+
+ private:
+  Owner* owner_;
+  int rank_;
+};
+
 // All endpoints of one process. cancel() wakes every waiter of every endpoint with kCancelled (so
 // one failing rank stops them all); reset() drops undelivered messages and clears the cancel state
 // before the next step.
@@ -74,7 +96,8 @@ class InProcessTransport {
   size_t pending_messages() const;
 
  private:
-  class Endpoint;
+  using Endpoint = RankEndpoint<InProcessTransport>;
+  friend Endpoint;
   struct Mailbox {
     std::mutex mutex;
     std::condition_variable changed;

@@ -223,23 +223,6 @@ struct NcclTransport::Channel {
   }
 };
 
-class NcclTransport::Endpoint : public exec::Transport {
- public:
-  Endpoint(NcclTransport* owner, int rank) : owner_(owner), rank_(rank) {}
-  int rank() const override { return rank_; }
-  int num_ranks() const override { return owner_->num_ranks(); }
-  void send(int to_rank, const MessageKey& key, Tensor tensor, double timeout_seconds) override {
-    owner_->send(rank_, to_rank, key, std::move(tensor), timeout_seconds);
-  }
-  Tensor recv(int from_rank, const MessageKey& key, double timeout_seconds) override {
-    return owner_->recv(rank_, from_rank, key, timeout_seconds);
-  }
-
- private:
-  NcclTransport* owner_;
-  int rank_;
-};
-
 NcclTransport::NcclTransport(std::vector<int> devices) : NcclTransport(std::move(devices), Options()) {}
 
 NcclTransport::NcclTransport(std::vector<int> devices, Options options)

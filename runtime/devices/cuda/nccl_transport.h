@@ -72,8 +72,8 @@ class NcclTransport {
 
  private:
   struct Channel;
-  class Endpoint;
-  friend class Endpoint;
+  using Endpoint = exec::RankEndpoint<NcclTransport>;
+  friend Endpoint;
 
   Channel& channel(int src, int dst) { return *channels_[static_cast<size_t>(src) * devices_.size() + dst]; }
   void send(int from, int to, const exec::MessageKey& key, Tensor tensor, double timeout_seconds);
