@@ -5,6 +5,7 @@
 #include <string>
 
 #include "runtime/core/error.h"
+#include "tests/util/catch_error.h"
 #include "runtime/devices/cuda/caching_allocator.h"
 #include "runtime/devices/cuda/cuda_status.h"
 #include "runtime/devices/cuda/device_scope.h"
@@ -17,17 +18,7 @@
 namespace pf::cuda {
 namespace {
 
-// Runs `f`, expects a pf::Error, returns it.
-template <typename F>
-Error catch_error(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no pf::Error was thrown";
-  return Error(ErrorCode::kOk, "");
-}
+using ::pftest::catch_error;
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 

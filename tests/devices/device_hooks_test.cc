@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/core/error.h"
+#include "tests/util/catch_error.h"
 #include "runtime/tensor/allocator.h"
 #include "runtime/tensor/memory_tracker.h"
 #include "runtime/tensor/tensor.h"
@@ -48,16 +49,7 @@ void fake_zero(void* dst, const Device&, size_t bytes) {
   std::memset(dst, 0, bytes);
 }
 
-template <typename F>
-Error catch_error(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no pf::Error was thrown";
-  return Error(ErrorCode::kOk, "");
-}
+using ::pftest::catch_error;
 
 // Test order matters (the registry is process-wide): gtest runs tests of a file in order.
 TEST(DeviceHooks, WithoutAnAllocatorCudaTensorsAreUnimplemented) {

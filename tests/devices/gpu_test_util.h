@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "runtime/core/error.h"
+#include "tests/util/catch_error.h"
 #include "runtime/devices/cuda/cuda_status.h"
 #include "runtime/devices/cuda_probe.h"
 
@@ -76,16 +77,7 @@ inline std::vector<float> pattern(size_t n, int seed) {
   return v;
 }
 
-template <typename F>
-Error catch_error(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no pf::Error was thrown";
-  return Error(ErrorCode::kOk, "");
-}
+using ::pftest::catch_error;
 
 inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
