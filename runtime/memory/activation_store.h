@@ -12,8 +12,8 @@
 //
 // Files are owned RAII-style. A file whose context came back is kept as a spare and overwritten by a
 // later offload (host buffers likewise); clear() (the executor calls it at the end of every step,
-// failed or not) and the destructor remove every file, spare or not, and free the spare buffers, so
-// no file outlives a step.
+// failed or not) and the destructor remove every file, spare or not, so no file outlives a step.
+// Spare host buffers are kept across steps and freed by the destructor.
 //
 // CUDA tensors (docs/MEMORY.md, "On GPUs"): a context whose tensors are on a CUDA device goes to the
 // host tier through page-locked memory (PinnedHostBuffer) on a copy stream of the store (one per
@@ -138,7 +138,7 @@ class ActivationStore {
   std::unique_ptr<cuda::CudaStream> copy_stream_;  // on the device of the first CUDA context
   std::vector<cuda::PinnedHostBuffer> spare_pinned_;
   // Host buffers and files whose contexts came back, reused by later offloads (fewer page faults
-  // and page-cache allocations); freed / removed by clear() and the destructor.
+  // and page-cache allocations). clear() removes the files; the buffers live until the destructor.
   std::vector<std::pair<size_t, std::unique_ptr<char[]>>> spare_host_;
   std::vector<std::string> spare_files_;
   Options options_;
