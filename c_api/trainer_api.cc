@@ -1,8 +1,10 @@
 // pf_trainer_*: the sequential trainer, its data loader, parameters, checkpoints and metrics.
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "c_api/guard.h"
 #include "c_api/handles.h"
@@ -10,7 +12,9 @@
 #include "c_api/tensor_view.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/parameter_checksum.h"
+#include "runtime/schedules/text_format.h"
 #include "runtime/schedules/timeline.h"
+#include "runtime/tensor/device.h"
 #include "runtime/tensor/memory_tracker.h"
 
 namespace {
@@ -76,6 +80,14 @@ pf::exec::PipelineOptions convert_pipeline(const pf_trainer_options& o, const pf
   pf::sched::parse_activation_policy(p.activation_policy);  // an unknown name lists the known ones
   p.activation_budget_bytes = o.activation_budget_bytes;
   if (o.offload_dir != nullptr) p.offload_dir = o.offload_dir;
+  if (o.devices != nullptr) {
+    p.devices = pf::parse_device_list(o.devices);
+    if (p.devices.size() == 1) {
+      // One device for every rank.
+      const int ranks = o.schedule_text != nullptr ? pf::sched::parse_schedule(o.schedule_text).num_ranks() : o.stages;
+      p.devices.assign(static_cast<size_t>(std::max(ranks, 1)), p.devices.front());
+    }
+  }
   p.validate();
   return p;
 }
@@ -157,7 +169,14 @@ pf_status* pf_trainer_create(pf_model* model, const pf_trainer_options* options,
                    "options->activation_policy is '", o.activation_policy,
                    "' but no schedule is set: activation policies apply to pipelined training (set "
                    "options->schedule or options->schedule_text)");
-      trainer->trainer = std::make_unique<pf::SequentialTrainer>(model->model, converted);
+      if (o.devices != nullptr) {
+        const std::vector<pf::Device> devices = pf::parse_device_list(o.devices);
+        PF_CHECK_ARG(devices.size() == 1, "options->devices is '", o.devices,
+                     "': the sequential trainer (no schedule) runs on one device");
+        trainer->trainer = std::make_unique<pf::SequentialTrainer>(model->model, converted, devices.front());
+      } else {
+        trainer->trainer = std::make_unique<pf::SequentialTrainer>(model->model, converted);
+      }
     }
     *out = trainer.release();
   });

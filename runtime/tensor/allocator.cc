@@ -45,11 +45,6 @@ DeviceHooks& hooks(DeviceKind kind) {
 
 }  // namespace
 
-std::string Device::to_string() const {
-  return (kind == DeviceKind::kCpu ? std::string("cpu:") : std::string("cuda:")) +
-         std::to_string(ordinal);
-}
-
 Allocator& allocator_for(const Device& device) {
   static CpuAllocator* cpu = new CpuAllocator();
   if (device.kind == DeviceKind::kCpu) return *cpu;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace pf {
 
@@ -18,5 +19,11 @@ struct Device {
   bool operator!=(const Device& o) const { return !(*this == o); }
   std::string to_string() const;
 };
+
+// "cpu", "cpu:0", "cuda" (= cuda:0) or "cuda:N". Throws kInvalidArgument naming the text; does not
+// check that the device exists (the trainers do, with the reason when it does not).
+Device parse_device(const std::string& text);
+// Comma-separated devices, e.g. "cuda:0,cuda:1" (spaces around entries allowed). Empty text: none.
+std::vector<Device> parse_device_list(const std::string& text);
 
 }  // namespace pf

@@ -3,9 +3,11 @@
 // (rank stats, bubble rate, timeline) are readable. Bad input for the new options and functions.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstddef>
 #include <string>
 
+#include "runtime/devices/cuda_probe.h"
 #include "tests/c_api/test_util.h"
 
 namespace {
@@ -146,6 +148,50 @@ TEST(PipelineApi, ActivationPoliciesKeepResultsBitwiseAndReportWhatMoved) {
   }
 }
 
+// options->devices: "cpu" is the default path (bitwise the same); "cuda:0" trains on the GPU (losses
+// within a tolerance of the CPU's) or, without one, fails at creation naming the device.
+TEST(PipelineApi, DevicesOption) {
+  pf_trainer* reference = MakeTrainer(Options(2));
+  Train(reference, 2);
+  const std::string expected = Checksum(reference);
+  pf_metrics ref_metrics;
+  ref_metrics.struct_size = sizeof(ref_metrics);
+  ASSERT_PF_OK(pf_trainer_get_metrics(reference, &ref_metrics));
+  pf_trainer_destroy(reference);
+  for (const char* schedule : {static_cast<const char*>(nullptr), "1f1b"}) {
+    pf_trainer_options options = Options(2);
+    options.schedule = schedule;
+    options.stages = schedule ? 2 : 1;
+    options.devices = "cpu";
+    pf_trainer* t = MakeTrainer(options);
+    ASSERT_NE(t, nullptr);
+    Train(t, 2);
+    EXPECT_EQ(Checksum(t), expected) << (schedule ? schedule : "sequential");
+    pf_trainer_destroy(t);
+
+    options.devices = "cuda:0";
+    pf_model* model = DeepMlp();
+    pf_trainer* gpu = nullptr;
+    pf_status* status = pf_trainer_create(model, &options, &gpu);
+    pf_model_destroy(model);
+    if (pf::probe_cuda().device_count == 0) {
+      ASSERT_NE(status, nullptr) << "cuda:0 accepted without a GPU";
+      EXPECT_NE(std::string(pf_status_message(status)).find("cuda:0"), std::string::npos)
+          << pf_status_message(status);
+      EXPECT_EQ(gpu, nullptr);
+      pf_status_destroy(status);
+      continue;
+    }
+    ASSERT_EQ(status, nullptr) << pf_status_message(status);
+    Train(gpu, 2);
+    pf_metrics m;
+    m.struct_size = sizeof(m);
+    ASSERT_PF_OK(pf_trainer_get_metrics(gpu, &m));
+    EXPECT_NEAR(m.last_loss, ref_metrics.last_loss, 1e-4 * std::abs(ref_metrics.last_loss) + 1e-6);
+    pf_trainer_destroy(gpu);
+  }
+}
+
 // A caller built against the 0.1 header passes the shorter options struct: it still works, with
 // the activation fields at their defaults.
 TEST(PipelineApi, VersionOneOptionsStructStillAccepted) {
@@ -195,6 +241,18 @@ TEST(PipelineApiBadInput, OptionsAndMeasurementsReportTheProblem) {
   EXPECT_PF_ERROR(pf_trainer_create(model, &options, &out), PF_INVALID_ARGUMENT, "activation_budget_bytes");
   options.activation_policy = nullptr;
   EXPECT_EQ(out, sentinel);
+  options.devices = "tpu:0";
+  EXPECT_PF_ERROR(pf_trainer_create(model, &options, &out), PF_INVALID_ARGUMENT, "tpu:0");
+  options.devices = "cuda:0,cuda:0,cuda:0";  // three devices for two ranks
+  EXPECT_PF_ERROR(pf_trainer_create(model, &options, &out), PF_INVALID_ARGUMENT, "rank");
+  options.devices = nullptr;
+  EXPECT_EQ(out, sentinel);
+  {
+    pf_trainer_options seq = Options(2);
+    seq.devices = "cuda:0,cuda:1";
+    EXPECT_PF_ERROR(pf_trainer_create(model, &seq, &out), PF_INVALID_ARGUMENT, "one device");
+    EXPECT_EQ(out, sentinel);
+  }
   {
     pf_trainer_options seq = Options(2);
     seq.activation_policy = "recompute";  // no schedule: nothing to apply it to

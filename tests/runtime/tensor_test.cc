@@ -68,3 +68,30 @@ TEST(Tensor, ParseDtypeNamesBadInput) {
 
 }  // namespace
 }  // namespace pf
+
+namespace pf {
+namespace {
+
+TEST(Device, ParseNamesAndLists) {
+  EXPECT_EQ(parse_device("cpu"), Device::cpu());
+  EXPECT_EQ(parse_device("cpu:0"), Device::cpu());
+  EXPECT_EQ(parse_device("cuda"), Device::cuda(0));
+  EXPECT_EQ(parse_device("cuda:3"), Device::cuda(3));
+  EXPECT_EQ(parse_device_list(" cuda:0, cuda:1,cuda:0 "),
+            (std::vector<Device>{Device::cuda(0), Device::cuda(1), Device::cuda(0)}));
+  EXPECT_TRUE(parse_device_list("").empty());
+  for (const char* bad : {"gpu", "cuda:", "cuda:x", "cuda:-1", "cpu:1", "CUDA:0"}) {
+    try {
+      parse_device(bad);
+      ADD_FAILURE() << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(parse_device_list("cuda:0,,cuda:1"), Error);
+  EXPECT_EQ(Device::cuda(2).to_string(), "cuda:2");
+}
+
+}  // namespace
+}  // namespace pf
