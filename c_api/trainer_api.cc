@@ -1,5 +1,4 @@
 // pf_trainer_*: the sequential trainer, its data loader, parameters, checkpoints and metrics.
-#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <memory>
@@ -12,7 +11,6 @@
 #include "c_api/tensor_view.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/parameter_checksum.h"
-#include "runtime/schedules/text_format.h"
 #include "runtime/schedules/timeline.h"
 #include "runtime/tensor/device.h"
 #include "runtime/tensor/memory_tracker.h"
@@ -80,14 +78,7 @@ pf::exec::PipelineOptions convert_pipeline(const pf_trainer_options& o, const pf
   pf::sched::parse_activation_policy(p.activation_policy);  // an unknown name lists the known ones
   p.activation_budget_bytes = o.activation_budget_bytes;
   if (o.offload_dir != nullptr) p.offload_dir = o.offload_dir;
-  if (o.devices != nullptr) {
-    p.devices = pf::parse_device_list(o.devices);
-    if (p.devices.size() == 1) {
-      // One device for every rank.
-      const int ranks = o.schedule_text != nullptr ? pf::sched::parse_schedule(o.schedule_text).num_ranks() : o.stages;
-      p.devices.assign(static_cast<size_t>(std::max(ranks, 1)), p.devices.front());
-    }
-  }
+  if (o.devices != nullptr) p.devices = pf::parse_device_list(o.devices);  // one entry: every rank
   p.validate();
   return p;
 }

@@ -13,4 +13,9 @@ struct CudaAvailability {
 
 CudaAvailability probe_cuda();
 
+// Throws kInvalidArgument "<who>: cuda:N is not available: no CUDA device is visible to this process
+// (<reason>)" or "<who>: cuda:N does not exist (K CUDA device(s) visible: ...)" unless `ordinal` names
+// a visible CUDA device.
+void require_cuda_device(int ordinal, const std::string& who, const CudaAvailability& availability = probe_cuda());
+
 }  // namespace pf

@@ -263,12 +263,13 @@ void PipelineTrainer::make_stores() {
 // ---- GPUs ----
 
 void PipelineTrainer::check_devices() {
+  const int p = schedule_.num_ranks();
+  if (options_.devices.size() == 1) options_.devices.assign(static_cast<size_t>(p), options_.devices.front());
   const auto& d = options_.devices;
   gpu_ = false;
   rank_device_.clear();
   used_devices_.clear();
   if (d.empty()) return;
-  const int p = schedule_.num_ranks();
   PF_CHECK_ARG(static_cast<int>(d.size()) == p, "devices: ", d.size(), " entries for the schedule's ", p,
                " ranks (devices[r] is rank r's device; give one per rank, or none to run on the CPU); ",
                static_cast<int>(d.size()) < p ? "rank " + std::to_string(d.size()) + " has no device"
@@ -282,13 +283,7 @@ void PipelineTrainer::check_devices() {
   const CudaAvailability avail = probe_cuda();
   for (int r = 0; r < p; ++r) {
     const int ordinal = d[r].ordinal;
-    if (avail.device_count == 0)
-      fail(ErrorCode::kInvalidArgument, "devices[", r, "] (rank ", r, "): ", d[r].to_string(),
-           " is not available: no CUDA device is visible to this process",
-           avail.reason.empty() ? std::string() : " (" + avail.reason + ")");
-    PF_CHECK_ARG(ordinal >= 0 && ordinal < avail.device_count, "devices[", r, "] (rank ", r, "): ",
-                 d[r].to_string(), " does not exist (", avail.device_count, " CUDA device(s) visible: cuda:0 to cuda:",
-                 avail.device_count - 1, ")");
+    require_cuda_device(ordinal, "devices[" + std::to_string(r) + "] (rank " + std::to_string(r) + ")", avail);
     rank_device_.push_back(ordinal);
     if (std::find(used_devices_.begin(), used_devices_.end(), ordinal) == used_devices_.end())
       used_devices_.push_back(ordinal);

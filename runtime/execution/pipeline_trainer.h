@@ -60,7 +60,8 @@ struct PipelineOptions {
   double activation_budget_bytes = 0;
   std::string offload_dir;             // file tier directory (created if missing); empty = $TMPDIR or /tmp
   // Where each rank runs (docs/EXECUTION.md, "Running on GPUs"). Empty (or all Device::cpu()): the
-  // CPU, as before. Otherwise one entry per rank of the schedule, all Device::cuda(ordinal) of
+  // CPU, as before. One entry: every rank on that device. Otherwise one entry per rank of the
+  // schedule, all Device::cuda(ordinal) of
   // visible devices (ranks may share a device). Each worker then runs under a DeviceScope with its
   // own compute stream as the current stream; the stages' parameters are moved to their rank's
   // device, micro-batch inputs/targets are copied to the ranks that consume them, ranks on one

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "runtime/core/error.h"
+#include "runtime/devices/cuda_probe.h"
 #include "runtime/core/log.h"
 #include "runtime/kernels/cpu/blas.h"
 #include "runtime/models/init.h"
@@ -22,6 +23,7 @@ SequentialTrainer::SequentialTrainer(std::shared_ptr<Model> model, const Trainer
 SequentialTrainer::SequentialTrainer(std::shared_ptr<Model> model, const TrainerOptions& options,
                                      const Device& device)
     : SequentialTrainer(std::move(model), options) {
+  if (device.kind == DeviceKind::kCuda) require_cuda_device(device.ordinal, "trainer device");
   model_->to_device(device);
 }
 

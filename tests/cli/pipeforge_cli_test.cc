@@ -115,6 +115,9 @@ TEST(PipeforgeCli, BadOptionsExitWithTwoAndSayWhy) {
       {"train --data /no/such/file.txt", "/no/such/file.txt"},
       {"train --model mlp --data /etc/hostname", "--data"},
       {"train --resume /no/such/checkpoint", "/no/such/checkpoint"},
+      {"train --devices gpu0", "gpu0"},
+      {"train --devices cuda:0,cuda:1", "one device"},
+      {"train --schedule 1f1b --stages 2 --microbatches 2 --devices cuda:0,cuda:0,cuda:0", "rank"},
       {"", "subcommand"},
   };
   for (const auto& c : cases) {
@@ -122,6 +125,22 @@ TEST(PipeforgeCli, BadOptionsExitWithTwoAndSayWhy) {
     EXPECT_EQ(r.exit_code, 2) << c.args << "\nstderr: " << r.err;
     EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\nstderr: " << r.err;
     EXPECT_TRUE(r.out.empty()) << c.args << "\nstdout: " << r.out;
+  }
+}
+
+// --devices cpu is the default path; cuda:0 trains on the GPU or, without one, is refused naming it.
+TEST(PipeforgeCli, DevicesOption) {
+  const std::string args = "train --model mlp --steps 3 --microbatches 2 --quiet";
+  const auto plain = run_json(args);
+  EXPECT_EQ(run_json(args + " --devices cpu")["param_checksum"], plain["param_checksum"]);
+  EXPECT_EQ(run_json(args + " --devices cpu --schedule 1f1b --stages 2")["param_checksum"], plain["param_checksum"]);
+  const CommandResult gpu = run(args + " --devices cuda:0 --json");
+  if (gpu.exit_code == 2) {
+    EXPECT_NE(gpu.err.find("cuda:0 is not available"), std::string::npos) << gpu.err;
+  } else {
+    ASSERT_EQ(gpu.exit_code, 0) << gpu.err;
+    const auto j = nlohmann::json::parse(gpu.out);
+    EXPECT_NEAR(j["loss"].get<double>(), plain["loss"].get<double>(), 1e-4 * std::abs(plain["loss"].get<double>()));
   }
 }
 

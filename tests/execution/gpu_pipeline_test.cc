@@ -73,15 +73,29 @@ bool contains(const std::string& s, const std::string& part) { return s.find(par
 // ---- CPU-runnable ----
 
 TEST(GpuPipelineOptions, WrongDeviceCountNamesTheRank) {
-  PipelineOptions o = options("1f1b", 2);
-  o.devices = {Device::cpu()};
+  PipelineOptions o = options("1f1b", 3);
+  o.devices = {Device::cpu(), Device::cpu()};  // one entry would mean every rank
   Error e = construction_error(o);
   EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
-  EXPECT_TRUE(contains(e.what(), "rank 1 has no device")) << e.what();
+  EXPECT_TRUE(contains(e.what(), "rank 2 has no device")) << e.what();
+  o = options("1f1b", 2);
   o.devices = {Device::cuda(0), Device::cuda(0), Device::cuda(0)};
   e = construction_error(o);
   EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
   EXPECT_TRUE(contains(e.what(), "there is no rank 2")) << e.what();
+}
+
+// One entry puts every rank on that device.
+TEST(GpuPipelineOptions, OneDeviceMeansEveryRank) {
+  PipelineOptions o = options("1f1b", 3);
+  o.devices = {Device::cpu()};
+  PipelineTrainer t(testing::tiny_mlp(), o);
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(t.rank_device(r), Device::cpu());
+  EXPECT_EQ(t.options().devices.size(), 3u);
+  o.devices = {Device::cuda(0)};
+  if (probe_cuda().device_count == 0) {
+    EXPECT_TRUE(contains(construction_error(o).what(), "devices[0] (rank 0): cuda:0 is not available"));
+  }
 }
 
 TEST(GpuPipelineOptions, NegativeOrdinalAndMixedDevicesNameTheRank) {

@@ -18,6 +18,7 @@
 #include "runtime/schedules/schedule_request.h"
 #include "runtime/schedules/text_format.h"
 #include "runtime/schedules/timeline.h"
+#include "runtime/tensor/device.h"
 #include "runtime/tensor/memory_tracker.h"
 #include "runtime/train/sequential_trainer.h"
 #include "tools/cli/cli.h"
@@ -189,6 +190,8 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--activation-budget", a.activation_budget, "selective: activation bytes per rank")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--offload-dir", a.offload_dir, "folder for offload-file (and selective with files)");
+  cmd->add_option("--devices", a.devices,
+                  "where to train: cpu (default), cuda:N, or pipelined one device per rank (cuda:0,cuda:1)");
   cmd->add_option("--trace", a.trace_file, "pipelined: write the last step's Chrome trace here");
   cmd->add_option("--svg", a.svg_file, "pipelined: write the last step's SVG timeline here");
   cmd->add_flag("--json", a.json, "print one JSON object with the results on stdout");
@@ -246,6 +249,7 @@ int run_train(const TrainArgs& a) {
       p.activation_policy = a.activation_policy;
       p.activation_budget_bytes = a.activation_budget;
       p.offload_dir = a.offload_dir;
+      p.devices = parse_device_list(a.devices);
       if (a.partition == "balanced") p.layers_per_stage = balanced_partition(a, p, *setup.model, *setup.data);
       p.validate();
       auto pipelined = std::make_unique<exec::PipelineTrainer>(setup.model, p);
@@ -255,7 +259,10 @@ int run_train(const TrainArgs& a) {
       PF_CHECK_ARG(a.trace_file.empty() && a.svg_file.empty(), "--trace and --svg need --schedule or --schedule-file");
       PF_CHECK_ARG(a.activation_policy == "none" && a.activation_budget == 0 && a.offload_dir.empty(),
                    "--activation-policy, --activation-budget and --offload-dir need --schedule or --schedule-file");
-      trainer = std::make_unique<SequentialTrainer>(setup.model, options);
+      const std::vector<Device> devices = parse_device_list(a.devices);
+      PF_CHECK_ARG(devices.size() <= 1, "--devices ", a.devices, ": the sequential trainer runs on one device");
+      trainer = devices.empty() ? std::make_unique<SequentialTrainer>(setup.model, options)
+                                : std::make_unique<SequentialTrainer>(setup.model, options, devices.front());
     }
     if (!a.resume.empty()) {
       load_checkpoint(*trainer, a.resume);

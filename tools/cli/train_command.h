@@ -44,6 +44,7 @@ struct TrainArgs {
   std::string activation_policy = "none";  // pipelined: none, recompute, offload-host, offload-file, selective
   double activation_budget = 0;            // selective: per-rank activation bytes
   std::string offload_dir;                 // file tier folder
+  std::string devices;                     // "" = cpu; "cuda:N"; pipelined: one per rank, comma-separated
   std::string trace_file;     // Chrome trace of the last step (pipelined)
   std::string svg_file;       // SVG timeline of the last step (pipelined)
   bool json = false;
