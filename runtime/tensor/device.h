@@ -1,5 +1,5 @@
-// Where a tensor lives. Only the CPU exists today; the kind and ordinal let CUDA slot in later
-// without changing any signature.
+// Where a tensor lives: the CPU, or a CUDA device by ordinal (runtime/devices/cuda registers its
+// allocator and copy hooks; docs/CUDA.md).
 #pragma once
 
 #include <string>
