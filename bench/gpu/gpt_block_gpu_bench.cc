@@ -276,24 +276,8 @@ struct Block {
       p[i] = values[i].as<T>();
       q[i] = grads[i].as<float>();
     }
-    w.ln1_weight = p[0];
-    w.ln1_bias = p[1];
-    w.attn = {p[2], p[3], p[4], p[5]};
-    w.ln2_weight = p[6];
-    w.ln2_bias = p[7];
-    w.fc_weight = p[8];
-    w.fc_bias = p[9];
-    w.proj_weight = p[10];
-    w.proj_bias = p[11];
-    g.ln1_weight = q[0];
-    g.ln1_bias = q[1];
-    g.attn = {q[2], q[3], q[4], q[5]};
-    g.ln2_weight = q[6];
-    g.ln2_bias = q[7];
-    g.fc_weight = q[8];
-    g.fc_bias = q[9];
-    g.proj_weight = q[10];
-    g.proj_bias = q[11];
+    w = pf::cuda::gpt_block_weights<T>(p);
+    g = pf::cuda::gpt_block_grads(q);
 
     const int64_t n = s.rows() * s.dim;
     x = DeviceMem(n * sizeof(T));

@@ -30,32 +30,16 @@ struct DeviceBlock {
   std::vector<DeviceBuffer<float>> grads;
   cuda::GptBlockWeights<T> weights() const {
     cuda::GptBlockWeights<T> w;
-    const T* p[12];
-    for (int i = 0; i < 12; ++i) p[i] = values[i].get();
-    w.ln1_weight = p[0];
-    w.ln1_bias = p[1];
-    w.attn = {p[2], p[3], p[4], p[5]};
-    w.ln2_weight = p[6];
-    w.ln2_bias = p[7];
-    w.fc_weight = p[8];
-    w.fc_bias = p[9];
-    w.proj_weight = p[10];
-    w.proj_bias = p[11];
+    const T* p[cuda::kGptBlockParameters];
+    for (int i = 0; i < cuda::kGptBlockParameters; ++i) p[i] = values[i].get();
+    w = cuda::gpt_block_weights<T>(p);
     return w;
   }
   cuda::GptBlockGrads grad_ptrs() const {
     cuda::GptBlockGrads g;
-    float* p[12];
-    for (int i = 0; i < 12; ++i) p[i] = grads[i].get();
-    g.ln1_weight = p[0];
-    g.ln1_bias = p[1];
-    g.attn = {p[2], p[3], p[4], p[5]};
-    g.ln2_weight = p[6];
-    g.ln2_bias = p[7];
-    g.fc_weight = p[8];
-    g.fc_bias = p[9];
-    g.proj_weight = p[10];
-    g.proj_bias = p[11];
+    float* p[cuda::kGptBlockParameters];
+    for (int i = 0; i < cuda::kGptBlockParameters; ++i) p[i] = grads[i].get();
+    g = cuda::gpt_block_grads(p);
     return g;
   }
 };

@@ -47,6 +47,32 @@ struct GptBlockGrads {
   float* proj_bias = nullptr;
 };
 
+// The 12 parameter (or gradient) pointers in the block's parameter order: ln1 weight, ln1 bias,
+// attention qkv weight, qkv bias, out weight, out bias, ln2 weight, ln2 bias, fc weight, fc bias,
+// proj weight, proj bias (the order of TransformerBlock::parameters()).
+constexpr int kGptBlockParameters = 12;
+template <typename P, typename Out>
+Out gpt_block_pointers(P* const (&p)[kGptBlockParameters]) {
+  Out o;
+  o.ln1_weight = p[0];
+  o.ln1_bias = p[1];
+  o.attn = {p[2], p[3], p[4], p[5]};
+  o.ln2_weight = p[6];
+  o.ln2_bias = p[7];
+  o.fc_weight = p[8];
+  o.fc_bias = p[9];
+  o.proj_weight = p[10];
+  o.proj_bias = p[11];
+  return o;
+}
+template <typename T>
+GptBlockWeights<T> gpt_block_weights(const T* const (&p)[kGptBlockParameters]) {
+  return gpt_block_pointers<const T, GptBlockWeights<T>>(p);
+}
+inline GptBlockGrads gpt_block_grads(float* const (&p)[kGptBlockParameters]) {
+  return gpt_block_pointers<float, GptBlockGrads>(p);
+}
+
 // Saved state: F writes the first group, B the second; W reads both (and x, dy).
 template <typename T>
 struct GptBlockActivations {
