@@ -394,6 +394,9 @@ struct TrainerOptions {
                                    // "balance"; "" = none
   double activation_budget_bytes;  // selective: device-resident activation bytes per rank (> 0)
   std::string offload_dir;         // offload-file (and selective): folder for the files; "" = $TMPDIR or /tmp
+  // Where to train (docs/CUDA.md): "cpu", "cuda:N", or for a pipeline one device per rank,
+  // comma-separated ("cuda:0,cuda:1"; one entry = every rank); "" = cpu.
+  std::string devices;
 
   TrainerOptions() {
     pf_trainer_options o;
@@ -417,6 +420,7 @@ struct TrainerOptions {
     activation_policy = o.activation_policy != nullptr ? o.activation_policy : "";
     activation_budget_bytes = o.activation_budget_bytes;
     offload_dir = o.offload_dir != nullptr ? o.offload_dir : "";
+    devices = o.devices != nullptr ? o.devices : "";
   }
   // Top-level layers per stage (one entry per stage), instead of an even split.
   void set_layers_per_stage(const int64_t* values, size_t count) { layers_per_stage.assign(values, values + count); }
@@ -582,6 +586,7 @@ class Trainer {
     o.activation_policy = options.activation_policy.empty() ? nullptr : options.activation_policy.c_str();
     o.activation_budget_bytes = options.activation_budget_bytes;
     o.offload_dir = options.offload_dir.empty() ? nullptr : options.offload_dir.c_str();
+    o.devices = options.devices.empty() ? nullptr : options.devices.c_str();
     std::vector<int32_t> layers;
     for (size_t i = 0; i < options.layers_per_stage.size(); ++i) {
       const int64_t n = options.layers_per_stage[i];

@@ -19,7 +19,8 @@ import (
 // ActivationPolicy (one of ActivationPolicies; "" = "none"), ActivationBudgetBytes (selective) and
 // OffloadDir (offload-file, selective; "" = $TMPDIR or /tmp) manage the ranks' activation memory
 // (docs/MEMORY.md); the parameters stay bitwise equal, and RankStats reports OffloadedBytes and
-// Recomputes.
+// Recomputes. Devices says where to train (docs/CUDA.md): "cpu", "cuda:N", or for a pipeline one
+// device per rank, comma-separated ("cuda:0,cuda:1"; one entry = every rank); "" = cpu.
 type TrainerOptions struct {
 	MicroBatches int     // equal micro-batches per step; must divide the batch rows
 	Seed         int64   // parameter initialisation
@@ -42,6 +43,8 @@ type TrainerOptions struct {
 	ActivationPolicy      string  // "none", "recompute", "offload-host", "offload-file", "selective", "balance"; "" = none
 	ActivationBudgetBytes float64 // selective: device-resident activation bytes per rank (> 0)
 	OffloadDir            string  // folder for offload-file (and selective) files; "" = $TMPDIR or /tmp
+
+	Devices string // "cpu", "cuda:N", or one per rank comma-separated ("cuda:0,cuda:1"); "" = cpu
 }
 
 // StepResult is the result of one optimizer step.
@@ -139,6 +142,7 @@ func NewTrainer(model *Model, opts TrainerOptions) (*Trainer, error) {
 		o.SetActivationBudgetBytes(opts.ActivationBudgetBytes)
 	}
 	o.SetOffloadDir(opts.OffloadDir)
+	o.SetDevices(opts.Devices)
 	var t core.Trainer
 	if err := call(func(s core.Status) { t = core.TrainerCreate(model.m, o, s) }); err != nil {
 		return nil, err

@@ -227,7 +227,8 @@ PF_JAVA_ARRAY((int32_t* out, size_t count), jint, int[], int[], jintArray, Int, 
 
 // Pipelined training: new TrainerOptions().setSchedule("1f1b") with setStages(2) (setScheduleText,
 // setChunks, setLayersPerStage, setRecvTimeoutSeconds; activation memory: setActivationPolicy,
-// setActivationBudgetBytes, setOffloadDir); the setters return nothing, as SWIG makes them.
+// setActivationBudgetBytes, setOffloadDir; where to train: setDevices("cpu" / "cuda:0" / one per rank,
+// comma-separated)); the setters return nothing, as SWIG makes them.
 %typemap(javacode) pipeforge::TrainerOptions %{
   /** The defaults, pipelined with schedule {@code name} over {@code stages} ranks. */
   public static TrainerOptions pipelined(String name, int stages) {

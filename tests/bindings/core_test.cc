@@ -2,8 +2,8 @@
 // (throw for Python and Java, Status for Go), closed handles, the data-loader bridge, which must
 // turn whatever a callback does (an error message, an exception, a missing tensor) into a status,
 // Schedule/Simulation/CostModel (per-stage arrays of different lengths are caught here), the
-// activation-policy pass, and the pipelined trainer's options (activation policies included) and
-// measurements.
+// activation-policy pass, the pipelined trainer's options (activation policies included) and
+// measurements, and the trainer's devices option.
 #include "bindings/pipeforge_core.h"
 
 #include <gtest/gtest.h>
@@ -418,6 +418,32 @@ TEST(CoreTest, PipelinedTrainerWithActivationPolicies) {
   options.activation_policy = "recompute";
   EXPECT_EQ(pipeforge::Trainer::create(*model, options, &status), nullptr);
   EXPECT_NE(status.message().find("no schedule"), std::string::npos) << status.message();
+}
+
+TEST(CoreTest, TrainerDevices) {
+  pipeforge::TrainerOptions defaults;
+  EXPECT_EQ(defaults.devices, "");
+  std::string expected;
+  {
+    std::unique_ptr<pipeforge::Model> reference = Mlp();
+    std::unique_ptr<pipeforge::Trainer> trainer = MakeTrainer(*reference);
+    trainer->step(Inputs(8), Targets(8), nullptr);
+    expected = trainer->checksum(nullptr);
+  }
+  pipeforge::TrainerOptions options;
+  options.micro_batches = 2;
+  options.devices = "cpu";
+  std::unique_ptr<pipeforge::Model> model = Mlp();
+  Status status;
+  std::unique_ptr<pipeforge::Trainer> cpu(pipeforge::Trainer::create(*model, options, &status));
+  ASSERT_TRUE(status.ok()) << status.message();
+  cpu->step(Inputs(8), Targets(8), nullptr);
+  EXPECT_EQ(cpu->checksum(nullptr), expected);
+  options.devices = "gpu0";
+  std::unique_ptr<pipeforge::Model> other = Mlp();  // a model serves one trainer at a time
+  EXPECT_EQ(pipeforge::Trainer::create(*other, options, &status), nullptr);
+  EXPECT_EQ(status.code(), PF_INVALID_ARGUMENT);
+  EXPECT_NE(status.message().find("gpu0"), std::string::npos) << status.message();
 }
 
 TEST(CoreTest, AbiMatches) {

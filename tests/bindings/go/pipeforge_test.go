@@ -774,6 +774,83 @@ func TestActivationPolicyErrors(t *testing.T) {
 	}
 }
 
+// ---- devices ----
+
+func TestDevicesCPUMatchesTheDefault(t *testing.T) {
+	ref := runReference(t)
+	for _, c := range []struct {
+		name, schedule string
+		stages         int
+		devices        string
+	}{
+		{"sequential", "", 0, "cpu"}, {"pipelined", "1f1b", 2, "cpu"}, {"pipelined-per-rank", "1f1b", 2, "cpu,cpu"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			opts := referenceOptions()
+			opts.Schedule, opts.Stages, opts.Devices = c.schedule, c.stages, c.devices
+			tr := trainerWith(t, opts)
+			defer tr.Close()
+			checkReference(t, ref, trainSteps(t, tr), tr)
+		})
+	}
+}
+
+func TestDevicesCUDATrainsOrSaysItIsNotAvailable(t *testing.T) {
+	ref := runReference(t)
+	for _, c := range []struct {
+		name, schedule string
+		stages         int
+	}{{"sequential", "", 0}, {"pipelined", "1f1b", 2}} {
+		t.Run(c.name, func(t *testing.T) {
+			m := referenceModel(t)
+			defer m.Close()
+			opts := referenceOptions()
+			opts.Schedule, opts.Stages, opts.Devices = c.schedule, c.stages, "cuda:0"
+			tr, err := pipeforge.NewTrainer(m, opts)
+			if err != nil { // no GPU visible to this process
+				if !errors.Is(err, &pipeforge.Error{Code: pipeforge.InvalidArgument}) ||
+					!strings.Contains(err.Error(), "cuda:0 is not available") {
+					t.Errorf("cuda:0 without a GPU: %v", err)
+				}
+				return
+			}
+			defer tr.Close() // a GPU: it trains, close to the CPU's losses
+			for s := uint64(0); s < steps; s++ {
+				inputs, targets := batchRows(s, 0, rows)
+				r, err := tr.Step(inputs, targets)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var lossBits uint64
+				fmt.Sscanf(strings.Fields(ref.losses[s])[0], "%x", &lossBits)
+				want := math.Float64frombits(lossBits)
+				if math.Abs(r.Loss-want) > 1e-4*math.Abs(want)+1e-6 {
+					t.Errorf("step %d on cuda:0: loss %v, want about %v (the CPU's)", s, r.Loss, want)
+				}
+			}
+		})
+	}
+}
+
+func TestDevicesErrors(t *testing.T) {
+	invalid := &pipeforge.Error{Code: pipeforge.InvalidArgument}
+	m := referenceModel(t)
+	defer m.Close()
+	opts := referenceOptions()
+	opts.Devices = "gpu0"
+	if _, err := pipeforge.NewTrainer(m, opts); !errors.Is(err, invalid) || !strings.Contains(err.Error(), "gpu0") {
+		t.Errorf("device gpu0: %v", err)
+	}
+	opts.Schedule, opts.Stages, opts.Devices = "1f1b", 2, "cpu,gpu0"
+	if _, err := pipeforge.NewTrainer(m, opts); !errors.Is(err, invalid) || !strings.Contains(err.Error(), "gpu0") {
+		t.Errorf("devices cpu,gpu0: %v", err)
+	}
+	opts.Schedule, opts.Stages, opts.Devices = "", 0, "cpu,cpu"
+	if _, err := pipeforge.NewTrainer(m, opts); !errors.Is(err, invalid) || !strings.Contains(err.Error(), "one device") {
+		t.Errorf("two devices for the sequential trainer: %v", err)
+	}
+}
+
 func TestScheduleSelectiveAtTheMinimumBudgetLowersThePeak(t *testing.T) {
 	s := generate(t, "1f1b", pipeforge.ScheduleOptions{Stages: 4, MicroBatches: 8})
 	costs := pipeforge.DefaultCostModel()

@@ -461,6 +461,81 @@ public class PipeForgeTest {
     assertTrue(e.getMessage(), e.getMessage().contains("no schedule"));
   }
 
+  // ---- devices ----
+
+  static TrainerOptions deviceOptions(boolean pipelined, String devices) {
+    TrainerOptions options = pipelined ? TrainerOptions.pipelined("1f1b", 2) : new TrainerOptions();
+    options.setMicroBatches(MICRO_BATCHES);
+    options.setSeed(42);
+    options.setOptimizer("adamw");
+    options.setLr(0.01f);
+    options.setClipNorm(1.0f);
+    options.setDevices(devices);
+    return options;
+  }
+
+  @Test
+  public void devicesCpuMatchesTheDefault() {
+    assertEquals("", new TrainerOptions().getDevices());
+    String[][] cases = {{"sequential", "cpu"}, {"pipelined", "cpu"}, {"pipelined", "cpu,cpu"}};
+    for (String[] c : cases) {
+      TrainerOptions options = deviceOptions(c[0].equals("pipelined"), c[1]);
+      assertEquals(c[1], options.getDevices());
+      try (Model model = referenceModel(); Trainer trainer = new Trainer(model, options)) {
+        List<String> losses = new ArrayList<>();
+        for (int s = 0; s < STEPS; ++s) {
+          Batch b = rows(s, 0, ROWS);
+          losses.add(bits(trainer.step(b.inputs(), b.targets())));
+        }
+        assertEquals(c[0] + " " + c[1], referenceLosses, losses);
+        assertEquals(c[0] + " " + c[1], referenceChecksum, trainer.checksum());
+      }
+    }
+  }
+
+  @Test
+  public void devicesCudaTrainsOrSaysItIsNotAvailable() {
+    for (boolean pipelined : new boolean[] {false, true}) {
+      Trainer trainer;
+      try {
+        trainer = new Trainer(referenceModel(), deviceOptions(pipelined, "cuda:0"));
+      } catch (PipeForgeException e) { // no GPU visible to this process
+        assertEquals(PipeForgeException.INVALID_ARGUMENT, e.getCode());
+        assertTrue(e.getMessage(), e.getMessage().contains("cuda:0 is not available"));
+        continue;
+      }
+      try { // a GPU: it trains, close to the CPU's losses
+        for (int s = 0; s < STEPS; ++s) {
+          Batch b = rows(s, 0, ROWS);
+          double loss = trainer.step(b.inputs(), b.targets()).getLoss();
+          double expected =
+              Double.longBitsToDouble(Long.parseUnsignedLong(referenceLosses.get(s).split(" ")[0], 16));
+          assertEquals("pipelined " + pipelined, expected, loss, 1e-4 * Math.abs(expected) + 1e-6);
+        }
+      } finally {
+        trainer.close();
+      }
+    }
+  }
+
+  @Test
+  public void devicesErrors() {
+    PipeForgeException e =
+        assertThrows(
+            PipeForgeException.class, () -> new Trainer(referenceModel(), deviceOptions(false, "gpu0")));
+    assertEquals(PipeForgeException.INVALID_ARGUMENT, e.getCode());
+    assertTrue(e.getMessage(), e.getMessage().contains("gpu0"));
+    e =
+        assertThrows(
+            PipeForgeException.class, () -> new Trainer(referenceModel(), deviceOptions(true, "cpu,gpu0")));
+    assertEquals(PipeForgeException.INVALID_ARGUMENT, e.getCode());
+    assertTrue(e.getMessage(), e.getMessage().contains("gpu0"));
+    e =
+        assertThrows(
+            PipeForgeException.class, () -> new Trainer(referenceModel(), deviceOptions(false, "cpu,cpu")));
+    assertTrue(e.getMessage(), e.getMessage().contains("one device"));
+  }
+
   @Test
   public void selectiveAtTheMinimumBudgetLowersThePeak() {
     CostModel costs = new CostModel();

@@ -586,6 +586,50 @@ class PipelineTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             reference_trainer(schedule="1f1b", stages=2, activation_policy="")
 
+    def test_devices_cpu_matches_the_default(self):
+        # The sequential trainer and a 2-rank pipeline on devices "cpu" (a str, or a list joined with
+        # ",": one entry = every rank, or one per rank) keep the default run's checksum bit for bit.
+        cases = (({}, "cpu"), ({}, ["cpu"]), ({"schedule": "1f1b", "stages": 2}, "cpu"),
+                 ({"schedule": "1f1b", "stages": 2}, ["cpu", "cpu"]),
+                 ({"schedule": "1f1b", "stages": 2}, ("cpu", "cpu")))
+        for pipeline, devices in cases:
+            with self.subTest(pipeline=pipeline, devices=devices), \
+                    reference_trainer(devices=devices, **pipeline) as trainer:
+                results = [trainer.step(*batch) for batch in BATCHES]
+                self.assertEqual([(bits(r.loss), bits(r.grad_norm)) for r in results], self.sequential["losses"])
+                self.assertEqual(trainer.checksum(), self.sequential["checksum"])
+
+    def test_devices_cuda_trains_or_says_it_is_not_available(self):
+        for pipeline in ({}, {"schedule": "1f1b", "stages": 2}):
+            with self.subTest(pipeline=pipeline):
+                try:
+                    trainer = reference_trainer(devices="cuda:0", **pipeline)
+                except pipeforge.InvalidArgumentError as e:  # no GPU visible to this process
+                    self.assertIn("cuda:0 is not available", str(e))
+                    continue
+                with trainer:  # a GPU: it trains, close to the CPU's losses
+                    results = [trainer.step(*batch) for batch in BATCHES]
+                    expected = [struct.unpack("<d", struct.pack("<Q", loss))[0]
+                                for loss, _ in self.sequential["losses"]]
+                    for result, loss in zip(results, expected):
+                        self.assertAlmostEqual(result.loss, loss, delta=1e-4 * abs(loss) + 1e-6)
+
+    def test_devices_errors(self):
+        with self.assertRaises(ValueError) as caught:
+            reference_trainer(devices="gpu0")
+        self.assertIsInstance(caught.exception, pipeforge.InvalidArgumentError)
+        self.assertIn("gpu0", str(caught.exception))
+        with self.assertRaisesRegex(pipeforge.InvalidArgumentError, "gpu0"):
+            reference_trainer(schedule="1f1b", stages=2, devices=["cpu", "gpu0"])
+        with self.assertRaisesRegex(pipeforge.InvalidArgumentError, "one device"):
+            reference_trainer(devices=["cpu", "cpu"])  # the sequential trainer runs on one device
+        with self.assertRaises(TypeError):
+            reference_trainer(devices=0)
+        with self.assertRaises(TypeError):
+            reference_trainer(devices=["cpu", 1])
+        with self.assertRaises(ValueError):
+            reference_trainer(devices="")
+
     def test_errors(self):
         with self.assertRaises(ValueError) as caught:
             reference_trainer(schedule="2f2b", stages=2)

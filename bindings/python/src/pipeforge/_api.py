@@ -220,12 +220,17 @@ class Trainer(_Closeable):
     bytes; offload_dir= the folder for offload-file (and selective) files (default $TMPDIR or /tmp).
     rank_stats then reports offloaded_bytes and recomputes.
 
+    Where to train (docs/CUDA.md): devices= "cpu" (default), "cuda:N", or for a pipeline one device
+    per rank, as a comma-separated str ("cuda:0,cuda:1") or a list of str (["cuda:0", "cuda:1"]);
+    one device means every rank.
+
     Long calls (step, step_from_loader, checkpoints) release the GIL. A trainer is not safe to use
     from two threads at once."""
 
     _OPTIONS = ("micro_batches", "seed", "optimizer", "lr", "momentum", "weight_decay", "beta1", "beta2", "eps",
                 "clip_norm", "blas_threads", "schedule", "schedule_text", "stages", "chunks", "layers_per_stage",
-                "recv_timeout_seconds", "activation_policy", "activation_budget_bytes", "offload_dir")
+                "recv_timeout_seconds", "activation_policy", "activation_budget_bytes", "offload_dir",
+                "devices")
 
     def __init__(self, model, **options):
         if not isinstance(model, Model):
@@ -237,9 +242,19 @@ class Trainer(_Closeable):
         for name, value in options.items():
             if value is None:
                 continue
-            if name in ("schedule", "schedule_text", "activation_policy", "offload_dir"):
+            if name in ("schedule", "schedule_text", "activation_policy", "offload_dir", "devices"):
                 if name == "offload_dir" and isinstance(value, os.PathLike):
                     value = os.fspath(value)
+                if name == "devices" and not isinstance(value, (str, bytes)):
+                    try:
+                        entries = list(value)
+                    except TypeError:
+                        raise TypeError(f"devices must be a str or a list of str, not {type(value).__name__}") from None
+                    for entry in entries:
+                        if not isinstance(entry, str):
+                            raise TypeError(f"devices must be a str or a list of str, not a list holding "
+                                            f"{type(entry).__name__}")
+                    value = ",".join(entries)
                 if not isinstance(value, str):
                     raise TypeError(f"{name} must be a str, not {type(value).__name__}")
                 if not value:
