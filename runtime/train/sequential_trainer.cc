@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <vector>
 
 #include "runtime/core/error.h"
 #include "runtime/devices/cuda_probe.h"
@@ -32,7 +33,15 @@ StepResult SequentialTrainer::step(const Batch& batch) {
 }
 
 StepResult SequentialTrainer::step(DataSource& source) {
-  StepResult r = run_step(pull_micro_batches(*model_, source, options_.micro_batches));
+  const int64_t start = source.position();
+  std::vector<Batch> micro = pull_micro_batches(*model_, source, options_.micro_batches);
+  StepResult r;
+  try {
+    r = run_step(micro);
+  } catch (...) {
+    rewind_after_failure(source, start);  // a retried step sees the same micro-batches
+    throw;
+  }
   metrics_.data_position = source.position();
   return r;
 }

@@ -118,6 +118,27 @@ TEST(SequentialTrainer, DataSourceFailureLosesNothing) {
   EXPECT_EQ(trainer.metrics().data_position, 4);
 }
 
+TEST(SequentialTrainer, ComputeFailureRewindsTheDataSource) {
+  SequentialTrainer trainer(small_mlp(), options(2, OptimizerConfig::Kind::kSgd, 0.1f));
+  testing::TeacherSource source(16, 16, 4);
+  trainer.step(source);
+  const std::vector<float> before = all_parameters(trainer.model());
+  source.bad_label_at = 3;  // the second micro-batch of the next step
+  try {
+    trainer.step(source);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
+  }
+  EXPECT_EQ(source.position(), 2);
+  EXPECT_EQ(all_parameters(trainer.model()), before);
+  EXPECT_EQ(trainer.metrics().step, 1);
+  EXPECT_EQ(trainer.metrics().data_position, 2);
+  source.bad_label_at = -1;
+  trainer.step(source);
+  EXPECT_EQ(trainer.metrics().data_position, 4);
+}
+
 TEST(SequentialTrainer, BadBatchIsRejectedBeforeAnyUpdate) {
   SequentialTrainer trainer(small_mlp(), options(3, OptimizerConfig::Kind::kSgd, 0.1f));
   const std::vector<float> before = all_parameters(trainer.model());

@@ -46,7 +46,10 @@ Batch text_batch(const std::string& text, int64_t rows, int64_t seq_len, uint64_
 
 Batch TeacherSource::next() {
   if (position_ == fail_at) fail(ErrorCode::kCallbackError, "teacher source: injected failure at position ", position_);
-  return teacher_batch(rows_, dim_, classes_, static_cast<uint64_t>(position_++));
+  const bool bad = position_ == bad_label_at;
+  Batch b = teacher_batch(rows_, dim_, classes_, static_cast<uint64_t>(position_++));
+  if (bad) b.targets.i32()[0] = static_cast<int32_t>(classes_);
+  return b;
 }
 
 }  // namespace pf::testing

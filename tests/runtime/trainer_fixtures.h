@@ -21,7 +21,8 @@ class TeacherSource : public DataSource {
   Batch next() override;
   int64_t position() const override { return position_; }
   void seek(int64_t position) override { position_ = position; }
-  int64_t fail_at = -1;
+  int64_t fail_at = -1;       // next() throws kCallbackError at this position
+  int64_t bad_label_at = -1;  // the micro-batch at this position has a label out of range (the step fails)
 
  private:
   int64_t rows_, dim_, classes_, position_ = 0;
