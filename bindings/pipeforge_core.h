@@ -17,9 +17,11 @@
 // Threads: as in the C API, objects are externally synchronised. A LoaderCallback runs on the
 // thread that calls Trainer::step_from_loader.
 //
-// Adding a C API object: a class here that owns its handle, takes a Status* on every fallible call
-// and has close() (Schedule and Simulation are the latest example); then the per-language layers wrap
-// it (docs/BINDINGS.md, "How it is built").
+// Adding a C API object: a class here that owns its handle in a detail::OwnedHandle member (which
+// destroys it, makes the class non-copyable and reports "the <what> is closed"), has one-line close()
+// and closed() that forward to it, and takes a Status* on every fallible call (mostly one line each
+// through OwnedHandle's call/read/read_string; Schedule and Simulation are the latest example); then
+// the per-language layers wrap it (docs/BINDINGS.md, "How it is built").
 #pragma once
 
 #include <cstddef>
@@ -107,6 +109,66 @@ bool guarded(Status* status, F&& body) {
     return false;
   }
 }
+
+// A zeroed C result struct with its struct_size set, for a C API getter to fill.
+template <typename S>
+S sized() {
+  S s;
+  std::memset(&s, 0, sizeof(s));
+  s.struct_size = sizeof(s);
+  return s;
+}
+
+// The C handle a core class owns (Model, Trainer, Schedule, Simulation each hold one as `handle_`):
+// destroyed with `Destroy` by close() (idempotent) or the destructor, not copyable (so neither is
+// the class), and named `what` in the PF_FAILED_PRECONDITION "the <what> is closed" that calls on
+// a closed handle report. The classes keep their own close()/closed(), one line each, so that SWIG
+// wraps them on every class without seeing this template.
+template <typename T, void (*Destroy)(T*)>
+class OwnedHandle {
+ public:
+  OwnedHandle(T* handle, const char* what) : handle_(handle), what_(what) {}
+  OwnedHandle(const OwnedHandle&) = delete;
+  OwnedHandle& operator=(const OwnedHandle&) = delete;
+  ~OwnedHandle() { close(); }
+
+  void close() {
+    Destroy(handle_);
+    handle_ = nullptr;
+  }
+  bool closed() const { return handle_ == nullptr; }
+  T* get() const { return handle_; }
+
+  // True while open; otherwise reports PF_FAILED_PRECONDITION "the <what> is closed".
+  bool open(Status* status) const {
+    if (handle_ != nullptr) return true;
+    report(status, PF_FAILED_PRECONDITION, std::string("the ") + what_ + " is closed");
+    return false;
+  }
+  // fn(handle, args...), a C call that returns a pf_status*. True on success; false after
+  // reporting (the handle is closed, or the call failed).
+  template <typename Fn, typename... Args>
+  bool call(Status* status, Fn fn, Args... args) const {
+    return open(status) && ok(fn(handle_, args...), status);
+  }
+  // The value a C getter fn(handle, args..., &out) writes, or Out() after reporting.
+  template <typename Out, typename Fn, typename... Args>
+  Out read(Status* status, Fn fn, Args... args) const {
+    Out out{};
+    return call(status, fn, args..., &out) ? out : Out{};
+  }
+  // The text a C getter fn(handle, args..., &text) points at (it stays the handle's), copied; ""
+  // after reporting.
+  template <typename Fn, typename... Args>
+  std::string read_string(Status* status, Fn fn, Args... args) const {
+    const char* text = read<const char*>(status, fn, args...);
+    return text != nullptr ? text : std::string();
+  }
+
+ private:
+  T* handle_;
+  const char* what_;
+};
 
 }  // namespace detail
 #endif  // SWIG
@@ -317,57 +379,35 @@ class Model {
     return detail::ok(pf_model_create_gpt(&c, &m), status) ? new Model(m) : nullptr;
   }
 
-  Model(const Model&) = delete;
-  Model& operator=(const Model&) = delete;
-  ~Model() { close(); }
+  // Releases the handle (a trainer built on the model keeps it alive); so does the destructor.
+  // Later calls fail with PF_FAILED_PRECONDITION. Idempotent.
+  void close() { handle_.close(); }
+  bool closed() const { return handle_.closed(); }
 
-  // Releases the handle (a trainer built on the model keeps it alive). Later calls fail with
-  // PF_FAILED_PRECONDITION. Idempotent.
-  void close() {
-    pf_model_destroy(model_);
-    model_ = nullptr;
-  }
-  bool closed() const { return model_ == nullptr; }
-
-  std::string to_json(Status* status) {
-    const char* json = nullptr;
-    if (!open(status) || !detail::ok(pf_model_to_json(model_, &json), status)) return {};
-    return json;
-  }
+  std::string to_json(Status* status) { return handle_.read_string(status, pf_model_to_json); }
   int64_t num_parameters(Status* status) const {
-    size_t n = 0;
-    if (!open(status) || !detail::ok(pf_model_num_parameters(model_, &n), status)) return 0;
-    return static_cast<int64_t>(n);
+    return static_cast<int64_t>(handle_.read<size_t>(status, pf_model_num_parameters));
   }
   int64_t num_parameter_elements(Status* status) const {
-    int64_t n = 0;
-    if (!open(status) || !detail::ok(pf_model_num_parameter_elements(model_, &n), status)) return 0;
-    return n;
+    return handle_.read<int64_t>(status, pf_model_num_parameter_elements);
   }
   std::string parameter_name(int64_t index, Status* status) const {
-    const char* name = nullptr;
-    if (!open(status)) return {};
+    if (!handle_.open(status)) return {};
     if (index < 0) {
       detail::report(status, PF_INVALID_ARGUMENT, "index is negative");
       return {};
     }
-    if (!detail::ok(pf_model_parameter_name(model_, static_cast<size_t>(index), &name), status)) return {};
-    return name;
+    return handle_.read_string(status, pf_model_parameter_name, static_cast<size_t>(index));
   }
 
 #ifndef SWIG
-  pf_model* handle() const { return model_; }
+  pf_model* handle() const { return handle_.get(); }
 #endif
 
  private:
-  explicit Model(pf_model* model) : model_(model) {}
-  bool open(Status* status) const {
-    if (model_ != nullptr) return true;
-    detail::report(status, PF_FAILED_PRECONDITION, "the model is closed");
-    return false;
-  }
+  explicit Model(pf_model* model) : handle_(model, "model") {}
 
-  pf_model* model_;
+  detail::OwnedHandle<pf_model, pf_model_destroy> handle_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -604,36 +644,24 @@ class Trainer {
     return detail::ok(pf_trainer_create(model.handle(), &o, &t), status) ? new Trainer(t) : nullptr;
   }
 
-  Trainer(const Trainer&) = delete;
-  Trainer& operator=(const Trainer&) = delete;
-  ~Trainer() { close(); }
-
-  // Destroys the trainer and its data loader. Later calls fail with PF_FAILED_PRECONDITION.
-  // Idempotent.
-  void close() {
-    pf_trainer_destroy(trainer_);
-    trainer_ = nullptr;
-  }
-  bool closed() const { return trainer_ == nullptr; }
+  // Destroys the trainer and its data loader; so does the destructor. Later calls fail with
+  // PF_FAILED_PRECONDITION. Idempotent.
+  void close() { handle_.close(); }
+  bool closed() const { return handle_.closed(); }
 
   // One step on a whole batch (split into options.micro_batches). The tensors are copied by the
   // runtime during the call.
   StepResult step(const Tensor& inputs, const Tensor& targets, Status* status) {
-    StepResult result;
-    if (!open(status)) return result;
     const pf_tensor_view in = inputs.view(), tg = targets.view();
-    pf_step_result r;
-    std::memset(&r, 0, sizeof(r));
-    r.struct_size = sizeof(r);
-    if (detail::ok(pf_trainer_step(trainer_, &in, &tg, &r), status)) result = convert(r);
-    return result;
+    pf_step_result r = detail::sized<pf_step_result>();
+    return handle_.call(status, pf_trainer_step, &in, &tg, &r) ? convert(r) : StepResult();
   }
 
   // Installs `callback` (borrowed: see LoaderBridge), or removes the loader for NULL.
   void set_data_loader(LoaderCallback* callback, Status* status) {
-    if (!open(status)) return;
+    if (!handle_.open(status)) return;
     if (callback == nullptr) {
-      detail::ok(pf_trainer_set_data_loader(trainer_, nullptr), status);
+      detail::ok(pf_trainer_set_data_loader(handle_.get(), nullptr), status);
       return;
     }
     detail::guarded(status, [&] {
@@ -645,29 +673,21 @@ class Trainer {
       loader.next = &detail::LoaderBridge::next;
       loader.seek = &detail::LoaderBridge::seek;
       loader.destroy = &detail::LoaderBridge::destroy;
-      if (!detail::ok(pf_trainer_set_data_loader(trainer_, &loader), status)) return false;
+      if (!detail::ok(pf_trainer_set_data_loader(handle_.get(), &loader), status)) return false;
       bridge.release();  // the trainer owns it now
       return true;
     });
   }
 
   StepResult step_from_loader(Status* status) {
-    StepResult result;
-    if (!open(status)) return result;
-    pf_step_result r;
-    std::memset(&r, 0, sizeof(r));
-    r.struct_size = sizeof(r);
-    if (detail::ok(pf_trainer_step_from_loader(trainer_, &r), status)) result = convert(r);
-    return result;
+    pf_step_result r = detail::sized<pf_step_result>();
+    return handle_.call(status, pf_trainer_step_from_loader, &r) ? convert(r) : StepResult();
   }
 
   Metrics metrics(Status* status) const {
     Metrics m;
-    if (!open(status)) return m;
-    pf_metrics c;
-    std::memset(&c, 0, sizeof(c));
-    c.struct_size = sizeof(c);
-    if (detail::ok(pf_trainer_get_metrics(trainer_, &c), status)) {
+    pf_metrics c = detail::sized<pf_metrics>();
+    if (handle_.call(status, pf_trainer_get_metrics, &c)) {
       m.step = c.step;
       m.last_loss = c.last_loss;
       m.last_grad_norm = c.last_grad_norm;
@@ -681,14 +701,12 @@ class Trainer {
   std::vector<int64_t> parameter_shape(const std::string& name, Status* status) const {
     size_t ndim = 0;
     int64_t dims[8] = {0};
-    if (!open(status) || !detail::ok(pf_trainer_parameter_shape(trainer_, name.c_str(), dims, 8, &ndim), status)) {
-      return {};
-    }
+    if (!handle_.call(status, pf_trainer_parameter_shape, name.c_str(), dims, 8, &ndim)) return {};
     return std::vector<int64_t>(dims, dims + ndim);
   }
   // Copies parameter `name` into `out`, which holds exactly its element count.
   void copy_parameter(const std::string& name, float* out, size_t count, Status* status) const {
-    if (open(status)) detail::ok(pf_trainer_get_parameter(trainer_, name.c_str(), out, count), status);
+    handle_.call(status, pf_trainer_get_parameter, name.c_str(), out, count);
   }
   // Parameter `name` as a new float32 Tensor with its shape.
   Tensor parameter(const std::string& name, Status* status) const {
@@ -703,13 +721,13 @@ class Trainer {
   }
   // Overwrites parameter `name` with `values` (float32, its element count; the shape is not checked).
   void set_parameter(const std::string& name, const Tensor& values, Status* status) {
-    if (!open(status)) return;
+    if (!handle_.open(status)) return;
     if (values.dtype() != F32) {
       detail::report(status, PF_INVALID_ARGUMENT, "parameter values must be float32");
       return;
     }
     const pf_tensor_view v = values.view();
-    detail::ok(pf_trainer_set_parameter(trainer_, name.c_str(), static_cast<const float*>(v.data),
+    detail::ok(pf_trainer_set_parameter(handle_.get(), name.c_str(), static_cast<const float*>(v.data),
                                         static_cast<size_t>(values.size())),
                status);
   }
@@ -717,59 +735,34 @@ class Trainer {
   // SHA-256 (hex) of every parameter: equal checksums mean bitwise-equal parameters.
   std::string checksum(Status* status) const {
     char hex[65] = {0};
-    if (!open(status) || !detail::ok(pf_trainer_parameter_checksum(trainer_, hex), status)) return {};
-    return hex;
+    return handle_.call(status, pf_trainer_parameter_checksum, hex) ? hex : std::string();
   }
   void save_checkpoint(const std::string& path, Status* status) const {
-    if (open(status)) detail::ok(pf_trainer_save_checkpoint(trainer_, path.c_str()), status);
+    handle_.call(status, pf_trainer_save_checkpoint, path.c_str());
   }
   void load_checkpoint(const std::string& path, Status* status) {
-    if (open(status)) detail::ok(pf_trainer_load_checkpoint(trainer_, path.c_str()), status);
+    handle_.call(status, pf_trainer_load_checkpoint, path.c_str());
   }
 
   // ---- pipelined training: measurements of the last step ----
   // Pipeline ranks (1 for the sequential trainer).
-  int32_t num_ranks(Status* status) const {
-    int32_t n = 0;
-    if (!open(status) || !detail::ok(pf_trainer_num_ranks(trainer_, &n), status)) return 0;
-    return n;
-  }
+  int32_t num_ranks(Status* status) const { return handle_.read<int32_t>(status, pf_trainer_num_ranks); }
   // Rank `rank` (in [0, num_ranks)) over the last step, in microseconds from the step start.
   // PF_FAILED_PRECONDITION for the sequential trainer or before the first step.
   RankStats rank_stats(int32_t rank, Status* status) const {
-    RankStats r;
-    if (!open(status)) return r;
-    pf_rank_stats c;
-    std::memset(&c, 0, sizeof(c));
-    c.struct_size = sizeof(c);
-    if (detail::ok(pf_trainer_get_rank_stats(trainer_, rank, &c), status)) r = RankStats::from_c(c);
-    return r;
+    pf_rank_stats c = detail::sized<pf_rank_stats>();
+    return handle_.call(status, pf_trainer_get_rank_stats, rank, &c) ? RankStats::from_c(c) : RankStats();
   }
   // (makespan - busiest rank's busy time) / makespan of the last step.
-  double bubble_rate(Status* status) const {
-    double rate = 0;
-    if (!open(status) || !detail::ok(pf_trainer_get_bubble_rate(trainer_, &rate), status)) return 0;
-    return rate;
-  }
+  double bubble_rate(Status* status) const { return handle_.read<double>(status, pf_trainer_get_bubble_rate); }
   // The last step's measured timeline as Chrome trace JSON (https://ui.perfetto.dev) or SVG.
   std::string timeline_to_chrome_trace(Status* status) {
-    const char* text = nullptr;
-    if (!open(status) || !detail::ok(pf_trainer_timeline_to_chrome_trace(trainer_, &text), status)) return {};
-    return text;
+    return handle_.read_string(status, pf_trainer_timeline_to_chrome_trace);
   }
-  std::string timeline_to_svg(Status* status) {
-    const char* text = nullptr;
-    if (!open(status) || !detail::ok(pf_trainer_timeline_to_svg(trainer_, &text), status)) return {};
-    return text;
-  }
+  std::string timeline_to_svg(Status* status) { return handle_.read_string(status, pf_trainer_timeline_to_svg); }
 
  private:
-  explicit Trainer(pf_trainer* trainer) : trainer_(trainer) {}
-  bool open(Status* status) const {
-    if (trainer_ != nullptr) return true;
-    detail::report(status, PF_FAILED_PRECONDITION, "the trainer is closed");
-    return false;
-  }
+  explicit Trainer(pf_trainer* trainer) : handle_(trainer, "trainer") {}
   static StepResult convert(const pf_step_result& r) {
     StepResult s;
     s.loss = r.loss;
@@ -780,7 +773,7 @@ class Trainer {
     return s;
   }
 
-  pf_trainer* trainer_;
+  detail::OwnedHandle<pf_trainer, pf_trainer_destroy> handle_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -897,24 +890,15 @@ struct SimulationSummary {
 // A simulated timeline: results and renderings. Independent of the schedule it came from.
 class Simulation {
  public:
-  Simulation(const Simulation&) = delete;
-  Simulation& operator=(const Simulation&) = delete;
-  ~Simulation() { close(); }
-
-  // Destroys the simulation. Later calls fail with PF_FAILED_PRECONDITION. Idempotent.
-  void close() {
-    pf_simulation_destroy(simulation_);
-    simulation_ = nullptr;
-  }
-  bool closed() const { return simulation_ == nullptr; }
+  // Destroys the simulation; so does the destructor. Later calls fail with PF_FAILED_PRECONDITION.
+  // Idempotent.
+  void close() { handle_.close(); }
+  bool closed() const { return handle_.closed(); }
 
   SimulationSummary summary(Status* status) const {
     SimulationSummary s;
-    if (!open(status)) return s;
-    pf_simulation_summary c;
-    std::memset(&c, 0, sizeof(c));
-    c.struct_size = sizeof(c);
-    if (detail::ok(pf_simulation_get_summary(simulation_, &c), status)) {
+    pf_simulation_summary c = detail::sized<pf_simulation_summary>();
+    if (handle_.call(status, pf_simulation_get_summary, &c)) {
       s.makespan = c.makespan;
       s.ideal = c.ideal;
       s.bubble_rate = c.bubble_rate;
@@ -926,44 +910,23 @@ class Simulation {
   }
   // `rank` in [0, num_ranks).
   RankStats rank_stats(int32_t rank, Status* status) const {
-    RankStats r;
-    if (!open(status)) return r;
-    pf_rank_stats c;
-    std::memset(&c, 0, sizeof(c));
-    c.struct_size = sizeof(c);
-    if (detail::ok(pf_simulation_get_rank_stats(simulation_, rank, &c), status)) r = RankStats::from_c(c);
-    return r;
+    pf_rank_stats c = detail::sized<pf_rank_stats>();
+    return handle_.call(status, pf_simulation_get_rank_stats, rank, &c) ? RankStats::from_c(c) : RankStats();
   }
 
   // Chrome trace JSON (chrome://tracing, https://ui.perfetto.dev): a track per rank, an event per action.
-  std::string to_chrome_trace(Status* status) {
-    return render(status, [this](const char** out) { return pf_simulation_to_chrome_trace(simulation_, out); });
-  }
-  std::string to_svg(Status* status) {
-    return render(status, [this](const char** out) { return pf_simulation_to_svg(simulation_, out); });
-  }
+  std::string to_chrome_trace(Status* status) { return handle_.read_string(status, pf_simulation_to_chrome_trace); }
+  std::string to_svg(Status* status) { return handle_.read_string(status, pf_simulation_to_svg); }
   // A terminal grid `width` (>= 10) characters wide.
   std::string to_ascii(int32_t width, Status* status) {
-    return render(status,
-                  [this, width](const char** out) { return pf_simulation_to_ascii(simulation_, width, out); });
+    return handle_.read_string(status, pf_simulation_to_ascii, width);
   }
 
  private:
   friend class Schedule;
-  explicit Simulation(pf_simulation* simulation) : simulation_(simulation) {}
-  bool open(Status* status) const {
-    if (simulation_ != nullptr) return true;
-    detail::report(status, PF_FAILED_PRECONDITION, "the simulation is closed");
-    return false;
-  }
-  template <typename F>
-  std::string render(Status* status, F&& call) {
-    const char* text = nullptr;
-    if (!open(status) || !detail::ok(call(&text), status)) return {};
-    return text;
-  }
+  explicit Simulation(pf_simulation* simulation) : handle_(simulation, "simulation") {}
 
-  pf_simulation* simulation_;
+  detail::OwnedHandle<pf_simulation, pf_simulation_destroy> handle_;
 };
 
 // A pipeline schedule: which rank runs which action (F, B, W, ...) of which micro-batch and stage, in
@@ -993,44 +956,32 @@ class Schedule {
     return detail::ok(pf_schedule_parse(text.c_str(), &s), status) ? new Schedule(s) : nullptr;
   }
 
-  Schedule(const Schedule&) = delete;
-  Schedule& operator=(const Schedule&) = delete;
-  ~Schedule() { close(); }
-
-  // Destroys the schedule (simulations of it stay valid). Later calls fail with
-  // PF_FAILED_PRECONDITION. Idempotent.
-  void close() {
-    pf_schedule_destroy(schedule_);
-    schedule_ = nullptr;
-  }
-  bool closed() const { return schedule_ == nullptr; }
+  // Destroys the schedule (simulations of it stay valid); so does the destructor. Later calls fail
+  // with PF_FAILED_PRECONDITION. Idempotent.
+  void close() { handle_.close(); }
+  bool closed() const { return handle_.closed(); }
 
   // The text form; parse() reads it back to the same schedule.
-  std::string to_text(Status* status) {
-    const char* text = nullptr;
-    if (!open(status) || !detail::ok(pf_schedule_to_text(schedule_, &text), status)) return {};
-    return text;
-  }
-  void validate(Status* status) const {
-    if (open(status)) detail::ok(pf_schedule_validate(schedule_), status);
-  }
+  std::string to_text(Status* status) { return handle_.read_string(status, pf_schedule_to_text); }
+  void validate(Status* status) const { handle_.call(status, pf_schedule_validate); }
   // A new Schedule with SEND/RECV actions for every cross-rank dependency, in a deadlock-free order.
   Schedule* lower(Status* status) const {
     pf_schedule* s = nullptr;
-    if (!open(status) || !detail::ok(pf_schedule_lower(schedule_, &s), status)) return nullptr;
-    return new Schedule(s);
+    return handle_.call(status, pf_schedule_lower, &s) ? new Schedule(s) : nullptr;
   }
-  int32_t num_ranks(Status* status) const { return shape(pf_schedule_num_ranks, status); }
-  int32_t num_stages(Status* status) const { return shape(pf_schedule_num_stages, status); }
-  int32_t num_micro_batches(Status* status) const { return shape(pf_schedule_num_micro_batches, status); }
+  int32_t num_ranks(Status* status) const { return handle_.read<int32_t>(status, pf_schedule_num_ranks); }
+  int32_t num_stages(Status* status) const { return handle_.read<int32_t>(status, pf_schedule_num_stages); }
+  int32_t num_micro_batches(Status* status) const {
+    return handle_.read<int32_t>(status, pf_schedule_num_micro_batches);
+  }
 
   // Times the schedule under `costs`. Returns a new Simulation, or NULL after reporting the error.
   Simulation* simulate(const CostModel& costs, Status* status) const {
-    if (!open(status)) return nullptr;
+    if (!handle_.open(status)) return nullptr;
     pf_cost_model c;
     if (!costs.to_c(&c, status)) return nullptr;
     pf_simulation* sim = nullptr;
-    return detail::ok(pf_schedule_simulate(schedule_, &c, &sim), status) ? new Simulation(sim) : nullptr;
+    return detail::ok(pf_schedule_simulate(handle_.get(), &c, &sim), status) ? new Simulation(sim) : nullptr;
   }
 
   // A new Schedule with activation policy `policy` ("none", "recompute", "offload-host",
@@ -1041,39 +992,28 @@ class Schedule {
   // smallest budget that works. Returns NULL after reporting the error.
   Schedule* apply_activation_policy(const std::string& policy, const CostModel& costs, double budget_bytes,
                                     Status* status) const {
-    if (!open(status)) return nullptr;
+    if (!handle_.open(status)) return nullptr;
     pf_cost_model c;
     if (!costs.to_c(&c, status)) return nullptr;
     pf_schedule* s = nullptr;
-    if (!detail::ok(pf_schedule_apply_activation_policy(schedule_, policy.c_str(), &c, budget_bytes, &s), status)) {
+    if (!detail::ok(pf_schedule_apply_activation_policy(handle_.get(), policy.c_str(), &c, budget_bytes, &s),
+                    status)) {
       return nullptr;
     }
     return new Schedule(s);
   }
   // The smallest per-rank activation budget "selective" can meet for this schedule under `costs`.
   double min_activation_budget(const CostModel& costs, Status* status) const {
-    if (!open(status)) return 0;
+    if (!handle_.open(status)) return 0;
     pf_cost_model c;
     if (!costs.to_c(&c, status)) return 0;
-    double budget = 0;
-    if (!detail::ok(pf_schedule_min_activation_budget(schedule_, &c, &budget), status)) return 0;
-    return budget;
+    return handle_.read<double>(status, pf_schedule_min_activation_budget, &c);
   }
 
  private:
-  explicit Schedule(pf_schedule* schedule) : schedule_(schedule) {}
-  bool open(Status* status) const {
-    if (schedule_ != nullptr) return true;
-    detail::report(status, PF_FAILED_PRECONDITION, "the schedule is closed");
-    return false;
-  }
-  int32_t shape(pf_status* (*get)(const pf_schedule*, int32_t*), Status* status) const {
-    int32_t n = 0;
-    if (!open(status) || !detail::ok(get(schedule_, &n), status)) return 0;
-    return n;
-  }
+  explicit Schedule(pf_schedule* schedule) : handle_(schedule, "schedule") {}
 
-  pf_schedule* schedule_;
+  detail::OwnedHandle<pf_schedule, pf_schedule_destroy> handle_;
 };
 
 }  // namespace pipeforge
