@@ -580,8 +580,6 @@ void PipelineTrainer::run_rank(int rank) {
         }
         live_bytes += slot.bytes;
         live += 1;
-        rs.peak_activation_bytes = std::max(rs.peak_activation_bytes, live_bytes);
-        rs.peak_live_micro_batches = std::max(rs.peak_live_micro_batches, live);
         break;
       }
       case ActionKind::kBackwardInput:
@@ -615,11 +613,10 @@ void PipelineTrainer::run_rank(int rank) {
           slot.bytes = 0;
         } else {
           // What W needs can be more than F kept (e.g. the output gradient saved for an
-          // embedding's or a head's W): the peak can rise at B too.
+          // embedding's or a head's W): the peak can rise at B too (recorded below the switch).
           slot.bytes = context_bytes(slot);
           live_bytes += slot.bytes;
-          rs.peak_activation_bytes = std::max(rs.peak_activation_bytes, live_bytes);
-        }
+          }
         break;
       }
       case ActionKind::kBackwardWeight: {
@@ -675,7 +672,6 @@ void PipelineTrainer::run_rank(int rank) {
         live_bytes -= slot.bytes;
         slot.bytes = context_bytes(slot);
         live_bytes += slot.bytes;
-        rs.peak_activation_bytes = std::max(rs.peak_activation_bytes, live_bytes);
         rs.recomputes += 1;
         break;
       }
@@ -695,8 +691,6 @@ void PipelineTrainer::run_rank(int rank) {
         store->prefetch(context_key(s, mb));  // asynchronous; the B/BW that needs it waits
         live += 1;
         live_bytes += slot.bytes;
-        rs.peak_activation_bytes = std::max(rs.peak_activation_bytes, live_bytes);
-        rs.peak_live_micro_batches = std::max(rs.peak_live_micro_batches, live);
         break;
       }
       case ActionKind::kHold: {
@@ -706,8 +700,6 @@ void PipelineTrainer::run_rank(int rank) {
         st.held[s][mb] = tp.recv(owner, MessageKey{MessageKind::kContextOut, mb, s}, timeout);
         live += 1;
         live_bytes += st.slots[s][mb].bytes;
-        rs.peak_activation_bytes = std::max(rs.peak_activation_bytes, live_bytes);
-        rs.peak_live_micro_batches = std::max(rs.peak_live_micro_batches, live);
         break;
       }
       case ActionKind::kReturn: {
@@ -724,6 +716,10 @@ void PipelineTrainer::run_rank(int rank) {
       default:
         fail(ErrorCode::kUnimplemented, "rank ", rank, ": ", sched::action_to_string(a), " is not supported");
     }
+    // Peaks at action boundaries, after every action (F, B, RECOMPUTE, RELOAD and HOLD are the ones
+    // that can raise them).
+    rs.peak_activation_bytes = std::max(rs.peak_activation_bytes, live_bytes);
+    rs.peak_live_micro_batches = std::max(rs.peak_live_micro_batches, live);
     if (record) {
       const auto t_end = clock_type::now();
       timed.push_back({a, std::chrono::duration<double, std::micro>(t_start - st.t0).count(),
