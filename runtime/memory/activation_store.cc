@@ -135,6 +135,15 @@ size_t read_all(int fd, char* data, size_t bytes, off_t offset) {
   return got;
 }
 
+// Index of the smallest spare whose size(spare) >= need, or spares.size() when none fits.
+template <typename T, typename SizeOf>
+size_t smallest_fitting(const std::vector<T>& spares, size_t need, SizeOf size_of) {
+  size_t best = spares.size();
+  for (size_t i = 0; i < spares.size(); ++i)
+    if (size_of(spares[i]) >= need && (best == spares.size() || size_of(spares[i]) < size_of(spares[best]))) best = i;
+  return best;
+}
+
 std::string default_dir() {
   const char* t = std::getenv("TMPDIR");
   return t && *t ? std::string(t) : std::string("/tmp");
@@ -365,10 +374,7 @@ void ActivationStore::take_host_buffer(Entry* e) {
   const size_t need = std::max<size_t>(e->total, 1);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    size_t best = spare_host_.size();
-    for (size_t i = 0; i < spare_host_.size(); ++i)
-      if (spare_host_[i].first >= need && (best == spare_host_.size() || spare_host_[i].first < spare_host_[best].first))
-        best = i;
+    const size_t best = smallest_fitting(spare_host_, need, [](const auto& spare) { return spare.first; });
     if (best < spare_host_.size()) {
       e->host_capacity = spare_host_[best].first;
       e->host = std::move(spare_host_[best].second);
@@ -589,11 +595,7 @@ size_t ActivationStore::offload_cuda(const std::shared_ptr<Entry>& e, int device
   const size_t need = std::max<size_t>(e->total, 1);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    size_t best = spare_pinned_.size();
-    for (size_t i = 0; i < spare_pinned_.size(); ++i)
-      if (spare_pinned_[i].size() >= need &&
-          (best == spare_pinned_.size() || spare_pinned_[i].size() < spare_pinned_[best].size()))
-        best = i;
+    const size_t best = smallest_fitting(spare_pinned_, need, [](const auto& spare) { return spare.size(); });
     if (best < spare_pinned_.size()) {
       e->pinned = std::move(spare_pinned_[best]);
       spare_pinned_.erase(spare_pinned_.begin() + static_cast<long>(best));
