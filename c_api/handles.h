@@ -42,6 +42,6 @@ struct pf_schedule {
 struct pf_simulation {
   pf::sched::SimulationResult result;
   std::vector<double> offloaded_bytes;  // per rank per step, under the costs it was simulated with
-  std::vector<int64_t> recomputes;      // per rank
+  std::vector<int> recomputes;          // per rank
   std::string trace, svg, ascii;  // what the renderers returned last
 };

@@ -192,11 +192,7 @@ pf_status* pf_schedule_simulate(const pf_schedule* schedule, const pf_cost_model
     auto handle = std::make_unique<pf_simulation>();
     handle->result = pf::sched::simulate(s, c);
     handle->offloaded_bytes = pf::sched::offloaded_bytes_per_rank(s, c);
-    for (const auto& list : s.ranks) {
-      int64_t n = 0;
-      for (const auto& a : list) n += a.kind == pf::sched::ActionKind::kRecompute;
-      handle->recomputes.push_back(n);
-    }
+    handle->recomputes = pf::sched::recomputes_per_rank(s);
     *out = handle.release();
   });
 }

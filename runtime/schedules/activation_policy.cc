@@ -178,6 +178,16 @@ std::vector<double> offloaded_bytes_per_rank(const Schedule& schedule, const Cos
   return out;
 }
 
+std::vector<int> recomputes_per_rank(const Schedule& schedule) {
+  std::vector<int> out;
+  for (const auto& list : schedule.ranks) {
+    int n = 0;
+    for (const Action& a : list) n += a.kind == ActionKind::kRecompute;
+    out.push_back(n);
+  }
+  return out;
+}
+
 Schedule apply_activation_policy(const Schedule& schedule, ActivationPolicy policy, const CostModel& costs,
                                  double budget_bytes) {
   check_plain(schedule);
@@ -250,13 +260,10 @@ ActivationPlan plan_activation(const Schedule& schedule, ActivationPolicy policy
   plan.peak_bytes = activation_peak_bytes(plan.schedule, costs);
   plan.peak_units = activation_peak_units(plan.schedule);
   plan.offloaded_bytes = offloaded_bytes_per_rank(plan.schedule, costs);
-  for (size_t r = 0; r < plan.offloaded_bytes.size(); ++r) {
+  plan.recomputes = recomputes_per_rank(plan.schedule);
+  for (size_t r = 0; r < plan.offloaded_bytes.size(); ++r)
     plan.transfer_time.push_back(costs.transfer_bandwidth > 0 ? 2.0 * plan.offloaded_bytes[r] / costs.transfer_bandwidth
                                                               : 0.0);
-    int n = 0;
-    for (const Action& a : plan.schedule.ranks[r]) n += a.kind == ActionKind::kRecompute;
-    plan.recomputes.push_back(n);
-  }
   return plan;
 }
 

@@ -71,6 +71,8 @@ std::vector<int> activation_peak_units(const Schedule& schedule);
 double min_activation_budget(const Schedule& schedule, const CostModel& costs);
 // Bytes each rank moves off the device per step (sum of m_b over its OFFLOADs; the same comes back).
 std::vector<double> offloaded_bytes_per_rank(const Schedule& schedule, const CostModel& costs);
+// RECOMPUTE actions per rank per step.
+std::vector<int> recomputes_per_rank(const Schedule& schedule);
 
 // Everything `pipeforge simulate --activation-policy NAME [--activation-budget BYTES]` needs in one
 // call: the schedule with the policy applied and its per-rank figures.
