@@ -4,6 +4,8 @@
 
 #include "c_api/guard.h"
 #include "c_api/handles.h"
+#include "runtime/core/json_text.h"
+#include "runtime/core/limits.h"
 #include "runtime/models/builders.h"
 
 namespace {
@@ -54,11 +56,7 @@ pf_status* pf_model_builder_add_layer(pf_model_builder* builder, const char* typ
     const std::string layer_type = pf::capi::require_string(type, "type");
     nlohmann::json layer = nlohmann::json::object();
     if (options_json != nullptr) {
-      try {
-        layer = nlohmann::json::parse(options_json);
-      } catch (const nlohmann::json::parse_error& e) {
-        pf::fail(pf::ErrorCode::kInvalidArgument, "options_json: malformed JSON: ", e.what());
-      }
+      layer = pf::parse_json_text(options_json, "options_json", pf::limits::kMaxModelJsonBytes);
       PF_CHECK_ARG(layer.is_object(), "options_json: expected a JSON object, got ", layer.type_name());
       PF_CHECK_ARG(!layer.contains("type"),
                    "options_json: must not contain \"type\" (the layer type is the 'type' argument)");

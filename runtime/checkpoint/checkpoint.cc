@@ -1,16 +1,15 @@
 #include "runtime/checkpoint/checkpoint.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdio>
+#include <cmath>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <map>
+#include <string_view>
 
+#include "runtime/checkpoint/checkpoint_file.h"
+#include "runtime/core/checked_math.h"
 #include "runtime/core/error.h"
+#include "runtime/core/json_text.h"
+#include "runtime/core/limits.h"
 #include "runtime/core/log.h"
 #include "runtime/core/sha256.h"
 
@@ -37,39 +36,138 @@ struct Entry {
   const Tensor* tensor;
 };
 
-void write_file_atomically(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail(ErrorCode::kIoError, "checkpoint '", path, "': cannot create '", tmp, "': ", std::strerror(errno));
-  size_t written = 0;
-  while (written < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      fail(ErrorCode::kIoError, "checkpoint '", path, "': write failed: ", std::strerror(err));
+// The tensor entries of a checkpoint header, checked against the model and the optimizer kind.
+struct Span {
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+};
+
+struct Entries {
+  std::map<std::string, Span> params;                    // parameter name -> bytes in the file
+  std::map<std::string, std::pair<Parameter*, Span>> slots;  // "<param>/<slot>" -> its parameter and bytes
+};
+
+class HeaderReader {
+ public:
+  explicit HeaderReader(const std::string& path) : path_(path) {}
+
+  [[noreturn]] void malformed(const std::string& where, const std::string& problem) const {
+    fail(ErrorCode::kDataLoss, "checkpoint '", path_, "': ", where, ": ", problem);
+  }
+
+  const nlohmann::json& field(const nlohmann::json& object, const char* key, const std::string& where) const {
+    if (!object.is_object()) malformed(where, "expected an object");
+    auto it = object.find(key);
+    if (it == object.end()) malformed(where, std::string("missing field \"") + key + "\"");
+    return *it;
+  }
+
+  uint64_t unsigned_field(const nlohmann::json& object, const char* key, const std::string& where) const {
+    const nlohmann::json& v = field(object, key, where);
+    if (!v.is_number_unsigned()) malformed(where + "." + key, "expected a non-negative integer, got " + describe_json(v));
+    return v.get<uint64_t>();
+  }
+
+  std::string string_field(const nlohmann::json& object, const char* key, const std::string& where) const {
+    const nlohmann::json& v = field(object, key, where);
+    if (!v.is_string()) malformed(where + "." + key, "expected a string, got " + describe_json(v));
+    return v.get<std::string>();
+  }
+
+  // A progress counter in [0, limits::kMaxStepCount].
+  int64_t count_field(const nlohmann::json& header, const char* key) const {
+    const uint64_t v = unsigned_field(header, key, "header");
+    if (v > static_cast<uint64_t>(limits::kMaxStepCount)) {
+      malformed(std::string("header.") + key, "value " + std::to_string(v) + " is larger than the limit of " +
+                                                  std::to_string(limits::kMaxStepCount));
     }
-    written += static_cast<size_t>(n);
+    return static_cast<int64_t>(v);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    fail(ErrorCode::kIoError, "checkpoint '", path, "': flush failed: ", std::strerror(err));
+
+  Shape shape_field(const nlohmann::json& object, const std::string& where) const {
+    const nlohmann::json& v = field(object, "shape", where);
+    if (!v.is_array() || v.size() > 8) malformed(where + ".shape", "expected a list of at most 8 dimensions");
+    Shape shape;
+    for (const auto& d : v) {
+      if (!d.is_number_unsigned() || d.get<uint64_t>() > static_cast<uint64_t>(limits::kMaxDimension)) {
+        malformed(where + ".shape", "bad dimension " + describe_json(d));
+      }
+      shape.push_back(d.get<int64_t>());
+    }
+    return shape;
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    fail(ErrorCode::kIoError, "checkpoint '", path, "': rename failed: ", std::strerror(err));
+
+ private:
+  const std::string& path_;
+};
+
+// Checks every entry of header["tensors"]: well formed (else kDataLoss), inside the data section,
+// named once, and matching the model and the optimizer (shape, dtype, slot). A parameter of
+// another model, one the model lacks or one of another shape is kInvalidArgument: the file is
+// intact but not this model's.
+Entries read_entries(const HeaderReader& reader, const nlohmann::json& header, const std::string& path,
+                     Model& model, const std::vector<std::string>& slot_names, uint64_t data_bytes) {
+  std::map<std::string, Parameter*> by_name;
+  for (Parameter* p : model.parameters()) by_name[p->name] = p;
+  const nlohmann::json& list = reader.field(header, "tensors", "header");
+  if (!list.is_array()) reader.malformed("header.tensors", "expected a list");
+  Entries entries;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string where = "tensors[" + std::to_string(i) + "]";
+    const nlohmann::json& t = list[i];
+    const std::string name = reader.string_field(t, "name", where);
+    const std::string entry = where + " '" + name + "'";
+    if (reader.string_field(t, "dtype", where) != "f32") reader.malformed(entry, "dtype is not f32");
+    const Shape shape = reader.shape_field(t, where);
+    Span span{reader.unsigned_field(t, "offset", where), reader.unsigned_field(t, "bytes", where)};
+    checked_range_end(span.offset, span.bytes, data_bytes, "checkpoint '" + path + "': " + entry,
+                      ErrorCode::kDataLoss);
+    const uint64_t shape_bytes = static_cast<uint64_t>(shape_numel(shape)) * 4;  // dims < 2^31, at most 8
+    if (span.bytes != shape_bytes) {
+      reader.malformed(entry, std::to_string(span.bytes) + " bytes for shape " + shape_to_string(shape));
+    }
+    if (name.rfind("param/", 0) == 0) {
+      const std::string param = name.substr(6);
+      auto it = by_name.find(param);
+      PF_CHECK_ARG(it != by_name.end(), "checkpoint '", path, "': parameter '", param,
+                   "' does not exist in this model");
+      PF_CHECK_ARG(it->second->value.shape() == shape, "checkpoint '", path, "': parameter '", param, "' has shape ",
+                   shape_to_string(shape), ", the model expects ", shape_to_string(it->second->value.shape()));
+      if (!entries.params.emplace(param, span).second) reader.malformed(entry, "appears twice");
+    } else if (name.rfind("optim/", 0) == 0) {
+      const std::string key = name.substr(6);
+      const size_t slash = key.rfind('/');
+      if (slash == std::string::npos) reader.malformed(entry, "expected optim/<parameter>/<slot>");
+      const std::string param = key.substr(0, slash), slot = key.substr(slash + 1);
+      bool known_slot = false;
+      for (const std::string& s : slot_names) known_slot = known_slot || s == slot;
+      if (!known_slot) reader.malformed(entry, "'" + slot + "' is not a state slot of this optimizer");
+      auto it = by_name.find(param);
+      if (it == by_name.end()) reader.malformed(entry, "state of a parameter the model does not have");
+      if (it->second->value.shape() != shape) reader.malformed(entry, "shape differs from its parameter's");
+      if (!entries.slots.emplace(key, std::make_pair(it->second, span)).second) {
+        reader.malformed(entry, "appears twice");
+      }
+    } else {
+      reader.malformed(entry, "unknown entry (expected param/<name> or optim/<name>/<slot>)");
+    }
   }
-  // Make the rename itself durable.
-  const size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
+  for (Parameter* p : model.parameters()) {
+    PF_CHECK_ARG(entries.params.count(p->name), "checkpoint '", path, "': has no parameter '", p->name, "'");
+  }
+  return entries;
+}
+
+// Fails when any value of `entry` is NaN or infinite: a diverged run is not saved.
+void check_finite(const char* data, size_t bytes, const std::string& entry, const std::string& path, int64_t step) {
+  const size_t n = bytes / sizeof(float);
+  for (size_t i = 0; i < n; ++i) {
+    float v;
+    std::memcpy(&v, data + i * sizeof(float), sizeof(float));
+    if (!std::isfinite(v)) {
+      fail(ErrorCode::kFailedPrecondition, "checkpoint '", path, "': ", entry, " has ", std::isnan(v) ? "a NaN" : "an infinity",
+           " at element ", i, " (step ", step, "); refusing to save a diverged model");
+    }
   }
 }
 
@@ -113,22 +211,23 @@ void save_checkpoint(const Trainer& trainer, const std::string& path) {
     // Device tensors are copied to the host through the device hook (waits for the device).
     copy_bytes(&bytes[at], Device::cpu(), e.tensor->data<char>(), e.tensor->device(), e.tensor->nbytes(),
                "save_checkpoint");
+    check_finite(&bytes[at], e.tensor->nbytes(), e.name, path, trainer.metrics().step);
   }
   bytes += sha256_digest(bytes.data(), bytes.size());
-  write_file_atomically(path, bytes);
+  write_checkpoint_file(path, bytes);
   log(LogLevel::kInfo, "saved checkpoint '" + path + "' at step " + std::to_string(trainer.metrics().step));
 }
 
 void load_checkpoint(Trainer& trainer, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int err = errno;
-    fail(err == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIoError, "checkpoint '", path,
-         "': cannot open: ", std::strerror(err));
-  }
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-
+  Model& model = trainer.model();
+  const std::vector<std::string>& slot_names = optimizer_slot_names(trainer.optimizer().config().kind);
+  // The largest file this model's checkpoint can be: header, parameters and every state slot.
   const size_t fixed = sizeof(kMagic) + sizeof(uint32_t) + sizeof(uint64_t);
+  const int64_t param_bytes = checked_mul(model.num_parameter_elements(), 4, "model parameter bytes");
+  const int64_t tensor_bytes = checked_mul(param_bytes, 1 + static_cast<int64_t>(slot_names.size()), "checkpoint bytes");
+  const uint64_t max_file = static_cast<uint64_t>(tensor_bytes) + fixed + limits::kMaxCheckpointHeaderBytes + kDigestBytes;
+  const std::string bytes = read_checkpoint_file(path, max_file);
+
   if (bytes.size() < fixed + kDigestBytes || std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) {
     fail(ErrorCode::kDataLoss, "checkpoint '", path, "': not a PipeForge checkpoint (bad magic or too short: ",
          bytes.size(), " bytes)");
@@ -144,85 +243,42 @@ void load_checkpoint(Trainer& trainer, const std::string& path) {
   }
   const uint64_t header_len = read_pod<uint64_t>(bytes, sizeof(kMagic) + sizeof(uint32_t));
   if (header_len > body - fixed) fail(ErrorCode::kDataLoss, "checkpoint '", path, "': header length out of range");
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(bytes.substr(fixed, header_len));
-  } catch (const nlohmann::json::exception& e) {
-    fail(ErrorCode::kDataLoss, "checkpoint '", path, "': header is not valid JSON: ", e.what());
-  }
+  const nlohmann::json header = parse_json_text(std::string_view(bytes).substr(fixed, header_len),
+                                                "checkpoint '" + path + "': header",
+                                                limits::kMaxCheckpointHeaderBytes, ErrorCode::kDataLoss);
   const size_t data_start = fixed + header_len;
 
   // Validate everything before touching the trainer, so a bad file changes nothing.
-  std::map<std::string, std::pair<uint64_t, uint64_t>> spans;  // name -> (offset, bytes)
-  try {
-    for (const auto& t : header.at("tensors")) {
-      const uint64_t off = t.at("offset").get<uint64_t>(), len = t.at("bytes").get<uint64_t>();
-      if (t.at("dtype").get<std::string>() != "f32" || off + len > body - data_start) {
-        fail(ErrorCode::kDataLoss, "checkpoint '", path, "': tensor '", t.at("name").get<std::string>(),
-             "' is out of range or not f32");
-      }
-      spans[t.at("name").get<std::string>()] = {off, len};
-    }
-  } catch (const nlohmann::json::exception& e) {
-    fail(ErrorCode::kDataLoss, "checkpoint '", path, "': malformed header: ", e.what());
-  }
+  HeaderReader reader(path);
+  const Entries entries = read_entries(reader, header, path, model, slot_names, body - data_start);
   OptimizerConfig saved_config;
   try {
-    saved_config = OptimizerConfig::from_json(header.at("optimizer"));
-  } catch (const nlohmann::json::exception& e) {
-    fail(ErrorCode::kDataLoss, "checkpoint '", path, "': malformed optimizer section: ", e.what());
+    saved_config = OptimizerConfig::from_json(reader.field(header, "optimizer", "header"));
+  } catch (const Error& e) {
+    reader.malformed("header.optimizer", e.what());
   }
   PF_CHECK_ARG(saved_config.kind == trainer.optimizer().config().kind, "checkpoint '", path,
                "': saved with optimizer '", saved_config.to_json()["kind"].get<std::string>(),
                "' but the trainer uses '", trainer.optimizer().config().to_json()["kind"].get<std::string>(), "'");
-
-  Model& model = trainer.model();
-  for (Parameter* p : model.parameters()) {
-    auto it = spans.find("param/" + p->name);
-    PF_CHECK_ARG(it != spans.end(), "checkpoint '", path, "': has no parameter '", p->name, "'");
-    PF_CHECK_ARG(it->second.second == p->value.nbytes(), "checkpoint '", path, "': parameter '", p->name,
-                 "' has ", it->second.second, " bytes, the model expects ", p->value.nbytes());
-  }
-  for (const auto& kv : spans) {
-    if (kv.first.rfind("param/", 0) == 0) {
-      PF_CHECK_ARG(model.find_parameter(kv.first.substr(6)) != nullptr, "checkpoint '", path,
-                   "': parameter '", kv.first.substr(6), "' does not exist in this model");
-    } else {
-      const std::string slot = kv.first.substr(6);  // "optim/<param>/<slot>"
-      const std::string param = slot.substr(0, slot.rfind('/'));
-      Parameter* p = model.find_parameter(param);
-      PF_CHECK_ARG(p != nullptr && kv.second.second == p->value.nbytes(), "checkpoint '", path,
-                   "': optimizer state '", slot, "' does not match the model");
-    }
-  }
-
-  int64_t step = 0, data_position = 0, optimizer_steps = 0;
-  try {
-    step = header.at("step").get<int64_t>();
-    data_position = header.at("data_position").get<int64_t>();
-    optimizer_steps = header.at("optimizer_steps").get<int64_t>();
-  } catch (const nlohmann::json::exception& e) {
-    fail(ErrorCode::kDataLoss, "checkpoint '", path, "': malformed progress fields: ", e.what());
-  }
+  const int64_t step = reader.count_field(header, "step");
+  const int64_t data_position = reader.count_field(header, "data_position");
+  const int64_t optimizer_steps = reader.count_field(header, "optimizer_steps");
 
   // Commit: nothing below can fail on file content.
   for (Parameter* p : model.parameters()) {
-    const auto& span = spans["param/" + p->name];
+    const Span& span = entries.params.at(p->name);
     // Into device parameters through the device hook; optimizer state below stays on the host
     // until the optimizer moves it to its parameter's device.
-    copy_bytes(p->value.data<char>(), p->value.device(), bytes.data() + data_start + span.first, Device::cpu(),
-               span.second, "load_checkpoint");
+    copy_bytes(p->value.data<char>(), p->value.device(), bytes.data() + data_start + span.offset, Device::cpu(),
+               span.bytes, "load_checkpoint");
   }
   auto& state = trainer.optimizer().state();
   state.clear();
   MemoryCategoryScope scope(MemoryCategory::kOptimizerState);
-  for (const auto& kv : spans) {
-    if (kv.first.rfind("optim/", 0) != 0) continue;
-    const std::string slot = kv.first.substr(6);
-    Parameter* p = model.find_parameter(slot.substr(0, slot.rfind('/')));
-    Tensor t = Tensor::empty(p->value.shape());
-    std::memcpy(t.data<char>(), bytes.data() + data_start + kv.second.first, kv.second.second);
-    state.emplace(slot, t);
+  for (const auto& [key, slot] : entries.slots) {
+    Tensor t = Tensor::empty(slot.first->value.shape());
+    std::memcpy(t.data<char>(), bytes.data() + data_start + slot.second.offset, slot.second.bytes);
+    state.emplace(key, t);
   }
   trainer.restore_progress(step, data_position);
   trainer.optimizer().set_steps_taken(optimizer_steps);

@@ -6,7 +6,10 @@
 // the trainer step and data position, and the model JSON.
 //
 // Writing is atomic: the file is written under a temporary name in the same folder, flushed to
-// disk, then renamed over the target; a crash mid-write leaves the previous checkpoint intact.
+// disk, then renamed over the target; a crash mid-write leaves the previous checkpoint intact, and
+// the next save removes the temporary file it left (checkpoint_file.h). A path that is a symlink,
+// directory or device is never replaced, and parameters or state holding NaN or infinity are not
+// saved (kFailedPrecondition naming the tensor and step).
 #pragma once
 
 #include <string>
@@ -18,9 +21,15 @@ namespace pf {
 constexpr uint32_t kCheckpointFormatVersion = 1;
 
 void save_checkpoint(const Trainer& trainer, const std::string& path);
-// Loads into a trainer whose model has the same parameters (names and shapes). A missing, truncated
-// or corrupted file, or one that does not match the model, throws (kNotFound, kDataLoss or
-// kInvalidArgument) naming the file and the problem; the trainer is unchanged in that case.
+// Loads into a trainer whose model has the same parameters (names and shapes). The SHA-256 only
+// detects accidents (anyone can recompute it), so every header field is checked as untrusted
+// input: the file must be a regular file no longer than this model's checkpoint can be; every
+// entry must be well formed, lie inside the data section, appear once, be f32, and be a parameter
+// of the model or a state slot of the trainer's optimizer (optimizer_slot_names) with its
+// parameter's shape; step, data position and optimizer steps must lie in [0, 2^53]. A missing file
+// is kNotFound; a malformed or inconsistent one kDataLoss naming the file and the entry; an intact
+// checkpoint of another model (a parameter missing, extra or of another shape) kInvalidArgument
+// naming the parameter. The trainer is unchanged in every such case.
 // The optimizer kind must match; its hyperparameters (lr, betas, ...) are the trainer's own, so a
 // resumed run may change the learning rate. Restored: parameters, optimizer state and step count,
 // trainer step and data position.

@@ -1,6 +1,7 @@
 #include "runtime/core/json_object.h"
 
 #include "runtime/core/error.h"
+#include "runtime/core/json_text.h"
 
 namespace pf {
 
@@ -25,8 +26,21 @@ const nlohmann::json& JsonObject::get(const std::string& key) const {
 
 int64_t JsonObject::get_int(const std::string& key) const {
   const auto& v = get(key);
-  PF_CHECK_ARG(v.is_number_integer(), path_of(key), ": expected an integer, got ", v.dump());
+  PF_CHECK_ARG(v.is_number_integer(), path_of(key), ": expected an integer, got ", describe_json(v));
+  PF_CHECK_ARG(!v.is_number_unsigned() || v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX), path_of(key),
+               ": ", v.dump(), " is larger than a 64-bit signed integer");
   return v.get<int64_t>();
+}
+
+int64_t JsonObject::get_int_in(const std::string& key, int64_t fallback, int64_t lo, int64_t hi) const {
+  read_.insert(key);
+  return has(key) ? get_int_in(key, lo, hi) : fallback;
+}
+
+int64_t JsonObject::get_int_in(const std::string& key, int64_t lo, int64_t hi) const {
+  const int64_t v = get_int(key);
+  PF_CHECK_ARG(v >= lo && v <= hi, path_of(key), ": must be in [", lo, ", ", hi, "], got ", v);
+  return v;
 }
 
 int64_t JsonObject::get_int(const std::string& key, int64_t fallback) const {
@@ -44,7 +58,7 @@ double JsonObject::get_number(const std::string& key, double fallback) const {
   read_.insert(key);
   if (!has(key)) return fallback;
   const auto& v = get(key);
-  PF_CHECK_ARG(v.is_number(), path_of(key), ": expected a number, got ", v.dump());
+  PF_CHECK_ARG(v.is_number(), path_of(key), ": expected a number, got ", describe_json(v));
   return v.get<double>();
 }
 
@@ -52,13 +66,13 @@ bool JsonObject::get_bool(const std::string& key, bool fallback) const {
   read_.insert(key);
   if (!has(key)) return fallback;
   const auto& v = get(key);
-  PF_CHECK_ARG(v.is_boolean(), path_of(key), ": expected true or false, got ", v.dump());
+  PF_CHECK_ARG(v.is_boolean(), path_of(key), ": expected true or false, got ", describe_json(v));
   return v.get<bool>();
 }
 
 std::string JsonObject::get_string(const std::string& key) const {
   const auto& v = get(key);
-  PF_CHECK_ARG(v.is_string(), path_of(key), ": expected a string, got ", v.dump());
+  PF_CHECK_ARG(v.is_string(), path_of(key), ": expected a string, got ", describe_json(v));
   return v.get<std::string>();
 }
 
@@ -67,16 +81,20 @@ std::string JsonObject::get_string(const std::string& key, const std::string& fa
   return has(key) ? get_string(key) : fallback;
 }
 
-std::vector<int64_t> JsonObject::get_int_list(const std::string& key,
-                                              const std::vector<int64_t>& fallback) const {
+std::vector<int64_t> JsonObject::get_int_list(const std::string& key, const std::vector<int64_t>& fallback,
+                                              int64_t max_item, size_t max_length) const {
   read_.insert(key);
   if (!has(key)) return fallback;
   const auto& v = get(key);
-  PF_CHECK_ARG(v.is_array(), path_of(key), ": expected a list of integers, got ", v.dump());
+  PF_CHECK_ARG(v.is_array(), path_of(key), ": expected a list of integers, got ", describe_json(v));
+  PF_CHECK_ARG(v.size() <= max_length, path_of(key), ": ", v.size(), " entries, more than the limit of ",
+               max_length);
   std::vector<int64_t> out;
   for (size_t i = 0; i < v.size(); ++i) {
-    PF_CHECK_ARG(v[i].is_number_integer() && v[i].get<int64_t>() > 0, path_of(key), "[", i,
-                 "]: expected a positive integer, got ", v[i].dump());
+    PF_CHECK_ARG(v[i].is_number_integer() && v[i].get<int64_t>() > 0 &&
+                     (!v[i].is_number_unsigned() || v[i].get<uint64_t>() <= static_cast<uint64_t>(max_item)) &&
+                     v[i].get<int64_t>() <= max_item,
+                 path_of(key), "[", i, "]: expected an integer in [1, ", max_item, "], got ", describe_json(v[i]));
     out.push_back(v[i].get<int64_t>());
   }
   return out;

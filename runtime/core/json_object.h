@@ -20,11 +20,17 @@ class JsonObject {
   int64_t get_int(const std::string& key) const;                  // required
   int64_t get_int(const std::string& key, int64_t fallback) const;
   int64_t get_positive_int(const std::string& key) const;         // required, > 0
+  // Required, in [lo, hi]; kInvalidArgument naming the field and the range otherwise.
+  int64_t get_int_in(const std::string& key, int64_t lo, int64_t hi) const;
+  // Optional, in [lo, hi]; kInvalidArgument naming the field and the range otherwise.
+  int64_t get_int_in(const std::string& key, int64_t fallback, int64_t lo, int64_t hi) const;
   double get_number(const std::string& key, double fallback) const;
   bool get_bool(const std::string& key, bool fallback) const;
   std::string get_string(const std::string& key) const;           // required
   std::string get_string(const std::string& key, const std::string& fallback) const;
-  std::vector<int64_t> get_int_list(const std::string& key, const std::vector<int64_t>& fallback) const;
+  // Each entry in [1, max_item], at most max_length entries.
+  std::vector<int64_t> get_int_list(const std::string& key, const std::vector<int64_t>& fallback,
+                                    int64_t max_item, size_t max_length) const;
   const nlohmann::json& get_array(const std::string& key) const;  // required
   const nlohmann::json& get(const std::string& key) const;        // required, any type
 

@@ -1,11 +1,14 @@
 #include "runtime/layers/layer_factory.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
 #include <vector>
 
 #include "runtime/core/error.h"
+#include "runtime/core/json_text.h"
+#include "runtime/core/limits.h"
 #include "runtime/layers/activations.h"
 #include "runtime/layers/attention.h"
 #include "runtime/layers/cross_entropy.h"
@@ -22,8 +25,36 @@ namespace {
 
 using nlohmann::json;
 
-// Sizes are passed to BLAS as int.
-constexpr int64_t kMaxSize = std::numeric_limits<int32_t>::max();
+constexpr int64_t kMaxSize = limits::kMaxDimension;
+
+// Nesting depth of the layer_from_json calls running on this thread.
+thread_local int nesting_depth = 0;
+
+struct NestingGuard {
+  NestingGuard(const std::string& path) {
+    PF_CHECK_ARG(nesting_depth < limits::kMaxLayerNesting, path.empty() ? "(root)" : path,
+                 ": layers nested deeper than the limit of ", limits::kMaxLayerNesting);
+    ++nesting_depth;
+  }
+  ~NestingGuard() { --nesting_depth; }
+};
+
+// Counts the descriptions in `layers` and below; fails past the nesting or count limit.
+void count_layers(const json& layers, const std::string& path, int depth, int64_t* count) {
+  PF_CHECK_ARG(depth <= limits::kMaxLayerNesting, path, ": layers nested deeper than the limit of ",
+               limits::kMaxLayerNesting);
+  if (!layers.is_array()) return;  // reported with its path when the layer is built
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const std::string item_path = path + "[" + std::to_string(i) + "]";
+    PF_CHECK_ARG(++*count <= limits::kMaxLayers, item_path, ": more than the limit of ", limits::kMaxLayers,
+                 " layers in one model");
+    const json& item = layers[i];
+    if (item.is_object()) {
+      auto it = item.find("layers");
+      if (it != item.end()) count_layers(*it, item_path + ".layers", depth + 1, count);
+    }
+  }
+}
 
 std::string field_path(const std::string& path, const std::string& field) {
   return path.empty() ? field : path + "." + field;
@@ -31,12 +62,7 @@ std::string field_path(const std::string& path, const std::string& field) {
 
 std::string shown_path(const std::string& path) { return path.empty() ? "(root)" : path; }
 
-// A short rendering of a JSON value for error messages.
-std::string describe(const json& value) {
-  std::string text = value.dump();
-  if (text.size() > 60) text = text.substr(0, 57) + "...";
-  return std::string(value.type_name()) + " " + text;
-}
+std::string describe(const json& value) { return describe_json(value); }
 
 std::string join(const std::vector<std::string>& items) {
   std::string out;
@@ -71,7 +97,7 @@ class Fields {
                               ? value.get<uint64_t>() >= 1 && value.get<uint64_t>() <= kMaxSize
                               : value.get<int64_t>() >= 1 && value.get<int64_t>() <= kMaxSize;
     PF_CHECK_ARG(in_range, at(key), ": expected a positive integer (at most ", kMaxSize, "), got ",
-                 value.dump());
+                 describe(value));
     return value.get<int64_t>();
   }
   int64_t required_size(const char* key, const std::string& type) const {
@@ -92,7 +118,7 @@ class Fields {
     const bool ok = std::isfinite(v) && std::fabs(v) <= std::numeric_limits<float>::max() &&
                     (positive ? static_cast<float>(v) > 0.0f : v >= 0.0);
     PF_CHECK_ARG(ok, at(key), ": expected a finite ", positive ? "positive" : "non-negative",
-                 " number, got ", value->dump());
+                 " number, got ", describe(*value));
     return static_cast<float>(v);
   }
 
@@ -197,8 +223,14 @@ const std::vector<LayerKind>& layer_kinds() {
 
 }  // namespace
 
+void check_layer_descriptions(const json& layers, const std::string& path) {
+  int64_t count = 0;
+  count_layers(layers, path, 1, &count);
+}
+
 std::unique_ptr<Layer> layer_from_json(const json& description, const std::string& default_name,
                                        const std::string& path) {
+  NestingGuard nesting(path);
   PF_CHECK_ARG(description.is_object(), shown_path(path),
                ": expected a layer description (an object with a \"type\"), got ", describe(description));
   Fields f(description, path);
@@ -229,6 +261,10 @@ std::unique_ptr<Layer> layer_from_json(const json& description, const std::strin
   if (const json* n = f.find("name")) {
     PF_CHECK_ARG(n->is_string(), f.at("name"), ": expected a string, got ", describe(*n));
     name = n->get<std::string>();
+    PF_CHECK_ARG(name.size() <= limits::kMaxNameBytes, f.at("name"), ": ", name.size(), " bytes, more than the limit of ",
+                 limits::kMaxNameBytes);
+    PF_CHECK_ARG(std::none_of(name.begin(), name.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }),
+                 f.at("name"), ": contains a control character");
   }
   // Constructor errors (which name the layer, not the JSON) get the description's path in front;
   // errors that already start with a path inside this description pass through unchanged.

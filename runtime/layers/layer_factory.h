@@ -16,6 +16,7 @@
 // Parsing is strict: an unknown field, a missing required field, a value of the wrong JSON type or
 // out of range (sizes must be positive) throws kInvalidArgument whose message starts with the JSON
 // path of the offending value (e.g. "layers[2].heads"); an unknown type lists the known ones.
+// Nesting deeper than limits::kMaxLayerNesting is refused there too.
 #pragma once
 
 #include <memory>
@@ -27,6 +28,11 @@
 #include "runtime/layers/loss.h"
 
 namespace pf {
+
+// Checks a list of layer descriptions before any is built: residual/sequential nesting at most
+// limits::kMaxLayerNesting deep and at most limits::kMaxLayers layers in all, nested ones
+// included. kInvalidArgument naming `path` and the limit.
+void check_layer_descriptions(const nlohmann::json& layers, const std::string& path);
 
 // `default_name` is used when the description has no "name"; `path` is the description's JSON path
 // for error messages ("" for the document root).

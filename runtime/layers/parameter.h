@@ -1,6 +1,7 @@
 // A named trainable tensor with its gradient and the rule that initialises it from a seed.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "runtime/tensor/tensor.h"
@@ -23,7 +24,28 @@ struct Parameter {
   InitSpec init;
 };
 
-// Allocates value and grad (zeroed) for a parameter of the given shape.
+// Allocates value and grad (zeroed) for a parameter of the given shape. Every dimension must be
+// in [1, limits::kMaxDimension]; kInvalidArgument naming the parameter otherwise.
 Parameter make_parameter(const std::string& name, const Shape& shape, InitSpec init);
+
+// While one is alive on this thread, make_parameter allocates nothing: it checks the shape, adds
+// the parameter's bytes to this count and returns the parameter with undefined tensors. The model
+// builders build a model once under it to size it before allocating anything.
+class ParameterSizing {
+ public:
+  ParameterSizing();
+  ~ParameterSizing();
+  ParameterSizing(const ParameterSizing&) = delete;
+  ParameterSizing& operator=(const ParameterSizing&) = delete;
+
+  int64_t bytes() const { return bytes_; }  // of the values alone (f32), overflow-checked
+  int64_t count() const { return count_; }  // parameters made
+
+ private:
+  friend Parameter make_parameter(const std::string&, const Shape&, InitSpec);
+  ParameterSizing* outer_;
+  int64_t bytes_ = 0;
+  int64_t count_ = 0;
+};
 
 }  // namespace pf

@@ -197,6 +197,7 @@ ActivationStore::ActivationStore(const Options& options) : options_(options) {
     } else if (!S_ISDIR(st.st_mode)) {
       fail(ErrorCode::kInvalidArgument, "offload dir '", options_.offload_dir, "' is not a directory");
     }
+    private_dir_ = std::make_unique<PrivateDirectory>(options_.offload_dir, "pipeforge-" + options_.name);
   }
   if (options_.tier == Tier::kPeer)
     PF_CHECK_ARG(options_.send_image && options_.receive_image,
@@ -309,25 +310,28 @@ size_t ActivationStore::offload(uint64_t key, std::vector<SavedContext*> context
   e->outgoing = std::move(group_tensor);
   if (cuda_device >= 0) return offload_cuda(e, cuda_device);
   std::string path;
+  bool spare = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     PF_CHECK_ARG(entries_.count(key) == 0, "activation store: context ", key, " is already offloaded");
-    entries_[key] = e;
     if (options_.tier == Tier::kFile) {
+      if (private_dir_->missing()) spare_files_.clear();  // they were in a folder that is gone
+      const std::string& dir = private_dir_->path();
       if (!spare_files_.empty()) {
         path = std::move(spare_files_.back());
         spare_files_.pop_back();
+        spare = true;
       } else {
-        path = options_.offload_dir + "/pf_act_" + options_.name + "_" + std::to_string(getpid()) + "_" +
-               std::to_string(reinterpret_cast<uintptr_t>(this)) + "_" + std::to_string(serial_++) + ".bin";
+        path = dir + "/act_" + std::to_string(serial_++) + ".bin";
       }
     }
+    entries_[key] = e;
   }
   const Tier tier = options_.tier;
   // The jobs hold a plain pointer: a shared_ptr would make a cycle (the entry keeps the futures, whose
   // shared state keeps the job). The entry outlives its jobs: restore() waits for both before it
   // drops the entry, and clear() waits for the worker first.
-  e->out_done = worker_->submit([this, e = e.get(), tier, path] {
+  e->out_done = worker_->submit([this, e = e.get(), tier, path, spare] {
     struct Drop {  // release the device storages whatever happens
       Entry* e;
       ~Drop() {
@@ -354,7 +358,7 @@ size_t ActivationStore::offload(uint64_t key, std::vector<SavedContext*> context
     } else {
       // No O_TRUNC: a spare file is overwritten in place, so its page-cache pages are reused
       // (creating, truncating and unlinking a file per context cost ~30% more on this machine).
-      const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+      const int fd = spare ? ::open(path.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC) : create_private_file(path);
       if (fd < 0) fail(ErrorCode::kIoError, "activation offload: cannot create '", path, "': ", std::strerror(errno));
       e->file.set(path);
       account(0, 0, 1, 0, 0, 1);

@@ -43,6 +43,7 @@
 
 #include "runtime/devices/cuda/pinned_host.h"
 #include "runtime/layers/saved_context.h"
+#include "runtime/memory/private_dir.h"
 
 namespace pf::cuda {
 class CudaStream;
@@ -91,7 +92,10 @@ class ActivationStore {
  public:
   struct Options {
     Tier tier = Tier::kHost;
-    std::string offload_dir;  // file tier: created if missing; empty = $TMPDIR or /tmp
+    // File tier: created if missing; empty = $TMPDIR or /tmp. The files go into a private folder
+    // made inside it (private_dir.h: mode 0700, files created exclusively with mode 0600), made
+    // anew if it is deleted during a run, and removed with the store.
+    std::string offload_dir;
     std::string name = "pf";  // file name prefix (e.g. "r0" for rank 0)
     // Peer tier: called on the copy worker with the packed image of `key` (a tensor of at least the
     // image's bytes) once it is copied out / to fetch it back. Exceptions fail the copy.
@@ -142,6 +146,7 @@ class ActivationStore {
   std::vector<std::pair<size_t, std::unique_ptr<char[]>>> spare_host_;
   std::vector<std::string> spare_files_;
   Options options_;
+  std::unique_ptr<PrivateDirectory> private_dir_;  // file tier: where the files go
   mutable std::mutex mutex_;
   std::map<uint64_t, std::shared_ptr<Entry>> entries_;
   StoreStats stats_;

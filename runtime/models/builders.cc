@@ -4,54 +4,74 @@
 
 #include "runtime/core/error.h"
 #include "runtime/core/json_object.h"
+#include "runtime/core/json_text.h"
+#include "runtime/core/limits.h"
 #include "runtime/layers/activations.h"
 #include "runtime/layers/cross_entropy.h"
 #include "runtime/layers/embedding.h"
 #include "runtime/layers/layer_factory.h"
 #include "runtime/layers/layer_norm.h"
 #include "runtime/layers/linear.h"
+#include "runtime/layers/parameter.h"
 #include "runtime/layers/transformer_block.h"
 
 namespace pf {
 namespace {
 
+// A GPT's top-level layers are its blocks plus three (embed, ln_f, head); each block has 12 layers.
+constexpr int64_t kMaxGptBlocks = limits::kMaxLayers / 13;
+
+void check_dimension(int64_t value, const char* what) {
+  PF_CHECK_ARG(value > 0 && value <= limits::kMaxDimension, what, " must be in [1, ", limits::kMaxDimension,
+               "], got ", value);
+}
+
 void check_mlp(const MlpConfig& c) {
-  PF_CHECK_ARG(c.input_dim > 0, "mlp: input_dim must be > 0, got ", c.input_dim);
-  PF_CHECK_ARG(c.classes > 0, "mlp: classes must be > 0, got ", c.classes);
-  for (size_t i = 0; i < c.hidden.size(); ++i)
-    PF_CHECK_ARG(c.hidden[i] > 0, "mlp: hidden[", i, "] must be > 0, got ", c.hidden[i]);
+  check_dimension(c.input_dim, "mlp: input_dim");
+  check_dimension(c.classes, "mlp: classes");
+  PF_CHECK_ARG(static_cast<int64_t>(c.hidden.size()) <= limits::kMaxLayers / 2, "mlp: ", c.hidden.size(),
+               " hidden layers, more than the limit of ", limits::kMaxLayers / 2);
+  for (size_t i = 0; i < c.hidden.size(); ++i) {
+    PF_CHECK_ARG(c.hidden[i] > 0 && c.hidden[i] <= limits::kMaxDimension, "mlp: hidden[", i, "] must be in [1, ",
+                 limits::kMaxDimension, "], got ", c.hidden[i]);
+  }
   PF_CHECK_ARG(c.activation == "relu" || c.activation == "gelu", "mlp: activation must be relu or gelu, got '",
                c.activation, "'");
 }
 
 void check_gpt(const GptConfig& c) {
-  PF_CHECK_ARG(c.vocab > 0, "gpt: vocab must be > 0, got ", c.vocab);
-  PF_CHECK_ARG(c.seq_len > 0, "gpt: seq_len must be > 0, got ", c.seq_len);
-  PF_CHECK_ARG(c.d_model > 0, "gpt: d_model must be > 0, got ", c.d_model);
+  check_dimension(c.vocab, "gpt: vocab");
+  check_dimension(c.seq_len, "gpt: seq_len");
+  check_dimension(c.d_model, "gpt: d_model");
   PF_CHECK_ARG(c.heads > 0 && c.d_model % c.heads == 0, "gpt: heads must be > 0 and divide d_model (",
                c.d_model, "), got ", c.heads);
-  PF_CHECK_ARG(c.layers >= 0, "gpt: layers must be >= 0, got ", c.layers);
-  PF_CHECK_ARG(c.mlp_hidden >= 0, "gpt: mlp_hidden must be >= 0, got ", c.mlp_hidden);
+  PF_CHECK_ARG(c.layers >= 0 && c.layers <= kMaxGptBlocks, "gpt: layers must be in [0, ", kMaxGptBlocks,
+               "], got ", c.layers);
+  PF_CHECK_ARG(c.mlp_hidden >= 0 && c.mlp_hidden <= limits::kMaxDimension, "gpt: mlp_hidden must be in [0, ",
+               limits::kMaxDimension, "], got ", c.mlp_hidden);
+  PF_CHECK_ARG(c.mlp_hidden > 0 || 4 * c.d_model <= limits::kMaxDimension, "gpt: the default mlp_hidden 4 * d_model = ",
+               4 * c.d_model, " is larger than ", limits::kMaxDimension, "; give mlp_hidden");
 }
 
 std::unique_ptr<Model> build_preset(const JsonObject& obj, const std::string& preset) {
+  constexpr int64_t kDim = limits::kMaxDimension;
   if (preset == "mlp") {
     MlpConfig c;
-    c.input_dim = obj.get_int("input_dim", c.input_dim);
-    c.hidden = obj.get_int_list("hidden", c.hidden);
-    c.classes = obj.get_int("classes", c.classes);
+    c.input_dim = obj.get_int_in("input_dim", c.input_dim, 1, kDim);
+    c.hidden = obj.get_int_list("hidden", c.hidden, kDim, static_cast<size_t>(limits::kMaxLayers / 2));
+    c.classes = obj.get_int_in("classes", c.classes, 1, kDim);
     c.activation = obj.get_string("activation", c.activation);
     obj.reject_unknown({"preset", "format"});
     return build_mlp(c);
   }
   if (preset == "gpt") {
     GptConfig c;
-    c.vocab = obj.get_int("vocab", c.vocab);
-    c.seq_len = obj.get_int("seq_len", c.seq_len);
-    c.d_model = obj.get_int("d_model", c.d_model);
-    c.heads = obj.get_int("heads", c.heads);
-    c.layers = obj.get_int("layers", c.layers);
-    c.mlp_hidden = obj.get_int("mlp_hidden", c.mlp_hidden);
+    c.vocab = obj.get_int_in("vocab", c.vocab, 1, kDim);
+    c.seq_len = obj.get_int_in("seq_len", c.seq_len, 1, kDim);
+    c.d_model = obj.get_int_in("d_model", c.d_model, 1, kDim);
+    c.heads = obj.get_int_in("heads", c.heads, 1, kDim);
+    c.layers = obj.get_int_in("layers", c.layers, 0, kMaxGptBlocks);
+    c.mlp_hidden = obj.get_int_in("mlp_hidden", c.mlp_hidden, 0, kDim);
     obj.reject_unknown({"preset", "format"});
     return build_gpt(c);
   }
@@ -59,28 +79,26 @@ std::unique_ptr<Model> build_preset(const JsonObject& obj, const std::string& pr
 }
 
 InputSpec parse_input(const nlohmann::json& j) {
+  constexpr int64_t kDim = limits::kMaxDimension;
   JsonObject obj(j, "input");
   InputSpec spec;
   const std::string kind = obj.get_string("kind");
   if (kind == "features") {
     spec.kind = InputSpec::Kind::kFeatures;
-    spec.features = obj.get_positive_int("features");
+    spec.features = obj.get_int_in("features", 1, kDim);
   } else if (kind == "tokens") {
     spec.kind = InputSpec::Kind::kTokens;
-    spec.vocab = obj.get_positive_int("vocab");
-    spec.seq_len = obj.get_positive_int("seq_len");
+    spec.vocab = obj.get_int_in("vocab", 1, kDim);
+    spec.seq_len = obj.get_int_in("seq_len", 1, kDim);
   } else {
     fail(ErrorCode::kInvalidArgument, "input.kind: unknown input kind '", kind, "' (known: features, tokens)");
   }
-  spec.classes = obj.get_positive_int("classes");
+  spec.classes = obj.get_int_in("classes", 1, kDim);
   obj.reject_unknown();
   return spec;
 }
 
-}  // namespace
-
-std::unique_ptr<Model> build_mlp(const MlpConfig& config) {
-  check_mlp(config);
+std::unique_ptr<Model> assemble_mlp(const MlpConfig& config) {
   std::vector<std::unique_ptr<Layer>> layers;
   int64_t in = config.input_dim;
   for (size_t i = 0; i < config.hidden.size(); ++i) {
@@ -102,8 +120,7 @@ std::unique_ptr<Model> build_mlp(const MlpConfig& config) {
   return std::make_unique<Model>(spec, std::move(layers), std::make_unique<CrossEntropyLoss>());
 }
 
-std::unique_ptr<Model> build_gpt(const GptConfig& config) {
-  check_gpt(config);
+std::unique_ptr<Model> assemble_gpt(const GptConfig& config) {
   const int64_t hidden = config.mlp_hidden > 0 ? config.mlp_hidden : 4 * config.d_model;
   std::vector<std::unique_ptr<Layer>> layers;
   layers.push_back(std::make_unique<Embedding>("embed", config.vocab, config.seq_len, config.d_model));
@@ -121,17 +138,10 @@ std::unique_ptr<Model> build_gpt(const GptConfig& config) {
   return std::make_unique<Model>(spec, std::move(layers), std::make_unique<CrossEntropyLoss>());
 }
 
-std::unique_ptr<Model> build_model_from_json(const nlohmann::json& description) {
-  JsonObject obj(description, "");
-  if (obj.has("format")) {
-    const std::string format = obj.get_string("format");
-    PF_CHECK_ARG(format == "pipeforge.model/1", "format: unsupported model format '", format,
-                 "' (this build reads pipeforge.model/1)");
-  }
-  if (obj.has("preset")) return build_preset(obj, obj.get_string("preset"));
-
+std::unique_ptr<Model> assemble_from_json(const JsonObject& obj) {
   InputSpec spec = parse_input(obj.get("input"));
   const auto& list = obj.get_array("layers");
+  check_layer_descriptions(list, "layers");
   std::vector<std::unique_ptr<Layer>> layers;
   for (size_t i = 0; i < list.size(); ++i) {
     layers.push_back(layer_from_json(list[i], "layers." + std::to_string(i), "layers[" + std::to_string(i) + "]"));
@@ -142,14 +152,49 @@ std::unique_ptr<Model> build_model_from_json(const nlohmann::json& description) 
   return std::make_unique<Model>(spec, std::move(layers), std::move(loss));
 }
 
-std::unique_ptr<Model> build_model_from_json_text(const std::string& text) {
-  nlohmann::json description;
-  try {
-    description = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    fail(ErrorCode::kInvalidArgument, "model JSON is malformed: ", e.what());
+// Builds the model once without allocating (ParameterSizing) to check its parameter bytes against
+// limits::max_parameter_bytes(), then for real: a too large model is refused before any of it is
+// allocated.
+template <typename Assemble>
+std::unique_ptr<Model> build_within_memory_limit(const char* what, Assemble assemble) {
+  {
+    ParameterSizing sizing;
+    assemble();
+    const int64_t limit = limits::max_parameter_bytes();
+    if (sizing.bytes() > limit) {
+      fail(ErrorCode::kOutOfMemory, what, ": the model's ", sizing.count(), " parameters would take ",
+           sizing.bytes(), " bytes, more than the limit of ", limit,
+           " (a quarter of this machine's memory, leaving room for gradients and optimizer state)");
+    }
   }
-  return build_model_from_json(description);
+  return assemble();
+}
+
+}  // namespace
+
+std::unique_ptr<Model> build_mlp(const MlpConfig& config) {
+  check_mlp(config);
+  return build_within_memory_limit("mlp", [&] { return assemble_mlp(config); });
+}
+
+std::unique_ptr<Model> build_gpt(const GptConfig& config) {
+  check_gpt(config);
+  return build_within_memory_limit("gpt", [&] { return assemble_gpt(config); });
+}
+
+std::unique_ptr<Model> build_model_from_json(const nlohmann::json& description) {
+  JsonObject obj(description, "");
+  if (obj.has("format")) {
+    const std::string format = obj.get_string("format");
+    PF_CHECK_ARG(format == "pipeforge.model/1", "format: unsupported model format '", format,
+                 "' (this build reads pipeforge.model/1)");
+  }
+  if (obj.has("preset")) return build_preset(obj, obj.get_string("preset"));
+  return build_within_memory_limit("model JSON", [&] { return assemble_from_json(obj); });
+}
+
+std::unique_ptr<Model> build_model_from_json_text(const std::string& text) {
+  return build_model_from_json(parse_json_text(text, "model JSON", limits::kMaxModelJsonBytes));
 }
 
 }  // namespace pf

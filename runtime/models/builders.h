@@ -31,7 +31,10 @@ std::unique_ptr<Model> build_gpt(const GptConfig& config);
 
 // Builds from model JSON: either {"preset": "mlp"|"gpt", ...config fields} or
 // {"input": {...}, "layers": [...], "loss": "cross_entropy"}. Unknown fields, unknown layer types
-// and bad values are kInvalidArgument errors that name the field (as a JSON path).
+// and bad values are kInvalidArgument errors that name the field (as a JSON path). Sizes are bounded
+// as runtime/core/limits.h says (dimensions, layer count and nesting, JSON size and depth); a model
+// whose parameters would pass limits::max_parameter_bytes() is refused with kOutOfMemory before any
+// of it is allocated. build_mlp and build_gpt check the same.
 std::unique_ptr<Model> build_model_from_json(const nlohmann::json& description);
 std::unique_ptr<Model> build_model_from_json_text(const std::string& text);
 

@@ -1,6 +1,7 @@
 #include "runtime/optim/optimizer.h"
 
 #include <cmath>
+#include <limits>
 
 #include "runtime/core/error.h"
 #include "runtime/core/json_object.h"
@@ -21,6 +22,12 @@ nlohmann::json OptimizerConfig::to_json() const {
           {"clip_norm", clip_norm}};
 }
 
+const std::vector<std::string>& optimizer_slot_names(OptimizerConfig::Kind kind) {
+  static const std::vector<std::string> sgd = {"momentum"};
+  static const std::vector<std::string> adamw = {"exp_avg", "exp_avg_sq"};
+  return kind == OptimizerConfig::Kind::kSgd ? sgd : adamw;
+}
+
 OptimizerConfig OptimizerConfig::from_json(const nlohmann::json& j) {
   JsonObject obj(j, "optimizer");
   OptimizerConfig c;
@@ -28,13 +35,20 @@ OptimizerConfig OptimizerConfig::from_json(const nlohmann::json& j) {
   PF_CHECK_ARG(kind == "sgd" || kind == "adamw", "optimizer.kind: unknown optimizer '", kind,
                "' (known: sgd, adamw)");
   c.kind = kind == "sgd" ? Kind::kSgd : Kind::kAdamW;
-  c.lr = static_cast<float>(obj.get_number("lr", c.lr));
-  c.momentum = static_cast<float>(obj.get_number("momentum", c.momentum));
-  c.weight_decay = static_cast<float>(obj.get_number("weight_decay", c.weight_decay));
-  c.beta1 = static_cast<float>(obj.get_number("beta1", c.beta1));
-  c.beta2 = static_cast<float>(obj.get_number("beta2", c.beta2));
-  c.eps = static_cast<float>(obj.get_number("eps", c.eps));
-  c.clip_norm = static_cast<float>(obj.get_number("clip_norm", c.clip_norm));
+  // Converting a double outside float's range is undefined behaviour: range-check first.
+  auto number = [&](const char* key, float fallback) {
+    const double v = obj.get_number(key, fallback);
+    PF_CHECK_ARG(std::isfinite(v) && std::fabs(v) <= std::numeric_limits<float>::max(), obj.path_of(key),
+                 ": expected a finite number in float range, got ", v);
+    return static_cast<float>(v);
+  };
+  c.lr = number("lr", c.lr);
+  c.momentum = number("momentum", c.momentum);
+  c.weight_decay = number("weight_decay", c.weight_decay);
+  c.beta1 = number("beta1", c.beta1);
+  c.beta2 = number("beta2", c.beta2);
+  c.eps = number("eps", c.eps);
+  c.clip_norm = number("clip_norm", c.clip_norm);
   obj.reject_unknown();
   c.validate();
   return c;

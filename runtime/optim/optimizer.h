@@ -60,6 +60,10 @@ class Optimizer {
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config);
 
+// The state slots an optimizer of `kind` may keep per parameter (the "<slot>" of state() keys):
+// SGD "momentum"; AdamW "exp_avg" and "exp_avg_sq". Each has its parameter's shape.
+const std::vector<std::string>& optimizer_slot_names(OptimizerConfig::Kind kind);
+
 // Sum of squares of one parameter's gradient, accumulated in double in element order.
 double grad_squared_norm(const Parameter& param);
 // Global L2 norm over params (summed in the given order) and, if > max_norm > 0, scales every

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "runtime/core/error.h"
+#include "runtime/core/limits.h"
 #include "runtime/schedules/validator.h"
 
 namespace pf::sched {
@@ -324,12 +325,9 @@ Schedule generate_schedule(const std::string& name, const GeneratorOptions& opts
   PF_CHECK_ARG(opts.micro_batches >= 1, name, ": micro_batches must be >= 1, got ",
                opts.micro_batches);
   PF_CHECK_ARG(opts.chunks >= 1, name, ": chunks must be >= 1, got ", opts.chunks);
-  constexpr long long kMaxUnits = 1LL << 22;  // (micro-batch, stage) pairs
-  const long long units = static_cast<long long>(opts.ranks) * opts.chunks * opts.micro_batches;
-  PF_CHECK_ARG(opts.ranks <= 65536 && opts.chunks <= 1024 && units <= kMaxUnits, name,
-               ": ranks x chunks x micro_batches = ", opts.ranks, " x ", opts.chunks, " x ",
-               opts.micro_batches, " is beyond the supported size (", kMaxUnits,
-               " (micro-batch, stage) pairs)");
+  PF_CHECK_ARG(opts.chunks <= limits::kMaxStages, name, ": chunks must be at most ", limits::kMaxStages, ", got ",
+               opts.chunks);
+  check_schedule_size(opts.ranks, static_cast<int64_t>(opts.ranks) * opts.chunks, opts.micro_batches, name);
   Schedule s = fn(opts);
   if (s.name.empty()) s.name = name;
   const ValidationReport report = validate(s);

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "runtime/core/error.h"
+#include "runtime/core/limits.h"
 
 namespace pf::sched {
 namespace {
@@ -123,6 +124,17 @@ Action parse_action(const std::string& text) {
   PF_CHECK_ARG(pos == text.size(), "invalid action '", text, "': unexpected '", text.substr(pos),
                "' after ", text.substr(0, pos), " (", form, ")");
   return action;
+}
+
+void check_schedule_size(int64_t ranks, int64_t stages, int64_t micro_batches, const std::string& where) {
+  PF_CHECK_ARG(ranks >= 1 && ranks <= limits::kMaxRanks, where, ": ranks must be in [1, ", limits::kMaxRanks,
+               "], got ", ranks);
+  PF_CHECK_ARG(stages >= 1 && stages <= limits::kMaxStages, where, ": stages (ranks x chunks) must be in [1, ",
+               limits::kMaxStages, "], got ", stages);
+  PF_CHECK_ARG(micro_batches >= 1 && micro_batches <= limits::kMaxMicroBatches, where,
+               ": micro-batches must be in [1, ", limits::kMaxMicroBatches, "], got ", micro_batches);
+  PF_CHECK_ARG(stages * micro_batches <= limits::kMaxScheduleCells, where, ": stages x micro-batches = ", stages,
+               " x ", micro_batches, " is more than the limit of ", limits::kMaxScheduleCells);
 }
 
 std::vector<int> Placement::stages_of(int rank) const {

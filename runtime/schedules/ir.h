@@ -104,6 +104,11 @@ struct Schedule {
 bool operator==(const Schedule& a, const Schedule& b);  // every field
 inline bool operator!=(const Schedule& a, const Schedule& b) { return !(a == b); }
 
+// Refuses (kInvalidArgument, message starting with `where`) a schedule size past the limits of
+// runtime/core/limits.h: ranks, stages (ranks x chunks), micro-batches, and stages x micro-batches.
+// Generators, the text parser and the C API check sizes with it before allocating anything.
+void check_schedule_size(int64_t ranks, int64_t stages, int64_t micro_batches, const std::string& where);
+
 // For test output (googletest prints values through operator<<).
 std::ostream& operator<<(std::ostream& out, const Action& action);
 

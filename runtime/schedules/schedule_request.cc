@@ -1,6 +1,7 @@
 #include "runtime/schedules/schedule_request.h"
 
 #include "runtime/core/error.h"
+#include "runtime/core/limits.h"
 #include "runtime/schedules/generators.h"
 #include "runtime/schedules/zb_auto.h"
 
@@ -15,6 +16,10 @@ CostModel UniformCosts::expand(int num_stages) const {
 Schedule make_schedule(const ScheduleRequest& request) {
   PF_CHECK_ARG(request.ranks >= 1, "stages (pipeline ranks) must be >= 1, got ", request.ranks);
   PF_CHECK_ARG(request.micro_batches >= 1, "microbatches must be >= 1, got ", request.micro_batches);
+  PF_CHECK_ARG(request.chunks >= 1 && request.chunks <= limits::kMaxStages, "chunks must be in [1, ",
+               limits::kMaxStages, "], got ", request.chunks);
+  check_schedule_size(request.ranks, static_cast<int64_t>(request.ranks) * request.chunks, request.micro_batches,
+                      request.name);
   PF_CHECK_ARG(request.mem_limit >= 0, "mem-limit must be >= 0 (0 = the number of ranks), got ",
                request.mem_limit);
   if (request.name == "zb-auto") {

@@ -1,5 +1,7 @@
 #include "runtime/schedules/text_format.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cctype>
 #include <fstream>
@@ -8,6 +10,7 @@
 #include <sstream>
 
 #include "runtime/core/error.h"
+#include "runtime/core/limits.h"
 
 namespace pf::sched {
 namespace {
@@ -49,10 +52,16 @@ bool is_uint(const std::string& s) {
          std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
 }
 
-int positive_value(const std::string& key, const std::string& value, int line) {
+int positive_value(const std::string& key, const std::string& value, int line, int max) {
   PF_CHECK_ARG(is_uint(value) && std::stoi(value) >= 1, "schedule text line ", line, ": ", key,
                " must be a positive integer, got '", value, "'");
+  PF_CHECK_ARG(std::stoi(value) <= max, "schedule text line ", line, ": ", key, " ", value,
+               " is more than the limit of ", max);
   return std::stoi(value);
+}
+
+bool has_control_character(const std::string& s) {
+  return std::any_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
 }
 
 struct RankLine {
@@ -108,6 +117,8 @@ std::string schedule_to_text(const Schedule& schedule) {
 }
 
 Schedule parse_schedule(const std::string& text) {
+  PF_CHECK_ARG(text.size() <= limits::kMaxScheduleTextBytes, "schedule text: ", text.size(),
+               " bytes, more than the limit of ", limits::kMaxScheduleTextBytes);
   Header h;
   std::map<int, RankLine> native;  // "rank N:" lines by rank
   std::vector<RankLine> bare;      // PyTorch-style lines in order
@@ -135,12 +146,17 @@ Schedule parse_schedule(const std::string& text) {
       rl.line = line_no;
       for (const std::string& tok : split_tokens(body)) {
         if (tok == "None" || tok == "none" || tok == "_") continue;  // idle slot
+        Action a;
         try {
-          rl.actions.emplace_back(parse_action(tok), tok);
+          a = parse_action(tok);
         } catch (const Error& e) {
           fail(ErrorCode::kInvalidArgument, "schedule text line ", line_no, ", token '", tok,
                "': ", e.what());
         }
+        PF_CHECK_ARG(a.stage < limits::kMaxStages && a.micro_batch < limits::kMaxMicroBatches,
+                     "schedule text line ", line_no, ", token '", tok, "': stage or micro-batch beyond the limits (",
+                     limits::kMaxStages, " stages, ", limits::kMaxMicroBatches, " micro-batches)");
+        rl.actions.emplace_back(a, tok);
       }
     };
     const size_t colon = t.find(':');
@@ -161,6 +177,8 @@ Schedule parse_schedule(const std::string& text) {
       PF_CHECK_ARG(is_uint(index_text), "schedule text line ", line_no, ": bad rank label '",
                    trim(t.substr(0, colon)), "' (expected 'rank <N>:')");
       const int r = std::stoi(index_text);
+      PF_CHECK_ARG(r < limits::kMaxRanks, "schedule text line ", line_no, ": rank ", r,
+                   " is beyond the limit of ", limits::kMaxRanks, " ranks");
       PF_CHECK_ARG(bare.empty(), "schedule text line ", line_no,
                    ": a 'rank N:' line after bare action lines (line ", bare_first_line,
                    "); use one form throughout");
@@ -176,13 +194,15 @@ Schedule parse_schedule(const std::string& text) {
                  "' given twice (first on line ", h.seen.count(key) ? h.seen[key] : 0, ")");
     h.seen[key] = line_no;
     if (key == "name") {
+      PF_CHECK_ARG(!has_control_character(value), "schedule text line ", line_no,
+                   ": the name contains a control character (e.g. a carriage return)");
       h.name = value;
     } else if (key == "ranks") {
-      h.ranks = positive_value(key, value, line_no);
+      h.ranks = positive_value(key, value, line_no, limits::kMaxRanks);
     } else if (key == "stages") {
-      h.stages = positive_value(key, value, line_no);
+      h.stages = positive_value(key, value, line_no, limits::kMaxStages);
     } else if (key == "microbatches" || key == "micro_batches") {
-      h.micro_batches = positive_value(key, value, line_no);
+      h.micro_batches = positive_value(key, value, line_no, limits::kMaxMicroBatches);
     } else if (key == "placement") {
       h.placement_line = line_no;
       const std::vector<std::string> words = split_tokens(value);
@@ -202,6 +222,9 @@ Schedule parse_schedule(const std::string& text) {
         for (size_t i = 1; i < words.size(); ++i) {
           PF_CHECK_ARG(is_uint(words[i]), "schedule text line ", line_no, ", token '", words[i],
                        "': expected the rank (a number) of stage ", i - 1);
+          PF_CHECK_ARG(i <= static_cast<size_t>(limits::kMaxStages) && std::stoi(words[i]) < limits::kMaxRanks,
+                       "schedule text line ", line_no, ", token '", words[i], "': beyond the limits (",
+                       limits::kMaxStages, " stages, ", limits::kMaxRanks, " ranks)");
           h.custom_map.push_back(std::stoi(words[i]));
         }
       } else {
@@ -257,6 +280,8 @@ Schedule parse_schedule(const std::string& text) {
     stages = max_stage + 1;
   }
   PF_CHECK_ARG(stages >= 1, "schedule text has no actions and no 'stages:' header");
+  PF_CHECK_ARG(stages <= limits::kMaxStages, "schedule text: ", stages, " stages, more than the limit of ",
+               limits::kMaxStages);
   for (const RankLine& rl : lines) {
     for (const auto& [a, tok] : rl.actions) {
       PF_CHECK_ARG(a.stage < stages, "schedule text line ", rl.line, ", token '", tok, "': stage ",
@@ -327,6 +352,7 @@ Schedule parse_schedule(const std::string& text) {
   const int micro_batches = h.micro_batches ? *h.micro_batches : max_mb + 1;
   PF_CHECK_ARG(micro_batches >= 1,
                "schedule text has no per-micro-batch actions and no 'microbatches:' header");
+  check_schedule_size(ranks, stages, micro_batches, "schedule text");
   for (const RankLine& rl : lines) {
     for (const auto& [a, tok] : rl.actions) {
       PF_CHECK_ARG(a.micro_batch < micro_batches, "schedule text line ", rl.line, ", token '", tok,
@@ -351,6 +377,11 @@ Schedule parse_schedule(const std::string& text) {
 Schedule read_schedule_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(ErrorCode::kIoError, "cannot open schedule file '", path, "'");
+  struct stat st;
+  PF_CHECK_ARG(::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode), "schedule file '", path,
+               "' is not a regular file");
+  PF_CHECK_ARG(static_cast<uint64_t>(st.st_size) <= limits::kMaxScheduleTextBytes, "schedule file '", path, "': ",
+               st.st_size, " bytes, more than the limit of ", limits::kMaxScheduleTextBytes);
   std::ostringstream buf;
   buf << in.rdbuf();
   if (in.bad()) fail(ErrorCode::kIoError, "cannot read schedule file '", path, "'");

@@ -246,8 +246,7 @@ bool Builder::build() {
 
 Schedule generate_zb_auto(int ranks, int micro_batches, const CostModel& costs,
                           double mem_limit_in_mb_units, const ZbAutoOptions& options) {
-  PF_CHECK_ARG(ranks >= 1, "zb-auto: ranks must be >= 1, got ", ranks);
-  PF_CHECK_ARG(micro_batches >= 1, "zb-auto: micro_batches must be >= 1, got ", micro_batches);
+  check_schedule_size(ranks, ranks, micro_batches, "zb-auto");
   PF_CHECK_ARG(std::isfinite(mem_limit_in_mb_units) && mem_limit_in_mb_units >= 1.0,
                "zb-auto: the memory limit must be >= 1 micro-batch (M_B), got ",
                mem_limit_in_mb_units);

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "runtime/core/checked_math.h"
 #include "runtime/core/error.h"
 
 namespace pf {
@@ -17,12 +18,18 @@ std::string shape_to_string(const Shape& shape) {
 
 int64_t shape_numel(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) {
+    if (__builtin_mul_overflow(n, d, &n)) {
+      fail(ErrorCode::kInvalidArgument, "shape ", shape_to_string(shape), " has more elements than a 64-bit size holds");
+    }
+  }
   return n;
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   for (int64_t d : shape) PF_CHECK_ARG(d >= 0, "negative dimension in shape ", shape_to_string(shape));
+  checked_mul(shape_numel(shape), static_cast<int64_t>(dtype_size(dtype)),
+              "bytes of a tensor of shape " + shape_to_string(shape));
   Tensor t;
   t.shape_ = shape;
   t.dtype_ = dtype;

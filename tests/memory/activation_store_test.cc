@@ -3,6 +3,13 @@
 
 #include <gtest/gtest.h>
 
+#include <dirent.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <csignal>
+
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -147,20 +154,73 @@ TEST(ActivationStore, DeviceMemoryIsReleasedWhileOffloaded) {
 }
 
 TEST(ActivationStore, CopyFailureReachesRestoreAndLeavesNothing) {
-  const std::string dir = fresh_dir("gone");
+  const std::string dir = fresh_dir("efbig");
   Fixture f;
   ActivationStore store({Tier::kFile, dir, "t"});
-  rmdir(dir.c_str());  // the directory vanishes: the write fails on the copy worker
+  // Writes past 0 bytes fail (EFBIG) while the limit holds: the write fails on the copy worker.
+  struct rlimit saved;
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &saved), 0);
+  signal(SIGXFSZ, SIG_IGN);
+  struct rlimit none = saved;
+  none.rlim_cur = 0;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &none), 0);
   store.offload(1, {&f.a});
+  bool io_error = false;
   try {
     store.restore(1);
-    FAIL() << "expected an I/O error";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kIoError);
+    io_error = e.code() == ErrorCode::kIoError;
   }
+  setrlimit(RLIMIT_FSIZE, &saved);
+  EXPECT_TRUE(io_error) << "expected an I/O error";
   EXPECT_THROW(store.wait_all(), Error);
   store.clear();
   EXPECT_EQ(store.stats().files_present, 0);
+  EXPECT_EQ(files_in(dir), 0);
+}
+
+TEST(ActivationStore, FilesGoToAPrivateFolderThatIsMadeAgainWhenDeleted) {
+  const std::string dir = fresh_dir("gone");
+  Fixture f;
+  {
+    ActivationStore store({Tier::kFile, dir, "t"});
+    ASSERT_EQ(rmdir(dir.c_str()), 0);  // the configured folder vanishes before the first offload
+    store.offload(1, {&f.a});
+    store.restore(1);
+    expect_restored(f);
+    // One private folder (mode 0700) holding the spare file (mode 0600).
+    ASSERT_EQ(pftest::count_folders(dir), 1);
+    DIR* d = opendir(dir.c_str());
+    std::string private_dir;
+    while (dirent* e = readdir(d)) {
+      if (std::string(e->d_name).rfind("pipeforge-t-", 0) == 0) private_dir = dir + "/" + e->d_name;
+    }
+    closedir(d);
+    ASSERT_FALSE(private_dir.empty());
+    struct stat st;
+    ASSERT_EQ(stat(private_dir.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0700u);
+    d = opendir(private_dir.c_str());
+    int files = 0;
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      ++files;
+      ASSERT_EQ(stat((private_dir + "/" + e->d_name).c_str(), &st), 0);
+      EXPECT_EQ(st.st_mode & 0777, 0600u);
+    }
+    closedir(d);
+    EXPECT_EQ(files, 1);
+    // A temp cleaner removes the private folder and its spare mid-run: the next offload makes a
+    // new one instead of failing.
+    ASSERT_EQ(std::system(("rm -rf '" + private_dir + "'").c_str()), 0);
+    Fixture g;
+    store.offload(2, {&g.a, &g.b});
+    store.restore(2);
+    expect_restored(g);
+    EXPECT_EQ(files_in(dir), 1);
+  }
+  EXPECT_EQ(files_in(dir), 0);
+  EXPECT_EQ(pftest::count_folders(dir), 0);  // the private folder goes with the store
 }
 
 TEST(ActivationStore, RejectsDoubleOffloadAndBadDir) {

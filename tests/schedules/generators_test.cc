@@ -82,7 +82,7 @@ TEST(Generators, ImpossibleOptionsSayWhy) {
   rev.reverse_backward = true;
   EXPECT_HAS(error_of([&] { generate_schedule("1f1b", rev); }), "reverse_backward applies to bfs only");
   EXPECT_HAS(error_of([] { generate_schedule("1f1b", {1 << 12, 1 << 12}); }),
-             "is beyond the supported size");
+             "is more than the limit of");
 }
 
 TEST(Generators, GPipe) {

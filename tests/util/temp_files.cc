@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace pftest {
@@ -15,16 +16,38 @@ std::string fresh_temp_dir(const std::string& tag) {
   return dir;
 }
 
-int count_files(const std::string& dir) {
+namespace {
+
+// Calls visit(path, is_folder) for each entry of `dir`; false when it cannot be opened.
+template <typename Visit>
+bool for_each_entry(const std::string& dir, Visit visit) {
   DIR* d = opendir(dir.c_str());
-  if (!d) return -1;
-  int n = 0;
+  if (!d) return false;
   while (dirent* e = readdir(d)) {
     const std::string name = e->d_name;
-    if (name != "." && name != "..") ++n;
+    if (name == "." || name == "..") continue;
+    const std::string path = dir + "/" + name;
+    struct stat st;
+    visit(path, lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode));
   }
   closedir(d);
-  return n;
+  return true;
+}
+
+}  // namespace
+
+int count_files(const std::string& dir) {
+  int n = 0;
+  const bool opened = for_each_entry(dir, [&](const std::string& path, bool folder) {
+    n += folder ? std::max(count_files(path), 0) : 1;
+  });
+  return opened ? n : -1;
+}
+
+int count_folders(const std::string& dir) {
+  int n = 0;
+  const bool opened = for_each_entry(dir, [&](const std::string&, bool folder) { n += folder ? 1 : 0; });
+  return opened ? n : -1;
 }
 
 }  // namespace pftest

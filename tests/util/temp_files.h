@@ -7,7 +7,9 @@ namespace pftest {
 
 // Creates and returns "$TEST_TMPDIR/<tag>_<pid>" (or under /tmp outside Bazel).
 std::string fresh_temp_dir(const std::string& tag);
-// Entries in `dir` other than "." and ".."; -1 when it cannot be opened.
+// Files (not folders) in `dir` and in the folders below it; -1 when `dir` cannot be opened.
 int count_files(const std::string& dir);
+// Folders directly in `dir`; -1 when it cannot be opened.
+int count_folders(const std::string& dir);
 
 }  // namespace pftest

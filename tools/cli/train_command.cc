@@ -319,17 +319,26 @@ int run_train(const TrainArgs& a) {
       tokens += r.tokens;
       seconds += r.seconds;
       progress.update(i, r.loss, seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0);
+      if (!std::isfinite(r.loss)) break;  // diverged: more steps cannot recover it
     }
+  }
+  const int64_t steps_run = static_cast<int64_t>(losses.size());
+  const bool diverged = !std::isfinite(losses.back());
+  if (diverged) {
+    std::cerr << "pipeforge train: error: training diverged at step " << trainer->metrics().step << ": the loss is "
+              << losses.back() << (a.checkpoint.empty() ? "" : "; no checkpoint written")
+              << " (try a smaller --lr or --clip-norm)\n";
   }
   const double tokens_per_s = seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0;
   if (!pipeline) peak_bytes[0] = static_cast<double>(tracker.stats().peak[activations] - activations_before);
-  const double bubble_rate = pipeline ? bubble_sum / static_cast<double>(a.steps) : 0.0;
+  const double bubble_rate = pipeline ? bubble_sum / static_cast<double>(steps_run) : 0.0;
   if (pipeline && !a.trace_file.empty()) {
     std::ofstream(a.trace_file) << sched::to_chrome_trace(pipeline->last_timeline());
   }
   if (pipeline && !a.svg_file.empty()) std::ofstream(a.svg_file) << sched::to_svg(pipeline->last_timeline());
   const std::string checksum = parameter_checksum(model.parameters());
-  if (!a.checkpoint.empty()) save_checkpoint(*trainer, a.checkpoint);
+  const bool save = !a.checkpoint.empty() && !diverged;
+  if (save) save_checkpoint(*trainer, a.checkpoint);
 
   if (a.json) {
     nlohmann::json out;
@@ -337,7 +346,8 @@ int run_train(const TrainArgs& a) {
     out["config"] = setup.description;
     out["num_parameters"] = model.num_parameter_elements();
     out["steps"] = trainer->metrics().step;
-    out["steps_run"] = a.steps;
+    out["steps_run"] = steps_run;
+    out["diverged"] = diverged;
     out["resumed_from_step"] = first_step;
     out["micro_batches"] = a.micro_batches;
     out["batch_size"] = a.batch_size;
@@ -359,7 +369,7 @@ int run_train(const TrainArgs& a) {
     out["peak_activation_bytes"] = peak_bytes;
     out["activation_policy"] = a.activation_policy;
     out["offloaded_bytes_per_step"] = offloaded_bytes;  // of the last step
-    if (!a.checkpoint.empty()) out["checkpoint"] = a.checkpoint;
+    if (save) out["checkpoint"] = a.checkpoint;
     std::cout << out.dump() << std::endl;
   } else {
     std::printf("final loss %.6f (step %lld: %.6f) after %lld steps, %s tokens/s\n", losses.back(),
@@ -371,9 +381,9 @@ int run_train(const TrainArgs& a) {
       std::printf("%s on %d ranks: measured bubble rate %.4f (mean over the steps)\n",
                   pipeline->schedule().name.c_str(), ranks, bubble_rate);
     }
-    if (!a.checkpoint.empty()) std::printf("checkpoint saved to %s\n", a.checkpoint.c_str());
+    if (save) std::printf("checkpoint saved to %s\n", a.checkpoint.c_str());
   }
-  return std::isfinite(losses.back()) ? kExitOk : kExitFailure;
+  return diverged ? kExitFailure : kExitOk;
 }
 
 }  // namespace pf::cli

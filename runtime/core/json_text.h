@@ -1,0 +1,23 @@
+// Parsing JSON text that comes from outside (model files, checkpoint headers, C API strings).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/core/error.h"
+
+namespace pf {
+
+// Parses `text` as one JSON value. Refused with `code`, in a message that starts with `what`: text
+// longer than `max_bytes`, brackets nested deeper than limits::kMaxJsonDepth (checked before
+// parsing, with the line and column where the limit is passed), and malformed JSON.
+nlohmann::json parse_json_text(std::string_view text, const std::string& what, size_t max_bytes,
+                               ErrorCode code = ErrorCode::kInvalidArgument);
+
+// A short rendering of a JSON value for error messages: its type and at most 60 characters.
+std::string describe_json(const nlohmann::json& value);
+
+}  // namespace pf

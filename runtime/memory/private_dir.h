@@ -1,0 +1,35 @@
+// The file tier's own folder: a directory only this process's store uses, made with mkdtemp (mode
+// 0700, an unpredictable name) under the configured offload folder, so other users of a shared
+// temporary folder can neither guess, read nor pre-create its files.
+#pragma once
+
+#include <string>
+
+namespace pf {
+
+class PrivateDirectory {
+ public:
+  // `parent` is created (mode 0700) when missing; nothing is created until path() is first called.
+  PrivateDirectory(std::string parent, std::string prefix);
+  ~PrivateDirectory();  // removes the directory if it is empty (files are the owner's to remove)
+  PrivateDirectory(const PrivateDirectory&) = delete;
+  PrivateDirectory& operator=(const PrivateDirectory&) = delete;
+
+  // The directory, made anew (and `parent` too) when it does not exist: a folder deleted during a
+  // run is replaced at the next use instead of failing every later step. Throws kIoError naming
+  // the folder when it cannot be made. Not thread-safe.
+  const std::string& path();
+  // True when path() would make a new directory (the previous one was never made or is gone).
+  bool missing() const;
+
+ private:
+  std::string parent_;
+  std::string prefix_;
+  std::string path_;
+};
+
+// Creates `path` exclusively for writing (O_CREAT | O_EXCL | O_NOFOLLOW, mode 0600): never an
+// existing file, never through a symlink. Returns the descriptor or -1 with errno set.
+int create_private_file(const std::string& path);
+
+}  // namespace pf
