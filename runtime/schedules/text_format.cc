@@ -282,6 +282,9 @@ Schedule parse_schedule(const std::string& text) {
   PF_CHECK_ARG(stages >= 1, "schedule text has no actions and no 'stages:' header");
   PF_CHECK_ARG(stages <= limits::kMaxStages, "schedule text: ", stages, " stages, more than the limit of ",
                limits::kMaxStages);
+  const int micro_batches = h.micro_batches ? *h.micro_batches : max_mb + 1;
+  // Sizes first (a missing micro-batch count is reported below, after the placement's errors).
+  check_schedule_size(ranks, stages, std::max(micro_batches, 1), "schedule text");
   for (const RankLine& rl : lines) {
     for (const auto& [a, tok] : rl.actions) {
       PF_CHECK_ARG(a.stage < stages, "schedule text line ", rl.line, ", token '", tok, "': stage ",
@@ -349,10 +352,6 @@ Schedule parse_schedule(const std::string& text) {
     placement.stage_to_rank = std::move(map);
   }
 
-  const int micro_batches = h.micro_batches ? *h.micro_batches : max_mb + 1;
-  PF_CHECK_ARG(micro_batches >= 1,
-               "schedule text has no per-micro-batch actions and no 'microbatches:' header");
-  check_schedule_size(ranks, stages, micro_batches, "schedule text");
   for (const RankLine& rl : lines) {
     for (const auto& [a, tok] : rl.actions) {
       PF_CHECK_ARG(a.micro_batch < micro_batches, "schedule text line ", rl.line, ", token '", tok,
@@ -361,6 +360,8 @@ Schedule parse_schedule(const std::string& text) {
     }
   }
 
+  PF_CHECK_ARG(micro_batches >= 1,
+               "schedule text has no per-micro-batch actions and no 'microbatches:' header");
   Schedule out;
   out.name = h.name ? *h.name : "custom";
   out.num_micro_batches = micro_batches;

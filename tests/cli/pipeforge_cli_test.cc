@@ -194,3 +194,25 @@ TEST(PipeforgeTrain, PipelinedScheduleGivesTheSequentialChecksumAndMeasurements)
 }
 
 }  // namespace
+
+namespace {
+
+TEST(PipeforgeCli, ADivergedRunStopsSaysSoAndWritesNoCheckpoint) {
+  const std::string ckpt = tmp_dir() + "/diverged.ckpt";
+  std::remove(ckpt.c_str());
+  // A learning rate of 1e30 with SGD sends the MLP's loss to infinity or NaN within a few steps.
+  const CommandResult r =
+      run("train --model mlp --steps 50 --batch-size 16 --microbatches 2 --features 8 --hidden 16 --optimizer sgd "
+          "--lr 1e30 --checkpoint " + ckpt + " --json");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("training diverged at step"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("no checkpoint written"), std::string::npos) << r.err;
+  std::ifstream saved(ckpt);
+  EXPECT_FALSE(saved.good()) << "a diverged model was saved to " << ckpt;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j.at("diverged").get<bool>());
+  EXPECT_LT(j.at("steps_run").get<int64_t>(), 50) << "training went on after the loss was not finite";
+  EXPECT_FALSE(j.contains("checkpoint"));
+}
+
+}  // namespace
