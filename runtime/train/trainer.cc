@@ -1,12 +1,14 @@
 #include "runtime/train/trainer.h"
 
 #include "runtime/core/error.h"
+#include "runtime/core/limits.h"
 
 namespace pf {
 
 void TrainerOptions::validate() const {
-  PF_CHECK_ARG(micro_batches >= 1, "micro_batches must be >= 1, got ", micro_batches);
-  PF_CHECK_ARG(blas_threads >= 1, "blas_threads must be >= 1, got ", blas_threads);
+  PF_CHECK_ARG(micro_batches >= 1 && micro_batches <= limits::kMaxMicroBatches, "micro_batches must be in [1, ",
+               limits::kMaxMicroBatches, "], got ", micro_batches);
+  PF_CHECK_ARG(blas_threads >= 1 && blas_threads <= 1024, "blas_threads must be in [1, 1024], got ", blas_threads);
   optimizer.validate();
 }
 
