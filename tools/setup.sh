@@ -29,6 +29,15 @@ DEBIAN_PACKAGES=(
   valgrind                 # memory checks
 )
 
+# tools/setup.sh --fuzz (tools/fuzz.sh calls it): also clang with libFuzzer and the sanitizer runtimes.
+if [[ " $* " == *" --fuzz "* ]]; then
+  DEBIAN_PACKAGES+=(
+    clang-14                 # the fuzz build's compiler (bazel --config=fuzz)
+    libclang-rt-14-dev       # libFuzzer, ASan, UBSan runtimes (-fsanitize=fuzzer,address,undefined)
+    llvm-14                  # llvm-symbolizer: file:line in fuzzer stack traces
+  )
+fi
+
 # Python modules the Python binding and its tests import, for the python3 on PATH (here a pyenv
 # build, which does not see Debian's dist-packages). Format: "import_name pip_requirement".
 PIP_MODULES=(

@@ -39,6 +39,15 @@ CommandResult run(const std::string& args) {
   std::stringstream text;
   text << err.rdbuf();
   r.err = text.str();
+  // Under tools/sanitize.sh (docs/SANITIZERS.md) a sanitizer report from the binary fails the test,
+  // whatever exit code the test expects.
+  for (const char* report : {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer", ": runtime error: ",
+                             "WARNING: ThreadSanitizer"}) {
+    if (r.err.find(report) != std::string::npos) {
+      ADD_FAILURE() << "sanitizer report from pipeforge " << args << ":\n" << r.err;
+      break;
+    }
+  }
   return r;
 }
 

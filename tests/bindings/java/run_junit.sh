@@ -10,6 +10,11 @@ for jar in "$junit" "$hamcrest"; do
   [[ -f $jar ]] || { echo "missing $jar: install junit4 (tools/setup.sh)"; exit 1; }
 done
 classpath="$pipeforge_jar:$test_jar:$junit:$hamcrest"
+# Under tools/sanitize.sh asan the libraries are instrumented and java is not: preload the sanitizer
+# runtime (PF_SANITIZER_PRELOAD, docs/SANITIZERS.md); the JVM's by-design leaks are not ours.
+if [[ -n ${PF_SANITIZER_PRELOAD:-} ]]; then
+  export LD_PRELOAD=$PF_SANITIZER_PRELOAD ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0
+fi
 # Short-lived JVMs: skip the optimising compiler.
 jvm=(java -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -cp "$classpath")
 

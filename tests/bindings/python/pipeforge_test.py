@@ -16,6 +16,15 @@ import threading
 import time
 import unittest
 
+# Under tools/sanitize.sh asan, libpipeforge.so is instrumented and this interpreter is not: the
+# sanitizer runtime must come first, so the test re-runs itself with it preloaded
+# (PF_SANITIZER_PRELOAD, docs/SANITIZERS.md). The interpreter's own by-design leaks are not ours.
+_SANITIZER_PRELOAD = os.environ.get("PF_SANITIZER_PRELOAD")
+if _SANITIZER_PRELOAD and os.environ.get("LD_PRELOAD") != _SANITIZER_PRELOAD:
+    os.environ["LD_PRELOAD"] = _SANITIZER_PRELOAD
+    os.environ["ASAN_OPTIONS"] = os.environ.get("ASAN_OPTIONS", "") + ":detect_leaks=0"
+    os.execv(sys.executable, [sys.executable] + sys.argv)
+
 import numpy as np
 
 import pipeforge
