@@ -17,8 +17,9 @@ constexpr int64_t kMaxLayers = 100000;
 constexpr size_t kMaxNameBytes = 256;
 // Nesting of residual/sequential layers (the builders and to_json recurse once per level).
 constexpr int kMaxLayerNesting = 32;
-// A model's parameters may take at most this many bytes: a quarter of the machine's physical
-// memory, which leaves room for the gradients and AdamW's two moments of the same size.
+// A model's parameters may take at most this many bytes: a quarter of the memory this process may
+// use (physical memory, or a cgroup's memory.max when that is lower), which leaves room for the
+// gradients and AdamW's two moments of the same size.
 int64_t max_parameter_bytes();
 
 // --- JSON text (model descriptions, checkpoint headers, layer options) ----------------------
@@ -32,9 +33,10 @@ constexpr size_t kMaxCheckpointHeaderBytes = size_t{256} << 20;
 constexpr int kMaxRanks = 4096;
 constexpr int kMaxStages = 16384;  // ranks x chunks
 constexpr int kMaxMicroBatches = 65536;
-// Stages x micro-batches: bounds the actions of one schedule (about 3 to 5 per cell, more after
-// lowering) and the simulator's tables.
-constexpr int64_t kMaxScheduleCells = int64_t{1} << 22;
+// Stages x micro-batches (e.g. 256 stages x 1024 micro-batches): bounds the actions of one schedule
+// (about 3 to 5 per cell, more after lowering) and the validator's and simulator's dense tables
+// (the validator's index takes about 360 bytes per cell: 94 MB at the limit).
+constexpr int64_t kMaxScheduleCells = int64_t{1} << 18;
 constexpr size_t kMaxScheduleTextBytes = size_t{64} << 20;
 
 // --- Checkpoints ----------------------------------------------------------------------------

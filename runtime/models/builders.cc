@@ -164,7 +164,8 @@ std::unique_ptr<Model> build_within_memory_limit(const char* what, Assemble asse
     if (sizing.bytes() > limit) {
       fail(ErrorCode::kOutOfMemory, what, ": the model's ", sizing.count(), " parameters would take ",
            sizing.bytes(), " bytes, more than the limit of ", limit,
-           " (a quarter of this machine's memory, leaving room for gradients and optimizer state)");
+           " (a quarter of the memory this process may use, leaving room for gradients and optimizer state);"
+           " check the sizes (d_model, hidden, vocab, layers, in/out)");
     }
   }
   return assemble();

@@ -1,5 +1,7 @@
 #include "runtime/schedules/validator.h"
 
+#include <utility>
+
 #include <algorithm>
 #include <sstream>
 
@@ -77,6 +79,20 @@ class Checker {
     report_.errors.push_back(std::move(issue));
   }
   void error(const ActionSlot& slot, const std::string& message) {
+    error(slot.rank, slot.index, message);
+  }
+  // The same with the message built only when it is kept (the per-cell checks run millions of
+  // times on a large schedule; most messages would be dropped past kMaxErrors).
+  template <typename MessageFn, typename = decltype(std::declval<MessageFn&>()())>
+  void error(int rank, int index, MessageFn message) {
+    if (static_cast<int>(report_.errors.size()) >= ValidationReport::kMaxErrors) {
+      ++report_.more_errors;
+      return;
+    }
+    error(rank, index, std::string(message()));
+  }
+  template <typename MessageFn, typename = decltype(std::declval<MessageFn&>()())>
+  void error(const ActionSlot& slot, MessageFn message) {
     error(slot.rank, slot.index, message);
   }
 
@@ -210,48 +226,49 @@ class Checker {
         const ActionSlot* b = index.find(ActionKind::kBackwardInput, st, mb);
         const ActionSlot* w = index.find(ActionKind::kBackwardWeight, st, mb);
         const ActionSlot* bw = index.find(ActionKind::kBackward, st, mb);
-        const std::string F = act(ActionKind::kForward, st, mb);
-        const std::string B = act(ActionKind::kBackwardInput, st, mb);
-        const std::string W = act(ActionKind::kBackwardWeight, st, mb);
-        const std::string BW = act(ActionKind::kBackward, st, mb);
+        // Action names, built only for a message that is kept.
+        auto F = [&] { return act(ActionKind::kForward, st, mb); };
+        auto B = [&] { return act(ActionKind::kBackwardInput, st, mb); };
+        auto W = [&] { return act(ActionKind::kBackwardWeight, st, mb); };
+        auto BW = [&] { return act(ActionKind::kBackward, st, mb); };
         if (!f) {
-          error(rank_of(st), -1, "missing " + F + ": micro-batch " + std::to_string(mb) +
-                                     " never runs forward on stage " + std::to_string(st));
+          error(rank_of(st), -1, [&] { return "missing " + F() + ": micro-batch " + std::to_string(mb) +
+                                     " never runs forward on stage " + std::to_string(st); });
         }
         if (bw) {
-          if (b) error(*b, "mixes split " + B + " with fused " + BW + " (" + at(*bw) + "); use one form");
-          if (w) error(*w, "mixes split " + W + " with fused " + BW + " (" + at(*bw) + "); use one form");
+          if (b) error(*b, [&] { return "mixes split " + B() + " with fused " + BW() + " (" + at(*bw) + "); use one form"; });
+          if (w) error(*w, [&] { return "mixes split " + W() + " with fused " + BW() + " (" + at(*bw) + "); use one form"; });
           if (f && bw->index < f->index) {
-            error(*bw, "runs before its forward " + F + " (" + at(*f) + ")");
+            error(*bw, [&] { return "runs before its forward " + F() + " (" + at(*f) + ")"; });
           }
         } else {
           if (!b && !w) {
-            error(rank_of(st), -1, "missing the backward of micro-batch " + std::to_string(mb) +
-                                       " on stage " + std::to_string(st) + ": neither " + B +
-                                       " + " + W + " nor " + BW);
+            error(rank_of(st), -1, [&] { return "missing the backward of micro-batch " + std::to_string(mb) +
+                                       " on stage " + std::to_string(st) + ": neither " + B() +
+                                       " + " + W() + " nor " + BW(); });
           } else if (!b) {
-            error(*w, "missing " + B + ": " + W + " has no input-gradient backward before it");
+            error(*w, [&] { return "missing " + B() + ": " + W() + " has no input-gradient backward before it"; });
           } else if (!w) {
-            error(*b, "missing " + W + ": the weight gradient of " + B + " never runs");
+            error(*b, [&] { return "missing " + W() + ": the weight gradient of " + B() + " never runs"; });
           }
           if (f && b && b->index < f->index) {
-            error(*b, "runs before its forward " + F + " (" + at(*f) + ")");
+            error(*b, [&] { return "runs before its forward " + F() + " (" + at(*f) + ")"; });
           }
           if (b && w && w->index < b->index) {
-            error(*w, "runs before its input-gradient backward " + B + " (" + at(*b) + ")");
+            error(*w, [&] { return "runs before its input-gradient backward " + B() + " (" + at(*b) + ")"; });
           } else if (f && w && !b && w->index < f->index) {
-            error(*w, "runs before its forward " + F + " (" + at(*f) + ")");
+            error(*w, [&] { return "runs before its forward " + F() + " (" + at(*f) + ")"; });
           }
         }
         const ActionSlot* back = b ? b : bw;
-        const std::string back_text = b ? B : BW;
-        auto between = [&](ActionKind kind, const ActionSlot* after, const std::string& after_text) {
+        auto back_text = [&] { return b ? B() : BW(); };
+        auto between = [&](ActionKind kind, const ActionSlot* after, auto after_text) {
           const ActionSlot* x = index.find(kind, st, mb);
           if (!x) return;
           if (after && x->index < after->index) {
-            error(*x, "runs before " + after_text + " (" + at(*after) + ")");
+            error(*x, [&] { return "runs before " + after_text() + " (" + at(*after) + ")"; });
           } else if (back && x->index > back->index) {
-            error(*x, "runs after the backward " + back_text + " (" + at(*back) + ") that needs it");
+            error(*x, [&] { return "runs after the backward " + back_text() + " (" + at(*back) + ") that needs it"; });
           }
         };
         between(ActionKind::kRecompute, f, F);
@@ -259,14 +276,14 @@ class Checker {
         const ActionSlot* off = index.find(ActionKind::kOffload, st, mb);
         const ActionSlot* rel = index.find(ActionKind::kReload, st, mb);
         if (off && !rel) {
-          error(*off, "offloads activations that are never reloaded (no " +
-                          act(ActionKind::kReload, st, mb) + ")");
+          error(*off, [&] { return "offloads activations that are never reloaded (no " +
+                          act(ActionKind::kReload, st, mb) + ")"; });
         }
         if (rel && !off) {
-          error(*rel, "reloads activations that were never offloaded (no " +
-                          act(ActionKind::kOffload, st, mb) + ")");
+          error(*rel, [&] { return "reloads activations that were never offloaded (no " +
+                          act(ActionKind::kOffload, st, mb) + ")"; });
         }
-        if (off && rel) between(ActionKind::kReload, off, act(ActionKind::kOffload, st, mb));
+        if (off && rel) between(ActionKind::kReload, off, [&] { return act(ActionKind::kOffload, st, mb); });
         check_partner_hold(index, st, mb, off, rel);
       }
     }
@@ -277,19 +294,20 @@ class Checker {
   void check_partner_hold(const ActionIndex& index, int st, int mb, const ActionSlot* off, const ActionSlot* rel) {
     const ActionSlot* hold = index.find(ActionKind::kHold, st, mb);
     const ActionSlot* ret = index.find(ActionKind::kReturn, st, mb);
+    if (!hold && !ret) return;
     const std::string hold_text = act(ActionKind::kHold, st, mb), ret_text = act(ActionKind::kReturn, st, mb);
-    if (hold && !ret) error(*hold, "keeps activations that it never returns (no " + ret_text + ")");
-    if (ret && !hold) error(*ret, "returns activations that it never received (no " + hold_text + ")");
+    if (hold && !ret) error(*hold, [&] { return "keeps activations that it never returns (no " + ret_text + ")"; });
+    if (ret && !hold) error(*ret, [&] { return "returns activations that it never received (no " + hold_text + ")"; });
     if (!hold || !ret) return;
     if (ret->rank != hold->rank) {
-      error(*ret, "must run on the rank that holds the activations (" + hold_text + " is on rank " +
-                      std::to_string(hold->rank) + ")");
+      error(*ret, [&] { return "must run on the rank that holds the activations (" + hold_text + " is on rank " +
+                      std::to_string(hold->rank) + ")"; });
     } else if (ret->index < hold->index) {
-      error(*ret, "runs before " + hold_text + " (" + at(*hold) + ")");
+      error(*ret, [&] { return "runs before " + hold_text + " (" + at(*hold) + ")"; });
     }
     if (!off || !rel) {
-      error(*hold, "holds activations of a context that is not offloaded and reloaded (needs " +
-                       act(ActionKind::kOffload, st, mb) + " and " + act(ActionKind::kReload, st, mb) + ")");
+      error(*hold, [&] { return "holds activations of a context that is not offloaded and reloaded (needs " +
+                       act(ActionKind::kOffload, st, mb) + " and " + act(ActionKind::kReload, st, mb) + ")"; });
     }
   }
 

@@ -58,7 +58,7 @@ TEST(TextLimits, HugeNumbersInTinyFilesAreRefusedWithTheLineAndLimit) {
              "token '99999999': beyond the limits");
   // Within each limit, but stages x micro-batches is not.
   EXPECT_HAS(error_with_memory_cap([] { parse_schedule("stages: 16384\nmicrobatches: 65536\nrank 0: 0F0\n"); }),
-             "stages x micro-batches = 16384 x 65536 is more than the limit of 4194304");
+             "stages x micro-batches = 16384 x 65536 is more than the limit of 262144");
   // v-shape doubles the stages of 4096 ranks past nothing, but 4096 ranks x 2 x 65536 micro-batches does.
   EXPECT_HAS(error_with_memory_cap([] { parse_schedule("ranks: 4096\nplacement: v-shape\nmicrobatches: 65536\n"); }),
              "is more than the limit of");
