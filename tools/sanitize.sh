@@ -47,7 +47,16 @@ done
 flags=(--config="$mode" --symlink_prefix=/ --keep_going --color=no --curses=no --build_tests_only)
 case $mode in
   asan)
-    ((${#targets[@]})) || targets=(//...)
+    # Not //...: that would also walk the checkout's bazel-<folder> link into the normal build's
+    # output base (Bazel skips only its own output base's link, and .bazelignore cannot name a
+    # link that depends on the checkout's folder name). Every real top-level package tree instead.
+    if ((${#targets[@]} == 0)); then
+      targets=(//:all)
+      for dir in */; do
+        dir=${dir%/}
+        [[ -L $dir || -z $(find "$dir" -name BUILD -print -quit) ]] || targets+=("//$dir/...")
+      done
+    fi
     # The bindings' tests load the instrumented libpipeforge.so into python, java and Go programs,
     # which are not instrumented: their scripts preload this runtime (ASan's first, then UBSan's).
     cc=${CC:-gcc}
