@@ -1,5 +1,6 @@
 #include "runtime/checkpoint/checkpoint.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -139,9 +140,7 @@ Entries read_entries(const HeaderReader& reader, const nlohmann::json& header, c
       const size_t slash = key.rfind('/');
       if (slash == std::string::npos) reader.malformed(entry, "expected optim/<parameter>/<slot>");
       const std::string param = key.substr(0, slash), slot = key.substr(slash + 1);
-      bool known_slot = false;
-      for (const std::string& s : slot_names) known_slot = known_slot || s == slot;
-      if (!known_slot) reader.malformed(entry, "'" + slot + "' is not a state slot of this optimizer");
+      if (std::find(slot_names.begin(), slot_names.end(), slot) == slot_names.end()) reader.malformed(entry, "'" + slot + "' is not a state slot of this optimizer");
       auto it = by_name.find(param);
       if (it == by_name.end()) reader.malformed(entry, "state of a parameter the model does not have");
       if (it->second->value.shape() != shape) reader.malformed(entry, "shape differs from its parameter's");

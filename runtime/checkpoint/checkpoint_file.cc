@@ -109,34 +109,25 @@ void write_checkpoint_file(const std::string& path, const std::string& bytes) {
     fd = ::open(tmp.c_str(), flags, 0644);
   }
   if (fd < 0) fail_errno(path, "cannot create '" + tmp + "'", errno);
+  // Removes the temporary file (closing it first while `fd` is open) and fails with errno's reason.
+  auto abandon = [&](const char* what) {
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    ::unlink(tmp.c_str());
+    fail_errno(path, what, err);
+  };
   size_t written = 0;
   while (written < bytes.size()) {
     const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      fail_errno(path, "write failed", err);
-    }
+    if (n <= 0) abandon("write failed");
     written += static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0) {
-    const int err = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    fail_errno(path, "flush failed", err);
-  }
-  if (::close(fd) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    fail_errno(path, "flush failed", err);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    fail_errno(path, "rename failed", err);
-  }
+  if (::fsync(fd) != 0) abandon("flush failed");
+  const int closed = ::close(fd);
+  fd = -1;
+  if (closed != 0) abandon("flush failed");
+  if (::rename(tmp.c_str(), path.c_str()) != 0) abandon("rename failed");
   // Make the rename itself durable.
   const int dfd = ::open(folder_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {

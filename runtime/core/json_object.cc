@@ -27,8 +27,8 @@ const nlohmann::json& JsonObject::get(const std::string& key) const {
 int64_t JsonObject::get_int(const std::string& key) const {
   const auto& v = get(key);
   PF_CHECK_ARG(v.is_number_integer(), path_of(key), ": expected an integer, got ", describe_json(v));
-  PF_CHECK_ARG(!v.is_number_unsigned() || v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX), path_of(key),
-               ": ", v.dump(), " is larger than a 64-bit signed integer");
+  PF_CHECK_ARG(json_integer_in(v, INT64_MIN, INT64_MAX), path_of(key), ": ", v.dump(),
+               " is larger than a 64-bit signed integer");
   return v.get<int64_t>();
 }
 
@@ -91,10 +91,7 @@ std::vector<int64_t> JsonObject::get_int_list(const std::string& key, const std:
                max_length);
   std::vector<int64_t> out;
   for (size_t i = 0; i < v.size(); ++i) {
-    PF_CHECK_ARG(v[i].is_number_integer() && v[i].get<int64_t>() > 0 &&
-                     (!v[i].is_number_unsigned() || v[i].get<uint64_t>() <= static_cast<uint64_t>(max_item)) &&
-                     v[i].get<int64_t>() <= max_item,
-                 path_of(key), "[", i, "]: expected an integer in [1, ", max_item, "], got ", describe_json(v[i]));
+    PF_CHECK_ARG(json_integer_in(v[i], 1, max_item), path_of(key), "[", i, "]: expected an integer in [1, ", max_item, "], got ", describe_json(v[i]));
     out.push_back(v[i].get<int64_t>());
   }
   return out;

@@ -56,6 +56,16 @@ nlohmann::json parse_json_text(std::string_view text, const std::string& what, s
   }
 }
 
+bool json_integer_in(const nlohmann::json& value, int64_t lo, int64_t hi) {
+  if (value.is_number_unsigned()) {
+    const uint64_t v = value.get<uint64_t>();
+    return hi >= 0 && v <= static_cast<uint64_t>(hi) && (lo <= 0 || v >= static_cast<uint64_t>(lo));
+  }
+  if (!value.is_number_integer()) return false;
+  const int64_t v = value.get<int64_t>();
+  return v >= lo && v <= hi;
+}
+
 std::string describe_json(const nlohmann::json& value) {
   std::string text = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (text.size() > 60) text = text.substr(0, 57) + "...";

@@ -17,6 +17,10 @@ namespace pf {
 nlohmann::json parse_json_text(std::string_view text, const std::string& what, size_t max_bytes,
                                ErrorCode code = ErrorCode::kInvalidArgument);
 
+// True when `value` is a JSON integer (signed or unsigned) in [lo, hi]; never wraps, whichever
+// way nlohmann stored it.
+bool json_integer_in(const nlohmann::json& value, int64_t lo, int64_t hi);
+
 // A short rendering of a JSON value for error messages: its type and at most 60 characters.
 std::string describe_json(const nlohmann::json& value);
 

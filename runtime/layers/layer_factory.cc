@@ -1,11 +1,11 @@
 #include "runtime/layers/layer_factory.h"
 
-#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
 #include <vector>
 
+#include "runtime/core/control_characters.h"
 #include "runtime/core/error.h"
 #include "runtime/core/json_text.h"
 #include "runtime/core/limits.h"
@@ -62,7 +62,6 @@ std::string field_path(const std::string& path, const std::string& field) {
 
 std::string shown_path(const std::string& path) { return path.empty() ? "(root)" : path; }
 
-std::string describe(const json& value) { return describe_json(value); }
 
 std::string join(const std::vector<std::string>& items) {
   std::string out;
@@ -92,12 +91,9 @@ class Fields {
 
   int64_t size(const json& value, const char* key) const {
     PF_CHECK_ARG(value.is_number_integer(), at(key), ": expected a positive integer, got ",
-                 describe(value));
-    const bool in_range = value.is_number_unsigned()
-                              ? value.get<uint64_t>() >= 1 && value.get<uint64_t>() <= kMaxSize
-                              : value.get<int64_t>() >= 1 && value.get<int64_t>() <= kMaxSize;
-    PF_CHECK_ARG(in_range, at(key), ": expected a positive integer (at most ", kMaxSize, "), got ",
-                 describe(value));
+                 describe_json(value));
+    PF_CHECK_ARG(json_integer_in(value, 1, kMaxSize), at(key), ": expected a positive integer (at most ", kMaxSize, "), got ",
+                 describe_json(value));
     return value.get<int64_t>();
   }
   int64_t required_size(const char* key, const std::string& type) const {
@@ -112,27 +108,27 @@ class Fields {
   float optional_float(const char* key, float fallback, bool positive) const {
     const json* value = find(key);
     if (!value) return fallback;
-    PF_CHECK_ARG(value->is_number(), at(key), ": expected a number, got ", describe(*value));
+    PF_CHECK_ARG(value->is_number(), at(key), ": expected a number, got ", describe_json(*value));
     const double v = value->get<double>();
     // Checked in double first: converting an out-of-range double to float is undefined.
     const bool ok = std::isfinite(v) && std::fabs(v) <= std::numeric_limits<float>::max() &&
                     (positive ? static_cast<float>(v) > 0.0f : v >= 0.0);
     PF_CHECK_ARG(ok, at(key), ": expected a finite ", positive ? "positive" : "non-negative",
-                 " number, got ", describe(*value));
+                 " number, got ", describe_json(*value));
     return static_cast<float>(v);
   }
 
   bool optional_bool(const char* key, bool fallback) const {
     const json* value = find(key);
     if (!value) return fallback;
-    PF_CHECK_ARG(value->is_boolean(), at(key), ": expected true or false, got ", describe(*value));
+    PF_CHECK_ARG(value->is_boolean(), at(key), ": expected true or false, got ", describe_json(*value));
     return value->get<bool>();
   }
 
   const json& required_array(const char* key, const std::string& type) const {
     const json& value = required(key, type);
     PF_CHECK_ARG(value.is_array(), at(key), ": expected an array of layer descriptions, got ",
-                 describe(value));
+                 describe_json(value));
     return value;
   }
 
@@ -232,11 +228,11 @@ std::unique_ptr<Layer> layer_from_json(const json& description, const std::strin
                                        const std::string& path) {
   NestingGuard nesting(path);
   PF_CHECK_ARG(description.is_object(), shown_path(path),
-               ": expected a layer description (an object with a \"type\"), got ", describe(description));
+               ": expected a layer description (an object with a \"type\"), got ", describe_json(description));
   Fields f(description, path);
   const json* type_value = f.find("type");
   PF_CHECK_ARG(type_value != nullptr, f.at("type"), ": missing required field \"type\"");
-  PF_CHECK_ARG(type_value->is_string(), f.at("type"), ": expected a string, got ", describe(*type_value));
+  PF_CHECK_ARG(type_value->is_string(), f.at("type"), ": expected a string, got ", describe_json(*type_value));
   const std::string type = type_value->get<std::string>();
 
   const LayerKind* kind = nullptr;
@@ -259,12 +255,11 @@ std::unique_ptr<Layer> layer_from_json(const json& description, const std::strin
 
   std::string name = default_name;
   if (const json* n = f.find("name")) {
-    PF_CHECK_ARG(n->is_string(), f.at("name"), ": expected a string, got ", describe(*n));
+    PF_CHECK_ARG(n->is_string(), f.at("name"), ": expected a string, got ", describe_json(*n));
     name = n->get<std::string>();
     PF_CHECK_ARG(name.size() <= limits::kMaxNameBytes, f.at("name"), ": ", name.size(), " bytes, more than the limit of ",
                  limits::kMaxNameBytes);
-    PF_CHECK_ARG(std::none_of(name.begin(), name.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }),
-                 f.at("name"), ": contains a control character");
+    PF_CHECK_ARG(!has_control_character(name), f.at("name"), ": contains a control character");
   }
   // Constructor errors (which name the layer, not the JSON) get the description's path in front;
   // errors that already start with a path inside this description pass through unchanged.
@@ -284,7 +279,7 @@ std::unique_ptr<Loss> loss_from_json(const json& description, const std::string&
   } else {
     PF_CHECK_ARG(description.is_object(), shown_path(path),
                  ": expected a loss type (\"cross_entropy\") or {\"type\": ...}, got ",
-                 describe(description));
+                 describe_json(description));
     type_path = field_path(path, "type");
     for (const auto& item : description.items()) {
       PF_CHECK_ARG(item.key() == "type", field_path(path, item.key()), ": unknown field \"", item.key(),
@@ -292,7 +287,7 @@ std::unique_ptr<Loss> loss_from_json(const json& description, const std::string&
     }
     auto it = description.find("type");
     PF_CHECK_ARG(it != description.end(), type_path, ": missing required field \"type\"");
-    PF_CHECK_ARG(it->is_string(), type_path, ": expected a string, got ", describe(*it));
+    PF_CHECK_ARG(it->is_string(), type_path, ": expected a string, got ", describe_json(*it));
     type = it->get<std::string>();
   }
   PF_CHECK_ARG(type == "cross_entropy", shown_path(type_path), ": unknown loss type \"", type,

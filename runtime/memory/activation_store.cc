@@ -315,7 +315,7 @@ size_t ActivationStore::offload(uint64_t key, std::vector<SavedContext*> context
     std::lock_guard<std::mutex> lock(mutex_);
     PF_CHECK_ARG(entries_.count(key) == 0, "activation store: context ", key, " is already offloaded");
     if (options_.tier == Tier::kFile) {
-      if (private_dir_->missing()) spare_files_.clear();  // they were in a folder that is gone
+      if (private_dir_->ensure()) spare_files_.clear();  // they were in a folder that is gone
       const std::string& dir = private_dir_->path();
       if (!spare_files_.empty()) {
         path = std::move(spare_files_.back());

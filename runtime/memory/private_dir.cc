@@ -19,14 +19,9 @@ PrivateDirectory::~PrivateDirectory() {
   if (!path_.empty()) ::rmdir(path_.c_str());
 }
 
-bool PrivateDirectory::missing() const {
+bool PrivateDirectory::ensure() {
   struct stat st;
-  return path_.empty() || ::lstat(path_.c_str(), &st) != 0 || !S_ISDIR(st.st_mode);
-}
-
-const std::string& PrivateDirectory::path() {
-  if (!missing()) return path_;
-  struct stat st;
+  if (!path_.empty() && ::lstat(path_.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return false;
   if (::stat(parent_.c_str(), &st) != 0) {
     if (::mkdir(parent_.c_str(), 0700) != 0 && errno != EEXIST) {
       fail(ErrorCode::kIoError, "offload dir '", parent_, "' does not exist and cannot be created: ",
@@ -42,7 +37,7 @@ const std::string& PrivateDirectory::path() {
     fail(ErrorCode::kIoError, "offload dir '", parent_, "': cannot create a private folder: ", std::strerror(errno));
   }
   path_ = buffer.data();
-  return path_;
+  return true;
 }
 
 int create_private_file(const std::string& path) {

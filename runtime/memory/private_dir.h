@@ -15,12 +15,13 @@ class PrivateDirectory {
   PrivateDirectory(const PrivateDirectory&) = delete;
   PrivateDirectory& operator=(const PrivateDirectory&) = delete;
 
-  // The directory, made anew (and `parent` too) when it does not exist: a folder deleted during a
-  // run is replaced at the next use instead of failing every later step. Throws kIoError naming
-  // the folder when it cannot be made. Not thread-safe.
-  const std::string& path();
-  // True when path() would make a new directory (the previous one was never made or is gone).
-  bool missing() const;
+  // Makes the directory (and `parent` too) when it does not exist, so that a folder deleted during
+  // a run is replaced at the next use instead of failing every later step. Returns true when it
+  // made a new one (files of the old one are gone). Throws kIoError naming the folder when it
+  // cannot be made. Not thread-safe.
+  bool ensure();
+  // The directory of the last ensure() (empty before the first).
+  const std::string& path() const { return path_; }
 
  private:
   std::string parent_;

@@ -9,6 +9,7 @@
 #include <optional>
 #include <sstream>
 
+#include "runtime/core/control_characters.h"
 #include "runtime/core/error.h"
 #include "runtime/core/limits.h"
 
@@ -58,10 +59,6 @@ int positive_value(const std::string& key, const std::string& value, int line, i
   PF_CHECK_ARG(std::stoi(value) <= max, "schedule text line ", line, ": ", key, " ", value,
                " is more than the limit of ", max);
   return std::stoi(value);
-}
-
-bool has_control_character(const std::string& s) {
-  return std::any_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
 }
 
 struct RankLine {
