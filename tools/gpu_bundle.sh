@@ -45,7 +45,7 @@ trap 'rm -rf "$work"' EXIT
 echo "== finding test targets" >&2
 # --keep_going: a package that fails to load (someone's half-edited BUILD) drops only its targets.
 "${bazel[@]}" query --keep_going --output=label \
-  'kind("cc_test rule", //tests/kernels/... + //tests/devices/... + //tests/gpu/...) + //tests/execution:gpu_pipeline_test + //tests/memory:gpu_activation_store_test' >"$work/tests.labels" 2>"$work/query.log" || true
+  'kind("cc_test rule", //tests/kernels/... + //tests/devices/... + //tests/gpu/...) + //tests/comm:nccl_transport_test + //tests/execution:gpu_pipeline_test + //tests/memory:gpu_activation_store_test' >"$work/tests.labels" 2>"$work/query.log" || true
 if [[ ! -s "$work/tests.labels" ]]; then
   cat "$work/query.log" >&2
   echo "gpu_bundle: bazel query found no GPU cc_test targets" >&2
@@ -146,7 +146,7 @@ done
 
 # Same sources as the working tree? gpu_check.sh recomputes this and warns when they differ.
 source_hash() {
-  (cd "$root" && find runtime tests/kernels tests/devices tests/gpu tests/execution tests/memory bench/gpu third_party tools/build_defs \
+  (cd "$root" && find runtime tests/kernels tests/devices tests/comm tests/gpu tests/execution tests/memory bench/gpu third_party tools/build_defs \
     -type f \( -name '*.cc' -o -name '*.cu' -o -name '*.h' -o -name '*.cuh' -o -name BUILD \
     -o -name '*.bzl' -o -name '*.BUILD' \) -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 }

@@ -63,7 +63,7 @@ mkdir -p "$res/tests"
 
 # Built from the sources in this tree? (Same hash as gpu_bundle.sh computes.)
 source_hash() {
-  (cd "$root" && find runtime tests/kernels tests/devices tests/gpu tests/execution tests/memory bench/gpu third_party tools/build_defs \
+  (cd "$root" && find runtime tests/kernels tests/devices tests/comm tests/gpu tests/execution tests/memory bench/gpu third_party tools/build_defs \
     -type f \( -name '*.cc' -o -name '*.cu' -o -name '*.h' -o -name '*.cuh' -o -name BUILD \
     -o -name '*.bzl' -o -name '*.BUILD' \) -print0 2>/dev/null | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 }

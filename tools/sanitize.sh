@@ -6,7 +6,7 @@
 #   tools/sanitize.sh asan            # the whole CPU suite (bazel test //...) under ASan + UBSan
 #   tools/sanitize.sh tsan            # the threaded tests under TSan
 #   tools/sanitize.sh asan --test_filter='Pipeline*'   # extra arguments go to `bazel test`
-#   tools/sanitize.sh tsan //tests/execution:transport_test   # targets replace the default set
+#   tools/sanitize.sh tsan //tests/comm:transport_test   # targets replace the default set
 #
 # Each sanitizer builds in its own output base, /tmp/pf_asan_base or /tmp/pf_tsan_base, so that it
 # does not evict the normal build's cache; SANITIZE_OUTPUT_BASE overrides it. BAZEL (default
@@ -32,6 +32,7 @@ source tools/test_summary.sh
 # bindings' C++ layer, and per-thread BLAS thread counts (an OpenMP team). The C API's tests are
 # built with ASan by their BUILD file and so cannot take TSan; the executor tests cover that code.
 TSAN_TARGETS=(
+  //tests/comm:transport_test
   //tests/execution/...
   //tests/memory/...
   //tests/cli/...

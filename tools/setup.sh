@@ -27,6 +27,8 @@ DEBIAN_PACKAGES=(
   junit4                   # Java binding tests
   golang-go                # Go binding tests (cgo)
   valgrind                 # memory checks
+  libopenmpi-dev           # one process per rank: MPI transport and World (runtime/comm)
+  openmpi-bin              # mpirun (tests and `mpirun -np N pipeforge train`)
 )
 
 # tools/setup.sh --fuzz (tools/fuzz.sh calls it): also clang with libFuzzer and the sanitizer runtimes.

@@ -16,7 +16,7 @@
 #include "runtime/devices/cuda/device_scope.h"
 #include "runtime/devices/cuda/stream.h"
 #include "runtime/devices/cuda_probe.h"
-#include "runtime/execution/gpu_transport.h"
+#include "runtime/comm/gpu_transport.h"
 #include "runtime/kernels/cpu/blas.h"
 #include "runtime/models/init.h"
 #include "runtime/schedules/lowering.h"

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "runtime/execution/partition.h"
-#include "runtime/execution/transport.h"
+#include "runtime/comm/in_process_transport.h"
 #include "runtime/memory/activation_store.h"
 #include "runtime/models/model.h"
 #include "runtime/optim/optimizer.h"
@@ -32,7 +32,16 @@ class CudaStream;
 
 namespace pf::exec {
 
+}  // namespace pf::exec
+namespace pf::comm {
 class GpuTransport;
+}  // namespace pf::comm
+namespace pf::exec {
+using comm::GpuTransport;
+using comm::InProcessTransport;
+using comm::MessageKey;
+using comm::MessageKind;
+using comm::Transport;
 
 struct PipelineOptions {
   TrainerOptions base;                 // micro_batches = m, seed, blas_threads (per worker), optimizer

@@ -9,7 +9,7 @@
 #include "runtime/devices/cuda/caching_allocator.h"
 #include "runtime/devices/cuda/cuda_status.h"
 #include "runtime/devices/cuda/device_scope.h"
-#include "runtime/devices/cuda/nccl_transport.h"
+#include "runtime/comm/nccl_transport.h"
 #include "runtime/devices/cuda/pinned_host.h"
 #include "runtime/devices/cuda/stream.h"
 #include "runtime/devices/cuda_probe.h"
@@ -126,7 +126,7 @@ TEST_F(WithoutGpu, PinnedMemoryFailsWithACudaError) {
 TEST_F(WithoutGpu, StreamsAndTransportsRefuse) {
   EXPECT_EQ(catch_error([] { CudaStream s(0); }).code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(catch_error([] { CudaEvent e(0); }).code(), ErrorCode::kInvalidArgument);
-  Error t = catch_error([] { NcclTransport transport({0, 1}); });
+  Error t = catch_error([] { comm::NcclTransport transport({0, 1}); });
   EXPECT_EQ(t.code(), ErrorCode::kInvalidArgument);
   EXPECT_TRUE(contains(t.what(), "cuda:0")) << t.what();
 }

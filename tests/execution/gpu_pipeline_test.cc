@@ -20,7 +20,7 @@
 
 #include "runtime/core/error.h"
 #include "runtime/devices/cuda_probe.h"
-#include "runtime/execution/gpu_transport.h"
+#include "runtime/comm/gpu_transport.h"
 #include "runtime/execution/pipeline_trainer.h"
 #include "tests/execution/test_util.h"
 

@@ -1,37 +1,11 @@
-#include "runtime/execution/transport.h"
+#include "runtime/comm/in_process_transport.h"
 
 #include <chrono>
 #include <thread>
 
 #include "runtime/core/error.h"
 
-namespace pf::exec {
-
-namespace {
-std::string action_name(const char* kind, const MessageKey& key, int stage) {
-  return std::to_string(stage) + kind + std::to_string(key.micro_batch);
-}
-}  // namespace
-
-std::string recv_action_name(const MessageKey& key) {
-  switch (key.kind) {
-    case MessageKind::kActivation: return action_name("RECV_F", key, key.stage);
-    case MessageKind::kGradient: return action_name("RECV_B", key, key.stage);
-    case MessageKind::kContextOut: return action_name("HOLD", key, key.stage);
-    case MessageKind::kContextBack: return action_name("RELOAD", key, key.stage);
-  }
-  return "?";
-}
-
-std::string send_action_name(const MessageKey& key) {
-  switch (key.kind) {
-    case MessageKind::kActivation: return action_name("SEND_F", key, key.stage - 1);
-    case MessageKind::kGradient: return action_name("SEND_B", key, key.stage + 1);
-    case MessageKind::kContextOut: return action_name("OFFLOAD", key, key.stage);
-    case MessageKind::kContextBack: return action_name("RETURN", key, key.stage);
-  }
-  return "?";
-}
+namespace pf::comm {
 
 InProcessTransport::InProcessTransport(int num_ranks, Options options) : num_ranks_(num_ranks), options_(options) {
   PF_CHECK_ARG(num_ranks >= 1, "transport: num_ranks must be >= 1, got ", num_ranks);
@@ -171,4 +145,4 @@ size_t InProcessTransport::pending_messages() const {
   return n;
 }
 
-}  // namespace pf::exec
+}  // namespace pf::comm

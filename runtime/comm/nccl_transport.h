@@ -1,4 +1,4 @@
-// pf::exec::Transport over NCCL for N GPUs driven by one process (one worker thread per GPU).
+// pf::comm::Transport over NCCL for N GPUs driven by one process (one worker thread per GPU).
 //
 // Rank r runs on CUDA device devices[r]. Messages move device to device: a sent tensor must be a
 // CUDA tensor on the sender's device, a received one is allocated on the receiver's device
@@ -33,9 +33,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/execution/transport.h"
+#include "runtime/comm/transport.h"
 
-namespace pf::cuda {
+namespace pf::comm {
 
 class NcclTransport {
  public:
@@ -56,7 +56,7 @@ class NcclTransport {
   int device_of(int rank) const;
   // Rank `rank`'s endpoint. Each endpoint is meant for one thread at a time (its rank's worker);
   // that thread should have a DeviceScope and a CurrentStreamScope for the rank's device.
-  exec::Transport& endpoint(int rank);
+  Transport& endpoint(int rank);
 
   // Wakes every waiting send/recv with kCancelled (each aborts the channel it waited on); later
   // calls throw kCancelled until reset().
@@ -72,14 +72,14 @@ class NcclTransport {
 
  private:
   struct Channel;
-  using Endpoint = exec::RankEndpoint<NcclTransport>;
+  using Endpoint = RankEndpoint<NcclTransport>;
   friend Endpoint;
 
   Channel& channel(int src, int dst) { return *channels_[static_cast<size_t>(src) * devices_.size() + dst]; }
-  void send(int from, int to, const exec::MessageKey& key, Tensor tensor, double timeout_seconds);
-  Tensor recv(int self, int from, const exec::MessageKey& key, double timeout_seconds);
-  void send_loopback(Channel& ch, int rank, const exec::MessageKey& key, Tensor tensor, double timeout_seconds);
-  Tensor recv_loopback(Channel& ch, int rank, const exec::MessageKey& key, double timeout_seconds);
+  void send(int from, int to, const MessageKey& key, Tensor tensor, double timeout_seconds);
+  Tensor recv(int self, int from, const MessageKey& key, double timeout_seconds);
+  void send_loopback(Channel& ch, int rank, const MessageKey& key, Tensor tensor, double timeout_seconds);
+  Tensor recv_loopback(Channel& ch, int rank, const MessageKey& key, double timeout_seconds);
   void open_channel(Channel& ch);
   void abort_channel(Channel& ch, const std::string& why);
   [[noreturn]] void throw_cancelled(int self, const std::string& action, int peer);
@@ -95,4 +95,4 @@ class NcclTransport {
   std::atomic<int> rebuilt_channels_{0};
 };
 
-}  // namespace pf::cuda
+}  // namespace pf::comm

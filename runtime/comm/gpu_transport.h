@@ -10,7 +10,7 @@
 //   storage is then only ever used on one rank's stream, so whichever thread drops the last
 //   reference does so on a stream that is ordered after every use (the sender may still hold the
 //   original through its saved contexts; the receiver owns the copy alone). Values are bit-identical.
-// * distinct devices: NCCL. One 2-rank pf::cuda::NcclTransport per pair that exchanges messages
+// * distinct devices: NCCL. One 2-rank pf::NcclTransport per pair that exchanges messages
 //   (built at construction from the schedule's SEND/RECV pairs), used by the two ranks' threads
 //   only. NCCL does its own stream ordering (its send stream waits for the sender's current stream;
 //   a receive is complete on the host before recv() returns).
@@ -27,14 +27,17 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/execution/transport.h"
+#include "runtime/comm/in_process_transport.h"
+#include "runtime/comm/transport.h"
 
 namespace pf::cuda {
-class NcclTransport;
+
 class CudaEvent;
 }  // namespace pf::cuda
 
-namespace pf::exec {
+namespace pf::comm {
+
+class NcclTransport;
 
 class GpuTransport {
  public:
@@ -71,14 +74,14 @@ class GpuTransport {
   using EventKey = std::tuple<int, int, int, int, int>;  // src, dst, kind, micro-batch, stage
   void send(int from, int to, const MessageKey& key, Tensor tensor, double timeout_seconds);
   Tensor recv(int self, int from, const MessageKey& key, double timeout_seconds);
-  cuda::NcclTransport& pair(int a, int b, const MessageKey& key, bool sending);
+  NcclTransport& pair(int a, int b, const MessageKey& key, bool sending);
 
   std::vector<int> devices_;
   InProcessTransport local_;
-  std::map<std::pair<int, int>, std::unique_ptr<cuda::NcclTransport>> nccl_;  // (min rank, max rank)
+  std::map<std::pair<int, int>, std::unique_ptr<NcclTransport>> nccl_;  // (min rank, max rank)
   std::mutex events_mutex_;
   std::map<EventKey, std::shared_ptr<cuda::CudaEvent>> events_;  // same-device messages in flight
   std::vector<std::unique_ptr<Endpoint>> endpoints_;
 };
 
-}  // namespace pf::exec
+}  // namespace pf::comm

@@ -1,4 +1,4 @@
-#include "runtime/devices/cuda/nccl_transport.h"
+#include "runtime/comm/nccl_transport.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -18,12 +18,22 @@
 #include "runtime/devices/cuda/pinned_host.h"
 #include "runtime/devices/cuda/stream.h"
 
-namespace pf::cuda {
+namespace pf::comm {
 
-using exec::MessageKey;
-using exec::MessageKind;
-using exec::recv_action_name;
-using exec::send_action_name;
+using cuda::check_cuda;
+using cuda::check_device_ordinal;
+using cuda::check_nccl;
+using cuda::cuda_error_message;
+using cuda::current_device;
+using cuda::nccl_error_message;
+using cuda::CudaEvent;
+using cuda::CudaStream;
+using cuda::CurrentStreamScope;
+using cuda::current_stream_for;
+using cuda::DeviceScope;
+using cuda::PinnedHostBuffer;
+using cuda::WaitResult;
+
 
 namespace {
 
@@ -312,7 +322,7 @@ int NcclTransport::device_of(int rank) const {
   return devices_[rank];
 }
 
-exec::Transport& NcclTransport::endpoint(int rank) {
+Transport& NcclTransport::endpoint(int rank) {
   PF_CHECK_ARG(rank >= 0 && rank < num_ranks(), "NCCL transport: no rank ", rank, " (", num_ranks(), " ranks)");
   return *endpoints_[rank];
 }
@@ -805,4 +815,4 @@ Tensor NcclTransport::recv_loopback(Channel& ch, int rank, const MessageKey& key
   return std::move(m.tensor);
 }
 
-}  // namespace pf::cuda
+}  // namespace pf::comm

@@ -12,18 +12,19 @@
 
 #include "runtime/core/error.h"
 #include "runtime/devices/cuda/device_scope.h"
-#include "runtime/devices/cuda/nccl_transport.h"
+#include "runtime/comm/nccl_transport.h"
 #include "runtime/devices/cuda/runtime.h"
 #include "runtime/devices/cuda/stream.h"
-#include "runtime/execution/transport.h"
+#include "runtime/comm/transport.h"
 #include "runtime/tensor/tensor.h"
 #include "tests/devices/gpu_test_util.h"
 
 namespace pf::cuda {
 namespace {
 
-using exec::MessageKey;
-using exec::MessageKind;
+using comm::MessageKey;
+using comm::NcclTransport;
+using comm::MessageKind;
 using testing::catch_error;
 using testing::contains;
 using testing::pattern;
@@ -74,7 +75,7 @@ void run_ranks(const std::vector<int>& devices, const std::function<void(int ran
 TEST(NcclTransportLoopback, SelfSendsArriveIntactAndMatchByKey) {
   PF_REQUIRE_GPUS(1);
   NcclTransport transport({0}, test_options());
-  exec::Transport& ep = transport.endpoint(0);
+  comm::Transport& ep = transport.endpoint(0);
   EXPECT_EQ(ep.rank(), 0);
   EXPECT_EQ(ep.num_ranks(), 1);
   Worker w(0);
@@ -167,7 +168,7 @@ TEST(NcclTransportTwoGpus, ActivationsForwardGradientsBackInAnyOrder) {
     grads.push_back(pattern(256 * 1024, 200 + i));
   }
   run_ranks({0, 1}, [&](int rank) {
-    exec::Transport& ep = transport.endpoint(rank);
+    comm::Transport& ep = transport.endpoint(rank);
     if (rank == 0) {
       for (int i = 0; i < m; ++i) ep.send(1, fwd(i, 1), on_device(acts[i], shape, 0), 30);
       for (int i = m - 1; i >= 0; --i) {  // reverse order: the stash must hold the others
@@ -194,7 +195,7 @@ TEST(NcclTransportTwoGpus, CrossingSendsDoNotDeadlock) {
   // Rank 0 sends F1 then waits for B0; rank 1 sends B0 then waits for F1: with one stream or one
   // communicator per rank pair this would deadlock.
   run_ranks({0, 1}, [&](int rank) {
-    exec::Transport& ep = transport.endpoint(rank);
+    comm::Transport& ep = transport.endpoint(rank);
     for (int round = 0; round < 20; ++round) {
       if (rank == 0) {
         ep.send(1, fwd(round, 1), on_device(pattern(4096, round), {4096}, 0), 30);

@@ -1,22 +1,22 @@
-#include "runtime/execution/gpu_transport.h"
+#include "runtime/comm/gpu_transport.h"
 
 #include <algorithm>
 
 #include "runtime/core/error.h"
 #include "runtime/devices/cuda/device_copy.h"
 #include "runtime/devices/cuda/device_scope.h"
-#include "runtime/devices/cuda/nccl_transport.h"
+#include "runtime/comm/nccl_transport.h"
 #include "runtime/devices/cuda/stream.h"
 #include "runtime/tensor/memory_tracker.h"
 
-namespace pf::exec {
+namespace pf::comm {
 
 GpuTransport::GpuTransport(std::vector<int> devices, const std::vector<std::pair<int, int>>& nccl_pairs,
                            Options options)
     : devices_(std::move(devices)), local_(static_cast<int>(devices_.size()), options.local) {
   const int n = num_ranks();
   for (int r = 0; r < n; ++r) cuda::check_device_ordinal(devices_[r], "GPU transport: rank device");
-  cuda::NcclTransport::Options nopts;
+  NcclTransport::Options nopts;
   nopts.max_pending_sends = options.max_pending_sends;
   for (auto [a, b] : nccl_pairs) {
     PF_CHECK_ARG(a >= 0 && a < n && b >= 0 && b < n, "GPU transport: no rank pair (", a, ", ", b, ") among ", n,
@@ -24,7 +24,7 @@ GpuTransport::GpuTransport(std::vector<int> devices, const std::vector<std::pair
     if (a > b) std::swap(a, b);
     if (devices_[a] == devices_[b] || nccl_.count({a, b})) continue;
     // Rank a is the pair transport's rank 0, rank b its rank 1.
-    nccl_[{a, b}] = std::make_unique<cuda::NcclTransport>(std::vector<int>{devices_[a], devices_[b]}, nopts);
+    nccl_[{a, b}] = std::make_unique<NcclTransport>(std::vector<int>{devices_[a], devices_[b]}, nopts);
   }
   for (int r = 0; r < n; ++r) endpoints_.push_back(std::make_unique<Endpoint>(this, r));
 }
@@ -36,7 +36,7 @@ Transport& GpuTransport::endpoint(int rank) {
   return *endpoints_[rank];
 }
 
-cuda::NcclTransport& GpuTransport::pair(int a, int b, const MessageKey& key, bool sending) {
+NcclTransport& GpuTransport::pair(int a, int b, const MessageKey& key, bool sending) {
   auto it = nccl_.find({std::min(a, b), std::max(a, b)});
   if (it == nccl_.end())
     fail(ErrorCode::kInvalidArgument, "GPU transport: rank ", a, ": ", sending ? send_action_name(key) : recv_action_name(key),
@@ -61,7 +61,7 @@ void GpuTransport::send(int from, int to, const MessageKey& key, Tensor tensor, 
   PF_CHECK_ARG(to >= 0 && to < num_ranks(), "GPU transport: rank ", from, ": no rank ", to);
   const int d = devices_[from];
   if (devices_[to] != d) {
-    cuda::NcclTransport& t = pair(from, to, key, true);
+    NcclTransport& t = pair(from, to, key, true);
     try {
       t.endpoint(from < to ? 0 : 1).send(from < to ? 1 : 0, key, std::move(tensor), timeout_seconds);
     } catch (const Error& e) {
@@ -100,7 +100,7 @@ Tensor GpuTransport::recv(int self, int from, const MessageKey& key, double time
   PF_CHECK_ARG(from >= 0 && from < num_ranks(), "GPU transport: rank ", self, ": no rank ", from);
   const int d = devices_[self];
   if (devices_[from] != d) {
-    cuda::NcclTransport& t = pair(self, from, key, false);
+    NcclTransport& t = pair(self, from, key, false);
     try {
       return t.endpoint(self < from ? 0 : 1).recv(self < from ? 1 : 0, key, timeout_seconds);
     } catch (const Error& e) {
@@ -151,4 +151,4 @@ size_t GpuTransport::pending_messages() const {
   return n;
 }
 
-}  // namespace pf::exec
+}  // namespace pf::comm
