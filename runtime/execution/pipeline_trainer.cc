@@ -48,53 +48,15 @@ void PipelineOptions::validate() const {
                  devices[i].ordinal);
 }
 
-// What one (stage, micro-batch) holds during a step. Only the rank that owns the stage touches it.
-struct Slot {
-  std::vector<SavedContext> ctx;  // one per layer of the stage
-  SavedContext loss_ctx;
-  Tensor input;        // stage input (received, or handed over by the previous stage on this rank)
-  Tensor output;       // stage output waiting for SEND_F
-  Tensor grad_output;  // gradient of the stage output (received, handed over, or from the loss)
-  Tensor grad_input;   // gradient of the stage input waiting for SEND_B
-  Tensor kept_input;   // recomputed contexts: the stage input kept from F until RECOMPUTE
-  size_t bytes = 0;    // activation bytes the contexts hold (while offloaded: what comes back)
-};
-
 struct PipelineTrainer::StepState {
   const std::vector<Batch>* micro = nullptr;
-  std::vector<std::vector<Slot>> slots;  // [stage][micro-batch]
-  // [stage][micro-batch]: packed activations a partner rank holds between HOLD and RETURN (policy
-  // balance); only the holding rank touches its entries.
-  std::vector<std::vector<Tensor>> held;
-  std::vector<float> losses;             // scaled loss per micro-batch
   clock_type::time_point t0;
-  std::vector<std::vector<sched::TimedAction>> timed;  // per rank
-  std::vector<RankStats> rank_stats;
+  std::vector<RankExecutor::StepOutput> outputs;  // per rank
   std::mutex error_mutex;
   std::exception_ptr error;
 };
 
 namespace {
-
-// Activation bytes of a slot: per storage, the range its saved tensors cover (so a micro-batch
-// slice of the caller's batch counts as its slice, and a context counts the same before and after
-// the activation store moved it).
-size_t context_bytes(const Slot& slot) {
-  std::unordered_map<const Storage*, std::pair<size_t, size_t>> extents;
-  for (const auto& c : slot.ctx) c.collect_extents(&extents);
-  slot.loss_ctx.collect_extents(&extents);
-  size_t n = 0;
-  for (const auto& e : extents) n += e.second.second - e.second.first;
-  return n;
-}
-
-uint64_t context_key(int stage, int mb) {
-  return (static_cast<uint64_t>(static_cast<uint32_t>(stage)) << 32) | static_cast<uint32_t>(mb);
-}
-
-// What a recomputed context keeps between F and RECOMPUTE: the stage input (nothing for stage 0,
-// whose input is the caller's micro-batch).
-size_t kept_bytes(int stage, const Tensor& input) { return stage == 0 || !input.defined() ? 0 : input.nbytes(); }
 
 std::string describe(std::exception_ptr e) {
   try {
@@ -164,8 +126,16 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
   check_devices();
   stages_ = partition_layers(static_cast<int>(model_->layers().size()), schedule_.num_stages(),
                              options_.layers_per_stage);
+  std::vector<std::pair<int, int>> ranges;
+  for (const StageRange& r : stages_) ranges.emplace_back(r.begin, r.end);
+  model_stages_ = make_stages(*model_, ranges);
   optimizer_ = make_optimizer(options_.base.optimizer);
   initialize_parameters(model_->parameters(), options_.base.seed);
+  RankExecutor::Options eopts;
+  eopts.timeout_seconds = options_.recv_timeout_seconds;
+  eopts.record_timeline = options_.record_timeline;
+  for (int r = 0; r < schedule_.num_ranks(); ++r)
+    executors_.push_back(std::make_unique<RankExecutor>(r, &model_stages_, eopts));
   make_stores();
 
   InProcessTransport::Options topts;
@@ -211,12 +181,10 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
 
 void PipelineTrainer::make_stores() {
   const int S = schedule_.num_stages(), m = schedule_.num_micro_batches;
-  recomputed_.assign(static_cast<size_t>(S), std::vector<char>(static_cast<size_t>(m), 0));
   holder_.assign(static_cast<size_t>(S), std::vector<int>(static_cast<size_t>(m), -1));
   bool offloads = false, held = false;
   for (int r = 0; r < schedule_.num_ranks(); ++r) {
     for (const auto& a : schedule_.ranks[r]) {
-      if (a.kind == ActionKind::kRecompute) recomputed_[a.stage][a.micro_batch] = 1;
       if (a.kind == ActionKind::kOffload) offloads = true;
       if (a.kind == ActionKind::kHold) {
         holder_[a.stage][a.micro_batch] = r;
@@ -225,6 +193,7 @@ void PipelineTrainer::make_stores() {
     }
   }
   stores_.clear();
+  for (auto& e : executors_) e->set_schedule(&schedule_);
   if (!offloads) return;
   if (held) {
     for (int r = 0; r < schedule_.num_ranks(); ++r)
@@ -390,14 +359,13 @@ void PipelineTrainer::reset_transport() {
 
 void PipelineTrainer::plan_activation_memory(const Batch& micro_batch) {
   const int S = base_schedule_.num_stages();
-  const auto& layers = model_->layers();
   model_->check_batch(micro_batch.inputs, micro_batch.targets, "micro-batch");
   sched::CostModel c = sched::CostModel::uniform(S);
   c.m_b.assign(static_cast<size_t>(S), 0.0);
   c.m_w.assign(static_cast<size_t>(S), 0.0);
   c.m_in.assign(static_cast<size_t>(S), 0.0);
   {
-    std::vector<Slot> slots(static_cast<size_t>(S));
+    std::vector<std::vector<SavedContext>> contexts(static_cast<size_t>(S));
     Tensor x = micro_batch.inputs;
     Tensor targets = micro_batch.targets;
     Tensor dy;
@@ -412,31 +380,22 @@ void PipelineTrainer::plan_activation_memory(const Batch& micro_batch) {
       if (t.defined() && t.device() != Device::cuda(d)) t = t.to_device(Device::cuda(d));
     };
     for (int s = 0; s < S; ++s) {
-      Slot& slot = slots[s];
-      const StageRange& range = stages_[s];
+      const Stage& stage = model_stages_[static_cast<size_t>(s)];
       to_stage_device(s, x);
       if (s == S - 1) to_stage_device(s, targets);
-      c.m_in[s] = static_cast<double>(kept_bytes(s, x));
-      slot.ctx.resize(static_cast<size_t>(range.size()));
-      {
-        MemoryCategoryScope scope(MemoryCategory::kActivations);
-        for (int i = 0; i < range.size(); ++i) x = layers[range.begin + i]->forward(x, slot.ctx[i]);
-        if (s == S - 1) model_->loss().forward(x, targets, 1.0f, slot.loss_ctx);
+      c.m_in[s] = s == 0 ? 0.0 : static_cast<double>(x.nbytes());
+      x = stage.forward(std::move(x), contexts[s]);
+      if (stage.has_loss()) {
+        SavedContext loss_context;
+        stage.loss_forward(x, targets, 1.0f, loss_context);
+        dy = stage.loss_backward(loss_context);
       }
-      if (s == S - 1) {
-        MemoryCategoryScope scope(MemoryCategory::kWorkspace);
-        dy = model_->loss().backward(slot.loss_ctx);
-        slot.loss_ctx.clear();
-      }
-      c.m_b[s] = static_cast<double>(context_bytes(slot));
+      c.m_b[s] = static_cast<double>(context_bytes(contexts[s]));
     }
     for (int s = S; s-- > 0;) {
-      Slot& slot = slots[s];
-      const StageRange& range = stages_[s];
       to_stage_device(s, dy);
-      MemoryCategoryScope category(MemoryCategory::kWorkspace);
-      for (int i = range.size(); i-- > 0;) dy = layers[range.begin + i]->backward_input(slot.ctx[i], dy);
-      c.m_w[s] = static_cast<double>(context_bytes(slot));
+      dy = model_stages_[static_cast<size_t>(s)].backward_input(contexts[s], std::move(dy));
+      c.m_w[s] = static_cast<double>(context_bytes(contexts[s]));
     }
     sync_devices("measuring the activation bytes");
   }
@@ -523,210 +482,10 @@ void PipelineTrainer::worker_main(int rank) {
 
 void PipelineTrainer::run_rank(int rank) {
   StepState& st = *state_;
-  const auto& actions = schedule_.ranks[rank];
-  const auto& placement = schedule_.placement;
-  Transport& tp = endpoint(rank);
-  const int num_stages = schedule_.num_stages();
-  const int m = schedule_.num_micro_batches;
-  const float scale = 1.0f / static_cast<float>(m);
-  const double timeout = options_.recv_timeout_seconds;
-  const auto& layers = model_->layers();
-  RankStats& rs = st.rank_stats[rank];
-  auto& timed = st.timed[rank];
-  const bool record = options_.record_timeline;
-  size_t live_bytes = 0;
-  int live = 0;
-  mem::ActivationStore* store = stores_.empty() ? nullptr : stores_[rank].get();
-
-  for (const sched::Action& a : actions) {
-    if (transport_cancelled()) return;  // another rank failed; its error is the step's error
-    const auto t_start = clock_type::now();
-    const int s = a.stage;
-    const int mb = a.micro_batch;
-    switch (a.kind) {
-      case ActionKind::kForward: {
-        Slot& slot = st.slots[s][mb];
-        const StageRange& range = stages_[s];
-        Tensor x;
-        if (s == 0) {
-          x = (*st.micro)[mb].inputs;
-        } else {
-          x = std::move(slot.input);
-          PF_INTERNAL_CHECK(x.defined(), "rank ", rank, ": ", sched::action_to_string(a), " has no input");
-        }
-        const bool recompute = recomputed_[s][mb] != 0;
-        if (recompute) slot.kept_input = x;
-        slot.ctx.resize(static_cast<size_t>(range.size()));
-        {
-          MemoryCategoryScope scope(MemoryCategory::kActivations);
-          for (int i = 0; i < range.size(); ++i) x = layers[range.begin + i]->forward(x, slot.ctx[i]);
-          if (s == num_stages - 1)
-            st.losses[mb] = model_->loss().forward(x, (*st.micro)[mb].targets, scale, slot.loss_ctx);
-        }
-        if (s == num_stages - 1) {
-          MemoryCategoryScope scope(MemoryCategory::kWorkspace);
-          slot.grad_output = model_->loss().backward(slot.loss_ctx);
-          slot.loss_ctx.clear();
-        } else if (placement.rank_of(s + 1) == rank) {
-          st.slots[s + 1][mb].input = std::move(x);
-        } else {
-          slot.output = std::move(x);
-        }
-        if (recompute) {
-          slot.ctx.clear();  // keep only the stage input; RECOMPUTE rebuilds the contexts
-          slot.bytes = kept_bytes(s, slot.kept_input);
-        } else {
-          slot.bytes = context_bytes(slot);
-        }
-        live_bytes += slot.bytes;
-        live += 1;
-        break;
-      }
-      case ActionKind::kBackwardInput:
-      case ActionKind::kBackward: {
-        const bool fused = a.kind == ActionKind::kBackward;
-        Slot& slot = st.slots[s][mb];
-        const StageRange& range = stages_[s];
-        if (store) store->restore(context_key(s, mb));  // waits for the prefetch issued by RELOAD
-        Tensor dy = std::move(slot.grad_output);
-        PF_INTERNAL_CHECK(dy.defined(), "rank ", rank, ": ", sched::action_to_string(a), " has no output gradient");
-        PF_INTERNAL_CHECK(slot.ctx.size() == static_cast<size_t>(range.size()), "rank ", rank, ": ",
-                          sched::action_to_string(a), " runs before its forward");
-        {
-          MemoryCategoryScope scope(MemoryCategory::kWorkspace);
-          for (int i = range.size(); i-- > 0;) {
-            Layer& layer = *layers[range.begin + i];
-            dy = fused ? layer.backward(slot.ctx[i], dy) : layer.backward_input(slot.ctx[i], dy);
-          }
-        }
-        if (s > 0) {
-          if (placement.rank_of(s - 1) == rank) {
-            st.slots[s - 1][mb].grad_output = std::move(dy);
-          } else {
-            slot.grad_input = std::move(dy);
-          }
-        }
-        live -= 1;
-        live_bytes -= slot.bytes;
-        if (fused) {
-          slot.ctx.clear();
-          slot.bytes = 0;
-        } else {
-          // What W needs can be more than F kept (e.g. the output gradient saved for an
-          // embedding's or a head's W): the peak can rise at B too (recorded below the switch).
-          slot.bytes = context_bytes(slot);
-          live_bytes += slot.bytes;
-          }
-        break;
-      }
-      case ActionKind::kBackwardWeight: {
-        Slot& slot = st.slots[s][mb];
-        const StageRange& range = stages_[s];
-        PF_INTERNAL_CHECK(slot.ctx.size() == static_cast<size_t>(range.size()), "rank ", rank, ": ",
-                          sched::action_to_string(a), " runs before its forward");
-        {
-          MemoryCategoryScope scope(MemoryCategory::kWorkspace);
-          for (int i = range.size(); i-- > 0;) layers[range.begin + i]->backward_weight(slot.ctx[i]);
-        }
-        live_bytes -= slot.bytes;
-        slot.bytes = 0;
-        slot.ctx.clear();
-        break;
-      }
-      case ActionKind::kSendF: {
-        Slot& slot = st.slots[s][mb];
-        tp.send(placement.rank_of(s + 1), MessageKey{MessageKind::kActivation, mb, s + 1}, std::move(slot.output),
-                timeout);
-        slot.output = Tensor();
-        break;
-      }
-      case ActionKind::kRecvF:
-        st.slots[s][mb].input =
-            tp.recv(placement.rank_of(s - 1), MessageKey{MessageKind::kActivation, mb, s}, timeout);
-        break;
-      case ActionKind::kSendB: {
-        Slot& slot = st.slots[s][mb];
-        tp.send(placement.rank_of(s - 1), MessageKey{MessageKind::kGradient, mb, s - 1},
-                std::move(slot.grad_input), timeout);
-        slot.grad_input = Tensor();
-        break;
-      }
-      case ActionKind::kRecvB:
-        st.slots[s][mb].grad_output =
-            tp.recv(placement.rank_of(s + 1), MessageKey{MessageKind::kGradient, mb, s}, timeout);
-        break;
-      case ActionKind::kRecompute: {
-        // Rerun the stage forward on the kept input: same layers, kernels and input as F, so the
-        // contexts are bitwise those F built. The output (and the loss) is not needed again.
-        Slot& slot = st.slots[s][mb];
-        const StageRange& range = stages_[s];
-        Tensor x = s == 0 ? (*st.micro)[mb].inputs : std::move(slot.kept_input);
-        slot.kept_input = Tensor();
-        PF_INTERNAL_CHECK(x.defined(), "rank ", rank, ": ", sched::action_to_string(a), " has no kept input");
-        slot.ctx.clear();
-        slot.ctx.resize(static_cast<size_t>(range.size()));
-        {
-          MemoryCategoryScope scope(MemoryCategory::kActivations);
-          for (int i = 0; i < range.size(); ++i) x = layers[range.begin + i]->forward(x, slot.ctx[i]);
-        }
-        live_bytes -= slot.bytes;
-        slot.bytes = context_bytes(slot);
-        live_bytes += slot.bytes;
-        rs.recomputes += 1;
-        break;
-      }
-      case ActionKind::kOffload: {
-        Slot& slot = st.slots[s][mb];
-        PF_INTERNAL_CHECK(store != nullptr, "rank ", rank, ": ", sched::action_to_string(a), " without a store");
-        std::vector<SavedContext*> ctxs;
-        for (auto& c : slot.ctx) ctxs.push_back(&c);
-        store->offload(context_key(s, mb), std::move(ctxs));
-        live -= 1;
-        live_bytes -= slot.bytes;
-        break;
-      }
-      case ActionKind::kReload: {
-        Slot& slot = st.slots[s][mb];
-        PF_INTERNAL_CHECK(store != nullptr, "rank ", rank, ": ", sched::action_to_string(a), " without a store");
-        store->prefetch(context_key(s, mb));  // asynchronous; the B/BW that needs it waits
-        live += 1;
-        live_bytes += slot.bytes;
-        break;
-      }
-      case ActionKind::kHold: {
-        // Keep the owner's packed activations until RETURN. Charged like the owner's context (its
-        // Slot::bytes, written before the OFFLOAD that sent them; read after the message arrived).
-        const int owner = placement.rank_of(s);
-        st.held[s][mb] = tp.recv(owner, MessageKey{MessageKind::kContextOut, mb, s}, timeout);
-        live += 1;
-        live_bytes += st.slots[s][mb].bytes;
-        break;
-      }
-      case ActionKind::kReturn: {
-        const int owner = placement.rank_of(s);
-        PF_INTERNAL_CHECK(st.held[s][mb].defined(), "rank ", rank, ": ", sched::action_to_string(a), " holds nothing");
-        live -= 1;
-        live_bytes -= st.slots[s][mb].bytes;
-        tp.send(owner, MessageKey{MessageKind::kContextBack, mb, s}, std::move(st.held[s][mb]), timeout);
-        st.held[s][mb] = Tensor();
-        break;
-      }
-      case ActionKind::kStep:
-        break;  // the optimizer runs once every rank has finished (PipelineTrainer::run_step)
-      default:
-        fail(ErrorCode::kUnimplemented, "rank ", rank, ": ", sched::action_to_string(a), " is not supported");
-    }
-    // Peaks at action boundaries, after every action (F, B, RECOMPUTE, RELOAD and HOLD are the ones
-    // that can raise them).
-    rs.peak_activation_bytes = std::max(rs.peak_activation_bytes, live_bytes);
-    rs.peak_live_micro_batches = std::max(rs.peak_live_micro_batches, live);
-    if (record) {
-      const auto t_end = clock_type::now();
-      timed.push_back({a, std::chrono::duration<double, std::micro>(t_start - st.t0).count(),
-                       std::chrono::duration<double, std::micro>(t_end - st.t0).count()});
-    }
-    rs.actions += 1;
-  }
+  mem::ActivationStore* store = stores_.empty() ? nullptr : stores_[static_cast<size_t>(rank)].get();
+  executors_[static_cast<size_t>(rank)]->run_step(*st.micro, st.t0, endpoint(rank), store,
+                                                  [this] { return transport_cancelled(); },
+                                                  &st.outputs[static_cast<size_t>(rank)]);
 }
 
 StepResult PipelineTrainer::run_step(const std::vector<Batch>& micro_batches) {
@@ -772,14 +531,7 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& micro_batches) {
   const int num_stages = schedule_.num_stages();
   StepState& st = *state_;
   st.micro = gpu_ ? &device_micro : &micro_batches;
-  st.slots.clear();
-  st.slots.resize(static_cast<size_t>(num_stages));
-  for (auto& v : st.slots) v.resize(static_cast<size_t>(m));
-  st.held.assign(static_cast<size_t>(num_stages), std::vector<Tensor>(static_cast<size_t>(m)));
-  st.losses.assign(static_cast<size_t>(m), 0.0f);
-  st.timed.assign(static_cast<size_t>(num_ranks), {});
-  for (int r = 0; r < num_ranks; ++r) st.timed[r].reserve(schedule_.ranks[r].size());
-  st.rank_stats.assign(static_cast<size_t>(num_ranks), RankStats());
+  st.outputs.assign(static_cast<size_t>(num_ranks), RankExecutor::StepOutput());
   st.error = nullptr;
   reset_transport();
   for (auto& store : stores_) store->reset_stats();
@@ -821,16 +573,15 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& micro_batches) {
   if (st.error) {
     std::exception_ptr e = st.error;
     st.error = nullptr;
-    st.slots.clear();
-    st.held.clear();
     st.micro = nullptr;
     reset_transport();
     std::rethrow_exception(e);
   }
 
   StepResult result;
+  const auto& last_losses = st.outputs[static_cast<size_t>(schedule_.placement.rank_of(num_stages - 1))].losses;
   for (int mb = 0; mb < m; ++mb) {
-    result.loss += st.losses[mb];
+    result.loss += last_losses[static_cast<size_t>(mb)];
     result.samples += micro_batches[mb].rows();
     result.tokens += micro_batches[mb].targets.numel();
   }
@@ -845,7 +596,7 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& micro_batches) {
   stats_ = PipelineStats();
   stats_.step_us = std::chrono::duration<double, std::micro>(end - start).count();
   stats_.optimizer_us = std::chrono::duration<double, std::micro>(end - t_opt).count();
-  stats_.ranks = st.rank_stats;
+  for (auto& out : st.outputs) stats_.ranks.push_back(out.stats);
   for (size_t r = 0; r < store_stats.size() && r < stats_.ranks.size(); ++r) {
     stats_.ranks[r].offloaded_bytes = store_stats[r].offloaded_bytes;
     stats_.ranks[r].host_peak_bytes = store_stats[r].host_peak;
@@ -855,7 +606,7 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& micro_batches) {
   double makespan = 0, max_busy = 0;
   for (int r = 0; r < num_ranks; ++r) {
     RankStats& rs = stats_.ranks[r];
-    for (const auto& ta : st.timed[r]) {
+    for (const auto& ta : st.outputs[static_cast<size_t>(r)].timed) {
       if (sched::is_compute(ta.action.kind)) rs.busy_us += ta.duration();
       else if (sched::is_communication(ta.action.kind)) rs.comm_us += ta.duration();
       rs.finish_us = std::max(rs.finish_us, ta.end);
@@ -871,10 +622,8 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& micro_batches) {
   }
   timeline_ = sched::Timeline();
   timeline_.time_unit = "us";
-  timeline_.ranks = std::move(st.timed);
-  st.timed.clear();
-  st.slots.clear();
-  st.held.clear();
+  for (auto& out : st.outputs) timeline_.ranks.push_back(std::move(out.timed));
+  st.outputs.clear();
   st.micro = nullptr;
 
   metrics_.step += 1;
@@ -888,6 +637,7 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& micro_batches) {
 void PipelineTrainer::set_recv_timeout_seconds(double seconds) {
   PF_CHECK_ARG(seconds > 0, "recv_timeout_seconds must be > 0, got ", seconds);
   options_.recv_timeout_seconds = seconds;
+  for (auto& e : executors_) e->set_timeout_seconds(seconds);
 }
 
 void PipelineTrainer::restore_progress(int64_t step, int64_t data_position) {

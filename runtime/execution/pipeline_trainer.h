@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "runtime/execution/partition.h"
+#include "runtime/execution/rank_executor.h"
 #include "runtime/comm/in_process_transport.h"
 #include "runtime/memory/activation_store.h"
 #include "runtime/models/model.h"
@@ -24,6 +25,7 @@
 #include "runtime/schedules/timeline.h"
 #include "runtime/train/batch.h"
 #include "runtime/train/sequential_trainer.h"
+#include "runtime/train/stage.h"
 #include "runtime/train/trainer.h"
 
 namespace pf::cuda {
@@ -79,24 +81,6 @@ struct PipelineOptions {
   // unknown ordinal, no CUDA device at all).
   std::vector<Device> devices;
   void validate() const;               // kInvalidArgument naming the field
-};
-
-// Measured per rank over the last step (times in microseconds from the step start).
-struct RankStats {
-  double busy_us = 0;        // sum of compute action (F/B/W/BW) durations
-  double comm_us = 0;        // sum of SEND/RECV durations (time spent handing over or waiting)
-  double idle_us = 0;        // makespan - busy
-  double bubble_rate = 0;    // idle / makespan
-  double finish_us = 0;      // end of the rank's last action
-  int actions = 0;           // actions executed
-  int peak_live_micro_batches = 0;    // max (mb, stage) contexts with F done and B/BW not yet
-  size_t peak_activation_bytes = 0;   // max sum of SavedContext bytes of live contexts
-  // Activation memory policies: live/peak above count device-resident contexts only (OFFLOAD -1,
-  // RELOAD +1, a recomputed context holds its stage input until RECOMPUTE).
-  size_t offloaded_bytes = 0;         // bytes copied off the device by OFFLOADs (same amount reloaded)
-  size_t host_peak_bytes = 0;         // peak bytes held in host copies (host tier)
-  size_t file_peak_bytes = 0;         // peak bytes held in files (file tier)
-  int recomputes = 0;                 // RECOMPUTE actions run
 };
 
 struct PipelineStats {
@@ -161,7 +145,6 @@ class PipelineTrainer : public Trainer {
 
  private:
   struct StepState;
-  struct Worker;
   StepResult run_step(const std::vector<Batch>& micro_batches);
   void worker_main(int rank);
   void run_rank(int rank);
@@ -182,6 +165,8 @@ class PipelineTrainer : public Trainer {
   TrainerMetrics metrics_;
   sched::Schedule schedule_;
   std::vector<StageRange> stages_;
+  std::vector<Stage> model_stages_;                        // one per stage of the schedule
+  std::vector<std::unique_ptr<RankExecutor>> executors_;  // one per rank
   std::unique_ptr<InProcessTransport> transport_;  // CPU ranks
   // CUDA ranks.
   bool gpu_ = false;
@@ -207,7 +192,6 @@ class PipelineTrainer : public Trainer {
   bool planned_ = false;
   sched::CostModel mem_costs_;
   std::vector<double> predicted_peak_;
-  std::vector<std::vector<char>> recomputed_;  // [stage][mb]: has a RECOMPUTE action
   std::vector<std::vector<int>> holder_;       // [stage][mb]: rank with its HOLD (balance), else -1
   std::vector<std::unique_ptr<mem::ActivationStore>> stores_;  // per rank; empty without OFFLOADs
 };

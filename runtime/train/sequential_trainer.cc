@@ -12,10 +12,20 @@
 #include "runtime/train/micro_batches.h"
 
 namespace pf {
+namespace {
+
+// One stage: every layer and the loss.
+Stage whole_model(const std::shared_ptr<Model>& model) {
+  PF_CHECK_ARG(model != nullptr, "trainer: model is null");
+  return Stage(*model, 0, 1, 0, static_cast<int>(model->layers().size()));
+}
+
+}  // namespace
 
 SequentialTrainer::SequentialTrainer(std::shared_ptr<Model> model, const TrainerOptions& options)
-    : model_(std::move(model)), options_(options) {
-  PF_CHECK_ARG(model_ != nullptr, "trainer: model is null");
+    : model_(std::move(model)),
+      options_(options),
+      stage_(whole_model(model_)) {
   options_.validate();
   optimizer_ = make_optimizer(options_.optimizer);
   initialize_parameters(model_->parameters(), options_.seed);
@@ -61,11 +71,10 @@ StepResult SequentialTrainer::run_step(const std::vector<Batch>& micro_batches) 
 
   const int m = static_cast<int>(micro_batches.size());
   const float scale = 1.0f / static_cast<float>(m);
-  const auto& layers = model_->layers();
   StepResult result;
   for (int mb = 0; mb < m; ++mb) {
     const Batch& batch = micro_batches[mb];
-    std::vector<SavedContext> contexts(layers.size());
+    std::vector<SavedContext> contexts;
     SavedContext loss_context;
     Tensor x = batch.inputs;
     Tensor targets = batch.targets;
@@ -73,12 +82,10 @@ StepResult SequentialTrainer::run_step(const std::vector<Batch>& micro_batches) 
       MemoryCategoryScope scope(MemoryCategory::kActivations);
       if (x.device() != device) x = x.to_device(device);
       if (targets.device() != device) targets = targets.to_device(device);
-      for (size_t i = 0; i < layers.size(); ++i) x = layers[i]->forward(x, contexts[i]);
-      result.loss += model_->loss().forward(x, targets, scale, loss_context);
     }
-    MemoryCategoryScope scope(MemoryCategory::kWorkspace);
-    Tensor grad = model_->loss().backward(loss_context);
-    for (size_t i = layers.size(); i-- > 0;) grad = layers[i]->backward(contexts[i], grad);
+    x = stage_.forward(std::move(x), contexts);
+    result.loss += stage_.loss_forward(x, targets, scale, loss_context);
+    stage_.backward(contexts, stage_.loss_backward(loss_context));
     result.samples += batch.rows();
     result.tokens += batch.targets.numel();
   }

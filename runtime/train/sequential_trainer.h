@@ -9,6 +9,7 @@
 #include "runtime/models/model.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/train/batch.h"
+#include "runtime/train/stage.h"
 #include "runtime/train/trainer.h"
 
 namespace pf {
@@ -39,6 +40,7 @@ class SequentialTrainer : public Trainer {
 
   std::shared_ptr<Model> model_;
   TrainerOptions options_;
+  Stage stage_;  // every layer and the loss
   std::unique_ptr<Optimizer> optimizer_;
   TrainerMetrics metrics_;
 };

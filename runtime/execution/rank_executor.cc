@@ -1,0 +1,295 @@
+#include "runtime/execution/rank_executor.h"
+
+#include <algorithm>
+#include <unordered_map>
+#include <utility>
+
+#include "runtime/core/error.h"
+#include "runtime/tensor/memory_tracker.h"
+
+namespace pf::exec {
+
+using clock_type = std::chrono::steady_clock;
+using comm::MessageKey;
+using comm::MessageKind;
+using sched::Action;
+using sched::ActionKind;
+
+size_t context_bytes(const std::vector<SavedContext>& contexts, const SavedContext* loss_context) {
+  std::unordered_map<const Storage*, std::pair<size_t, size_t>> extents;
+  for (const auto& c : contexts) c.collect_extents(&extents);
+  if (loss_context) loss_context->collect_extents(&extents);
+  size_t n = 0;
+  for (const auto& e : extents) n += e.second.second - e.second.first;
+  return n;
+}
+
+uint64_t context_key(int stage, int micro_batch) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(stage)) << 32) | static_cast<uint32_t>(micro_batch);
+}
+
+namespace {
+
+// What a recomputed context keeps between F and RECOMPUTE: the stage input (nothing for stage 0,
+// whose input is the caller's micro-batch).
+size_t kept_bytes(int stage, const Tensor& input) { return stage == 0 || !input.defined() ? 0 : input.nbytes(); }
+
+}  // namespace
+
+RankExecutor::RankExecutor(int rank, const std::vector<Stage>* stages, Options options)
+    : rank_(rank), stages_(stages), options_(options) {
+  PF_INTERNAL_CHECK(stages_ != nullptr, "rank executor: no stages");
+}
+
+void RankExecutor::set_schedule(const sched::Schedule* schedule) {
+  schedule_ = schedule;
+  const int S = schedule->num_stages(), m = schedule->num_micro_batches;
+  PF_INTERNAL_CHECK(S == static_cast<int>(stages_->size()), "rank executor: schedule has ", S, " stages, the model ",
+                    stages_->size());
+  recomputed_.assign(static_cast<size_t>(S), {});
+  for (const Action& a : schedule->ranks[static_cast<size_t>(rank_)]) {
+    if (a.kind != ActionKind::kRecompute) continue;
+    auto& flags = recomputed_[static_cast<size_t>(a.stage)];
+    if (flags.empty()) flags.assign(static_cast<size_t>(m), 0);
+    flags[static_cast<size_t>(a.micro_batch)] = 1;
+  }
+}
+
+const RankExecutor::Handler* RankExecutor::handlers() {
+  static const Handler table[sched::kNumActionKinds] = {
+      &RankExecutor::on_forward,          // kForward
+      &RankExecutor::on_backward,         // kBackwardInput
+      &RankExecutor::on_backward_weight,  // kBackwardWeight
+      &RankExecutor::on_backward,         // kBackward
+      &RankExecutor::on_send_f,           // kSendF
+      &RankExecutor::on_recv_f,           // kRecvF
+      &RankExecutor::on_send_b,           // kSendB
+      &RankExecutor::on_recv_b,           // kRecvB
+      &RankExecutor::on_offload,          // kOffload
+      &RankExecutor::on_reload,           // kReload
+      &RankExecutor::on_recompute,        // kRecompute
+      &RankExecutor::on_step,             // kStep
+      &RankExecutor::on_unsupported,      // kAllReduce
+      &RankExecutor::on_hold,             // kHold
+      &RankExecutor::on_return,           // kReturn
+  };
+  static_assert(static_cast<int>(ActionKind::kReturn) == sched::kNumActionKinds - 1, "one handler per kind");
+  return table;
+}
+
+RankExecutor::Slot& RankExecutor::slot(const Action& a) {
+  return slots_[static_cast<size_t>(a.stage)][static_cast<size_t>(a.micro_batch)];
+}
+
+void RankExecutor::run_step(const std::vector<Batch>& micro_batches, clock_type::time_point t0,
+                            comm::Transport& transport, mem::ActivationStore* store,
+                            const std::function<bool()>& cancelled, StepOutput* out) {
+  PF_INTERNAL_CHECK(schedule_ != nullptr, "rank executor: no schedule");
+  const auto& actions = schedule_->ranks[static_cast<size_t>(rank_)];
+  const int S = schedule_->num_stages();
+  const int m = static_cast<int>(micro_batches.size());
+  micro_ = &micro_batches;
+  transport_ = &transport;
+  store_ = store;
+  out_ = out;
+  loss_scale_ = 1.0f / static_cast<float>(schedule_->num_micro_batches);
+  live_bytes_ = 0;
+  live_ = 0;
+  out->losses.assign(static_cast<size_t>(m), 0.0f);
+  out->timed.clear();
+  out->timed.reserve(actions.size());
+  out->stats = RankStats();
+  slots_.clear();
+  slots_.resize(static_cast<size_t>(S));
+  for (int s = 0; s < S; ++s)
+    if (rank_of(s) == rank_) slots_[static_cast<size_t>(s)].resize(static_cast<size_t>(m));
+  // A partner rank (balance) keeps the contexts it holds in slots of the owner's stage.
+  for (const Action& a : actions)
+    if (a.kind == ActionKind::kHold && slots_[static_cast<size_t>(a.stage)].empty())
+      slots_[static_cast<size_t>(a.stage)].resize(static_cast<size_t>(m));
+
+  const Handler* table = handlers();
+  RankStats& rs = out->stats;
+  struct Clear {  // the slots go at the end of the step, also when an action throws
+    RankExecutor* self;
+    ~Clear() {
+      self->slots_.clear();
+      self->micro_ = nullptr;
+      self->transport_ = nullptr;
+      self->store_ = nullptr;
+      self->out_ = nullptr;
+    }
+  } clear{this};
+  for (const Action& a : actions) {
+    if (cancelled && cancelled()) return;  // another rank failed; its error is the step's error
+    const auto t_start = clock_type::now();
+    (this->*table[static_cast<int>(a.kind)])(a);
+    // Peaks at action boundaries, after every action (F, B, RECOMPUTE, RELOAD and HOLD are the
+    // ones that can raise them).
+    rs.peak_activation_bytes = std::max(rs.peak_activation_bytes, live_bytes_);
+    rs.peak_live_micro_batches = std::max(rs.peak_live_micro_batches, live_);
+    if (options_.record_timeline) {
+      const auto t_end = clock_type::now();
+      out->timed.push_back({a, std::chrono::duration<double, std::micro>(t_start - t0).count(),
+                            std::chrono::duration<double, std::micro>(t_end - t0).count()});
+    }
+    rs.actions += 1;
+  }
+}
+
+void RankExecutor::on_forward(const Action& a) {
+  const int s = a.stage, mb = a.micro_batch;
+  const Stage& stage = (*stages_)[static_cast<size_t>(s)];
+  Slot& sl = slot(a);
+  Tensor x;
+  if (s == 0) {
+    x = (*micro_)[static_cast<size_t>(mb)].inputs;
+  } else {
+    x = std::move(sl.input);
+    PF_INTERNAL_CHECK(x.defined(), "rank ", rank_, ": ", sched::action_to_string(a), " has no input");
+  }
+  const auto& flags = recomputed_[static_cast<size_t>(s)];
+  const bool recompute = !flags.empty() && flags[static_cast<size_t>(mb)] != 0;
+  if (recompute) sl.kept_input = x;
+  x = stage.forward(std::move(x), sl.ctx);
+  if (stage.has_loss()) {
+    out_->losses[static_cast<size_t>(mb)] =
+        stage.loss_forward(x, (*micro_)[static_cast<size_t>(mb)].targets, loss_scale_, sl.loss_ctx);
+    sl.grad_output = stage.loss_backward(sl.loss_ctx);
+  } else if (rank_of(s + 1) == rank_) {
+    slots_[static_cast<size_t>(s + 1)][static_cast<size_t>(mb)].input = std::move(x);
+  } else {
+    sl.output = std::move(x);
+  }
+  if (recompute) {
+    sl.ctx.clear();  // keep only the stage input; RECOMPUTE rebuilds the contexts
+    sl.bytes = kept_bytes(s, sl.kept_input);
+  } else {
+    sl.bytes = context_bytes(sl.ctx, &sl.loss_ctx);
+  }
+  live_bytes_ += sl.bytes;
+  live_ += 1;
+}
+
+void RankExecutor::on_backward(const Action& a) {
+  const bool fused = a.kind == ActionKind::kBackward;
+  const int s = a.stage, mb = a.micro_batch;
+  const Stage& stage = (*stages_)[static_cast<size_t>(s)];
+  Slot& sl = slot(a);
+  if (store_) store_->restore(context_key(s, mb));  // waits for the prefetch issued by RELOAD
+  Tensor dy = std::move(sl.grad_output);
+  PF_INTERNAL_CHECK(dy.defined(), "rank ", rank_, ": ", sched::action_to_string(a), " has no output gradient");
+  dy = fused ? stage.backward(sl.ctx, std::move(dy)) : stage.backward_input(sl.ctx, std::move(dy));
+  if (s > 0) {
+    if (rank_of(s - 1) == rank_) {
+      slots_[static_cast<size_t>(s - 1)][static_cast<size_t>(mb)].grad_output = std::move(dy);
+    } else {
+      sl.grad_input = std::move(dy);
+    }
+  }
+  live_ -= 1;
+  live_bytes_ -= sl.bytes;
+  if (fused) {
+    sl.ctx.clear();
+    sl.bytes = 0;
+  } else {
+    // What W needs can be more than F kept (e.g. the output gradient saved for an embedding's or
+    // the head's W): the peak can rise at B too.
+    sl.bytes = context_bytes(sl.ctx, &sl.loss_ctx);
+    live_bytes_ += sl.bytes;
+  }
+}
+
+void RankExecutor::on_backward_weight(const Action& a) {
+  Slot& sl = slot(a);
+  (*stages_)[static_cast<size_t>(a.stage)].backward_weight(sl.ctx);
+  live_bytes_ -= sl.bytes;
+  sl.bytes = 0;
+  sl.ctx.clear();
+}
+
+void RankExecutor::on_send_f(const Action& a) {
+  Slot& sl = slot(a);
+  transport_->send(rank_of(a.stage + 1), MessageKey{MessageKind::kActivation, a.micro_batch, a.stage + 1},
+                   std::move(sl.output), options_.timeout_seconds);
+  sl.output = Tensor();
+}
+
+void RankExecutor::on_recv_f(const Action& a) {
+  slot(a).input = transport_->recv(rank_of(a.stage - 1), MessageKey{MessageKind::kActivation, a.micro_batch, a.stage},
+                                   options_.timeout_seconds);
+}
+
+void RankExecutor::on_send_b(const Action& a) {
+  Slot& sl = slot(a);
+  transport_->send(rank_of(a.stage - 1), MessageKey{MessageKind::kGradient, a.micro_batch, a.stage - 1},
+                   std::move(sl.grad_input), options_.timeout_seconds);
+  sl.grad_input = Tensor();
+}
+
+void RankExecutor::on_recv_b(const Action& a) {
+  slot(a).grad_output = transport_->recv(
+      rank_of(a.stage + 1), MessageKey{MessageKind::kGradient, a.micro_batch, a.stage}, options_.timeout_seconds);
+}
+
+void RankExecutor::on_recompute(const Action& a) {
+  // Rerun the stage forward on the kept input: same layers, kernels and input as F, so the
+  // contexts are bitwise those F built. The output (and the loss) is not needed again.
+  Slot& sl = slot(a);
+  Tensor x = a.stage == 0 ? (*micro_)[static_cast<size_t>(a.micro_batch)].inputs : std::move(sl.kept_input);
+  sl.kept_input = Tensor();
+  PF_INTERNAL_CHECK(x.defined(), "rank ", rank_, ": ", sched::action_to_string(a), " has no kept input");
+  (*stages_)[static_cast<size_t>(a.stage)].forward(std::move(x), sl.ctx);
+  live_bytes_ -= sl.bytes;
+  sl.bytes = context_bytes(sl.ctx);
+  live_bytes_ += sl.bytes;
+  out_->stats.recomputes += 1;
+}
+
+void RankExecutor::on_offload(const Action& a) {
+  Slot& sl = slot(a);
+  PF_INTERNAL_CHECK(store_ != nullptr, "rank ", rank_, ": ", sched::action_to_string(a), " without a store");
+  std::vector<SavedContext*> ctxs;
+  for (auto& c : sl.ctx) ctxs.push_back(&c);
+  store_->offload(context_key(a.stage, a.micro_batch), std::move(ctxs));
+  live_ -= 1;
+  live_bytes_ -= sl.bytes;
+}
+
+void RankExecutor::on_reload(const Action& a) {
+  Slot& sl = slot(a);
+  PF_INTERNAL_CHECK(store_ != nullptr, "rank ", rank_, ": ", sched::action_to_string(a), " without a store");
+  store_->prefetch(context_key(a.stage, a.micro_batch));  // asynchronous; the B/BW that needs it waits
+  live_ += 1;
+  live_bytes_ += sl.bytes;
+}
+
+void RankExecutor::on_hold(const Action& a) {
+  // Keep the owner's packed activations until RETURN, charged by the image's bytes (the owner's
+  // context bytes: the image packs exactly the byte ranges its tensors cover).
+  Slot& sl = slot(a);
+  sl.held = transport_->recv(rank_of(a.stage), MessageKey{MessageKind::kContextOut, a.micro_batch, a.stage},
+                             options_.timeout_seconds);
+  live_ += 1;
+  live_bytes_ += sl.held.nbytes();
+}
+
+void RankExecutor::on_return(const Action& a) {
+  Slot& sl = slot(a);
+  PF_INTERNAL_CHECK(sl.held.defined(), "rank ", rank_, ": ", sched::action_to_string(a), " holds nothing");
+  live_ -= 1;
+  live_bytes_ -= sl.held.nbytes();
+  transport_->send(rank_of(a.stage), MessageKey{MessageKind::kContextBack, a.micro_batch, a.stage},
+                   std::move(sl.held), options_.timeout_seconds);
+  sl.held = Tensor();
+}
+
+void RankExecutor::on_step(const Action&) {
+  // The optimizer runs once every rank has finished (PipelineTrainer::run_step).
+}
+
+void RankExecutor::on_unsupported(const Action& a) {
+  fail(ErrorCode::kUnimplemented, "rank ", rank_, ": ", sched::action_to_string(a), " is not supported");
+}
+
+}  // namespace pf::exec

@@ -1,0 +1,128 @@
+// One rank's part of a pipeline step: runs that rank's action list of a schedule over its local
+// stages, with its own slots (what each (stage, micro-batch) holds between actions), its transport
+// endpoint and, when the schedule offloads, its activation store. One handler per action kind.
+// The same executor runs ranks as threads of one process (PipelineTrainer without a World) and as
+// one process per rank (PipelineTrainer with an MPI World). See docs/EXECUTION.md.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <vector>
+
+#include "runtime/comm/transport.h"
+#include "runtime/layers/saved_context.h"
+#include "runtime/memory/activation_store.h"
+#include "runtime/schedules/ir.h"
+#include "runtime/schedules/timeline.h"
+#include "runtime/train/batch.h"
+#include "runtime/train/stage.h"
+
+namespace pf::exec {
+
+// Measured per rank over the last step (times in microseconds from the step start).
+struct RankStats {
+  double busy_us = 0;        // sum of compute action (F/B/W/BW) durations
+  double comm_us = 0;        // sum of SEND/RECV durations (time spent handing over or waiting)
+  double idle_us = 0;        // makespan - busy
+  double bubble_rate = 0;    // idle / makespan
+  double finish_us = 0;      // end of the rank's last action
+  int actions = 0;           // actions executed
+  int peak_live_micro_batches = 0;    // max (mb, stage) contexts with F done and B/BW not yet
+  size_t peak_activation_bytes = 0;   // max sum of SavedContext bytes of live contexts
+  // Activation memory policies: live/peak above count device-resident contexts only (OFFLOAD -1,
+  // RELOAD +1, a recomputed context holds its stage input until RECOMPUTE).
+  size_t offloaded_bytes = 0;         // bytes copied off the device by OFFLOADs (same amount reloaded)
+  size_t host_peak_bytes = 0;         // peak bytes held in host copies (host tier)
+  size_t file_peak_bytes = 0;         // peak bytes held in files (file tier)
+  int recomputes = 0;                 // RECOMPUTE actions run
+};
+
+// Activation bytes of a set of saved contexts: per storage, the byte range its saved tensors cover
+// (a micro-batch slice of the caller's batch counts as its slice; a context counts the same before
+// and after the activation store moved it).
+size_t context_bytes(const std::vector<SavedContext>& contexts, const SavedContext* loss_context = nullptr);
+
+// The activation store's key of (stage, micro-batch).
+uint64_t context_key(int stage, int micro_batch);
+
+class RankExecutor {
+ public:
+  struct Options {
+    double timeout_seconds = 60.0;  // every SEND/RECV/HOLD/RETURN
+    bool record_timeline = true;
+  };
+  // What one step of this rank produced.
+  struct StepOutput {
+    std::vector<float> losses;  // [micro-batch]: scaled loss where this rank ran the last stage's F, else 0
+    std::vector<sched::TimedAction> timed;
+    RankStats stats;
+  };
+
+  // `stages`: every stage of the model (this rank runs those its action list names); it must
+  // outlive the executor.
+  RankExecutor(int rank, const std::vector<Stage>* stages, Options options);
+
+  int rank() const { return rank_; }
+  // The schedule to run from now on (the executor keeps a reference: it must stay alive and
+  // unchanged while a step runs).
+  void set_schedule(const sched::Schedule* schedule);
+  void set_timeout_seconds(double seconds) { options_.timeout_seconds = seconds; }
+
+  // Runs this rank's actions for one step on `micro_batches` (inputs read where stage 0 runs,
+  // targets where the last stage runs). `store` may be null when the rank has no OFFLOAD.
+  // `cancelled` is polled before every action: when it says true (another rank failed) the rank
+  // stops and returns. Throws what an action throws (the step's error).
+  void run_step(const std::vector<Batch>& micro_batches, std::chrono::steady_clock::time_point t0,
+                comm::Transport& transport, mem::ActivationStore* store, const std::function<bool()>& cancelled,
+                StepOutput* out);
+
+ private:
+  // What one (stage, micro-batch) holds during a step.
+  struct Slot {
+    std::vector<SavedContext> ctx;  // one per layer of the stage
+    SavedContext loss_ctx;
+    Tensor input;        // stage input (received, or handed over by the previous stage on this rank)
+    Tensor output;       // stage output waiting for SEND_F
+    Tensor grad_output;  // gradient of the stage output (received, handed over, or from the loss)
+    Tensor grad_input;   // gradient of the stage input waiting for SEND_B
+    Tensor kept_input;   // recomputed contexts: the stage input kept from F until RECOMPUTE
+    Tensor held;         // balance: the packed activations this rank holds for the owner (HOLD..RETURN)
+    size_t bytes = 0;    // activation bytes the contexts hold (while offloaded: what comes back)
+  };
+  using Handler = void (RankExecutor::*)(const sched::Action&);
+
+  Slot& slot(const sched::Action& a);
+  int rank_of(int stage) const { return schedule_->placement.rank_of(stage); }
+  void on_forward(const sched::Action& a);
+  void on_backward(const sched::Action& a);  // B and BW
+  void on_backward_weight(const sched::Action& a);
+  void on_send_f(const sched::Action& a);
+  void on_recv_f(const sched::Action& a);
+  void on_send_b(const sched::Action& a);
+  void on_recv_b(const sched::Action& a);
+  void on_recompute(const sched::Action& a);
+  void on_offload(const sched::Action& a);
+  void on_reload(const sched::Action& a);
+  void on_hold(const sched::Action& a);
+  void on_return(const sched::Action& a);
+  void on_step(const sched::Action& a);
+  void on_unsupported(const sched::Action& a);
+  static const Handler* handlers();
+
+  int rank_;
+  const std::vector<Stage>* stages_;
+  Options options_;
+  const sched::Schedule* schedule_ = nullptr;
+  std::vector<std::vector<char>> recomputed_;  // [stage][mb]: this rank has a RECOMPUTE of it
+  // The step in progress.
+  std::vector<std::vector<Slot>> slots_;  // [stage][micro-batch], sized for this rank's stages only
+  const std::vector<Batch>* micro_ = nullptr;
+  comm::Transport* transport_ = nullptr;
+  mem::ActivationStore* store_ = nullptr;
+  StepOutput* out_ = nullptr;
+  float loss_scale_ = 1.0f;
+  size_t live_bytes_ = 0;
+  int live_ = 0;
+};
+
+}  // namespace pf::exec
