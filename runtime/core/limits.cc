@@ -35,4 +35,12 @@ int64_t max_parameter_bytes() {
   return bytes;
 }
 
+int64_t max_message_bytes() {
+  static const int64_t bytes = [] {
+    const int64_t usable = usable_memory_bytes();
+    return usable > 0 ? usable / 2 : int64_t{1} << 33;  // unknown: 8 GiB
+  }();
+  return bytes;
+}
+
 }  // namespace pf::limits

@@ -22,6 +22,10 @@ constexpr int kMaxLayerNesting = 32;
 // gradients and AdamW's two moments of the same size.
 int64_t max_parameter_bytes();
 
+// One tensor received from another process (MpiTransport): its header's size is checked against
+// this before the tensor is allocated. Half the memory this process may use.
+int64_t max_message_bytes();
+
 // --- JSON text (model descriptions, checkpoint headers, layer options) ----------------------
 // Brackets nested deeper than this are refused before parsing: nlohmann::json's dump and
 // destructor recurse once per level.

@@ -4,13 +4,17 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstring>
 #include <unordered_map>
+#include <type_traits>
 #include <unordered_set>
 
 #include "runtime/core/error.h"
 #include "runtime/core/log.h"
+#include "runtime/core/sha256.h"
+#include "runtime/checkpoint/parameter_checksum.h"
 #include "runtime/devices/cuda/cuda_status.h"
 #include "runtime/devices/cuda/device_copy.h"
 #include "runtime/devices/cuda/device_scope.h"
@@ -21,6 +25,7 @@
 #include "runtime/models/init.h"
 #include "runtime/schedules/lowering.h"
 #include "runtime/schedules/schedule_request.h"
+#include "runtime/schedules/stage_actions.h"
 #include "runtime/schedules/text_format.h"
 #include "runtime/schedules/validator.h"
 #include "runtime/tensor/memory_tracker.h"
@@ -43,6 +48,13 @@ void PipelineOptions::validate() const {
   PF_CHECK_ARG(spin_seconds >= 0, "spin_seconds must be >= 0, got ", spin_seconds);
   for (size_t i = 0; i < cpu_affinity.size(); ++i)
     PF_CHECK_ARG(cpu_affinity[i] >= 0, "cpu_affinity[", i, "] must be >= 0, got ", cpu_affinity[i]);
+  parse_gradient_reduction(gradient_reduction);
+  if (base.replicas > 1) {
+    PF_CHECK_ARG(world != nullptr && data_parallel_world != nullptr, "replicas ", base.replicas,
+                 ": data parallelism needs one process per rank: world (the pipeline group) and data_parallel_world");
+    PF_CHECK_ARG(data_parallel_world->size() == base.replicas, "data_parallel_world has ", data_parallel_world->size(),
+                 " members for ", base.replicas, " replicas");
+  }
   for (size_t i = 0; i < devices.size(); ++i)
     PF_CHECK_ARG(devices[i].ordinal >= 0, "devices[", i, "] (rank ", i, "): device ordinal must be >= 0, got ",
                  devices[i].ordinal);
@@ -101,16 +113,9 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
     schedule_ = sched::apply_activation_policy(base_schedule_, policy_, sched::CostModel());
     sched::validate_or_throw(schedule_);
   }
-  for (int r = 0; r < schedule_.num_ranks(); ++r) {
-    for (const auto& a : schedule_.ranks[r]) {
-      switch (a.kind) {
-        case ActionKind::kAllReduce:
-          fail(ErrorCode::kUnimplemented, "pipeline trainer: rank ", r, " action ", sched::action_to_string(a),
-               ": ", sched::action_kind_name(a.kind), " is not supported by the CPU executor yet");
-        default:
-          break;
-      }
-    }
+  if (options_.base.replicas > 1) {
+    schedule_ = sched::add_gradient_allreduce(schedule_);
+    sched::validate_or_throw(schedule_);
   }
   for (int st = 0; st < schedule_.num_stages(); ++st) {
     const auto order = sched::weight_gradient_order(schedule_, st);
@@ -124,24 +129,49 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
     }
   }
   check_devices();
+  if (const auto& world = options_.world) {
+    PF_CHECK_ARG(world->size() == schedule_.num_ranks(), "pipeline trainer: ", world->describe(), " is one of ",
+                 world->size(), " processes but the schedule '", schedule_.name, "' has ", schedule_.num_ranks(),
+                 " ranks (one process per rank: launch ", schedule_.num_ranks(), " processes, e.g. mpirun -np ",
+                 schedule_.num_ranks(), ")");
+    if (gpu_)
+      fail(ErrorCode::kUnimplemented, "pipeline trainer: CUDA ranks in separate processes are not supported yet (",
+           world->describe(), ")");
+    if (policy_ == sched::ActivationPolicy::kSelective || policy_ == sched::ActivationPolicy::kBalance)
+      fail(ErrorCode::kUnimplemented, "pipeline trainer: activation policy '", options_.activation_policy,
+           "' is planned from every stage's measured bytes, which one process per rank cannot measure yet; use "
+           "none, recompute, offload-host or offload-file");
+  }
   stages_ = partition_layers(static_cast<int>(model_->layers().size()), schedule_.num_stages(),
                              options_.layers_per_stage);
   std::vector<std::pair<int, int>> ranges;
   for (const StageRange& r : stages_) ranges.emplace_back(r.begin, r.end);
   model_stages_ = make_stages(*model_, ranges);
+  place_on_processes();
   optimizer_ = make_optimizer(options_.base.optimizer);
-  initialize_parameters(model_->parameters(), options_.base.seed);
+  initialize_parameters(local_params_, options_.base.seed);
   RankExecutor::Options eopts;
   eopts.timeout_seconds = options_.recv_timeout_seconds;
   eopts.record_timeline = options_.record_timeline;
+  eopts.loss_scale = 1.0f / static_cast<float>(options_.base.step_micro_batches());
+  if (options_.base.replicas > 1) {
+    reducer_ = std::make_unique<GradientReducer>(options_.data_parallel_world,
+                                                 parse_gradient_reduction(options_.gradient_reduction),
+                                                 options_.recv_timeout_seconds);
+    eopts.on_allreduce = [this](int stage) {
+      reducer_->submit(stage, model_stages_[static_cast<size_t>(stage)].parameters());
+    };
+  }
   for (int r = 0; r < schedule_.num_ranks(); ++r)
-    executors_.push_back(std::make_unique<RankExecutor>(r, &model_stages_, eopts));
+    executors_.push_back(is_local_rank(r) ? std::make_unique<RankExecutor>(r, &model_stages_, eopts) : nullptr);
   make_stores();
 
   InProcessTransport::Options topts;
   topts.mailbox_capacity = options_.mailbox_capacity;
   topts.spin_seconds = options_.spin_seconds;
-  if (!gpu_) {
+  if (options_.world) {
+    // Every rank's endpoint is in its own process.
+  } else if (!gpu_) {
     transport_ = std::make_unique<InProcessTransport>(schedule_.num_ranks(), topts);
   } else {
     place_parameters();
@@ -167,7 +197,8 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
   }
   state_ = std::make_unique<StepState>();
   try {
-    for (int r = 0; r < schedule_.num_ranks(); ++r) threads_.emplace_back([this, r] { worker_main(r); });
+    for (int r = 0; r < schedule_.num_ranks(); ++r)
+      if (is_local_rank(r)) threads_.emplace_back([this, r] { worker_main(r); });
   } catch (...) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -193,7 +224,8 @@ void PipelineTrainer::make_stores() {
     }
   }
   stores_.clear();
-  for (auto& e : executors_) e->set_schedule(&schedule_);
+  for (auto& e : executors_)
+    if (e) e->set_schedule(&schedule_);
   if (!offloads) return;
   if (held) {
     for (int r = 0; r < schedule_.num_ranks(); ++r)
@@ -211,6 +243,10 @@ void PipelineTrainer::make_stores() {
   if (held) so.tier = mem::Tier::kPeer;
   so.offload_dir = options_.offload_dir;
   for (int r = 0; r < schedule_.num_ranks(); ++r) {
+    if (!is_local_rank(r)) {
+      stores_.push_back(nullptr);
+      continue;
+    }
     so.name = "r" + std::to_string(r);
     if (held) {
       // The copy worker of rank r sends the packed image to the holder and receives it back.
@@ -340,21 +376,50 @@ void PipelineTrainer::sync_rank_streams() {
 }
 
 Transport& PipelineTrainer::endpoint(int rank) {
+  if (options_.world) return options_.world->endpoint();
   return gpu_ ? gpu_transport_->endpoint(rank) : transport_->endpoint(rank);
 }
 
 void PipelineTrainer::cancel_transport(const std::string& reason) {
-  if (gpu_) gpu_transport_->cancel(reason);
+  if (options_.world) options_.world->abort(reason);  // tells every other process
+  else if (gpu_) gpu_transport_->cancel(reason);
   else transport_->cancel(reason);
 }
 
 bool PipelineTrainer::transport_cancelled() const {
+  if (options_.world) return options_.world->aborted();
   return gpu_ ? gpu_transport_->cancelled() : transport_->cancelled();
 }
 
 void PipelineTrainer::reset_transport() {
+  if (options_.world) return;  // a failed step leaves the world aborted: later steps fail
   if (gpu_) gpu_transport_->reset();
   else transport_->reset();
+}
+
+void PipelineTrainer::place_on_processes() {
+  for (const Stage& stage : model_stages_)
+    for (Parameter* p : stage.parameters()) {
+      const int rank = schedule_.placement.rank_of(stage.index());
+      auto [it, inserted] = owner_.emplace(p, rank);
+      PF_CHECK_ARG(inserted || it->second == rank || !options_.world, "pipeline trainer: parameter '", p->name,
+                   "' is used by stage ", stage.index(), " on rank ", rank, " and by a stage on rank ", it->second,
+                   " (parameters shared across processes are not supported)");
+    }
+  local_params_.clear();
+  for (Parameter* p : model_->parameters()) {
+    if (is_local_rank(owner_rank(p))) {
+      allocate_parameter(*p);
+      local_params_.push_back(p);
+    } else {
+      release_parameter(*p);
+    }
+  }
+}
+
+int PipelineTrainer::owner_rank(const Parameter* parameter) const {
+  auto it = owner_.find(parameter);
+  return it == owner_.end() ? 0 : it->second;
 }
 
 void PipelineTrainer::plan_activation_memory(const Batch& micro_batch) {
@@ -421,12 +486,12 @@ PipelineTrainer::~PipelineTrainer() {
 }
 
 StepResult PipelineTrainer::step(const Batch& batch) {
-  return run_step(split_into_micro_batches(*model_, batch, options_.base.micro_batches));
+  return run_step(split_into_micro_batches(*model_, batch, options_.base.step_micro_batches()));
 }
 
 StepResult PipelineTrainer::step(DataSource& source) {
   const int64_t start = source.position();
-  std::vector<Batch> micro = pull_micro_batches(*model_, source, options_.base.micro_batches);
+  std::vector<Batch> micro = pull_micro_batches(*model_, source, options_.base.step_micro_batches());
   StepResult r;
   try {
     r = run_step(micro);
@@ -471,7 +536,10 @@ void PipelineTrainer::worker_main(int rank) {
         std::lock_guard<std::mutex> lock(state_->error_mutex);
         if (!state_->error) state_->error = e;  // the first failure is the root cause
       }
-      cancel_transport("rank " + std::to_string(rank) + " failed: " + describe(e));
+      // The first failure stops every rank (a rank cancelled by another's failure adds nothing);
+      // a World names the failed rank itself.
+      if (!transport_cancelled())
+        cancel_transport(options_.world ? describe(e) : "rank " + std::to_string(rank) + " failed: " + describe(e));
     }
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -488,11 +556,19 @@ void PipelineTrainer::run_rank(int rank) {
                                                   &st.outputs[static_cast<size_t>(rank)]);
 }
 
-StepResult PipelineTrainer::run_step(const std::vector<Batch>& micro_batches) {
+StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batches) {
   const auto start = clock_type::now();
-  if (!planned_ && policy_ != sched::ActivationPolicy::kNone && !micro_batches.empty())
+  // Data parallel: this replica's m of the step's D * m.
+  const int per_replica = options_.base.micro_batches;
+  const std::vector<Batch> replica_slice =
+      options_.base.replicas > 1
+          ? std::vector<Batch>(step_micro_batches.begin() + static_cast<ptrdiff_t>(replica()) * per_replica,
+                               step_micro_batches.begin() + static_cast<ptrdiff_t>(replica() + 1) * per_replica)
+          : std::vector<Batch>();
+  const std::vector<Batch>& micro_batches = options_.base.replicas > 1 ? replica_slice : step_micro_batches;
+  if (!planned_ && policy_ != sched::ActivationPolicy::kNone && !micro_batches.empty() && !options_.world)
     plan_activation_memory(micro_batches[0]);
-  const auto& params = model_->parameters();
+  const auto& params = local_params_;
   // GPUs: the micro-batches on the devices of the ranks that read them (inputs: stage 0's rank,
   // targets: the last stage's); they outlive the step's device work (freed after the host waits).
   std::vector<Batch> device_micro;
@@ -534,11 +610,12 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& micro_batches) {
   st.outputs.assign(static_cast<size_t>(num_ranks), RankExecutor::StepOutput());
   st.error = nullptr;
   reset_transport();
-  for (auto& store : stores_) store->reset_stats();
+  for (auto& store : stores_)
+    if (store) store->reset_stats();
 
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    running_ = num_ranks;
+    running_ = static_cast<int>(threads_.size());
     st.t0 = clock_type::now();
     generation_ += 1;
   }
@@ -556,10 +633,22 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& micro_batches) {
     }
   }
 
+  // Data parallel: every reduction the ALLREDUCEs started is done before the gradients are read.
+  if (reducer_) {
+    try {
+      reducer_->wait();
+    } catch (...) {
+      if (!st.error) st.error = std::current_exception();
+    }
+  }
   // Every copy must be finished before the contexts go; a failed step drops what the stores hold
   // (and removes its files).
   std::vector<mem::StoreStats> store_stats;
   for (auto& store : stores_) {
+    if (!store) {
+      store_stats.emplace_back();
+      continue;
+    }
     if (!st.error) {
       try {
         store->wait_all();
@@ -579,14 +668,16 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& micro_batches) {
   }
 
   StepResult result;
-  const auto& last_losses = st.outputs[static_cast<size_t>(schedule_.placement.rank_of(num_stages - 1))].losses;
-  for (int mb = 0; mb < m; ++mb) {
-    result.loss += last_losses[static_cast<size_t>(mb)];
-    result.samples += micro_batches[mb].rows();
-    result.tokens += micro_batches[mb].targets.numel();
-  }
+  std::vector<float> losses = st.outputs[static_cast<size_t>(schedule_.placement.rank_of(num_stages - 1))].losses;
+  losses.resize(static_cast<size_t>(m), 0.0f);
   const auto t_opt = clock_type::now();
-  result.grad_norm = clip_grad_norm(params, options_.base.optimizer.clip_norm);
+  result.grad_norm = options_.world ? reduce_and_clip(&losses)
+                                    : clip_grad_norm(params, options_.base.optimizer.clip_norm);
+  for (float loss : losses) result.loss += loss;  // every replica's, in micro-batch order
+  for (const Batch& b : step_micro_batches) {
+    result.samples += b.rows();
+    result.tokens += b.targets.numel();
+  }
   optimizer_->step(params);
   sync_devices("the optimizer step");  // GPUs: the update is done before the next step's workers start
   const auto end = clock_type::now();
@@ -603,7 +694,6 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& micro_batches) {
     stats_.ranks[r].file_peak_bytes = store_stats[r].file_peak;
     stats_.offloaded_bytes += store_stats[r].offloaded_bytes;
   }
-  double makespan = 0, max_busy = 0;
   for (int r = 0; r < num_ranks; ++r) {
     RankStats& rs = stats_.ranks[r];
     for (const auto& ta : st.outputs[static_cast<size_t>(r)].timed) {
@@ -611,6 +701,21 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& micro_batches) {
       else if (sched::is_communication(ta.action.kind)) rs.comm_us += ta.duration();
       rs.finish_us = std::max(rs.finish_us, ta.end);
     }
+  }
+  if (options_.world) {
+    // Every process reports every rank (times measured from each process's own step start).
+    static_assert(std::is_trivially_copyable<RankStats>::value, "RankStats travels as bytes");
+    const int me = options_.world->rank();
+    const std::vector<char> all = options_.world->all_gather(&stats_.ranks[static_cast<size_t>(me)],
+                                                             sizeof(RankStats), options_.recv_timeout_seconds);
+    for (int r = 0; r < num_ranks; ++r)
+      std::memcpy(&stats_.ranks[static_cast<size_t>(r)], all.data() + static_cast<size_t>(r) * sizeof(RankStats),
+                  sizeof(RankStats));
+    stats_.offloaded_bytes = 0;
+    for (const auto& rs : stats_.ranks) stats_.offloaded_bytes += rs.offloaded_bytes;
+  }
+  double makespan = 0, max_busy = 0;
+  for (const RankStats& rs : stats_.ranks) {
     makespan = std::max(makespan, rs.finish_us);
     max_busy = std::max(max_busy, rs.busy_us);
   }
@@ -634,10 +739,62 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& micro_batches) {
   return result;
 }
 
+// The last stage's process broadcasts the per-micro-batch losses; every process gathers every
+// parameter's squared gradient norm from its owner and adds them in model order, as
+// clip_grad_norm does in one process, so the norm (and the clipping scale) is bitwise the same
+// everywhere; each process scales its own gradients. The per-rank stats are gathered too.
+// (Data parallel: the replicas' gradients are equal by now, so the pipeline group's norm is every
+// replica's; only the losses are gathered across replicas.)
+double PipelineTrainer::reduce_and_clip(std::vector<float>* losses) {
+  comm::World& world = *options_.world;
+  const double timeout = options_.recv_timeout_seconds;
+  world.broadcast(losses->data(), losses->size() * sizeof(float),
+                  schedule_.placement.rank_of(schedule_.num_stages() - 1), timeout);
+  if (options_.base.replicas > 1) {  // every replica's losses, in replica (= micro-batch) order
+    const std::vector<char> all =
+        options_.data_parallel_world->all_gather(losses->data(), losses->size() * sizeof(float), timeout);
+    losses->resize(all.size() / sizeof(float));
+    std::memcpy(losses->data(), all.data(), all.size());
+  }
+  const auto& all = model_->parameters();
+  std::vector<double> partial(all.size(), 0.0);
+  for (size_t i = 0; i < all.size(); ++i)
+    if (is_local_rank(owner_rank(all[i]))) partial[i] = grad_squared_norm(*all[i]);
+  const std::vector<char> gathered = world.all_gather(partial.data(), partial.size() * sizeof(double), timeout);
+  double sum = 0.0;
+  for (size_t i = 0; i < all.size(); ++i) {
+    double v;
+    std::memcpy(&v, gathered.data() + (static_cast<size_t>(owner_rank(all[i])) * all.size() + i) * sizeof(double),
+                sizeof(double));
+    sum += v;
+  }
+  const double norm = std::sqrt(sum);
+  const float scale = clip_scale(norm, options_.base.optimizer.clip_norm);
+  if (scale != 1.0f) scale_gradients(local_params_, scale);
+  return norm;
+}
+
+std::string PipelineTrainer::parameter_checksum() const {
+  if (!options_.world) return pf::parameter_checksum(model_->parameters());
+  comm::World& world = *options_.world;
+  Sha256 digest;
+  std::vector<char> bytes;
+  for (const Parameter* p : model_->parameters()) {
+    const int owner = owner_rank(p);
+    bytes.resize(static_cast<size_t>(shape_numel(p->shape)) * sizeof(float));
+    if (is_local_rank(owner)) std::memcpy(bytes.data(), p->value.data<char>(), bytes.size());
+    world.broadcast(bytes.data(), bytes.size(), owner, options_.recv_timeout_seconds);
+    digest.update(bytes.data(), bytes.size());
+  }
+  return digest.hex();
+}
+
 void PipelineTrainer::set_recv_timeout_seconds(double seconds) {
   PF_CHECK_ARG(seconds > 0, "recv_timeout_seconds must be > 0, got ", seconds);
   options_.recv_timeout_seconds = seconds;
-  for (auto& e : executors_) e->set_timeout_seconds(seconds);
+  for (auto& e : executors_)
+    if (e) e->set_timeout_seconds(seconds);
+  if (reducer_) reducer_->set_timeout_seconds(seconds);
 }
 
 void PipelineTrainer::restore_progress(int64_t step, int64_t data_position) {

@@ -11,11 +11,14 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
+#include "runtime/execution/gradient_reducer.h"
 #include "runtime/execution/partition.h"
 #include "runtime/execution/rank_executor.h"
 #include "runtime/comm/in_process_transport.h"
+#include "runtime/comm/world.h"
 #include "runtime/memory/activation_store.h"
 #include "runtime/models/model.h"
 #include "runtime/optim/optimizer.h"
@@ -80,6 +83,24 @@ struct PipelineOptions {
   // NCCL. Checked at construction: kInvalidArgument naming the rank (wrong count, mixed CPU/CUDA,
   // unknown ordinal, no CUDA device at all).
   std::vector<Device> devices;
+  // One process per rank (docs/EXECUTION.md, "Several processes"): null runs every rank as a
+  // thread of this process. Otherwise this process is rank world->rank() of the schedule's
+  // world->size() ranks: it allocates, initialises and steps only its stages' parameters (those of
+  // other stages are released), exchanges activations and gradients through world->endpoint(), and
+  // reduces the loss, the gradient norm and the rank statistics over the world so that every
+  // process returns the same StepResult, bitwise equal to the threaded run's. Every process must
+  // construct its trainer with the same options and step it on the same data.
+  std::shared_ptr<comm::World> world;
+  // Data parallel (base.replicas = D > 1; docs/EXECUTION.md, "Data parallel"): D copies of the
+  // pipeline, each a `world` of its own, train on disjoint micro-batches (replica d takes
+  // micro-batches [d*m, (d+1)*m) of the step's D*m). data_parallel_world is this process's group
+  // across the replicas (size D, rank = this replica): the processes that run the same pipeline
+  // rank. An ALLREDUCE after each stage's last W (added to the schedule) reduces that stage's
+  // gradients over it while the rank goes on. gradient_reduction: "allreduce" (MPI_Allreduce,
+  // within float rounding of the deterministic sum) or "deterministic" (gathered and added in
+  // replica order: bitwise equal to SequentialTrainer with the same base options).
+  std::shared_ptr<comm::World> data_parallel_world;
+  std::string gradient_reduction = "allreduce";
   void validate() const;               // kInvalidArgument naming the field
 };
 
@@ -136,6 +157,16 @@ class PipelineTrainer : public Trainer {
   // schedule() under activation_costs()); empty until planned.
   const std::vector<double>& predicted_peak_activation_bytes() const { return predicted_peak_; }
 
+  // Processes. True for a rank this process runs (every rank without options().world).
+  bool is_local_rank(int rank) const { return !options_.world || rank == options_.world->rank(); }
+  // The rank whose process holds `parameter` (a parameter of the model; 0 for one no stage uses).
+  int owner_rank(const Parameter* parameter) const;
+  // The parameters this process allocates, initialises and steps, in model order.
+  const std::vector<Parameter*>& local_parameters() const { return local_params_; }
+  // SHA-256 of every parameter's bytes in model order (parameter_checksum of the whole model); with
+  // a world, a collective call: every process must make it, each parameter comes from its owner.
+  std::string parameter_checksum() const;
+
   // GPUs. True when the ranks run on CUDA devices (options().devices).
   bool on_gpu() const { return gpu_; }
   // The device rank `rank` runs on (Device::cpu() without devices).
@@ -145,10 +176,15 @@ class PipelineTrainer : public Trainer {
 
  private:
   struct StepState;
+  // `micro_batches`: the step's D * m (every replica's); this process runs its replica's m.
   StepResult run_step(const std::vector<Batch>& micro_batches);
+  int replica() const { return options_.data_parallel_world ? options_.data_parallel_world->rank() : 0; }
   void worker_main(int rank);
   void run_rank(int rank);
   void make_stores();
+  void place_on_processes();     // local_params_ and owner_; allocates / releases with a world
+  // Losses, gradient norm (clipping) and rank stats reduced over the world (process mode).
+  double reduce_and_clip(std::vector<float>* losses);
   // GPUs (no-ops on the CPU).
   void check_devices();          // options_.devices against the schedule; sets gpu_, rank_device_
   void place_parameters();       // stage parameters -> their rank's device
@@ -166,7 +202,10 @@ class PipelineTrainer : public Trainer {
   sched::Schedule schedule_;
   std::vector<StageRange> stages_;
   std::vector<Stage> model_stages_;                        // one per stage of the schedule
-  std::vector<std::unique_ptr<RankExecutor>> executors_;  // one per rank
+  std::vector<std::unique_ptr<RankExecutor>> executors_;  // per rank; null for ranks of other processes
+  std::vector<Parameter*> local_params_;
+  std::unique_ptr<GradientReducer> reducer_;             // data parallel
+  std::unordered_map<const Parameter*, int> owner_;       // parameter -> rank of its stage
   std::unique_ptr<InProcessTransport> transport_;  // CPU ranks
   // CUDA ranks.
   bool gpu_ = false;

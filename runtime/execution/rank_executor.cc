@@ -69,7 +69,7 @@ const RankExecutor::Handler* RankExecutor::handlers() {
       &RankExecutor::on_reload,           // kReload
       &RankExecutor::on_recompute,        // kRecompute
       &RankExecutor::on_step,             // kStep
-      &RankExecutor::on_unsupported,      // kAllReduce
+      &RankExecutor::on_allreduce,        // kAllReduce
       &RankExecutor::on_hold,             // kHold
       &RankExecutor::on_return,           // kReturn
   };
@@ -92,7 +92,7 @@ void RankExecutor::run_step(const std::vector<Batch>& micro_batches, clock_type:
   transport_ = &transport;
   store_ = store;
   out_ = out;
-  loss_scale_ = 1.0f / static_cast<float>(schedule_->num_micro_batches);
+  loss_scale_ = options_.loss_scale > 0 ? options_.loss_scale : 1.0f / static_cast<float>(schedule_->num_micro_batches);
   live_bytes_ = 0;
   live_ = 0;
   out->losses.assign(static_cast<size_t>(m), 0.0f);
@@ -288,8 +288,9 @@ void RankExecutor::on_step(const Action&) {
   // The optimizer runs once every rank has finished (PipelineTrainer::run_step).
 }
 
-void RankExecutor::on_unsupported(const Action& a) {
-  fail(ErrorCode::kUnimplemented, "rank ", rank_, ": ", sched::action_to_string(a), " is not supported");
+void RankExecutor::on_allreduce(const Action& a) {
+  if (options_.on_allreduce) options_.on_allreduce(a.stage);
 }
+
 
 }  // namespace pf::exec

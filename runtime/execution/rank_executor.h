@@ -50,6 +50,12 @@ class RankExecutor {
   struct Options {
     double timeout_seconds = 60.0;  // every SEND/RECV/HOLD/RETURN
     bool record_timeline = true;
+    // The scale of each micro-batch's loss; 0 means 1 / the schedule's micro-batches (data
+    // parallel: 1 / (replicas * micro-batches)).
+    float loss_scale = 0.0f;
+    // ALLREDUCE(stage): starts the data-parallel reduction of the stage's gradients (asynchronous;
+    // the trainer waits for it after the step). Unset: ALLREDUCE is a no-op (one replica).
+    std::function<void(int stage)> on_allreduce;
   };
   // What one step of this rank produced.
   struct StepOutput {
@@ -106,7 +112,7 @@ class RankExecutor {
   void on_hold(const sched::Action& a);
   void on_return(const sched::Action& a);
   void on_step(const sched::Action& a);
-  void on_unsupported(const sched::Action& a);
+  void on_allreduce(const sched::Action& a);
   static const Handler* handlers();
 
   int rank_;

@@ -20,6 +20,7 @@ Parameter make_parameter(const std::string& name, const Shape& shape, InitSpec i
   }
   Parameter p;
   p.name = name;
+  p.shape = shape;
   p.init = init;
   if (ParameterSizing* sizing = current_sizing) {
     const int64_t bytes = checked_mul(shape_numel(shape), 4, "parameter '" + name + "' bytes");
@@ -27,15 +28,24 @@ Parameter make_parameter(const std::string& name, const Shape& shape, InitSpec i
     ++sizing->count_;
     return p;
   }
-  {
-    MemoryCategoryScope scope(MemoryCategory::kParameters);
-    p.value = Tensor::zeros(shape);
-  }
-  {
-    MemoryCategoryScope scope(MemoryCategory::kGradients);
-    p.grad = Tensor::zeros(shape);
-  }
+  allocate_parameter(p);
   return p;
+}
+
+void allocate_parameter(Parameter& p) {
+  if (!p.value.defined()) {
+    MemoryCategoryScope scope(MemoryCategory::kParameters);
+    p.value = Tensor::zeros(p.shape);
+  }
+  if (!p.grad.defined()) {
+    MemoryCategoryScope scope(MemoryCategory::kGradients);
+    p.grad = Tensor::zeros(p.shape);
+  }
+}
+
+void release_parameter(Parameter& p) {
+  p.value = Tensor();
+  p.grad = Tensor();
 }
 
 }  // namespace pf

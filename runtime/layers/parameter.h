@@ -19,14 +19,24 @@ struct InitSpec {
 
 struct Parameter {
   std::string name;  // globally unique, e.g. "blocks.0.attn.qkv.weight"
-  Tensor value;      // f32, charged to kParameters
+  Shape shape;       // of value and grad (also while they are not allocated)
+  Tensor value;      // f32, charged to kParameters; undefined while not allocated
   Tensor grad;       // f32, charged to kGradients; accumulated by backward_weight
   InitSpec init;
+
+  bool allocated() const { return value.defined(); }
 };
 
 // Allocates value and grad (zeroed) for a parameter of the given shape. Every dimension must be
 // in [1, limits::kMaxDimension]; kInvalidArgument naming the parameter otherwise.
 Parameter make_parameter(const std::string& name, const Shape& shape, InitSpec init);
+
+// Gives an unallocated parameter (ParameterSizing, DeferParameterAllocation) its zeroed value and
+// gradient; a no-op for an allocated one.
+void allocate_parameter(Parameter& parameter);
+// Drops a parameter's value and gradient (a process that does not hold its stage); allocate_parameter
+// brings them back.
+void release_parameter(Parameter& parameter);
 
 // While one is alive on this thread, make_parameter allocates nothing: it checks the shape, adds
 // the parameter's bytes to this count and returns the parameter with undefined tensors. The model

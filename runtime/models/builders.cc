@@ -155,11 +155,13 @@ std::unique_ptr<Model> assemble_from_json(const JsonObject& obj) {
 // Builds the model once without allocating (ParameterSizing) to check its parameter bytes against
 // limits::max_parameter_bytes(), then for real: a too large model is refused before any of it is
 // allocated.
+thread_local int deferred_allocation = 0;
+
 template <typename Assemble>
 std::unique_ptr<Model> build_within_memory_limit(const char* what, Assemble assemble) {
   {
     ParameterSizing sizing;
-    assemble();
+    std::unique_ptr<Model> sized = assemble();
     const int64_t limit = limits::max_parameter_bytes();
     if (sizing.bytes() > limit) {
       fail(ErrorCode::kOutOfMemory, what, ": the model's ", sizing.count(), " parameters would take ",
@@ -167,11 +169,15 @@ std::unique_ptr<Model> build_within_memory_limit(const char* what, Assemble asse
            " (a quarter of the memory this process may use, leaving room for gradients and optimizer state);"
            " check the sizes (d_model, hidden, vocab, layers, in/out)");
     }
+    if (deferred_allocation > 0) return sized;  // parameters unallocated (DeferParameterAllocation)
   }
   return assemble();
 }
 
 }  // namespace
+
+DeferParameterAllocation::DeferParameterAllocation() { ++deferred_allocation; }
+DeferParameterAllocation::~DeferParameterAllocation() { --deferred_allocation; }
 
 std::unique_ptr<Model> build_mlp(const MlpConfig& config) {
   check_mlp(config);

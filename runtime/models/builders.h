@@ -8,6 +8,18 @@
 
 namespace pf {
 
+// While one is alive on this thread, the builders below return models whose parameters have their
+// names, shapes and init rules but no tensors (Parameter::allocated() is false): a process that
+// holds only some stages allocates just those (allocate_parameter; PipelineTrainer with a World
+// does it). The memory limit is still checked for the whole model.
+class DeferParameterAllocation {
+ public:
+  DeferParameterAllocation();
+  ~DeferParameterAllocation();
+  DeferParameterAllocation(const DeferParameterAllocation&) = delete;
+  DeferParameterAllocation& operator=(const DeferParameterAllocation&) = delete;
+};
+
 struct MlpConfig {
   int64_t input_dim = 32;
   std::vector<int64_t> hidden = {64, 64};

@@ -44,7 +44,7 @@ void Model::to_device(const Device& device) {
 
 int64_t Model::num_parameter_elements() const {
   int64_t n = 0;
-  for (Parameter* p : parameters_) n += p->value.numel();
+  for (Parameter* p : parameters_) n += shape_numel(p->shape);  // also while not allocated
   return n;
 }
 

@@ -118,17 +118,19 @@ double clip_grad_norm(const std::vector<Parameter*>& params, float max_norm) {
   for (Parameter* p : params) sum += grad_squared_norm(*p);
   const double norm = std::sqrt(sum);
   const float scale = clip_scale(norm, max_norm);
-  if (scale != 1.0f) {
-    for (Parameter* p : params) {
-      if (p->grad.device().kind != DeviceKind::kCpu) {
-        gpu::scale_grad(*p, scale);
-        continue;
-      }
-      float* g = p->grad.f32();
-      for (int64_t i = 0, n = p->grad.numel(); i < n; ++i) g[i] *= scale;
-    }
-  }
+  if (scale != 1.0f) scale_gradients(params, scale);
   return norm;
+}
+
+void scale_gradients(const std::vector<Parameter*>& params, float scale) {
+  for (Parameter* p : params) {
+    if (p->grad.device().kind != DeviceKind::kCpu) {
+      gpu::scale_grad(*p, scale);
+      continue;
+    }
+    float* g = p->grad.f32();
+    for (int64_t i = 0, n = p->grad.numel(); i < n; ++i) g[i] *= scale;
+  }
 }
 
 }  // namespace pf

@@ -71,5 +71,7 @@ double grad_squared_norm(const Parameter& param);
 double clip_grad_norm(const std::vector<Parameter*>& params, float max_norm);
 // The scale that clip_grad_norm applies for a given total norm (1 when no clipping happens).
 float clip_scale(double total_norm, float max_norm);
+// Multiplies every gradient by `scale` (what clip_grad_norm does when it clips).
+void scale_gradients(const std::vector<Parameter*>& params, float scale);
 
 }  // namespace pf

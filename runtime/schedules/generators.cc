@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "runtime/core/error.h"
+#include "runtime/schedules/stage_actions.h"
 #include "runtime/core/limits.h"
 #include "runtime/schedules/validator.h"
 
@@ -35,32 +36,8 @@ Schedule make(const char* name, int micro_batches, Placement placement) {
   return s;
 }
 
-// Inserts one STEP per stage, right after that stage's last W/BW on its rank.
-void add_steps(Schedule& s) {
-  for (int r = 0; r < s.num_ranks(); ++r) {
-    auto& list = s.ranks[static_cast<size_t>(r)];
-    std::vector<std::pair<int, int>> at;  // (insert after index, stage)
-    for (int st : s.placement.stages_of(r)) {
-      int last = static_cast<int>(list.size()) - 1;
-      for (int i = static_cast<int>(list.size()) - 1; i >= 0; --i) {
-        const Action& a = list[static_cast<size_t>(i)];
-        if (a.stage == st &&
-            (a.kind == ActionKind::kBackwardWeight || a.kind == ActionKind::kBackward)) {
-          last = i;
-          break;
-        }
-      }
-      at.emplace_back(last, st);
-    }
-    // Back to front, so earlier positions stay valid; equal positions keep stage order.
-    std::sort(at.begin(), at.end(), [](const auto& a, const auto& b) {
-      return a.first != b.first ? a.first > b.first : a.second > b.second;
-    });
-    for (const auto& [pos, st] : at) {
-      list.insert(list.begin() + pos + 1, Action{ActionKind::kStep, st, -1});
-    }
-  }
-}
+// One STEP per stage, right after that stage's last W/BW on its rank.
+void add_steps(Schedule& s) { insert_after_last_weight_gradient(s, ActionKind::kStep); }
 
 // ---- gpipe: all forwards, then all backwards (ascending, so gradients accumulate 0..m-1).
 Schedule gpipe(const GeneratorOptions& o) {

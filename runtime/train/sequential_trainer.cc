@@ -14,6 +14,16 @@
 namespace pf {
 namespace {
 
+void zero_gradients(const std::vector<Parameter*>& params) {
+  for (Parameter* p : params) {
+    if (p->grad.device().kind == DeviceKind::kCpu) {
+      std::memset(p->grad.data<char>(), 0, p->grad.nbytes());
+    } else {
+      zero_bytes(p->grad.data<char>(), p->grad.device(), p->grad.nbytes(), "trainer: zeroing gradients");
+    }
+  }
+}
+
 // One stage: every layer and the loss.
 Stage whole_model(const std::shared_ptr<Model>& model) {
   PF_CHECK_ARG(model != nullptr, "trainer: model is null");
@@ -39,12 +49,12 @@ SequentialTrainer::SequentialTrainer(std::shared_ptr<Model> model, const Trainer
 }
 
 StepResult SequentialTrainer::step(const Batch& batch) {
-  return run_step(split_into_micro_batches(*model_, batch, options_.micro_batches));
+  return run_step(split_into_micro_batches(*model_, batch, options_.step_micro_batches()));
 }
 
 StepResult SequentialTrainer::step(DataSource& source) {
   const int64_t start = source.position();
-  std::vector<Batch> micro = pull_micro_batches(*model_, source, options_.micro_batches);
+  std::vector<Batch> micro = pull_micro_batches(*model_, source, options_.step_micro_batches());
   StepResult r;
   try {
     r = run_step(micro);
@@ -60,35 +70,42 @@ StepResult SequentialTrainer::run_step(const std::vector<Batch>& micro_batches) 
   const auto start = std::chrono::steady_clock::now();
   cpu::set_blas_threads_for_this_thread(options_.blas_threads);
   const auto& params = model_->parameters();
-  for (Parameter* p : params) {
-    if (p->grad.device().kind == DeviceKind::kCpu) {
-      std::memset(p->grad.data<char>(), 0, p->grad.nbytes());
-    } else {
-      zero_bytes(p->grad.data<char>(), p->grad.device(), p->grad.nbytes(), "trainer: zeroing gradients");
-    }
-  }
   const Device& device = model_->device();
-
   const int m = static_cast<int>(micro_batches.size());
+  const int replicas = options_.replicas;
+  PF_CHECK_ARG(replicas == 1 || device.kind == DeviceKind::kCpu, "trainer: replicas > 1 runs on the CPU only");
+  const int per_replica = m / replicas;
   const float scale = 1.0f / static_cast<float>(m);
   StepResult result;
-  for (int mb = 0; mb < m; ++mb) {
-    const Batch& batch = micro_batches[mb];
-    std::vector<SavedContext> contexts;
-    SavedContext loss_context;
-    Tensor x = batch.inputs;
-    Tensor targets = batch.targets;
-    {
-      MemoryCategoryScope scope(MemoryCategory::kActivations);
-      if (x.device() != device) x = x.to_device(device);
-      if (targets.device() != device) targets = targets.to_device(device);
+  std::vector<Tensor> replica_sum;  // replicas > 1: the gradients of the replicas so far
+  for (int d = 0; d < replicas; ++d) {
+    zero_gradients(params);
+    for (int mb = d * per_replica; mb < (d + 1) * per_replica; ++mb) {
+      const Batch& batch = micro_batches[mb];
+      std::vector<SavedContext> contexts;
+      SavedContext loss_context;
+      Tensor x = batch.inputs;
+      Tensor targets = batch.targets;
+      {
+        MemoryCategoryScope scope(MemoryCategory::kActivations);
+        if (x.device() != device) x = x.to_device(device);
+        if (targets.device() != device) targets = targets.to_device(device);
+      }
+      x = stage_.forward(std::move(x), contexts);
+      result.loss += stage_.loss_forward(x, targets, scale, loss_context);
+      stage_.backward(contexts, stage_.loss_backward(loss_context));
+      result.samples += batch.rows();
+      result.tokens += batch.targets.numel();
     }
-    x = stage_.forward(std::move(x), contexts);
-    result.loss += stage_.loss_forward(x, targets, scale, loss_context);
-    stage_.backward(contexts, stage_.loss_backward(loss_context));
-    result.samples += batch.rows();
-    result.tokens += batch.targets.numel();
+    if (replicas == 1) break;
+    MemoryCategoryScope scope(MemoryCategory::kGradients);
+    for (size_t i = 0; i < params.size(); ++i) {
+      const Tensor& g = params[i]->grad;
+      if (d == 0) replica_sum.push_back(g.clone());
+      else add_replica_gradient(replica_sum[i].f32(), g.f32(), g.numel());
+    }
   }
+  for (size_t i = 0; i < replica_sum.size(); ++i) params[i]->grad.copy_from(replica_sum[i]);
   result.grad_norm = clip_grad_norm(params, options_.optimizer.clip_norm);
   optimizer_->step(params);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -11,12 +11,25 @@
 namespace pf {
 
 struct TrainerOptions {
-  int micro_batches = 1;
+  int micro_batches = 1;   // m: per replica
+  // D data-parallel replicas (docs/EXECUTION.md, "Data parallel"): a step takes D * m
+  // micro-batches, replica d gets micro-batches [d*m, (d+1)*m), every micro-batch's loss is scaled
+  // by 1/(D*m). SequentialTrainer reproduces the deterministic reduction: each replica's
+  // micro-batches accumulate from zero gradients and the replicas' gradients are added in replica
+  // order (add_replica_gradient). PipelineTrainer runs one replica per pipeline group.
+  int replicas = 1;
   uint64_t seed = 0;       // parameter initialisation
   int blas_threads = 1;    // BLAS threads of each thread that runs layers (per worker)
   OptimizerConfig optimizer;
   void validate() const;   // kInvalidArgument naming the field
+  int step_micro_batches() const { return micro_batches * replicas; }  // D * m
 };
+
+// The deterministic data-parallel reduction, one replica at a time in replica order:
+// sum[i] = sum[i] + replica[i].
+inline void add_replica_gradient(float* sum, const float* replica, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) sum[i] += replica[i];
+}
 
 struct StepResult {
   double loss = 0.0;          // mean loss over the batch (sum of the 1/m-scaled micro-batch losses)

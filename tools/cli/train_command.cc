@@ -10,6 +10,9 @@
 
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/parameter_checksum.h"
+#include "runtime/comm/mpi_world.h"
+#include "runtime/comm/process_grid.h"
+#include "runtime/comm/world.h"
 #include "runtime/core/error.h"
 #include "runtime/data/char_text_dataset.h"
 #include "runtime/data/synthetic_classification.h"
@@ -54,8 +57,35 @@ struct Setup {
   nlohmann::json description;  // model-specific fields for the output
 };
 
+// The stages of the schedule the arguments ask for (1 without one).
+int schedule_stages(const TrainArgs& a) {
+  if (!a.schedule_file.empty()) return sched::read_schedule_file(a.schedule_file).num_stages();
+  if (a.schedule.empty()) return 1;
+  sched::ScheduleRequest request;
+  request.name = a.schedule;
+  request.ranks = a.stages;
+  request.micro_batches = a.micro_batches;
+  request.chunks = a.chunks;
+  return sched::make_schedule(request).num_stages();
+}
+
+// The ranks of the schedule the arguments ask for.
+int schedule_ranks(const TrainArgs& a) {
+  if (!a.schedule_file.empty()) return sched::read_schedule_file(a.schedule_file).num_ranks();
+  return a.stages;
+}
+
+// --layers when not given: 2, or enough for one top-level layer per stage of the schedule (GPT:
+// blocks + embedding, final LayerNorm and head; MLP: a Linear and an activation per hidden layer,
+// and the head).
+int64_t default_layers(const TrainArgs& a) {
+  const int64_t stages = schedule_stages(a);
+  return a.model == "gpt" ? std::max<int64_t>(2, stages - 3) : std::max<int64_t>(2, stages / 2);
+}
+
 Setup make_setup(const TrainArgs& a) {
   Setup s;
+  const int64_t layers = a.layers < 0 ? default_layers(a) : a.layers;
   const int64_t rows = a.batch_size / a.micro_batches;
   if (a.model == "mlp") {
     SyntheticClassificationOptions data;
@@ -67,7 +97,7 @@ Setup make_setup(const TrainArgs& a) {
     MlpConfig config;
     config.input_dim = a.features;
     config.classes = a.classes;
-    config.hidden.assign(static_cast<size_t>(a.layers < 0 ? 2 : a.layers), a.hidden < 0 ? 64 : a.hidden);
+    config.hidden.assign(static_cast<size_t>(layers), a.hidden < 0 ? 64 : a.hidden);
     s.model = build_mlp(config);
     s.description = {{"features", config.input_dim}, {"hidden", config.hidden}, {"classes", config.classes}};
   } else {
@@ -82,7 +112,7 @@ Setup make_setup(const TrainArgs& a) {
     config.seq_len = a.seq_len;
     config.d_model = a.d_model;
     config.heads = a.heads;
-    config.layers = a.layers < 0 ? 2 : a.layers;
+    config.layers = layers;
     config.mlp_hidden = a.hidden < 0 ? 0 : a.hidden;
     s.description = {{"vocab", config.vocab},       {"seq_len", config.seq_len},
                      {"d_model", config.d_model},   {"heads", config.heads},
@@ -116,10 +146,10 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--steps", a.steps, "optimizer steps to run (after --resume: further steps)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
       ->capture_default_str();
-  cmd->add_option("--microbatches", a.micro_batches, "micro-batches per step")
+  cmd->add_option("--microbatches", a.micro_batches, "micro-batches per step (per replica with --data-parallel)")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
-  cmd->add_option("--batch-size", a.batch_size, "rows per step (a multiple of --microbatches)")
+  cmd->add_option("--batch-size", a.batch_size, "rows per step, per replica (a multiple of --microbatches)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
       ->capture_default_str();
   cmd->add_option("--seed", a.seed, "seed of the initial parameters and of the data")->capture_default_str();
@@ -137,7 +167,7 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--clip-norm", a.clip_norm, "clip gradients to this global L2 norm (0: off)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--layers", a.layers, "GPT: transformer blocks (2); MLP: hidden layers (2)")
+  cmd->add_option("--layers", a.layers, "GPT: transformer blocks; MLP: hidden layers (default 2, or enough for one top-level layer per stage of the schedule)")
       ->check(CLI::Range(int64_t{0}, int64_t{1024}));
   cmd->add_option("--d-model", a.d_model, "GPT: model width")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 16))
@@ -196,6 +226,16 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--svg", a.svg_file, "pipelined: write the last step's SVG timeline here");
   cmd->add_flag("--json", a.json, "print one JSON object with the results on stdout");
   cmd->add_flag("--quiet", a.quiet, "no progress on stderr");
+  cmd->add_option("--data-parallel", a.data_parallel,
+                  "D pipeline replicas on disjoint micro-batches (mpirun -np D*P; --batch-size and --microbatches "
+                  "are per replica). Without --schedule: the sequential trainer reproduces D replicas' arithmetic")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  cmd->add_option("--gradient-reduction", a.gradient_reduction,
+                  "data parallel: allreduce (MPI_Allreduce) or deterministic (bitwise equal to the sequential "
+                  "trainer with the same --data-parallel)")
+      ->check(CLI::IsMember({"allreduce", "deterministic"}))
+      ->capture_default_str();
   return cmd;
 }
 
@@ -223,20 +263,72 @@ std::vector<int> balanced_partition(const TrainArgs& a, const exec::PipelineOpti
   return exec::layer_counts(exec::partition_balanced(times, schedule.num_stages()));
 }
 
+// Under mpirun (more than one process): what one process per rank does not support yet.
+void check_process_args(const TrainArgs& a, const comm::World& world) {
+  const std::string where = " under mpirun (" + std::to_string(world.size()) + " processes)";
+  if (a.schedule.empty() && a.schedule_file.empty())
+    usage_error("--schedule or --schedule-file is needed" + where + ": each process runs one rank of it");
+  if (!a.checkpoint.empty() || !a.resume.empty())
+    usage_error("--checkpoint and --resume are not supported" + where + " yet");
+  if (a.partition == "balanced") usage_error("--partition balanced is not supported" + where + " yet");
+  if (!a.devices.empty()) usage_error("--devices is not supported" + where + " yet (CPU ranks only)");
+  if (!a.trace_file.empty() || !a.svg_file.empty())
+    usage_error("--trace and --svg are not supported" + where + " yet");
+}
+
+// This process's parameter, gradient and optimizer-state bytes, for every process (rank order).
+nlohmann::json process_memory(comm::World* world) {
+  const MemoryStats m = memory_tracker(Device::cpu()).stats();
+  const std::vector<int64_t> mine = {m.current[static_cast<int>(MemoryCategory::kParameters)],
+                                     m.current[static_cast<int>(MemoryCategory::kGradients)],
+                                     m.current[static_cast<int>(MemoryCategory::kOptimizerState)]};
+  const std::vector<int64_t> all = world ? comm::all_gather_int64s(*world, mine, 600.0) : mine;
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t r = 0; r * 3 < all.size(); ++r) {
+    out.push_back({{"rank", r},
+                   {"parameter_bytes", all[r * 3]},
+                   {"gradient_bytes", all[r * 3 + 1]},
+                   {"optimizer_bytes", all[r * 3 + 2]}});
+  }
+  return out;
+}
+
 }  // namespace
 
 int run_train(const TrainArgs& a) {
   Setup setup;
   std::unique_ptr<Trainer> trainer;
   exec::PipelineTrainer* pipeline = nullptr;
+  // One process per rank under mpirun (D x P processes with --data-parallel D); a lone process
+  // (also `mpirun -np 1`) trains as before.
+  std::shared_ptr<comm::MpiWorld> launch;
+  if (comm::launched_by_mpi()) {
+    launch = comm::MpiWorld::world();
+    if (launch->size() == 1) launch = nullptr;
+  }
+  comm::World* world = launch.get();
+  comm::ProcessGrid grid;
+  const bool leader = !launch || launch->rank() == 0;  // prints the results
   try {
     check_args(a);
-    setup = make_setup(a);
+    if (world) {
+      check_process_args(a, *world);
+      grid = comm::make_process_grid(*launch, a.data_parallel, schedule_ranks(a));
+    } else if (a.data_parallel > 1 && (!a.schedule.empty() || !a.schedule_file.empty())) {
+      usage_error("--data-parallel " + std::to_string(a.data_parallel) + " with a schedule needs one process per rank: "
+                  "mpirun -np " + std::to_string(a.data_parallel * schedule_ranks(a)) + " pipeforge train ...");
+    }
+    {
+      std::unique_ptr<DeferParameterAllocation> defer;
+      if (world) defer = std::make_unique<DeferParameterAllocation>();  // the trainer allocates its stages only
+      setup = make_setup(a);
+    }
     TrainerOptions options;
     options.micro_batches = a.micro_batches;
     options.seed = a.seed;
     options.blas_threads = a.blas_threads;
     options.optimizer = optimizer_config(a);
+    options.replicas = a.data_parallel;
     options.validate();
     if (!a.schedule.empty() || !a.schedule_file.empty()) {
       exec::PipelineOptions p;
@@ -250,6 +342,9 @@ int run_train(const TrainArgs& a) {
       p.activation_budget_bytes = a.activation_budget;
       p.offload_dir = a.offload_dir;
       p.devices = parse_device_list(a.devices);
+      p.world = grid.pipeline;
+      p.data_parallel_world = grid.data_parallel;
+      p.gradient_reduction = a.gradient_reduction;
       if (a.partition == "balanced") p.layers_per_stage = balanced_partition(a, p, *setup.model, *setup.data);
       p.validate();
       auto pipelined = std::make_unique<exec::PipelineTrainer>(setup.model, p);
@@ -280,7 +375,7 @@ int run_train(const TrainArgs& a) {
 
   const Model& model = trainer->model();
   const int64_t first_step = trainer->metrics().step;
-  if (!a.json && !a.quiet) {
+  if (!a.json && !a.quiet && leader) {
     std::cerr << "pipeforge train: " << a.model << " model, " << model.num_parameter_elements()
               << " parameters, " << a.steps << " steps of " << a.batch_size << " rows in " << a.micro_batches
               << " micro-batch(es)"
@@ -304,7 +399,7 @@ int run_train(const TrainArgs& a) {
   int64_t tokens = 0;
   double seconds = 0.0;
   {
-    ProgressBar progress(a.steps, first_step, !a.quiet);
+    ProgressBar progress(a.steps, first_step, !a.quiet && leader);
     for (int64_t i = 1; i <= a.steps; ++i) {
       const StepResult r = trainer->step(*setup.data);
       losses.push_back(r.loss);
@@ -324,7 +419,7 @@ int run_train(const TrainArgs& a) {
   }
   const int64_t steps_run = static_cast<int64_t>(losses.size());
   const bool diverged = !std::isfinite(losses.back());
-  if (diverged) {
+  if (diverged && leader) {
     std::cerr << "pipeforge train: error: training diverged at step " << trainer->metrics().step << ": the loss is "
               << losses.back() << (a.checkpoint.empty() ? "" : "; no checkpoint written")
               << " (try a smaller --lr or --clip-norm)\n";
@@ -336,10 +431,12 @@ int run_train(const TrainArgs& a) {
     std::ofstream(a.trace_file) << sched::to_chrome_trace(pipeline->last_timeline());
   }
   if (pipeline && !a.svg_file.empty()) std::ofstream(a.svg_file) << sched::to_svg(pipeline->last_timeline());
-  const std::string checksum = parameter_checksum(model.parameters());
+  const std::string checksum = pipeline ? pipeline->parameter_checksum() : parameter_checksum(model.parameters());
+  const nlohmann::json memory = process_memory(world);
   const bool save = !a.checkpoint.empty() && !diverged;
   if (save) save_checkpoint(*trainer, a.checkpoint);
 
+  if (!leader) return diverged ? kExitFailure : kExitOk;
   if (a.json) {
     nlohmann::json out;
     out["model"] = a.model;
@@ -369,6 +466,10 @@ int run_train(const TrainArgs& a) {
     out["peak_activation_bytes"] = peak_bytes;
     out["activation_policy"] = a.activation_policy;
     out["offloaded_bytes_per_step"] = offloaded_bytes;  // of the last step
+    out["processes"] = world ? world->size() : 1;
+    out["data_parallel"] = a.data_parallel;
+    out["gradient_reduction"] = a.gradient_reduction;
+    out["process_memory"] = memory;  // per process: its stages' parameters, gradients, optimizer state
     if (save) out["checkpoint"] = a.checkpoint;
     std::cout << out.dump() << std::endl;
   } else {

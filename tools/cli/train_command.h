@@ -38,6 +38,8 @@ struct TrainArgs {
   std::string schedule;       // "" = the sequential reference trainer
   std::string schedule_file;  // a schedule in the text form
   int stages = 1;             // pipeline ranks P
+  int data_parallel = 1;      // replicas D (under mpirun: D x P processes; alone: sequential emulation)
+  std::string gradient_reduction = "allreduce";  // data parallel: allreduce or deterministic
   int chunks = 1;             // model chunks per rank V
   std::vector<int> layers_per_stage;  // empty = even split (or balanced, below)
   std::string partition = "even";     // "even" or "balanced" (by measured per-layer time)

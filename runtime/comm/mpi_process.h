@@ -1,0 +1,18 @@
+// MPI's per-process state: initialised once (MPI_THREAD_MULTIPLE) the first time a process-per-rank
+// World is made, finalised at process exit when this library initialised it.
+#pragma once
+
+namespace pf::comm {
+
+// True when this process was started by an MPI launcher (mpirun/mpiexec, srun with PMIx/PMI):
+// OMPI_COMM_WORLD_SIZE, PMIX_RANK or PMI_SIZE is set.
+bool launched_by_mpi();
+
+// Initialises MPI with MPI_THREAD_MULTIPLE unless it is initialised already, and sets
+// MPI_ERRORS_RETURN on MPI_COMM_WORLD. Thread-safe; the work happens once per process. Throws
+// kMpiError when initialisation failed or the library gives a lower thread level than
+// MPI_THREAD_MULTIPLE (executors call MPI from a worker thread while the main thread runs
+// collectives), and kFailedPrecondition after MPI_Finalize.
+void ensure_mpi_initialized();
+
+}  // namespace pf::comm

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# `mpirun -np N pipeforge train ...` as a user runs it: the same param_checksum as the sequential
+# run, each process holding its share of the parameters, and a killed rank ending every other
+# process with mpirun exiting non-zero.
+set -uo pipefail
+source "$(dirname "$0")/mpirun.sh"
+command -v mpirun >/dev/null || { echo "mpirun not found: run tools/setup.sh"; exit 1; }
+pipeforge=$(pwd)/pipeforge
+[[ -x $pipeforge ]] || pipeforge=$(find . -name pipeforge -type f -perm -u+x | head -n 1)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
+
+# 1. zb-v on 4 processes (the issue's command; --layers defaults to enough for its 8 stages: 5
+#    blocks) over loopback TCP, against the sequential trainer on the same model.
+"$pipeforge" train --model gpt --layers 5 --steps 3 --json --quiet >"$work/seq_gpt.json" || fail "sequential gpt"
+run_mpi 4 tcp "$pipeforge" train --model gpt --schedule zb-v --stages 4 --steps 3 --json --quiet \
+  >"$work/zbv.json" 2>"$work/zbv.err" || { cat "$work/zbv.err"; fail "mpirun -np 4 zb-v"; }
+a=$(field "$work/seq_gpt.json" param_checksum)
+b=$(field "$work/zbv.json" param_checksum)
+echo "sequential gpt: $a"
+echo "zb-v, 4 processes: $b"
+[[ -n $a && $a == "$b" ]] || fail "zb-v on 4 processes: checksum $b, sequential $a"
+[[ "$(field "$work/seq_gpt.json" losses)" == "$(field "$work/zbv.json" losses)" ]] || fail "zb-v losses differ"
+[[ $(grep -c . "$work/zbv.json") == 1 ]] || fail "more than one process printed results"
+python3 - "$work/zbv.json" <<'PY' || fail "process memory"
+import json, sys
+out = json.load(open(sys.argv[1]))
+mem = out["process_memory"]
+assert out["processes"] == 4 and len(mem) == 4, mem
+total = out["num_parameters"] * 4
+for m in mem:
+    print(f"rank {m['rank']}: {m['parameter_bytes']} parameter + {m['gradient_bytes']} gradient + "
+          f"{m['optimizer_bytes']} optimizer bytes (whole model: {total} parameter bytes)")
+    assert 0 < m["parameter_bytes"] < total, m
+    assert m["gradient_bytes"] == m["parameter_bytes"], m
+assert sum(m["parameter_bytes"] for m in mem) == total, mem
+PY
+
+# 2. 1F1B MLP on 2 processes over shared memory, SGD with clipping.
+"$pipeforge" train --model mlp --steps 4 --optimizer sgd --clip-norm 0.1 --json --quiet >"$work/seq_mlp.json" ||
+  fail "sequential mlp"
+run_mpi 2 default "$pipeforge" train --model mlp --schedule 1f1b --stages 2 --steps 4 --optimizer sgd \
+  --clip-norm 0.1 --json --quiet >"$work/mlp.json" 2>"$work/mlp.err" || { cat "$work/mlp.err"; fail "mpirun -np 2 1f1b"; }
+a=$(field "$work/seq_mlp.json" param_checksum)
+b=$(field "$work/mlp.json" param_checksum)
+[[ -n $a && $a == "$b" ]] || fail "1f1b mlp on 2 processes: checksum $b, sequential $a"
+
+# 3. Data parallel x pipeline, the issue's second command: 2 replicas of a 2-rank 1F1B on 4
+#    processes with the deterministic reduction print the checksum of the sequential trainer run
+#    as 2 replicas (each replica's micro-batches accumulated from zero, the replicas added in order).
+"$pipeforge" train --model gpt --data-parallel 2 --steps 3 --json --quiet >"$work/seq_dp.json" || fail "sequential dp"
+run_mpi 4 default "$pipeforge" train --model gpt --schedule zb-h1 --stages 2 --data-parallel 2 \
+  --gradient-reduction deterministic --steps 3 --json --quiet >"$work/dp.json" 2>"$work/dp.err" ||
+  { cat "$work/dp.err"; fail "mpirun -np 4 --data-parallel 2"; }
+a=$(field "$work/seq_dp.json" param_checksum)
+b=$(field "$work/dp.json" param_checksum)
+echo "sequential as 2 replicas: $a"
+echo "2 replicas x zb-h1 on 2 ranks, 4 processes: $b"
+[[ -n $a && $a == "$b" ]] || fail "data parallel: checksum $b, sequential $a"
+# The same model trained as one replica on the same 2x micro-batches: the same losses (to
+# rounding), another sum order.
+"$pipeforge" train --model gpt --microbatches 2 --batch-size 16 --steps 3 --json --quiet >"$work/seq_one.json" ||
+  fail "sequential one replica"
+python3 - "$work/seq_one.json" "$work/dp.json" <<'PY' || fail "data-parallel losses"
+import json, sys
+one, dp = (json.load(open(f)) for f in sys.argv[1:3])
+assert one["tokens"] == dp["tokens"], (one["tokens"], dp["tokens"])
+for a, b in zip(one["losses"], dp["losses"]):
+    assert abs(a - b) <= 1e-5 * abs(a), (one["losses"], dp["losses"])
+print("one replica vs 2 replicas, losses:", one["losses"], dp["losses"])
+PY
+
+# 4. Too few processes for the schedule: a clear error, non-zero exit, no hang.
+run_mpi 2 default "$pipeforge" train --model gpt --schedule 1f1b --stages 4 --steps 1 --quiet \
+  >"$work/few.out" 2>&1 && fail "2 processes for 4 ranks succeeded"
+grep -q "mpirun -np 4" "$work/few.out" || { cat "$work/few.out"; fail "no message for 2 processes / 4 ranks"; }
+
+# 5. Kill rank 1 mid-run: every process ends, mpirun exits non-zero naming the rank.
+run_mpi 2 tcp "$pipeforge" train --model gpt --schedule 1f1b --stages 2 --steps 1000000 --quiet \
+  >"$work/kill.out" 2>&1 &
+launcher=$!
+victim=""
+for _ in $(seq 1 100); do
+  for pid in $(pgrep -f "pipeforge train --model gpt --schedule 1f1b --stages 2 --steps 1000000" || true); do
+    if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then victim=$pid; fi
+  done
+  [[ -n $victim ]] && break
+  sleep 0.1
+done
+sleep 2  # training is under way
+if [[ -z $victim ]]; then
+  fail "rank 1's process not found"
+else
+  kill -9 "$victim"
+  start=$(date +%s)
+  rc=0
+  for _ in $(seq 1 600); do kill -0 "$launcher" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$launcher" 2>/dev/null; then
+    fail "mpirun still running 60 s after rank 1 was killed"
+    kill -9 "$launcher"
+  fi
+  wait "$launcher"
+  rc=$?
+  echo "rank 1 killed: mpirun exited $rc after $(($(date +%s) - start)) s"
+  [[ $rc -ne 0 ]] || fail "mpirun exited 0 after a rank was killed"
+  grep -Eq "rank 1|process rank 1" "$work/kill.out" || { cat "$work/kill.out"; fail "the output does not name rank 1"; }
+  sleep 1
+  left=$(pgrep -f "pipeforge train --model gpt --schedule 1f1b --stages 2 --steps 1000000" || true)
+  [[ -z $left ]] || { fail "processes left behind: $left"; kill -9 $left; }
+fi
+
+if ((failures > 0)); then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "all mpirun CLI checks passed"

@@ -1,0 +1,293 @@
+// One process per rank (run under mpirun -np 4 by run_mpi_test.sh): every synchronous schedule,
+// p = 2 and 4, MLP and GPT, AdamW and SGD, with and without clipping, and with activation
+// policies, trains bitwise equal to the sequential trainer that each process also runs; each
+// process allocates only its stages' parameters.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "runtime/checkpoint/parameter_checksum.h"
+#include "runtime/comm/mpi_world.h"
+#include "runtime/comm/process_grid.h"
+#include "runtime/core/error.h"
+#include "runtime/execution/pipeline_trainer.h"
+#include "runtime/models/builders.h"
+#include "runtime/schedules/schedule_request.h"
+#include "runtime/tensor/memory_tracker.h"
+#include "tests/execution/test_util.h"
+
+namespace pf::exec {
+namespace {
+
+using testing::data_for;
+
+enum class ModelKind { kMlp, kGpt };
+
+std::shared_ptr<Model> make_model(ModelKind kind) {
+  return kind == ModelKind::kMlp ? testing::tiny_mlp() : testing::tiny_gpt();
+}
+
+// The processes of the launch in groups of p (ranks r / p): each group trains on its own.
+std::shared_ptr<comm::World> group_of(int p) {
+  static std::map<int, std::shared_ptr<comm::World>> groups;
+  auto it = groups.find(p);
+  if (it != groups.end()) return it->second;
+  auto world = comm::MpiWorld::world();
+  PF_CHECK_ARG(world->size() % p == 0, "launch a multiple of ", p, " processes, got ", world->size());
+  std::shared_ptr<comm::World> group(world->split(world->rank() / p, world->rank() % p));
+  groups[p] = group;
+  return group;
+}
+
+TrainerOptions base_options(int m, int variant) {
+  TrainerOptions o;
+  o.micro_batches = m;
+  o.seed = 11 + variant;
+  if (variant % 2 == 0) {
+    o.optimizer.kind = OptimizerConfig::Kind::kAdamW;
+    o.optimizer.lr = 1e-2f;
+    o.optimizer.weight_decay = 0.01f;
+  } else {
+    o.optimizer.kind = OptimizerConfig::Kind::kSgd;
+    o.optimizer.lr = 0.1f;
+    o.optimizer.momentum = 0.9f;
+  }
+  o.optimizer.clip_norm = (variant / 2) % 2 == 0 ? 0.05f : 0.0f;  // clips in half of the cases
+  return o;
+}
+
+// Trains the sequential reference here and the pipeline across the group; returns "" when every
+// step's loss and gradient norm and the final parameters match bitwise. Every process of the group
+// makes the same collective calls whatever it finds (no early return).
+std::string compare(ModelKind kind, PipelineOptions popts, int steps = 2) {
+  std::string problems;
+  SequentialTrainer ref(make_model(kind), popts.base);
+  std::shared_ptr<Model> model;
+  {
+    DeferParameterAllocation defer;  // as the CLI builds it: nothing allocated until the trainer places it
+    model = make_model(kind);
+  }
+  PipelineTrainer pipe(model, popts);
+  for (int step = 0; step < steps; ++step) {
+    const Batch batch = data_for(ref.model(), popts.base.micro_batches, step);
+    const StepResult a = ref.step(batch);
+    const StepResult b = pipe.step(batch);
+    if (a.loss != b.loss) problems += " loss differs at step " + std::to_string(step) + ";";
+    if (a.grad_norm != b.grad_norm) problems += " grad norm differs at step " + std::to_string(step) + ";";
+    if (a.samples != b.samples || a.tokens != b.tokens) problems += " counts differ;";
+  }
+  // This process holds exactly its stages' parameters, bitwise equal to the reference's.
+  const auto& mine = pipe.model().parameters();
+  const auto& theirs = ref.model().parameters();
+  size_t local = 0;
+  for (size_t i = 0; i < mine.size(); ++i) {
+    const bool owned = pipe.is_local_rank(pipe.owner_rank(mine[i]));
+    if (owned != mine[i]->allocated()) problems += " " + mine[i]->name + " allocated wrongly;";
+    if (!owned) continue;
+    ++local;
+    if (std::memcmp(mine[i]->value.data<char>(), theirs[i]->value.data<char>(), theirs[i]->value.nbytes()) != 0)
+      problems += " parameter " + mine[i]->name + " differs;";
+  }
+  if (local != pipe.local_parameters().size()) problems += " local parameter count;";
+  if (popts.world->size() > 1 && local >= mine.size()) problems += " this process holds every parameter;";
+  if (pipe.parameter_checksum() != parameter_checksum(ref.model().parameters())) problems += " checksum differs;";
+  return problems;
+}
+
+struct Case {
+  std::string schedule;
+  int chunks;
+};
+
+class ProcessEquivalence : public ::testing::TestWithParam<std::tuple<Case, ModelKind>> {};
+
+TEST_P(ProcessEquivalence, BitwiseEqualToSequential) {
+  const Case c = std::get<0>(GetParam());
+  const ModelKind kind = std::get<1>(GetParam());
+  int ran = 0, variant = 0;
+  for (int p : {2, 4}) {
+    for (int m : {4, 8}) {
+      sched::ScheduleRequest req;
+      req.name = c.schedule;
+      req.ranks = p;
+      req.micro_batches = m;
+      req.chunks = c.chunks;
+      try {
+        sched::make_schedule(req);
+      } catch (const Error&) {
+        continue;  // e.g. interleaving needs m % p == 0: the same on every process
+      }
+      PipelineOptions o;
+      o.schedule = c.schedule;
+      o.ranks = p;
+      o.chunks = c.chunks;
+      o.base = base_options(m, variant++);
+      o.world = group_of(p);
+      o.recv_timeout_seconds = 60;
+      ++ran;
+      EXPECT_EQ(compare(kind, o), "") << c.schedule << " p=" << p << " m=" << m << " "
+                                      << o.world->describe();
+    }
+  }
+  EXPECT_GE(ran, 3) << c.schedule;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllSynchronousSchedules, ProcessEquivalence,
+    ::testing::Combine(::testing::Values(Case{"gpipe", 1}, Case{"1f1b", 1}, Case{"interleaved-1f1b", 2},
+                                         Case{"bfs", 2}, Case{"zb-h1", 1}, Case{"zb-h2", 1}, Case{"zb-v", 2},
+                                         Case{"zb-auto", 1}),
+                       ::testing::Values(ModelKind::kMlp, ModelKind::kGpt)),
+    [](const ::testing::TestParamInfo<std::tuple<Case, ModelKind>>& info) {
+      std::string n = std::get<0>(info.param).schedule + (std::get<1>(info.param) == ModelKind::kMlp ? "_mlp" : "_gpt");
+      for (char& ch : n)
+        if (ch == '-') ch = '_';
+      return n;
+    });
+
+TEST(ProcessEquivalence, ActivationPolicies) {
+  int variant = 0;
+  for (const char* policy : {"recompute", "offload-host", "offload-file"}) {
+    for (ModelKind kind : {ModelKind::kMlp, ModelKind::kGpt}) {
+      PipelineOptions o;
+      o.schedule = "1f1b";
+      o.ranks = 4;
+      o.base = base_options(8, variant++);
+      o.activation_policy = policy;
+      o.world = group_of(4);
+      EXPECT_EQ(compare(kind, o), "") << policy;
+    }
+  }
+}
+
+// D replicas x P ranks of the launch's 4 processes, made once per (D, P).
+const comm::ProcessGrid& grid_of(int replicas, int ranks) {
+  static std::map<std::pair<int, int>, comm::ProcessGrid> grids;
+  auto it = grids.find({replicas, ranks});
+  if (it == grids.end())
+    it = grids.emplace(std::make_pair(replicas, ranks),
+                       comm::make_process_grid(*comm::MpiWorld::world(), replicas, ranks)).first;
+  return it->second;
+}
+
+// Data parallel x pipeline: the largest relative difference of the final parameters from
+// SequentialTrainer with the same replicas (0 when bitwise equal); -1 when the losses differ.
+double data_parallel_difference(ModelKind kind, PipelineOptions popts, int steps = 2) {
+  SequentialTrainer ref(make_model(kind), popts.base);
+  std::shared_ptr<Model> model;
+  {
+    DeferParameterAllocation defer;
+    model = make_model(kind);
+  }
+  PipelineTrainer pipe(model, popts);
+  bool losses_equal = true;
+  for (int step = 0; step < steps; ++step) {
+    // The whole step's batch: D * m micro-batches, of which each replica takes its m.
+    const Batch batch = data_for(ref.model(), popts.base.step_micro_batches(), step);
+    const StepResult a = ref.step(batch);
+    const StepResult b = pipe.step(batch);
+    losses_equal = losses_equal && std::abs(a.loss - b.loss) <= 1e-6 * std::abs(a.loss);
+    EXPECT_EQ(a.samples, b.samples);
+  }
+  double worst = 0;
+  const auto& mine = pipe.model().parameters();
+  const auto& theirs = ref.model().parameters();
+  for (size_t i = 0; i < mine.size(); ++i) {
+    if (!mine[i]->allocated()) continue;
+    const float* x = mine[i]->value.f32();
+    const float* y = theirs[i]->value.f32();
+    for (int64_t j = 0; j < mine[i]->value.numel(); ++j)
+      worst = std::max(worst, static_cast<double>(std::abs(x[j] - y[j])) / std::max(1e-3, std::abs(1.0 * y[j])));
+  }
+  const std::vector<double> all = comm::all_gather_doubles(*comm::MpiWorld::world(), {worst}, 60);
+  for (double w : all) worst = std::max(worst, w);
+  return losses_equal ? worst : -1;
+}
+
+TEST(DataParallel, DeterministicReductionIsBitwiseTheSequentialReplicaSum) {
+  int variant = 0;
+  for (auto [replicas, ranks] : {std::pair<int, int>{2, 2}, {4, 1}}) {
+    for (const Case& c : {Case{"1f1b", 1}, Case{"zb-h1", 1}, Case{"interleaved-1f1b", 2}}) {
+      if (ranks == 1 && c.chunks > 1) continue;
+      for (ModelKind kind : {ModelKind::kMlp, ModelKind::kGpt}) {
+        PipelineOptions o;
+        o.schedule = c.schedule;
+        o.ranks = ranks;
+        o.chunks = c.chunks;
+        o.base = base_options(4, variant++);
+        o.base.replicas = replicas;
+        o.world = grid_of(replicas, ranks).pipeline;
+        o.data_parallel_world = grid_of(replicas, ranks).data_parallel;
+        o.gradient_reduction = "deterministic";
+        EXPECT_EQ(data_parallel_difference(kind, o), 0.0)
+            << c.schedule << " D=" << replicas << " P=" << ranks << " " << comm::MpiWorld::world()->describe();
+      }
+    }
+  }
+}
+
+TEST(DataParallel, AllReduceIsWithinRoundingOfTheDeterministicSum) {
+  int variant = 0;
+  for (auto [replicas, ranks] : {std::pair<int, int>{2, 2}, {4, 1}}) {
+    for (ModelKind kind : {ModelKind::kMlp, ModelKind::kGpt}) {
+      PipelineOptions o;
+      o.schedule = "1f1b";
+      o.ranks = ranks;
+      o.base = base_options(4, variant++);
+      o.base.replicas = replicas;
+      o.world = grid_of(replicas, ranks).pipeline;
+      o.data_parallel_world = grid_of(replicas, ranks).data_parallel;
+      o.gradient_reduction = "allreduce";
+      const double diff = data_parallel_difference(kind, o);
+      EXPECT_GE(diff, 0.0) << "losses differ";
+      EXPECT_LE(diff, 1e-5) << "D=" << replicas << " P=" << ranks;
+    }
+  }
+}
+
+TEST(ProcessEquivalence, EachProcessHoldsItsShareOfTheParameters) {
+  // 1F1B on 4 processes, GPT of 6 blocks: 8 layers, 2 per stage. Each process's parameter and
+  // gradient bytes are those of its stages, not the model's.
+  GptConfig c;
+  c.vocab = 96;
+  c.seq_len = 8;
+  c.d_model = 32;
+  c.heads = 2;
+  c.layers = 6;
+  int64_t whole = 0;
+  {
+    auto full = build_gpt(c);
+    for (Parameter* p : full->parameters()) whole += p->value.nbytes();
+  }
+  MemoryTracker& tracker = memory_tracker(Device::cpu());
+  const int64_t before = tracker.stats().current[static_cast<int>(MemoryCategory::kParameters)];
+  std::shared_ptr<Model> model;
+  {
+    DeferParameterAllocation defer;
+    model = build_gpt(c);
+  }
+  EXPECT_EQ(tracker.stats().current[static_cast<int>(MemoryCategory::kParameters)], before);
+  PipelineOptions o;
+  o.schedule = "1f1b";
+  o.ranks = 4;
+  o.base = base_options(4, 0);
+  o.world = group_of(4);
+  PipelineTrainer pipe(model, o);
+  int64_t mine = 0;
+  for (Parameter* p : pipe.local_parameters()) mine += p->value.nbytes();
+  EXPECT_EQ(tracker.stats().current[static_cast<int>(MemoryCategory::kParameters)] - before, mine);
+  EXPECT_GT(mine, 0);
+  EXPECT_LT(mine, whole / 2) << "rank " << o.world->rank() << " holds " << mine << " of " << whole << " bytes";
+  const std::vector<int64_t> all = comm::all_gather_int64s(*o.world, {mine}, 60);
+  int64_t sum = 0;
+  for (int64_t b : all) sum += b;
+  EXPECT_EQ(sum, whole);  // the shares add up to the model
+}
+
+}  // namespace
+}  // namespace pf::exec

@@ -1,0 +1,92 @@
+// One process per rank, failures (run under mpirun -np 2, one test per launch: an aborted launch
+// stays aborted): a rank that throws and a stuck rank end every process's step within the timeout
+// with an error naming the failed rank and what each waited for.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "runtime/comm/mpi_world.h"
+#include "runtime/core/error.h"
+#include "runtime/execution/pipeline_trainer.h"
+#include "tests/execution/test_util.h"
+
+namespace pf::exec {
+namespace {
+
+using testing::data_for;
+
+TrainerOptions base_options(int m) {
+  TrainerOptions o;
+  o.micro_batches = m;
+  o.optimizer.kind = OptimizerConfig::Kind::kSgd;
+  o.optimizer.lr = 0.1f;
+  return o;
+}
+
+
+TEST(ProcessFailures, ARankThatThrowsEndsEveryProcessStepNamingIt) {
+  testing::ProbeLayer* probe0 = nullptr;
+  testing::ProbeLayer* probe1 = nullptr;
+  auto model = testing::probe_model(&probe0, &probe1);  // fc0 probe0 fc1 | probe1 head
+  PipelineOptions o;
+  o.schedule = "1f1b";
+  o.ranks = 2;
+  o.base = base_options(4);
+  o.layers_per_stage = {3, 2};
+  o.world = comm::MpiWorld::world();
+  o.recv_timeout_seconds = 30;
+  PipelineTrainer pipe(model, o);
+  const int me = o.world->rank();
+  if (me == 1) probe1->fail_backward = true;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    pipe.step(data_for(*model, 4, 0));
+    ADD_FAILURE() << "rank " << me << ": the step did not fail";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (me == 1) {
+      EXPECT_EQ(e.code(), ErrorCode::kCallbackError) << what;
+      EXPECT_NE(what.find("injected backward failure"), std::string::npos) << what;
+    } else {
+      EXPECT_EQ(e.code(), ErrorCode::kCancelled) << what;
+      EXPECT_NE(what.find("rank 1 failed"), std::string::npos) << what;
+      EXPECT_NE(what.find("injected backward failure"), std::string::npos) << what;
+    }
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
+}
+
+TEST(ProcessFailures, AStuckRankTimesOutNamingWhatEachWaitedFor) {
+  testing::ProbeLayer* probe0 = nullptr;
+  testing::ProbeLayer* probe1 = nullptr;
+  auto model = testing::probe_model(&probe0, &probe1);
+  PipelineOptions o;
+  o.schedule = "gpipe";
+  o.ranks = 2;
+  o.base = base_options(2);
+  o.layers_per_stage = {3, 2};
+  o.world = comm::MpiWorld::world();
+  o.recv_timeout_seconds = 1.0;
+  PipelineTrainer pipe(model, o);
+  const int me = o.world->rank();
+  if (me == 0) probe0->forward_sleep_ms = 3000;  // rank 1's RECV_F waits past its timeout
+  try {
+    pipe.step(data_for(*model, 2, 0));
+    ADD_FAILURE() << "rank " << me << ": the step did not fail";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (me == 1) {
+      EXPECT_EQ(e.code(), ErrorCode::kTimeout) << what;
+      EXPECT_NE(what.find("1RECV_F0"), std::string::npos) << what;
+      EXPECT_NE(what.find("rank 0"), std::string::npos) << what;
+    } else {
+      EXPECT_EQ(e.code(), ErrorCode::kCancelled) << what;
+      EXPECT_NE(what.find("rank 1 failed"), std::string::npos) << what;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pf::exec
