@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <vector>
 #include <string_view>
 
 #include "runtime/checkpoint/checkpoint_file.h"
@@ -132,8 +134,8 @@ Entries read_entries(const HeaderReader& reader, const nlohmann::json& header, c
       auto it = by_name.find(param);
       PF_CHECK_ARG(it != by_name.end(), "checkpoint '", path, "': parameter '", param,
                    "' does not exist in this model");
-      PF_CHECK_ARG(it->second->value.shape() == shape, "checkpoint '", path, "': parameter '", param, "' has shape ",
-                   shape_to_string(shape), ", the model expects ", shape_to_string(it->second->value.shape()));
+      PF_CHECK_ARG(it->second->shape == shape, "checkpoint '", path, "': parameter '", param, "' has shape ",
+                   shape_to_string(shape), ", the model expects ", shape_to_string(it->second->shape));
       if (!entries.params.emplace(param, span).second) reader.malformed(entry, "appears twice");
     } else if (name.rfind("optim/", 0) == 0) {
       const std::string key = name.substr(6);
@@ -143,16 +145,13 @@ Entries read_entries(const HeaderReader& reader, const nlohmann::json& header, c
       if (std::find(slot_names.begin(), slot_names.end(), slot) == slot_names.end()) reader.malformed(entry, "'" + slot + "' is not a state slot of this optimizer");
       auto it = by_name.find(param);
       if (it == by_name.end()) reader.malformed(entry, "state of a parameter the model does not have");
-      if (it->second->value.shape() != shape) reader.malformed(entry, "shape differs from its parameter's");
+      if (it->second->shape != shape) reader.malformed(entry, "shape differs from its parameter's");
       if (!entries.slots.emplace(key, std::make_pair(it->second, span)).second) {
         reader.malformed(entry, "appears twice");
       }
     } else {
       reader.malformed(entry, "unknown entry (expected param/<name> or optim/<name>/<slot>)");
     }
-  }
-  for (Parameter* p : model.parameters()) {
-    PF_CHECK_ARG(entries.params.count(p->name), "checkpoint '", path, "': has no parameter '", p->name, "'");
   }
   return entries;
 }
@@ -172,11 +171,17 @@ void check_finite(const char* data, size_t bytes, const std::string& entry, cons
 
 }  // namespace
 
-void save_checkpoint(const Trainer& trainer, const std::string& path) {
+std::string encode_checkpoint(const Trainer& trainer, const std::vector<Parameter*>& params, const std::string& path) {
   PF_CHECK_ARG(!path.empty(), "checkpoint path is empty");
   std::vector<Entry> entries;
-  for (Parameter* p : trainer.model().parameters()) entries.push_back({"param/" + p->name, &p->value});
-  for (auto& kv : trainer.optimizer().state()) entries.push_back({"optim/" + kv.first, &kv.second});
+  for (Parameter* p : params) entries.push_back({"param/" + p->name, &p->value});
+  const std::vector<std::string>& slot_names = optimizer_slot_names(trainer.optimizer().config().kind);
+  for (Parameter* p : params) {
+    for (const std::string& slot : slot_names) {
+      auto it = trainer.optimizer().state().find(p->name + "/" + slot);
+      if (it != trainer.optimizer().state().end()) entries.push_back({"optim/" + it->first, &it->second});
+    }
+  }
 
   nlohmann::json tensors = nlohmann::json::array();
   uint64_t offset = 0;
@@ -213,11 +218,23 @@ void save_checkpoint(const Trainer& trainer, const std::string& path) {
     check_finite(&bytes[at], e.tensor->nbytes(), e.name, path, trainer.metrics().step);
   }
   bytes += sha256_digest(bytes.data(), bytes.size());
-  write_checkpoint_file(path, bytes);
+  return bytes;
+}
+
+void save_checkpoint(const Trainer& trainer, const std::string& path) {
+  write_checkpoint_file(path, encode_checkpoint(trainer, trainer.model().parameters(), path));
   log(LogLevel::kInfo, "saved checkpoint '" + path + "' at step " + std::to_string(trainer.metrics().step));
 }
 
-void load_checkpoint(Trainer& trainer, const std::string& path) {
+struct CheckpointImage {
+  std::string path;
+  std::string bytes;
+  size_t data_start = 0;
+  Entries entries;
+  int64_t step = 0, data_position = 0, optimizer_steps = 0;
+};
+
+std::shared_ptr<const CheckpointImage> read_checkpoint_image(const Trainer& trainer, const std::string& path) {
   Model& model = trainer.model();
   const std::vector<std::string>& slot_names = optimizer_slot_names(trainer.optimizer().config().kind);
   // The largest file this model's checkpoint can be: header, parameters and every state slot.
@@ -225,7 +242,10 @@ void load_checkpoint(Trainer& trainer, const std::string& path) {
   const int64_t param_bytes = checked_mul(model.num_parameter_elements(), 4, "model parameter bytes");
   const int64_t tensor_bytes = checked_mul(param_bytes, 1 + static_cast<int64_t>(slot_names.size()), "checkpoint bytes");
   const uint64_t max_file = static_cast<uint64_t>(tensor_bytes) + fixed + limits::kMaxCheckpointHeaderBytes + kDigestBytes;
-  const std::string bytes = read_checkpoint_file(path, max_file);
+  auto image = std::make_shared<CheckpointImage>();
+  image->path = path;
+  image->bytes = read_checkpoint_file(path, max_file);
+  const std::string& bytes = image->bytes;
 
   if (bytes.size() < fixed + kDigestBytes || std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) {
     fail(ErrorCode::kDataLoss, "checkpoint '", path, "': not a PipeForge checkpoint (bad magic or too short: ",
@@ -245,11 +265,10 @@ void load_checkpoint(Trainer& trainer, const std::string& path) {
   const nlohmann::json header = parse_json_text(std::string_view(bytes).substr(fixed, header_len),
                                                 "checkpoint '" + path + "': header",
                                                 limits::kMaxCheckpointHeaderBytes, ErrorCode::kDataLoss);
-  const size_t data_start = fixed + header_len;
+  image->data_start = fixed + header_len;
 
-  // Validate everything before touching the trainer, so a bad file changes nothing.
   HeaderReader reader(path);
-  const Entries entries = read_entries(reader, header, path, model, slot_names, body - data_start);
+  image->entries = read_entries(reader, header, path, model, slot_names, body - image->data_start);
   OptimizerConfig saved_config;
   try {
     saved_config = OptimizerConfig::from_json(reader.field(header, "optimizer", "header"));
@@ -259,29 +278,64 @@ void load_checkpoint(Trainer& trainer, const std::string& path) {
   PF_CHECK_ARG(saved_config.kind == trainer.optimizer().config().kind, "checkpoint '", path,
                "': saved with optimizer '", saved_config.to_json()["kind"].get<std::string>(),
                "' but the trainer uses '", trainer.optimizer().config().to_json()["kind"].get<std::string>(), "'");
-  const int64_t step = reader.count_field(header, "step");
-  const int64_t data_position = reader.count_field(header, "data_position");
-  const int64_t optimizer_steps = reader.count_field(header, "optimizer_steps");
+  image->step = reader.count_field(header, "step");
+  image->data_position = reader.count_field(header, "data_position");
+  image->optimizer_steps = reader.count_field(header, "optimizer_steps");
+  return image;
+}
 
-  // Commit: nothing below can fail on file content.
-  for (Parameter* p : model.parameters()) {
-    const Span& span = entries.params.at(p->name);
-    // Into device parameters through the device hook; optimizer state below stays on the host
-    // until the optimizer moves it to its parameter's device.
-    copy_bytes(p->value.data<char>(), p->value.device(), bytes.data() + data_start + span.offset, Device::cpu(),
-               span.bytes, "load_checkpoint");
+int64_t checkpoint_image_step(const CheckpointImage& image) { return image.step; }
+int64_t checkpoint_image_data_position(const CheckpointImage& image) { return image.data_position; }
+int64_t checkpoint_image_optimizer_steps(const CheckpointImage& image) { return image.optimizer_steps; }
+bool checkpoint_image_has_parameter(const CheckpointImage& image, const std::string& name) {
+  return image.entries.params.count(name) > 0;
+}
+
+std::string checkpoint_image_sha256(const CheckpointImage& image) {
+  return sha256_hex(image.bytes.data(), image.bytes.size());
+}
+
+void apply_checkpoint_images(Trainer& trainer, const std::vector<const CheckpointImage*>& images,
+                             const std::vector<Parameter*>& wanted, int64_t step, int64_t data_position,
+                             int64_t optimizer_steps) {
+  // Where each wanted parameter comes from (checked before anything changes).
+  std::vector<const CheckpointImage*> source;
+  for (Parameter* p : wanted) {
+    const CheckpointImage* from = nullptr;
+    for (const CheckpointImage* image : images)
+      if (checkpoint_image_has_parameter(*image, p->name)) from = from ? from : image;
+    PF_CHECK_ARG(from != nullptr, "checkpoint '", images.empty() ? std::string() : images.front()->path,
+                 "': has no parameter '", p->name, "'");
+    source.push_back(from);
   }
+  // Commit: nothing below can fail on file content.
   auto& state = trainer.optimizer().state();
   state.clear();
-  MemoryCategoryScope scope(MemoryCategory::kOptimizerState);
-  for (const auto& [key, slot] : entries.slots) {
-    Tensor t = Tensor::empty(slot.first->value.shape());
-    std::memcpy(t.data<char>(), bytes.data() + data_start + slot.second.offset, slot.second.bytes);
-    state.emplace(key, t);
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    Parameter* p = wanted[i];
+    const CheckpointImage& image = *source[i];
+    const Span& span = image.entries.params.at(p->name);
+    // Into device parameters through the device hook; optimizer state stays on the host until the
+    // optimizer moves it to its parameter's device.
+    copy_bytes(p->value.data<char>(), p->value.device(), image.bytes.data() + image.data_start + span.offset,
+               Device::cpu(), span.bytes, "load_checkpoint");
+    MemoryCategoryScope scope(MemoryCategory::kOptimizerState);
+    for (const auto& [key, slot] : image.entries.slots) {
+      if (slot.first != p) continue;
+      Tensor t = Tensor::empty(p->shape);
+      std::memcpy(t.data<char>(), image.bytes.data() + image.data_start + slot.second.offset, slot.second.bytes);
+      state.emplace(key, t);
+    }
   }
   trainer.restore_progress(step, data_position);
   trainer.optimizer().set_steps_taken(optimizer_steps);
-  log(LogLevel::kInfo, "loaded checkpoint '" + path + "' at step " + std::to_string(step));
+}
+
+void load_checkpoint(Trainer& trainer, const std::string& path) {
+  const auto image = read_checkpoint_image(trainer, path);
+  apply_checkpoint_images(trainer, {image.get()}, trainer.model().parameters(), image->step, image->data_position,
+                          image->optimizer_steps);
+  log(LogLevel::kInfo, "loaded checkpoint '" + path + "' at step " + std::to_string(image->step));
 }
 
 }  // namespace pf

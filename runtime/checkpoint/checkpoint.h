@@ -12,7 +12,9 @@
 // saved (kFailedPrecondition naming the tensor and step).
 #pragma once
 
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/train/trainer.h"
 
@@ -34,5 +36,27 @@ void save_checkpoint(const Trainer& trainer, const std::string& path);
 // resumed run may change the learning rate. Restored: parameters, optimizer state and step count,
 // trainer step and data position.
 void load_checkpoint(Trainer& trainer, const std::string& path);
+
+// The pieces of save_checkpoint / load_checkpoint that sharded checkpoints (one file per process,
+// sharded_checkpoint.h) are made of.
+//
+// The checkpoint file of `params` (and their optimizer state) with the trainer's step and data
+// position; `path` names it in messages (kFailedPrecondition for NaN or infinite values).
+std::string encode_checkpoint(const Trainer& trainer, const std::vector<Parameter*>& params, const std::string& path);
+// A checkpoint file read and checked as load_checkpoint checks it (every entry a parameter of the
+// trainer's model or a state slot of its optimizer), whatever subset of the parameters it holds.
+struct CheckpointImage;
+std::shared_ptr<const CheckpointImage> read_checkpoint_image(const Trainer& trainer, const std::string& path);
+int64_t checkpoint_image_step(const CheckpointImage& image);
+int64_t checkpoint_image_data_position(const CheckpointImage& image);
+int64_t checkpoint_image_optimizer_steps(const CheckpointImage& image);
+bool checkpoint_image_has_parameter(const CheckpointImage& image, const std::string& name);
+std::string checkpoint_image_sha256(const CheckpointImage& image);  // of the whole file, hex
+// Copies each of `wanted` and its optimizer state from the first image that has it (the optimizer
+// state is replaced by what the images hold for `wanted`) and restores the progress counters.
+// kInvalidArgument naming a wanted parameter no image has, before anything changes.
+void apply_checkpoint_images(Trainer& trainer, const std::vector<const CheckpointImage*>& images,
+                             const std::vector<Parameter*>& wanted, int64_t step, int64_t data_position,
+                             int64_t optimizer_steps);
 
 }  // namespace pf

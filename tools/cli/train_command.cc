@@ -10,6 +10,7 @@
 
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/parameter_checksum.h"
+#include "runtime/checkpoint/sharded_checkpoint.h"
 #include "runtime/comm/mpi_world.h"
 #include "runtime/comm/process_grid.h"
 #include "runtime/comm/world.h"
@@ -191,9 +192,9 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--blas-threads", a.blas_threads, "BLAS threads")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
-  cmd->add_option("--checkpoint", a.checkpoint, "save a checkpoint here at the end");
-  cmd->add_option("--resume", a.resume, "load this checkpoint first (same model options)")
-      ->check(CLI::ExistingFile);
+  cmd->add_option("--checkpoint", a.checkpoint, "save a checkpoint here at the end (under mpirun: a folder of per-rank shards and a manifest)");
+  cmd->add_option("--resume", a.resume, "load this checkpoint first (same model options; a file or a sharded folder, saved under any --stages or --data-parallel)")
+      ->check(CLI::ExistingPath);
   auto* schedule = cmd->add_option("--schedule", a.schedule,
                                    "train pipelined with this schedule: gpipe, 1f1b, interleaved-1f1b, bfs, "
                                    "zb-h1, zb-h2, zb-v, zb-auto (default: the sequential reference)");
@@ -268,8 +269,6 @@ void check_process_args(const TrainArgs& a, const comm::World& world) {
   const std::string where = " under mpirun (" + std::to_string(world.size()) + " processes)";
   if (a.schedule.empty() && a.schedule_file.empty())
     usage_error("--schedule or --schedule-file is needed" + where + ": each process runs one rank of it");
-  if (!a.checkpoint.empty() || !a.resume.empty())
-    usage_error("--checkpoint and --resume are not supported" + where + " yet");
   if (a.partition == "balanced") usage_error("--partition balanced is not supported" + where + " yet");
   if (!a.devices.empty()) usage_error("--devices is not supported" + where + " yet (CPU ranks only)");
   if (!a.trace_file.empty() || !a.svg_file.empty())
@@ -360,7 +359,7 @@ int run_train(const TrainArgs& a) {
                                 : std::make_unique<SequentialTrainer>(setup.model, options, devices.front());
     }
     if (!a.resume.empty()) {
-      load_checkpoint(*trainer, a.resume);
+      load_trainer_checkpoint(*trainer, a.resume);
       setup.data->seek(trainer->metrics().data_position);
     }
   } catch (const Error& e) {
@@ -434,7 +433,7 @@ int run_train(const TrainArgs& a) {
   const std::string checksum = pipeline ? pipeline->parameter_checksum() : parameter_checksum(model.parameters());
   const nlohmann::json memory = process_memory(world);
   const bool save = !a.checkpoint.empty() && !diverged;
-  if (save) save_checkpoint(*trainer, a.checkpoint);
+  if (save) save_trainer_checkpoint(*trainer, a.checkpoint);
 
   if (!leader) return diverged ? kExitFailure : kExitOk;
   if (a.json) {

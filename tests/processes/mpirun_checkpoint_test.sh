@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Checkpoints across processes with `pipeforge train` under mpirun: each process writes its shard,
+# the manifest comes last; a run resumed under another pipeline degree, schedule, data-parallel
+# degree or in one process is bitwise equal to one that never stopped; a missing or damaged shard
+# is refused naming it.
+set -uo pipefail
+source "$(dirname "$0")/mpirun.sh"
+command -v mpirun >/dev/null || { echo "mpirun not found: run tools/setup.sh"; exit 1; }
+pipeforge=$(pwd)/pipeforge
+[[ -x $pipeforge ]] || pipeforge=$(find . -name pipeforge -type f -perm -u+x | head -n 1)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
+gpt=(--model gpt --layers 4 --json --quiet)
+
+# 1. 4 steps in one go, sequentially: the reference.
+"$pipeforge" train "${gpt[@]}" --steps 4 >"$work/straight.json" || fail "sequential 4 steps"
+want=$(field "$work/straight.json" param_checksum)
+
+# 2. 2 steps on 4 processes (1F1B), checkpointed: 4 shards and a manifest.
+run_mpi 4 default "$pipeforge" train "${gpt[@]}" --schedule 1f1b --stages 4 --steps 2 --checkpoint "$work/ck" \
+  >"$work/first.json" 2>"$work/first.err" || { cat "$work/first.err"; fail "save on 4 processes"; }
+shards=$(ls "$work/ck" | grep -c '\.pfck$')
+[[ -f $work/ck/manifest.json && $shards == 4 ]] || { ls -l "$work/ck"; fail "expected a manifest and 4 shards"; }
+
+# 3. Resumed on 2 processes with another schedule (ZB-H1), over TCP, and in one process.
+run_mpi 2 tcp "$pipeforge" train "${gpt[@]}" --schedule zb-h1 --stages 2 --steps 2 --resume "$work/ck" \
+  >"$work/resumed2.json" 2>"$work/resumed2.err" || { cat "$work/resumed2.err"; fail "resume on 2 processes"; }
+"$pipeforge" train "${gpt[@]}" --steps 2 --resume "$work/ck" >"$work/resumed1.json" || fail "resume in one process"
+for f in resumed2 resumed1; do
+  got=$(field "$work/$f.json" param_checksum)
+  echo "$f: $got (straight: $want)"
+  [[ -n $want && $got == "$want" ]] || fail "$f: checksum $got, the run that never stopped $want"
+  [[ $(field "$work/$f.json" steps) == 4 ]] || fail "$f: not at step 4"
+done
+
+# 4. A single-file checkpoint resumed on 4 processes.
+"$pipeforge" train "${gpt[@]}" --steps 2 --checkpoint "$work/one.pfck" >/dev/null || fail "single-file save"
+run_mpi 4 default "$pipeforge" train "${gpt[@]}" --schedule gpipe --stages 4 --steps 2 --resume "$work/one.pfck" \
+  >"$work/from_file.json" 2>"$work/from_file.err" || { cat "$work/from_file.err"; fail "file -> 4 processes"; }
+[[ $(field "$work/from_file.json" param_checksum) == "$want" ]] || fail "single file resumed on 4 processes"
+
+# 5. Data parallel: replica 0 writes the shards; resumed in one process as 2 replicas.
+"$pipeforge" train "${gpt[@]}" --data-parallel 2 --steps 4 >"$work/dp_straight.json" || fail "sequential dp"
+run_mpi 4 default "$pipeforge" train "${gpt[@]}" --schedule 1f1b --stages 2 --data-parallel 2 \
+  --gradient-reduction deterministic --steps 2 --checkpoint "$work/dp" >/dev/null 2>"$work/dp.err" ||
+  { cat "$work/dp.err"; fail "dp save"; }
+[[ $(ls "$work/dp" | grep -c '\.pfck$') == 2 ]] || fail "data parallel: expected 2 shards"
+"$pipeforge" train "${gpt[@]}" --data-parallel 2 --steps 2 --resume "$work/dp" >"$work/dp_resumed.json" ||
+  fail "dp resume"
+[[ $(field "$work/dp_resumed.json" param_checksum) == $(field "$work/dp_straight.json" param_checksum) ]] ||
+  fail "data parallel resumed differs from the run that never stopped"
+
+# 6. Damage: a missing shard, a corrupted shard, a broken manifest: refused naming them, no hang.
+expect_refusal() {  # name, pattern, folder
+  local out=$work/refusal.out
+  if timeout 120 bash -c "source '$(dirname "$0")/mpirun.sh'; run_mpi 2 default '$pipeforge' train --model gpt --layers 4 --quiet --schedule 1f1b --stages 2 --steps 1 --resume '$3'" >"$out" 2>&1; then
+    fail "$1: resumed from a damaged checkpoint"
+  elif ! grep -q -- "$2" "$out"; then
+    cat "$out"
+    fail "$1: the error does not name $2"
+  fi
+}
+cp -r "$work/ck" "$work/missing" && rm "$work/missing/step-2.rank-1.pfck"
+expect_refusal "missing shard" "step-2.rank-1.pfck" "$work/missing"
+cp -r "$work/ck" "$work/corrupt" && printf 'X' | dd of="$work/corrupt/step-2.rank-3.pfck" bs=1 seek=5000 conv=notrunc 2>/dev/null
+expect_refusal "corrupt shard" "step-2.rank-3.pfck" "$work/corrupt"
+cp -r "$work/ck" "$work/manifest" && printf '{"format": 1' >"$work/manifest/manifest.json"
+expect_refusal "broken manifest" "manifest.json" "$work/manifest"
+
+if ((failures > 0)); then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "all checkpoint checks passed"
