@@ -89,9 +89,10 @@ MpiTransport::~MpiTransport() {
 }
 
 MpiTransport::Wait MpiTransport::poll(std::vector<MPI_Request>* requests, std::vector<MPI_Status>* statuses,
-                                      const Deadline& deadline, int peer) const {
+                                      const Deadline& deadline, int peer, bool transfer) const {
   statuses->resize(requests->size());
-  Backoff backoff;
+  // Our own payloads in flight also advance only while this process calls MPI.
+  Backoff backoff(transfer || sends_in_flight_.load(std::memory_order_relaxed) > 0);
   while (true) {
     int done = 0;
     mpi_check(MPI_Testall(static_cast<int>(requests->size()), requests->data(), &done, statuses->data()),
@@ -145,6 +146,7 @@ void MpiTransport::reap_locked(int to) const {
     mpi_check(MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE),
               "MPI_Testall (send)", rank_, to);
     if (!done) return;
+    if (queue.front()->requests.size() > 1) sends_in_flight_.fetch_sub(1, std::memory_order_relaxed);
     queue.pop_front();
   }
 }
@@ -178,7 +180,7 @@ void MpiTransport::send(int to, const MessageKey& key, Tensor tensor, double tim
   p->key = key;
   p->header = std::make_unique<WireHeader>(make_wire_header(key, tensor));
   p->tensor = std::move(tensor);
-  Backoff backoff;
+  Backoff backoff(true);  // waiting for earlier sends to this peer to move
   while (true) {
     abort_->check(peer_text(action, to));
     {
@@ -193,6 +195,7 @@ void MpiTransport::send(int to, const MessageKey& key, Tensor tensor, double tim
                             &s.requests.back()),
                   "MPI_Isend (header)", rank_, to);
         const char* data = s.header->payload_bytes > 0 ? s.tensor.data<char>() : nullptr;
+        if (data != nullptr) sends_in_flight_.fetch_add(1, std::memory_order_relaxed);
         for (size_t off = 0; off < s.header->payload_bytes; off += kPayloadChunkBytes) {
           const size_t n = std::min<size_t>(kPayloadChunkBytes, s.header->payload_bytes - off);
           s.requests.emplace_back(MPI_REQUEST_NULL);
@@ -230,7 +233,7 @@ Tensor MpiTransport::recv(int from, const MessageKey& key, double timeout_second
   std::vector<MPI_Status> statuses;
   mpi_check(MPI_Irecv(header.get(), sizeof(WireHeader), MPI_BYTE, from, tags_.header(key), comm_, &requests[0]),
             "MPI_Irecv (header)", rank_, from);
-  const Wait got_header = poll(&requests, &statuses, deadline, from);
+  const Wait got_header = poll(&requests, &statuses, deadline, from, false);
   if (got_header != Wait::kDone) {
     // The header may have arrived while the wait gave up: then it is used, as if on time.
     const bool arrived = withdraw(&requests, &statuses, header);
@@ -256,7 +259,7 @@ Tensor MpiTransport::recv(int from, const MessageKey& key, double timeout_second
     mpi_check(MPI_Irecv(data + off, static_cast<int>(n), MPI_BYTE, from, tags_.payload(key), comm_, &requests.back()),
               "MPI_Irecv (payload)", rank_, from);
   }
-  const Wait got_payload = poll(&requests, &statuses, deadline, from);
+  const Wait got_payload = poll(&requests, &statuses, deadline, from, true);
   if (got_payload != Wait::kDone) {
     auto keepalive = std::make_shared<Tensor>(out);
     const bool arrived = withdraw(&requests, &statuses, keepalive);
@@ -275,7 +278,7 @@ size_t MpiTransport::pending_sends() const {
 
 void MpiTransport::drain(double timeout_seconds) {
   const Deadline deadline(timeout_seconds);
-  Backoff backoff;
+  Backoff backoff(true);
   while (true) {
     std::ostringstream unfinished;
     size_t n = 0;

@@ -14,6 +14,7 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -76,8 +77,9 @@ class MpiTransport : public Transport {
   };
   enum class Wait { kDone, kTimedOut, kCancelled };
 
+  // transfer: a payload is on its way, so the wait keeps MPI progressing (Backoff(true)).
   Wait poll(std::vector<MPI_Request>* requests, std::vector<MPI_Status>* statuses, const Deadline& deadline,
-            int peer) const;
+            int peer, bool transfer) const;
   // Cancels receives; true when they had completed (the data arrived) rather than being cancelled.
   bool withdraw(std::vector<MPI_Request>* requests, std::vector<MPI_Status>* statuses,
                 std::shared_ptr<void> keepalive);
@@ -94,6 +96,7 @@ class MpiTransport : public Transport {
   mutable std::mutex mutex_;
   mutable std::vector<std::deque<std::unique_ptr<PendingSend>>> pending_;  // per destination
   mutable std::vector<Abandoned> abandoned_;
+  mutable std::atomic<size_t> sends_in_flight_{0};  // pending sends with a payload
 };
 
 }  // namespace pf::comm

@@ -16,6 +16,8 @@ namespace {
 
 constexpr size_t kBroadcastChunkBytes = size_t{1} << 30;
 constexpr size_t kReduceChunkElements = size_t{1} << 28;
+// Collectives moving this much keep MPI progressing while they wait (Backoff(true)).
+constexpr size_t kTransferBytes = size_t{64} << 10;
 
 // Polls a communicator-setup request (MPI_Comm_idup) to completion: there is no abort channel yet.
 void complete_setup(MPI_Request request, const Deadline& deadline, int rank, const char* call) {
@@ -122,8 +124,8 @@ void MpiWorld::check_usable(const char* name) const {
 }
 
 void MpiWorld::complete(const char* name, MPI_Request request, std::shared_ptr<void> buffers,
-                        const Deadline& deadline) {
-  Backoff backoff;
+                        const Deadline& deadline, size_t bytes) {
+  Backoff backoff(bytes >= kTransferBytes);
   while (true) {
     int done = 0;
     const int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
@@ -164,7 +166,7 @@ void MpiWorld::agree(CollectiveOp op, int64_t size, int root, const Deadline& de
   mpi_check(MPI_Iallgather(&b->mine, sizeof(CollectiveSignature), MPI_BYTE, b->all.data(),
                            sizeof(CollectiveSignature), MPI_BYTE, coll_, &request),
             "MPI_Iallgather", rank_);
-  complete(name, request, b, deadline);
+  complete(name, request, b, deadline, 0);
   const std::string mismatch = signature_mismatch(b->all);
   if (!mismatch.empty()) fail(ErrorCode::kInvalidArgument, "rank ", rank_, ": ", mismatch);
 }
@@ -196,7 +198,7 @@ std::vector<char> MpiWorld::all_gather(const void* data, size_t bytes, double ti
   mpi_check(MPI_Iallgather(b->in.data(), static_cast<int>(bytes), MPI_BYTE, b->out.data(), static_cast<int>(bytes),
                            MPI_BYTE, coll_, &request),
             "MPI_Iallgather", rank_);
-  complete("all_gather", request, b, deadline);
+  complete("all_gather", request, b, deadline, b->out.size());
   return std::move(b->out);
 }
 
@@ -215,7 +217,7 @@ void MpiWorld::broadcast(void* data, size_t bytes, int root, double timeout_seco
     const int n = static_cast<int>(std::min(kBroadcastChunkBytes, bytes - off));
     MPI_Request request = MPI_REQUEST_NULL;
     mpi_check(MPI_Ibcast(b->data() + off, n, MPI_BYTE, root, coll_, &request), "MPI_Ibcast", rank_, root);
-    complete("broadcast", request, b, deadline);
+    complete("broadcast", request, b, deadline, static_cast<size_t>(n));
   }
   if (rank_ != root) std::memcpy(data, b->data(), bytes);
 }
@@ -242,7 +244,7 @@ void MpiWorld::reduce(CollectiveOp op, MPI_Datatype type, T* data, size_t count,
     MPI_Request request = MPI_REQUEST_NULL;
     mpi_check(MPI_Iallreduce(b->in.data() + off, b->out.data() + off, n, type, MPI_SUM, coll_, &request),
               "MPI_Iallreduce", rank_);
-    complete(name, request, b, deadline);
+    complete(name, request, b, deadline, static_cast<size_t>(n) * sizeof(T));
   }
   std::memcpy(data, b->out.data(), count * sizeof(T));
 }

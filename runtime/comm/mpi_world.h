@@ -73,8 +73,10 @@ class MpiWorld : public World {
   void check_usable(const char* name) const;
   // All members agree on (op, size, root), or every member throws kInvalidArgument.
   void agree(CollectiveOp op, int64_t size, int root, const Deadline& deadline);
-  // Polls `request` (on coll_) to completion; `buffers` outlive it even when this gives up.
-  void complete(const char* name, MPI_Request request, std::shared_ptr<void> buffers, const Deadline& deadline);
+  // Polls `request` (on coll_) to completion; `buffers` outlive it even when this gives up. `bytes`:
+  // what it moves (large collectives keep MPI progressing while they wait).
+  void complete(const char* name, MPI_Request request, std::shared_ptr<void> buffers, const Deadline& deadline,
+                size_t bytes);
   template <typename T>
   void reduce(CollectiveOp op, MPI_Datatype type, T* data, size_t count, double timeout_seconds);
 

@@ -14,6 +14,7 @@ constexpr double kMaxTimeoutSeconds = 365.0 * 24 * 3600;
 constexpr auto kMinSpin = std::chrono::microseconds(20);
 constexpr auto kMaxSpin = std::chrono::microseconds(200);
 constexpr long kMaxSleepNs = 128000;
+constexpr auto kTransferSpin = std::chrono::milliseconds(5);
 
 thread_local std::chrono::steady_clock::duration t_spin = kMinSpin;
 }  // namespace
@@ -37,7 +38,7 @@ void Backoff::pause() {
     start_ = now;
     spin_end_ = now + t_spin;
   }
-  if (now < spin_end_) {
+  if (now < spin_end_ || (transfer_ && now < start_ + kTransferSpin)) {
     sched_yield();
     return;
   }

@@ -26,9 +26,13 @@ class Deadline {
 // then nanosleep starting at 2 us and doubling up to 128 us. The spell is 20 us, or up to 200 us
 // while this thread's recent waits were short: twice the last successful wait when that was under
 // 200 us. Without that, two ranks in a tight exchange would each find the other asleep and settle
-// at one sleep per message.
+// at one sleep per message. A transfer wait (data this process must move is in flight: Open MPI
+// has no progress thread here, so a TCP transfer advances only while the process calls MPI) only
+// yields for its first 5 ms.
 class Backoff {
  public:
+  Backoff() = default;
+  explicit Backoff(bool transfer) : transfer_(transfer) {}
   void pause();
   // The wait succeeded: adapts this thread's spell to its length.
   void succeeded();
@@ -37,6 +41,7 @@ class Backoff {
   std::chrono::steady_clock::time_point start_{};
   std::chrono::steady_clock::time_point spin_end_{};
   bool started_ = false;
+  bool transfer_ = false;
   long sleep_ns_ = 2000;
 };
 
