@@ -17,6 +17,8 @@ bool launched_by_mpi() {
 
 namespace {
 
+bool finalizing = false;  // guarded by mpi_background_mutex()
+
 const char* thread_level_name(int level) {
   switch (level) {
     case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
@@ -60,6 +62,10 @@ class MpiProcess {
     if (rc != MPI_SUCCESS) error_ = "MPI_Comm_set_errhandler failed: " + mpi_error_string(rc);
   }
   ~MpiProcess() {
+    {
+      std::lock_guard<std::mutex> lock(mpi_background_mutex());
+      finalizing = true;
+    }
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (owned_ && !finalized) MPI_Finalize();
@@ -72,6 +78,13 @@ class MpiProcess {
 };
 
 }  // namespace
+
+std::mutex& mpi_background_mutex() {
+  static std::mutex* mutex = new std::mutex;  // never destroyed: used up to the last exit handler
+  return *mutex;
+}
+
+bool mpi_finalizing() { return finalizing; }
 
 void ensure_mpi_initialized() {
   static MpiProcess process;

@@ -2,6 +2,8 @@
 // World is made, finalised at process exit when this library initialised it.
 #pragma once
 
+#include <mutex>
+
 namespace pf::comm {
 
 // True when this process was started by an MPI launcher (mpirun/mpiexec, srun with PMIx/PMI):
@@ -14,5 +16,11 @@ bool launched_by_mpi();
 // MPI_THREAD_MULTIPLE (executors call MPI from a worker thread while the main thread runs
 // collectives), and kFailedPrecondition after MPI_Finalize.
 void ensure_mpi_initialized();
+
+// Background threads that call MPI on their own (MpiTransport's progress thread) hold this lock
+// around each call and stop once mpi_finalizing() (read under it) says so: the MPI_Finalize at
+// exit takes the lock first, so no such call overlaps it.
+std::mutex& mpi_background_mutex();
+bool mpi_finalizing();
 
 }  // namespace pf::comm

@@ -1,9 +1,12 @@
 #include "runtime/comm/mpi_transport.h"
 
 #include <algorithm>
+#include <chrono>
 #include <sstream>
+#include <thread>
 
 #include "runtime/comm/keepalive.h"
+#include "runtime/comm/mpi_process.h"
 #include "runtime/comm/mpi_status.h"
 #include "runtime/comm/poll.h"
 #include "runtime/core/error.h"
@@ -56,9 +59,38 @@ MpiTransport::MpiTransport(MPI_Comm comm, std::shared_ptr<MpiAbortChannel> abort
                options_.max_message_bytes);
   if (options_.max_message_bytes == 0) options_.max_message_bytes = limits::max_message_bytes();
   pending_.resize(static_cast<size_t>(size_));
+  progress_ = std::thread([this] { progress_loop(); });
+}
+
+void MpiTransport::progress_loop() {
+  std::unique_lock<std::mutex> wait_lock(progress_mutex_);
+  while (true) {
+    progress_cv_.wait(wait_lock, [&] { return stop_progress_ || sends_in_flight_.load() > 0; });
+    if (stop_progress_) return;
+    wait_lock.unlock();
+    {
+      std::lock_guard<std::mutex> background(mpi_background_mutex());
+      if (mpi_finalizing()) return;
+      std::lock_guard<std::mutex> lock(mutex_);
+      try {
+        for (int to = 0; to < size_; ++to)
+          if (!pending_[to].empty()) reap_locked(to);
+      } catch (const Error&) {
+        // The sender's next send or drain meets the same failure and reports it.
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    wait_lock.lock();
+  }
 }
 
 MpiTransport::~MpiTransport() {
+  {
+    std::lock_guard<std::mutex> lock(progress_mutex_);
+    stop_progress_ = true;
+  }
+  progress_cv_.notify_all();
+  if (progress_.joinable()) progress_.join();
   std::lock_guard<std::mutex> lock(mutex_);
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -195,7 +227,13 @@ void MpiTransport::send(int to, const MessageKey& key, Tensor tensor, double tim
                             &s.requests.back()),
                   "MPI_Isend (header)", rank_, to);
         const char* data = s.header->payload_bytes > 0 ? s.tensor.data<char>() : nullptr;
-        if (data != nullptr) sends_in_flight_.fetch_add(1, std::memory_order_relaxed);
+        if (data != nullptr) {
+          {
+            std::lock_guard<std::mutex> wake(progress_mutex_);
+            sends_in_flight_.fetch_add(1, std::memory_order_relaxed);
+          }
+          progress_cv_.notify_one();
+        }
         for (size_t off = 0; off < s.header->payload_bytes; off += kPayloadChunkBytes) {
           const size_t n = std::min<size_t>(kPayloadChunkBytes, s.header->payload_bytes - off);
           s.requests.emplace_back(MPI_REQUEST_NULL);

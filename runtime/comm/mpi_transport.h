@@ -15,10 +15,12 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime/comm/mpi_abort_channel.h"
@@ -33,8 +35,8 @@ class MpiTransport : public Transport {
   struct Options {
     // Keys must have stage < max_stages and micro_batch < max_micro_batches: together they fix the
     // tag range, which must fit MPI_TAG_UB (checked at construction).
-    int max_stages = 64;
-    int max_micro_batches = 8192;
+    int max_stages = 1024;
+    int max_micro_batches = 65536;
     int max_pending_sends = 64;     // unfinished sends per destination
     int64_t max_message_bytes = 0;  // largest tensor accepted from a peer; 0: limits::max_message_bytes()
   };
@@ -86,6 +88,10 @@ class MpiTransport : public Transport {
   void reap_locked(int to) const;
   void reap_abandoned_locked() const;
   size_t pending_locked() const;
+  // While sends with a payload are unfinished, calls into MPI every ~50 us so that they move on
+  // while the rank computes (Open MPI has no progress thread of its own: over TCP a large send
+  // otherwise advances only when its sender next calls MPI).
+  void progress_loop();
 
   MPI_Comm comm_;
   std::shared_ptr<MpiAbortChannel> abort_;
@@ -97,6 +103,10 @@ class MpiTransport : public Transport {
   mutable std::vector<std::deque<std::unique_ptr<PendingSend>>> pending_;  // per destination
   mutable std::vector<Abandoned> abandoned_;
   mutable std::atomic<size_t> sends_in_flight_{0};  // pending sends with a payload
+  std::mutex progress_mutex_;
+  std::condition_variable progress_cv_;
+  bool stop_progress_ = false;
+  std::thread progress_;
 };
 
 }  // namespace pf::comm

@@ -381,13 +381,19 @@ Transport& PipelineTrainer::endpoint(int rank) {
 }
 
 void PipelineTrainer::cancel_transport(const std::string& reason) {
-  if (options_.world) options_.world->abort(reason);  // tells every other process
-  else if (gpu_) gpu_transport_->cancel(reason);
+  // Tells every other process of the pipeline and, data parallel, this rank's replicas (which
+  // then tell theirs).
+  if (options_.data_parallel_world && !options_.data_parallel_world->aborted())
+    options_.data_parallel_world->abort(reason);
+  if (options_.world) {
+    if (!options_.world->aborted()) options_.world->abort(reason);
+  } else if (gpu_) gpu_transport_->cancel(reason);
   else transport_->cancel(reason);
 }
 
 bool PipelineTrainer::transport_cancelled() const {
-  if (options_.world) return options_.world->aborted();
+  if (options_.world)
+    return options_.world->aborted() || (options_.data_parallel_world && options_.data_parallel_world->aborted());
   return gpu_ ? gpu_transport_->cancelled() : transport_->cancelled();
 }
 
@@ -536,9 +542,10 @@ void PipelineTrainer::worker_main(int rank) {
         std::lock_guard<std::mutex> lock(state_->error_mutex);
         if (!state_->error) state_->error = e;  // the first failure is the root cause
       }
-      // The first failure stops every rank (a rank cancelled by another's failure adds nothing);
-      // a World names the failed rank itself.
-      if (!transport_cancelled())
+      // The first failure stops every rank (with threads, a rank cancelled by another's failure
+      // adds nothing; with processes, the cancel also reaches this rank's data-parallel group).
+      // A World names the failed rank itself.
+      if (options_.world || !transport_cancelled())
         cancel_transport(options_.world ? describe(e) : "rank " + std::to_string(rank) + " failed: " + describe(e));
     }
     {
@@ -639,6 +646,7 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batche
       reducer_->wait();
     } catch (...) {
       if (!st.error) st.error = std::current_exception();
+      cancel_transport(describe(std::current_exception()));  // the pipeline's other ranks stop too
     }
   }
   // Every copy must be finished before the contexts go; a failed step drops what the stores hold

@@ -324,9 +324,9 @@ TEST(MpiTransport, HostileHeadersAreRefusedBeforeAllocating) {
 
 TEST(MpiTransport, OutOfLayoutKeysAndOversizedTagLayoutsAreRefused) {
   Transport& t = pair().endpoint();
-  const Error e = expect_error([&] { t.send(1 - pair().rank(), act(0, 64), Tensor::from_vector({1}, {1}), 1.0); });
+  const Error e = expect_error([&] { t.send(1 - pair().rank(), act(0, 1024), Tensor::from_vector({1}, {1}), 1.0); });
   EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
-  EXPECT_TRUE(contains(e.what(), "stage 64 is outside this transport's [0, 64)")) << e.what();
+  EXPECT_TRUE(contains(e.what(), "stage 1024 is outside this transport's [0, 1024)")) << e.what();
   MpiTransport::Options huge;
   huge.max_stages = limits::kMaxStages;
   huge.max_micro_batches = limits::kMaxMicroBatches;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "runtime/comm/mpi_world.h"
+#include "runtime/comm/process_grid.h"
 #include "runtime/core/error.h"
 #include "runtime/execution/pipeline_trainer.h"
 #include "tests/execution/test_util.h"
@@ -86,6 +87,37 @@ TEST(ProcessFailures, AStuckRankTimesOutNamingWhatEachWaitedFor) {
       EXPECT_NE(what.find("rank 1 failed"), std::string::npos) << what;
     }
   }
+}
+
+TEST(ProcessFailures, ADataParallelRankThatThrowsEndsEveryReplica) {
+  // 2 replicas x 2 ranks: rank 1 of replica 0 throws in its backward. Its pipeline peer learns it
+  // from the pipeline group, replica 1 from the data-parallel groups; nobody waits for a timeout.
+  const comm::ProcessGrid grid = comm::make_process_grid(*comm::MpiWorld::world(), 2, 2);
+  testing::ProbeLayer* probe0 = nullptr;
+  testing::ProbeLayer* probe1 = nullptr;
+  auto model = testing::probe_model(&probe0, &probe1);
+  PipelineOptions o;
+  o.schedule = "1f1b";
+  o.ranks = 2;
+  o.base = base_options(4);
+  o.base.replicas = 2;
+  o.layers_per_stage = {3, 2};
+  o.world = grid.pipeline;
+  o.data_parallel_world = grid.data_parallel;
+  o.recv_timeout_seconds = 60;
+  PipelineTrainer pipe(model, o);
+  const bool culprit = grid.replica == 0 && grid.pipeline_rank == 1;
+  if (culprit) probe1->fail_backward = true;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    pipe.step(data_for(*model, 8, 0));
+    ADD_FAILURE() << "replica " << grid.replica << " rank " << grid.pipeline_rank << ": the step did not fail";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(e.code(), culprit ? ErrorCode::kCallbackError : ErrorCode::kCancelled) << what;
+    EXPECT_NE(what.find("injected backward failure"), std::string::npos) << what;
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
 }
 
 }  // namespace
