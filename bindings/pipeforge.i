@@ -70,6 +70,9 @@
 %immutable pipeforge::RankStats::peak_activation_bytes;
 %immutable pipeforge::RankStats::offloaded_bytes;
 %immutable pipeforge::RankStats::recomputes;
+%immutable pipeforge::RankStats::local;
+%immutable pipeforge::ProcessInfo::rank;
+%immutable pipeforge::ProcessInfo::size;
 %ignore pipeforge::MlpConfig::hidden;
 %ignore pipeforge::TrainerOptions::layers_per_stage;  // set_layers_per_stage / layers_in_stage
 // A MicroBatch is filled by a loader, never read back by one.

@@ -414,9 +414,11 @@ class Model {
 // Training
 
 // Trainer options; the constructor takes the C API's defaults. Pipelined training (docs/EXECUTION.md):
-// a non-empty `schedule` (a name, e.g. "1f1b", for `stages` ranks and `chunks` model chunks per rank)
-// or `schedule_text` (a schedule in the text form) makes the trainer run one worker per rank; both
-// empty (the default) is the sequential trainer. The parameters are bitwise equal either way.
+// a non-empty `schedule` (a name, e.g. "1f1b", for `ranks` (or its older name `stages`) pipeline
+// ranks and `chunks` model chunks per rank) or `schedule_text` (a schedule in the text form) makes
+// the trainer run one worker per rank; both empty (the default) is the sequential trainer. The
+// parameters are bitwise equal either way. `processes` says whether the ranks are threads or, under
+// mpirun, one process each (C API pf_processes).
 struct TrainerOptions {
   int micro_batches;
   int64_t seed;
@@ -425,7 +427,7 @@ struct TrainerOptions {
   float lr, momentum, weight_decay, beta1, beta2, eps, clip_norm;
   std::string schedule;       // a schedule name; "" = none
   std::string schedule_text;  // or a schedule in the text form; "" = none
-  int32_t stages;             // pipeline ranks P for a schedule name; default 1
+  int32_t stages;             // pipeline ranks P for a schedule name (older name of `ranks`); default 1
   int32_t chunks;             // model chunks per rank V (interleaved-1f1b, bfs); default 1
   double recv_timeout_seconds;  // a rank waiting longer for a peer fails the step; default 60
   std::vector<int64_t> layers_per_stage;  // top-level layers per stage; empty = an even split
@@ -437,6 +439,13 @@ struct TrainerOptions {
   // Where to train (docs/CUDA.md): "cpu", "cuda:N", or for a pipeline one device per rank,
   // comma-separated ("cuda:0,cuda:1"; one entry = every rank); "" = cpu.
   std::string devices;
+  // One process per rank and data parallelism (C API 0.3, docs/EXECUTION.md, "Several processes").
+  std::string processes;           // "auto" (or ""): one process per rank under mpirun with more
+                                   // than one process and a schedule, else threads; "threads";
+                                   // "mpi": one process per rank, an error unless launched by mpirun
+  int32_t data_parallel;           // D pipeline replicas (mpirun -np D*P); micro_batches is per replica
+  std::string gradient_reduction;  // "allreduce" (or "") or "deterministic"
+  int32_t ranks;                   // pipeline ranks P for a schedule name; 0 = `stages`
 
   TrainerOptions() {
     pf_trainer_options o;
@@ -461,6 +470,10 @@ struct TrainerOptions {
     activation_budget_bytes = o.activation_budget_bytes;
     offload_dir = o.offload_dir != nullptr ? o.offload_dir : "";
     devices = o.devices != nullptr ? o.devices : "";
+    processes = "auto";
+    data_parallel = o.data_parallel;
+    gradient_reduction = o.gradient_reduction != nullptr ? o.gradient_reduction : "";
+    ranks = o.ranks;
   }
   // Top-level layers per stage (one entry per stage), instead of an even split.
   void set_layers_per_stage(const int64_t* values, size_t count) { layers_per_stage.assign(values, values + count); }
@@ -468,6 +481,12 @@ struct TrainerOptions {
   void clear_layers_per_stage() { layers_per_stage.clear(); }
   size_t num_layers_per_stage() const { return layers_per_stage.size(); }
   int64_t layers_in_stage(size_t i) const { return i < layers_per_stage.size() ? layers_per_stage[i] : 0; }
+};
+
+// Where a trainer's process stands (pf_trainer_process): its rank in the launch and the launch's
+// number of processes; 0 and 1 when the ranks are threads.
+struct ProcessInfo {
+  int32_t rank = 0, size = 1;
 };
 
 struct StepResult {
@@ -490,6 +509,7 @@ struct RankStats {
   double peak_activation_bytes = 0;
   double offloaded_bytes = 0;  // bytes its OFFLOADs move off the device per step (the same comes back)
   int64_t recomputes = 0;      // RECOMPUTE actions per step
+  bool local = false;          // trainers: this process ran the rank (every rank for threads)
 
 #ifndef SWIG
   static RankStats from_c(const pf_rank_stats& c) {
@@ -502,6 +522,7 @@ struct RankStats {
     r.peak_activation_bytes = c.peak_activation_bytes;
     r.offloaded_bytes = c.offloaded_bytes;
     r.recomputes = c.recomputes;
+    r.local = c.local != 0;
     return r;
   }
 #endif  // SWIG
@@ -627,6 +648,20 @@ class Trainer {
     o.activation_budget_bytes = options.activation_budget_bytes;
     o.offload_dir = options.offload_dir.empty() ? nullptr : options.offload_dir.c_str();
     o.devices = options.devices.empty() ? nullptr : options.devices.c_str();
+    if (options.processes.empty() || options.processes == "auto") {
+      o.processes = PF_PROCESSES_AUTO;
+    } else if (options.processes == "threads") {
+      o.processes = PF_PROCESSES_THREADS;
+    } else if (options.processes == "mpi") {
+      o.processes = PF_PROCESSES_MPI;
+    } else {
+      detail::report(status, PF_INVALID_ARGUMENT,
+                     "processes is '" + options.processes + "' (expected \"auto\", \"threads\" or \"mpi\")");
+      return nullptr;
+    }
+    o.data_parallel = options.data_parallel;
+    o.gradient_reduction = options.gradient_reduction.empty() ? nullptr : options.gradient_reduction.c_str();
+    o.ranks = options.ranks;
     std::vector<int32_t> layers;
     for (size_t i = 0; i < options.layers_per_stage.size(); ++i) {
       const int64_t n = options.layers_per_stage[i];
@@ -732,7 +767,8 @@ class Trainer {
                status);
   }
 
-  // SHA-256 (hex) of every parameter: equal checksums mean bitwise-equal parameters.
+  // SHA-256 (hex) of every parameter: equal checksums mean bitwise-equal parameters. With one
+  // process per rank every process must call it (collective).
   std::string checksum(Status* status) const {
     char hex[65] = {0};
     return handle_.call(status, pf_trainer_parameter_checksum, hex) ? hex : std::string();
@@ -742,6 +778,17 @@ class Trainer {
   }
   void load_checkpoint(const std::string& path, Status* status) {
     handle_.call(status, pf_trainer_load_checkpoint, path.c_str());
+  }
+
+  // This process's rank in the launch and the launch's size (0 and 1 when the ranks are threads).
+  ProcessInfo process(Status* status) const {
+    ProcessInfo p;
+    int32_t rank = 0, size = 1;
+    if (handle_.call(status, pf_trainer_process, &rank, &size)) {
+      p.rank = rank;
+      p.size = size;
+    }
+    return p;
   }
 
   // ---- pipelined training: measurements of the last step ----

@@ -29,7 +29,9 @@ struct pf_model_builder {
 struct pf_trainer {
   std::unique_ptr<pf::Trainer> trainer;
   pf::exec::PipelineTrainer* pipeline = nullptr;  // = trainer when it is pipelined, else null
-  int micro_batches = 1;
+  int step_micro_batches = 1;                     // D x m: what one step takes from the loader
+  bool per_rank_processes = false;                // one process per rank (options->processes)
+  int launch_rank = 0, launch_size = 1;           // this process in the launch (0, 1 for threads)
   std::string trace, svg;                         // what the timeline renderers returned last
   std::unique_ptr<pf::capi::LoaderSource> loader;  // null until pf_trainer_set_data_loader
 };

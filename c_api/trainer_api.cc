@@ -1,4 +1,6 @@
-// pf_trainer_*: the sequential trainer, its data loader, parameters, checkpoints and metrics.
+// pf_trainer_*: the sequential and pipelined trainers (threads or one process per rank), their
+// data loader, parameters, checkpoints and metrics.
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <memory>
@@ -7,11 +9,14 @@
 
 #include "c_api/guard.h"
 #include "c_api/handles.h"
+#include "c_api/process_launch.h"
 #include "c_api/struct_io.h"
 #include "c_api/tensor_view.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/parameter_checksum.h"
+#include "runtime/schedules/text_format.h"
 #include "runtime/schedules/timeline.h"
+#include "runtime/tensor/allocator.h"
 #include "runtime/tensor/device.h"
 #include "runtime/tensor/memory_tracker.h"
 
@@ -22,8 +27,11 @@ using pf::capi::guard_void;
 using pf::capi::require;
 
 // Version-1 sizes: an older caller's struct must hold at least these fields (0.2 appended the
-// activation-memory fields to pf_trainer_options; an older caller gets their defaults).
+// activation-memory and device fields to pf_trainer_options, 0.3 the process fields; an older
+// caller gets their defaults).
 constexpr size_t kTrainerOptionsV1Size = offsetof(pf_trainer_options, activation_policy);
+constexpr size_t kTrainerOptionsV2Size = offsetof(pf_trainer_options, processes);
+static_assert(kTrainerOptionsV2Size == 136, "the 0.2 pf_trainer_options layout changed");
 constexpr size_t kStepResultV1Size = sizeof(pf_step_result);
 constexpr size_t kMetricsV1Size = sizeof(pf_metrics);
 constexpr size_t kMemoryStatsV1Size = sizeof(pf_memory_stats);
@@ -52,11 +60,30 @@ pf_trainer_options default_options() {
   o.stages = 1;
   o.chunks = 1;
   o.recv_timeout_seconds = p.recv_timeout_seconds;
+  o.processes = PF_PROCESSES_AUTO;
+  o.data_parallel = d.replicas;
+  o.ranks = 0;  // = stages
   return o;
 }
 
-// The pipeline options of a C options struct whose schedule or schedule_text is set.
-pf::exec::PipelineOptions convert_pipeline(const pf_trainer_options& o, const pf::TrainerOptions& base) {
+// Pipeline ranks P for a schedule name: options->ranks, or options->stages (its older name).
+int pipeline_ranks_option(const pf_trainer_options& o) {
+  PF_CHECK_ARG(o.ranks >= 0, "options->ranks is ", o.ranks, ": the pipeline ranks must be >= 1 (0 = use options->stages)");
+  if (o.ranks == 0) return o.stages;
+  PF_CHECK_ARG(o.stages == 1 || o.stages == o.ranks, "options->ranks is ", o.ranks, " but options->stages is ",
+               o.stages, ": both are the pipeline ranks P (stages is the older name); set one");
+  return o.ranks;
+}
+
+// P of the schedule the options describe (parses a schedule text).
+int schedule_ranks(const pf_trainer_options& o) {
+  return o.schedule_text != nullptr ? pf::sched::parse_schedule(o.schedule_text).num_ranks() : pipeline_ranks_option(o);
+}
+
+// The pipeline options of a C options struct whose schedule or schedule_text is set, on the
+// processes `launch` placed (not validated yet).
+pf::exec::PipelineOptions convert_pipeline(const pf_trainer_options& o, const pf::TrainerOptions& base,
+                                           const pf::capi::ProcessLaunch& launch) {
   pf::exec::PipelineOptions p;
   p.base = base;
   if (o.schedule_text != nullptr) {
@@ -65,7 +92,7 @@ pf::exec::PipelineOptions convert_pipeline(const pf_trainer_options& o, const pf
   } else {
     p.schedule = o.schedule;
   }
-  p.ranks = o.stages;
+  p.ranks = pipeline_ranks_option(o);
   p.chunks = o.chunks;
   if (o.layers_per_stage != nullptr) {
     p.layers_per_stage.assign(o.layers_per_stage, o.layers_per_stage + o.num_layers_per_stage);
@@ -79,13 +106,28 @@ pf::exec::PipelineOptions convert_pipeline(const pf_trainer_options& o, const pf
   p.activation_budget_bytes = o.activation_budget_bytes;
   if (o.offload_dir != nullptr) p.offload_dir = o.offload_dir;
   if (o.devices != nullptr) p.devices = pf::parse_device_list(o.devices);  // one entry: every rank
-  p.validate();
+  if (o.gradient_reduction != nullptr) p.gradient_reduction = o.gradient_reduction;
+  if (launch.per_rank) {
+    for (const pf::Device& d : p.devices)
+      PF_CHECK_ARG(d.kind == pf::DeviceKind::kCpu, "options->devices is '", o.devices, "': ", d.to_string(),
+                   " is not supported with one process per rank yet (CPU ranks only)");
+    p.world = launch.pipeline;
+    p.data_parallel_world = launch.data_parallel;
+  }
   return p;
 }
 
 pf::TrainerOptions convert(const pf_trainer_options& o) {
   pf::TrainerOptions t;
   t.micro_batches = o.micro_batches;
+  PF_CHECK_ARG(o.data_parallel >= 1, "options->data_parallel is ", o.data_parallel,
+               ": the data-parallel replicas must be >= 1 (1 = none)");
+  t.replicas = o.data_parallel;
+  if (o.gradient_reduction != nullptr) {
+    const std::string r = o.gradient_reduction;
+    PF_CHECK_ARG(r == "allreduce" || r == "deterministic", "options->gradient_reduction is '", r,
+                 "': expected \"allreduce\" or \"deterministic\" (or NULL)");
+  }
   t.seed = o.seed;
   t.blas_threads = o.blas_threads;
   switch (o.optimizer) {
@@ -123,8 +165,47 @@ pf::Parameter& find_parameter(const pf_trainer& trainer, const char* name) {
 }
 
 void check_count(const pf::Parameter& p, size_t count) {
-  PF_CHECK_ARG(count == static_cast<size_t>(p.value.numel()), "count is ", count, " but parameter '", p.name,
-               "' ", pf::shape_to_string(p.value.shape()), " has ", p.value.numel(), " elements");
+  const int64_t n = pf::shape_numel(p.shape);
+  PF_CHECK_ARG(count == static_cast<size_t>(n), "count is ", count, " but parameter '", p.name, "' ",
+               pf::shape_to_string(p.shape), " has ", n, " elements");
+}
+
+// With one process per rank, only the process of the parameter's stage holds its values.
+void check_local(const pf_trainer& trainer, const pf::Parameter& p) {
+  if (!trainer.per_rank_processes) return;
+  const int owner = trainer.pipeline->owner_rank(&p);
+  PF_CHECK_STATE(trainer.pipeline->is_local_rank(owner), "parameter '", p.name, "' is held by pipeline rank ",
+                 owner, ", another process (this one, launch rank ", trainer.launch_rank, " of ",
+                 trainer.launch_size, ", runs pipeline rank ", trainer.pipeline->options().world->rank(),
+                 "): read or write it in that process; pf_trainer_parameter_checksum covers every parameter");
+  PF_CHECK_STATE(p.allocated(), "parameter '", p.name, "' has no values in this process");
+}
+
+// Parameters hold f32 values on the trainer's device; the caller's buffer is host memory.
+void check_f32(const pf::Parameter& p) {
+  PF_CHECK_STATE(p.value.dtype() == pf::DType::kF32, "parameter '", p.name, "' holds ",
+                 pf::dtype_name(p.value.dtype()), " values, not f32");
+}
+
+void check_whole_process(const pf_trainer& trainer, const char* what) {
+  PF_CHECK_STATE(!trainer.per_rank_processes, what, " is not supported with one process per rank yet (this "
+                 "process is launch rank ", trainer.launch_rank, " of ", trainer.launch_size,
+                 "); pf_trainer_parameter_checksum compares runs");
+}
+
+// The devices whose accounting pf_trainer_memory_stats reports (each once, in first-use order).
+std::vector<pf::Device> trainer_devices(const pf_trainer& trainer) {
+  std::vector<pf::Device> devices;
+  auto add = [&](const pf::Device& d) {
+    if (std::find(devices.begin(), devices.end(), d) == devices.end()) devices.push_back(d);
+  };
+  if (trainer.pipeline != nullptr) {
+    for (int r = 0; r < trainer.pipeline->schedule().num_ranks(); ++r)
+      if (trainer.pipeline->is_local_rank(r)) add(trainer.pipeline->rank_device(r));
+  } else {
+    add(trainer.trainer->model().device());
+  }
+  return devices;
 }
 
 }  // namespace
@@ -150,9 +231,21 @@ pf_status* pf_trainer_create(pf_model* model, const pf_trainer_options* options,
     PF_CHECK_STATE(model->model.use_count() == 1,
                    "the model is already used by another trainer; destroy that trainer or create a new model");
     auto trainer = std::make_unique<pf_trainer>();
-    trainer->micro_batches = converted.micro_batches;
-    if (o.schedule != nullptr || o.schedule_text != nullptr) {
-      auto pipeline = std::make_unique<pf::exec::PipelineTrainer>(model->model, convert_pipeline(o, converted));
+    trainer->step_micro_batches = converted.step_micro_batches();
+    const bool has_schedule = o.schedule != nullptr || o.schedule_text != nullptr;
+    const pf::capi::ProcessLaunch launch = pf::capi::launch_processes(o.processes, has_schedule, converted.replicas,
+                                                                      [&] { return schedule_ranks(o); });
+    trainer->per_rank_processes = launch.per_rank;
+    trainer->launch_rank = launch.launch_rank;
+    trainer->launch_size = launch.launch_size;
+    // A trainer with one process per rank releases the tensors of other processes' parameters; any
+    // other trainer needs every parameter (a no-op unless an earlier trainer released some).
+    if (!launch.per_rank)
+      for (pf::Parameter* p : model->model->parameters()) pf::allocate_parameter(*p);
+    if (has_schedule) {
+      pf::exec::PipelineOptions p = convert_pipeline(o, converted, launch);
+      p.validate();
+      auto pipeline = std::make_unique<pf::exec::PipelineTrainer>(model->model, p);
       trainer->pipeline = pipeline.get();
       trainer->trainer = std::move(pipeline);
     } else {
@@ -212,7 +305,7 @@ pf_status* pf_trainer_step_from_loader(pf_trainer* trainer, pf_step_result* out)
     if (out != nullptr) pf::capi::check_out_struct(*out, kStepResultV1Size, "out", "pf_step_result");
     PF_CHECK_STATE(trainer->loader != nullptr, "the trainer has no data loader: call pf_trainer_set_data_loader");
     pf::Trainer& t = *trainer->trainer;
-    trainer->loader->begin_step(t.metrics().data_position, trainer->micro_batches);
+    trainer->loader->begin_step(t.metrics().data_position, trainer->step_micro_batches);
     pf::StepResult result;
     {
       pf::MemoryCategoryScope scope(pf::MemoryCategory::kActivations);  // charges the copied batches
@@ -239,13 +332,19 @@ pf_status* pf_trainer_get_metrics(const pf_trainer* trainer, pf_metrics* out) {
   });
 }
 
+// Both copies go through copy_bytes (what Tensor::to_device and copy_from use): memcpy on the CPU,
+// the device runtime's copy hook for a parameter on a GPU, which never lets host code touch device
+// memory.
 pf_status* pf_trainer_get_parameter(const pf_trainer* trainer, const char* name, float* buffer, size_t count) {
   return guard(__func__, [&] {
     require(trainer, "trainer");
     const pf::Parameter& p = find_parameter(*trainer, name);
+    check_local(*trainer, p);
     require(buffer, "buffer");
     check_count(p, count);
-    std::memcpy(buffer, p.value.f32(), p.value.nbytes());
+    check_f32(p);
+    pf::copy_bytes(buffer, pf::Device::cpu(), p.value.data<char>(), p.value.device(), p.value.nbytes(),
+                   "pf_trainer_get_parameter");
   });
 }
 
@@ -253,9 +352,12 @@ pf_status* pf_trainer_set_parameter(pf_trainer* trainer, const char* name, const
   return guard(__func__, [&] {
     require(trainer, "trainer");
     pf::Parameter& p = find_parameter(*trainer, name);
+    check_local(*trainer, p);
     require(values, "values");
     check_count(p, count);
-    std::memcpy(p.value.f32(), values, p.value.nbytes());
+    check_f32(p);
+    pf::copy_bytes(p.value.data<char>(), p.value.device(), values, pf::Device::cpu(), p.value.nbytes(),
+                   "pf_trainer_set_parameter");
   });
 }
 
@@ -265,7 +367,7 @@ pf_status* pf_trainer_parameter_shape(const pf_trainer* trainer, const char* nam
     require(trainer, "trainer");
     const pf::Parameter& p = find_parameter(*trainer, name);
     require(ndim, "ndim");
-    const pf::Shape& dims = p.value.shape();
+    const pf::Shape& dims = p.shape;  // also for a parameter another process holds
     if (max_dims > 0) {
       require(shape, "shape");
       PF_CHECK_ARG(max_dims >= dims.size(), "max_dims is ", max_dims, " but parameter '", p.name, "' has rank ",
@@ -280,7 +382,9 @@ pf_status* pf_trainer_parameter_checksum(const pf_trainer* trainer, char out_hex
   return guard(__func__, [&] {
     require(trainer, "trainer");
     require(out_hex, "out_hex");
-    const std::string hex = pf::parameter_checksum(trainer->trainer->model().parameters());
+    // A pipeline's own checksum: with one process per rank it gathers every parameter from its owner.
+    const std::string hex = trainer->pipeline != nullptr ? trainer->pipeline->parameter_checksum()
+                                                         : pf::parameter_checksum(trainer->trainer->model().parameters());
     std::memcpy(out_hex, hex.c_str(), hex.size() + 1);
   });
 }
@@ -288,14 +392,18 @@ pf_status* pf_trainer_parameter_checksum(const pf_trainer* trainer, char out_hex
 pf_status* pf_trainer_save_checkpoint(const pf_trainer* trainer, const char* path) {
   return guard(__func__, [&] {
     require(trainer, "trainer");
-    pf::save_checkpoint(*trainer->trainer, pf::capi::require_string(path, "path"));
+    const std::string file = pf::capi::require_string(path, "path");
+    check_whole_process(*trainer, "saving a checkpoint");
+    pf::save_checkpoint(*trainer->trainer, file);
   });
 }
 
 pf_status* pf_trainer_load_checkpoint(pf_trainer* trainer, const char* path) {
   return guard(__func__, [&] {
     require(trainer, "trainer");
-    pf::load_checkpoint(*trainer->trainer, pf::capi::require_string(path, "path"));
+    const std::string file = pf::capi::require_string(path, "path");
+    check_whole_process(*trainer, "loading a checkpoint");
+    pf::load_checkpoint(*trainer->trainer, file);
   });
 }
 
@@ -304,7 +412,16 @@ pf_status* pf_trainer_memory_stats(const pf_trainer* trainer, pf_memory_stats* o
     require(trainer, "trainer");
     require(out, "out");
     pf::capi::check_out_struct(*out, kMemoryStatsV1Size, "out", "pf_memory_stats");
-    const pf::MemoryStats s = pf::memory_tracker(pf::Device::cpu()).stats();
+    pf::MemoryStats s;
+    for (const pf::Device& device : trainer_devices(*trainer)) {
+      const pf::MemoryStats d = pf::memory_tracker(device).stats();
+      for (int c = 0; c < pf::kNumMemoryCategories; ++c) {
+        s.current[c] += d.current[c];
+        s.peak[c] += d.peak[c];
+      }
+      s.total_current += d.total_current;
+      s.total_peak += d.total_peak;
+    }
     auto at = [&](const std::array<int64_t, pf::kNumMemoryCategories>& a, pf::MemoryCategory c) {
       return a[static_cast<int>(c)];
     };
@@ -324,6 +441,16 @@ pf_status* pf_trainer_memory_stats(const pf_trainer* trainer, pf_memory_stats* o
     v.total_current = s.total_current;
     v.total_peak = s.total_peak;
     pf::capi::write_struct(out, v);
+  });
+}
+
+pf_status* pf_trainer_process(const pf_trainer* trainer, int32_t* rank, int32_t* size) {
+  return guard(__func__, [&] {
+    require(trainer, "trainer");
+    require(rank, "rank");
+    require(size, "size");
+    *rank = trainer->launch_rank;
+    *size = trainer->launch_size;
   });
 }
 
@@ -365,6 +492,7 @@ pf_status* pf_trainer_get_rank_stats(const pf_trainer* trainer, int32_t rank, pf
     value.peak_activation_bytes = static_cast<double>(r.peak_activation_bytes);
     value.offloaded_bytes = static_cast<double>(r.offloaded_bytes);
     value.recomputes = r.recomputes;
+    value.local = trainer->pipeline->is_local_rank(rank) ? 1 : 0;
     pf::capi::write_struct(out, value);
   });
 }

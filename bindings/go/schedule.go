@@ -96,12 +96,13 @@ type RankStats struct {
 	PeakActivationBytes float64 // the same in bytes (MB and MW of its stages)
 	OffloadedBytes      float64 // bytes its OFFLOADs move off the device per step (the same come back)
 	Recomputes          int64   // RECOMPUTE actions per step
+	Local               bool    // trainers: this process ran the rank (every rank for threads)
 }
 
 func rankStats(r core.RankStats) RankStats {
 	return RankStats{Busy: r.GetBusy(), Idle: r.GetIdle(), FirstStart: r.GetFirstStart(), Finish: r.GetFinish(),
 		PeakActivations: r.GetPeakActivations(), PeakActivationBytes: r.GetPeakActivationBytes(),
-		OffloadedBytes: r.GetOffloadedBytes(), Recomputes: r.GetRecomputes()}
+		OffloadedBytes: r.GetOffloadedBytes(), Recomputes: r.GetRecomputes(), Local: r.GetLocal()}
 }
 
 // Schedule is a validated pipeline schedule: the actions (F, B, W, BW, SEND/RECV) each rank runs, in

@@ -21,6 +21,17 @@ import (
 // (docs/MEMORY.md); the parameters stay bitwise equal, and RankStats reports OffloadedBytes and
 // Recomputes. Devices says where to train (docs/CUDA.md): "cpu", "cuda:N", or for a pipeline one
 // device per rank, comma-separated ("cuda:0,cuda:1"; one entry = every rank); "" = cpu.
+//
+// One process per rank (docs/EXECUTION.md, "Several processes"): Processes "auto" ("" too: one
+// process per rank when started by mpirun with more than one process and a schedule is set, else
+// threads), "threads" or "mpi" (an error unless started by mpirun). Every process then builds the
+// same model and trainer and steps it on the same data; Parameter/SetParameter work on its own
+// stages' parameters, every process must call Checksum, checkpoints are not supported yet;
+// Process gives the launch rank and size and RankStats' Local which rank this process ran.
+// DataParallel D (0 = 1) trains D pipeline replicas on disjoint micro-batches (mpirun -np D*P;
+// MicroBatches is per replica; without a schedule the sequential trainer reproduces D replicas'
+// arithmetic); GradientReduction "allreduce" ("" too) or "deterministic". Ranks is Stages under
+// the name the schedule IR uses (0 = Stages).
 type TrainerOptions struct {
 	MicroBatches int     // equal micro-batches per step; must divide the batch rows
 	Seed         int64   // parameter initialisation
@@ -45,6 +56,11 @@ type TrainerOptions struct {
 	OffloadDir            string  // folder for offload-file (and selective) files; "" = $TMPDIR or /tmp
 
 	Devices string // "cpu", "cuda:N", or one per rank comma-separated ("cuda:0,cuda:1"); "" = cpu
+
+	Processes         string // "auto", "threads" or "mpi"; "" = auto
+	DataParallel      int    // D pipeline replicas; 0 = 1
+	GradientReduction string // "allreduce" or "deterministic"; "" = allreduce
+	Ranks             int    // pipeline ranks P for Schedule; 0 = Stages
 }
 
 // StepResult is the result of one optimizer step.
@@ -116,7 +132,8 @@ func NewTrainer(model *Model, opts TrainerOptions) (*Trainer, error) {
 		name string
 		v    int
 		set  func(int)
-	}{{"Stages", opts.Stages, o.SetStages}, {"Chunks", opts.Chunks, o.SetChunks}} {
+	}{{"Stages", opts.Stages, o.SetStages}, {"Chunks", opts.Chunks, o.SetChunks},
+		{"DataParallel", opts.DataParallel, o.SetDataParallel}, {"Ranks", opts.Ranks, o.SetRanks}} {
 		if err := checkInt32(f.name, f.v); err != nil {
 			return nil, err
 		}
@@ -143,6 +160,10 @@ func NewTrainer(model *Model, opts TrainerOptions) (*Trainer, error) {
 	}
 	o.SetOffloadDir(opts.OffloadDir)
 	o.SetDevices(opts.Devices)
+	if opts.Processes != "" {
+		o.SetProcesses(opts.Processes)
+	}
+	o.SetGradientReduction(opts.GradientReduction)
 	var t core.Trainer
 	if err := call(func(s core.Status) { t = core.TrainerCreate(model.m, o, s) }); err != nil {
 		return nil, err
@@ -306,6 +327,7 @@ func (t *Trainer) SetParameter(name string, values []float32) error {
 }
 
 // Checksum is the SHA-256 (hex) of every parameter: equal checksums mean bitwise-equal parameters.
+// With one process per rank every process must call it (collective).
 func (t *Trainer) Checksum() (string, error) {
 	defer runtime.KeepAlive(t)
 	if t == nil || t.t == nil {
@@ -332,6 +354,22 @@ func (t *Trainer) LoadCheckpoint(path string) error {
 		return errClosed("trainer")
 	}
 	return call(func(s core.Status) { t.t.LoadCheckpoint(path, s) })
+}
+
+// Process returns this process's rank in the mpirun launch and the launch's number of processes,
+// for a trainer with one process per rank; 0 and 1 when the ranks are threads.
+func (t *Trainer) Process() (rank, size int, err error) {
+	defer runtime.KeepAlive(t)
+	if t == nil || t.t == nil {
+		return 0, 0, errClosed("trainer")
+	}
+	var p core.ProcessInfo
+	err = call(func(s core.Status) { p = t.t.Process(s) })
+	defer core.DeleteProcessInfo(p)
+	if err != nil {
+		return 0, 0, err
+	}
+	return int(p.GetRank()), int(p.GetSize()), nil
 }
 
 // NumRanks is the number of pipeline ranks (1 for the sequential trainer).

@@ -1,5 +1,5 @@
 // Java: package org.pipeforge. The SWIG proxies (Model, Trainer, Tensor, TrainerOptions, MlpConfig,
-// GptConfig, StepResult, Metrics, Schedule, ScheduleOptions, CostModel, Simulation,
+// GptConfig, StepResult, Metrics, ProcessInfo, Schedule, ScheduleOptions, CostModel, Simulation,
 // SimulationSummary, RankStats, PipeForge) are the public classes, with camelCase methods; the
 // hand-written classes in src/org/pipeforge/ add DataLoader, Batch, PipeForgeException and the code
 // that loads the JNI library (NativeLibrary, from the JNI class's static initialiser).
@@ -228,7 +228,10 @@ PF_JAVA_ARRAY((int32_t* out, size_t count), jint, int[], int[], jintArray, Int, 
 // Pipelined training: new TrainerOptions().setSchedule("1f1b") with setStages(2) (setScheduleText,
 // setChunks, setLayersPerStage, setRecvTimeoutSeconds; activation memory: setActivationPolicy,
 // setActivationBudgetBytes, setOffloadDir; where to train: setDevices("cpu" / "cuda:0" / one per rank,
-// comma-separated)); the setters return nothing, as SWIG makes them.
+// comma-separated); one process per rank under mpirun: setProcesses("auto" / "threads" / "mpi"),
+// setDataParallel, setGradientReduction("allreduce" / "deterministic"), setRanks (= setStages));
+// the setters return nothing, as SWIG makes them. Trainer.process() gives the launch rank and size,
+// RankStats.getLocal() whether this process ran the rank.
 %typemap(javacode) pipeforge::TrainerOptions %{
   /** The defaults, pipelined with schedule {@code name} over {@code stages} ranks. */
   public static TrainerOptions pipelined(String name, int stages) {

@@ -3,6 +3,19 @@ has (/usr/share/common-licenses), through the Python binding. The same model, da
 the C sample (samples/train_char_gpt.c), so it prints the same losses and parameter checksum.
 
     bazel run //samples/python:train_char_gpt -- [--steps N] [--text-dir DIR] [--checkpoint FILE]
+
+Pipelined, one process per rank, under mpirun (the same losses and checksum: a synchronous schedule
+keeps the parameters bitwise equal to the sequential run's); only rank 0 prints:
+
+    bazel build //samples/python:train_char_gpt
+    mpirun -np 2 bazel-bin/samples/python/train_char_gpt --schedule 1f1b --stages 2
+    # or, with the package on the path: PYTHONPATH=bazel-bin/bindings/python \
+    #   mpirun -np 2 -x PYTHONPATH python3 samples/python/train_char_gpt.py --schedule 1f1b --stages 2
+
+(as root, Open MPI also wants OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1, and on a
+machine with fewer cores than processes --oversubscribe). --data-parallel D trains D replicas of
+the pipeline on D x 4 micro-batches per step (mpirun -np D*P). Without mpirun, --schedule runs the
+ranks as threads of this process. Checkpoints are not supported with one process per rank yet.
 """
 
 import argparse
@@ -55,9 +68,13 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--text-dir", default="/usr/share/common-licenses")
     parser.add_argument("--checkpoint", help="save the trained state here")
+    parser.add_argument("--schedule", help="pipelined: a schedule name, e.g. 1f1b (under mpirun: one process per rank)")
+    parser.add_argument("--stages", type=int, default=2, help="pipeline ranks of --schedule (default 2)")
+    parser.add_argument("--data-parallel", type=int, default=1, help="pipeline replicas (mpirun -np D*stages)")
     args = parser.parse_args(argv)
     if args.steps < 1:
         parser.error("--steps must be >= 1")
+    pipeline = dict(schedule=args.schedule, ranks=args.stages) if args.schedule else {}
     # `bazel run` starts us in the runfiles: relative paths are the caller's.
     os.chdir(os.environ.get("BUILD_WORKING_DIRECTORY", "."))
 
@@ -76,12 +93,16 @@ def main(argv=None):
     model = pipeforge.Model.gpt(vocab=len(vocabulary), seq_len=SEQ_LEN, d_model=64, heads=4, layers=2)
     num_parameters = model.num_parameter_elements()
     with pipeforge.Trainer(model, micro_batches=MICRO_BATCHES, seed=1, optimizer="adamw", lr=3e-3,
-                           clip_norm=1.0) as trainer:
+                           clip_norm=1.0, data_parallel=args.data_parallel, **pipeline) as trainer:
         model.close()  # the trainer keeps it
+        rank, size = trainer.process()  # (0, 1) unless mpirun started one process per rank
+        say = print if rank == 0 else (lambda *a, **k: None)
         trainer.set_data_loader(TextLoader(tokens))
-        print(f"PipeForge {pipeforge.__version__}: character GPT ({num_parameters} parameters, "
-              f"vocabulary {len(vocabulary)}) on {args.text_dir}, {len(tokens)} characters")
-        print(f"{args.steps} steps of {MICRO_BATCHES} micro-batches x {ROWS} sequences x {SEQ_LEN} characters")
+        say(f"PipeForge {pipeforge.__version__}: character GPT ({num_parameters} parameters, "
+            f"vocabulary {len(vocabulary)}) on {args.text_dir}, {len(tokens)} characters")
+        say(f"{args.steps} steps of {args.data_parallel * MICRO_BATCHES} micro-batches x {ROWS} sequences x "
+            f"{SEQ_LEN} characters" + (f", {args.schedule} on {trainer.num_ranks} ranks" if args.schedule else "") +
+            (f", {size} processes" if size > 1 else ""))
         first = loss = None
         for step in range(1, args.steps + 1):
             result = trainer.step_from_loader()
@@ -89,10 +110,15 @@ def main(argv=None):
             first = loss if first is None else first
             if step == 1 or step % 25 == 0 or step == args.steps:
                 speed = result.tokens / result.seconds if result.seconds > 0 else 0.0
-                print(f"step {step:4d}  loss {loss:.4f}  {speed:7.0f} tok/s", flush=True)
+                say(f"step {step:4d}  loss {loss:.4f}  {speed:7.0f} tok/s", flush=True)
         if args.checkpoint:
-            trainer.save_checkpoint(args.checkpoint)
-        print(f"loss {first:.4f} -> {loss:.4f}; parameter checksum {trainer.checksum()}")
+            try:
+                trainer.save_checkpoint(args.checkpoint)
+            except pipeforge.FailedPreconditionError as e:
+                say(f"no checkpoint: {e}", file=sys.stderr)
+                return 1
+        checksum = trainer.checksum()  # every process takes part (one process per rank)
+        say(f"loss {first:.4f} -> {loss:.4f}; parameter checksum {checksum}")
     return 0 if loss < first else 1
 
 

@@ -60,9 +60,9 @@ class TrainerTest : public ::testing::Test {
 TEST(Version, MatchesHeader) {
   EXPECT_EQ(pf_get_abi_version(), static_cast<uint32_t>(PF_ABI_VERSION));
   EXPECT_STREQ(pf_get_version_string(), PF_VERSION_STRING);
-  EXPECT_STREQ(pf_get_version_string(), "0.2.0");
+  EXPECT_STREQ(pf_get_version_string(), "0.3.0");
   EXPECT_EQ(PF_VERSION_MAJOR, 0);
-  EXPECT_EQ(PF_VERSION_MINOR, 2);
+  EXPECT_EQ(PF_VERSION_MINOR, 3);
   EXPECT_EQ(PF_VERSION_PATCH, 0);
   EXPECT_EQ(PF_ABI_VERSION, 1);
 }
@@ -520,6 +520,12 @@ TEST(TrainerOptions, Defaults) {
   EXPECT_FLOAT_EQ(options.lr, 1e-3f);
   EXPECT_FLOAT_EQ(options.beta2, 0.999f);
   EXPECT_EQ(options.clip_norm, 0.0f);
+  EXPECT_EQ(options.stages, 1);
+  // Since 0.3.
+  EXPECT_EQ(options.processes, PF_PROCESSES_AUTO);
+  EXPECT_EQ(options.data_parallel, 1);
+  EXPECT_EQ(options.gradient_reduction, nullptr);
+  EXPECT_EQ(options.ranks, 0);
 }
 
 // ---- pf_trainer_step ----------------------------------------------------------------------------

@@ -127,8 +127,18 @@ static pf_trainer* make_trainer(void) {
   options.seed = 1234;
   options.optimizer = PF_OPTIMIZER_ADAMW;
   options.lr = 0.01f;
+  /* Since 0.3 (the defaults, spelled out): the ranks are threads, one replica. */
+  options.processes = PF_PROCESSES_THREADS;
+  options.data_parallel = 1;
+  options.gradient_reduction = NULL;
+  options.ranks = 0;
   CHECK_OK(pf_trainer_create(model, &options, &trainer));
   pf_model_destroy(model); /* the trainer retains the model */
+  {
+    int32_t rank = -1, size = -1;
+    CHECK_OK(pf_trainer_process(trainer, &rank, &size));
+    EXPECT(rank == 0 && size == 1);
+  }
   return trainer;
 }
 

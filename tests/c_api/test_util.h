@@ -137,6 +137,33 @@ struct Views {
   Views(const Views&) = delete;
 };
 
+// A data loader whose micro-batch `position` is MakeRows(position, rows); `fail_at` (>= 0) makes
+// that position fail once with PF_IO_ERROR. Install with pf_trainer_set_data_loader(t, &vtable());
+// the object must outlive the trainer (destroy is not set).
+struct PositionLoader {
+  int64_t rows = 4;
+  int64_t fail_at = -1;
+  Rows served;
+  int64_t input_shape[2] = {0, kFeatures};
+  int64_t target_shape[1] = {0};
+
+  static pf_status* Next(void* user_data, int64_t position, pf_micro_batch* out) {
+    auto* l = static_cast<PositionLoader*>(user_data);
+    if (position == l->fail_at) {
+      l->fail_at = -1;
+      return pf_status_create(PF_IO_ERROR, "position loader: asked to fail");
+    }
+    l->served = MakeRows(position, l->rows);
+    l->input_shape[0] = l->rows;
+    l->target_shape[0] = l->rows;
+    out->inputs = pf_tensor_view{l->served.inputs.data(), PF_DTYPE_F32, PF_DEVICE_CPU, 0, 2, l->input_shape, nullptr};
+    out->targets =
+        pf_tensor_view{l->served.targets.data(), PF_DTYPE_I32, PF_DEVICE_CPU, 0, 1, l->target_shape, nullptr};
+    return nullptr;
+  }
+  pf_data_loader vtable() { return pf_data_loader{sizeof(pf_data_loader), this, Next, nullptr, nullptr}; }
+};
+
 inline std::string Checksum(const pf_trainer* trainer) {
   char hex[65] = {0};
   pf_status* status = pf_trainer_parameter_checksum(trainer, hex);

@@ -851,6 +851,81 @@ func TestDevicesErrors(t *testing.T) {
 	}
 }
 
+// ---- processes (C API 0.3): the options reach the runtime; threads report process 0 of 1 ----
+
+func TestProcessOptionsRoundTrip(t *testing.T) {
+	ref := runReference(t)
+	opts := referenceOptions()
+	opts.Schedule, opts.Ranks, opts.Processes = "1f1b", 2, "threads"
+	tr := trainerWith(t, opts)
+	defer tr.Close()
+	if n, err := tr.NumRanks(); err != nil || n != 2 {
+		t.Errorf("NumRanks with Ranks 2: %d, %v", n, err)
+	}
+	if rank, size, err := tr.Process(); err != nil || rank != 0 || size != 1 {
+		t.Errorf("Process: %d, %d, %v; want 0, 1 (threads)", rank, size, err)
+	}
+	checkReference(t, ref, trainSteps(t, tr), tr)
+	ranks, err := tr.RankStats()
+	if err != nil || len(ranks) != 2 || !ranks[0].Local || !ranks[1].Local {
+		t.Errorf("RankStats: %+v, %v; want every rank Local", ranks, err)
+	}
+	for _, r := range simulate(t, generate(t, "1f1b", pipeforge.ScheduleOptions{Stages: 2, MicroBatches: 2}),
+		pipeforge.DefaultCostModel()).Ranks() {
+		if r.Local {
+			t.Errorf("a simulated rank is Local: %+v", r)
+		}
+	}
+	var closed pipeforge.Trainer
+	if _, _, err := closed.Process(); !errors.Is(err, &pipeforge.Error{Code: pipeforge.FailedPrecondition}) {
+		t.Errorf("Process on a closed trainer: %v", err)
+	}
+
+	// DataParallel without a schedule: one trainer computes D replicas on D x MicroBatches micro-batches.
+	opts = referenceOptions()
+	opts.DataParallel, opts.GradientReduction = 2, "deterministic"
+	dp := trainerWith(t, opts)
+	defer dp.Close()
+	inputs, targets := batchRows(0, 0, rows)
+	if r, err := dp.Step(inputs, targets); err != nil || r.Samples != rows {
+		t.Errorf("data-parallel step: %+v, %v", r, err)
+	}
+}
+
+func TestProcessOptionErrors(t *testing.T) {
+	m := referenceModel(t)
+	defer m.Close()
+	for _, c := range []struct {
+		name string
+		set  func(*pipeforge.TrainerOptions)
+		code pipeforge.Code
+		text string
+	}{
+		{"mpi without mpirun", func(o *pipeforge.TrainerOptions) { o.Processes = "mpi" }, pipeforge.FailedPrecondition,
+			"not launched by mpirun"},
+		{"unknown processes", func(o *pipeforge.TrainerOptions) { o.Processes = "mpich" }, pipeforge.InvalidArgument,
+			"'mpich'"},
+		{"data parallel on threads", func(o *pipeforge.TrainerOptions) { o.Processes, o.DataParallel = "threads", 2 },
+			pipeforge.InvalidArgument, "mpirun -np 4"},
+		{"ranks and stages differ", func(o *pipeforge.TrainerOptions) { o.Ranks = 3 }, pipeforge.InvalidArgument,
+			"options->stages is 2"},
+		{"unknown reduction", func(o *pipeforge.TrainerOptions) { o.GradientReduction = "mean" },
+			pipeforge.InvalidArgument, "gradient_reduction is 'mean'"},
+		{"ranks beyond int32", func(o *pipeforge.TrainerOptions) { o.Ranks = 1 << 40 }, pipeforge.InvalidArgument,
+			"int32"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			opts := referenceOptions()
+			opts.Schedule, opts.Stages = "1f1b", 2
+			c.set(&opts)
+			_, err := pipeforge.NewTrainer(m, opts)
+			if !errors.Is(err, &pipeforge.Error{Code: c.code}) || !strings.Contains(err.Error(), c.text) {
+				t.Errorf("got %v; want code %v containing %q", err, c.code, c.text)
+			}
+		})
+	}
+}
+
 func TestScheduleSelectiveAtTheMinimumBudgetLowersThePeak(t *testing.T) {
 	s := generate(t, "1f1b", pipeforge.ScheduleOptions{Stages: 4, MicroBatches: 8})
 	costs := pipeforge.DefaultCostModel()

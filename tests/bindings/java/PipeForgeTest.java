@@ -2,6 +2,7 @@ package org.pipeforge.test;
 
 import static org.junit.Assert.assertArrayEquals;
 import static org.junit.Assert.assertEquals;
+import static org.junit.Assert.assertFalse;
 import static org.junit.Assert.assertNotEquals;
 import static org.junit.Assert.assertNull;
 import static org.junit.Assert.assertSame;
@@ -29,6 +30,7 @@ import org.pipeforge.MlpConfig;
 import org.pipeforge.Model;
 import org.pipeforge.PipeForge;
 import org.pipeforge.PipeForgeException;
+import org.pipeforge.ProcessInfo;
 import org.pipeforge.RankStats;
 import org.pipeforge.Schedule;
 import org.pipeforge.ScheduleOptions;
@@ -534,6 +536,77 @@ public class PipeForgeTest {
         assertThrows(
             PipeForgeException.class, () -> new Trainer(referenceModel(), deviceOptions(false, "cpu,cpu")));
     assertTrue(e.getMessage(), e.getMessage().contains("one device"));
+  }
+
+  // ---- processes (C API 0.3): the options round-trip, threads report process 0 of 1 ----
+
+  @Test
+  public void processOptionsRoundTrip() {
+    TrainerOptions options = new TrainerOptions();
+    assertEquals("auto", options.getProcesses());
+    assertEquals(1, options.getDataParallel());
+    assertEquals("", options.getGradientReduction());
+    assertEquals(0, options.getRanks());
+    assertEquals(1, options.getStages());
+    options.setProcesses("threads");
+    options.setDataParallel(3);
+    options.setGradientReduction("deterministic");
+    options.setRanks(2);
+    assertEquals("threads", options.getProcesses());
+    assertEquals(3, options.getDataParallel());
+    assertEquals("deterministic", options.getGradientReduction());
+    assertEquals(2, options.getRanks());
+  }
+
+  @Test
+  public void ranksTrainsLikeStagesAndThreadsAreProcessZeroOfOne() {
+    TrainerOptions options = deviceOptions(false, "");
+    options.setSchedule("1f1b");
+    options.setRanks(2);
+    options.setProcesses("threads");
+    try (Model model = referenceModel(); Trainer trainer = new Trainer(model, options)) {
+      assertEquals(2, trainer.numRanks());
+      ProcessInfo process = trainer.process();
+      assertEquals(0, process.getRank());
+      assertEquals(1, process.getSize());
+      List<String> losses = new ArrayList<>();
+      for (int s = 0; s < STEPS; ++s) {
+        Batch b = rows(s, 0, ROWS);
+        losses.add(bits(trainer.step(b.inputs(), b.targets())));
+      }
+      assertEquals(referenceLosses, losses);
+      assertEquals(referenceChecksum, trainer.checksum());
+      for (RankStats r : trainer.rankStats()) assertTrue(r.getLocal());
+    }
+    try (Schedule schedule = Schedule.generate("1f1b", 2, 2); Simulation simulation = schedule.simulate()) {
+      for (RankStats r : simulation.ranks()) assertFalse(r.getLocal());
+    }
+  }
+
+  @Test
+  public void processErrorsNameTheOption() {
+    TrainerOptions options = TrainerOptions.pipelined("1f1b", 2);
+    options.setProcesses("mpi");
+    PipeForgeException e = assertThrows(PipeForgeException.class, () -> new Trainer(referenceModel(), options));
+    assertEquals(PipeForgeException.FAILED_PRECONDITION, e.getCode());
+    assertTrue(e.getMessage(), e.getMessage().contains("not launched by mpirun"));
+    options.setProcesses("mpich");
+    e = assertThrows(PipeForgeException.class, () -> new Trainer(referenceModel(), options));
+    assertEquals(PipeForgeException.INVALID_ARGUMENT, e.getCode());
+    assertTrue(e.getMessage(), e.getMessage().contains("mpich"));
+    options.setProcesses("threads");
+    options.setDataParallel(2);
+    e = assertThrows(PipeForgeException.class, () -> new Trainer(referenceModel(), options));
+    assertEquals(PipeForgeException.INVALID_ARGUMENT, e.getCode());
+    assertTrue(e.getMessage(), e.getMessage().contains("mpirun -np 4"));
+    options.setDataParallel(1);
+    options.setRanks(3);
+    e = assertThrows(PipeForgeException.class, () -> new Trainer(referenceModel(), options));
+    assertTrue(e.getMessage(), e.getMessage().contains("options->stages is 2"));
+    options.setRanks(0);
+    options.setGradientReduction("mean");
+    e = assertThrows(PipeForgeException.class, () -> new Trainer(referenceModel(), options));
+    assertTrue(e.getMessage(), e.getMessage().contains("gradient_reduction is 'mean'"));
   }
 
   @Test

@@ -669,6 +669,65 @@ class PipelineTest(unittest.TestCase):
                 sequential.timeline_to_svg()
 
 
+class ProcessOptionsTest(unittest.TestCase):
+    """The 0.3 trainer options in one process (tests/bindings/python/mpirun_test.py runs them under
+    mpirun): processes, data_parallel, gradient_reduction, ranks; process() and RankStats.local."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.sequential = reference()
+
+    def test_ranks_is_stages_under_its_own_name(self):
+        with reference_trainer(schedule="1f1b", ranks=2) as trainer:
+            self.assertEqual(trainer.num_ranks, 2)
+            results = [trainer.step(inputs, targets) for inputs, targets in BATCHES]
+            self.assertEqual([(bits(r.loss), bits(r.grad_norm)) for r in results], self.sequential["losses"])
+            self.assertEqual(trainer.checksum(), self.sequential["checksum"])
+        with self.assertRaisesRegex(pipeforge.InvalidArgumentError, r"options->ranks is 2.*options->stages is 3"):
+            reference_trainer(schedule="1f1b", ranks=2, stages=3)
+        with self.assertRaises(TypeError):
+            reference_trainer(schedule="1f1b", ranks="2")
+
+    def test_threads_are_process_zero_of_one_and_run_every_rank(self):
+        for processes in (None, "auto", "threads"):
+            with self.subTest(processes=processes), \
+                    reference_trainer(schedule="1f1b", stages=2, processes=processes) as trainer:
+                self.assertEqual(trainer.process(), pipeforge.ProcessInfo(rank=0, size=1))
+                trainer.step(*BATCHES[0])
+                self.assertEqual([r.local for r in trainer.rank_stats], [True, True])
+        with reference_trainer() as sequential:
+            rank, size = sequential.process()
+            self.assertEqual((rank, size), (0, 1))
+        simulation = pipeforge.Schedule.generate("1f1b", stages=2, micro_batches=2).simulate()
+        self.assertEqual([r.local for r in simulation.ranks], [False, False])  # nothing ran
+
+    def test_one_process_per_rank_without_mpirun_is_refused(self):
+        with self.assertRaisesRegex(pipeforge.FailedPreconditionError, "not launched by mpirun.*mpirun -np 2"):
+            reference_trainer(schedule="1f1b", stages=2, processes="mpi")
+        with self.assertRaisesRegex(pipeforge.InvalidArgumentError, "no schedule"):
+            reference_trainer(processes="mpi")
+        with self.assertRaisesRegex(pipeforge.InvalidArgumentError, "processes is 'mpich'"):
+            reference_trainer(processes="mpich")
+        with self.assertRaises(TypeError):
+            reference_trainer(processes=2)
+
+    def test_data_parallel_options(self):
+        with self.assertRaisesRegex(pipeforge.FailedPreconditionError, "data_parallel is 2.*mpirun -np 4"):
+            reference_trainer(schedule="1f1b", stages=2, data_parallel=2)
+        with self.assertRaisesRegex(pipeforge.InvalidArgumentError, "mpirun -np 4"):
+            reference_trainer(schedule="1f1b", stages=2, data_parallel=2, processes="threads")
+        with self.assertRaisesRegex(pipeforge.InvalidArgumentError, "gradient_reduction is 'mean'"):
+            reference_trainer(gradient_reduction="mean")
+        with self.assertRaisesRegex(pipeforge.InvalidArgumentError, "data_parallel is 0"):
+            reference_trainer(data_parallel=0)
+        # Without a schedule: D replicas' arithmetic in one trainer, on D x micro_batches micro-batches.
+        with reference_trainer(data_parallel=2, gradient_reduction="deterministic") as trainer:
+            trainer.set_data_loader(lambda position: micro_batch(position % (STEPS * MICRO_BATCHES)))
+            result = trainer.step_from_loader()
+            self.assertEqual(result.samples, 2 * ROWS)
+            self.assertEqual(trainer.metrics().data_position, 2 * MICRO_BATCHES)
+
+
 class GilTest(unittest.TestCase):
     def test_step_releases_the_gil(self):
         # A step of a wide MLP takes about 0.1 s. While steps run on a worker thread, this thread

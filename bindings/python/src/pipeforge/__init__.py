@@ -13,6 +13,9 @@
         trainer.step(np.zeros((16, 8), np.float32), np.zeros(16, np.int32))
         print(trainer.bubble_rate, [r.busy for r in trainer.rank_stats])
 
+    # The same under `mpirun -np 2 python3 this.py`: one process per rank, the same parameters;
+    # trainer.process() is (rank, 2) there and every process must call trainer.checksum().
+
     schedule = pipeforge.Schedule.generate("1f1b", stages=4, micro_batches=8)
     with schedule.simulate(t_f=1, t_b=1, t_w=1) as simulation:
         print(simulation.bubble_rate, [r.peak_activations for r in simulation.ranks])
@@ -22,7 +25,7 @@ runtime's message. docs/BINDINGS.md has the details.
 """
 
 from . import core as _core
-from ._api import Metrics, Model, RankStats, StepResult, Trainer
+from ._api import Metrics, Model, ProcessInfo, RankStats, StepResult, Trainer
 from ._schedule import ACTIVATION_POLICIES, SCHEDULE_NAMES, Schedule, Simulation
 from ._errors import (CallbackError, CancelledError, CublasError, CudaError, DataLossError, Error,
                       FailedPreconditionError, InternalError, InvalidArgumentError, IoError, MpiError, NcclError,
@@ -35,6 +38,6 @@ ABI_VERSION = _core.header_abi_version()
 __all__ = [
     "ABI_VERSION", "ACTIVATION_POLICIES", "CallbackError", "CancelledError", "CublasError", "CudaError", "DataLossError", "Error",
     "FailedPreconditionError", "InternalError", "InvalidArgumentError", "IoError", "Metrics", "Model", "MpiError",
-    "NcclError", "NotFoundError", "OutOfMemoryError", "RankStats", "SCHEDULE_NAMES", "Schedule", "Simulation",
+    "NcclError", "NotFoundError", "OutOfMemoryError", "ProcessInfo", "RankStats", "SCHEDULE_NAMES", "Schedule", "Simulation",
     "StepResult", "TimeoutError", "Trainer", "UnimplementedError",
 ]

@@ -4,6 +4,7 @@ import dataclasses
 import json as _json
 import operator
 import os
+import typing
 
 import numpy as np
 
@@ -70,11 +71,21 @@ class RankStats:
     peak_activation_bytes: float  # the same in bytes
     offloaded_bytes: float = 0.0  # bytes its OFFLOADs move off the device per step (the same come back)
     recomputes: int = 0  # RECOMPUTE actions per step
+    local: bool = False  # trainers: this process ran the rank (every rank when the ranks are threads)
 
     @classmethod
     def _from_core(cls, r):
         return cls(r.busy, r.idle, r.first_start, r.finish, r.peak_activations, r.peak_activation_bytes,
-                   r.offloaded_bytes, r.recomputes)
+                   r.offloaded_bytes, r.recomputes, bool(r.local))
+
+
+class ProcessInfo(typing.NamedTuple):
+    """Where a trainer's process stands (Trainer.process()): its rank in the mpirun launch and the
+    launch's number of processes; 0 and 1 when the ranks are threads of this process. A tuple:
+    `rank, size = trainer.process()`."""
+
+    rank: int
+    size: int
 
 
 class _Closeable:
@@ -224,13 +235,26 @@ class Trainer(_Closeable):
     per rank, as a comma-separated str ("cuda:0,cuda:1") or a list of str (["cuda:0", "cuda:1"]);
     one device means every rank.
 
+    One process per rank (docs/EXECUTION.md, "Several processes"): processes= "auto" (default: one
+    process per rank when started by mpirun with more than one process and a schedule is set, else
+    threads), "threads" or "mpi" (an error unless started by mpirun). `mpirun -np P python3
+    train.py` then runs rank r of the schedule in process r: every process builds the same model and
+    trainer and steps it on the same data, and gets the same results; get_parameter/set_parameter
+    work on the parameters of the process's own stages (FailedPreconditionError elsewhere),
+    checksum() must be called by every process, checkpoints are not supported yet. process()
+    gives (rank, size); rank_stats[r].local says which rank this process ran. data_parallel=D
+    trains D pipeline replicas on disjoint micro-batches (mpirun -np D*P; micro_batches is per
+    replica; without a schedule the sequential trainer reproduces D replicas' arithmetic);
+    gradient_reduction= "allreduce" (default) or "deterministic" (bitwise equal to the sequential
+    trainer). ranks=P is stages= under the name the schedule IR uses.
+
     Long calls (step, step_from_loader, checkpoints) release the GIL. A trainer is not safe to use
     from two threads at once."""
 
     _OPTIONS = ("micro_batches", "seed", "optimizer", "lr", "momentum", "weight_decay", "beta1", "beta2", "eps",
                 "clip_norm", "blas_threads", "schedule", "schedule_text", "stages", "chunks", "layers_per_stage",
                 "recv_timeout_seconds", "activation_policy", "activation_budget_bytes", "offload_dir",
-                "devices")
+                "devices", "processes", "data_parallel", "gradient_reduction", "ranks")
 
     def __init__(self, model, **options):
         if not isinstance(model, Model):
@@ -242,7 +266,8 @@ class Trainer(_Closeable):
         for name, value in options.items():
             if value is None:
                 continue
-            if name in ("schedule", "schedule_text", "activation_policy", "offload_dir", "devices"):
+            if name in ("schedule", "schedule_text", "activation_policy", "offload_dir", "devices", "processes",
+                        "gradient_reduction"):
                 if name == "offload_dir" and isinstance(value, os.PathLike):
                     value = os.fspath(value)
                 if name == "devices" and not isinstance(value, (str, bytes)):
@@ -260,7 +285,7 @@ class Trainer(_Closeable):
                 if not value:
                     raise ValueError(f"{name} is empty (leave it out, or None, for none)")
                 setattr(core_options, name, value)
-            elif name in ("stages", "chunks"):
+            elif name in ("stages", "chunks", "data_parallel", "ranks"):
                 setattr(core_options, name, operator.index(value))
             elif name in ("recv_timeout_seconds", "activation_budget_bytes"):
                 setattr(core_options, name, float(value))
@@ -332,8 +357,15 @@ class Trainer(_Closeable):
         self._handle.set_parameter(name, array)
 
     def checksum(self):
-        """SHA-256 (hex) of every parameter: equal checksums mean bitwise-equal parameters."""
+        """SHA-256 (hex) of every parameter: equal checksums mean bitwise-equal parameters. With one
+        process per rank every process must call it (it gathers each parameter from its owner)."""
         return self._handle.checksum()
+
+    def process(self):
+        """A ProcessInfo(rank, size): this process's rank in the mpirun launch and the number of
+        processes, for a trainer with one process per rank; (0, 1) when the ranks are threads."""
+        p = self._handle.process()
+        return ProcessInfo(p.rank, p.size)
 
     def save_checkpoint(self, path):
         """Writes parameters, optimizer state, step and data position to `path`, atomically."""
