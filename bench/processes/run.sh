@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 bazel build -c opt //bench/processes:process_efficiency >&2
 bin=bazel-bin/bench/processes/process_efficiency
-source tests/processes/mpirun.sh
+source tests/util/mpirun.sh
 for btl in default tcp; do
   printf '{"btl": "%s", "result": ' "$btl"
   run_mpi 2 "$btl" "$bin" "$@" | tr -d '\n'

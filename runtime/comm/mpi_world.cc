@@ -261,6 +261,8 @@ void MpiWorld::abort(const std::string& reason) { abort_->abort(reason); }
 
 bool MpiWorld::aborted() const { return abort_->poll(); }
 
+std::string MpiWorld::abort_cause() const { return abort_->poll() ? abort_->cause() : std::string(); }
+
 std::unique_ptr<MpiWorld> MpiWorld::split(int color, int key, const MpiTransport::Options& options,
                                           double timeout_seconds) {
   const Deadline deadline(timeout_seconds);

@@ -60,6 +60,7 @@ class MpiWorld : public World {
   void all_reduce_sum(double* data, size_t count, double timeout_seconds) override;
   void abort(const std::string& reason) override;
   bool aborted() const override;
+  std::string abort_cause() const override;
 
   MpiTransport& transport() { return *transport_; }
   // The point-to-point communicator (its MpiTransport's), e.g. for tests that craft raw messages.

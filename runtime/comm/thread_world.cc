@@ -41,6 +41,7 @@ class ThreadWorld::Member : public World {
   }
   void abort(const std::string& reason) override { group_->abort(rank_, reason); }
   bool aborted() const override { return group_->aborted(); }
+  std::string abort_cause() const override { return group_->abort_cause(); }
 
  private:
   static void copy_out(const std::vector<char>& result, void* data) {
@@ -65,6 +66,11 @@ World& ThreadWorld::member(int rank) {
 bool ThreadWorld::aborted() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return aborted_;
+}
+
+std::string ThreadWorld::abort_cause() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return aborted_ ? abort_reason_ : std::string();
 }
 
 void ThreadWorld::throw_cancelled_locked(int rank, CollectiveOp op) {

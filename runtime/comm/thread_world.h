@@ -31,6 +31,7 @@ class ThreadWorld {
   InProcessTransport& transport() { return transport_; }
   // Some member called abort().
   bool aborted() const;
+  std::string abort_cause() const;  // "rank 1 failed: <reason>", or ""
   // Makes an aborted group usable again (between steps): clears the cancel state and the
   // transport's undelivered messages. kFailedPrecondition while a member is inside a collective.
   void reset();

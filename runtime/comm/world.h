@@ -48,6 +48,8 @@ class World {
   virtual void abort(const std::string& reason) = 0;
   // This member called abort() or learned that another member did.
   virtual bool aborted() const = 0;
+  // Why, once aborted(): "rank 1 failed: <reason>" ("" before).
+  virtual std::string abort_cause() const = 0;
 };
 
 // Helpers on top of the collectives. Every member calls them with the same sizes.

@@ -397,6 +397,13 @@ bool PipelineTrainer::transport_cancelled() const {
   return gpu_ ? gpu_transport_->cancelled() : transport_->cancelled();
 }
 
+std::string PipelineTrainer::cancel_cause() const {
+  if (!transport_cancelled()) return std::string();
+  for (const comm::World* w : {options_.world.get(), options_.data_parallel_world.get()})
+    if (w && w->aborted()) return w->abort_cause();
+  return "another rank failed";  // threads: that rank's error is the step's
+}
+
 void PipelineTrainer::reset_transport() {
   if (options_.world) return;  // a failed step leaves the world aborted: later steps fail
   if (gpu_) gpu_transport_->reset();
@@ -559,7 +566,7 @@ void PipelineTrainer::run_rank(int rank) {
   StepState& st = *state_;
   mem::ActivationStore* store = stores_.empty() ? nullptr : stores_[static_cast<size_t>(rank)].get();
   executors_[static_cast<size_t>(rank)]->run_step(*st.micro, st.t0, endpoint(rank), store,
-                                                  [this] { return transport_cancelled(); },
+                                                  [this] { return cancel_cause(); },
                                                   &st.outputs[static_cast<size_t>(rank)]);
 }
 

@@ -193,6 +193,7 @@ class PipelineTrainer : public Trainer {
   Transport& endpoint(int rank);
   void cancel_transport(const std::string& reason);
   bool transport_cancelled() const;
+  std::string cancel_cause() const;  // "" while not cancelled
   void reset_transport();
 
   std::shared_ptr<Model> model_;

@@ -83,7 +83,7 @@ RankExecutor::Slot& RankExecutor::slot(const Action& a) {
 
 void RankExecutor::run_step(const std::vector<Batch>& micro_batches, clock_type::time_point t0,
                             comm::Transport& transport, mem::ActivationStore* store,
-                            const std::function<bool()>& cancelled, StepOutput* out) {
+                            const std::function<std::string()>& cancelled, StepOutput* out) {
   PF_INTERNAL_CHECK(schedule_ != nullptr, "rank executor: no schedule");
   const auto& actions = schedule_->ranks[static_cast<size_t>(rank_)];
   const int S = schedule_->num_stages();
@@ -120,10 +120,25 @@ void RankExecutor::run_step(const std::vector<Batch>& micro_batches, clock_type:
       self->out_ = nullptr;
     }
   } clear{this};
-  for (const Action& a : actions) {
-    if (cancelled && cancelled()) return;  // another rank failed; its error is the step's error
+  const size_t n = actions.size();
+  for (size_t i = 0; i < n; ++i) {
+    const Action& a = actions[i];
+    const auto where = [&] {
+      return "rank " + std::to_string(rank_) + " at action " + std::to_string(i + 1) + " of " + std::to_string(n) +
+             " (" + sched::action_to_string(a) + ")";
+    };
+    // Another rank failed. With threads its error is the step's; a process reports that it
+    // stopped, so that its own peers stop too.
+    if (cancelled) {
+      const std::string cause = cancelled();
+      if (!cause.empty()) fail(ErrorCode::kCancelled, where(), ": stopped: ", cause);
+    }
     const auto t_start = clock_type::now();
-    (this->*table[static_cast<int>(a.kind)])(a);
+    try {
+      (this->*table[static_cast<int>(a.kind)])(a);
+    } catch (const Error& e) {
+      throw Error(e.code(), std::string(e.what()) + " [" + where() + "]");
+    }
     // Peaks at action boundaries, after every action (F, B, RECOMPUTE, RELOAD and HOLD are the
     // ones that can raise them).
     rs.peak_activation_bytes = std::max(rs.peak_activation_bytes, live_bytes_);

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Runs the MPI tests under mpirun: mpi_world_test with 2 and 4 processes, then the dead-rank check
 # (mpi_kill_helper: rank 1 SIGKILLs itself; mpirun must fail within a bound and leave no process).
-# Usage: mpi_test.sh <mpi_world_test> <mpi_kill_helper> <lsan suppressions> [default|tcp]
+# Usage: mpi_test.sh <mpi_world_test> <mpi_kill_helper> [default|tcp]
 #   default: Open MPI picks the transport (shared memory here); tcp: --mca btl tcp,self.
 set -u
 
@@ -10,23 +10,10 @@ find_binary() {  # a runfiles-relative path, or one relative to the current dire
 }
 test_bin=$(find_binary "$1")
 kill_bin=$(find_binary "$2")
-supp=$(find_binary "$3")
-mode=${4:-default}
+mode=${3:-default}
+source "$(dirname "$0")/../util/mpirun.sh"
 
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# Every rank is a gtest binary: they must not share Bazel's XML and premature-exit files.
-unset XML_OUTPUT_FILE TEST_PREMATURE_EXIT_FILE GTEST_OUTPUT
-# Under ASan (tools/sanitize.sh asan): Open MPI's own allocations at exit are not ours to report.
-# Its libraries have no frame pointers, so allocation stacks are unwound fully to reach a frame
-# in libmpi (or in a component, kept loaded at exit) that the suppressions match.
-export OMPI_MCA_mca_base_component_disable_dlclose=1
-export LSAN_OPTIONS="suppressions=$supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
-# A short temp dir of our own: Open MPI's session sockets must fit a 108-byte Unix socket path,
-# and Bazel's TEST_TMPDIR is longer than that.
-work=$(mktemp -d /tmp/pf-mpi.XXXXXX)
-export TMPDIR=$work
-trap 'rm -rf "$work"' EXIT
+work=$PF_MPI_TMP
 
 mpirun_args=(--oversubscribe --bind-to none)
 if [[ $mode == tcp ]]; then mpirun_args+=(--mca btl tcp,self); fi

@@ -4,12 +4,12 @@
 # degree or in one process is bitwise equal to one that never stopped; a missing or damaged shard
 # is refused naming it.
 set -uo pipefail
-source "$(dirname "$0")/mpirun.sh"
+source "$(dirname "$0")/../util/mpirun.sh"
 command -v mpirun >/dev/null || { echo "mpirun not found: run tools/setup.sh"; exit 1; }
 pipeforge=$(pwd)/pipeforge
 [[ -x $pipeforge ]] || pipeforge=$(find . -name pipeforge -type f -perm -u+x | head -n 1)
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+trap 'rm -rf "$work"; pf_mpi_cleanup' EXIT
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
@@ -56,7 +56,7 @@ run_mpi 4 default "$pipeforge" train "${gpt[@]}" --schedule 1f1b --stages 2 --da
 # 6. Damage: a missing shard, a corrupted shard, a broken manifest: refused naming them, no hang.
 expect_refusal() {  # name, pattern, folder
   local out=$work/refusal.out
-  if timeout 120 bash -c "source '$(dirname "$0")/mpirun.sh'; run_mpi 2 default '$pipeforge' train --model gpt --layers 4 --quiet --schedule 1f1b --stages 2 --steps 1 --resume '$3'" >"$out" 2>&1; then
+  if timeout 120 bash -c "source '$(dirname "$0")/../util/mpirun.sh'; run_mpi 2 default '$pipeforge' train --model gpt --layers 4 --quiet --schedule 1f1b --stages 2 --steps 1 --resume '$3'" >"$out" 2>&1; then
     fail "$1: resumed from a damaged checkpoint"
   elif ! grep -q -- "$2" "$out"; then
     cat "$out"

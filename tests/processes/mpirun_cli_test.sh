@@ -3,12 +3,12 @@
 # run, each process holding its share of the parameters, and a killed rank ending every other
 # process with mpirun exiting non-zero.
 set -uo pipefail
-source "$(dirname "$0")/mpirun.sh"
+source "$(dirname "$0")/../util/mpirun.sh"
 command -v mpirun >/dev/null || { echo "mpirun not found: run tools/setup.sh"; exit 1; }
 pipeforge=$(pwd)/pipeforge
 [[ -x $pipeforge ]] || pipeforge=$(find . -name pipeforge -type f -perm -u+x | head -n 1)
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+trap 'rm -rf "$work"; pf_mpi_cleanup' EXIT
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 

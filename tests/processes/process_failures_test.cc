@@ -114,7 +114,8 @@ TEST(ProcessFailures, ADataParallelRankThatThrowsEndsEveryReplica) {
     ADD_FAILURE() << "replica " << grid.replica << " rank " << grid.pipeline_rank << ": the step did not fail";
   } catch (const Error& e) {
     const std::string what = e.what();
-    EXPECT_EQ(e.code(), culprit ? ErrorCode::kCallbackError : ErrorCode::kCancelled) << what;
+    EXPECT_EQ(e.code(), culprit ? ErrorCode::kCallbackError : ErrorCode::kCancelled)
+        << "replica " << grid.replica << " rank " << grid.pipeline_rank << ": " << what;
     EXPECT_NE(what.find("injected backward failure"), std::string::npos) << what;
   }
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
