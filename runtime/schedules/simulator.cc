@@ -40,6 +40,7 @@ void CostModel::check(int num_stages) const {
   check_vec(m_b, "m_b", true);
   check_vec(m_in, "m_in", true);
   check_vec(m_w, "m_w", true);
+  check_vec(t_allreduce_stage, "t_allreduce_stage", true);
   auto check_scalar = [](double v, const char* name) {
     PF_CHECK_ARG(std::isfinite(v) && v >= 0.0, "CostModel: ", name, " = ", v,
                  " (must be finite and >= 0)");
@@ -48,6 +49,14 @@ void CostModel::check(int num_stages) const {
   check_scalar(transfer_bandwidth, "transfer_bandwidth");
   check_scalar(t_step, "t_step");
   check_scalar(t_allreduce, "t_allreduce");
+}
+
+double ring_allreduce_time(double bytes, int replicas, double bandwidth, double latency) {
+  PF_CHECK_ARG(replicas >= 1, "ring_allreduce_time: replicas must be >= 1, got ", replicas);
+  PF_CHECK_ARG(bandwidth > 0 && std::isfinite(bandwidth), "ring_allreduce_time: bandwidth must be > 0, got ", bandwidth);
+  if (replicas == 1) return 0.0;
+  const double d = replicas;
+  return 2.0 * (d - 1.0) / d * bytes / bandwidth + 2.0 * (d - 1.0) * latency;
 }
 
 CostModel CostModel::uniform(int num_stages, double t_f, double t_b, double t_w, double t_comm,
@@ -122,7 +131,7 @@ double action_cost(const Action& a, const CostModel& c) {
     case ActionKind::kReload:
       return c.transfer_bandwidth > 0.0 ? c.mem_b(a.stage) / c.transfer_bandwidth : 0.0;
     case ActionKind::kStep: return c.t_step;
-    case ActionKind::kAllReduce: return c.t_allreduce;
+    case ActionKind::kAllReduce: return c.t_allreduce_stage.empty() ? c.t_allreduce : c.t_allreduce_stage[s];
     case ActionKind::kHold:    // the copy is timed on the owner's OFFLOAD / RELOAD
     case ActionKind::kReturn: return 0.0;
     case ActionKind::kSendF:
@@ -330,6 +339,7 @@ SimulationResult Simulator::run() {
   waiting_for_.assign(static_cast<size_t>(P_), Loc{});
   end_.resize(static_cast<size_t>(P_));
   std::vector<double> clock(static_cast<size_t>(P_), 0.0);
+  std::vector<double> reducer_free(static_cast<size_t>(P_), 0.0);  // ALLREDUCE: when the rank's reducer is free
   std::vector<std::vector<double>> start(static_cast<size_t>(P_));
   for (int r = 0; r < P_; ++r) {
     const size_t n = sched_.ranks[static_cast<size_t>(r)].size();
@@ -378,11 +388,15 @@ SimulationResult Simulator::run() {
       }
       if (blocked) break;
       const double dur = action_cost(a, costs_);
+      // ALLREDUCE: on the rank's reducer, after its earlier reductions; the rank goes on.
+      const bool background = a.kind == ActionKind::kAllReduce;
+      if (background) t = std::max(t, reducer_free[static_cast<size_t>(r)]);
       start[static_cast<size_t>(r)][p] = t;
       end_[static_cast<size_t>(r)][p] = t + dur;
       const bool posted_recv = !options_.blocking_recv && (a.kind == ActionKind::kRecvF ||
                                                            a.kind == ActionKind::kRecvB);
-      if (!posted_recv) clock[static_cast<size_t>(r)] = t + dur;
+      if (background) reducer_free[static_cast<size_t>(r)] = t + dur;
+      else if (!posted_recv) clock[static_cast<size_t>(r)] = t + dur;
       ++p;
       advanced = true;
     }
@@ -432,7 +446,7 @@ SimulationResult Simulator::run() {
     for (size_t i = 0; i < list.size(); ++i) {
       const Action& a = list[i];
       tl.push_back(TimedAction{a, start[r][i], end_[r][i]});
-      res.busy[r] += end_[r][i] - start[r][i];
+      if (a.kind != ActionKind::kAllReduce) res.busy[r] += end_[r][i] - start[r][i];  // background
       const auto s = static_cast<size_t>(a.stage);
       switch (a.kind) {
         case ActionKind::kForward: ideal += costs_.t_f[s]; break;

@@ -21,7 +21,10 @@
 //    (a blocking receive), so RECVs placed early in a list can delay unrelated work;
 //  * costs: F = t_f[s], B = t_b[s], W = t_w[s], BW = t_b[s] + t_w[s], RECOMPUTE = t_f[s],
 //    OFFLOAD/RELOAD = m_b[s] / transfer_bandwidth (0 when no bandwidth is given), STEP = t_step,
-//    ALLREDUCE = t_allreduce.
+//    ALLREDUCE = t_allreduce_stage[s] (or t_allreduce when that is empty);
+//  * ALLREDUCE runs in the background, as the executor's gradient reducer does: the rank goes on
+//    with its list at once; a rank's reductions run one after another; STEP(s) waits for the end
+//    of ALLREDUCE(s), and a rank finishes when its last reduction does.
 //
 // Deadlocks and unsatisfiable dependencies (a producer that no rank runs, or runs later on the same
 // rank, or a cycle between ranks) throw pf::Error (kInvalidArgument) naming the rank, the action
@@ -57,6 +60,9 @@ struct CostModel {
   double transfer_bandwidth = 0.0;
   double t_step = 0.0;       // STEP
   double t_allreduce = 0.0;  // ALLREDUCE
+  // Per stage ALLREDUCE time (empty: t_allreduce for every stage), e.g. ring_allreduce_time of
+  // the stage's gradient bytes.
+  std::vector<double> t_allreduce_stage;
 
   int num_stages() const { return static_cast<int>(t_f.size()); }
   double mem_b(int stage) const;  // m_b[stage], or 1 when m_b is empty
@@ -71,6 +77,10 @@ struct CostModel {
   static CostModel uniform(int num_stages, double t_f = 1.0, double t_b = 1.0, double t_w = 1.0,
                            double t_comm = 0.0, double m_b = 1.0, double m_w = 0.0);
 };
+
+// A ring all-reduce of `bytes` over `replicas` members: 2 (D-1)/D x bytes / bandwidth plus
+// 2 (D-1) latencies (0 for one replica). bandwidth in bytes per time unit, > 0.
+double ring_allreduce_time(double bytes, int replicas, double bandwidth, double latency);
 
 struct SimulationResult {
   // Latest finish over all ranks; the simulation starts at time 0.
@@ -90,7 +100,7 @@ struct SimulationResult {
   double span_bubble_rate = 0.0;
 
   // Per rank.
-  std::vector<double> busy;         // sum of action durations (SEND/RECV take none)
+  std::vector<double> busy;         // sum of action durations (SEND/RECV take none; background ALLREDUCEs not counted)
   std::vector<double> idle;         // makespan - busy (includes the start-up and the tail)
   std::vector<double> first_start;  // start of the first action (0 for an empty rank)
   std::vector<double> finish;       // end of the last action (0 for an empty rank)
