@@ -6,6 +6,10 @@
 //   processes_vs_threads    processes' throughput / the same pipeline's as 2 threads of one process
 //   sim_vs_measured         the simulator fed each stage's measured mean F and BW cost, divided by
 //                           the measured makespan of the processes
+//   data_parallel           2 replicas of the whole model on the 2 processes, the same global batch:
+//                           step time, speed-up over sequential, the measured gradient all-reduce,
+//                           and the simulator (F, BW and that all-reduce) over the measured step
+//                           (without the optimizer)
 // The sequential and threaded references run on rank 0 while rank 1 sleeps.
 // Usage: process_efficiency [--steps N] [--d_model D] [--blocks L] [--seq S] [--rows R]
 #include <pthread.h>
@@ -27,6 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/comm/mpi_world.h"
+#include "runtime/comm/process_grid.h"
 #include "runtime/core/error.h"
 #include "runtime/execution/partition.h"
 #include "runtime/execution/pipeline_trainer.h"
@@ -171,7 +176,54 @@ int main(int argc, char** argv) {
       sims.push_back(sched::simulate(procs.schedule(), cm, so).makespan / procs.last_stats().makespan_us);
       bubbles.push_back(procs.last_stats().bubble_rate);
     }
+    // Data parallel, 2 replicas of the whole model (P = 1) on the 2 processes: the simulator fed
+    // the measured F and BW costs and the measured time of one all-reduce of the gradients,
+    // against the measured step.
+    std::vector<double> dp_s, dp_sims;
+    {
+      const comm::ProcessGrid grid = comm::make_process_grid(*world, 2, 1);
+      exec::PipelineOptions dpo;
+      dpo.base = base;
+      dpo.base.replicas = 2;
+      dpo.base.micro_batches = m / 2;  // the same global batch
+      dpo.schedule = "1f1b";
+      dpo.ranks = 1;
+      dpo.world = grid.pipeline;
+      dpo.data_parallel_world = grid.data_parallel;
+      exec::PipelineTrainer dp(build_gpt(gc), dpo);
+      size_t grad_floats = 0;
+      for (const Parameter* p : dp.local_parameters()) grad_floats += static_cast<size_t>(p->grad.numel());
+      std::vector<float> buffer(grad_floats, 1.0f);
+      std::vector<double> reduce_us;
+      for (int i = 0; i < 5; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        grid.data_parallel->all_reduce_sum(buffer.data(), buffer.size(), timeout);
+        reduce_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+      }
+      dp.step(data[0]);
+      for (int s = 1; s <= steps; ++s) {
+        dp_s.push_back(dp.step(data[s]).seconds);
+        double f = 0, bw = 0;
+        int nf = 0, nbw = 0;
+        for (const auto& rank : dp.last_timeline().ranks)
+          for (const auto& ta : rank) {
+            if (ta.action.kind == sched::ActionKind::kForward) f += ta.duration(), ++nf;
+            if (ta.action.kind == sched::ActionKind::kBackward) bw += ta.duration(), ++nbw;
+          }
+        sched::CostModel cm = sched::CostModel::uniform(1);
+        cm.t_f[0] = f / std::max(1, nf);
+        cm.t_b[0] = bw / std::max(1, nbw);
+        cm.t_w[0] = 0;
+        cm.t_allreduce_stage = {median(reduce_us)};
+        dp_sims.push_back(sched::simulate(dp.schedule(), cm).makespan / (dp.last_stats().step_us - dp.last_stats().optimizer_us));
+      }
+      if (me == 0) {
+        dp_s.push_back(median(reduce_us));  // reported below
+      }
+    }
     if (me != 0) return 0;
+    const double allreduce_us = dp_s.back();
+    dp_s.pop_back();
     const double t_seq = median(seq_s), t_threads = median(thread_s), t_procs = median(proc_s);
     const double ideal = double(p) * m / (m + p - 1);
     nlohmann::json out;
@@ -187,6 +239,11 @@ int main(int argc, char** argv) {
     out["processes_vs_threads"] = t_threads / t_procs;
     out["sim_vs_measured"] = median(sims);
     out["measured_bubble_rate"] = median(bubbles);
+    out["data_parallel"] = {{"replicas", 2},
+                            {"step_ms", median(dp_s) * 1e3},
+                            {"speedup_vs_sequential", t_seq / median(dp_s)},
+                            {"gradient_allreduce_ms", allreduce_us / 1e3},
+                            {"sim_vs_measured", median(dp_sims)}};
     std::cout << out.dump() << std::endl;
   } catch (const std::exception& e) {
     std::cerr << "process_efficiency: " << e.what() << "\n";
