@@ -6,14 +6,11 @@
 
 #include "runtime/core/error.h"
 #include "runtime/core/limits.h"
+#include "runtime/schedules/action_kinds.h"
 
 namespace pf::sched {
 namespace {
 
-constexpr const char* kKindNames[kNumActionKinds] = {
-    "F",      "B",      "W",       "BW",        "SEND_F", "RECV_F",   "SEND_B",
-    "RECV_B", "OFFLOAD", "RELOAD", "RECOMPUTE", "STEP",   "ALLREDUCE", "HOLD", "RETURN",
-};
 
 bool valid_kind(ActionKind kind) {
   const int k = static_cast<int>(kind);
@@ -24,7 +21,7 @@ std::string known_kinds() {
   std::string out;
   for (int k = 0; k < kNumActionKinds; ++k) {
     if (k > 0) out += ", ";
-    out += kKindNames[k];
+    out += action_kind_info(static_cast<ActionKind>(k)).name;
   }
   return out;
 }
@@ -44,42 +41,23 @@ bool read_number(const std::string& text, size_t& pos, int& value) {
 }  // namespace
 
 const char* action_kind_name(ActionKind kind) {
-  return valid_kind(kind) ? kKindNames[static_cast<int>(kind)] : "?";
+  return valid_kind(kind) ? action_kind_info(kind).name : "?";
 }
 
 bool is_compute(ActionKind kind) {
-  switch (kind) {
-    case ActionKind::kForward:
-    case ActionKind::kBackwardInput:
-    case ActionKind::kBackwardWeight:
-    case ActionKind::kBackward:
-    case ActionKind::kRecompute:
-      return true;
-    default:
-      return false;
-  }
+  return valid_kind(kind) && action_kind_info(kind).action_class == ActionClass::kCompute;
 }
 
 bool is_communication(ActionKind kind) {
-  switch (kind) {
-    case ActionKind::kSendF:
-    case ActionKind::kRecvF:
-    case ActionKind::kSendB:
-    case ActionKind::kRecvB:
-      return true;
-    default:
-      return false;
-  }
+  return valid_kind(kind) && action_kind_info(kind).action_class == ActionClass::kCommunication;
 }
 
-bool uses_micro_batch(ActionKind kind) {
-  return kind != ActionKind::kStep && kind != ActionKind::kAllReduce;
-}
+bool uses_micro_batch(ActionKind kind) { return !valid_kind(kind) || action_kind_info(kind).per_micro_batch; }
 
 std::string action_to_string(const Action& action) {
   std::string out = std::to_string(action.stage);
   if (valid_kind(action.kind)) {
-    out += kKindNames[static_cast<int>(action.kind)];
+    out += action_kind_info(action.kind).name;
   } else {
     out += "?KIND" + std::to_string(static_cast<int>(action.kind)) + "?";
   }
@@ -107,7 +85,7 @@ Action parse_action(const std::string& text) {
                form, ")");
   int kind = -1;
   for (int k = 0; k < kNumActionKinds; ++k) {
-    if (kind_text == kKindNames[k]) kind = k;
+    if (kind_text == action_kind_info(static_cast<ActionKind>(k)).name) kind = k;
   }
   PF_CHECK_ARG(kind >= 0, "invalid action '", text, "': unknown kind '", kind_text,
                "' (known: ", known_kinds(), ")");

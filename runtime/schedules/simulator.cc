@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "runtime/core/error.h"
+#include "runtime/schedules/action_kinds.h"
 
 namespace pf::sched {
 
@@ -121,23 +122,15 @@ struct Dep {
 
 double action_cost(const Action& a, const CostModel& c) {
   const auto s = static_cast<size_t>(a.stage);
-  switch (a.kind) {
-    case ActionKind::kForward: return c.t_f[s];
-    case ActionKind::kBackwardInput: return c.t_b[s];
-    case ActionKind::kBackwardWeight: return c.t_w[s];
-    case ActionKind::kBackward: return c.t_b[s] + c.t_w[s];
-    case ActionKind::kRecompute: return c.t_f[s];
-    case ActionKind::kOffload:
-    case ActionKind::kReload:
-      return c.transfer_bandwidth > 0.0 ? c.mem_b(a.stage) / c.transfer_bandwidth : 0.0;
-    case ActionKind::kStep: return c.t_step;
-    case ActionKind::kAllReduce: return c.t_allreduce_stage.empty() ? c.t_allreduce : c.t_allreduce_stage[s];
-    case ActionKind::kHold:    // the copy is timed on the owner's OFFLOAD / RELOAD
-    case ActionKind::kReturn: return 0.0;
-    case ActionKind::kSendF:
-    case ActionKind::kRecvF:
-    case ActionKind::kSendB:
-    case ActionKind::kRecvB: return 0.0;
+  switch (action_kind_info(a.kind).cost) {
+    case CostTerm::kForward: return c.t_f[s];
+    case CostTerm::kBackwardInput: return c.t_b[s];
+    case CostTerm::kBackwardWeight: return c.t_w[s];
+    case CostTerm::kBackwardFused: return c.t_b[s] + c.t_w[s];
+    case CostTerm::kTransfer: return c.transfer_bandwidth > 0.0 ? c.mem_b(a.stage) / c.transfer_bandwidth : 0.0;
+    case CostTerm::kStep: return c.t_step;
+    case CostTerm::kAllReduce: return c.t_allreduce_stage.empty() ? c.t_allreduce : c.t_allreduce_stage[s];
+    case CostTerm::kNone: return 0.0;
   }
   return 0.0;
 }
@@ -145,19 +138,15 @@ double action_cost(const Action& a, const CostModel& c) {
 }  // namespace
 
 ActivationDelta activation_delta(const Action& a, const CostModel& c, bool recomputed) {
+  const ActionKindInfo& info = action_kind_info(a.kind);
+  const ActivationEffect& e = recomputed ? info.effect_recomputed : info.effect;
   const int s = a.stage;
-  switch (a.kind) {
-    case ActionKind::kForward: return {1, recomputed ? c.mem_in(s) : c.mem_b(s)};
-    case ActionKind::kRecompute: return {0, c.mem_b(s) - c.mem_in(s)};
-    case ActionKind::kBackwardInput: return {-1, c.mem_w(s) - c.mem_b(s)};
-    case ActionKind::kBackwardWeight: return {0, -c.mem_w(s)};
-    case ActionKind::kBackward: return {-1, -c.mem_b(s)};
-    case ActionKind::kOffload:
-    case ActionKind::kReturn: return {-1, -c.mem_b(s)};
-    case ActionKind::kReload:
-    case ActionKind::kHold: return {1, c.mem_b(s)};
-    default: return {0, 0.0};
-  }
+  ActivationDelta d;
+  d.units = e.live;
+  if (e.b) d.bytes += e.b * c.mem_b(s);
+  if (e.w) d.bytes += e.w * c.mem_w(s);
+  if (e.in) d.bytes += e.in * c.mem_in(s);
+  return d;
 }
 
 namespace {

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "runtime/core/error.h"
+#include "runtime/schedules/action_kinds.h"
 #include "runtime/schedules/text_format.h"
 
 namespace pf::sched {
@@ -19,18 +20,10 @@ std::string at(const ActionSlot& slot) {
   return "rank " + std::to_string(slot.rank) + ", action " + std::to_string(slot.index);
 }
 
-// The SEND/RECV partner of a communication action.
+// The SEND/RECV partner of a communication action (action_kinds.h).
 Action partner(const Action& a) {
-  switch (a.kind) {
-    case ActionKind::kSendF:
-      return Action{ActionKind::kRecvF, a.stage + 1, a.micro_batch};
-    case ActionKind::kRecvF:
-      return Action{ActionKind::kSendF, a.stage - 1, a.micro_batch};
-    case ActionKind::kSendB:
-      return Action{ActionKind::kRecvB, a.stage - 1, a.micro_batch};
-    default:  // kRecvB
-      return Action{ActionKind::kSendB, a.stage + 1, a.micro_batch};
-  }
+  const ActionKindInfo& info = action_kind_info(a.kind);
+  return Action{info.partner, a.stage + info.peer_stage_offset, a.micro_batch};
 }
 
 class Checker {
@@ -181,22 +174,8 @@ class Checker {
                         ": data between them is handed over locally, not sent or received");
       }
     };
-    switch (a.kind) {
-      case ActionKind::kSendF:
-        peer(a.stage + 1, "next stage to send activations to");
-        break;
-      case ActionKind::kRecvF:
-        peer(a.stage - 1, "previous stage to receive activations from");
-        break;
-      case ActionKind::kSendB:
-        peer(a.stage - 1, "previous stage to send gradients to");
-        break;
-      case ActionKind::kRecvB:
-        peer(a.stage + 1, "next stage to receive gradients from");
-        break;
-      default:
-        break;
-    }
+    const ActionKindInfo& info = action_kind_info(a.kind);
+    if (info.action_class == ActionClass::kCommunication) peer(a.stage + info.peer_stage_offset, info.peer_role);
   }
 
   void check_duplicates(const ActionIndex& index) {
