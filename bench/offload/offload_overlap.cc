@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/bench_util.h"
 #include "runtime/execution/pipeline_trainer.h"
 #include "runtime/kernels/cpu/blas.h"
 #include "runtime/models/builders.h"
@@ -24,20 +25,10 @@
 namespace {
 
 using namespace pf;
+using bench::median;
+using bench::token_batch;
 
-Batch token_batch(int64_t rows, int64_t seq, int64_t vocab, uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(vocab - 1));
-  std::vector<int32_t> in(static_cast<size_t>(rows * seq)), out(static_cast<size_t>(rows * seq));
-  for (auto& x : in) x = id(gen);
-  for (auto& x : out) x = id(gen);
-  return Batch{Tensor::from_ints({rows, seq}, in), Tensor::from_ints({rows, seq}, out)};
-}
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
 
 }  // namespace
 

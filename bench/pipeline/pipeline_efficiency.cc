@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/execution/partition.h"
+#include "bench/bench_util.h"
 #include "runtime/execution/pipeline_trainer.h"
 #include "runtime/kernels/cpu/blas.h"
 #include "runtime/models/builders.h"
@@ -34,27 +35,12 @@
 namespace {
 
 using namespace pf;
+using bench::median;
+using bench::pin_this_thread;
+using bench::token_batch;
 
-void pin_this_thread(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-}
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
 
-Batch token_batch(int64_t rows, int64_t seq, int64_t vocab, uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(vocab - 1));
-  std::vector<int32_t> in(rows * seq), out(rows * seq);
-  for (auto& x : in) x = id(gen);
-  for (auto& x : out) x = id(gen);
-  return Batch{Tensor::from_ints({rows, seq}, in), Tensor::from_ints({rows, seq}, out)};
-}
 
 Batch feature_batch(int64_t rows, int64_t dim, int64_t classes, uint64_t seed) {
   std::mt19937_64 gen(seed);

@@ -30,6 +30,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/bench_util.h"
 #include "runtime/comm/mpi_world.h"
 #include "runtime/comm/process_grid.h"
 #include "runtime/core/error.h"
@@ -43,27 +44,12 @@
 namespace {
 
 using namespace pf;
+using bench::median;
+using bench::pin_this_thread;
+using bench::token_batch;
 
-void pin_this_thread(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-}
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
 
-Batch token_batch(int64_t rows, int64_t seq, int64_t vocab, uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(vocab - 1));
-  std::vector<int32_t> in(rows * seq), out(rows * seq);
-  for (auto& x : in) x = id(gen);
-  for (auto& x : out) x = id(gen);
-  return Batch{Tensor::from_ints({rows, seq}, in), Tensor::from_ints({rows, seq}, out)};
-}
 
 }  // namespace
 

@@ -37,15 +37,6 @@ exec::PipelineTrainer* sharded(Trainer& trainer) {
   return p && p->options().world ? p : nullptr;
 }
 
-std::string describe(std::exception_ptr e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& ex) {
-    return ex.what();
-  } catch (...) {
-    return "unknown exception";
-  }
-}
 
 // Every process of the pipeline group and of the data-parallel group learns whether all got
 // through `what`; when one did not, every process throws: the failed one its own error, the

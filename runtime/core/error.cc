@@ -24,4 +24,14 @@ const char* error_code_name(ErrorCode code) {
   return "UNKNOWN";
 }
 
+std::string describe_exception(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    return ex.what();
+  } catch (...) {
+    return "unknown exception";
+  }
+}
+
 }  // namespace pf

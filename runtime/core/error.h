@@ -2,6 +2,7 @@
 // C API's pf_code. The C API turns them into pf_status objects; nothing unwinds through C.
 #pragma once
 
+#include <exception>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -28,6 +29,9 @@ enum class ErrorCode : int {
 };
 
 const char* error_code_name(ErrorCode code);
+
+// The message of a caught exception (what(), or "unknown exception" for other types).
+std::string describe_exception(std::exception_ptr e);
 
 class Error : public std::runtime_error {
  public:

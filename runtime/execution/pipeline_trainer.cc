@@ -68,19 +68,6 @@ struct PipelineTrainer::StepState {
   std::exception_ptr error;
 };
 
-namespace {
-
-std::string describe(std::exception_ptr e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& ex) {
-    return ex.what();
-  } catch (...) {
-    return "unknown exception";
-  }
-}
-
-}  // namespace
 
 PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOptions& options)
     : model_(std::move(model)), options_(options) {
@@ -553,7 +540,7 @@ void PipelineTrainer::worker_main(int rank) {
       // adds nothing; with processes, the cancel also reaches this rank's data-parallel group).
       // A World names the failed rank itself.
       if (options_.world || !transport_cancelled())
-        cancel_transport(options_.world ? describe(e) : "rank " + std::to_string(rank) + " failed: " + describe(e));
+        cancel_transport(options_.world ? describe_exception(e) : "rank " + std::to_string(rank) + " failed: " + describe_exception(e));
     }
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -653,7 +640,7 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batche
       reducer_->wait();
     } catch (...) {
       if (!st.error) st.error = std::current_exception();
-      cancel_transport(describe(std::current_exception()));  // the pipeline's other ranks stop too
+      cancel_transport(describe_exception(std::current_exception()));  // the pipeline's other ranks stop too
     }
   }
   // Every copy must be finished before the contexts go; a failed step drops what the stores hold

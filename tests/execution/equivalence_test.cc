@@ -56,10 +56,7 @@ std::string compare(ModelKind kind, const PipelineOptions& popts, int steps = 3)
   return "";
 }
 
-struct Case {
-  std::string schedule;
-  int chunks;
-};
+using Case = testing::ScheduleCase;
 
 class Equivalence : public ::testing::TestWithParam<std::tuple<Case, ModelKind>> {};
 
@@ -98,15 +95,11 @@ TEST_P(Equivalence, BitwiseEqualToSequential) {
 
 INSTANTIATE_TEST_SUITE_P(
     AllSynchronousSchedules, Equivalence,
-    ::testing::Combine(::testing::Values(Case{"gpipe", 1}, Case{"1f1b", 1}, Case{"interleaved-1f1b", 2},
-                                         Case{"bfs", 2}, Case{"zb-h1", 1}, Case{"zb-h2", 1}, Case{"zb-v", 2},
-                                         Case{"zb-auto", 1}),
+    ::testing::Combine(::testing::ValuesIn(testing::synchronous_schedules()),
                        ::testing::Values(ModelKind::kMlp, ModelKind::kGpt)),
     [](const ::testing::TestParamInfo<std::tuple<Case, ModelKind>>& info) {
-      std::string n = std::get<0>(info.param).schedule + (std::get<1>(info.param) == ModelKind::kMlp ? "_mlp" : "_gpt");
-      for (char& ch : n)
-        if (ch == '-') ch = '_';
-      return n;
+      return testing::test_name(std::get<0>(info.param).schedule,
+                                std::get<1>(info.param) == ModelKind::kMlp ? "mlp" : "gpt");
     });
 
 TEST(Equivalence, UserScheduleTextWithSplitBackwardAndCustomPlacement) {

@@ -25,21 +25,6 @@ std::string fresh_dir(const std::string& tag) { return pftest::fresh_temp_dir("o
 
 int files_in(const std::string& dir) { return pftest::count_files(dir); }
 
-TrainerOptions base_options(int m, int variant) {
-  TrainerOptions o;
-  o.micro_batches = m;
-  o.seed = 11 + variant;
-  if (variant % 2 == 0) {
-    o.optimizer.kind = OptimizerConfig::Kind::kAdamW;
-    o.optimizer.lr = 1e-2f;
-  } else {
-    o.optimizer.kind = OptimizerConfig::Kind::kSgd;
-    o.optimizer.lr = 0.1f;
-    o.optimizer.momentum = 0.9f;
-  }
-  o.optimizer.clip_norm = variant % 3 == 0 ? 0.05f : 0.0f;
-  return o;
-}
 
 bool schedule_exists(const std::string& name, int p, int m, int v) {
   try {
@@ -92,10 +77,7 @@ std::string run_and_compare(bool gpt, const PipelineOptions& o, int steps, Pipel
   return "";
 }
 
-struct Case {
-  std::string schedule;
-  int chunks;
-};
+using Case = testing::ScheduleCase;
 
 class OffloadEquivalence : public ::testing::TestWithParam<std::tuple<Case, std::string>> {};
 
@@ -112,7 +94,7 @@ TEST_P(OffloadEquivalence, BitwiseEqualAndNoFilesLeft) {
         o.schedule = c.schedule;
         o.ranks = p;
         o.chunks = c.chunks;
-        o.base = base_options(m, variant++);
+        o.base = testing::varied_options(m, variant++);
         o.activation_policy = policy;
         o.offload_dir = dir;
         if (policy == "selective") o.activation_budget_bytes = 1;  // replaced below by a feasible one
@@ -139,15 +121,10 @@ TEST_P(OffloadEquivalence, BitwiseEqualAndNoFilesLeft) {
 
 INSTANTIATE_TEST_SUITE_P(
     Policies, OffloadEquivalence,
-    ::testing::Combine(::testing::Values(Case{"1f1b", 1}, Case{"gpipe", 1}, Case{"zb-h1", 1}, Case{"zb-h2", 1},
-                                         Case{"zb-v", 2}, Case{"interleaved-1f1b", 2}, Case{"bfs", 2},
-                                         Case{"zb-auto", 1}),
+    ::testing::Combine(::testing::ValuesIn(testing::synchronous_schedules()),
                        ::testing::Values("recompute", "offload-host", "offload-file", "selective", "balance")),
     [](const ::testing::TestParamInfo<std::tuple<Case, std::string>>& info) {
-      std::string n = std::get<0>(info.param).schedule + "_" + std::get<1>(info.param);
-      for (char& ch : n)
-        if (ch == '-') ch = '_';
-      return n;
+      return testing::test_name(std::get<0>(info.param).schedule, std::get<1>(info.param));
     });
 
 TEST(OffloadExecutor, SelectiveStaysWithinBudgetAndMatchesPrediction) {
@@ -156,7 +133,7 @@ TEST(OffloadExecutor, SelectiveStaysWithinBudgetAndMatchesPrediction) {
     o.schedule = schedule;
     o.ranks = 4;
     o.chunks = std::string(schedule) == "zb-v" ? 2 : 1;
-    o.base = base_options(8, 0);
+    o.base = testing::varied_options(8, 0);
     PipelineTrainer plain(testing::tiny_gpt(), o);
     plain.step(data_for(plain.model(), 8, 0));
     o.activation_policy = "selective";
@@ -194,7 +171,7 @@ TEST(OffloadExecutor, ImpossibleBudgetRefusedBeforeTraining) {
   PipelineOptions o;
   o.schedule = "1f1b";
   o.ranks = 4;
-  o.base = base_options(8, 0);
+  o.base = testing::varied_options(8, 0);
   o.activation_policy = "selective";
   o.activation_budget_bytes = 1;
   PipelineTrainer t(testing::tiny_gpt(), o);
@@ -228,7 +205,7 @@ TEST(OffloadExecutor, PolicyReducesMeasuredPeakOnFirstRank) {
   PipelineOptions o;
   o.schedule = "1f1b";
   o.ranks = 4;
-  o.base = base_options(8, 0);
+  o.base = testing::varied_options(8, 0);
   PipelineTrainer plain(testing::tiny_gpt(), o);
   plain.step(data_for(plain.model(), 8, 0));
   for (const char* policy : {"recompute", "offload-host", "offload-file"}) {
@@ -260,7 +237,7 @@ TEST(OffloadExecutor, BalanceEvensOutMeasuredPeaks) {
     PipelineOptions o;
     o.schedule = "1f1b";
     o.ranks = p;
-    o.base = base_options(2 * p, 0);
+    o.base = testing::varied_options(2 * p, 0);
     PipelineTrainer plain(testing::tiny_mlp(), o);
     plain.step(data_for(plain.model(), 2 * p, 0));
     o.activation_policy = "balance";
@@ -289,7 +266,7 @@ TEST(OffloadExecutor, FailingStepLeavesNoFilesAndTrainerStaysUsable) {
     PipelineOptions o;
     o.schedule = "1f1b";
     o.ranks = 2;
-    o.base = base_options(6, 1);
+    o.base = testing::varied_options(6, 1);
     o.layers_per_stage = {2, 3};
     o.activation_policy = "offload-file";
     o.offload_dir = fresh_dir(in_backward ? "failb" : "failf");
@@ -321,7 +298,7 @@ TEST(OffloadExecutor, UserScheduleWithOffloadAndRecompute) {
   // (Stage 0's weight gradients run in micro-batch order: W0 W1 W2 after B2 B1 B0.)
   PipelineOptions o;
   o.schedule_text = text;
-  o.base = base_options(3, 0);
+  o.base = testing::varied_options(3, 0);
   EXPECT_EQ(run_and_compare(false, o, 2), "");
 }
 

@@ -60,6 +60,41 @@ inline Batch data_for(const Model& model, int micro_batches, int step) {
                                     100 + step);
 }
 
+// One synchronous generator with the chunks it takes; all eight of them.
+struct ScheduleCase {
+  std::string schedule;
+  int chunks;
+};
+inline std::vector<ScheduleCase> synchronous_schedules() {
+  return {{"gpipe", 1}, {"1f1b", 1}, {"interleaved-1f1b", 2}, {"bfs", 2},
+          {"zb-h1", 1}, {"zb-h2", 1}, {"zb-v", 2},              {"zb-auto", 1}};
+}
+// A gtest parameter name: the parts joined by '_', '-' replaced by '_'.
+inline std::string test_name(const std::string& a, const std::string& b) {
+  std::string n = a + "_" + b;
+  for (char& ch : n)
+    if (ch == '-') ch = '_';
+  return n;
+}
+
+// Trainer options that vary with `variant`: AdamW and SGD with momentum alternating, a small
+// clip norm (so that clipping really happens) every third variant, a seed per variant.
+inline TrainerOptions varied_options(int m, int variant) {
+  TrainerOptions o;
+  o.micro_batches = m;
+  o.seed = 11 + variant;
+  if (variant % 2 == 0) {
+    o.optimizer.kind = OptimizerConfig::Kind::kAdamW;
+    o.optimizer.lr = 1e-2f;
+  } else {
+    o.optimizer.kind = OptimizerConfig::Kind::kSgd;
+    o.optimizer.lr = 0.1f;
+    o.optimizer.momentum = 0.9f;
+  }
+  o.optimizer.clip_norm = variant % 3 == 0 ? 0.05f : 0.0f;
+  return o;
+}
+
 inline bool parameters_bitwise_equal(const Model& a, const Model& b, std::string* first_diff) {
   const auto& pa = a.parameters();
   const auto& pb = b.parameters();

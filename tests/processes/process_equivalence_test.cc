@@ -44,22 +44,6 @@ std::shared_ptr<comm::World> group_of(int p) {
   return group;
 }
 
-TrainerOptions base_options(int m, int variant) {
-  TrainerOptions o;
-  o.micro_batches = m;
-  o.seed = 11 + variant;
-  if (variant % 2 == 0) {
-    o.optimizer.kind = OptimizerConfig::Kind::kAdamW;
-    o.optimizer.lr = 1e-2f;
-    o.optimizer.weight_decay = 0.01f;
-  } else {
-    o.optimizer.kind = OptimizerConfig::Kind::kSgd;
-    o.optimizer.lr = 0.1f;
-    o.optimizer.momentum = 0.9f;
-  }
-  o.optimizer.clip_norm = (variant / 2) % 2 == 0 ? 0.05f : 0.0f;  // clips in half of the cases
-  return o;
-}
 
 // Trains the sequential reference here and the pipeline across the group; returns "" when every
 // step's loss and gradient norm and the final parameters match bitwise. Every process of the group
@@ -99,10 +83,7 @@ std::string compare(ModelKind kind, PipelineOptions popts, int steps = 2) {
   return problems;
 }
 
-struct Case {
-  std::string schedule;
-  int chunks;
-};
+using Case = testing::ScheduleCase;
 
 class ProcessEquivalence : public ::testing::TestWithParam<std::tuple<Case, ModelKind>> {};
 
@@ -126,7 +107,7 @@ TEST_P(ProcessEquivalence, BitwiseEqualToSequential) {
       o.schedule = c.schedule;
       o.ranks = p;
       o.chunks = c.chunks;
-      o.base = base_options(m, variant++);
+      o.base = testing::varied_options(m, variant++);
       o.world = group_of(p);
       o.recv_timeout_seconds = 60;
       ++ran;
@@ -139,15 +120,11 @@ TEST_P(ProcessEquivalence, BitwiseEqualToSequential) {
 
 INSTANTIATE_TEST_SUITE_P(
     AllSynchronousSchedules, ProcessEquivalence,
-    ::testing::Combine(::testing::Values(Case{"gpipe", 1}, Case{"1f1b", 1}, Case{"interleaved-1f1b", 2},
-                                         Case{"bfs", 2}, Case{"zb-h1", 1}, Case{"zb-h2", 1}, Case{"zb-v", 2},
-                                         Case{"zb-auto", 1}),
+    ::testing::Combine(::testing::ValuesIn(testing::synchronous_schedules()),
                        ::testing::Values(ModelKind::kMlp, ModelKind::kGpt)),
     [](const ::testing::TestParamInfo<std::tuple<Case, ModelKind>>& info) {
-      std::string n = std::get<0>(info.param).schedule + (std::get<1>(info.param) == ModelKind::kMlp ? "_mlp" : "_gpt");
-      for (char& ch : n)
-        if (ch == '-') ch = '_';
-      return n;
+      return testing::test_name(std::get<0>(info.param).schedule,
+                                std::get<1>(info.param) == ModelKind::kMlp ? "mlp" : "gpt");
     });
 
 TEST(ProcessEquivalence, ActivationPolicies) {
@@ -157,7 +134,7 @@ TEST(ProcessEquivalence, ActivationPolicies) {
       PipelineOptions o;
       o.schedule = "1f1b";
       o.ranks = 4;
-      o.base = base_options(8, variant++);
+      o.base = testing::varied_options(8, variant++);
       o.activation_policy = policy;
       o.world = group_of(4);
       EXPECT_EQ(compare(kind, o), "") << policy;
@@ -219,7 +196,7 @@ TEST(DataParallel, DeterministicReductionIsBitwiseTheSequentialReplicaSum) {
         o.schedule = c.schedule;
         o.ranks = ranks;
         o.chunks = c.chunks;
-        o.base = base_options(4, variant++);
+        o.base = testing::varied_options(4, variant++);
         o.base.replicas = replicas;
         o.world = grid_of(replicas, ranks).pipeline;
         o.data_parallel_world = grid_of(replicas, ranks).data_parallel;
@@ -238,7 +215,7 @@ TEST(DataParallel, AllReduceIsWithinRoundingOfTheDeterministicSum) {
       PipelineOptions o;
       o.schedule = "1f1b";
       o.ranks = ranks;
-      o.base = base_options(4, variant++);
+      o.base = testing::varied_options(4, variant++);
       o.base.replicas = replicas;
       o.world = grid_of(replicas, ranks).pipeline;
       o.data_parallel_world = grid_of(replicas, ranks).data_parallel;
@@ -275,7 +252,7 @@ TEST(ProcessEquivalence, EachProcessHoldsItsShareOfTheParameters) {
   PipelineOptions o;
   o.schedule = "1f1b";
   o.ranks = 4;
-  o.base = base_options(4, 0);
+  o.base = testing::varied_options(4, 0);
   o.world = group_of(4);
   PipelineTrainer pipe(model, o);
   int64_t mine = 0;
