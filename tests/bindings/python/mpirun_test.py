@@ -13,6 +13,15 @@ import sys
 import tempfile
 import unittest
 
+# Under tools/sanitize.sh asan, libpipeforge.so is instrumented and this interpreter is not: the
+# sanitizer runtime must come first, so the test re-runs itself with it preloaded (as
+# pipeforge_test.py does; PF_SANITIZER_PRELOAD, docs/SANITIZERS.md); mpirun passes it on.
+_SANITIZER_PRELOAD = os.environ.get("PF_SANITIZER_PRELOAD")
+if _SANITIZER_PRELOAD and os.environ.get("LD_PRELOAD") != _SANITIZER_PRELOAD:
+    os.environ["LD_PRELOAD"] = _SANITIZER_PRELOAD
+    os.environ["ASAN_OPTIONS"] = os.environ.get("ASAN_OPTIONS", "") + ":detect_leaks=0"
+    os.execv(sys.executable, [sys.executable] + sys.argv)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
@@ -38,10 +47,7 @@ class MpirunTest(unittest.TestCase):
         env = dict(os.environ, **MPIRUN_ENV, TMPDIR=cls.session)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)  # where this test found pipeforge
         passed = ["-x", "PYTHONPATH"]
-        preload = os.environ.get("PF_SANITIZER_PRELOAD")  # tools/sanitize.sh asan (docs/SANITIZERS.md)
-        if preload:
-            env["LD_PRELOAD"] = preload
-            env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":detect_leaks=0"
+        if _SANITIZER_PRELOAD:  # set above, for this process and the ranks
             passed += ["-x", "LD_PRELOAD", "-x", "ASAN_OPTIONS"]
         command = ["mpirun", "-np", "2", "--oversubscribe", "--bind-to", "none", *passed, sys.executable,
                    os.path.join(HERE, "mpi_worker.py"), cls.out]
