@@ -378,6 +378,7 @@ int run_train(const TrainArgs& a) {
     std::cerr << "pipeforge train: " << a.model << " model, " << model.num_parameter_elements()
               << " parameters, " << a.steps << " steps of " << a.batch_size << " rows in " << a.micro_batches
               << " micro-batch(es)"
+              << (a.data_parallel > 1 ? " per replica, " + std::to_string(a.data_parallel) + " replicas" : "")
               << (a.resume.empty() ? ""
                                    : ", resumed from " + a.resume + " at step " + std::to_string(first_step))
               << "\n";
@@ -478,10 +479,18 @@ int run_train(const TrainArgs& a) {
                 ProgressBar::format_rate(tokens_per_s).c_str());
     std::printf("parameter checksum (sha256): %s\n", checksum.c_str());
     if (pipeline) {
-      std::printf("%s on %d ranks: measured bubble rate %.4f (mean over the steps)\n",
-                  pipeline->schedule().name.c_str(), ranks, bubble_rate);
+      const std::string where =
+          !world ? "threads of one process"
+                 : a.data_parallel > 1 ? std::to_string(a.data_parallel) + " replicas, " +
+                                             std::to_string(world->size()) + " processes"
+                                       : "one process each";
+      std::printf("%s on %d ranks (%s): measured bubble rate %.4f (mean over the steps)\n",
+                  pipeline->schedule().name.c_str(), ranks, where.c_str(), bubble_rate);
     }
-    if (save) std::printf("checkpoint saved to %s\n", a.checkpoint.c_str());
+    if (save) {
+      std::printf("checkpoint saved to %s%s\n", a.checkpoint.c_str(),
+                  world ? " (a folder: one shard per pipeline rank and manifest.json)" : "");
+    }
   }
   return diverged ? kExitFailure : kExitOk;
 }
