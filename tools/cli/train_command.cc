@@ -487,6 +487,17 @@ int run_train(const TrainArgs& a) {
       std::printf("%s on %d ranks (%s): measured bubble rate %.4f (mean over the steps)\n",
                   pipeline->schedule().name.c_str(), ranks, where.c_str(), bubble_rate);
     }
+    if (world) {
+      std::string line;
+      for (const auto& m : memory) {
+        const double mb = (m["parameter_bytes"].get<double>() + m["gradient_bytes"].get<double>() +
+                           m["optimizer_bytes"].get<double>()) / 1e6;
+        char part[64];
+        std::snprintf(part, sizeof(part), "%srank %d %.2f MB", line.empty() ? "" : ", ", m["rank"].get<int>(), mb);
+        line += part;
+      }
+      std::printf("parameters + gradients + optimizer state per process: %s\n", line.c_str());
+    }
     if (save) {
       std::printf("checkpoint saved to %s%s\n", a.checkpoint.c_str(),
                   world ? " (a folder: one shard per pipeline rank and manifest.json)" : "");
