@@ -14,6 +14,7 @@
 #include "c_api/tensor_view.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/parameter_checksum.h"
+#include "runtime/checkpoint/sharded_checkpoint.h"
 #include "runtime/schedules/text_format.h"
 #include "runtime/schedules/timeline.h"
 #include "runtime/tensor/allocator.h"
@@ -187,11 +188,6 @@ void check_f32(const pf::Parameter& p) {
                  pf::dtype_name(p.value.dtype()), " values, not f32");
 }
 
-void check_whole_process(const pf_trainer& trainer, const char* what) {
-  PF_CHECK_STATE(!trainer.per_rank_processes, what, " is not supported with one process per rank yet (this "
-                 "process is launch rank ", trainer.launch_rank, " of ", trainer.launch_size,
-                 "); pf_trainer_parameter_checksum compares runs");
-}
 
 // The devices whose accounting pf_trainer_memory_stats reports (each once, in first-use order).
 std::vector<pf::Device> trainer_devices(const pf_trainer& trainer) {
@@ -393,8 +389,8 @@ pf_status* pf_trainer_save_checkpoint(const pf_trainer* trainer, const char* pat
   return guard(__func__, [&] {
     require(trainer, "trainer");
     const std::string file = pf::capi::require_string(path, "path");
-    check_whole_process(*trainer, "saving a checkpoint");
-    pf::save_checkpoint(*trainer->trainer, file);
+    // With one process per rank: a folder of shards, written by every process (collective).
+    pf::save_trainer_checkpoint(*trainer->trainer, file);
   });
 }
 
@@ -402,8 +398,7 @@ pf_status* pf_trainer_load_checkpoint(pf_trainer* trainer, const char* path) {
   return guard(__func__, [&] {
     require(trainer, "trainer");
     const std::string file = pf::capi::require_string(path, "path");
-    check_whole_process(*trainer, "loading a checkpoint");
-    pf::load_checkpoint(*trainer->trainer, file);
+    pf::load_trainer_checkpoint(*trainer->trainer, file);
   });
 }
 

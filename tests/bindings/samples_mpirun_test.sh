@@ -30,7 +30,7 @@ grep -q 'parameter checksum [0-9a-f]\{64\}$' <<<"$expected" || { echo "FAIL: no 
 
 threads=$(run "the Python sample on threads" "$python_sample" --schedule 1f1b --stages 2)
 processes=$(run "the Python sample on 2 processes" timeout 600 bash -c \
-  "source '$mpirun_sh'; run_mpi 2 ${preload[*]} '$python_sample' --schedule 1f1b --stages 2 \"\$@\"" _)
+  "source '$mpirun_sh'; run_mpi 2 default ${preload[*]} '$python_sample' --schedule 1f1b --stages 2 \"\$@\"" _)
 for case in threads processes; do
   got=$(results "${!case}")
   if [[ $got != "$expected" ]]; then

@@ -78,11 +78,16 @@ def main(out_dir):
         result["local"] = [r.local for r in trainer.rank_stats]
         result["busy"] = [r.busy > 0 for r in trainer.rank_stats]
         result["checksum"] = trainer.checksum()  # collective: every process calls it
-        try:
-            trainer.save_checkpoint(os.path.join(out_dir, f"never{rank}.ckpt"))
-            result["checkpoint"] = "saved"
-        except pipeforge.FailedPreconditionError as e:
-            result["checkpoint"] = "refused" if "one process per rank" in str(e) else str(e)
+        # A checkpoint across the processes (collective): a folder of shards, read back here and
+        # into a trainer of this process alone.
+        folder = os.path.join(out_dir, "checkpoint")
+        trainer.save_checkpoint(folder)
+        train(trainer)
+        trainer.load_checkpoint(folder)
+        result["reloaded_checksum"] = trainer.checksum()
+        with pipeforge.Trainer(model(), **options()) as alone:
+            alone.load_checkpoint(folder)
+            result["alone_checksum"] = alone.checksum()
     # Data parallel: 2 replicas of one rank, reduced in replica order.
     with pipeforge.Trainer(model(), schedule="1f1b", ranks=1, data_parallel=2, gradient_reduction="deterministic",
                            processes="mpi", **options(micro_batches=2)) as trainer:

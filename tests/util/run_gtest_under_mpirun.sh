@@ -4,12 +4,15 @@
 set -euo pipefail
 n=$1 btl=$2 binary=$3
 shift 3
-source "$(dirname "$0")/../util/mpirun.sh"
+# This script runs from the test's package (Bazel links it there): mpirun.sh is in tests/util.
+util=${TEST_SRCDIR:+$TEST_SRCDIR/pipeforge/tests/util}
+util=${util:-$(dirname "$0")}
+source "$util/mpirun.sh"
 command -v mpirun >/dev/null || { echo "mpirun not found: run tools/setup.sh"; exit 1; }
 # Each process writes its own log; rank 0's goes to the test log, the others' only when they fail.
 out=${TEST_UNDECLARED_OUTPUTS_DIR:-$(mktemp -d)}
 set +e
-timeout 1200 bash -c "source '$(dirname "$0")/../util/mpirun.sh'; run_mpi $n $btl --output-filename '$out/ranks' '$binary' $*"
+timeout 1200 bash -c "source '$util/mpirun.sh'; run_mpi $n $btl --output-filename '$out/ranks' '$binary' $*"
 rc=$?
 set -e
 for f in "$out"/ranks/1/rank.*/stdout; do
