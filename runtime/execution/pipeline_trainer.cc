@@ -159,7 +159,7 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
   if (options_.world) {
     // Every rank's endpoint is in its own process.
   } else if (!gpu_) {
-    transport_ = std::make_unique<InProcessTransport>(schedule_.num_ranks(), topts);
+    thread_world_ = std::make_unique<comm::ThreadWorld>(schedule_.num_ranks(), topts);
   } else {
     place_parameters();
     for (int r = 0; r < schedule_.num_ranks(); ++r)
@@ -364,37 +364,41 @@ void PipelineTrainer::sync_rank_streams() {
 
 Transport& PipelineTrainer::endpoint(int rank) {
   if (options_.world) return options_.world->endpoint();
-  return gpu_ ? gpu_transport_->endpoint(rank) : transport_->endpoint(rank);
+  return gpu_ ? gpu_transport_->endpoint(rank) : thread_world_->member(rank).endpoint();
 }
 
-void PipelineTrainer::cancel_transport(const std::string& reason) {
-  // Tells every other process of the pipeline and, data parallel, this rank's replicas (which
-  // then tell theirs).
+void PipelineTrainer::cancel_transport(int rank, const std::string& what) {
+  // Processes: tells every other process of the pipeline and, data parallel, this rank's replicas
+  // (which then tell theirs). Threads: wakes every other rank ("rank <r> failed: <what>").
   if (options_.data_parallel_world && !options_.data_parallel_world->aborted())
-    options_.data_parallel_world->abort(reason);
+    options_.data_parallel_world->abort(what);
   if (options_.world) {
-    if (!options_.world->aborted()) options_.world->abort(reason);
-  } else if (gpu_) gpu_transport_->cancel(reason);
-  else transport_->cancel(reason);
+    if (!options_.world->aborted()) options_.world->abort(what);
+  } else if (gpu_) {
+    gpu_transport_->cancel("rank " + std::to_string(rank) + " failed: " + what);
+  } else {
+    thread_world_->member(rank).abort(what);
+  }
 }
 
 bool PipelineTrainer::transport_cancelled() const {
   if (options_.world)
     return options_.world->aborted() || (options_.data_parallel_world && options_.data_parallel_world->aborted());
-  return gpu_ ? gpu_transport_->cancelled() : transport_->cancelled();
+  return gpu_ ? gpu_transport_->cancelled() : thread_world_->aborted();
 }
 
 std::string PipelineTrainer::cancel_cause() const {
   if (!transport_cancelled()) return std::string();
   for (const comm::World* w : {options_.world.get(), options_.data_parallel_world.get()})
     if (w && w->aborted()) return w->abort_cause();
-  return "another rank failed";  // threads: that rank's error is the step's
+  if (thread_world_ && thread_world_->aborted()) return thread_world_->abort_cause();
+  return "another rank failed";
 }
 
 void PipelineTrainer::reset_transport() {
   if (options_.world) return;  // a failed step leaves the world aborted: later steps fail
   if (gpu_) gpu_transport_->reset();
-  else transport_->reset();
+  else thread_world_->reset();
 }
 
 void PipelineTrainer::place_on_processes() {
@@ -539,8 +543,7 @@ void PipelineTrainer::worker_main(int rank) {
       // The first failure stops every rank (with threads, a rank cancelled by another's failure
       // adds nothing; with processes, the cancel also reaches this rank's data-parallel group).
       // A World names the failed rank itself.
-      if (options_.world || !transport_cancelled())
-        cancel_transport(options_.world ? describe_exception(e) : "rank " + std::to_string(rank) + " failed: " + describe_exception(e));
+      if (options_.world || !transport_cancelled()) cancel_transport(rank, describe_exception(e));
     }
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -640,7 +643,8 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batche
       reducer_->wait();
     } catch (...) {
       if (!st.error) st.error = std::current_exception();
-      cancel_transport(describe_exception(std::current_exception()));  // the pipeline's other ranks stop too
+      // The pipeline's other ranks stop too.
+      cancel_transport(options_.world->rank(), describe_exception(std::current_exception()));
     }
   }
   // Every copy must be finished before the contexts go; a failed step drops what the stores hold

@@ -18,6 +18,7 @@
 #include "runtime/execution/partition.h"
 #include "runtime/execution/rank_executor.h"
 #include "runtime/comm/in_process_transport.h"
+#include "runtime/comm/thread_world.h"
 #include "runtime/comm/world.h"
 #include "runtime/memory/activation_store.h"
 #include "runtime/models/model.h"
@@ -191,7 +192,7 @@ class PipelineTrainer : public Trainer {
   void sync_devices(const std::string& what);  // host wait for the main thread's device work
   void sync_rank_streams();      // host wait for every rank's compute stream
   Transport& endpoint(int rank);
-  void cancel_transport(const std::string& reason);
+  void cancel_transport(int rank, const std::string& what);  // rank `rank` failed: `what`
   bool transport_cancelled() const;
   std::string cancel_cause() const;  // "" while not cancelled
   void reset_transport();
@@ -207,7 +208,7 @@ class PipelineTrainer : public Trainer {
   std::vector<Parameter*> local_params_;
   std::unique_ptr<GradientReducer> reducer_;             // data parallel
   std::unordered_map<const Parameter*, int> owner_;       // parameter -> rank of its stage
-  std::unique_ptr<InProcessTransport> transport_;  // CPU ranks
+  std::unique_ptr<comm::ThreadWorld> thread_world_;  // CPU ranks as threads of this process
   // CUDA ranks.
   bool gpu_ = false;
   std::vector<int> rank_device_;                   // CUDA ordinal per rank
