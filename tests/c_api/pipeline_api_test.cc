@@ -13,30 +13,11 @@
 namespace {
 
 using pftest::Checksum;
+using pftest::MakeDeepMlp;
 using pftest::MakeRows;
+using pftest::MakeTrainer;
 using pftest::Options;
 using pftest::Views;
-
-pf_model* DeepMlp() {
-  pf_mlp_config config;
-  pf_mlp_config_init(&config);
-  const int64_t hidden[] = {16, 16, 16};
-  config.input_dim = pftest::kFeatures;
-  config.hidden = hidden;
-  config.num_hidden = 3;
-  config.classes = pftest::kClasses;
-  pf_model* model = nullptr;
-  EXPECT_PF_OK(pf_model_create_mlp(&config, &model));
-  return model;
-}
-
-pf_trainer* MakeTrainer(const pf_trainer_options& options) {
-  pf_model* model = DeepMlp();
-  pf_trainer* trainer = nullptr;
-  EXPECT_PF_OK(pf_trainer_create(model, &options, &trainer));
-  pf_model_destroy(model);
-  return trainer;
-}
 
 void Train(pf_trainer* trainer, int steps) {
   for (int step = 0; step < steps; ++step) {
@@ -170,7 +151,7 @@ TEST(PipelineApi, DevicesOption) {
     pf_trainer_destroy(t);
 
     options.devices = "cuda:0";
-    pf_model* model = DeepMlp();
+    pf_model* model = MakeDeepMlp();
     pf_trainer* gpu = nullptr;
     pf_status* status = pf_trainer_create(model, &options, &gpu);
     pf_model_destroy(model);
@@ -212,7 +193,7 @@ TEST(PipelineApi, VersionOneOptionsStructStillAccepted) {
 }
 
 TEST(PipelineApiBadInput, OptionsAndMeasurementsReportTheProblem) {
-  pf_model* model = DeepMlp();
+  pf_model* model = MakeDeepMlp();
   pf_trainer* const sentinel = reinterpret_cast<pf_trainer*>(0x1);
   pf_trainer* out = sentinel;
   pf_trainer_options options = Options(2);
@@ -281,7 +262,7 @@ TEST(PipelineApiBadInput, OptionsAndMeasurementsReportTheProblem) {
   EXPECT_PF_ERROR(pf_trainer_timeline_to_svg(nullptr, &text), PF_INVALID_ARGUMENT, "'trainer'");
   pf_trainer_destroy(sequential);
 
-  pf_model* second = DeepMlp();
+  pf_model* second = MakeDeepMlp();
   options = Options(2);
   options.schedule = "1f1b";
   options.stages = 2;

@@ -16,7 +16,9 @@
 namespace {
 
 using pftest::Checksum;
+using pftest::MakeDeepMlp;
 using pftest::MakeRows;
+using pftest::MakeTrainer;
 using pftest::Views;
 
 int EnvInt(const char* name) {
@@ -26,19 +28,6 @@ int EnvInt(const char* name) {
 
 int LaunchSize() { return EnvInt("OMPI_COMM_WORLD_SIZE"); }
 int LaunchRank() { return EnvInt("OMPI_COMM_WORLD_RANK"); }
-
-pf_model* DeepMlp() {
-  pf_mlp_config config;
-  pf_mlp_config_init(&config);
-  const int64_t hidden[] = {16, 16, 16};
-  config.input_dim = pftest::kFeatures;
-  config.hidden = hidden;
-  config.num_hidden = 3;
-  config.classes = pftest::kClasses;
-  pf_model* model = nullptr;
-  EXPECT_PF_OK(pf_model_create_mlp(&config, &model));
-  return model;
-}
 
 pf_trainer_options Options(int micro_batches) {
   pf_trainer_options o = pftest::Options(micro_batches);
@@ -50,13 +39,6 @@ pf_trainer_options Options(int micro_batches) {
 pf_trainer* Create(pf_model* model, const pf_trainer_options& options) {
   pf_trainer* trainer = nullptr;
   EXPECT_PF_OK(pf_trainer_create(model, &options, &trainer));
-  return trainer;
-}
-
-pf_trainer* Create(const pf_trainer_options& options) {
-  pf_model* model = DeepMlp();
-  pf_trainer* trainer = Create(model, options);
-  pf_model_destroy(model);
   return trainer;
 }
 
@@ -106,7 +88,7 @@ class ProcessApi : public ::testing::Test {
 // stats and knows which it ran.
 TEST_F(ProcessApi, OneProcessPerRankMatchesTheSequentialTrainerBitwise) {
   const int size = LaunchSize(), me = LaunchRank();
-  pf_trainer* reference = Create(Options(4));
+  pf_trainer* reference = MakeTrainer(Options(4));
   const std::vector<pf_step_result> expected = Train(reference, 3);
   const std::string expected_checksum = Checksum(reference);
   pf_trainer_destroy(reference);
@@ -114,7 +96,7 @@ TEST_F(ProcessApi, OneProcessPerRankMatchesTheSequentialTrainerBitwise) {
   pf_trainer_options options = Options(4);
   options.schedule = "1f1b";
   options.ranks = size;  // processes: PF_PROCESSES_AUTO
-  pf_trainer* t = Create(options);
+  pf_trainer* t = MakeTrainer(options);
   ASSERT_NE(t, nullptr);
   int32_t rank = -1, launch = -1, ranks = -1;
   ASSERT_PF_OK(pf_trainer_process(t, &rank, &launch));
@@ -140,11 +122,11 @@ TEST_F(ProcessApi, OneProcessPerRankMatchesTheSequentialTrainerBitwise) {
   pf_trainer_destroy(t);
 
   // The same through a data loader (every process pulls the step's micro-batches).
-  pf_trainer* ref_loader = Create(Options(4));
+  pf_trainer* ref_loader = MakeTrainer(Options(4));
   pftest::PositionLoader ref_source;
   const pf_data_loader ref_vtable = ref_source.vtable();
   ASSERT_PF_OK(pf_trainer_set_data_loader(ref_loader, &ref_vtable));
-  t = Create(options);
+  t = MakeTrainer(options);
   pftest::PositionLoader source;
   const pf_data_loader vtable = source.vtable();
   ASSERT_PF_OK(pf_trainer_set_data_loader(t, &vtable));
@@ -169,10 +151,10 @@ TEST_F(ProcessApi, OneProcessPerRankMatchesTheSequentialTrainerBitwise) {
 // gives the parameters the sequential trainer has after the same writes.
 TEST_F(ProcessApi, ParametersLiveInTheProcessOfTheirStage) {
   const int size = LaunchSize();
-  pf_model* ref_model = DeepMlp();
+  pf_model* ref_model = MakeDeepMlp();
   pf_trainer* reference = Create(ref_model, Options(2));
   Train(reference, 1);
-  pf_model* model = DeepMlp();
+  pf_model* model = MakeDeepMlp();
   pf_trainer_options options = Options(2);
   options.schedule = "gpipe";
   options.ranks = size;
@@ -219,7 +201,7 @@ TEST_F(ProcessApi, ParametersLiveInTheProcessOfTheirStage) {
   const std::string folder = std::string(tmp != nullptr ? tmp : "/tmp") + "/process_api_checkpoint";
   EXPECT_PF_OK(pf_trainer_save_checkpoint(t, folder.c_str()));
   const std::string saved = Checksum(t);
-  pf_trainer* single = Create(Options(2));
+  pf_trainer* single = MakeTrainer(Options(2));
   EXPECT_PF_OK(pf_trainer_load_checkpoint(single, folder.c_str()));
   EXPECT_EQ(Checksum(single), saved);
   pf_trainer_destroy(single);
@@ -238,7 +220,7 @@ TEST_F(ProcessApi, ParametersLiveInTheProcessOfTheirStage) {
 
   // The model lives on after its trainer; a trainer of one process gets every parameter back.
   pf_trainer* again = Create(model, Options(2));
-  pf_trainer* fresh = Create(Options(2));
+  pf_trainer* fresh = MakeTrainer(Options(2));
   Train(again, 2);
   Train(fresh, 2);
   EXPECT_EQ(Checksum(again), Checksum(fresh));
@@ -257,7 +239,7 @@ TEST_F(ProcessApi, DataParallelReplicas) {
   const int p = size / 2;
   pf_trainer_options seq = Options(2);
   seq.data_parallel = 2;
-  pf_trainer* reference = Create(seq);
+  pf_trainer* reference = MakeTrainer(seq);
   const std::vector<pf_step_result> expected = Train(reference, 2);
   const std::string expected_checksum = Checksum(reference);
   pf_trainer_destroy(reference);
@@ -268,7 +250,7 @@ TEST_F(ProcessApi, DataParallelReplicas) {
     options.ranks = p;
     options.data_parallel = 2;
     options.gradient_reduction = reduction;
-    pf_trainer* t = Create(options);
+    pf_trainer* t = MakeTrainer(options);
     ASSERT_NE(t, nullptr);
     int32_t rank = -1, launch = -1;
     ASSERT_PF_OK(pf_trainer_process(t, &rank, &launch));
@@ -310,7 +292,7 @@ TEST_F(ProcessApi, DataParallelReplicas) {
 // PF_PROCESSES_THREADS under mpirun: each process trains a whole pipeline of its own. No schedule:
 // the sequential trainer in each process, whatever `processes` says under PF_PROCESSES_AUTO.
 TEST_F(ProcessApi, ThreadsAndSequentialStayInTheirProcess) {
-  pf_trainer* reference = Create(Options(2));
+  pf_trainer* reference = MakeTrainer(Options(2));
   Train(reference, 2);
   const std::string expected = Checksum(reference);
   pf_trainer_destroy(reference);
@@ -318,8 +300,8 @@ TEST_F(ProcessApi, ThreadsAndSequentialStayInTheirProcess) {
   options.schedule = "1f1b";
   options.ranks = 3;  // any P: the launch is not split
   options.processes = PF_PROCESSES_THREADS;
-  pf_trainer* threads = Create(options);
-  pf_trainer* sequential = Create(Options(2));
+  pf_trainer* threads = MakeTrainer(options);
+  pf_trainer* sequential = MakeTrainer(Options(2));
   ASSERT_NE(threads, nullptr);
   for (pf_trainer* t : {threads, sequential}) {
     int32_t rank = -1, size = -1;
@@ -336,7 +318,7 @@ TEST_F(ProcessApi, ThreadsAndSequentialStayInTheirProcess) {
 // What one process per rank refuses, the same way in every process (so none waits for the others).
 TEST_F(ProcessApi, RefusalsNameTheFix) {
   const int size = LaunchSize();
-  pf_model* model = DeepMlp();
+  pf_model* model = MakeDeepMlp();
   pf_trainer* const sentinel = reinterpret_cast<pf_trainer*>(0x1);
   pf_trainer* out = sentinel;
   pf_trainer_options options = Options(2);

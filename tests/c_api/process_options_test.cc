@@ -16,34 +16,15 @@
 namespace {
 
 using pftest::Checksum;
+using pftest::MakeDeepMlp;
 using pftest::MakeRows;
+using pftest::MakeTrainer;
 using pftest::Options;
 using pftest::Views;
 
-pf_model* DeepMlp() {
-  pf_mlp_config config;
-  pf_mlp_config_init(&config);
-  const int64_t hidden[] = {16, 16, 16};
-  config.input_dim = pftest::kFeatures;
-  config.hidden = hidden;
-  config.num_hidden = 3;
-  config.classes = pftest::kClasses;
-  pf_model* model = nullptr;
-  EXPECT_PF_OK(pf_model_create_mlp(&config, &model));
-  return model;
-}
-
-pf_trainer* MakeTrainer(const pf_trainer_options& options) {
-  pf_model* model = DeepMlp();
-  pf_trainer* trainer = nullptr;
-  EXPECT_PF_OK(pf_trainer_create(model, &options, &trainer));
-  pf_model_destroy(model);
-  return trainer;
-}
-
 // Creation fails with `code` and a message holding every one of `parts`; *out stays untouched.
 void ExpectCreateFails(const pf_trainer_options& options, pf_code code, std::initializer_list<const char*> parts) {
-  pf_model* model = DeepMlp();
+  pf_model* model = MakeDeepMlp();
   pf_trainer* const sentinel = reinterpret_cast<pf_trainer*>(0x1);
   pf_trainer* out = sentinel;
   pftest::ExpectError(pf_trainer_create(model, &options, &out), code, parts);

@@ -73,6 +73,29 @@ inline pf_model* MakeMlp() {
   return model;
 }
 
+// An MLP with three hidden layers of 16 (7 top-level layers): enough to split over 2 or 4 ranks.
+inline pf_model* MakeDeepMlp() {
+  pf_mlp_config config;
+  pf_mlp_config_init(&config);
+  const int64_t hidden[] = {16, 16, 16};
+  config.input_dim = kFeatures;
+  config.hidden = hidden;
+  config.num_hidden = 3;
+  config.classes = kClasses;
+  pf_model* model = nullptr;
+  EXPECT_PF_OK(pf_model_create_mlp(&config, &model));
+  return model;
+}
+
+// A trainer on a new MakeDeepMlp() (the trainer keeps the model; its handle is released here).
+inline pf_trainer* MakeTrainer(const pf_trainer_options& options) {
+  pf_model* model = MakeDeepMlp();
+  pf_trainer* trainer = nullptr;
+  EXPECT_PF_OK(pf_trainer_create(model, &options, &trainer));
+  pf_model_destroy(model);
+  return trainer;
+}
+
 inline pf_trainer_options Options(int micro_batches = 2, uint64_t seed = 7) {
   pf_trainer_options options;
   pf_trainer_options_init(&options);
