@@ -46,7 +46,6 @@ namespace {
 using namespace pf;
 using bench::median;
 using bench::pin_this_thread;
-using bench::token_batch;
 
 
 
@@ -54,21 +53,10 @@ using bench::token_batch;
 }  // namespace
 
 int main(int argc, char** argv) {
-  int steps = 5, d_model = 256, blocks = 4, seq = 64, rows = 8;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i];
-    const int v = std::atoi(argv[i + 1]);
-    if (a == "--steps") steps = v;
-    else if (a == "--d_model") d_model = v;
-    else if (a == "--blocks") blocks = v;
-    else if (a == "--seq") seq = v;
-    else if (a == "--rows") rows = v;
-    else {
-      std::cerr << "unknown option " << a << "\n";
-      return 2;
-    }
-  }
-  const int p = 2, m = 8;
+  bench::GptPipelineBench bench;
+  if (!bench.parse(argc, argv)) return 2;
+  const int steps = bench.steps, d_model = bench.d_model, blocks = bench.blocks, seq = bench.seq, rows = bench.rows;
+  const int p = 2, m = bench::GptPipelineBench::kMicroBatches;
   const double timeout = 600;
   try {
     auto world = comm::MpiWorld::world();
@@ -76,19 +64,9 @@ int main(int argc, char** argv) {
     const int me = world->rank();
     pin_this_thread(me);
     cpu::set_blas_threads_for_this_thread(1);
-    GptConfig gc;
-    gc.vocab = 96;
-    gc.seq_len = seq;
-    gc.d_model = d_model;
-    gc.heads = 4;
-    gc.layers = blocks;
-    TrainerOptions base;
-    base.micro_batches = m;
-    base.seed = 1;
-    base.blas_threads = 1;
-    base.optimizer.lr = 1e-4f;
-    std::vector<Batch> data;
-    for (int s = 0; s <= steps; ++s) data.push_back(token_batch(int64_t(rows) * m, seq, gc.vocab, 7 + s));
+    const GptConfig gc = bench.gpt();
+    const TrainerOptions base = bench.options();
+    const std::vector<Batch> data = bench.batches();
 
     // Rank 0 alone: the balanced partition, the sequential reference and the threaded pipeline.
     std::vector<int> counts(static_cast<size_t>(p), 0);
