@@ -4,15 +4,7 @@
 # degree or in one process is bitwise equal to one that never stopped; a missing or damaged shard
 # is refused naming it.
 set -uo pipefail
-source "$(dirname "$0")/../util/mpirun.sh"
-command -v mpirun >/dev/null || { echo "mpirun not found: run tools/setup.sh"; exit 1; }
-pipeforge=$(pwd)/pipeforge
-[[ -x $pipeforge ]] || pipeforge=$(find . -name pipeforge -type f -perm -u+x | head -n 1)
-work=$(mktemp -d)
-trap 'rm -rf "$work"; pf_mpi_cleanup' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
+source "$(dirname "$0")/cli_checks.sh"
 gpt=(--model gpt --layers 4 --json --quiet)
 
 # 1. 4 steps in one go, sequentially: the reference.
@@ -70,8 +62,4 @@ expect_refusal "corrupt shard" "step-2.rank-3.pfck" "$work/corrupt"
 cp -r "$work/ck" "$work/manifest" && printf '{"format": 1' >"$work/manifest/manifest.json"
 expect_refusal "broken manifest" "manifest.json" "$work/manifest"
 
-if ((failures > 0)); then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "all checkpoint checks passed"
+finish "checkpoint"

@@ -3,16 +3,7 @@
 # run, each process holding its share of the parameters, and a killed rank ending every other
 # process with mpirun exiting non-zero.
 set -uo pipefail
-source "$(dirname "$0")/../util/mpirun.sh"
-command -v mpirun >/dev/null || { echo "mpirun not found: run tools/setup.sh"; exit 1; }
-pipeforge=$(pwd)/pipeforge
-[[ -x $pipeforge ]] || pipeforge=$(find . -name pipeforge -type f -perm -u+x | head -n 1)
-work=$(mktemp -d)
-trap 'rm -rf "$work"; pf_mpi_cleanup' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-
-field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
+source "$(dirname "$0")/cli_checks.sh"
 
 # 1. zb-v on 4 processes (the issue's command; --layers defaults to enough for its 8 stages: 5
 #    blocks) over loopback TCP, against the sequential trainer on the same model.
@@ -113,8 +104,4 @@ else
   [[ -z $left ]] || { fail "processes left behind: $left"; kill -9 $left; }
 fi
 
-if ((failures > 0)); then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "all mpirun CLI checks passed"
+finish "mpirun CLI"
