@@ -18,11 +18,19 @@ namespace {
 
 using testing::data_for;
 
-TrainerOptions base_options(int m) {
-  TrainerOptions o;
-  o.micro_batches = m;
-  o.optimizer.kind = OptimizerConfig::Kind::kSgd;
-  o.optimizer.lr = 0.1f;
+// 2 ranks over `world` of the probe model, fc0 probe0 fc1 | probe1 head: probe0 on rank 0, probe1
+// on rank 1; SGD on m micro-batches.
+PipelineOptions probe_pipeline(const char* schedule, int m, std::shared_ptr<comm::World> world,
+                               double timeout_seconds) {
+  PipelineOptions o;
+  o.schedule = schedule;
+  o.ranks = 2;
+  o.base.micro_batches = m;
+  o.base.optimizer.kind = OptimizerConfig::Kind::kSgd;
+  o.base.optimizer.lr = 0.1f;
+  o.layers_per_stage = {3, 2};
+  o.world = std::move(world);
+  o.recv_timeout_seconds = timeout_seconds;
   return o;
 }
 
@@ -30,14 +38,8 @@ TrainerOptions base_options(int m) {
 TEST(ProcessFailures, ARankThatThrowsEndsEveryProcessStepNamingIt) {
   testing::ProbeLayer* probe0 = nullptr;
   testing::ProbeLayer* probe1 = nullptr;
-  auto model = testing::probe_model(&probe0, &probe1);  // fc0 probe0 fc1 | probe1 head
-  PipelineOptions o;
-  o.schedule = "1f1b";
-  o.ranks = 2;
-  o.base = base_options(4);
-  o.layers_per_stage = {3, 2};
-  o.world = comm::MpiWorld::world();
-  o.recv_timeout_seconds = 30;
+  auto model = testing::probe_model(&probe0, &probe1);
+  const PipelineOptions o = probe_pipeline("1f1b", 4, comm::MpiWorld::world(), 30);
   PipelineTrainer pipe(model, o);
   const int me = o.world->rank();
   if (me == 1) probe1->fail_backward = true;
@@ -63,13 +65,7 @@ TEST(ProcessFailures, AStuckRankTimesOutNamingWhatEachWaitedFor) {
   testing::ProbeLayer* probe0 = nullptr;
   testing::ProbeLayer* probe1 = nullptr;
   auto model = testing::probe_model(&probe0, &probe1);
-  PipelineOptions o;
-  o.schedule = "gpipe";
-  o.ranks = 2;
-  o.base = base_options(2);
-  o.layers_per_stage = {3, 2};
-  o.world = comm::MpiWorld::world();
-  o.recv_timeout_seconds = 1.0;
+  const PipelineOptions o = probe_pipeline("gpipe", 2, comm::MpiWorld::world(), 1.0);
   PipelineTrainer pipe(model, o);
   const int me = o.world->rank();
   if (me == 0) probe0->forward_sleep_ms = 3000;  // rank 1's RECV_F waits past its timeout
@@ -96,15 +92,9 @@ TEST(ProcessFailures, ADataParallelRankThatThrowsEndsEveryReplica) {
   testing::ProbeLayer* probe0 = nullptr;
   testing::ProbeLayer* probe1 = nullptr;
   auto model = testing::probe_model(&probe0, &probe1);
-  PipelineOptions o;
-  o.schedule = "1f1b";
-  o.ranks = 2;
-  o.base = base_options(4);
+  PipelineOptions o = probe_pipeline("1f1b", 4, grid.pipeline, 60);
   o.base.replicas = 2;
-  o.layers_per_stage = {3, 2};
-  o.world = grid.pipeline;
   o.data_parallel_world = grid.data_parallel;
-  o.recv_timeout_seconds = 60;
   PipelineTrainer pipe(model, o);
   const bool culprit = grid.replica == 0 && grid.pipeline_rank == 1;
   if (culprit) probe1->fail_backward = true;
