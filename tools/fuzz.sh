@@ -18,7 +18,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 TARGETS=(schedule_text model_json checkpoint)
-OUTPUT_BASE=${PF_FUZZ_OUTPUT_BASE:-/tmp/pf_fuzz_base}
+# One output base per checkout (its runfiles trees link into the checkout that built them).
+OUTPUT_BASE=${PF_FUZZ_OUTPUT_BASE:-/tmp/pf_fuzz_base.$(pwd -P | md5sum | cut -c1-12)}
 WORK=${PF_FUZZ_WORK:-/tmp/pf_fuzz_work}
 RSS_LIMIT_MB=2048
 

@@ -8,8 +8,10 @@
 #   tools/sanitize.sh asan --test_filter='Pipeline*'   # extra arguments go to `bazel test`
 #   tools/sanitize.sh tsan //tests/comm:transport_test   # targets replace the default set
 #
-# Each sanitizer builds in its own output base, /tmp/pf_asan_base or /tmp/pf_tsan_base, so that it
-# does not evict the normal build's cache; SANITIZE_OUTPUT_BASE overrides it. BAZEL (default
+# Each sanitizer builds in its own output base, /tmp/pf_asan_base.<checkout> or
+# /tmp/pf_tsan_base.<checkout> (<checkout>: a hash of this checkout's path, as Bazel names its own
+# output bases: the runfiles trees it keeps link into the checkout that built them), so that it does
+# not evict the normal build's cache; SANITIZE_OUTPUT_BASE overrides it. BAZEL (default
 # `bazel`) may add startup options. The bazel-bin/... links of the checkout are left alone.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -87,7 +89,8 @@ case $mode in
 esac
 
 read -r -a bazel <<<"${BAZEL:-bazel}"
-bazel+=(--output_base="${SANITIZE_OUTPUT_BASE:-/tmp/pf_${mode}_base}")
+checkout=$(pwd -P | md5sum | cut -c1-12)
+bazel+=(--output_base="${SANITIZE_OUTPUT_BASE:-/tmp/pf_${mode}_base.$checkout}")
 log=$(mktemp "${TMPDIR:-/tmp}/pipeforge-$mode.XXXXXX")
 trap 'rm -f "$log"' EXIT
 
