@@ -246,14 +246,23 @@ void load_shards(Trainer& trainer, const std::string& folder, const std::vector<
   apply_checkpoint_images(trainer, raw, wanted, manifest.step, manifest.data_position, manifest.optimizer_steps);
 }
 
+void refuse_asynchronous(Trainer& trainer, const std::string& path) {
+  auto* p = dynamic_cast<exec::PipelineTrainer*>(&trainer);
+  if (p && p->asynchronous())
+    fail(ErrorCode::kUnimplemented, "checkpoint '", path, "': checkpoints of asynchronous schedule '",
+         p->options().schedule, "' (per-stage optimizers, weight versions in flight) are not supported yet");
+}
+
 }  // namespace
 
 void save_trainer_checkpoint(Trainer& trainer, const std::string& path) {
+  refuse_asynchronous(trainer, path);
   if (exec::PipelineTrainer* t = sharded(trainer)) save_shards(*t, path);
   else save_checkpoint(trainer, path);
 }
 
 void load_trainer_checkpoint(Trainer& trainer, const std::string& path) {
+  refuse_asynchronous(trainer, path);
   exec::PipelineTrainer* t = sharded(trainer);
   const std::vector<Parameter*>& wanted = t ? t->local_parameters() : trainer.model().parameters();
   if (is_directory(path)) {

@@ -23,6 +23,7 @@
 #include "runtime/comm/gpu_transport.h"
 #include "runtime/kernels/cpu/blas.h"
 #include "runtime/models/init.h"
+#include "runtime/schedules/async_schedules.h"
 #include "runtime/schedules/lowering.h"
 #include "runtime/schedules/schedule_request.h"
 #include "runtime/schedules/stage_actions.h"
@@ -49,6 +50,7 @@ void PipelineOptions::validate() const {
   for (size_t i = 0; i < cpu_affinity.size(); ++i)
     PF_CHECK_ARG(cpu_affinity[i] >= 0, "cpu_affinity[", i, "] must be >= 0, got ", cpu_affinity[i]);
   parse_gradient_reduction(gradient_reduction);
+  async.validate(schedule_text.empty() ? schedule : "custom");
   if (base.replicas > 1) {
     PF_CHECK_ARG(world != nullptr && data_parallel_world != nullptr, "replicas ", base.replicas,
                  ": data parallelism needs one process per rank: world (the pipeline group) and data_parallel_world");
@@ -64,6 +66,7 @@ struct PipelineTrainer::StepState {
   const std::vector<Batch>* micro = nullptr;
   clock_type::time_point t0;
   std::vector<RankExecutor::StepOutput> outputs;  // per rank
+  bool drain = false;  // asynchronous schedules: run the drain instead of a window
   std::mutex error_mutex;
   std::exception_ptr error;
 };
@@ -90,6 +93,23 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
   schedule_ = sched::is_lowered(s) ? s : sched::lower_communication(s);
   sched::validate_or_throw(schedule_);
   policy_ = sched::parse_activation_policy(options_.activation_policy);
+  async_ = options_.schedule_text.empty() && sched::is_async_schedule_name(options_.schedule);
+  if (!async_ && sched::is_asynchronous(schedule_))
+    fail(ErrorCode::kUnimplemented, "pipeline trainer: schedule '", schedule_.name,
+         "' has UPDATE actions: asynchronous schedules run from their generators only (",
+         "pipedream, pipedream-2bw, spectrain, pipemare)");
+  if (async_) {
+    const std::string& name = options_.schedule;
+    PF_CHECK_ARG(policy_ == sched::ActivationPolicy::kNone, "activation policy '", options_.activation_policy,
+                 "' cannot apply to asynchronous schedule '", name,
+                 "': its micro-batches stay in flight across steps (use activation policy none)");
+    PF_CHECK_ARG(options_.base.replicas == 1, "asynchronous schedule '", name, "' with ", options_.base.replicas,
+                 " data-parallel replicas is not supported (each stage updates itself; replicas 1)");
+    PF_CHECK_ARG(options_.base.optimizer.clip_norm == 0.0f, "optimizer.clip_norm ", options_.base.optimizer.clip_norm,
+                 " cannot apply to asynchronous schedule '", name,
+                 "': each stage updates on its own, so there is no global gradient norm (use clip_norm 0)");
+    windows_ = sched::make_async_windows(name, schedule_.num_ranks(), m);
+  }
   base_schedule_ = schedule_;
   if (policy_ == sched::ActivationPolicy::kSelective) {
     PF_CHECK_ARG(options_.activation_budget_bytes > 0,
@@ -116,6 +136,9 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
     }
   }
   check_devices();
+  if (async_ && gpu_)
+    fail(ErrorCode::kUnimplemented, "pipeline trainer: asynchronous schedule '", options_.schedule,
+         "' on CUDA devices is not supported yet; run it on the CPU");
   if (const auto& world = options_.world) {
     PF_CHECK_ARG(world->size() == schedule_.num_ranks(), "pipeline trainer: ", world->describe(), " is one of ",
                  world->size(), " processes but the schedule '", schedule_.name, "' has ", schedule_.num_ranks(),
@@ -141,6 +164,8 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
   eopts.timeout_seconds = options_.recv_timeout_seconds;
   eopts.record_timeline = options_.record_timeline;
   eopts.loss_scale = 1.0f / static_cast<float>(options_.base.step_micro_batches());
+  // Asynchronous schedules update with one micro-batch's gradient (2BW: one batch's).
+  if (async_) eopts.loss_scale = options_.schedule == "pipedream-2bw" ? 1.0f / static_cast<float>(m) : 1.0f;
   if (options_.base.replicas > 1) {
     reducer_ = std::make_unique<GradientReducer>(options_.data_parallel_world,
                                                  parse_gradient_reduction(options_.gradient_reduction),
@@ -152,6 +177,7 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
   for (int r = 0; r < schedule_.num_ranks(); ++r)
     executors_.push_back(is_local_rank(r) ? std::make_unique<RankExecutor>(r, &model_stages_, eopts) : nullptr);
   make_stores();
+  if (async_) make_async_weights();
 
   InProcessTransport::Options topts;
   topts.mailbox_capacity = options_.mailbox_capacity;
@@ -195,6 +221,38 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
     for (auto& t : threads_) t.join();
     throw;
   }
+}
+
+void PipelineTrainer::make_async_weights() {
+  StageWeightsConfig c;
+  c.method = parse_async_method(options_.schedule);
+  c.options = options_.async;
+  c.num_stages = schedule_.num_stages();
+  c.micro_batches = options_.base.micro_batches;
+  c.optimizer = options_.base.optimizer;
+  stage_weights_.clear();
+  stage_weights_.resize(static_cast<size_t>(schedule_.num_stages()));
+  std::vector<StageWeights*> raw(stage_weights_.size(), nullptr);
+  for (int s = 0; s < schedule_.num_stages(); ++s) {
+    if (!is_local_rank(schedule_.placement.rank_of(s))) continue;
+    c.stage = s;
+    c.update_delay = windows_.update_delay[static_cast<size_t>(schedule_.placement.rank_of(s))];
+    stage_weights_[static_cast<size_t>(s)] = std::make_unique<StageWeights>(model_stages_[static_cast<size_t>(s)], c);
+    raw[static_cast<size_t>(s)] = stage_weights_[static_cast<size_t>(s)].get();
+  }
+  for (auto& e : executors_)
+    if (e) e->set_async(&windows_, raw);
+}
+
+const StageWeights* PipelineTrainer::stage_weights(int stage) const {
+  if (stage < 0 || stage >= static_cast<int>(stage_weights_.size())) return nullptr;
+  return stage_weights_[static_cast<size_t>(stage)].get();
+}
+
+bool PipelineTrainer::pipeline_empty() const {
+  for (const auto& e : executors_)
+    if (e && !e->pipeline_empty()) return false;
+  return true;
 }
 
 void PipelineTrainer::make_stores() {
@@ -554,10 +612,49 @@ void PipelineTrainer::worker_main(int rank) {
 
 void PipelineTrainer::run_rank(int rank) {
   StepState& st = *state_;
+  RankExecutor& executor = *executors_[static_cast<size_t>(rank)];
+  auto cancelled = [this] { return cancel_cause(); };
+  if (st.drain) {
+    executor.run_drain(st.t0, endpoint(rank), cancelled, &st.outputs[static_cast<size_t>(rank)]);
+    return;
+  }
   mem::ActivationStore* store = stores_.empty() ? nullptr : stores_[static_cast<size_t>(rank)].get();
-  executors_[static_cast<size_t>(rank)]->run_step(*st.micro, st.t0, endpoint(rank), store,
-                                                  [this] { return cancel_cause(); },
-                                                  &st.outputs[static_cast<size_t>(rank)]);
+  executor.run_step(*st.micro, st.t0, endpoint(rank), store, cancelled, &st.outputs[static_cast<size_t>(rank)]);
+}
+
+void PipelineTrainer::run_workers() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    running_ = static_cast<int>(threads_.size());
+    state_->t0 = clock_type::now();
+    generation_ += 1;
+  }
+  start_cv_.notify_all();
+  std::unique_lock<std::mutex> lock(mutex_);
+  done_cv_.wait(lock, [&] { return running_ == 0; });
+}
+
+void PipelineTrainer::drain() {
+  if (!async_ || pipeline_empty()) return;
+  PF_CHECK_STATE(!async_failed_, "pipeline trainer: an earlier step of asynchronous schedule '", options_.schedule,
+                 "' failed with micro-batches in flight; its stages' weights are mid-window: make a new trainer");
+  const std::vector<Batch> none;
+  StepState& st = *state_;
+  st.micro = &none;
+  st.drain = true;
+  st.outputs.assign(static_cast<size_t>(schedule_.num_ranks()), RankExecutor::StepOutput());
+  st.error = nullptr;
+  run_workers();
+  st.drain = false;
+  if (st.error) {
+    std::exception_ptr e = st.error;
+    st.error = nullptr;
+    st.micro = nullptr;
+    async_failed_ = true;
+    std::rethrow_exception(e);
+  }
+  collect_stats(std::vector<mem::StoreStats>(static_cast<size_t>(schedule_.num_ranks())));
+  st.micro = nullptr;
 }
 
 StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batches) {
@@ -573,10 +670,14 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batche
   if (!planned_ && policy_ != sched::ActivationPolicy::kNone && !micro_batches.empty() && !options_.world)
     plan_activation_memory(micro_batches[0]);
   const auto& params = local_params_;
+  PF_CHECK_STATE(!async_failed_, "pipeline trainer: an earlier step of asynchronous schedule '", options_.schedule,
+                 "' failed with micro-batches in flight; its stages' weights are mid-window: make a new trainer");
   // GPUs: the micro-batches on the devices of the ranks that read them (inputs: stage 0's rank,
   // targets: the last stage's); they outlive the step's device work (freed after the host waits).
   std::vector<Batch> device_micro;
-  if (!gpu_) {
+  if (async_) {
+    // Each stage zeroes its gradients at its UPDATE; micro-batches of the last step are in flight.
+  } else if (!gpu_) {
     for (Parameter* p : params) std::memset(p->grad.data<char>(), 0, p->grad.nbytes());
   } else {
     for (Parameter* p : params) {
@@ -613,21 +714,11 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batche
   st.micro = gpu_ ? &device_micro : &micro_batches;
   st.outputs.assign(static_cast<size_t>(num_ranks), RankExecutor::StepOutput());
   st.error = nullptr;
-  reset_transport();
+  // Asynchronous schedules: messages sent at the end of the last step are still to be received.
+  if (!async_) reset_transport();
   for (auto& store : stores_)
     if (store) store->reset_stats();
-
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    running_ = static_cast<int>(threads_.size());
-    st.t0 = clock_type::now();
-    generation_ += 1;
-  }
-  start_cv_.notify_all();
-  {
-    std::unique_lock<std::mutex> lock(mutex_);
-    done_cv_.wait(lock, [&] { return running_ == 0; });
-  }
+  run_workers();
   // GPUs: every rank's device work is done before anything it used is freed or read here.
   if (gpu_) {
     try {
@@ -669,6 +760,7 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batche
     std::exception_ptr e = st.error;
     st.error = nullptr;
     st.micro = nullptr;
+    if (async_) async_failed_ = true;
     reset_transport();
     std::rethrow_exception(e);
   }
@@ -677,22 +769,43 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batche
   std::vector<float> losses = st.outputs[static_cast<size_t>(schedule_.placement.rank_of(num_stages - 1))].losses;
   losses.resize(static_cast<size_t>(m), 0.0f);
   const auto t_opt = clock_type::now();
-  result.grad_norm = options_.world ? reduce_and_clip(&losses)
-                                    : clip_grad_norm(params, options_.base.optimizer.clip_norm);
-  for (float loss : losses) result.loss += loss;  // every replica's, in micro-batch order
+  if (async_) {
+    // Every stage updated itself during the step; the loss is the mean over the micro-batches.
+    if (options_.world) broadcast_losses(&losses);
+    double sum = 0.0;
+    for (float loss : losses) sum += loss;
+    result.loss = options_.schedule == "pipedream-2bw" ? sum : sum / m;
+  } else {
+    result.grad_norm = options_.world ? reduce_and_clip(&losses)
+                                      : clip_grad_norm(params, options_.base.optimizer.clip_norm);
+    for (float loss : losses) result.loss += loss;  // every replica's, in micro-batch order
+  }
   for (const Batch& b : step_micro_batches) {
     result.samples += b.rows();
     result.tokens += b.targets.numel();
   }
-  optimizer_->step(params);
+  if (!async_) optimizer_->step(params);
   sync_devices("the optimizer step");  // GPUs: the update is done before the next step's workers start
   const auto end = clock_type::now();
   result.seconds = std::chrono::duration<double>(end - start).count();
 
-  // Measurements.
-  stats_ = PipelineStats();
+  collect_stats(store_stats);
   stats_.step_us = std::chrono::duration<double, std::micro>(end - start).count();
   stats_.optimizer_us = std::chrono::duration<double, std::micro>(end - t_opt).count();
+  st.micro = nullptr;
+
+  metrics_.step += 1;
+  metrics_.last_loss = result.loss;
+  metrics_.last_grad_norm = result.grad_norm;
+  metrics_.tokens_per_second = result.seconds > 0 ? result.tokens / result.seconds : 0.0;
+  metrics_.total_tokens += result.tokens;
+  return result;
+}
+
+void PipelineTrainer::collect_stats(const std::vector<mem::StoreStats>& store_stats) {
+  StepState& st = *state_;
+  const int num_ranks = schedule_.num_ranks();
+  stats_ = PipelineStats();
   for (auto& out : st.outputs) stats_.ranks.push_back(out.stats);
   for (size_t r = 0; r < store_stats.size() && r < stats_.ranks.size(); ++r) {
     stats_.ranks[r].offloaded_bytes = store_stats[r].offloaded_bytes;
@@ -735,14 +848,6 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batche
   timeline_.time_unit = "us";
   for (auto& out : st.outputs) timeline_.ranks.push_back(std::move(out.timed));
   st.outputs.clear();
-  st.micro = nullptr;
-
-  metrics_.step += 1;
-  metrics_.last_loss = result.loss;
-  metrics_.last_grad_norm = result.grad_norm;
-  metrics_.tokens_per_second = result.seconds > 0 ? result.tokens / result.seconds : 0.0;
-  metrics_.total_tokens += result.tokens;
-  return result;
 }
 
 // The last stage's process broadcasts the per-micro-batch losses; every process gathers every
@@ -751,17 +856,22 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batche
 // everywhere; each process scales its own gradients. The per-rank stats are gathered too.
 // (Data parallel: the replicas' gradients are equal by now, so the pipeline group's norm is every
 // replica's; only the losses are gathered across replicas.)
-double PipelineTrainer::reduce_and_clip(std::vector<float>* losses) {
-  comm::World& world = *options_.world;
+void PipelineTrainer::broadcast_losses(std::vector<float>* losses) {
   const double timeout = options_.recv_timeout_seconds;
-  world.broadcast(losses->data(), losses->size() * sizeof(float),
-                  schedule_.placement.rank_of(schedule_.num_stages() - 1), timeout);
+  options_.world->broadcast(losses->data(), losses->size() * sizeof(float),
+                            schedule_.placement.rank_of(schedule_.num_stages() - 1), timeout);
   if (options_.base.replicas > 1) {  // every replica's losses, in replica (= micro-batch) order
     const std::vector<char> all =
         options_.data_parallel_world->all_gather(losses->data(), losses->size() * sizeof(float), timeout);
     losses->resize(all.size() / sizeof(float));
     std::memcpy(losses->data(), all.data(), all.size());
   }
+}
+
+double PipelineTrainer::reduce_and_clip(std::vector<float>* losses) {
+  comm::World& world = *options_.world;
+  const double timeout = options_.recv_timeout_seconds;
+  broadcast_losses(losses);
   const auto& all = model_->parameters();
   std::vector<double> partial(all.size(), 0.0);
   for (size_t i = 0; i < all.size(); ++i)

@@ -17,6 +17,7 @@
 #include "runtime/execution/gradient_reducer.h"
 #include "runtime/execution/partition.h"
 #include "runtime/execution/rank_executor.h"
+#include "runtime/execution/weight_versions.h"
 #include "runtime/comm/in_process_transport.h"
 #include "runtime/comm/thread_world.h"
 #include "runtime/comm/world.h"
@@ -102,6 +103,15 @@ struct PipelineOptions {
   // replica order: bitwise equal to SequentialTrainer with the same base options).
   std::shared_ptr<comm::World> data_parallel_world;
   std::string gradient_reduction = "allreduce";
+  // Asynchronous schedules (schedule pipedream, pipedream-2bw, spectrain or pipemare;
+  // docs/SCHEDULES.md, "Asynchronous schedules"): no flush. A step is a window of m micro-batches
+  // of the steady state: the micro-batches still in flight at its end go on in the next step, and
+  // drain() finishes them (at the end of training). Every stage updates itself (UPDATE actions,
+  // its own optimizer) with the weights runtime/execution/weight_versions.h describes; the step's
+  // loss is the mean over its micro-batches. Needs micro_batches >= ranks - 1, activation_policy
+  // none, one replica, the CPU and no clip_norm. The method's options: an option another schedule
+  // does not have is refused naming both.
+  AsyncOptions async;
   void validate() const;               // kInvalidArgument naming the field
 };
 
@@ -134,6 +144,17 @@ class PipelineTrainer : public Trainer {
   const PipelineOptions& options() const { return options_; }
   const TrainerMetrics& metrics() const override { return metrics_; }
   void restore_progress(int64_t step, int64_t data_position) override;
+  // Asynchronous schedules (options().async). True for pipedream, pipedream-2bw, spectrain and
+  // pipemare.
+  bool asynchronous() const { return async_; }
+  // Runs the backwards and updates still in flight (every rank), so that every stage has applied
+  // every micro-batch it was given; the next step refills the pipeline. A no-op for synchronous
+  // schedules and an empty pipeline. last_timeline() and last_stats() then describe the drain.
+  void drain();
+  bool pipeline_empty() const;
+  // The weight versions of a stage of this process (asynchronous schedules; nullptr otherwise).
+  const StageWeights* stage_weights(int stage) const;
+
   // Changes options().recv_timeout_seconds for later steps (> 0).
   void set_recv_timeout_seconds(double seconds);
 
@@ -179,6 +200,13 @@ class PipelineTrainer : public Trainer {
   struct StepState;
   // `micro_batches`: the step's D * m (every replica's); this process runs its replica's m.
   StepResult run_step(const std::vector<Batch>& micro_batches);
+  // Starts every local rank's worker on state_ and waits for them all.
+  void run_workers();
+  void make_async_weights();
+  // Process mode: the last stage's losses to every process (and every replica's, data parallel).
+  void broadcast_losses(std::vector<float>* losses);
+  // Per-rank stats and the timeline of the step that just ran, from state_->outputs.
+  void collect_stats(const std::vector<mem::StoreStats>& store_stats);
   int replica() const { return options_.data_parallel_world ? options_.data_parallel_world->rank() : 0; }
   void worker_main(int rank);
   void run_rank(int rank);
@@ -235,6 +263,12 @@ class PipelineTrainer : public Trainer {
   std::vector<double> predicted_peak_;
   std::vector<std::vector<int>> holder_;       // [stage][mb]: rank with its HOLD (balance), else -1
   std::vector<std::unique_ptr<mem::ActivationStore>> stores_;  // per rank; empty without OFFLOADs
+
+  // Asynchronous schedules.
+  bool async_ = false;
+  bool async_failed_ = false;  // a step failed with micro-batches in flight
+  sched::AsyncWindows windows_;
+  std::vector<std::unique_ptr<StageWeights>> stage_weights_;  // [stage]; null for other processes' stages
 };
 
 }  // namespace pf::exec

@@ -72,8 +72,9 @@ const RankExecutor::Handler* RankExecutor::handlers() {
       &RankExecutor::on_allreduce,        // kAllReduce
       &RankExecutor::on_hold,             // kHold
       &RankExecutor::on_return,           // kReturn
+      &RankExecutor::on_update,           // kUpdate
   };
-  static_assert(static_cast<int>(ActionKind::kReturn) == sched::kNumActionKinds - 1, "one handler per kind");
+  static_assert(static_cast<int>(ActionKind::kUpdate) == sched::kNumActionKinds - 1, "one handler per kind");
   return table;
 }
 
@@ -81,11 +82,64 @@ RankExecutor::Slot& RankExecutor::slot(const Action& a) {
   return slots_[static_cast<size_t>(a.stage)][static_cast<size_t>(a.micro_batch)];
 }
 
+void RankExecutor::set_async(const sched::AsyncWindows* windows, std::vector<StageWeights*> weights) {
+  PF_INTERNAL_CHECK(windows != nullptr && static_cast<int>(weights.size()) == schedule_->num_stages(),
+                    "rank executor: asynchronous windows without weights for every stage");
+  async_ = windows;
+  weights_ = std::move(weights);
+  for (int s = 0; s < static_cast<int>(weights_.size()); ++s)
+    if (rank_of(s) != rank_) weights_[static_cast<size_t>(s)] = nullptr;  // another rank's stage
+  window_ = 0;
+}
+
+StageWeights* RankExecutor::weights(int stage) const {
+  if (!async_) return nullptr;
+  StageWeights* w = weights_[static_cast<size_t>(stage)];
+  PF_INTERNAL_CHECK(w != nullptr, "rank ", rank_, ": no weights for stage ", stage);
+  return w;
+}
+
+int64_t RankExecutor::fill_index(int slot) const {
+  const int m = async_->micro_batches;
+  const int parity = slot / m, j = slot % m;
+  const int64_t window = parity == static_cast<int>(window_ % 2) ? window_ : window_ - 1;
+  return window * m + j;
+}
+
 void RankExecutor::run_step(const std::vector<Batch>& micro_batches, clock_type::time_point t0,
                             comm::Transport& transport, mem::ActivationStore* store,
                             const std::function<std::string()>& cancelled, StepOutput* out) {
   PF_INTERNAL_CHECK(schedule_ != nullptr, "rank executor: no schedule");
-  const auto& actions = schedule_->ranks[static_cast<size_t>(rank_)];
+  const size_t r = static_cast<size_t>(rank_);
+  if (!async_) {
+    run_actions(schedule_->ranks[r], micro_batches, t0, transport, store, cancelled, out);
+    return;
+  }
+  if (window_ == 0)
+    for (StageWeights* w : weights_)
+      if (w) w->restart();
+  run_actions(window_ == 0 ? async_->first[r] : async_->steady[window_ % 2][r], micro_batches, t0, transport, store,
+              cancelled, out);
+  ++window_;
+}
+
+void RankExecutor::run_drain(clock_type::time_point t0, comm::Transport& transport,
+                             const std::function<std::string()>& cancelled, StepOutput* out) {
+  PF_INTERNAL_CHECK(async_ != nullptr, "rank executor: drain of a synchronous schedule");
+  const std::vector<Batch> none;
+  if (window_ == 0) {
+    run_actions({}, none, t0, transport, nullptr, cancelled, out);
+    return;
+  }
+  run_actions(async_->drain[(window_ - 1) % 2][static_cast<size_t>(rank_)], none, t0, transport, nullptr, cancelled,
+              out);
+  window_ = 0;
+  slots_.clear();
+}
+
+void RankExecutor::run_actions(const std::vector<Action>& actions, const std::vector<Batch>& micro_batches,
+                               clock_type::time_point t0, comm::Transport& transport, mem::ActivationStore* store,
+                               const std::function<std::string()>& cancelled, StepOutput* out) {
   const int S = schedule_->num_stages();
   const int m = static_cast<int>(micro_batches.size());
   micro_ = &micro_batches;
@@ -93,27 +147,36 @@ void RankExecutor::run_step(const std::vector<Batch>& micro_batches, clock_type:
   store_ = store;
   out_ = out;
   loss_scale_ = options_.loss_scale > 0 ? options_.loss_scale : 1.0f / static_cast<float>(schedule_->num_micro_batches);
-  live_bytes_ = 0;
-  live_ = 0;
   out->losses.assign(static_cast<size_t>(m), 0.0f);
   out->timed.clear();
   out->timed.reserve(actions.size());
   out->stats = RankStats();
-  slots_.clear();
-  slots_.resize(static_cast<size_t>(S));
-  for (int s = 0; s < S; ++s)
-    if (rank_of(s) == rank_) slots_[static_cast<size_t>(s)].resize(static_cast<size_t>(m));
-  // A partner rank (balance) keeps the contexts it holds in slots of the owner's stage.
-  for (const Action& a : actions)
-    if (a.kind == ActionKind::kHold && slots_[static_cast<size_t>(a.stage)].empty())
-      slots_[static_cast<size_t>(a.stage)].resize(static_cast<size_t>(m));
+  // Asynchronous schedules keep the slots of the micro-batches in flight from one step to the next
+  // (two windows of slots); a synchronous step starts empty.
+  const bool keep_slots = async_ != nullptr;
+  if (!keep_slots || slots_.empty()) {
+    live_bytes_ = 0;
+    live_ = 0;
+    const int slots_per_stage = keep_slots ? 2 * async_->micro_batches : m;
+    slots_.clear();
+    slots_.resize(static_cast<size_t>(S));
+    for (int s = 0; s < S; ++s)
+      if (rank_of(s) == rank_) slots_[static_cast<size_t>(s)].resize(static_cast<size_t>(slots_per_stage));
+    // A partner rank (balance) keeps the contexts it holds in slots of the owner's stage.
+    for (const Action& a : actions)
+      if (a.kind == ActionKind::kHold && slots_[static_cast<size_t>(a.stage)].empty())
+        slots_[static_cast<size_t>(a.stage)].resize(static_cast<size_t>(slots_per_stage));
+  }
+  for (StageWeights* w : weights_)
+    if (w) w->reset_peak();
 
   const Handler* table = handlers();
   RankStats& rs = out->stats;
-  struct Clear {  // the slots go at the end of the step, also when an action throws
+  struct Clear {  // the slots go at the end of the step (also when an action throws)
     RankExecutor* self;
+    bool keep = false;  // asynchronous, and the step completed: its micro-batches stay in flight
     ~Clear() {
-      self->slots_.clear();
+      if (!keep) self->slots_.clear();
       self->micro_ = nullptr;
       self->transport_ = nullptr;
       self->store_ = nullptr;
@@ -150,15 +213,22 @@ void RankExecutor::run_step(const std::vector<Batch>& micro_batches, clock_type:
     }
     rs.actions += 1;
   }
+  for (StageWeights* w : weights_) {
+    if (!w) continue;
+    rs.peak_weight_versions += w->peak_versions();
+    rs.peak_weight_version_bytes += static_cast<size_t>(w->peak_versions()) * w->version_bytes();
+  }
+  clear.keep = keep_slots;
 }
 
 void RankExecutor::on_forward(const Action& a) {
   const int s = a.stage, mb = a.micro_batch;
+  const int j = async_ ? mb % async_->micro_batches : mb;  // the step's micro-batch
   const Stage& stage = (*stages_)[static_cast<size_t>(s)];
   Slot& sl = slot(a);
   Tensor x;
   if (s == 0) {
-    x = (*micro_)[static_cast<size_t>(mb)].inputs;
+    x = (*micro_)[static_cast<size_t>(j)].inputs;
   } else {
     x = std::move(sl.input);
     PF_INTERNAL_CHECK(x.defined(), "rank ", rank_, ": ", sched::action_to_string(a), " has no input");
@@ -166,10 +236,21 @@ void RankExecutor::on_forward(const Action& a) {
   const auto& flags = recomputed_[static_cast<size_t>(s)];
   const bool recompute = !flags.empty() && flags[static_cast<size_t>(mb)] != 0;
   if (recompute) sl.kept_input = x;
-  x = stage.forward(std::move(x), sl.ctx);
+  if (StageWeights* w = weights(s)) {
+    const int64_t e = fill_index(mb);
+    w->before_forward(e);
+    struct Restore {
+      StageWeights* w;
+      int64_t e;
+      ~Restore() { w->after_forward(e); }
+    } restore{w, e};
+    x = stage.forward(std::move(x), sl.ctx);
+  } else {
+    x = stage.forward(std::move(x), sl.ctx);
+  }
   if (stage.has_loss()) {
-    out_->losses[static_cast<size_t>(mb)] =
-        stage.loss_forward(x, (*micro_)[static_cast<size_t>(mb)].targets, loss_scale_, sl.loss_ctx);
+    out_->losses[static_cast<size_t>(j)] =
+        stage.loss_forward(x, (*micro_)[static_cast<size_t>(j)].targets, loss_scale_, sl.loss_ctx);
     sl.grad_output = stage.loss_backward(sl.loss_ctx);
   } else if (rank_of(s + 1) == rank_) {
     slots_[static_cast<size_t>(s + 1)][static_cast<size_t>(mb)].input = std::move(x);
@@ -194,7 +275,20 @@ void RankExecutor::on_backward(const Action& a) {
   if (store_) store_->restore(context_key(s, mb));  // waits for the prefetch issued by RELOAD
   Tensor dy = std::move(sl.grad_output);
   PF_INTERNAL_CHECK(dy.defined(), "rank ", rank_, ": ", sched::action_to_string(a), " has no output gradient");
-  dy = fused ? stage.backward(sl.ctx, std::move(dy)) : stage.backward_input(sl.ctx, std::move(dy));
+  if (StageWeights* w = weights(s)) {
+    PF_INTERNAL_CHECK(fused, "rank ", rank_, ": ", sched::action_to_string(a),
+                      ": asynchronous schedules run fused backwards");
+    const int64_t e = fill_index(mb);
+    w->before_backward(e);
+    struct Restore {
+      StageWeights* w;
+      int64_t e;
+      ~Restore() { w->after_backward(e); }
+    } restore{w, e};
+    dy = stage.backward(sl.ctx, std::move(dy));
+  } else {
+    dy = fused ? stage.backward(sl.ctx, std::move(dy)) : stage.backward_input(sl.ctx, std::move(dy));
+  }
   if (s > 0) {
     if (rank_of(s - 1) == rank_) {
       slots_[static_cast<size_t>(s - 1)][static_cast<size_t>(mb)].grad_output = std::move(dy);
@@ -305,6 +399,13 @@ void RankExecutor::on_step(const Action&) {
 
 void RankExecutor::on_allreduce(const Action& a) {
   if (options_.on_allreduce) options_.on_allreduce(a.stage);
+}
+
+void RankExecutor::on_update(const Action& a) {
+  StageWeights* w = weights(a.stage);
+  PF_INTERNAL_CHECK(w != nullptr, "rank ", rank_, ": ", sched::action_to_string(a),
+                    " outside an asynchronous schedule");
+  w->update(fill_index(a.micro_batch));
 }
 
 

@@ -10,8 +10,10 @@
 #include <vector>
 
 #include "runtime/comm/transport.h"
+#include "runtime/execution/weight_versions.h"
 #include "runtime/layers/saved_context.h"
 #include "runtime/memory/activation_store.h"
+#include "runtime/schedules/async_schedules.h"
 #include "runtime/schedules/ir.h"
 #include "runtime/schedules/timeline.h"
 #include "runtime/train/batch.h"
@@ -35,6 +37,10 @@ struct RankStats {
   size_t host_peak_bytes = 0;         // peak bytes held in host copies (host tier)
   size_t file_peak_bytes = 0;         // peak bytes held in files (file tier)
   int recomputes = 0;                 // RECOMPUTE actions run
+  // Asynchronous schedules: the most weight versions alive at once on this rank (summed over its
+  // stages, counting the current weights) and their bytes; 0 for synchronous schedules.
+  int peak_weight_versions = 0;
+  size_t peak_weight_version_bytes = 0;
 };
 
 // Activation bytes of a set of saved contexts: per storage, the byte range its saved tensors cover
@@ -73,6 +79,14 @@ class RankExecutor {
   // unchanged while a step runs).
   void set_schedule(const sched::Schedule* schedule);
   void set_timeout_seconds(double seconds) { options_.timeout_seconds = seconds; }
+  // Asynchronous schedules: run_step runs the windows' lists (the first after an empty pipeline,
+  // then the steady ones) instead of the schedule's, and keeps the micro-batches in flight between
+  // steps; `weights[stage]` (this rank's stages; others null) picks the weights of every F and BW
+  // and applies UPDATE. Both must outlive the executor.
+  void set_async(const sched::AsyncWindows* windows, std::vector<StageWeights*> weights);
+  bool asynchronous() const { return async_ != nullptr; }
+  // Micro-batches in flight on this rank (asynchronous schedules, between steps).
+  bool pipeline_empty() const { return window_ == 0; }
 
   // Runs this rank's actions for one step on `micro_batches` (inputs read where stage 0 runs,
   // targets where the last stage runs). `store` may be null when the rank has no OFFLOAD.
@@ -83,6 +97,11 @@ class RankExecutor {
                 comm::Transport& transport, mem::ActivationStore* store,
                 const std::function<std::string()>& cancelled,
                 StepOutput* out);
+  // Asynchronous schedules: runs the drain of the last window (the backwards and updates still in
+  // flight); afterwards the pipeline is empty and the next run_step fills it again. A no-op when
+  // it is empty.
+  void run_drain(std::chrono::steady_clock::time_point t0, comm::Transport& transport,
+                 const std::function<std::string()>& cancelled, StepOutput* out);
 
  private:
   // What one (stage, micro-batch) holds during a step.
@@ -98,6 +117,13 @@ class RankExecutor {
     size_t bytes = 0;    // activation bytes the contexts hold (while offloaded: what comes back)
   };
   using Handler = void (RankExecutor::*)(const sched::Action&);
+
+  void run_actions(const std::vector<sched::Action>& actions, const std::vector<Batch>& micro_batches,
+                   std::chrono::steady_clock::time_point t0, comm::Transport& transport, mem::ActivationStore* store,
+                   const std::function<std::string()>& cancelled, StepOutput* out);
+  // Asynchronous schedules: the micro-batch number since the pipeline was filled of a window slot.
+  int64_t fill_index(int slot) const;
+  StageWeights* weights(int stage) const;
 
   Slot& slot(const sched::Action& a);
   int rank_of(int stage) const { return schedule_->placement.rank_of(stage); }
@@ -115,6 +141,7 @@ class RankExecutor {
   void on_return(const sched::Action& a);
   void on_step(const sched::Action& a);
   void on_allreduce(const sched::Action& a);
+  void on_update(const sched::Action& a);
   static const Handler* handlers();
 
   int rank_;
@@ -131,6 +158,10 @@ class RankExecutor {
   float loss_scale_ = 1.0f;
   size_t live_bytes_ = 0;
   int live_ = 0;
+  // Asynchronous schedules.
+  const sched::AsyncWindows* async_ = nullptr;
+  std::vector<StageWeights*> weights_;  // [stage]
+  int64_t window_ = 0;                  // windows run since the pipeline was last empty
 };
 
 }  // namespace pf::exec

@@ -29,6 +29,7 @@ constexpr ActionKindInfo kKinds[kNumActionKinds] = {
   {K::kAllReduce,      "ALLREDUCE", C::kStage,         false, 0, K::kAllReduce,      nullptr, T::kAllReduce,      kNoEffect,      kNoEffect},
   {K::kHold,           "HOLD",      C::kMemory,        true,  0, K::kHold,           nullptr, T::kNone,           {1, 1, 0, 0},   {1, 1, 0, 0}},
   {K::kReturn,         "RETURN",    C::kMemory,        true,  0, K::kReturn,         nullptr, T::kNone,           {-1, -1, 0, 0}, {-1, -1, 0, 0}},
+  {K::kUpdate,         "UPDATE",    C::kStage,         true,  0, K::kUpdate,         nullptr, T::kStep,           kNoEffect,      kNoEffect},
 };
 // clang-format on
 

@@ -17,7 +17,7 @@ enum class CostTerm {
   kBackwardWeight,  // t_w[s]
   kBackwardFused,   // t_b[s] + t_w[s]
   kTransfer,        // m_b[s] / transfer_bandwidth (OFFLOAD, RELOAD)
-  kStep,            // t_step
+  kStep,            // t_step (STEP, UPDATE)
   kAllReduce,       // t_allreduce_stage[s] or t_allreduce
 };
 

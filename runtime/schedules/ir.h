@@ -31,11 +31,15 @@ enum class ActionKind : int {
   // activations to a partner rank instead of host memory or a file.
   kHold = 13,           // on the partner rank: receive the offloaded activations of (mb, stage) and keep them
   kReturn = 14,         // on the partner rank: send them back to the owner, whose RELOAD receives them
+  // Asynchronous schedules (pipedream, pipedream-2bw, spectrain, pipemare): an optimizer update of
+  // `stage` with the gradients accumulated since its previous UPDATE, right after the backward of
+  // micro-batch `mb` (per micro-batch; no flush, no STEP).
+  kUpdate = 15,
 };
-constexpr int kNumActionKinds = 15;
+constexpr int kNumActionKinds = 16;
 
 // Text names as in the compact form: "F", "B", "W", "BW", "SEND_F", "RECV_F", "SEND_B", "RECV_B",
-// "OFFLOAD", "RELOAD", "RECOMPUTE", "STEP", "ALLREDUCE", "HOLD", "RETURN".
+// "OFFLOAD", "RELOAD", "RECOMPUTE", "STEP", "ALLREDUCE", "HOLD", "RETURN", "UPDATE".
 const char* action_kind_name(ActionKind kind);
 bool is_compute(ActionKind kind);        // F, B, W, BW, RECOMPUTE
 bool is_communication(ActionKind kind);  // SEND_*, RECV_*

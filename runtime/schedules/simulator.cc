@@ -279,6 +279,10 @@ void Simulator::dependencies(int rank, const Action& a, std::vector<Dep>* deps) 
     case ActionKind::kReturn:
       need(ActionKind::kHold, s, mb);
       break;
+    case ActionKind::kUpdate:
+      if_present(ActionKind::kBackwardWeight, s, mb);
+      if_present(ActionKind::kBackward, s, mb);
+      break;
     case ActionKind::kStep:
     case ActionKind::kAllReduce:
       for (int j = 0; j < M_; ++j) {

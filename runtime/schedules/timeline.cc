@@ -50,6 +50,7 @@ KindColour kind_colour(ActionKind kind) {
     case ActionKind::kAllReduce: return {"heap_dump_child_node_arrow", "#cc6600"};  // brown
     case ActionKind::kHold: return {"light_memory_dump", "#0000b4"};         // dark blue
     case ActionKind::kReturn: return {"vsync_highlight_color", "#0000ff"};   // blue
+    case ActionKind::kUpdate: return {"startup", "#e6e600"};                 // yellow, like STEP
   }
   return {"generic_work", "#7d7d7d"};
 }
@@ -67,6 +68,7 @@ char ascii_grid_char(ActionKind kind) {
     case ActionKind::kAllReduce: return 'A';
     case ActionKind::kHold: return 'H';
     case ActionKind::kReturn: return 'T';
+    case ActionKind::kUpdate: return 'U';
     default: return '\0';
   }
 }
@@ -142,12 +144,12 @@ double nice_step(double span, int target) {
 }
 
 // Kinds in legend order, each listed once.
-constexpr std::array<ActionKind, 13> kLegendKinds = {
+constexpr std::array<ActionKind, 14> kLegendKinds = {
     ActionKind::kForward,   ActionKind::kBackwardInput, ActionKind::kBackwardWeight,
     ActionKind::kBackward,  ActionKind::kRecompute,     ActionKind::kOffload,
     ActionKind::kReload,    ActionKind::kHold,          ActionKind::kReturn,
-    ActionKind::kStep,      ActionKind::kAllReduce,     ActionKind::kSendF,
-    ActionKind::kRecvF};
+    ActionKind::kStep,      ActionKind::kUpdate,        ActionKind::kAllReduce,
+    ActionKind::kSendF,     ActionKind::kRecvF};
 
 const char* legend_text(ActionKind kind) {
   switch (kind) {
@@ -162,6 +164,7 @@ const char* legend_text(ActionKind kind) {
     case ActionKind::kAllReduce: return "ALLREDUCE";
     case ActionKind::kHold: return "HOLD (partner keeps)";
     case ActionKind::kReturn: return "RETURN (to owner)";
+    case ActionKind::kUpdate: return "UPDATE (per micro-batch)";
     case ActionKind::kSendF: case ActionKind::kSendB: return "SEND";
     case ActionKind::kRecvF: case ActionKind::kRecvB: return "RECV";
   }

@@ -315,6 +315,22 @@ class Checker {
         error(*ar, "runs after the optimizer step " + act(ActionKind::kStep, st, -1) + " (" +
                        at(*step) + ")");
       }
+      // Asynchronous schedules: UPDATE(mb, st) after that micro-batch's weight gradient, and no
+      // STEP on a stage that updates per micro-batch.
+      for (int mb = 0; mb < M(); ++mb) {
+        const ActionSlot* up = index.find(ActionKind::kUpdate, st, mb);
+        if (!up) continue;
+        if (step) {
+          error(*up, "mixes per-micro-batch updates with the optimizer step " + act(ActionKind::kStep, st, -1) +
+                         " (" + at(*step) + "); an asynchronous stage has no STEP");
+        }
+        const ActionSlot* w = index.find(ActionKind::kBackwardWeight, st, mb);
+        if (!w) w = index.find(ActionKind::kBackward, st, mb);
+        if (w && up->index < w->index) {
+          error(*up, "runs before the weight gradient of micro-batch " + std::to_string(mb) + " on stage " +
+                         std::to_string(st) + " (" + at(*w) + ")");
+        }
+      }
     }
   }
 

@@ -1,0 +1,308 @@
+#include "runtime/data/csv_classification.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string_view>
+#include <system_error>
+#include <utility>
+
+#include "runtime/core/error.h"
+#include "runtime/core/limits.h"
+#include "runtime/data/random.h"
+
+namespace pf {
+
+namespace detail {
+struct CsvSamples {
+  int64_t features = 0;
+  int64_t classes = 0;
+  std::vector<float> inputs;   // [count, features], scaled
+  std::vector<int32_t> labels;  // [count]
+  int64_t count() const { return static_cast<int64_t>(labels.size()); }
+};
+}  // namespace detail
+
+namespace {
+
+using detail::CsvSamples;
+
+// Distinguishes the shuffle from any other use of the same seed.
+constexpr uint64_t kShuffleStream = 0x43535653'48554646ull;  // "CSVSHUFF"
+// Cell text quoted in an error message is cut to this many bytes.
+constexpr size_t kMaxQuotedBytes = 40;
+
+std::string read_csv_file(const std::string& path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (status.type() == std::filesystem::file_type::not_found) {
+    fail(ErrorCode::kNotFound, "CSV file '", path, "' does not exist");
+  }
+  if (ec) fail(ErrorCode::kIoError, "cannot stat CSV file '", path, "': ", ec.message());
+  if (!std::filesystem::is_regular_file(status)) {
+    fail(ErrorCode::kInvalidArgument, "CSV file '", path, "' is not a regular file");
+  }
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec) fail(ErrorCode::kIoError, "cannot stat CSV file '", path, "': ", ec.message());
+  const auto max_bytes = static_cast<uintmax_t>(CsvClassificationDataset::kMaxFileBytes);
+  if (size > max_bytes) {
+    fail(ErrorCode::kInvalidArgument, "CSV file '", path, "' has ", size, " bytes, more than the limit of ",
+         max_bytes);
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(ErrorCode::kIoError, "cannot open CSV file '", path, "': ", std::strerror(errno));
+  std::string text(static_cast<size_t>(size), '\0');
+  in.read(text.data(), static_cast<std::streamsize>(size));
+  if (in.bad()) fail(ErrorCode::kIoError, "error reading CSV file '", path, "'");
+  // A file that shrank since the stat is parsed as it is now; one that grew, up to its old size.
+  text.resize(static_cast<size_t>(in.gcount()));
+  return text;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// A cell for an error message: cut short, with unprintable bytes shown as '?'.
+std::string quoted(std::string_view cell) {
+  std::string out(cell.substr(0, kMaxQuotedBytes));
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7F) c = '?';
+  }
+  if (cell.size() > kMaxQuotedBytes) out += "...";
+  return "'" + out + "'";
+}
+
+// Parses the text of one file into samples in file order.
+class CsvParser {
+ public:
+  CsvParser(const std::string& path, float feature_scale) : path_(path), scale_(feature_scale) {}
+
+  CsvSamples parse(std::string_view text) {
+    int64_t line_number = 0;
+    while (!text.empty()) {
+      const size_t end = text.find('\n');
+      std::string_view line = text.substr(0, end);
+      text.remove_prefix(end == std::string_view::npos ? text.size() : end + 1);
+      ++line_number;
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      const std::string_view content = trim(line);
+      if (content.empty() || content.front() == '#') continue;
+      parse_row(line, line_number);
+    }
+    if (samples_.labels.empty()) {
+      fail(ErrorCode::kInvalidArgument, "CSV file '", path_,
+           "' holds no samples (it is empty or has only blank and '#' lines)");
+    }
+    return std::move(samples_);
+  }
+
+ private:
+  template <typename... Args>
+  [[noreturn]] void fail_at(int64_t line, int64_t column, const Args&... args) const {
+    fail(ErrorCode::kInvalidArgument, path_, " line ", line, ", column ", column, ": ", args...);
+  }
+
+  void parse_row(std::string_view line, int64_t line_number) {
+    const int64_t columns = 1 + static_cast<int64_t>(std::count(line.begin(), line.end(), ','));
+    if (first_line_ == 0) {
+      if (columns < 2) {
+        fail(ErrorCode::kInvalidArgument, path_, " line ", line_number,
+             ": a row needs at least one feature and a label, got 1 column");
+      }
+      if (columns - 1 > limits::kMaxDimension) {
+        fail(ErrorCode::kInvalidArgument, path_, " line ", line_number, ": ", columns - 1,
+             " features, more than the limit of ", limits::kMaxDimension);
+      }
+      first_line_ = line_number;
+      samples_.features = columns - 1;
+    } else if (columns != samples_.features + 1) {
+      fail(ErrorCode::kInvalidArgument, path_, " line ", line_number, " has ", columns,
+           " columns, but the first row (line ", first_line_, ") has ", samples_.features + 1);
+    }
+    int64_t column = 0;
+    while (true) {
+      ++column;
+      const size_t comma = line.find(',');
+      const std::string_view cell = trim(line.substr(0, comma));
+      if (comma == std::string_view::npos) {
+        samples_.labels.push_back(parse_label(cell, line_number, column));
+        break;
+      }
+      samples_.inputs.push_back(parse_feature(cell, line_number, column));
+      line.remove_prefix(comma + 1);
+    }
+  }
+
+  // Whether the whole cell is a number (from_chars: no leading '+', no hex, locale-independent).
+  template <typename T>
+  static bool parse_number(std::string_view cell, T* value) {
+    const char* end = cell.data() + cell.size();
+    const auto result = std::from_chars(cell.data(), end, *value);
+    return !cell.empty() && result.ec == std::errc() && result.ptr == end;
+  }
+
+  float parse_feature(std::string_view cell, int64_t line, int64_t column) const {
+    float value = 0.0f;
+    if (!parse_number(cell, &value)) {
+      // from_chars reports values beyond float's range separately; say which it was.
+      double wide = 0.0;
+      if (parse_number(cell, &wide)) fail_at(line, column, "number ", quoted(cell), " is out of f32 range");
+      fail_at(line, column, "expected a number, got ", quoted(cell));
+    }
+    if (!std::isfinite(value)) fail_at(line, column, "expected a finite number, got ", quoted(cell));
+    const float scaled = value * scale_;
+    if (!std::isfinite(scaled)) {
+      fail_at(line, column, quoted(cell), " times feature_scale ", scale_, " is not finite");
+    }
+    return scaled;
+  }
+
+  int32_t parse_label(std::string_view cell, int64_t line, int64_t column) {
+    double value = 0.0;
+    const bool ok = parse_number(cell, &value) && std::isfinite(value) && value >= 0.0 &&
+                    value == std::floor(value);
+    if (!ok) fail_at(line, column, "expected a non-negative integer label, got ", quoted(cell));
+    if (value >= static_cast<double>(CsvClassificationDataset::kMaxClasses)) {
+      fail_at(line, column, "label ", quoted(cell), " is not below the limit of ",
+              CsvClassificationDataset::kMaxClasses, " classes");
+    }
+    const auto label = static_cast<int32_t>(value);
+    samples_.classes = std::max<int64_t>(samples_.classes, int64_t{label} + 1);
+    return label;
+  }
+
+  const std::string& path_;
+  float scale_;
+  int64_t first_line_ = 0;  // line number of the first row; 0 before it
+  CsvSamples samples_;
+};
+
+// Fisher-Yates, each swap keyed on (seed, index), so the order depends only on the seed.
+CsvSamples shuffled(const CsvSamples& in, uint64_t seed) {
+  const int64_t n = in.count(), d = in.features;
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
+  for (int64_t i = n - 1; i > 0; --i) {
+    const uint64_t bits = data::hash_words(seed, kShuffleStream, static_cast<uint64_t>(i));
+    const auto j = static_cast<int64_t>(data::uniform_below(bits, static_cast<uint64_t>(i + 1)));
+    std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(j)]);
+  }
+  CsvSamples out;
+  out.features = d;
+  out.classes = in.classes;
+  out.inputs.resize(in.inputs.size());
+  out.labels.resize(in.labels.size());
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t from = order[static_cast<size_t>(i)];
+    std::memcpy(out.inputs.data() + i * d, in.inputs.data() + from * d, static_cast<size_t>(d) * sizeof(float));
+    out.labels[static_cast<size_t>(i)] = in.labels[static_cast<size_t>(from)];
+  }
+  return out;
+}
+
+// `count` samples of the range [begin, begin + size): sample begin + (offset + r) mod size for r
+// in [0, count).
+Batch copy_rows(const CsvSamples& samples, int64_t begin, int64_t size, int64_t offset, int64_t count) {
+  const int64_t d = samples.features;
+  Batch batch;
+  batch.inputs = Tensor::empty({count, d}, DType::kF32);
+  batch.targets = Tensor::empty({count}, DType::kI32);
+  float* x = batch.inputs.f32();
+  int32_t* y = batch.targets.i32();
+  int64_t k = offset % size;
+  for (int64_t r = 0; r < count; ++r) {
+    const int64_t i = begin + k;
+    std::memcpy(x + r * d, samples.inputs.data() + i * d, static_cast<size_t>(d) * sizeof(float));
+    y[r] = samples.labels[static_cast<size_t>(i)];
+    if (++k == size) k = 0;
+  }
+  return batch;
+}
+
+class CsvTrainingSource final : public DataSource {
+ public:
+  CsvTrainingSource(std::shared_ptr<const CsvSamples> samples, int64_t train_size, int64_t rows)
+      : samples_(std::move(samples)), train_size_(train_size), rows_(rows) {}
+
+  Batch next() override {
+    Batch batch = batch_at(position_);
+    ++position_;
+    return batch;
+  }
+  int64_t position() const override { return position_; }
+  void seek(int64_t position) override {
+    PF_CHECK_ARG(position >= 0, "data position must be >= 0, got ", position);
+    position_ = position;
+  }
+
+ private:
+  Batch batch_at(int64_t position) const {
+    // (position * rows) mod n without overflow: both factors are reduced below n first, and n
+    // (samples in a file of at most 1 GiB) is far below 2^31.
+    const int64_t n = train_size_;
+    const int64_t start = (position % n) * (rows_ % n) % n;
+    return copy_rows(*samples_, 0, n, start, rows_);
+  }
+
+  std::shared_ptr<const CsvSamples> samples_;
+  int64_t train_size_;
+  int64_t rows_;
+  int64_t position_ = 0;
+};
+
+}  // namespace
+
+void CsvClassificationOptions::validate() const {
+  PF_CHECK_ARG(!path.empty(), "path must name a CSV file");
+  PF_CHECK_ARG(rows >= 1 && rows <= limits::kMaxDimension, "rows must be in [1, ", limits::kMaxDimension,
+               "], got ", rows);
+  PF_CHECK_ARG(std::isfinite(feature_scale), "feature_scale must be finite, got ", feature_scale);
+  PF_CHECK_ARG(held_out_fraction >= 0.0 && held_out_fraction < 1.0, "held_out_fraction must be in [0, 1), got ",
+               held_out_fraction);
+}
+
+CsvClassificationDataset CsvClassificationDataset::load(const CsvClassificationOptions& options) {
+  options.validate();
+  const std::string text = read_csv_file(options.path);
+  const CsvSamples in_file_order = CsvParser(options.path, options.feature_scale).parse(text);
+
+  CsvClassificationDataset dataset;
+  dataset.options_ = options;
+  const int64_t n = in_file_order.count();
+  // Rounded to nearest: 0.29 of 100 samples is 29, although 100 * 0.29 is 28.999999999999996.
+  dataset.held_out_size_ = static_cast<int64_t>(std::llround(static_cast<double>(n) * options.held_out_fraction));
+  dataset.train_size_ = n - dataset.held_out_size_;
+  if (dataset.train_size_ < options.rows) {
+    fail(ErrorCode::kInvalidArgument, "CSV file '", options.path, "': the training split has ",
+         dataset.train_size_, " of ", n, " samples (held_out_fraction ", options.held_out_fraction,
+         "), fewer than rows = ", options.rows);
+  }
+  dataset.samples_ = std::make_shared<const CsvSamples>(shuffled(in_file_order, options.shuffle_seed));
+  return dataset;
+}
+
+int64_t CsvClassificationDataset::features() const { return samples_->features; }
+int64_t CsvClassificationDataset::classes() const { return samples_->classes; }
+
+std::unique_ptr<DataSource> CsvClassificationDataset::training_source() const {
+  return std::make_unique<CsvTrainingSource>(samples_, train_size_, options_.rows);
+}
+
+std::vector<Batch> CsvClassificationDataset::held_out_batches(int64_t rows) const {
+  PF_CHECK_ARG(rows >= 1, "rows must be >= 1, got ", rows);
+  std::vector<Batch> batches;
+  for (int64_t done = 0; done < held_out_size_; done += rows) {
+    const int64_t count = std::min(rows, held_out_size_ - done);
+    batches.push_back(copy_rows(*samples_, train_size_, held_out_size_, done, count));
+  }
+  return batches;
+}
+
+}  // namespace pf
