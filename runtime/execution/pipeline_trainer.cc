@@ -816,7 +816,8 @@ void PipelineTrainer::collect_stats(const std::vector<mem::StoreStats>& store_st
   for (int r = 0; r < num_ranks; ++r) {
     RankStats& rs = stats_.ranks[r];
     for (const auto& ta : st.outputs[static_cast<size_t>(r)].timed) {
-      if (sched::is_compute(ta.action.kind)) rs.busy_us += ta.duration();
+      // An asynchronous stage's UPDATE (its optimizer step) is work on the rank's critical path.
+      if (sched::is_compute(ta.action.kind) || ta.action.kind == ActionKind::kUpdate) rs.busy_us += ta.duration();
       else if (sched::is_communication(ta.action.kind)) rs.comm_us += ta.duration();
       rs.finish_us = std::max(rs.finish_us, ta.end);
     }

@@ -23,7 +23,7 @@ namespace pf::exec {
 
 // Measured per rank over the last step (times in microseconds from the step start).
 struct RankStats {
-  double busy_us = 0;        // sum of compute action (F/B/W/BW) durations
+  double busy_us = 0;        // sum of compute action (F/B/W/BW/RECOMPUTE, and UPDATE) durations
   double comm_us = 0;        // sum of SEND/RECV durations (time spent handing over or waiting)
   double idle_us = 0;        // makespan - busy
   double bubble_rate = 0;    // idle / makespan

@@ -52,15 +52,16 @@ Schedule async_run(const std::string& name, int ranks, int micro_batches, int up
   return s;
 }
 
+int async_update_interval(const std::string& name, int micro_batches) {
+  return name == "pipedream-2bw" ? micro_batches : 1;  // 2BW: once per batch (a step)
+}
+
 namespace {
 
 void require_one_chunk(const std::string& name, const GeneratorOptions& o) {
   PF_CHECK_ARG(o.chunks == 1, name, " places one stage per rank: chunks must be 1, got ", o.chunks);
   PF_CHECK_ARG(!o.reverse_backward, "reverse_backward applies to bfs only, not to ", name);
 }
-
-// 2BW updates once per batch; the generators' batch is the run's m micro-batches.
-int update_interval(const std::string& name, int micro_batches) { return name == "pipedream-2bw" ? micro_batches : 1; }
 
 void register_async_generators() {
   static std::once_flag once;
@@ -69,7 +70,7 @@ void register_async_generators() {
       if (has_generator(name)) continue;
       register_generator(name, [name](const GeneratorOptions& o) {
         require_one_chunk(name, o);
-        return async_run(name, o.ranks, o.micro_batches, update_interval(name, o.micro_batches));
+        return async_run(name, o.ranks, o.micro_batches, async_update_interval(name, o.micro_batches));
       });
     }
   });
@@ -119,7 +120,7 @@ AsyncWindows make_async_windows(const std::string& name, int ranks, int micro_ba
                "): a step's window must cover the pipeline's depth, so that only the previous window's "
                "micro-batches are in flight when a step begins");
   check_schedule_size(p, p, 3 * static_cast<int64_t>(m), name + " (three windows)");
-  const int every = update_interval(name, m);
+  const int every = async_update_interval(name, m);
   const Schedule run1 = async_run(name, p, m, every);
   const Schedule run3 = async_run(name, p, 3 * m, every);
   AsyncWindows w;
@@ -168,7 +169,7 @@ AsyncSteadyState simulate_async_steady_state(const std::string& name, int ranks,
                                              const CostModel& costs) {
   PF_CHECK_ARG(is_async_schedule_name(name), "'", name, "' is not an asynchronous schedule");
   const int m = micro_batches;
-  const int every = update_interval(name, m);
+  const int every = async_update_interval(name, m);
   const double t1 = simulate(async_run(name, ranks, m, every), costs).makespan;
   const double t2 = simulate(async_run(name, ranks, 2 * m, every), costs).makespan;
   AsyncSteadyState r;

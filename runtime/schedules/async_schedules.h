@@ -29,6 +29,8 @@ bool is_asynchronous(const Schedule& schedule);
 // with an UPDATE after every `update_every`-th BW of each stage (1: every BW; m: the last BW of
 // every batch of m). The registered generators call it with micro_batches as the batch size.
 Schedule async_run(const std::string& name, int ranks, int micro_batches, int update_every);
+// The UPDATE interval of `name` for steps of `micro_batches`: 1, or micro_batches for pipedream-2bw.
+int async_update_interval(const std::string& name, int micro_batches);
 
 // The per-rank action lists of the trainer steps of an asynchronous schedule, lowered (a RECV right
 // before the action that consumes it, a SEND right after the one that produces it: sends are

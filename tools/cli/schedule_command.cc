@@ -7,6 +7,7 @@
 
 #include "runtime/core/error.h"
 #include "runtime/schedules/activation_policy.h"
+#include "runtime/schedules/async_schedules.h"
 #include "runtime/schedules/generators.h"
 #include "runtime/schedules/lowering.h"
 #include "runtime/schedules/simulator.h"
@@ -115,6 +116,11 @@ CLI::App* add_simulate_command(CLI::App& app, ScheduleArgs& a) {
   cmd->add_option("--grid-width", a.grid_width, "columns of the ASCII timeline (0: none)")
       ->check(CLI::Range(0, 1000))
       ->capture_default_str();
+  cmd->add_option("--windows", a.windows,
+                  "asynchronous schedules (pipedream, pipedream-2bw, spectrain, pipemare): steps of "
+                  "--microbatches each to run back to back, without a flush between them")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   return cmd;
 }
 
@@ -144,9 +150,30 @@ int run_simulate(const ScheduleArgs& a) {
     std::cerr << "pipeforge simulate: " << e.what() << "\n";
     return kExitUsage;
   }
+  // An asynchronous schedule never flushes between steps: show --windows steps in a row (one
+  // fill, one drain) and report the steady state.
+  const bool async = a.schedule_file.empty() && sched::is_async_schedule_name(a.request.name);
+  if (async && a.activation_policy != "none") {
+    std::cerr << "pipeforge simulate: activation policy '" << a.activation_policy
+              << "' cannot apply to asynchronous schedule '" << a.request.name << "'\n";
+    return kExitUsage;
+  }
+  const int m = s.num_micro_batches;
+  if (async) {
+    const int every = sched::async_update_interval(a.request.name, m);
+    try {
+      sched::check_schedule_size(s.num_ranks(), s.num_stages(), static_cast<int64_t>(a.windows) * m, "--windows");
+    } catch (const Error& e) {
+      std::cerr << "pipeforge simulate: " << e.what() << "\n";
+      return kExitUsage;
+    }
+    s = sched::async_run(a.request.name, s.num_ranks(), a.windows * m, every);
+  }
   if (a.lower) s = sched::lower_communication(s);
   sched::CostModel costs = a.request.costs.expand(s.num_stages());
   costs.transfer_bandwidth = a.transfer_bandwidth;
+  sched::AsyncSteadyState steady;
+  if (async) steady = sched::simulate_async_steady_state(a.request.name, s.num_ranks(), m, costs);
   std::vector<double> offloaded;
   if (a.activation_policy != "none") {
     try {
@@ -167,6 +194,9 @@ int run_simulate(const ScheduleArgs& a) {
     sched::SvgOptions svg;
     svg.title = s.name + ": p=" + std::to_string(s.num_ranks()) + ", m=" + std::to_string(s.num_micro_batches) +
                 ", bubble rate " + std::to_string(r.bubble_rate);
+    if (async)
+      svg.title = s.name + ": p=" + std::to_string(s.num_ranks()) + ", " + std::to_string(a.windows) + " steps of m=" +
+                  std::to_string(m) + " without a flush";
     write_text_file(a.svg_file, sched::to_svg(r.timeline, svg));
   }
   if (a.json) {
@@ -194,6 +224,14 @@ int run_simulate(const ScheduleArgs& a) {
                           {"activation_policy", a.activation_policy},
                           {"offloaded_bytes_per_step", offloaded},
                           {"ranks", ranks}};
+    if (async) {
+      out["asynchronous"] = true;
+      out["microbatches"] = m;
+      out["windows"] = a.windows;
+      out["steady_state_per_micro_batch"] = steady.per_micro_batch;
+      out["steady_state_step"] = steady.per_micro_batch * m;
+      out["fill_and_drain"] = steady.fill_and_drain;
+    }
     std::cout << out.dump() << std::endl;
     return kExitOk;
   }
@@ -201,6 +239,12 @@ int run_simulate(const ScheduleArgs& a) {
             << s.num_micro_batches << " micro-batches\n"
             << "makespan " << r.makespan << ", ideal " << r.ideal << ", bubble rate " << r.bubble_rate
             << " (per-rank span, the zero-bubble paper's measure: " << r.span_bubble_rate << ")\n";
+  if (async) {
+    std::cout << "asynchronous: " << a.windows << " steps of " << m << " micro-batches run back to back (no flush; "
+              << "one fill, one drain at the end of training)\n"
+              << "steady state: " << steady.per_micro_batch << " per micro-batch, " << steady.per_micro_batch * m
+              << " per step; fill + drain once: " << steady.fill_and_drain << "\n";
+  }
   for (int i = 0; i < s.num_ranks(); ++i) {
     std::cout << "rank " << i << ": busy " << r.busy[i] << ", idle " << r.idle[i] << ", peak activations "
               << r.peak_activations[i] << " micro-batches (" << r.peak_activation_bytes[i] << " bytes)\n";

@@ -21,6 +21,7 @@ struct ScheduleArgs {
   std::string activation_policy = "none";  // simulate only
   double activation_budget = 0;            // simulate only: selective, bytes per rank
   double transfer_bandwidth = 0;           // simulate only: bytes per time unit for OFFLOAD/RELOAD
+  int windows = 3;                         // simulate only, asynchronous schedules: steps shown in a row
 };
 
 CLI::App* add_schedule_command(CLI::App& app, ScheduleArgs& args);

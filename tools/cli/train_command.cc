@@ -19,6 +19,7 @@
 #include "runtime/data/synthetic_classification.h"
 #include "runtime/execution/pipeline_trainer.h"
 #include "runtime/models/builders.h"
+#include "runtime/schedules/async_schedules.h"
 #include "runtime/schedules/schedule_request.h"
 #include "runtime/schedules/text_format.h"
 #include "runtime/schedules/timeline.h"
@@ -33,6 +34,15 @@ namespace {
 
 [[noreturn]] void usage_error(const std::string& message) {
   throw Error(ErrorCode::kInvalidArgument, message);
+}
+
+exec::AsyncOptions async_options(const TrainArgs& a) {
+  exec::AsyncOptions o;
+  o.vertical_sync = a.vertical_sync;
+  o.spectrain_version = a.spectrain_version;
+  o.pipemare_anneal_updates = a.pipemare_anneal;
+  o.pipemare_decay = static_cast<float>(a.pipemare_decay);
+  return o;
 }
 
 // Everything that needs only the arguments; throws kInvalidArgument with the option's name.
@@ -50,6 +60,13 @@ void check_args(const TrainArgs& a) {
     }
   }
   if (a.optimizer == "adamw" && a.momentum != 0.0) usage_error("--momentum applies to --optimizer sgd only");
+  if (sched::is_async_schedule_name(a.schedule) && (!a.checkpoint.empty() || !a.resume.empty()))
+    usage_error("--checkpoint and --resume are not supported with asynchronous schedule " + a.schedule + " yet");
+  const exec::AsyncOptions async = async_options(a);
+  if (a.schedule.empty() && !async.is_default())
+    usage_error("--vertical-sync, --spectrain-version, --pipemare-anneal and --pipemare-decay need --schedule "
+                "pipedream, spectrain or pipemare");
+  async.validate(a.schedule.empty() ? "custom" : a.schedule);
 }
 
 struct Setup {
@@ -197,7 +214,8 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
       ->check(CLI::ExistingPath);
   auto* schedule = cmd->add_option("--schedule", a.schedule,
                                    "train pipelined with this schedule: gpipe, 1f1b, interleaved-1f1b, bfs, "
-                                   "zb-h1, zb-h2, zb-v, zb-auto (default: the sequential reference)");
+                                   "zb-h1, zb-h2, zb-v, zb-auto, or asynchronous (no flush): pipedream, "
+                                   "pipedream-2bw, spectrain, pipemare (default: the sequential reference)");
   auto* schedule_file = cmd->add_option("--schedule-file", a.schedule_file, "train with a schedule in the text form")
                             ->check(CLI::ExistingFile);
   schedule->excludes(schedule_file);
@@ -223,6 +241,19 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--offload-dir", a.offload_dir, "folder for offload-file (and selective with files)");
   cmd->add_option("--devices", a.devices,
                   "where to train: cpu (default), cuda:N, or pipelined one device per rank (cuda:0,cuda:1)");
+  cmd->add_flag("--vertical-sync", a.vertical_sync,
+                "pipedream: every stage uses, for a micro-batch, the weight version stage 0 used");
+  cmd->add_option("--spectrain-version", a.spectrain_version,
+                  "spectrain: 1 (the paper's prediction distances, default) or 2 (backward reuses the forward's)")
+      ->check(CLI::Range(1, 2))
+      ->capture_default_str();
+  cmd->add_option("--pipemare-anneal", a.pipemare_anneal,
+                  "pipemare: updates over which each stage's learning rate anneals from lr/delay to lr (0: none)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+      ->capture_default_str();
+  cmd->add_option("--pipemare-decay", a.pipemare_decay, "pipemare: decay of the weight-discrepancy average, in [0, 1)")
+      ->check(CLI::Range(0.0, 0.999999))
+      ->capture_default_str();
   cmd->add_option("--trace", a.trace_file, "pipelined: write the last step's Chrome trace here");
   cmd->add_option("--svg", a.svg_file, "pipelined: write the last step's SVG timeline here");
   cmd->add_flag("--json", a.json, "print one JSON object with the results on stdout");
@@ -344,6 +375,7 @@ int run_train(const TrainArgs& a) {
       p.world = grid.pipeline;
       p.data_parallel_world = grid.data_parallel;
       p.gradient_reduction = a.gradient_reduction;
+      p.async = async_options(a);
       if (a.partition == "balanced") p.layers_per_stage = balanced_partition(a, p, *setup.model, *setup.data);
       p.validate();
       auto pipelined = std::make_unique<exec::PipelineTrainer>(setup.model, p);
@@ -390,6 +422,7 @@ int run_train(const TrainArgs& a) {
   // sequential trainer, the device's activation peak.
   const int ranks = pipeline ? pipeline->schedule().num_ranks() : 1;
   std::vector<double> peak_bytes(static_cast<size_t>(ranks), 0.0);
+  std::vector<int> peak_versions(static_cast<size_t>(ranks), 0);  // asynchronous schedules
   double bubble_sum = 0.0;
   double offloaded_bytes = 0.0;
   MemoryTracker& tracker = memory_tracker(Device::cpu());
@@ -409,6 +442,7 @@ int run_train(const TrainArgs& a) {
         offloaded_bytes = static_cast<double>(stats.offloaded_bytes);
         for (int rank = 0; rank < ranks; ++rank) {
           peak_bytes[rank] = std::max(peak_bytes[rank], static_cast<double>(stats.ranks[rank].peak_activation_bytes));
+          peak_versions[rank] = std::max(peak_versions[rank], stats.ranks[rank].peak_weight_versions);
         }
       }
       tokens += r.tokens;
@@ -431,6 +465,8 @@ int run_train(const TrainArgs& a) {
     std::ofstream(a.trace_file) << sched::to_chrome_trace(pipeline->last_timeline());
   }
   if (pipeline && !a.svg_file.empty()) std::ofstream(a.svg_file) << sched::to_svg(pipeline->last_timeline());
+  // Asynchronous schedules: the micro-batches still in flight finish before the results.
+  if (pipeline) pipeline->drain();
   const std::string checksum = pipeline ? pipeline->parameter_checksum() : parameter_checksum(model.parameters());
   const nlohmann::json memory = process_memory(world);
   const bool save = !a.checkpoint.empty() && !diverged;
@@ -470,6 +506,8 @@ int run_train(const TrainArgs& a) {
     out["data_parallel"] = a.data_parallel;
     out["gradient_reduction"] = a.gradient_reduction;
     out["process_memory"] = memory;  // per process: its stages' parameters, gradients, optimizer state
+    out["asynchronous"] = pipeline != nullptr && pipeline->asynchronous();
+    if (pipeline && pipeline->asynchronous()) out["peak_weight_versions"] = peak_versions;
     if (save) out["checkpoint"] = a.checkpoint;
     std::cout << out.dump() << std::endl;
   } else {
@@ -486,6 +524,13 @@ int run_train(const TrainArgs& a) {
                                        : "one process each";
       std::printf("%s on %d ranks (%s): measured bubble rate %.4f (mean over the steps)\n",
                   pipeline->schedule().name.c_str(), ranks, where.c_str(), bubble_rate);
+      if (pipeline->asynchronous()) {
+        std::string versions;
+        for (int rank = 0; rank < ranks; ++rank)
+          versions += (rank ? ", " : "") + std::to_string(peak_versions[static_cast<size_t>(rank)]);
+        std::printf("asynchronous: no flush between steps, drained once at the end; weight versions per rank: %s\n",
+                    versions.c_str());
+      }
     }
     if (world) {
       std::string line;

@@ -47,6 +47,11 @@ struct TrainArgs {
   double activation_budget = 0;            // selective: per-rank activation bytes
   std::string offload_dir;                 // file tier folder
   std::string devices;                     // "" = cpu; "cuda:N"; pipelined: one per rank, comma-separated
+  // Asynchronous schedules (pipedream, pipedream-2bw, spectrain, pipemare).
+  bool vertical_sync = false;         // pipedream
+  int spectrain_version = 1;          // spectrain: 1 (the paper) or 2
+  int64_t pipemare_anneal = 100;      // pipemare: updates over which the learning rate anneals
+  double pipemare_decay = 0.9;        // pipemare: decay of the discrepancy average
   std::string trace_file;     // Chrome trace of the last step (pipelined)
   std::string svg_file;       // SVG timeline of the last step (pipelined)
   bool json = false;
