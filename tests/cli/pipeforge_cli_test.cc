@@ -193,6 +193,38 @@ TEST(PipeforgeTrain, PipelinedScheduleGivesTheSequentialChecksumAndMeasurements)
   EXPECT_NE(bad.err.find("2f2b"), std::string::npos) << bad.err;
 }
 
+TEST(PipeforgeTrain, AsynchronousSchedulesTrainDrainAndRefuseWhatTheyCannotDo) {
+  const std::string base =
+      "train --model gpt --steps 4 --batch-size 8 --microbatches 4 --seq-len 16 --d-model 16 --heads 2 "
+      "--layers 2 --lr 0.01 --stages 2";
+  const auto flush = run_json(base + " --schedule 1f1b");
+  const auto a = run_json(base + " --schedule pipedream");
+  const auto b = run_json(base + " --schedule pipedream");
+  EXPECT_EQ(a.at("asynchronous"), true);
+  EXPECT_EQ(a.at("param_checksum"), b.at("param_checksum"));      // reproducible
+  EXPECT_NE(a.at("param_checksum"), flush.at("param_checksum"));  // stale weights: another result
+  EXPECT_EQ(a.at("peak_weight_versions"), nlohmann::json({2, 1}));  // p - s versions on rank s
+  const auto vs = run_json(base + " --schedule pipedream --vertical-sync");
+  EXPECT_EQ(vs.at("peak_weight_versions"), nlohmann::json({2, 2}));
+  const auto text = run(base + " --schedule spectrain --optimizer sgd --momentum 0.9 --spectrain-version 2");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("no flush between steps"), std::string::npos) << text.out;
+  struct Refusal {
+    std::string args, says;
+  };
+  for (const Refusal& r : std::vector<Refusal>{
+           {" --schedule pipemare --vertical-sync", "pipedream only, not to 'pipemare'"},
+           {" --schedule 1f1b --pipemare-decay 0.5", "pipemare only, not to '1f1b'"},
+           {" --schedule spectrain", "spectrain predicts weights from SGD's momentum"},
+           {" --schedule pipedream --activation-policy recompute", "cannot apply to asynchronous schedule 'pipedream'"},
+           {" --schedule pipedream --clip-norm 1", "clip_norm"},
+           {" --schedule pipedream-2bw --checkpoint " + tmp_dir() + "/async.ckpt", "asynchronous schedule"}}) {
+    const auto bad = run(base + r.args);
+    EXPECT_EQ(bad.exit_code, 2) << r.args;
+    EXPECT_NE(bad.err.find(r.says), std::string::npos) << r.args << ": " << bad.err;
+  }
+}
+
 }  // namespace
 
 namespace {

@@ -57,6 +57,23 @@ TEST(ScheduleCli, WritesTraceAndSvg) {
   EXPECT_NE(read_file(svg).find("<svg"), std::string::npos);
 }
 
+TEST(ScheduleCli, AsynchronousSchedulesRunStepsWithoutAFlush) {
+  // 1F1B without a flush on 4 ranks, uniform costs (F 1, BW 2): once full, one micro-batch every
+  // 3 units; 3 steps of 16 run back to back and fill and drain once (3 F + 3 BW = 9).
+  const auto j = run_json("simulate --schedule pipedream --stages 4 --microbatches 16");
+  EXPECT_EQ(j.at("asynchronous"), true);
+  EXPECT_EQ(j.at("windows"), 3);
+  EXPECT_DOUBLE_EQ(j.at("steady_state_per_micro_batch").get<double>(), 3.0);
+  EXPECT_DOUBLE_EQ(j.at("fill_and_drain").get<double>(), 9.0);
+  EXPECT_DOUBLE_EQ(j.at("makespan").get<double>(), 3 * 16 * 3.0 + 9.0);
+  const auto r = run("simulate --schedule pipedream --stages 4 --microbatches 16");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("no flush"), std::string::npos) << r.out;
+  const auto bad = run("simulate --schedule pipemare --stages 2 --microbatches 4 --activation-policy recompute");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("pipemare"), std::string::npos) << bad.err;
+}
+
 TEST(ScheduleCli, BadInputIsAUsageErrorWithAReason) {
   auto r = run("simulate --schedule 2f2b --stages 4 --microbatches 8");
   EXPECT_EQ(r.exit_code, 2);

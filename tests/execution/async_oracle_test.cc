@@ -252,6 +252,50 @@ int expected_versions(const Method& method, int p, int s) {
   return 1;  // pipemare
 }
 
+// What an asynchronous schedule cannot do is refused before anything runs, naming what clashes.
+TEST(AsyncOptions, RefusedWithTheScheduleAndTheOptionNamed) {
+  auto error_of = [](const PipelineOptions& o) -> std::string {
+    try {
+      PipelineTrainer t(testing::tiny_mlp(2), o);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return "";
+  };
+  auto make = [](const std::string& schedule) {
+    PipelineOptions o;
+    o.schedule = schedule;
+    o.ranks = 2;
+    o.base.micro_batches = 2;
+    return o;
+  };
+  PipelineOptions o = make("spectrain");
+  o.async.vertical_sync = true;
+  EXPECT_NE(error_of(o).find("vertical_sync applies to schedule pipedream only, not to 'spectrain'"), std::string::npos);
+  o = make("1f1b");
+  o.async.pipemare_anneal_updates = 7;
+  EXPECT_NE(error_of(o).find("pipemare_anneal_updates applies to schedule pipemare only, not to '1f1b'"),
+            std::string::npos);
+  o = make("pipemare");
+  o.async.pipemare_decay = 1.0f;
+  EXPECT_NE(error_of(o).find("pipemare_decay must be in [0, 1)"), std::string::npos);
+  o = make("pipedream");
+  o.activation_policy = "offload-host";
+  EXPECT_NE(error_of(o).find("activation policy 'offload-host' cannot apply to asynchronous schedule 'pipedream'"),
+            std::string::npos);
+  o = make("pipedream-2bw");
+  o.base.optimizer.clip_norm = 1.0f;
+  EXPECT_NE(error_of(o).find("cannot apply to asynchronous schedule 'pipedream-2bw'"), std::string::npos);
+  o = make("spectrain");  // AdamW: nothing to predict from
+  EXPECT_NE(error_of(o).find("spectrain predicts weights from SGD's momentum"), std::string::npos);
+  o = make("pipedream");
+  o.ranks = 4;
+  EXPECT_NE(error_of(o).find("micro_batches (2) must be >= ranks - 1 (3)"), std::string::npos);
+  o = make("pipedream");
+  o.schedule_text = "name: custom\nranks: 1\nstages: 1\nmicrobatches: 2\nrank 0: 0F0 0BW0 0UPDATE0 0F1 0BW1 0UPDATE1\n";
+  EXPECT_NE(error_of(o).find("UPDATE actions"), std::string::npos) << error_of(o);
+}
+
 class AsyncOracle : public ::testing::TestWithParam<std::tuple<Method, int, ModelKind>> {};
 
 TEST_P(AsyncOracle, BitwiseEqualToTheRecurrence) {
