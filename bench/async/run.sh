@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bazel build -c opt //bench/async:async_bench >&2
-bin=bazel-bin/bench/async/async_bench
+bin="$(bazel info -c opt bazel-bin 2>/dev/null)/bench/async/async_bench"  # not the bazel-bin link: another build may move it
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 digits=$(python3 -c 'import os, sklearn.datasets as d; print(os.path.join(os.path.dirname(d.__file__), "data", "digits.csv.gz"))' 2>/dev/null || true)

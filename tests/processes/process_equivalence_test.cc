@@ -142,6 +142,54 @@ TEST(ProcessEquivalence, ActivationPolicies) {
   }
 }
 
+// The asynchronous schedules across processes: the micro-batches in flight cross step boundaries
+// as messages between processes; every step's loss and the drained parameters equal the same
+// schedule run as threads of this process, bitwise.
+TEST(ProcessEquivalence, AsynchronousSchedulesEqualTheirThreadedRuns) {
+  struct Method {
+    std::string schedule;
+    AsyncOptions options;
+  };
+  AsyncOptions vs, v2, mare;
+  vs.vertical_sync = true;
+  v2.spectrain_version = 2;
+  mare.pipemare_anneal_updates = 4;
+  for (const Method& method : std::vector<Method>{{"pipedream", {}}, {"pipedream", vs}, {"pipedream-2bw", {}},
+                                                  {"spectrain", v2}, {"pipemare", mare}}) {
+    for (int p : {2, 4}) {
+      for (ModelKind kind : {ModelKind::kMlp, ModelKind::kGpt}) {
+        PipelineOptions o;
+        o.schedule = method.schedule;
+        o.ranks = p;
+        o.async = method.options;
+        o.base.micro_batches = p;
+        o.base.seed = 3;
+        o.base.optimizer.kind = OptimizerConfig::Kind::kSgd;
+        o.base.optimizer.lr = 0.05f;
+        o.base.optimizer.momentum = 0.9f;
+        PipelineTrainer threads(make_model(kind), o);
+        o.world = group_of(p);
+        std::shared_ptr<Model> model;
+        {
+          DeferParameterAllocation defer;
+          model = make_model(kind);
+        }
+        PipelineTrainer procs(model, o);
+        for (int step = 0; step < 3; ++step) {
+          const Batch batch = data_for(threads.model(), p, step);
+          EXPECT_EQ(threads.step(batch).loss, procs.step(batch).loss) << method.schedule << " p=" << p << " step "
+                                                                      << step;
+        }
+        threads.drain();
+        procs.drain();
+        EXPECT_TRUE(procs.pipeline_empty());
+        EXPECT_EQ(procs.parameter_checksum(), threads.parameter_checksum())
+            << method.schedule << (method.options.vertical_sync ? " (vertical sync)" : "") << " p=" << p;
+      }
+    }
+  }
+}
+
 // D replicas x P ranks of the launch's 4 processes, made once per (D, P).
 const comm::ProcessGrid& grid_of(int replicas, int ranks) {
   static std::map<std::pair<int, int>, comm::ProcessGrid> grids;
