@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <limits>
 #include <sstream>
@@ -236,12 +237,22 @@ std::string to_svg(const Timeline& timeline, const SvgOptions& options) {
       if (present) legend.push_back(k);
     }
   }
+  // Each entry as wide as its text (about 6.5 px per character at font size 11), wrapped to rows.
   const double legend_y = axis_y + 34.0;
-  const double legend_step = 120.0;
-  const int per_row = std::max(1, static_cast<int>((options.width - label_w) / legend_step));
-  const int legend_rows =
-      legend.empty() ? 0 : (static_cast<int>(legend.size()) + per_row - 1) / per_row;
-  const double height = legend_y + 22.0 * legend_rows + 6.0;
+  std::vector<std::pair<double, double>> legend_at;  // (x, y) of each entry's swatch
+  {
+    double x = label_w, y = legend_y;
+    for (ActionKind k : legend) {
+      const double w = 16.0 + 6.5 * static_cast<double>(std::strlen(legend_text(k))) + 18.0;
+      if (x > label_w && x + w > options.width) {
+        x = label_w;
+        y += 22.0;
+      }
+      legend_at.emplace_back(x, y);
+      x += w;
+    }
+  }
+  const double height = (legend_at.empty() ? legend_y - 22.0 : legend_at.back().second) + 22.0 + 6.0;
 
   std::ostringstream out;
   out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
@@ -303,8 +314,7 @@ std::string to_svg(const Timeline& timeline, const SvgOptions& options) {
   // Legend (swatches are <rect class="legend">, not actions).
   for (size_t i = 0; i < legend.size(); ++i) {
     const ActionKind k = legend[i];
-    const double lx = label_w + legend_step * static_cast<double>(static_cast<int>(i) % per_row);
-    const double ly = legend_y + 22.0 * static_cast<double>(static_cast<int>(i) / per_row);
+    const double lx = legend_at[i].first, ly = legend_at[i].second;
     out << "<rect class=\"legend\" x=\"" << num(lx) << "\" y=\"" << num(ly)
         << "\" width=\"12\" height=\"12\" fill=\"" << kind_colour(k).rgb << "\"/>\n";
     out << "<text x=\"" << num(lx + 16.0) << "\" y=\"" << num(ly + 10.0) << "\">"
