@@ -100,15 +100,23 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
          "pipedream, pipedream-2bw, spectrain, pipemare)");
   if (async_) {
     const std::string& name = options_.schedule;
-    PF_CHECK_ARG(policy_ == sched::ActivationPolicy::kNone, "activation policy '", options_.activation_policy,
-                 "' cannot apply to asynchronous schedule '", name,
-                 "': its micro-batches stay in flight across steps (use activation policy none)");
+    // Recompute reruns F with the weights F used: only the stashing methods keep them. Offloads
+    // and plans are per step, while micro-batches stay in flight across steps.
+    const bool stashing = name == "pipedream" || name == "pipedream-2bw";
+    PF_CHECK_ARG(policy_ != sched::ActivationPolicy::kRecompute || stashing, "activation policy 'recompute' cannot "
+                 "apply to asynchronous schedule '", name, "': it keeps no copy of the weights a forward used, so a "
+                 "recomputed forward would not rebuild its activations (recompute works with pipedream and "
+                 "pipedream-2bw)");
+    PF_CHECK_ARG(policy_ == sched::ActivationPolicy::kNone || policy_ == sched::ActivationPolicy::kRecompute,
+                 "activation policy '", options_.activation_policy, "' cannot apply to asynchronous schedule '", name,
+                 "': its micro-batches stay in flight across steps (use none, or recompute with pipedream and "
+                 "pipedream-2bw)");
     PF_CHECK_ARG(options_.base.replicas == 1, "asynchronous schedule '", name, "' with ", options_.base.replicas,
                  " data-parallel replicas is not supported (each stage updates itself; replicas 1)");
     PF_CHECK_ARG(options_.base.optimizer.clip_norm == 0.0f, "optimizer.clip_norm ", options_.base.optimizer.clip_norm,
                  " cannot apply to asynchronous schedule '", name,
                  "': each stage updates on its own, so there is no global gradient norm (use clip_norm 0)");
-    windows_ = sched::make_async_windows(name, schedule_.num_ranks(), m);
+    windows_ = sched::make_async_windows(name, schedule_.num_ranks(), m, policy_ == sched::ActivationPolicy::kRecompute);
   }
   base_schedule_ = schedule_;
   if (policy_ == sched::ActivationPolicy::kSelective) {

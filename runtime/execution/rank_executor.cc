@@ -34,6 +34,21 @@ namespace {
 // whose input is the caller's micro-batch).
 size_t kept_bytes(int stage, const Tensor& input) { return stage == 0 || !input.defined() ? 0 : input.nbytes(); }
 
+
+// Runs `body` between (w->*before)(e) and (w->*after)(e), the latter also when `body` throws.
+template <typename Body>
+void with_weights(StageWeights* w, void (StageWeights::*before)(int64_t), void (StageWeights::*after)(int64_t),
+                  int64_t e, Body body) {
+  (w->*before)(e);
+  struct Restore {
+    StageWeights* w;
+    void (StageWeights::*after)(int64_t);
+    int64_t e;
+    ~Restore() { (w->*after)(e); }
+  } restore{w, after, e};
+  body();
+}
+
 }  // namespace
 
 RankExecutor::RankExecutor(int rank, const std::vector<Stage>* stages, Options options)
@@ -90,6 +105,17 @@ void RankExecutor::set_async(const sched::AsyncWindows* windows, std::vector<Sta
   for (int s = 0; s < static_cast<int>(weights_.size()); ++s)
     if (rank_of(s) != rank_) weights_[static_cast<size_t>(s)] = nullptr;  // another rank's stage
   window_ = 0;
+  // RECOMPUTE flags by window slot.
+  const size_t r = static_cast<size_t>(rank_);
+  recomputed_.assign(static_cast<size_t>(schedule_->num_stages()), {});
+  for (const auto* lists : {&windows->first, &windows->steady[0], &windows->steady[1], &windows->drain[0],
+                            &windows->drain[1]})
+    for (const Action& a : (*lists)[r]) {
+      if (a.kind != ActionKind::kRecompute) continue;
+      auto& flags = recomputed_[static_cast<size_t>(a.stage)];
+      if (flags.empty()) flags.assign(static_cast<size_t>(2 * windows->micro_batches), 0);
+      flags[static_cast<size_t>(a.micro_batch)] = 1;
+    }
 }
 
 StageWeights* RankExecutor::weights(int stage) const {
@@ -237,14 +263,8 @@ void RankExecutor::on_forward(const Action& a) {
   const bool recompute = !flags.empty() && flags[static_cast<size_t>(mb)] != 0;
   if (recompute) sl.kept_input = x;
   if (StageWeights* w = weights(s)) {
-    const int64_t e = fill_index(mb);
-    w->before_forward(e);
-    struct Restore {
-      StageWeights* w;
-      int64_t e;
-      ~Restore() { w->after_forward(e); }
-    } restore{w, e};
-    x = stage.forward(std::move(x), sl.ctx);
+    with_weights(w, &StageWeights::before_forward, &StageWeights::after_forward, fill_index(mb),
+                 [&] { x = stage.forward(std::move(x), sl.ctx); });
   } else {
     x = stage.forward(std::move(x), sl.ctx);
   }
@@ -278,14 +298,8 @@ void RankExecutor::on_backward(const Action& a) {
   if (StageWeights* w = weights(s)) {
     PF_INTERNAL_CHECK(fused, "rank ", rank_, ": ", sched::action_to_string(a),
                       ": asynchronous schedules run fused backwards");
-    const int64_t e = fill_index(mb);
-    w->before_backward(e);
-    struct Restore {
-      StageWeights* w;
-      int64_t e;
-      ~Restore() { w->after_backward(e); }
-    } restore{w, e};
-    dy = stage.backward(sl.ctx, std::move(dy));
+    with_weights(w, &StageWeights::before_backward, &StageWeights::after_backward, fill_index(mb),
+                 [&] { dy = stage.backward(sl.ctx, std::move(dy)); });
   } else {
     dy = fused ? stage.backward(sl.ctx, std::move(dy)) : stage.backward_input(sl.ctx, std::move(dy));
   }
@@ -344,11 +358,19 @@ void RankExecutor::on_recv_b(const Action& a) {
 void RankExecutor::on_recompute(const Action& a) {
   // Rerun the stage forward on the kept input: same layers, kernels and input as F, so the
   // contexts are bitwise those F built. The output (and the loss) is not needed again.
+  // Stage 0 reads the caller's micro-batch (an asynchronous one may be the previous step's: the
+  // slot kept it).
   Slot& sl = slot(a);
-  Tensor x = a.stage == 0 ? (*micro_)[static_cast<size_t>(a.micro_batch)].inputs : std::move(sl.kept_input);
+  Tensor x = sl.kept_input.defined() ? std::move(sl.kept_input) : (*micro_)[static_cast<size_t>(a.micro_batch)].inputs;
   sl.kept_input = Tensor();
   PF_INTERNAL_CHECK(x.defined(), "rank ", rank_, ": ", sched::action_to_string(a), " has no kept input");
-  (*stages_)[static_cast<size_t>(a.stage)].forward(std::move(x), sl.ctx);
+  const Stage& stage = (*stages_)[static_cast<size_t>(a.stage)];
+  if (StageWeights* w = weights(a.stage)) {
+    with_weights(w, &StageWeights::before_recompute, &StageWeights::after_recompute, fill_index(a.micro_batch),
+                 [&] { stage.forward(std::move(x), sl.ctx); });
+  } else {
+    stage.forward(std::move(x), sl.ctx);
+  }
   live_bytes_ -= sl.bytes;
   sl.bytes = context_bytes(sl.ctx);
   live_bytes_ += sl.bytes;

@@ -198,6 +198,16 @@ void StageWeights::before_forward(int64_t e) {
 
 void StageWeights::after_forward(int64_t) { swap_out(); }
 
+void StageWeights::before_recompute(int64_t e) {
+  auto it = in_flight_.find(e);
+  PF_INTERNAL_CHECK(it != in_flight_.end(), "stage ", config_.stage, ": RECOMPUTE of micro-batch ", e, " without its F");
+  PF_INTERNAL_CHECK(it->second.version != nullptr, "stage ", config_.stage,
+                    ": RECOMPUTE needs the weights F used, which only stashing methods keep");
+  if (it->second.version != live_) swap_in(it->second.version->values);
+}
+
+void StageWeights::after_recompute(int64_t) { swap_out(); }
+
 void StageWeights::before_backward(int64_t e) {
   auto it = in_flight_.find(e);
   PF_INTERNAL_CHECK(it != in_flight_.end(), "stage ", config_.stage, ": BW of micro-batch ", e, " without its F");

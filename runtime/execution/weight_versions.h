@@ -68,6 +68,9 @@ class StageWeights {
   void restart();
   void before_forward(int64_t e);
   void after_forward(int64_t e);
+  // RECOMPUTE reruns F(e) with the weights F used (stashing methods only: the others keep no copy).
+  void before_recompute(int64_t e);
+  void after_recompute(int64_t e);
   void before_backward(int64_t e);
   void after_backward(int64_t e);
   // Applies the accumulated gradient (and zeroes it).

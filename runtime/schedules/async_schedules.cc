@@ -91,10 +91,11 @@ size_t forward_position(const std::vector<Action>& list, int k) {
 int window_slot(int mb, int m, int parity) { return mb >= m ? parity * m + (mb - m) : (1 - parity) * m + mb; }
 
 // Lowers one rank's window list with a RECV right before its consumer and a SEND right after its
-// producer (every stage is on its own rank).
-std::vector<Action> lower_window(const std::vector<Action>& list, int num_stages) {
+// producer (every stage is on its own rank); `recompute` puts a RECOMPUTE before every BW.
+std::vector<Action> lower_window(const std::vector<Action>& list, int num_stages, bool recompute) {
   std::vector<Action> out;
   for (const Action& a : list) {
+    if (recompute && a.kind == ActionKind::kBackward) out.push_back(Action{ActionKind::kRecompute, a.stage, a.micro_batch});
     const int s = a.stage;
     if (a.kind == ActionKind::kForward) {
       if (s > 0) out.push_back(Action{ActionKind::kRecvF, s, a.micro_batch});
@@ -113,7 +114,7 @@ std::vector<Action> lower_window(const std::vector<Action>& list, int num_stages
 
 }  // namespace
 
-AsyncWindows make_async_windows(const std::string& name, int ranks, int micro_batches) {
+AsyncWindows make_async_windows(const std::string& name, int ranks, int micro_batches, bool recompute) {
   PF_CHECK_ARG(is_async_schedule_name(name), "'", name, "' is not an asynchronous schedule");
   const int p = ranks, m = micro_batches;
   PF_CHECK_ARG(m >= p - 1, name, ": micro_batches (", m, ") must be >= ranks - 1 (", p - 1,
@@ -138,7 +139,7 @@ AsyncWindows make_async_windows(const std::string& name, int ranks, int micro_ba
     std::vector<Action> first(l3.begin(), l3.begin() + static_cast<ptrdiff_t>(cut1));
     PF_INTERNAL_CHECK(std::equal(first.begin(), first.end(), l1.begin()) && first.size() <= l1.size(), name,
                       ": the run of ", m, " micro-batches does not start like the run of ", 3 * m);
-    w.first[static_cast<size_t>(r)] = lower_window(first, p);
+    w.first[static_cast<size_t>(r)] = lower_window(first, p, recompute);
     std::vector<Action> tail(l1.begin() + static_cast<ptrdiff_t>(first.size()), l1.end());
     for (int parity = 0; parity < 2; ++parity) {
       std::vector<Action> steady, drain = tail;
@@ -148,8 +149,8 @@ AsyncWindows make_async_windows(const std::string& name, int ranks, int micro_ba
         steady.push_back(a);
       }
       for (Action& a : drain) a.micro_batch += parity * m;  // the drained window's own slots
-      w.steady[parity][static_cast<size_t>(r)] = lower_window(steady, p);
-      w.drain[parity][static_cast<size_t>(r)] = lower_window(drain, p);
+      w.steady[parity][static_cast<size_t>(r)] = lower_window(steady, p, recompute);
+      w.drain[parity][static_cast<size_t>(r)] = lower_window(drain, p, recompute);
     }
     // Updates between F(m) and BW(m) on this rank: the steady-state delay of its gradients.
     int updates = 0;

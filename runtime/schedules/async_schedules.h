@@ -52,8 +52,9 @@ struct AsyncWindows {
 };
 
 // Needs micro_batches >= ranks - 1 (a window covers the pipeline's depth); kInvalidArgument naming
-// the schedule otherwise.
-AsyncWindows make_async_windows(const std::string& name, int ranks, int micro_batches);
+// the schedule otherwise. `recompute`: a RECOMPUTE right before every BW (activation policy
+// recompute).
+AsyncWindows make_async_windows(const std::string& name, int ranks, int micro_batches, bool recompute = false);
 
 // The steady state of an asynchronous schedule under `costs` (per stage, one stage per rank): the
 // time per micro-batch once the pipeline is full, and what one run of m micro-batches adds to m of

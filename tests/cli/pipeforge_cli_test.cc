@@ -216,7 +216,8 @@ TEST(PipeforgeTrain, AsynchronousSchedulesTrainDrainAndRefuseWhatTheyCannotDo) {
            {" --schedule pipemare --vertical-sync", "pipedream only, not to 'pipemare'"},
            {" --schedule 1f1b --pipemare-decay 0.5", "pipemare only, not to '1f1b'"},
            {" --schedule spectrain", "spectrain predicts weights from SGD's momentum"},
-           {" --schedule pipedream --activation-policy recompute", "cannot apply to asynchronous schedule 'pipedream'"},
+           {" --schedule pipedream --activation-policy offload-host", "cannot apply to asynchronous schedule 'pipedream'"},
+           {" --schedule pipemare --activation-policy recompute", "keeps no copy of the weights a forward used"},
            {" --schedule pipedream --clip-norm 1", "clip_norm"},
            {" --schedule pipedream-2bw --checkpoint " + tmp_dir() + "/async.ckpt", "asynchronous schedule"}}) {
     const auto bad = run(base + r.args);

@@ -153,9 +153,11 @@ int run_simulate(const ScheduleArgs& a) {
   // An asynchronous schedule never flushes between steps: show --windows steps in a row (one
   // fill, one drain) and report the steady state.
   const bool async = a.schedule_file.empty() && sched::is_async_schedule_name(a.request.name);
-  if (async && a.activation_policy != "none") {
+  const bool stashing = a.request.name == "pipedream" || a.request.name == "pipedream-2bw";
+  if (async && a.activation_policy != "none" && !(a.activation_policy == "recompute" && stashing)) {
     std::cerr << "pipeforge simulate: activation policy '" << a.activation_policy
-              << "' cannot apply to asynchronous schedule '" << a.request.name << "'\n";
+              << "' cannot apply to asynchronous schedule '" << a.request.name
+              << "' (recompute works with pipedream and pipedream-2bw; see docs/SCHEDULES.md)\n";
     return kExitUsage;
   }
   const int m = s.num_micro_batches;
