@@ -418,7 +418,9 @@ class Model {
 // ranks and `chunks` model chunks per rank) or `schedule_text` (a schedule in the text form) makes
 // the trainer run one worker per rank; both empty (the default) is the sequential trainer. The
 // parameters are bitwise equal either way. `processes` says whether the ranks are threads or, under
-// mpirun, one process each (C API pf_processes).
+// mpirun, one process each (C API pf_processes). The asynchronous schedules ("pipedream",
+// "pipedream-2bw", "spectrain", "pipemare") leave micro-batches in flight after a step: call
+// Trainer::drain before reading the final parameters.
 struct TrainerOptions {
   int micro_batches;
   int64_t seed;
@@ -446,6 +448,13 @@ struct TrainerOptions {
   int32_t data_parallel;           // D pipeline replicas (mpirun -np D*P); micro_batches is per replica
   std::string gradient_reduction;  // "allreduce" (or "") or "deterministic"
   int32_t ranks;                   // pipeline ranks P for a schedule name; 0 = `stages`
+  // Asynchronous schedules (C API 0.4, docs/SCHEDULES.md, "Asynchronous schedules"): the methods'
+  // options, in the runtime's terms (0 means 0 here; the C API's -1 sentinels are this layer's
+  // business). Setting one to other than its default for another schedule is refused naming both.
+  bool vertical_sync;               // pipedream: vertical sync; default false
+  int32_t spectrain_version;        // spectrain: 1 (the paper, the default) or 2
+  int64_t pipemare_anneal_updates;  // pipemare: updates over which lr anneals (>= 0); default 100; 0 = none
+  float pipemare_decay;             // pipemare: decay g of the discrepancy average, in [0, 1); default 0.9
 
   TrainerOptions() {
     pf_trainer_options o;
@@ -474,6 +483,10 @@ struct TrainerOptions {
     data_parallel = o.data_parallel;
     gradient_reduction = o.gradient_reduction != nullptr ? o.gradient_reduction : "";
     ranks = o.ranks;
+    vertical_sync = o.vertical_sync != 0;
+    spectrain_version = o.spectrain_version;
+    pipemare_anneal_updates = o.pipemare_anneal_updates;
+    pipemare_decay = o.pipemare_decay;
   }
   // Top-level layers per stage (one entry per stage), instead of an even split.
   void set_layers_per_stage(const int64_t* values, size_t count) { layers_per_stage.assign(values, values + count); }
@@ -662,6 +675,22 @@ class Trainer {
     o.data_parallel = options.data_parallel;
     o.gradient_reduction = options.gradient_reduction.empty() ? nullptr : options.gradient_reduction.c_str();
     o.ranks = options.ranks;
+    // The C fields take 0 for the default and -1 for the runtime's 0.
+    o.vertical_sync = options.vertical_sync ? 1 : 0;
+    o.spectrain_version = options.spectrain_version;
+    if (options.pipemare_anneal_updates < 0) {
+      detail::report(status, PF_INVALID_ARGUMENT,
+                     "pipemare_anneal_updates is " + std::to_string(options.pipemare_anneal_updates) +
+                         " (expected >= 0; 0 = no annealing)");
+      return nullptr;
+    }
+    o.pipemare_anneal_updates = options.pipemare_anneal_updates == 0 ? -1 : options.pipemare_anneal_updates;
+    if (!(options.pipemare_decay >= 0.0f && options.pipemare_decay < 1.0f)) {
+      detail::report(status, PF_INVALID_ARGUMENT,
+                     "pipemare_decay is " + std::to_string(options.pipemare_decay) + " (expected [0, 1))");
+      return nullptr;
+    }
+    o.pipemare_decay = options.pipemare_decay == 0.0f ? -1.0f : options.pipemare_decay;
     std::vector<int32_t> layers;
     for (size_t i = 0; i < options.layers_per_stage.size(); ++i) {
       const int64_t n = options.layers_per_stage[i];
@@ -718,6 +747,10 @@ class Trainer {
     pf_step_result r = detail::sized<pf_step_result>();
     return handle_.call(status, pf_trainer_step_from_loader, &r) ? convert(r) : StepResult();
   }
+
+  // Asynchronous schedules: runs the backwards and updates still in flight, so that every stage has
+  // applied every micro-batch (call it before reading the final parameters); a no-op otherwise.
+  void drain(Status* status) { handle_.call(status, pf_trainer_drain); }
 
   Metrics metrics(Status* status) const {
     Metrics m;
@@ -981,7 +1014,7 @@ class Simulation {
 class Schedule {
  public:
   // Generates schedule `name` ("gpipe", "1f1b", "interleaved-1f1b", "bfs", "zb-h1", "zb-h2", "zb-v",
-  // "zb-auto"). Returns a new Schedule, or NULL after reporting the error (an unknown name lists the
+  // "zb-auto", or the asynchronous "pipedream", "pipedream-2bw", "spectrain", "pipemare"). Returns a new Schedule, or NULL after reporting the error (an unknown name lists the
   // known ones).
   static Schedule* generate(const std::string& name, const ScheduleOptions& options, Status* status) {
     pf_schedule_options o;

@@ -15,6 +15,7 @@
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/parameter_checksum.h"
 #include "runtime/checkpoint/sharded_checkpoint.h"
+#include "runtime/execution/weight_versions.h"
 #include "runtime/schedules/text_format.h"
 #include "runtime/schedules/timeline.h"
 #include "runtime/tensor/allocator.h"
@@ -28,11 +29,15 @@ using pf::capi::guard_void;
 using pf::capi::require;
 
 // Version-1 sizes: an older caller's struct must hold at least these fields (0.2 appended the
-// activation-memory and device fields to pf_trainer_options, 0.3 the process fields; an older
-// caller gets their defaults).
+// activation-memory and device fields to pf_trainer_options, 0.3 the process fields, 0.4 the
+// asynchronous-schedule fields; an older caller gets their defaults).
 constexpr size_t kTrainerOptionsV1Size = offsetof(pf_trainer_options, activation_policy);
 constexpr size_t kTrainerOptionsV2Size = offsetof(pf_trainer_options, processes);
+constexpr size_t kTrainerOptionsV3Size = offsetof(pf_trainer_options, pipemare_anneal_updates);
 static_assert(kTrainerOptionsV2Size == 136, "the 0.2 pf_trainer_options layout changed");
+// The 0.4 fields start at the 0.3 sizeof, not in its trailing padding (c_api/struct_io.h).
+static_assert(kTrainerOptionsV3Size == 160 && offsetof(pf_trainer_options, ranks) + sizeof(int32_t) <= 160,
+              "the 0.3 pf_trainer_options layout changed");
 constexpr size_t kStepResultV1Size = sizeof(pf_step_result);
 constexpr size_t kMetricsV1Size = sizeof(pf_metrics);
 constexpr size_t kMemoryStatsV1Size = sizeof(pf_memory_stats);
@@ -64,7 +69,55 @@ pf_trainer_options default_options() {
   o.processes = PF_PROCESSES_AUTO;
   o.data_parallel = d.replicas;
   o.ranks = 0;  // = stages
+  const pf::exec::AsyncOptions a;
+  o.pipemare_anneal_updates = a.pipemare_anneal_updates;
+  o.pipemare_decay = a.pipemare_decay;
+  o.spectrain_version = a.spectrain_version;
+  o.vertical_sync = a.vertical_sync ? 1 : 0;
   return o;
+}
+
+// The asynchronous-schedule options (0.4): 0 in a field is its default; -1 turns pipemare's
+// annealing and discrepancy average off (the runtime's 0). Which schedule may set which is checked
+// by PipelineOptions::validate (AsyncOptions::validate).
+pf::exec::AsyncOptions convert_async(const pf_trainer_options& o) {
+  pf::exec::AsyncOptions a;
+  PF_CHECK_ARG(o.vertical_sync == 0 || o.vertical_sync == 1, "options->vertical_sync is ", o.vertical_sync,
+               ": expected 0 (off, the default) or 1");
+  a.vertical_sync = o.vertical_sync == 1;
+  PF_CHECK_ARG(o.spectrain_version >= 0, "options->spectrain_version is ", o.spectrain_version,
+               ": expected 1 (the paper, the default), 2, or 0 for the default");
+  if (o.spectrain_version != 0) a.spectrain_version = o.spectrain_version;
+  PF_CHECK_ARG(o.pipemare_anneal_updates >= -1, "options->pipemare_anneal_updates is ", o.pipemare_anneal_updates,
+               ": expected K > 0 updates, 0 for the default (", a.pipemare_anneal_updates, ") or -1 for none");
+  if (o.pipemare_anneal_updates == -1) {
+    a.pipemare_anneal_updates = 0;
+  } else if (o.pipemare_anneal_updates != 0) {
+    a.pipemare_anneal_updates = o.pipemare_anneal_updates;
+  }
+  PF_CHECK_ARG(o.pipemare_decay == -1.0f || o.pipemare_decay == 0.0f ||
+                   (o.pipemare_decay > 0.0f && o.pipemare_decay < 1.0f),
+               "options->pipemare_decay is ", o.pipemare_decay, ": expected g in (0, 1), 0 for the default (",
+               a.pipemare_decay, ") or -1 for no average (g = 0)");
+  if (o.pipemare_decay == -1.0f) {
+    a.pipemare_decay = 0.0f;
+  } else if (o.pipemare_decay != 0.0f) {
+    a.pipemare_decay = o.pipemare_decay;
+  }
+  return a;
+}
+
+// The sequential trainer: an option of an asynchronous schedule is refused naming its schedule.
+void check_no_async_options(const pf_trainer_options& o) {
+  const pf::exec::AsyncOptions a = convert_async(o), d;
+  auto refuse = [](bool set, const char* field, const char* schedule) {
+    PF_CHECK_ARG(!set, "options->", field, " applies to schedule ", schedule,
+                 " only, but no schedule is set (set options->schedule)");
+  };
+  refuse(a.vertical_sync != d.vertical_sync, "vertical_sync", "pipedream");
+  refuse(a.spectrain_version != d.spectrain_version, "spectrain_version", "spectrain");
+  refuse(a.pipemare_anneal_updates != d.pipemare_anneal_updates, "pipemare_anneal_updates", "pipemare");
+  refuse(a.pipemare_decay != d.pipemare_decay, "pipemare_decay", "pipemare");
 }
 
 // Pipeline ranks P for a schedule name: options->ranks, or options->stages (its older name).
@@ -108,6 +161,7 @@ pf::exec::PipelineOptions convert_pipeline(const pf_trainer_options& o, const pf
   if (o.offload_dir != nullptr) p.offload_dir = o.offload_dir;
   if (o.devices != nullptr) p.devices = pf::parse_device_list(o.devices);  // one entry: every rank
   if (o.gradient_reduction != nullptr) p.gradient_reduction = o.gradient_reduction;
+  p.async = convert_async(o);
   if (launch.per_rank) {
     for (const pf::Device& d : p.devices)
       PF_CHECK_ARG(d.kind == pf::DeviceKind::kCpu, "options->devices is '", o.devices, "': ", d.to_string(),
@@ -249,6 +303,7 @@ pf_status* pf_trainer_create(pf_model* model, const pf_trainer_options* options,
                    "options->activation_policy is '", o.activation_policy,
                    "' but no schedule is set: activation policies apply to pipelined training (set "
                    "options->schedule or options->schedule_text)");
+      check_no_async_options(o);
       if (o.devices != nullptr) {
         const std::vector<pf::Device> devices = pf::parse_device_list(o.devices);
         PF_CHECK_ARG(devices.size() == 1, "options->devices is '", o.devices,
@@ -308,6 +363,14 @@ pf_status* pf_trainer_step_from_loader(pf_trainer* trainer, pf_step_result* out)
       result = t.step(*trainer->loader);
     }
     if (out != nullptr) pf::capi::write_struct(out, convert(result));
+  });
+}
+
+pf_status* pf_trainer_drain(pf_trainer* trainer) {
+  return guard(__func__, [&] {
+    require(trainer, "trainer");
+    // Synchronous schedules and the sequential trainer have nothing in flight after a step.
+    if (trainer->pipeline != nullptr) trainer->pipeline->drain();
   });
 }
 

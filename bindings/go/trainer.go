@@ -32,6 +32,16 @@ import (
 // MicroBatches is per replica; without a schedule the sequential trainer reproduces D replicas'
 // arithmetic); GradientReduction "allreduce" ("" too) or "deterministic". Ranks is Stages under
 // the name the schedule IR uses (0 = Stages).
+//
+// Asynchronous schedules (docs/SCHEDULES.md, "Asynchronous schedules"): Schedule "pipedream",
+// "pipedream-2bw", "spectrain" or "pipemare" runs without a flush: a step is a window of
+// MicroBatches (>= Ranks - 1) micro-batches and leaves some in flight, which the next step or
+// Drain finishes (call it before reading the final parameters); checkpoints are not supported.
+// Their options, zero meaning the default as in the C API: VerticalSync (pipedream),
+// SpectrainVersion (spectrain: 1, the paper's, or 2; 0 = 1), PipemareAnnealUpdates (pipemare:
+// updates over which the learning rate anneals; 0 = 100, -1 = no annealing) and PipemareDecay
+// (pipemare: decay of the discrepancy average in (0, 1); 0 = 0.9, -1 = no average). One set for
+// another schedule is an InvalidArgument error naming both.
 type TrainerOptions struct {
 	MicroBatches int     // equal micro-batches per step; must divide the batch rows
 	Seed         int64   // parameter initialisation
@@ -61,6 +71,11 @@ type TrainerOptions struct {
 	DataParallel      int    // D pipeline replicas; 0 = 1
 	GradientReduction string // "allreduce" or "deterministic"; "" = allreduce
 	Ranks             int    // pipeline ranks P for Schedule; 0 = Stages
+
+	VerticalSync          bool    // pipedream: vertical sync
+	SpectrainVersion      int     // spectrain: 1 (the paper) or 2; 0 = 1
+	PipemareAnnealUpdates int64   // pipemare: updates over which the learning rate anneals; 0 = 100, -1 = none
+	PipemareDecay         float32 // pipemare: decay of the discrepancy average in (0, 1); 0 = 0.9, -1 = none
 }
 
 // StepResult is the result of one optimizer step.
@@ -133,7 +148,8 @@ func NewTrainer(model *Model, opts TrainerOptions) (*Trainer, error) {
 		v    int
 		set  func(int)
 	}{{"Stages", opts.Stages, o.SetStages}, {"Chunks", opts.Chunks, o.SetChunks},
-		{"DataParallel", opts.DataParallel, o.SetDataParallel}, {"Ranks", opts.Ranks, o.SetRanks}} {
+		{"DataParallel", opts.DataParallel, o.SetDataParallel}, {"Ranks", opts.Ranks, o.SetRanks},
+		{"SpectrainVersion", opts.SpectrainVersion, o.SetSpectrainVersion}} {
 		if err := checkInt32(f.name, f.v); err != nil {
 			return nil, err
 		}
@@ -164,6 +180,23 @@ func NewTrainer(model *Model, opts TrainerOptions) (*Trainer, error) {
 		o.SetProcesses(opts.Processes)
 	}
 	o.SetGradientReduction(opts.GradientReduction)
+	o.SetVerticalSync(opts.VerticalSync)
+	// -1 is the C API's "none": the core layer's 0 (the runtime's terms).
+	switch {
+	case opts.PipemareAnnealUpdates == -1:
+		o.SetPipemareAnnealUpdates(0)
+	case opts.PipemareAnnealUpdates < -1:
+		return nil, &Error{Code: InvalidArgument, Message: fmt.Sprintf(
+			"PipemareAnnealUpdates is %d (expected > 0, 0 for the default or -1 for none)", opts.PipemareAnnealUpdates)}
+	case opts.PipemareAnnealUpdates != 0:
+		o.SetPipemareAnnealUpdates(opts.PipemareAnnealUpdates)
+	}
+	switch {
+	case opts.PipemareDecay == -1:
+		o.SetPipemareDecay(0)
+	case opts.PipemareDecay != 0:
+		o.SetPipemareDecay(opts.PipemareDecay) // outside (0, 1): refused by the core layer
+	}
 	var t core.Trainer
 	if err := call(func(s core.Status) { t = core.TrainerCreate(model.m, o, s) }); err != nil {
 		return nil, err
@@ -270,6 +303,18 @@ func (t *Trainer) StepFromLoader() (StepResult, error) {
 		return StepResult{}, err
 	}
 	return stepResult(r), nil
+}
+
+// Drain runs the backwards and updates an asynchronous schedule still has in flight, on every rank,
+// so that every stage has applied every micro-batch it was given (call it before reading the final
+// parameters or at the end of training); the next step refills the pipeline. A no-op for
+// synchronous schedules and the sequential trainer.
+func (t *Trainer) Drain() error {
+	defer runtime.KeepAlive(t)
+	if t == nil || t.t == nil {
+		return errClosed("trainer")
+	}
+	return call(func(s core.Status) { t.t.Drain(s) })
 }
 
 // Metrics returns the trainer's progress counters.

@@ -3,7 +3,7 @@
 // turn whatever a callback does (an error message, an exception, a missing tensor) into a status,
 // Schedule/Simulation/CostModel (per-stage arrays of different lengths are caught here), the
 // activation-policy pass, the pipelined trainer's options (activation policies included) and
-// measurements, and the trainer's devices option.
+// measurements, the asynchronous schedules' options and drain, and the trainer's devices option.
 #include "bindings/pipeforge_core.h"
 
 #include <gtest/gtest.h>
@@ -288,6 +288,49 @@ TEST(CoreTest, PipelinedTrainerOptionsAndMeasurements) {
   EXPECT_EQ(status.code(), PF_INVALID_ARGUMENT);
   pipelined->close();
   EXPECT_EQ(pipelined->num_ranks(&status), 0);
+  EXPECT_EQ(status.code(), PF_FAILED_PRECONDITION);
+}
+
+// The asynchronous schedules' options in the runtime's terms (0 = none; the C API's -1 sentinels
+// stay inside the layer) and drain().
+TEST(CoreTest, AsynchronousScheduleOptionsAndDrain) {
+  const pipeforge::TrainerOptions defaults;
+  EXPECT_FALSE(defaults.vertical_sync);
+  EXPECT_EQ(defaults.spectrain_version, 1);
+  EXPECT_EQ(defaults.pipemare_anneal_updates, 100);
+  EXPECT_FLOAT_EQ(defaults.pipemare_decay, 0.9f);
+
+  auto model = Mlp();
+  pipeforge::TrainerOptions options;
+  options.micro_batches = 2;
+  options.optimizer = "sgd";
+  options.schedule = "pipemare";
+  options.ranks = 2;
+  Status status;
+  options.pipemare_anneal_updates = -1;
+  EXPECT_EQ(pipeforge::Trainer::create(*model, options, &status), nullptr);
+  EXPECT_EQ(status.code(), PF_INVALID_ARGUMENT);
+  EXPECT_NE(status.message().find("pipemare_anneal_updates is -1"), std::string::npos) << status.message();
+  options.pipemare_anneal_updates = 0;
+  options.pipemare_decay = 1.0f;
+  EXPECT_EQ(pipeforge::Trainer::create(*model, options, &status), nullptr);
+  EXPECT_EQ(status.code(), PF_INVALID_ARGUMENT);
+  EXPECT_NE(status.message().find("pipemare_decay"), std::string::npos) << status.message();
+  options.pipemare_decay = 0.0f;
+  options.vertical_sync = true;
+  EXPECT_EQ(pipeforge::Trainer::create(*model, options, &status), nullptr);
+  EXPECT_EQ(status.code(), PF_INVALID_ARGUMENT);
+  EXPECT_NE(status.message().find("vertical_sync"), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find("pipemare"), std::string::npos) << status.message();
+  options.vertical_sync = false;
+  std::unique_ptr<pipeforge::Trainer> trainer(pipeforge::Trainer::create(*model, options, &status));
+  ASSERT_TRUE(status.ok()) << status.message();
+  trainer->step(Inputs(4), Targets(4), nullptr);
+  const std::string in_flight = trainer->checksum(nullptr);
+  trainer->drain(nullptr);
+  EXPECT_NE(trainer->checksum(nullptr), in_flight);
+  trainer->close();
+  trainer->drain(&status);
   EXPECT_EQ(status.code(), PF_FAILED_PRECONDITION);
 }
 

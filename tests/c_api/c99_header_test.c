@@ -132,6 +132,11 @@ static pf_trainer* make_trainer(void) {
   options.data_parallel = 1;
   options.gradient_reduction = NULL;
   options.ranks = 0;
+  /* Since 0.4 (the defaults, spelled out): no asynchronous-schedule option. */
+  options.pipemare_anneal_updates = 100;
+  options.pipemare_decay = 0.9f;
+  options.spectrain_version = 1;
+  options.vertical_sync = 0;
   CHECK_OK(pf_trainer_create(model, &options, &trainer));
   pf_model_destroy(model); /* the trainer retains the model */
   {
@@ -178,6 +183,7 @@ static void train_from_host(char checksum[65], double* first_loss, double* last_
     if (step == 0) *first_loss = result.loss;
     *last_loss = result.loss;
   }
+  CHECK_OK(pf_trainer_drain(trainer)); /* since 0.4; nothing in flight: a no-op */
   CHECK_OK(pf_trainer_parameter_checksum(trainer, checksum));
   pf_trainer_destroy(trainer);
 }

@@ -926,6 +926,95 @@ func TestProcessOptionErrors(t *testing.T) {
 	}
 }
 
+// ---- asynchronous schedules (C API 0.4): the options, Drain ----
+
+func asyncOptions(schedule string) pipeforge.TrainerOptions {
+	return pipeforge.TrainerOptions{MicroBatches: microBatches, Seed: 42, Optimizer: "sgd", LR: 0.05, Momentum: 0.9,
+		Schedule: schedule, Ranks: 2}
+}
+
+func TestPipeDreamTrainsTwoStepsAndDrains(t *testing.T) {
+	tr := trainerWith(t, asyncOptions("pipedream"))
+	defer tr.Close()
+	for s := 0; s < 2; s++ {
+		inputs, targets := batchRows(uint64(s), 0, rows)
+		r, err := tr.Step(inputs, targets)
+		if err != nil || math.IsNaN(r.Loss) || math.IsInf(r.Loss, 0) {
+			t.Fatalf("step %d: %+v, %v", s, r, err)
+		}
+	}
+	inFlight, _ := tr.Checksum()
+	if err := tr.Drain(); err != nil {
+		t.Fatalf("Drain: %v", err)
+	}
+	drained, _ := tr.Checksum()
+	if drained == inFlight {
+		t.Errorf("Drain applied no update")
+	}
+	if err := tr.Drain(); err != nil { // nothing left: a no-op
+		t.Errorf("second Drain: %v", err)
+	}
+	if again, _ := tr.Checksum(); again != drained {
+		t.Errorf("a second Drain changed the parameters")
+	}
+	seq := referenceTrainer(t)
+	defer seq.Close()
+	if err := seq.Drain(); err != nil {
+		t.Errorf("Drain of the sequential trainer: %v", err)
+	}
+	var closed pipeforge.Trainer
+	if err := closed.Drain(); !errors.Is(err, &pipeforge.Error{Code: pipeforge.FailedPrecondition}) {
+		t.Errorf("Drain on a closed trainer: %v", err)
+	}
+	// Every method with its options set (zero = the default, -1 = none for PipeMare's two).
+	for _, opts := range []pipeforge.TrainerOptions{asyncOptions("pipedream-2bw"), asyncOptions("spectrain"),
+		asyncOptions("pipemare")} {
+		switch opts.Schedule {
+		case "spectrain":
+			opts.SpectrainVersion = 2
+		case "pipemare":
+			opts.PipemareAnnealUpdates, opts.PipemareDecay = -1, -1
+		}
+		tr := trainerWith(t, opts)
+		inputs, targets := batchRows(0, 0, rows)
+		if _, err := tr.Step(inputs, targets); err != nil {
+			t.Errorf("%s: %v", opts.Schedule, err)
+		}
+		if err := tr.Drain(); err != nil {
+			t.Errorf("%s: Drain: %v", opts.Schedule, err)
+		}
+		tr.Close()
+	}
+}
+
+func TestAsyncOptionErrors(t *testing.T) {
+	m := referenceModel(t)
+	defer m.Close()
+	for _, c := range []struct {
+		name string
+		opts pipeforge.TrainerOptions
+		text string
+	}{
+		{"vertical sync with spectrain", pipeforge.TrainerOptions{Schedule: "spectrain", VerticalSync: true},
+			"vertical_sync applies to schedule pipedream only, not to 'spectrain'"},
+		{"decay with pipedream", pipeforge.TrainerOptions{Schedule: "pipedream", PipemareDecay: 0.5}, "pipemare_decay"},
+		{"decay out of range", pipeforge.TrainerOptions{Schedule: "pipemare", PipemareDecay: 1.5}, "pipemare_decay"},
+		{"anneal below -1", pipeforge.TrainerOptions{Schedule: "pipemare", PipemareAnnealUpdates: -2},
+			"PipemareAnnealUpdates is -2"},
+		{"spectrain version 3", pipeforge.TrainerOptions{Schedule: "spectrain", SpectrainVersion: 3}, "spectrain_version"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			opts := asyncOptions(c.opts.Schedule)
+			opts.VerticalSync, opts.SpectrainVersion = c.opts.VerticalSync, c.opts.SpectrainVersion
+			opts.PipemareAnnealUpdates, opts.PipemareDecay = c.opts.PipemareAnnealUpdates, c.opts.PipemareDecay
+			_, err := pipeforge.NewTrainer(m, opts)
+			if !errors.Is(err, &pipeforge.Error{Code: pipeforge.InvalidArgument}) || !strings.Contains(err.Error(), c.text) {
+				t.Errorf("got %v; want InvalidArgument containing %q", err, c.text)
+			}
+		})
+	}
+}
+
 func TestScheduleSelectiveAtTheMinimumBudgetLowersThePeak(t *testing.T) {
 	s := generate(t, "1f1b", pipeforge.ScheduleOptions{Stages: 4, MicroBatches: 8})
 	costs := pipeforge.DefaultCostModel()

@@ -609,6 +609,56 @@ public class PipeForgeTest {
     assertTrue(e.getMessage(), e.getMessage().contains("gradient_reduction is 'mean'"));
   }
 
+  // ---- asynchronous schedules (C API 0.4): the options, drain() ----
+
+  static TrainerOptions asyncOptions(String schedule) {
+    TrainerOptions options = TrainerOptions.pipelined(schedule, 2);
+    options.setMicroBatches(MICRO_BATCHES);
+    options.setSeed(42);
+    options.setOptimizer("sgd");
+    options.setLr(0.05f);
+    options.setMomentum(0.9f);
+    return options;
+  }
+
+  @Test
+  public void pipeDreamTrainsTwoStepsAndDrains() {
+    TrainerOptions defaults = new TrainerOptions();
+    assertFalse(defaults.getVerticalSync());
+    assertEquals(1, defaults.getSpectrainVersion());
+    assertEquals(100L, defaults.getPipemareAnnealUpdates());
+    assertEquals(0.9f, defaults.getPipemareDecay(), 0.0f);
+    try (Model model = referenceModel(); Trainer trainer = new Trainer(model, asyncOptions("pipedream"))) {
+      for (int s = 0; s < 2; ++s) {
+        Batch b = rows(s, 0, ROWS);
+        double loss = trainer.step(b.inputs(), b.targets()).getLoss();
+        assertTrue("loss " + loss, Double.isFinite(loss));
+      }
+      String inFlight = trainer.checksum();
+      trainer.drain();
+      String drained = trainer.checksum();
+      assertNotEquals(inFlight, drained);
+      trainer.drain(); // nothing left: a no-op
+      assertEquals(drained, trainer.checksum());
+    }
+    try (Model model = referenceModel(); Trainer trainer = referenceTrainer(model)) {
+      trainer.drain(); // the sequential trainer: a no-op
+    }
+    TrainerOptions options = asyncOptions("spectrain");
+    options.setVerticalSync(true);
+    PipeForgeException e = assertThrows(PipeForgeException.class, () -> new Trainer(referenceModel(), options));
+    assertEquals(PipeForgeException.INVALID_ARGUMENT, e.getCode());
+    assertTrue(e.getMessage(), e.getMessage().contains("vertical_sync") && e.getMessage().contains("spectrain"));
+    TrainerOptions pipemare = asyncOptions("pipemare");
+    pipemare.setPipemareAnnealUpdates(0);
+    pipemare.setPipemareDecay(0.5f);
+    try (Model model = referenceModel(); Trainer trainer = new Trainer(model, pipemare)) {
+      Batch b = rows(0, 0, ROWS);
+      trainer.step(b.inputs(), b.targets());
+      trainer.drain();
+    }
+  }
+
   @Test
   public void selectiveAtTheMinimumBudgetLowersThePeak() {
     CostModel costs = new CostModel();

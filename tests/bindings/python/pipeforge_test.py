@@ -728,6 +728,66 @@ class ProcessOptionsTest(unittest.TestCase):
             self.assertEqual(trainer.metrics().data_position, 2 * MICRO_BATCHES)
 
 
+class AsyncScheduleTest(unittest.TestCase):
+    """Asynchronous schedules (C API 0.4): their options reach the runtime, drain() finishes what a
+    step left in flight."""
+
+    @staticmethod
+    def trainer(schedule, ranks=2, **options):
+        return pipeforge.Trainer(reference_model(), micro_batches=MICRO_BATCHES, seed=42, optimizer="sgd", lr=0.05,
+                                 momentum=0.9, schedule=schedule, ranks=ranks, **options)
+
+    def train_and_drain(self, schedule, **options):
+        with self.trainer(schedule, **options) as trainer:
+            for inputs, targets in BATCHES[:2]:
+                self.assertTrue(np.isfinite(trainer.step(inputs, targets).loss))
+            trainer.drain()
+            return trainer.checksum()
+
+    def test_pipedream_trains_two_steps_and_drains(self):
+        with self.trainer("pipedream") as trainer:
+            losses = [trainer.step(inputs, targets).loss for inputs, targets in BATCHES[:2]]
+            self.assertTrue(all(np.isfinite(loss) for loss in losses), losses)
+            in_flight = trainer.checksum()
+            trainer.drain()
+            drained = trainer.checksum()
+            self.assertNotEqual(drained, in_flight)
+            trainer.drain()  # nothing left: a no-op
+            self.assertEqual(trainer.checksum(), drained)
+        self.assertEqual(self.train_and_drain("pipedream"), drained)
+        self.assertNotEqual(self.train_and_drain("1f1b"), drained)
+        with reference_trainer() as sequential:
+            sequential.step(*BATCHES[0])
+            before = sequential.checksum()
+            sequential.drain()
+            self.assertEqual(sequential.checksum(), before)
+
+    def test_method_options(self):
+        # 3 ranks: stage 0's updates lag by 2, so the annealing and the correction both matter.
+        pipemare = self.train_and_drain("pipemare", ranks=3)
+        # 0 is the runtime's 0 here (no annealing, no average), not the C API's "default".
+        self.assertNotEqual(self.train_and_drain("pipemare", ranks=3, pipemare_anneal_updates=0), pipemare)
+        self.assertNotEqual(self.train_and_drain("pipemare", ranks=3, pipemare_decay=0.0), pipemare)
+        self.assertEqual(self.train_and_drain("pipemare", ranks=3, pipemare_anneal_updates=100, pipemare_decay=0.9),
+                         pipemare)
+        self.assertNotEqual(self.train_and_drain("spectrain", spectrain_version=2), self.train_and_drain("spectrain"))
+        self.train_and_drain("pipedream", vertical_sync=True)
+        with self.assertRaisesRegex(pipeforge.InvalidArgumentError, "vertical_sync.*spectrain"):
+            self.trainer("spectrain", vertical_sync=True)
+        with self.assertRaisesRegex(pipeforge.InvalidArgumentError, "pipemare_decay.*pipedream"):
+            self.trainer("pipedream", pipemare_decay=0.5)
+        with self.assertRaisesRegex(pipeforge.InvalidArgumentError, "pipemare_decay is 1.5"):
+            self.trainer("pipemare", pipemare_decay=1.5)
+        with self.assertRaisesRegex(pipeforge.InvalidArgumentError, "pipemare_anneal_updates is -1"):
+            self.trainer("pipemare", pipemare_anneal_updates=-1)
+        with self.assertRaisesRegex(pipeforge.InvalidArgumentError, "spectrain_version"):
+            self.trainer("spectrain", spectrain_version=3)
+        with self.assertRaises(TypeError):
+            self.trainer("pipedream", vertical_sync=1)
+        with self.assertRaises(TypeError):
+            self.trainer("spectrain", spectrain_version=1.5)
+
+
 class GilTest(unittest.TestCase):
     def test_step_releases_the_gil(self):
         # A step of a wide MLP takes about 0.1 s. While steps run on a worker thread, this thread

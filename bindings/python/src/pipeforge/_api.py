@@ -248,13 +248,24 @@ class Trainer(_Closeable):
     gradient_reduction= "allreduce" (default) or "deterministic" (bitwise equal to the sequential
     trainer). ranks=P is stages= under the name the schedule IR uses.
 
+    Asynchronous schedules (docs/SCHEDULES.md, "Asynchronous schedules"): schedule= "pipedream",
+    "pipedream-2bw", "spectrain" or "pipemare" runs without a flush: a step is a window of
+    micro_batches (>= ranks - 1) micro-batches and leaves some in flight, which the next step or
+    drain() finishes (call it before reading the final parameters); checkpoints are not supported.
+    Their options: vertical_sync= (pipedream; bool, default False), spectrain_version= (spectrain;
+    1, the paper's and the default, or 2), pipemare_anneal_updates= (pipemare; updates over which
+    the learning rate anneals, default 100, 0 = none) and pipemare_decay= (pipemare; the decay of
+    the discrepancy average in [0, 1), default 0.9). One set for another schedule is
+    InvalidArgumentError naming both.
+
     Long calls (step, step_from_loader, checkpoints) release the GIL. A trainer is not safe to use
     from two threads at once."""
 
     _OPTIONS = ("micro_batches", "seed", "optimizer", "lr", "momentum", "weight_decay", "beta1", "beta2", "eps",
                 "clip_norm", "blas_threads", "schedule", "schedule_text", "stages", "chunks", "layers_per_stage",
                 "recv_timeout_seconds", "activation_policy", "activation_budget_bytes", "offload_dir",
-                "devices", "processes", "data_parallel", "gradient_reduction", "ranks")
+                "devices", "processes", "data_parallel", "gradient_reduction", "ranks", "vertical_sync",
+                "spectrain_version", "pipemare_anneal_updates", "pipemare_decay")
 
     def __init__(self, model, **options):
         if not isinstance(model, Model):
@@ -285,10 +296,14 @@ class Trainer(_Closeable):
                 if not value:
                     raise ValueError(f"{name} is empty (leave it out, or None, for none)")
                 setattr(core_options, name, value)
-            elif name in ("stages", "chunks", "data_parallel", "ranks"):
+            elif name in ("stages", "chunks", "data_parallel", "ranks", "spectrain_version", "pipemare_anneal_updates"):
                 setattr(core_options, name, operator.index(value))
-            elif name in ("recv_timeout_seconds", "activation_budget_bytes"):
+            elif name in ("recv_timeout_seconds", "activation_budget_bytes", "pipemare_decay"):
                 setattr(core_options, name, float(value))
+            elif name == "vertical_sync":
+                if not isinstance(value, (bool, np.bool_)):
+                    raise TypeError(f"vertical_sync must be a bool, not {type(value).__name__}")
+                core_options.vertical_sync = bool(value)
             elif name == "layers_per_stage":
                 if isinstance(value, (str, bytes)):
                     raise TypeError("layers_per_stage must be a sequence of ints")
@@ -336,6 +351,13 @@ class Trainer(_Closeable):
             if isinstance(cause, (KeyboardInterrupt, SystemExit)):
                 raise cause from None
             raise error from cause
+
+    def drain(self):
+        """Asynchronous schedules: runs the backwards and updates still in flight on every rank, so
+        that every stage has applied every micro-batch it was given (call it before reading the
+        final parameters or at the end of training); the next step refills the pipeline. A no-op
+        for synchronous schedules and the sequential trainer. Releases the GIL."""
+        self._handle.drain()
 
     def metrics(self):
         """Progress counters (a Metrics)."""
