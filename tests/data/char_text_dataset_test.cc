@@ -10,26 +10,19 @@
 #include <vector>
 
 #include "runtime/core/error.h"
+#include "tests/util/temp_files.h"
 
 namespace pf {
 namespace {
 
-std::string temp_dir() {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return dir ? dir : std::filesystem::temp_directory_path().string();
-}
-
-std::string write_file(const std::string& name, const std::string& text) {
-  const std::string path = temp_dir() + "/" + name;
-  std::ofstream(path, std::ios::binary) << text;
-  return path;
-}
+using pftest::test_temp_dir;
+using pftest::write_temp_file;
 
 std::vector<int32_t> ids(const Tensor& t) { return std::vector<int32_t>(t.i32(), t.i32() + t.numel()); }
 
 TEST(CharTextDataset, VocabularyIsSortedDistinctBytesOfAllFiles) {
-  const std::string a = write_file("a.txt", "hello world\n");
-  const std::string b = write_file("b.txt", "HELLO!");
+  const std::string a = write_temp_file("a.txt", "hello world\n");
+  const std::string b = write_temp_file("b.txt", "HELLO!");
   CharTextOptions options;
   options.files = {a, b};
   options.seq_len = 4;
@@ -44,7 +37,7 @@ TEST(CharTextDataset, VocabularyIsSortedDistinctBytesOfAllFiles) {
 }
 
 TEST(CharTextDataset, TargetsAreInputsShiftedByOne) {
-  const std::string path = write_file("abc.txt", "abcdefghijklmnopqrstuvwxyz0123456789");
+  const std::string path = write_temp_file("abc.txt", "abcdefghijklmnopqrstuvwxyz0123456789");
   CharTextOptions options;
   options.files = {path};
   options.rows = 5;
@@ -129,7 +122,7 @@ TEST(CharTextDataset, DefaultFilesAreTheLicenceTextsSortedWithoutSymlinks) {
 
 TEST(CharTextDataset, MissingFileIsAnErrorNamingIt) {
   CharTextOptions options;
-  options.files = {write_file("ok.txt", "some text that is long enough"), temp_dir() + "/no-such-file.txt"};
+  options.files = {write_temp_file("ok.txt", "some text that is long enough"), test_temp_dir() + "/no-such-file.txt"};
   options.seq_len = 4;
   try {
     CharTextDataset data(options);
@@ -142,15 +135,15 @@ TEST(CharTextDataset, MissingFileIsAnErrorNamingIt) {
 
 TEST(CharTextDataset, DirectoryAndShortTextAreErrors) {
   CharTextOptions options;
-  options.files = {temp_dir()};
+  options.files = {test_temp_dir()};
   try {
     CharTextDataset data(options);
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
-    EXPECT_NE(std::string(e.what()).find(temp_dir()), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(test_temp_dir()), std::string::npos) << e.what();
   }
-  options.files = {write_file("short.txt", "abc")};
+  options.files = {write_temp_file("short.txt", "abc")};
   options.seq_len = 3;  // needs 4 bytes
   try {
     CharTextDataset data(options);
@@ -171,7 +164,7 @@ TEST(CharTextDataset, BadOptionsAreInvalidArgument) {
   options.rows = 1;
   options.seq_len = 0;
   EXPECT_THROW(CharTextDataset{options}, Error);
-  EXPECT_THROW(CharTextDataset::text_files_in(temp_dir() + "/missing-folder"), Error);
+  EXPECT_THROW(CharTextDataset::text_files_in(test_temp_dir() + "/missing-folder"), Error);
 }
 
 }  // namespace

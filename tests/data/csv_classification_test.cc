@@ -14,20 +14,13 @@
 #include <vector>
 
 #include "runtime/core/error.h"
+#include "tests/util/temp_files.h"
 
 namespace pf {
 namespace {
 
-std::string temp_dir() {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return dir ? dir : std::filesystem::temp_directory_path().string();
-}
-
-std::string write_file(const std::string& name, const std::string& text) {
-  const std::string path = temp_dir() + "/" + name;
-  std::ofstream(path, std::ios::binary) << text;
-  return path;
-}
+using pftest::test_temp_dir;
+using pftest::write_temp_file;
 
 // Sample i: features (i, -i / 2), label i % 4. The first feature identifies the sample.
 std::string numbered_row(int i) {
@@ -76,14 +69,14 @@ void expect_error(const CsvClassificationOptions& options, ErrorCode code,
 }
 
 void expect_bad_csv(const std::string& name, const std::string& text, std::initializer_list<std::string> parts) {
-  expect_error(options_for(write_file(name, text), 1), ErrorCode::kInvalidArgument, parts);
+  expect_error(options_for(write_temp_file(name, text), 1), ErrorCode::kInvalidArgument, parts);
 }
 
 TEST(CsvClassification, ParsesScaledFeaturesAndLabels) {
   // Comments, blank lines, CRLF and spaces around cells are all accepted.
   std::string text = "# i, -i/2, i % 4\n\n" + numbered_csv(5) + "  \n 5 , -2.5 ,\t1\r\n";
   for (int i = 6; i < 10; ++i) text += numbered_row(i);
-  auto options = options_for(write_file("numbered.csv", text), 3);
+  auto options = options_for(write_temp_file("numbered.csv", text), 3);
   options.feature_scale = 0.25f;
   const auto data = CsvClassificationDataset::load(options);
   EXPECT_EQ(data.features(), 2);
@@ -114,7 +107,7 @@ TEST(CsvClassification, ParsesScaledFeaturesAndLabels) {
 }
 
 TEST(CsvClassification, HeldOutSplitIsDisjointFromTraining) {
-  auto options = options_for(write_file("split.csv", numbered_csv(20)), 4);
+  auto options = options_for(write_temp_file("split.csv", numbered_csv(20)), 4);
   options.held_out_fraction = 0.25;
   options.shuffle_seed = 11;
   const auto data = CsvClassificationDataset::load(options);
@@ -148,13 +141,13 @@ TEST(CsvClassification, HeldOutSplitIsDisjointFromTraining) {
   }
 
   // Rounded to nearest: 100 * 0.29 is 28.999999999999996 in doubles.
-  options = options_for(write_file("hundred.csv", numbered_csv(100)), 1);
+  options = options_for(write_temp_file("hundred.csv", numbered_csv(100)), 1);
   options.held_out_fraction = 0.29;
   EXPECT_EQ(CsvClassificationDataset::load(options).held_out_size(), 29);
 }
 
 TEST(CsvClassification, ShuffleDependsOnlyOnTheSeed) {
-  const std::string path = write_file("shuffle.csv", numbered_csv(20));
+  const std::string path = write_temp_file("shuffle.csv", numbered_csv(20));
   auto stream = [&](uint64_t seed) {
     auto options = options_for(path, 20);
     options.shuffle_seed = seed;
@@ -170,7 +163,7 @@ TEST(CsvClassification, ShuffleDependsOnlyOnTheSeed) {
 }
 
 TEST(CsvClassification, StreamWrapsAroundTheTrainingSplit) {
-  const std::string path = write_file("wrap.csv", numbered_csv(5));
+  const std::string path = write_temp_file("wrap.csv", numbered_csv(5));
   // With one row per micro-batch, micro-batch k is shuffled sample k: the order to compare with.
   auto order_source = CsvClassificationDataset::load(options_for(path, 1)).training_source();
   std::vector<int> order;
@@ -191,7 +184,7 @@ TEST(CsvClassification, StreamWrapsAroundTheTrainingSplit) {
 TEST(CsvClassification, SeekReproducesTheStreamAndOutlivesTheDataset) {
   std::unique_ptr<DataSource> source;
   {
-    auto options = options_for(write_file("seek.csv", numbered_csv(13)), 4);
+    auto options = options_for(write_temp_file("seek.csv", numbered_csv(13)), 4);
     options.shuffle_seed = 3;
     source = CsvClassificationDataset::load(options).training_source();
   }
@@ -223,7 +216,7 @@ TEST(CsvClassification, BadCellsNameFileLineAndColumn) {
   expect_bad_csv("text_label.csv", "1,2,cat\n", {"text_label.csv line 1, column 3", "'cat'"});
   expect_bad_csv("big_label.csv", "1,2,99999999\n", {"big_label.csv line 1, column 3", "limit"});
   // A label written as a float with an integer value is accepted.
-  auto options = options_for(write_file("float_label.csv", "1,2,3.0\n"), 1);
+  auto options = options_for(write_temp_file("float_label.csv", "1,2,3.0\n"), 1);
   EXPECT_EQ(CsvClassificationDataset::load(options).classes(), 4);
 }
 
@@ -233,23 +226,23 @@ TEST(CsvClassification, BadShapesAndFilesAreReported) {
   expect_bad_csv("one_column.csv", "# labels only\n3\n", {"one_column.csv line 2", "at least one feature"});
   expect_bad_csv("empty.csv", "", {"empty.csv", "no samples"});
   expect_bad_csv("comments.csv", "# nothing\n\n", {"comments.csv", "no samples"});
-  expect_error(options_for(temp_dir() + "/missing.csv", 1), ErrorCode::kNotFound, {"missing.csv", "does not exist"});
-  expect_error(options_for(temp_dir(), 1), ErrorCode::kInvalidArgument, {"not a regular file"});
+  expect_error(options_for(test_temp_dir() + "/missing.csv", 1), ErrorCode::kNotFound, {"missing.csv", "does not exist"});
+  expect_error(options_for(test_temp_dir(), 1), ErrorCode::kInvalidArgument, {"not a regular file"});
 
   // Too large: a sparse file just over the limit is refused before it is read.
-  const std::string large = write_file("large.csv", "");
+  const std::string large = write_temp_file("large.csv", "");
   std::filesystem::resize_file(large, CsvClassificationDataset::kMaxFileBytes + 1);
   expect_error(options_for(large, 1), ErrorCode::kInvalidArgument, {"large.csv", "more than the limit"});
   std::filesystem::remove(large);
 
   // Too few training samples for one micro-batch.
-  auto options = options_for(write_file("few.csv", numbered_csv(10)), 8);
+  auto options = options_for(write_temp_file("few.csv", numbered_csv(10)), 8);
   options.held_out_fraction = 0.3;
   expect_error(options, ErrorCode::kInvalidArgument, {"few.csv", "training split has 7 of 10", "rows = 8"});
 }
 
 TEST(CsvClassification, BadOptionsAreInvalidArgument) {
-  const std::string path = write_file("options.csv", numbered_csv(10));
+  const std::string path = write_temp_file("options.csv", numbered_csv(10));
   for (double fraction : {-0.1, 1.0, 2.0, std::nan("")}) {
     auto options = options_for(path, 1);
     options.held_out_fraction = fraction;

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
 namespace pftest {
 
@@ -14,6 +16,17 @@ std::string fresh_temp_dir(const std::string& tag) {
   std::string dir = std::string(t && *t ? t : "/tmp") + "/" + tag + "_" + std::to_string(getpid());
   mkdir(dir.c_str(), 0700);
   return dir;
+}
+
+std::string test_temp_dir() {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return dir ? dir : std::filesystem::temp_directory_path().string();
+}
+
+std::string write_temp_file(const std::string& name, const std::string& text) {
+  const std::string path = test_temp_dir() + "/" + name;
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
 }
 
 namespace {
