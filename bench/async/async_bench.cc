@@ -4,8 +4,8 @@
 // Alone (threads of one process):
 //  * convergence: the same samples for every method, on the character GPT (licence texts; loss on
 //    held-out windows) and on scikit-learn's handwritten digits (--digits FILE, the gunzipped CSV;
-//    held-out loss and accuracy on 20% of it). AdamW everywhere except SpecTrain, which predicts
-//    from SGD's momentum: it and a 1F1B reference run SGD with momentum.
+//    held-out loss and accuracy on 20% of it), each with AdamW (lr 3e-3) and with SGD + momentum
+//    (lr 0.05, 0.9); SpecTrain predicts from SGD's momentum, so it runs with SGD only.
 //  * throughput: each method's step time over 1F1B's on the pipeline GPT of bench/pipeline
 //    (d_model 256, 4 blocks, seq 64, m = 8), measured, and predicted by the simulator fed each
 //    stage's measured mean F, BW and UPDATE (and 1F1B's measured optimizer step).
@@ -118,6 +118,17 @@ json converge(const std::string& schedule, bool sgd, std::shared_ptr<Model> mode
   return r;
 }
 
+// Every schedule with AdamW and with SGD + momentum (SpecTrain: SGD only).
+template <typename Run>
+void run_all(Run run) {
+  for (bool sgd : {false, true}) {
+    run("sequential", sgd);
+    run("1f1b", sgd);
+    for (const auto& method : kMethods)
+      if (sgd || method != "spectrain") run(method, sgd);
+  }
+}
+
 json convergence_gpt(int steps) {
   const int m = 4;
   CharTextOptions train, test;
@@ -140,10 +151,7 @@ json convergence_gpt(int steps) {
     CharTextDataset data(train);
     rows.push_back(converge(schedule, sgd, build_gpt(gc), data, m, steps, held_out));
   };
-  run("sequential", false);
-  run("1f1b", false);
-  run("1f1b", true);
-  for (const auto& method : kMethods) run(method, false);
+  run_all(run);
   return {{"model", "gpt d_model 64, 2 blocks, seq 32, vocab " + std::to_string(gc.vocab)},
           {"micro_batches", m}, {"rows_per_micro_batch", 4}, {"steps", steps}, {"runs", rows}};
 }
@@ -167,10 +175,7 @@ json convergence_digits(const std::string& path, int steps) {
     auto data = digits.training_source();
     rows.push_back(converge(schedule, sgd, build_mlp(mc), *data, m, steps, held_out));
   };
-  run("sequential", false);
-  run("1f1b", false);
-  run("1f1b", true);
-  for (const auto& method : kMethods) run(method, false);
+  run_all(run);
   return {{"data", path},
           {"train_samples", digits.train_size()},
           {"held_out_samples", digits.held_out_size()},
@@ -270,18 +275,20 @@ json throughput(int steps, std::shared_ptr<comm::World> world) {
   for (const auto& method : kMethods) {
     auto t = make(method);
     t->step(data[0]);  // fills the pipeline
-    std::vector<double> secs, preds;
+    std::vector<double> secs, preds, updates;
     for (int s = 1; s <= steps; ++s) {
       secs.push_back(t->step(data[s]).seconds);
       const sched::CostModel cm = cost_model(mean_costs(*t, world.get()), t->schedule().num_stages());
       preds.push_back(sched::simulate_async_steady_state(method, kRanks, m, cm).per_micro_batch * m * 1e-6);
+      updates.push_back(cm.t_step * 1e-6);
     }
     t->drain();
     const double ts = bench::median(secs), ps = bench::median(preds);
     methods[method] = {{"step_seconds", ts},
                        {"predicted_step_seconds", ps},
                        {"throughput_vs_1f1b", t_flush / ts},
-                       {"predicted_throughput_vs_1f1b", p_flush / ps}};
+                       {"predicted_throughput_vs_1f1b", p_flush / ps},
+                       {"update_seconds", bench::median(updates)}};  // one UPDATE of the slower stage
   }
   out["methods"] = methods;
   return out;
