@@ -250,6 +250,49 @@ void PipelineTrainer::make_async_weights() {
   }
   for (auto& e : executors_)
     if (e) e->set_async(&windows_, raw);
+  mirror_stage_optimizers();
+}
+
+void PipelineTrainer::mirror_stage_optimizers() {
+  auto& state = optimizer_->state();
+  state.clear();
+  int64_t updates = 0;
+  for (const auto& w : stage_weights_) {
+    if (!w) continue;
+    for (const auto& [key, tensor] : w->optimizer().state()) state[key] = tensor;
+    updates = w->optimizer().steps_taken();  // equal on every stage once the pipeline is empty
+  }
+  optimizer_->set_steps_taken(updates);
+}
+
+void PipelineTrainer::take_loaded_optimizer_state() {
+  // Each stage takes its parameters' slots ("<parameter>/<slot>") and the update count.
+  const auto& loaded = optimizer_->state();
+  for (size_t s = 0; s < stage_weights_.size(); ++s) {
+    StageWeights* w = stage_weights_[s].get();
+    if (!w) continue;
+    auto& state = w->optimizer().state();
+    state.clear();
+    for (const Parameter* p : model_stages_[s].parameters())
+      for (auto it = loaded.lower_bound(p->name + "/"); it != loaded.end() && it->first.rfind(p->name + "/", 0) == 0;
+           ++it)
+        state[it->first] = it->second;
+    w->optimizer().set_steps_taken(optimizer_->steps_taken());
+    w->restore_updates(optimizer_->steps_taken());
+  }
+  mirror_stage_optimizers();
+  async_state_loaded_ = false;
+}
+
+std::string PipelineTrainer::async_checkpoint_refusal() const {
+  if (!async_) return "";
+  if (options_.schedule == "pipemare")
+    return "checkpoints of asynchronous schedule 'pipemare' are not supported yet (its discrepancy average is not "
+           "saved)";
+  if (!pipeline_empty())
+    return "asynchronous schedule '" + options_.schedule +
+           "' has micro-batches in flight: drain() (pf_trainer_drain) first, then save";
+  return "";
 }
 
 const StageWeights* PipelineTrainer::stage_weights(int stage) const {
@@ -663,6 +706,7 @@ void PipelineTrainer::drain() {
   }
   collect_stats(std::vector<mem::StoreStats>(static_cast<size_t>(schedule_.num_ranks())));
   st.micro = nullptr;
+  mirror_stage_optimizers();
 }
 
 StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batches) {
@@ -685,6 +729,7 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batche
   std::vector<Batch> device_micro;
   if (async_) {
     // Each stage zeroes its gradients at its UPDATE; micro-batches of the last step are in flight.
+    if (async_state_loaded_) take_loaded_optimizer_state();
   } else if (!gpu_) {
     for (Parameter* p : params) std::memset(p->grad.data<char>(), 0, p->grad.nbytes());
   } else {
@@ -926,6 +971,8 @@ void PipelineTrainer::restore_progress(int64_t step, int64_t data_position) {
   metrics_.step = step;
   metrics_.data_position = data_position;
   optimizer_->set_steps_taken(step);
+  // Asynchronous schedules: the checkpoint's optimizer state goes to the stages before the next step.
+  if (async_) async_state_loaded_ = true;
 }
 
 }  // namespace pf::exec

@@ -152,6 +152,9 @@ class PipelineTrainer : public Trainer {
   // schedules and an empty pipeline. last_timeline() and last_stats() then describe the drain.
   void drain();
   bool pipeline_empty() const;
+  // Checkpoints of an asynchronous schedule: "" when one can be saved or loaded now, else why not
+  // (micro-batches in flight: drain() first; pipemare: its correction buffer is not saved yet).
+  std::string async_checkpoint_refusal() const;
   // The weight versions of a stage of this process (asynchronous schedules; nullptr otherwise).
   const StageWeights* stage_weights(int stage) const;
 
@@ -203,6 +206,11 @@ class PipelineTrainer : public Trainer {
   // Starts every local rank's worker on state_ and waits for them all.
   void run_workers();
   void make_async_weights();
+  // Asynchronous schedules, pipeline empty: optimizer() shows the stages' optimizer state (shared
+  // tensors) and update count, which checkpoints save; after a checkpoint was loaded into
+  // optimizer(), the stages take it back before the next step.
+  void mirror_stage_optimizers();
+  void take_loaded_optimizer_state();
   // Process mode: the last stage's losses to every process (and every replica's, data parallel).
   void broadcast_losses(std::vector<float>* losses);
   // Per-rank stats and the timeline of the step that just ran, from state_->outputs.
@@ -267,6 +275,7 @@ class PipelineTrainer : public Trainer {
   // Asynchronous schedules.
   bool async_ = false;
   bool async_failed_ = false;  // a step failed with micro-batches in flight
+  bool async_state_loaded_ = false;  // restore_progress ran: optimizer() holds a checkpoint's state
   sched::AsyncWindows windows_;
   std::vector<std::unique_ptr<StageWeights>> stage_weights_;  // [stage]; null for other processes' stages
 };

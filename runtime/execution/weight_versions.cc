@@ -92,6 +92,17 @@ void StageWeights::restart() {
   kept_.clear();
 }
 
+void StageWeights::restore_updates(int64_t updates) {
+  PF_CHECK_STATE(in_flight_.empty(), "stage ", config_.stage, ": restoring a checkpoint with ", in_flight_.size(),
+                 " micro-batches in flight");
+  current_ = start_version_ = updates;
+  next_forward_ = 0;
+  kept_.clear();
+  live_ = std::make_shared<Version>();
+  live_->alive = &materialized_;
+  live_->id = current_;
+}
+
 int64_t StageWeights::forward_version(int64_t e) const {
   switch (config_.method) {
     case AsyncMethod::kPipeDream:

@@ -77,6 +77,10 @@ class StageWeights {
   void update(int64_t e);
 
   int64_t updates() const { return current_; }
+  // A checkpoint's stage (pipeline empty): `updates` applied so far (the optimizer's steps).
+  void restore_updates(int64_t updates);
+  // False for pipemare: its discrepancy average is state a checkpoint does not hold yet.
+  bool checkpointable() const { return config_.method != AsyncMethod::kPipeMare; }
   Optimizer& optimizer() { return *optimizer_; }
   // Weight versions alive now and at most so far, counting the current weights: versions kept for
   // micro-batches in flight (spectrain 2: their predictions) plus one.

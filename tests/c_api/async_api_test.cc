@@ -84,18 +84,28 @@ TEST(AsyncApi, DrainRunsWhatIsInFlightOnce) {
   ASSERT_NE(t, nullptr);
   Train(t, 3);
   const std::string before = Checksum(t);
+  // A checkpoint needs an empty pipeline.
+  const std::string path = ::testing::TempDir() + "/async_api.ckpt";
+  EXPECT_PF_ERROR(pf_trainer_save_checkpoint(t, path.c_str()), PF_FAILED_PRECONDITION, "in flight", "drain");
   ASSERT_PF_OK(pf_trainer_drain(t));
   const std::string drained = Checksum(t);
   EXPECT_NE(drained, before) << "the drain applied no update";
   ASSERT_PF_OK(pf_trainer_drain(t));  // an empty pipeline: a no-op
   EXPECT_EQ(Checksum(t), drained);
-  // Checkpoints of asynchronous trainers are not supported.
-  const std::string path = ::testing::TempDir() + "/async_api.ckpt";
-  EXPECT_PF_ERROR(pf_trainer_save_checkpoint(t, path.c_str()), PF_UNIMPLEMENTED, "asynchronous", "pipedream");
-  // Training goes on after a drain (the next step refills the pipeline).
+  ASSERT_PF_OK(pf_trainer_save_checkpoint(t, path.c_str()));
+  // Training goes on after a drain (the next step refills the pipeline); a trainer that loads the
+  // checkpoint goes on the same way.
   Train(t, 1);
   ASSERT_PF_OK(pf_trainer_drain(t));
   EXPECT_NE(Checksum(t), drained);
+  pf_trainer* resumed = MakeTrainer(Pipelined("pipedream"));
+  ASSERT_NE(resumed, nullptr);
+  ASSERT_PF_OK(pf_trainer_load_checkpoint(resumed, path.c_str()));
+  EXPECT_EQ(Checksum(resumed), drained);
+  Train(resumed, 1);
+  ASSERT_PF_OK(pf_trainer_drain(resumed));
+  EXPECT_EQ(Checksum(resumed), Checksum(t));
+  pf_trainer_destroy(resumed);
   pf_trainer_destroy(t);
 }
 

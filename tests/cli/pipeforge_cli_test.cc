@@ -204,6 +204,14 @@ TEST(PipeforgeTrain, AsynchronousSchedulesTrainDrainAndRefuseWhatTheyCannotDo) {
   EXPECT_EQ(a.at("param_checksum"), b.at("param_checksum"));      // reproducible
   EXPECT_NE(a.at("param_checksum"), flush.at("param_checksum"));  // stale weights: another result
   EXPECT_EQ(a.at("peak_weight_versions"), nlohmann::json({2, 1}));  // p - s versions on rank s
+  // The run drains before it saves: resuming continues from the drained pipeline.
+  const std::string ckpt = tmp_dir() + "/pipedream.ckpt";
+  const auto saved = run_json(base + " --schedule pipedream --checkpoint " + ckpt);
+  EXPECT_EQ(saved.at("param_checksum"), a.at("param_checksum"));
+  std::string two_more = base;
+  two_more.replace(two_more.find("--steps 4"), 9, "--steps 2");
+  const auto resumed = run_json(two_more + " --schedule pipedream --resume " + ckpt);
+  EXPECT_EQ(resumed.at("steps"), 6);
   const auto vs = run_json(base + " --schedule pipedream --vertical-sync");
   EXPECT_EQ(vs.at("peak_weight_versions"), nlohmann::json({2, 2}));
   const auto text = run(base + " --schedule spectrain --optimizer sgd --momentum 0.9 --spectrain-version 2");
@@ -219,7 +227,7 @@ TEST(PipeforgeTrain, AsynchronousSchedulesTrainDrainAndRefuseWhatTheyCannotDo) {
            {" --schedule pipedream --activation-policy offload-host", "cannot apply to asynchronous schedule 'pipedream'"},
            {" --schedule pipemare --activation-policy recompute", "keeps no copy of the weights a forward used"},
            {" --schedule pipedream --clip-norm 1", "clip_norm"},
-           {" --schedule pipedream-2bw --checkpoint " + tmp_dir() + "/async.ckpt", "asynchronous schedule"}}) {
+           {" --schedule pipemare --checkpoint " + tmp_dir() + "/async.ckpt", "schedule pipemare yet"}}) {
     const auto bad = run(base + r.args);
     EXPECT_EQ(bad.exit_code, 2) << r.args;
     EXPECT_NE(bad.err.find(r.says), std::string::npos) << r.args << ": " << bad.err;
