@@ -24,6 +24,8 @@
 #include "runtime/kernels/cpu/blas.h"
 #include "runtime/models/init.h"
 #include "runtime/schedules/async_schedules.h"
+#include "runtime/schedules/local_schedules.h"
+#include "runtime/train/local_heads.h"
 #include "runtime/schedules/lowering.h"
 #include "runtime/schedules/schedule_request.h"
 #include "runtime/schedules/stage_actions.h"
@@ -93,12 +95,29 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
   schedule_ = sched::is_lowered(s) ? s : sched::lower_communication(s);
   sched::validate_or_throw(schedule_);
   policy_ = sched::parse_activation_policy(options_.activation_policy);
-  async_ = options_.schedule_text.empty() && sched::is_async_schedule_name(options_.schedule);
-  if (!async_ && sched::is_asynchronous(schedule_))
+  local_ = options_.schedule_text.empty() && sched::is_local_schedule_name(options_.schedule);
+  windowed_ = local_ || (options_.schedule_text.empty() && sched::is_async_schedule_name(options_.schedule));
+  if (!windowed_ && (sched::is_asynchronous(schedule_) || sched::has_local_heads(schedule_)))
     fail(ErrorCode::kUnimplemented, "pipeline trainer: schedule '", schedule_.name,
-         "' has UPDATE actions: asynchronous schedules run from their generators only (",
-         "pipedream, pipedream-2bw, spectrain, pipemare)");
-  if (async_) {
+         "' has UPDATE or HEAD actions: asynchronous and local-learning schedules run from their generators only (",
+         "pipedream, pipedream-2bw, spectrain, pipemare, ppll, local-updates)");
+  if (!local_) {
+    PF_CHECK_ARG(options_.local_head == "auto", "local_head '", options_.local_head,
+                 "' applies to the local-learning schedules (ppll, local-updates) only, not to '",
+                 options_.schedule_text.empty() ? options_.schedule : schedule_.name, "'");
+  }
+  if (local_) {
+    const std::string& name = options_.schedule;
+    PF_CHECK_ARG(policy_ == sched::ActivationPolicy::kNone, "activation policy '", options_.activation_policy,
+                 "' cannot apply to local-learning schedule '", name,
+                 "': each stage's backward runs right after its forward and head (use activation policy none)");
+    PF_CHECK_ARG(options_.base.replicas == 1, "local-learning schedule '", name, "' with ", options_.base.replicas,
+                 " data-parallel replicas is not supported (replicas 1)");
+    PF_CHECK_ARG(options_.base.optimizer.clip_norm == 0.0f, "optimizer.clip_norm ", options_.base.optimizer.clip_norm,
+                 " cannot apply to local-learning schedule '", name,
+                 "': each stage updates on its own, so there is no global gradient norm (use clip_norm 0)");
+    windows_ = sched::make_local_windows(name, schedule_.num_ranks(), m);
+  } else if (windowed_) {
     const std::string& name = options_.schedule;
     // Recompute reruns F with the weights F used: only the stashing methods keep them. Offloads
     // and plans are per step, while micro-batches stay in flight across steps.
@@ -144,7 +163,7 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
     }
   }
   check_devices();
-  if (async_ && gpu_)
+  if (windowed_ && gpu_)
     fail(ErrorCode::kUnimplemented, "pipeline trainer: asynchronous schedule '", options_.schedule,
          "' on CUDA devices is not supported yet; run it on the CPU");
   if (const auto& world = options_.world) {
@@ -173,7 +192,11 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
   eopts.record_timeline = options_.record_timeline;
   eopts.loss_scale = 1.0f / static_cast<float>(options_.base.step_micro_batches());
   // Asynchronous schedules update with one micro-batch's gradient (2BW: one batch's).
-  if (async_) eopts.loss_scale = options_.schedule == "pipedream-2bw" ? 1.0f / static_cast<float>(m) : 1.0f;
+  if (windowed_) {
+    const bool per_step = options_.schedule == "pipedream-2bw" || options_.schedule == "local-updates";
+    eopts.loss_scale = per_step ? 1.0f / static_cast<float>(m) : 1.0f;
+  }
+  loss_scale_ = eopts.loss_scale;
   if (options_.base.replicas > 1) {
     reducer_ = std::make_unique<GradientReducer>(options_.data_parallel_world,
                                                  parse_gradient_reduction(options_.gradient_reduction),
@@ -185,7 +208,8 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
   for (int r = 0; r < schedule_.num_ranks(); ++r)
     executors_.push_back(is_local_rank(r) ? std::make_unique<RankExecutor>(r, &model_stages_, eopts) : nullptr);
   make_stores();
-  if (async_) make_async_weights();
+  if (local_) make_local_heads();
+  if (windowed_) make_async_weights();
 
   InProcessTransport::Options topts;
   topts.mailbox_capacity = options_.mailbox_capacity;
@@ -231,9 +255,35 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
   }
 }
 
+void PipelineTrainer::make_local_heads() {
+  // Every local stage but the last carries an auxiliary head, initialised from its own seed.
+  const int S = schedule_.num_stages();
+  local_heads_.clear();
+  local_heads_.resize(static_cast<size_t>(S));
+  head_stages_.clear();
+  head_stages_.reserve(static_cast<size_t>(S));
+  std::vector<const Stage*> heads(static_cast<size_t>(S), nullptr);
+  for (int s = 0; s + 1 < S; ++s) {
+    if (!is_local_rank(schedule_.placement.rank_of(s))) continue;
+    local_heads_[static_cast<size_t>(s)] = make_local_head(*model_, s, stages_[static_cast<size_t>(s)].end,
+                                                           options_.local_head);
+    Model& head = *local_heads_[static_cast<size_t>(s)];
+    initialize_parameters(head.parameters(), local_head_seed(options_.base.seed, s));
+    head_stages_.emplace_back(make_stages(head, {{0, static_cast<int>(head.layers().size())}}).front());
+    heads[static_cast<size_t>(s)] = &head_stages_.back();
+  }
+  for (auto& e : executors_)
+    if (e) e->set_local_heads(heads);
+}
+
+const Model* PipelineTrainer::local_head(int stage) const {
+  if (stage < 0 || stage >= static_cast<int>(local_heads_.size())) return nullptr;
+  return local_heads_[static_cast<size_t>(stage)].get();
+}
+
 void PipelineTrainer::make_async_weights() {
   StageWeightsConfig c;
-  c.method = parse_async_method(options_.schedule);
+  c.method = local_ ? AsyncMethod::kLocal : parse_async_method(options_.schedule);
   c.options = options_.async;
   c.num_stages = schedule_.num_stages();
   c.micro_batches = options_.base.micro_batches;
@@ -245,7 +295,10 @@ void PipelineTrainer::make_async_weights() {
     if (!is_local_rank(schedule_.placement.rank_of(s))) continue;
     c.stage = s;
     c.update_delay = windows_.update_delay[static_cast<size_t>(schedule_.placement.rank_of(s))];
-    stage_weights_[static_cast<size_t>(s)] = std::make_unique<StageWeights>(model_stages_[static_cast<size_t>(s)], c);
+    std::vector<Parameter*> head;
+    if (const Model* h = local_head(s)) head = h->parameters();
+    stage_weights_[static_cast<size_t>(s)] =
+        std::make_unique<StageWeights>(model_stages_[static_cast<size_t>(s)], c, head);
     raw[static_cast<size_t>(s)] = stage_weights_[static_cast<size_t>(s)].get();
   }
   for (auto& e : executors_)
@@ -285,7 +338,10 @@ void PipelineTrainer::take_loaded_optimizer_state() {
 }
 
 std::string PipelineTrainer::async_checkpoint_refusal() const {
-  if (!async_) return "";
+  if (!windowed_) return "";
+  if (local_)
+    return "checkpoints of local-learning schedule '" + options_.schedule +
+           "' are not supported yet (its auxiliary heads are not saved)";
   if (options_.schedule == "pipemare")
     return "checkpoints of asynchronous schedule 'pipemare' are not supported yet (its discrepancy average is not "
            "saved)";
@@ -686,7 +742,7 @@ void PipelineTrainer::run_workers() {
 }
 
 void PipelineTrainer::drain() {
-  if (!async_ || pipeline_empty()) return;
+  if (!windowed_ || pipeline_empty()) return;
   PF_CHECK_STATE(!async_failed_, "pipeline trainer: an earlier step of asynchronous schedule '", options_.schedule,
                  "' failed with micro-batches in flight; its stages' weights are mid-window: make a new trainer");
   const std::vector<Batch> none;
@@ -697,6 +753,7 @@ void PipelineTrainer::drain() {
   st.error = nullptr;
   run_workers();
   st.drain = false;
+  windows_run_ = 0;
   if (st.error) {
     std::exception_ptr e = st.error;
     st.error = nullptr;
@@ -727,7 +784,7 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batche
   // GPUs: the micro-batches on the devices of the ranks that read them (inputs: stage 0's rank,
   // targets: the last stage's); they outlive the step's device work (freed after the host waits).
   std::vector<Batch> device_micro;
-  if (async_) {
+  if (windowed_) {
     // Each stage zeroes its gradients at its UPDATE; micro-batches of the last step are in flight.
     if (async_state_loaded_) take_loaded_optimizer_state();
   } else if (!gpu_) {
@@ -768,7 +825,7 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batche
   st.outputs.assign(static_cast<size_t>(num_ranks), RankExecutor::StepOutput());
   st.error = nullptr;
   // Asynchronous schedules: messages sent at the end of the last step are still to be received.
-  if (!async_) reset_transport();
+  if (!windowed_) reset_transport();
   for (auto& store : stores_)
     if (store) store->reset_stats();
   run_workers();
@@ -813,7 +870,7 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batche
     std::exception_ptr e = st.error;
     st.error = nullptr;
     st.micro = nullptr;
-    if (async_) async_failed_ = true;
+    if (windowed_) async_failed_ = true;
     reset_transport();
     std::rethrow_exception(e);
   }
@@ -822,12 +879,23 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batche
   std::vector<float> losses = st.outputs[static_cast<size_t>(schedule_.placement.rank_of(num_stages - 1))].losses;
   losses.resize(static_cast<size_t>(m), 0.0f);
   const auto t_opt = clock_type::now();
-  if (async_) {
-    // Every stage updated itself during the step; the loss is the mean over the micro-batches.
+  if (windowed_) {
+    // Every stage updated itself during the step; the loss is the mean over the micro-batches
+    // whose last-stage forward ran in this step (local learning: the last stage lags p - 1).
     if (options_.world) broadcast_losses(&losses);
+    const int last_rank = schedule_.placement.rank_of(num_stages - 1);
+    const auto& list = windows_run_ == 0 ? windows_.first[static_cast<size_t>(last_rank)]
+                                         : windows_.steady[windows_run_ % 2][static_cast<size_t>(last_rank)];
     double sum = 0.0;
-    for (float loss : losses) sum += loss;
-    result.loss = options_.schedule == "pipedream-2bw" ? sum : sum / m;
+    int count = 0;
+    for (const sched::Action& a : list) {
+      if (a.kind != ActionKind::kForward || a.stage != num_stages - 1) continue;
+      sum += losses[static_cast<size_t>(a.micro_batch % m)];
+      ++count;
+    }
+    if (loss_scale_ == 1.0f) result.loss = count > 0 ? sum / count : 0.0;
+    else result.loss = count == m ? sum : sum / (static_cast<double>(loss_scale_) * count);
+    windows_run_ += 1;
   } else {
     result.grad_norm = options_.world ? reduce_and_clip(&losses)
                                       : clip_grad_norm(params, options_.base.optimizer.clip_norm);
@@ -837,7 +905,7 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batche
     result.samples += b.rows();
     result.tokens += b.targets.numel();
   }
-  if (!async_) optimizer_->step(params);
+  if (!windowed_) optimizer_->step(params);
   sync_devices("the optimizer step");  // GPUs: the update is done before the next step's workers start
   const auto end = clock_type::now();
   result.seconds = std::chrono::duration<double>(end - start).count();
@@ -972,7 +1040,7 @@ void PipelineTrainer::restore_progress(int64_t step, int64_t data_position) {
   metrics_.data_position = data_position;
   optimizer_->set_steps_taken(step);
   // Asynchronous schedules: the checkpoint's optimizer state goes to the stages before the next step.
-  if (async_) async_state_loaded_ = true;
+  if (windowed_) async_state_loaded_ = true;
 }
 
 }  // namespace pf::exec

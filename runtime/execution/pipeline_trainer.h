@@ -112,6 +112,13 @@ struct PipelineOptions {
   // none, one replica, the CPU and no clip_norm. The method's options: an option another schedule
   // does not have is refused naming both.
   AsyncOptions async;
+  // Local learning (schedule ppll or local-updates; docs/SCHEDULES.md, "Local learning"): every
+  // stage but the last trains on an auxiliary head on its output and the model's loss, and updates
+  // itself (ppll: after every micro-batch; local-updates: once per step). A step is a window as for
+  // the asynchronous schedules (drain() at the end); rank s works on the micro-batches rank s-1
+  // forwarded, one step behind at most. local_head: "auto" (token models: LayerNorm + linear to the
+  // classes; feature models: linear), "linear", "layernorm-linear" or "mlp" (linear, GELU, linear).
+  std::string local_head = "auto";
   void validate() const;               // kInvalidArgument naming the field
 };
 
@@ -146,7 +153,13 @@ class PipelineTrainer : public Trainer {
   void restore_progress(int64_t step, int64_t data_position) override;
   // Asynchronous schedules (options().async). True for pipedream, pipedream-2bw, spectrain and
   // pipemare.
-  bool asynchronous() const { return async_; }
+  bool asynchronous() const { return windowed_ && !local_; }
+  // Local learning (schedule ppll or local-updates): every stage but the last trains on its own
+  // auxiliary head (options().local_head); no gradient crosses ranks.
+  bool local_learning() const { return local_; }
+  // The auxiliary head of a stage of this process (local learning; nullptr otherwise and for the
+  // last stage): a one-stage model of the head's layers with the model's loss.
+  const Model* local_head(int stage) const;
   // Runs the backwards and updates still in flight (every rank), so that every stage has applied
   // every micro-batch it was given; the next step refills the pipeline. A no-op for synchronous
   // schedules and an empty pipeline. last_timeline() and last_stats() then describe the drain.
@@ -206,6 +219,7 @@ class PipelineTrainer : public Trainer {
   // Starts every local rank's worker on state_ and waits for them all.
   void run_workers();
   void make_async_weights();
+  void make_local_heads();
   // Asynchronous schedules, pipeline empty: optimizer() shows the stages' optimizer state (shared
   // tensors) and update count, which checkpoints save; after a checkpoint was loaded into
   // optimizer(), the stages take it back before the next step.
@@ -273,10 +287,15 @@ class PipelineTrainer : public Trainer {
   std::vector<std::unique_ptr<mem::ActivationStore>> stores_;  // per rank; empty without OFFLOADs
 
   // Asynchronous schedules.
-  bool async_ = false;
+  bool windowed_ = false;       // asynchronous or local learning: steps are windows, stages update themselves
+  bool local_ = false;          // local learning: auxiliary heads
+  int64_t windows_run_ = 0;     // steps since the pipeline was last empty
+  float loss_scale_ = 1.0f;     // of each micro-batch's loss
+  std::vector<std::unique_ptr<Model>> local_heads_;  // [stage]: the auxiliary heads of this process's stages
+  std::vector<Stage> head_stages_;                   // one per head
   bool async_failed_ = false;  // a step failed with micro-batches in flight
   bool async_state_loaded_ = false;  // restore_progress ran: optimizer() holds a checkpoint's state
-  sched::AsyncWindows windows_;
+  sched::StepWindows windows_;
   std::vector<std::unique_ptr<StageWeights>> stage_weights_;  // [stage]; null for other processes' stages
 };
 

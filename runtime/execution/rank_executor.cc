@@ -88,8 +88,9 @@ const RankExecutor::Handler* RankExecutor::handlers() {
       &RankExecutor::on_hold,             // kHold
       &RankExecutor::on_return,           // kReturn
       &RankExecutor::on_update,           // kUpdate
+      &RankExecutor::on_head,             // kHead
   };
-  static_assert(static_cast<int>(ActionKind::kUpdate) == sched::kNumActionKinds - 1, "one handler per kind");
+  static_assert(static_cast<int>(ActionKind::kHead) == sched::kNumActionKinds - 1, "one handler per kind");
   return table;
 }
 
@@ -97,7 +98,7 @@ RankExecutor::Slot& RankExecutor::slot(const Action& a) {
   return slots_[static_cast<size_t>(a.stage)][static_cast<size_t>(a.micro_batch)];
 }
 
-void RankExecutor::set_async(const sched::AsyncWindows* windows, std::vector<StageWeights*> weights) {
+void RankExecutor::set_async(const sched::StepWindows* windows, std::vector<StageWeights*> weights) {
   PF_INTERNAL_CHECK(windows != nullptr && static_cast<int>(weights.size()) == schedule_->num_stages(),
                     "rank executor: asynchronous windows without weights for every stage");
   async_ = windows;
@@ -125,6 +126,15 @@ StageWeights* RankExecutor::weights(int stage) const {
   return w;
 }
 
+const Batch& RankExecutor::batch_of(int slot) const {
+  if (!async_) return (*micro_)[static_cast<size_t>(slot)];
+  const int m = async_->micro_batches;
+  const bool this_step = slot / m == static_cast<int>(window_ % 2);
+  const std::vector<Batch>& from = this_step ? *micro_ : previous_micro_;
+  PF_INTERNAL_CHECK(static_cast<size_t>(slot % m) < from.size(), "rank ", rank_, ": no micro-batch for slot ", slot);
+  return from[static_cast<size_t>(slot % m)];
+}
+
 int64_t RankExecutor::fill_index(int slot) const {
   const int m = async_->micro_batches;
   const int parity = slot / m, j = slot % m;
@@ -146,6 +156,7 @@ void RankExecutor::run_step(const std::vector<Batch>& micro_batches, clock_type:
       if (w) w->restart();
   run_actions(window_ == 0 ? async_->first[r] : async_->steady[window_ % 2][r], micro_batches, t0, transport, store,
               cancelled, out);
+  previous_micro_ = micro_batches;  // handles: the slots still in flight read them next step
   ++window_;
 }
 
@@ -161,6 +172,7 @@ void RankExecutor::run_drain(clock_type::time_point t0, comm::Transport& transpo
               out);
   window_ = 0;
   slots_.clear();
+  previous_micro_.clear();
 }
 
 void RankExecutor::run_actions(const std::vector<Action>& actions, const std::vector<Batch>& micro_batches,
@@ -173,7 +185,8 @@ void RankExecutor::run_actions(const std::vector<Action>& actions, const std::ve
   store_ = store;
   out_ = out;
   loss_scale_ = options_.loss_scale > 0 ? options_.loss_scale : 1.0f / static_cast<float>(schedule_->num_micro_batches);
-  out->losses.assign(static_cast<size_t>(m), 0.0f);
+  // Windows: the last stage's forwards in a drain (local learning) still record their losses.
+  out->losses.assign(static_cast<size_t>(async_ ? async_->micro_batches : m), 0.0f);
   out->timed.clear();
   out->timed.reserve(actions.size());
   out->stats = RankStats();
@@ -254,7 +267,7 @@ void RankExecutor::on_forward(const Action& a) {
   Slot& sl = slot(a);
   Tensor x;
   if (s == 0) {
-    x = (*micro_)[static_cast<size_t>(j)].inputs;
+    x = batch_of(mb).inputs;
   } else {
     x = std::move(sl.input);
     PF_INTERNAL_CHECK(x.defined(), "rank ", rank_, ": ", sched::action_to_string(a), " has no input");
@@ -268,9 +281,10 @@ void RankExecutor::on_forward(const Action& a) {
   } else {
     x = stage.forward(std::move(x), sl.ctx);
   }
+  const bool has_head = static_cast<size_t>(s) < heads_.size() && heads_[static_cast<size_t>(s)] != nullptr;
+  if (has_head) sl.head_input = x;  // shared with what goes on to the next stage (read only)
   if (stage.has_loss()) {
-    out_->losses[static_cast<size_t>(j)] =
-        stage.loss_forward(x, (*micro_)[static_cast<size_t>(j)].targets, loss_scale_, sl.loss_ctx);
+    out_->losses[static_cast<size_t>(j)] = stage.loss_forward(x, batch_of(mb).targets, loss_scale_, sl.loss_ctx);
     sl.grad_output = stage.loss_backward(sl.loss_ctx);
   } else if (rank_of(s + 1) == rank_) {
     slots_[static_cast<size_t>(s + 1)][static_cast<size_t>(mb)].input = std::move(x);
@@ -421,6 +435,22 @@ void RankExecutor::on_step(const Action&) {
 
 void RankExecutor::on_allreduce(const Action& a) {
   if (options_.on_allreduce) options_.on_allreduce(a.stage);
+}
+
+void RankExecutor::on_head(const Action& a) {
+  const Stage* head = static_cast<size_t>(a.stage) < heads_.size() ? heads_[static_cast<size_t>(a.stage)] : nullptr;
+  PF_INTERNAL_CHECK(head != nullptr, "rank ", rank_, ": ", sched::action_to_string(a), " without a local head");
+  Slot& sl = slot(a);
+  Tensor x = std::move(sl.head_input);
+  sl.head_input = Tensor();
+  PF_INTERNAL_CHECK(x.defined(), "rank ", rank_, ": ", sched::action_to_string(a), " has no stage output");
+  // The head's forward, loss and backward (its weight gradients accumulate); the gradient of the
+  // stage output is what the stage's BW starts from.
+  std::vector<SavedContext> contexts;
+  SavedContext loss_context;
+  const Tensor logits = head->forward(std::move(x), contexts);
+  head->loss_forward(logits, batch_of(a.micro_batch).targets, loss_scale_, loss_context);
+  sl.grad_output = head->backward(contexts, head->loss_backward(loss_context));
 }
 
 void RankExecutor::on_update(const Action& a) {

@@ -83,7 +83,10 @@ class RankExecutor {
   // then the steady ones) instead of the schedule's, and keeps the micro-batches in flight between
   // steps; `weights[stage]` (this rank's stages; others null) picks the weights of every F and BW
   // and applies UPDATE. Both must outlive the executor.
-  void set_async(const sched::AsyncWindows* windows, std::vector<StageWeights*> weights);
+  void set_async(const sched::StepWindows* windows, std::vector<StageWeights*> weights);
+  // Local learning: `heads[stage]` (this rank's stages but the last; others null) is the stage's
+  // auxiliary head (a one-stage model with its loss), run by HEAD. They must outlive the executor.
+  void set_local_heads(std::vector<const Stage*> heads) { heads_ = std::move(heads); }
   bool asynchronous() const { return async_ != nullptr; }
   // Micro-batches in flight on this rank (asynchronous schedules, between steps).
   bool pipeline_empty() const { return window_ == 0; }
@@ -114,6 +117,7 @@ class RankExecutor {
     Tensor grad_input;   // gradient of the stage input waiting for SEND_B
     Tensor kept_input;   // recomputed contexts: the stage input kept from F until RECOMPUTE
     Tensor held;         // balance: the packed activations this rank holds for the owner (HOLD..RETURN)
+    Tensor head_input;   // local learning: the stage output, for its HEAD
     size_t bytes = 0;    // activation bytes the contexts hold (while offloaded: what comes back)
   };
   using Handler = void (RankExecutor::*)(const sched::Action&);
@@ -123,6 +127,8 @@ class RankExecutor {
                    const std::function<std::string()>& cancelled, StepOutput* out);
   // Asynchronous schedules: the micro-batch number since the pipeline was filled of a window slot.
   int64_t fill_index(int slot) const;
+  // The micro-batch of a slot: this step's, or (windows) the previous step's.
+  const Batch& batch_of(int slot) const;
   StageWeights* weights(int stage) const;
 
   Slot& slot(const sched::Action& a);
@@ -142,6 +148,7 @@ class RankExecutor {
   void on_step(const sched::Action& a);
   void on_allreduce(const sched::Action& a);
   void on_update(const sched::Action& a);
+  void on_head(const sched::Action& a);
   static const Handler* handlers();
 
   int rank_;
@@ -159,8 +166,10 @@ class RankExecutor {
   size_t live_bytes_ = 0;
   int live_ = 0;
   // Asynchronous schedules.
-  const sched::AsyncWindows* async_ = nullptr;
+  const sched::StepWindows* async_ = nullptr;
   std::vector<StageWeights*> weights_;  // [stage]
+  std::vector<Batch> previous_micro_;    // the last step's micro-batches (their slots may still run)
+  std::vector<const Stage*> heads_;     // [stage]: local learning's auxiliary heads
   int64_t window_ = 0;                  // windows run since the pipeline was last empty
 };
 

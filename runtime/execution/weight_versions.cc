@@ -58,8 +58,9 @@ struct StageWeights::InFlight {
   int64_t updates_at_forward = 0;       // pipemare
 };
 
-StageWeights::StageWeights(const Stage& stage, const StageWeightsConfig& config)
+StageWeights::StageWeights(const Stage& stage, const StageWeightsConfig& config, std::vector<Parameter*> extra)
     : stage_(stage), config_(config), params_(stage.parameters()), optimizer_(make_optimizer(config.optimizer)) {
+  params_.insert(params_.end(), extra.begin(), extra.end());
   for (Parameter* p : params_) {
     PF_CHECK_ARG(p->allocated() && p->value.device() == Device::cpu(), "asynchronous schedules: parameter '",
                  p->name, "' must be allocated on the CPU");
@@ -201,6 +202,7 @@ void StageWeights::before_forward(int64_t e) {
       break;
     }
     case AsyncMethod::kPipeMare:
+    case AsyncMethod::kLocal:
       break;
   }
   in_flight_[e] = std::move(f);
@@ -238,6 +240,8 @@ void StageWeights::before_backward(int64_t e) {
           swap_in(scratch_);
         }
       }
+      break;
+    case AsyncMethod::kLocal:
       break;
     case AsyncMethod::kPipeMare: {
       const int64_t d = current_ - f.updates_at_forward;

@@ -31,7 +31,8 @@
 
 namespace pf::exec {
 
-enum class AsyncMethod { kPipeDream, kPipeDream2BW, kSpecTrain, kPipeMare };
+// kLocal: local learning (ppll, local-updates): one version, the stage and its head updated together.
+enum class AsyncMethod { kPipeDream, kPipeDream2BW, kSpecTrain, kPipeMare, kLocal };
 
 // The method of an asynchronous schedule name; kInvalidArgument for any other name.
 AsyncMethod parse_async_method(const std::string& schedule);
@@ -58,8 +59,9 @@ struct StageWeightsConfig {
 
 class StageWeights {
  public:
-  // The stage's parameters must be allocated (on the CPU) and outlive this object.
-  StageWeights(const Stage& stage, const StageWeightsConfig& config);
+  // The stage's parameters (and `extra`, e.g. a local head's) must be allocated on the CPU and
+  // outlive this object; UPDATE steps all of them.
+  StageWeights(const Stage& stage, const StageWeightsConfig& config, std::vector<Parameter*> extra = {});
   ~StageWeights();
   StageWeights(const StageWeights&) = delete;
   StageWeights& operator=(const StageWeights&) = delete;

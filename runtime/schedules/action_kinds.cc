@@ -30,6 +30,7 @@ constexpr ActionKindInfo kKinds[kNumActionKinds] = {
   {K::kHold,           "HOLD",      C::kMemory,        true,  0, K::kHold,           nullptr, T::kNone,           {1, 1, 0, 0},   {1, 1, 0, 0}},
   {K::kReturn,         "RETURN",    C::kMemory,        true,  0, K::kReturn,         nullptr, T::kNone,           {-1, -1, 0, 0}, {-1, -1, 0, 0}},
   {K::kUpdate,         "UPDATE",    C::kStage,         true,  0, K::kUpdate,         nullptr, T::kStep,           kNoEffect,      kNoEffect},
+  {K::kHead,           "HEAD",      C::kCompute,       true,  0, K::kHead,           nullptr, T::kHead,           kNoEffect,      kNoEffect},
 };
 // clang-format on
 

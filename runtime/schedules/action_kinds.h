@@ -19,6 +19,7 @@ enum class CostTerm {
   kTransfer,        // m_b[s] / transfer_bandwidth (OFFLOAD, RELOAD)
   kStep,            // t_step (STEP, UPDATE)
   kAllReduce,       // t_allreduce_stage[s] or t_allreduce
+  kHead,            // t_head[s] (0 when t_head is empty)
 };
 
 // The change an action makes to its rank's device-resident activation memory: `live` contexts

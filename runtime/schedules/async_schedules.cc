@@ -79,84 +79,23 @@ void register_async_generators() {
 // The library is built with alwayslink, so this initialiser runs in every binary that links it.
 const bool kAsyncRegistered = (register_async_generators(), true);
 
-// Position of F(k) in a rank's list, or the list size when it has none.
-size_t forward_position(const std::vector<Action>& list, int k) {
-  for (size_t i = 0; i < list.size(); ++i)
-    if (list[i].kind == ActionKind::kForward && list[i].micro_batch == k) return i;
-  return list.size();
-}
-
-// Window slot of a run's micro-batch: `mb` in [m, 2m) is this window's (slot parity*m + mb - m),
-// `mb` < m the previous window's (slot (1-parity)*m + mb).
-int window_slot(int mb, int m, int parity) { return mb >= m ? parity * m + (mb - m) : (1 - parity) * m + mb; }
-
-// Lowers one rank's window list with a RECV right before its consumer and a SEND right after its
-// producer (every stage is on its own rank); `recompute` puts a RECOMPUTE before every BW.
-std::vector<Action> lower_window(const std::vector<Action>& list, int num_stages, bool recompute) {
-  std::vector<Action> out;
-  for (const Action& a : list) {
-    if (recompute && a.kind == ActionKind::kBackward) out.push_back(Action{ActionKind::kRecompute, a.stage, a.micro_batch});
-    const int s = a.stage;
-    if (a.kind == ActionKind::kForward) {
-      if (s > 0) out.push_back(Action{ActionKind::kRecvF, s, a.micro_batch});
-      out.push_back(a);
-      if (s + 1 < num_stages) out.push_back(Action{ActionKind::kSendF, s, a.micro_batch});
-    } else if (a.kind == ActionKind::kBackward) {
-      if (s + 1 < num_stages) out.push_back(Action{ActionKind::kRecvB, s, a.micro_batch});
-      out.push_back(a);
-      if (s > 0) out.push_back(Action{ActionKind::kSendB, s, a.micro_batch});
-    } else {
-      out.push_back(a);
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
-AsyncWindows make_async_windows(const std::string& name, int ranks, int micro_batches, bool recompute) {
+StepWindows make_async_windows(const std::string& name, int ranks, int micro_batches, bool recompute) {
   PF_CHECK_ARG(is_async_schedule_name(name), "'", name, "' is not an asynchronous schedule");
   const int p = ranks, m = micro_batches;
   PF_CHECK_ARG(m >= p - 1, name, ": micro_batches (", m, ") must be >= ranks - 1 (", p - 1,
                "): a step's window must cover the pipeline's depth, so that only the previous window's "
                "micro-batches are in flight when a step begins");
-  check_schedule_size(p, p, 3 * static_cast<int64_t>(m), name + " (three windows)");
   const int every = async_update_interval(name, m);
-  const Schedule run1 = async_run(name, p, m, every);
-  const Schedule run3 = async_run(name, p, 3 * m, every);
-  AsyncWindows w;
-  w.name = name;
-  w.ranks = p;
-  w.micro_batches = m;
-  w.first.resize(static_cast<size_t>(p));
-  for (auto* lists : {&w.steady[0], &w.steady[1], &w.drain[0], &w.drain[1]}) lists->resize(static_cast<size_t>(p));
-  w.update_delay.assign(static_cast<size_t>(p), 0);
+  auto run = [&](int n) { return async_run(name, p, n, every); };
+  StepWindows w = cut_step_windows(name, p, m, run, std::vector<int>(static_cast<size_t>(p), 0), recompute);
+  // Updates between F(m) and BW(m) on each rank: the steady-state delay of its gradients.
+  const Schedule run3 = run(3 * m);
   for (int r = 0; r < p; ++r) {
-    const auto& l1 = run1.ranks[static_cast<size_t>(r)];
-    const auto& l3 = run3.ranks[static_cast<size_t>(r)];
-    const size_t cut1 = forward_position(l3, m), cut2 = forward_position(l3, 2 * m);
-    // The first window is the run's prefix up to F(m); the drain is the rest of the run of m.
-    std::vector<Action> first(l3.begin(), l3.begin() + static_cast<ptrdiff_t>(cut1));
-    PF_INTERNAL_CHECK(std::equal(first.begin(), first.end(), l1.begin()) && first.size() <= l1.size(), name,
-                      ": the run of ", m, " micro-batches does not start like the run of ", 3 * m);
-    w.first[static_cast<size_t>(r)] = lower_window(first, p, recompute);
-    std::vector<Action> tail(l1.begin() + static_cast<ptrdiff_t>(first.size()), l1.end());
-    for (int parity = 0; parity < 2; ++parity) {
-      std::vector<Action> steady, drain = tail;
-      for (size_t i = cut1; i < cut2; ++i) {
-        Action a = l3[i];
-        a.micro_batch = window_slot(a.micro_batch, m, parity);
-        steady.push_back(a);
-      }
-      for (Action& a : drain) a.micro_batch += parity * m;  // the drained window's own slots
-      w.steady[parity][static_cast<size_t>(r)] = lower_window(steady, p, recompute);
-      w.drain[parity][static_cast<size_t>(r)] = lower_window(drain, p, recompute);
-    }
-    // Updates between F(m) and BW(m) on this rank: the steady-state delay of its gradients.
     int updates = 0;
     bool open = false;
-    for (size_t i = 0; i < l3.size(); ++i) {
-      const Action& a = l3[i];
+    for (const Action& a : run3.ranks[static_cast<size_t>(r)]) {
       if (a.micro_batch == m && a.kind == ActionKind::kForward) open = true;
       if (a.micro_batch == m && a.kind == ActionKind::kBackward) break;
       if (open && a.kind == ActionKind::kUpdate) ++updates;

@@ -6,9 +6,7 @@
 // the executor's business (runtime/execution/weight_versions.h); the order is the same for all four.
 //
 // As an IR schedule, a generator's output is one *run* of m micro-batches: it fills, runs the steady
-// state and drains. A trainer step is a *window* of the steady state: AsyncWindows cuts the run of
-// 3m micro-batches into per-rank action lists so that consecutive steps continue the pipeline
-// without draining (the drain runs once, at the end of training).
+// state and drains. A trainer step is a *window* of the steady state (step_windows.h).
 #pragma once
 
 #include <string>
@@ -16,6 +14,7 @@
 
 #include "runtime/schedules/ir.h"
 #include "runtime/schedules/simulator.h"
+#include "runtime/schedules/step_windows.h"
 
 namespace pf::sched {
 
@@ -32,29 +31,10 @@ Schedule async_run(const std::string& name, int ranks, int micro_batches, int up
 // The UPDATE interval of `name` for steps of `micro_batches`: 1, or micro_batches for pipedream-2bw.
 int async_update_interval(const std::string& name, int micro_batches);
 
-// The per-rank action lists of the trainer steps of an asynchronous schedule, lowered (a RECV right
-// before the action that consumes it, a SEND right after the one that produces it: sends are
-// buffered, so a message may cross a step boundary). Micro-batch indices: a step's m micro-batches
-// are slots [0, m) in even windows and [m, 2m) in odd ones, so that the backwards of the previous
-// window, which run in this one, keep their own slots and message keys.
-struct AsyncWindows {
-  std::string name;
-  int ranks = 0;
-  int micro_batches = 0;  // m: micro-batches per step (window)
-  // [rank]: the first window after an empty pipeline (parity 0), the steady windows by their
-  // parity, and the drain after a window of each parity.
-  std::vector<std::vector<Action>> first;
-  std::vector<std::vector<Action>> steady[2];
-  std::vector<std::vector<Action>> drain[2];
-  // [stage]: updates of the stage between F(k) and BW(k) in the steady state (p - s - 1 per
-  // micro-batch methods, the number of batch updates for pipedream-2bw).
-  std::vector<int> update_delay;
-};
-
 // Needs micro_batches >= ranks - 1 (a window covers the pipeline's depth); kInvalidArgument naming
 // the schedule otherwise. `recompute`: a RECOMPUTE right before every BW (activation policy
 // recompute).
-AsyncWindows make_async_windows(const std::string& name, int ranks, int micro_batches, bool recompute = false);
+StepWindows make_async_windows(const std::string& name, int ranks, int micro_batches, bool recompute = false);
 
 // The steady state of an asynchronous schedule under `costs` (per stage, one stage per rank): the
 // time per micro-batch once the pipeline is full, and what one run of m micro-batches adds to m of

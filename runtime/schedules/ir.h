@@ -35,11 +35,15 @@ enum class ActionKind : int {
   // `stage` with the gradients accumulated since its previous UPDATE, right after the backward of
   // micro-batch `mb` (per micro-batch; no flush, no STEP).
   kUpdate = 15,
+  // Local learning (ppll, local-updates): the auxiliary head of `stage` on its output for
+  // micro-batch `mb`, its loss and the gradient that the stage's own backward then uses instead of
+  // one from the next stage (no gradient crosses ranks). Not on the last stage (the model's loss).
+  kHead = 16,
 };
-constexpr int kNumActionKinds = 16;
+constexpr int kNumActionKinds = 17;
 
 // Text names as in the compact form: "F", "B", "W", "BW", "SEND_F", "RECV_F", "SEND_B", "RECV_B",
-// "OFFLOAD", "RELOAD", "RECOMPUTE", "STEP", "ALLREDUCE", "HOLD", "RETURN", "UPDATE".
+// "OFFLOAD", "RELOAD", "RECOMPUTE", "STEP", "ALLREDUCE", "HOLD", "RETURN", "UPDATE", "HEAD".
 const char* action_kind_name(ActionKind kind);
 bool is_compute(ActionKind kind);        // F, B, W, BW, RECOMPUTE
 bool is_communication(ActionKind kind);  // SEND_*, RECV_*

@@ -42,6 +42,7 @@ void CostModel::check(int num_stages) const {
   check_vec(m_in, "m_in", true);
   check_vec(m_w, "m_w", true);
   check_vec(t_allreduce_stage, "t_allreduce_stage", true);
+  check_vec(t_head, "t_head", true);
   auto check_scalar = [](double v, const char* name) {
     PF_CHECK_ARG(std::isfinite(v) && v >= 0.0, "CostModel: ", name, " = ", v,
                  " (must be finite and >= 0)");
@@ -129,6 +130,7 @@ double action_cost(const Action& a, const CostModel& c) {
     case CostTerm::kBackwardFused: return c.t_b[s] + c.t_w[s];
     case CostTerm::kTransfer: return c.transfer_bandwidth > 0.0 ? c.mem_b(a.stage) / c.transfer_bandwidth : 0.0;
     case CostTerm::kStep: return c.t_step;
+    case CostTerm::kHead: return c.t_head.empty() ? 0.0 : c.t_head[s];
     case CostTerm::kAllReduce: return c.t_allreduce_stage.empty() ? c.t_allreduce : c.t_allreduce_stage[s];
     case CostTerm::kNone: return 0.0;
   }
@@ -237,7 +239,9 @@ void Simulator::dependencies(int rank, const Action& a, std::vector<Dep>* deps) 
     case ActionKind::kBackwardInput:
     case ActionKind::kBackward:
       need(ActionKind::kForward, s, mb);
-      if (s + 1 < S_) {
+      if (index_.get(ActionKind::kHead, s, mb).found()) {
+        need(ActionKind::kHead, s, mb);  // local learning: the stage's own head gives the gradient
+      } else if (s + 1 < S_) {
         if (recv_on_rank(ActionKind::kRecvB)) need(ActionKind::kRecvB, s, mb);
         else grad_producer(s + 1);
       }
@@ -278,6 +282,9 @@ void Simulator::dependencies(int rank, const Action& a, std::vector<Dep>* deps) 
       break;
     case ActionKind::kReturn:
       need(ActionKind::kHold, s, mb);
+      break;
+    case ActionKind::kHead:
+      need(ActionKind::kForward, s, mb);
       break;
     case ActionKind::kUpdate:
       if_present(ActionKind::kBackwardWeight, s, mb);

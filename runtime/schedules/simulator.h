@@ -58,7 +58,9 @@ struct CostModel {
   // Bytes per time unit for OFFLOAD/RELOAD copies (0 = they take no time). Reserved for the
   // transfer-volume model of the offload work; activations/gradients use t_comm.
   double transfer_bandwidth = 0.0;
-  double t_step = 0.0;       // STEP
+  double t_step = 0.0;       // STEP and UPDATE
+  // Per stage: one HEAD (local learning's auxiliary head: forward, loss and backward); empty = 0.
+  std::vector<double> t_head;
   double t_allreduce = 0.0;  // ALLREDUCE
   // Per stage ALLREDUCE time (empty: t_allreduce for every stage), e.g. ring_allreduce_time of
   // the stage's gradient bytes.

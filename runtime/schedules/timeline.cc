@@ -52,6 +52,7 @@ KindColour kind_colour(ActionKind kind) {
     case ActionKind::kHold: return {"light_memory_dump", "#0000b4"};         // dark blue
     case ActionKind::kReturn: return {"vsync_highlight_color", "#0000ff"};   // blue
     case ActionKind::kUpdate: return {"startup", "#e6e600"};                 // yellow, like STEP
+    case ActionKind::kHead: return {"thread_state_uninterruptible", "#b67d8f"};  // mauve
   }
   return {"generic_work", "#7d7d7d"};
 }
@@ -70,6 +71,7 @@ char ascii_grid_char(ActionKind kind) {
     case ActionKind::kHold: return 'H';
     case ActionKind::kReturn: return 'T';
     case ActionKind::kUpdate: return 'U';
+    case ActionKind::kHead: return 'h';
     default: return '\0';
   }
 }
@@ -145,8 +147,9 @@ double nice_step(double span, int target) {
 }
 
 // Kinds in legend order, each listed once.
-constexpr std::array<ActionKind, 14> kLegendKinds = {
-    ActionKind::kForward,   ActionKind::kBackwardInput, ActionKind::kBackwardWeight,
+constexpr std::array<ActionKind, 15> kLegendKinds = {
+    ActionKind::kForward,   ActionKind::kHead,          ActionKind::kBackwardInput,
+    ActionKind::kBackwardWeight,
     ActionKind::kBackward,  ActionKind::kRecompute,     ActionKind::kOffload,
     ActionKind::kReload,    ActionKind::kHold,          ActionKind::kReturn,
     ActionKind::kStep,      ActionKind::kUpdate,        ActionKind::kAllReduce,
@@ -166,6 +169,7 @@ const char* legend_text(ActionKind kind) {
     case ActionKind::kHold: return "HOLD (partner keeps)";
     case ActionKind::kReturn: return "RETURN (to owner)";
     case ActionKind::kUpdate: return "UPDATE (per micro-batch)";
+    case ActionKind::kHead: return "HEAD local loss";
     case ActionKind::kSendF: case ActionKind::kSendB: return "SEND";
     case ActionKind::kRecvF: case ActionKind::kRecvB: return "RECV";
   }
@@ -367,7 +371,8 @@ std::string to_ascii_grid(const Timeline& timeline, int width) {
     out << label << " |" << row << "|\n";
   }
   out << "legend: F forward, B backward (input), W backward (weight), X fused backward (BW), "
-         "R recompute, O offload, L reload, S step, A all-reduce, . idle\n";
+         "R recompute, O offload, L reload, H hold, T return, S step, U update, A all-reduce, h local head, "
+         ". idle\n";
   return out.str();
 }
 

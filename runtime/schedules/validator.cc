@@ -252,6 +252,11 @@ class Checker {
         };
         between(ActionKind::kRecompute, f, F);
         between(ActionKind::kOffload, f, F);
+        between(ActionKind::kHead, f, F);
+        if (st == S() - 1) {
+          if (const ActionSlot* head = index.find(ActionKind::kHead, st, mb))
+            error(*head, [&] { return std::string("the last stage has the model's own loss: it has no local head"); });
+        }
         const ActionSlot* off = index.find(ActionKind::kOffload, st, mb);
         const ActionSlot* rel = index.find(ActionKind::kReload, st, mb);
         if (off && !rel) {
@@ -342,6 +347,14 @@ class Checker {
         check_pair(index.find(ActionKind::kForward, st, mb), act(ActionKind::kForward, st, mb),
                    ActionKind::kSendF, st, index.find(ActionKind::kForward, st + 1, mb),
                    ActionKind::kRecvF, st + 1, mb, index, "activation");
+        // Local learning: stage st trains on its own head; no gradient may come from st+1.
+        if (const ActionSlot* head = index.find(ActionKind::kHead, st, mb)) {
+          for (const ActionSlot* x : {index.find(ActionKind::kSendB, st + 1, mb), index.find(ActionKind::kRecvB, st, mb)})
+            if (x)
+              error(*x, "stage " + std::to_string(st) + " trains on its local head " + act(ActionKind::kHead, st, mb) +
+                            " (" + at(*head) + "): no gradient crosses ranks");
+          continue;
+        }
         // Backward: B/BW(mb, st+1) -> SEND_B(mb, st+1) ... RECV_B(mb, st) -> B/BW(mb, st).
         const ActionSlot* prod = backward(index, st + 1, mb);
         const std::string prod_text =
@@ -608,6 +621,9 @@ std::optional<Action> stage_dependency(const ActionIndex& index, const Action& a
       return Action{ActionKind::kForward, action.stage - 1, action.micro_batch};
     case ActionKind::kBackwardInput:
     case ActionKind::kBackward: {
+      // Local learning: the stage's own head gives the output gradient (same rank).
+      if (index.find(ActionKind::kHead, action.stage, action.micro_batch) != nullptr)
+        return Action{ActionKind::kHead, action.stage, action.micro_batch};
       if (action.stage + 1 >= index.num_stages()) return std::nullopt;
       const int s = action.stage + 1;
       if (index.find(ActionKind::kBackwardInput, s, action.micro_batch) == nullptr &&

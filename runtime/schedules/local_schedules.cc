@@ -1,0 +1,84 @@
+#include "runtime/schedules/local_schedules.h"
+
+#include <algorithm>
+#include <mutex>
+
+#include "runtime/core/error.h"
+#include "runtime/schedules/generators.h"
+
+namespace pf::sched {
+
+const std::vector<std::string>& local_schedule_names() {
+  static const std::vector<std::string> names = {"ppll", "local-updates"};
+  return names;
+}
+
+bool is_local_schedule_name(const std::string& name) {
+  const auto& n = local_schedule_names();
+  return std::find(n.begin(), n.end(), name) != n.end();
+}
+
+bool has_local_heads(const Schedule& schedule) {
+  for (const auto& list : schedule.ranks)
+    for (const Action& a : list)
+      if (a.kind == ActionKind::kHead) return true;
+  return false;
+}
+
+int local_update_interval(const std::string& name, int micro_batches) {
+  return name == "local-updates" ? micro_batches : 1;
+}
+
+Schedule local_run(const std::string& name, int ranks, int micro_batches, int update_every) {
+  PF_CHECK_ARG(ranks >= 1 && micro_batches >= 1 && update_every >= 1, name, ": ranks, micro_batches and the update "
+               "interval must be >= 1, got ", ranks, ", ", micro_batches, ", ", update_every);
+  Schedule s;
+  s.name = name;
+  s.num_micro_batches = micro_batches;
+  s.placement = Placement::one_per_rank(ranks);
+  s.ranks.resize(static_cast<size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) {
+    auto& list = s.ranks[static_cast<size_t>(r)];
+    for (int k = 0; k < micro_batches; ++k) {
+      list.push_back(Action{ActionKind::kForward, r, k});
+      if (r + 1 < ranks) list.push_back(Action{ActionKind::kHead, r, k});
+      list.push_back(Action{ActionKind::kBackward, r, k});
+      if ((k + 1) % update_every == 0 || k == micro_batches - 1) list.push_back(Action{ActionKind::kUpdate, r, k});
+    }
+  }
+  return s;
+}
+
+namespace {
+
+void register_local_generators() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (const std::string& name : local_schedule_names()) {
+      if (has_generator(name)) continue;
+      register_generator(name, [name](const GeneratorOptions& o) {
+        PF_CHECK_ARG(o.chunks == 1, name, " places one stage per rank: chunks must be 1, got ", o.chunks);
+        PF_CHECK_ARG(!o.reverse_backward, "reverse_backward applies to bfs only, not to ", name);
+        return local_run(name, o.ranks, o.micro_batches, local_update_interval(name, o.micro_batches));
+      });
+    }
+  });
+}
+
+// The library is built with alwayslink, so this initialiser runs in every binary that links it.
+const bool kLocalRegistered = (register_local_generators(), true);
+
+}  // namespace
+
+StepWindows make_local_windows(const std::string& name, int ranks, int micro_batches) {
+  PF_CHECK_ARG(is_local_schedule_name(name), "'", name, "' is not a local-learning schedule");
+  const int p = ranks, m = micro_batches;
+  PF_CHECK_ARG(m >= p - 1, name, ": micro_batches (", m, ") must be >= ranks - 1 (", p - 1,
+               "): rank s works one step behind on the micro-batches rank s-1 forwarded");
+  std::vector<int> lag(static_cast<size_t>(p));
+  for (int r = 0; r < p; ++r) lag[static_cast<size_t>(r)] = r;
+  const int every = local_update_interval(name, m);
+  return cut_step_windows(name, p, m, [&](int n) { return local_run(name, p, n, every); }, lag, false);
+}
+
+}  // namespace pf::sched

@@ -1,0 +1,43 @@
+// Trainer steps of schedules that never flush (asynchronous schedules, local learning): as an IR
+// schedule such a generator's output is one *run* of m micro-batches that fills, runs the steady
+// state and drains; a trainer step is a *window* of the steady state instead. cut_step_windows
+// cuts the run of 3m micro-batches into per-rank action lists so that consecutive steps continue
+// the pipeline without draining (the drain runs once, at the end of training).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "runtime/schedules/ir.h"
+
+namespace pf::sched {
+
+// The per-rank action lists of the trainer steps, lowered (a RECV right before the action that
+// consumes it, a SEND right after the one that produces it: sends are buffered, so a message may
+// cross a step boundary). Micro-batch indices: a step's m micro-batches are slots [0, m) in even
+// windows and [m, 2m) in odd ones, so that the previous window's micro-batches still in flight
+// keep their own slots and message keys.
+struct StepWindows {
+  std::string name;
+  int ranks = 0;
+  int micro_batches = 0;  // m: micro-batches per step (window)
+  // [rank]: the first window after an empty pipeline (parity 0), the steady windows by their
+  // parity, and the drain after a window of each parity.
+  std::vector<std::vector<Action>> first;
+  std::vector<std::vector<Action>> steady[2];
+  std::vector<std::vector<Action>> drain[2];
+  // [stage]: updates of the stage between F(k) and BW(k) in the steady state (asynchronous
+  // schedules; 0 otherwise).
+  std::vector<int> update_delay;
+};
+
+// `run(n)`: the schedule's unlowered run of n micro-batches, one stage per rank, every rank's list
+// in micro-batch order of its forwards. Rank r's steady window runs from its F(m - lag[r]) to its
+// F(2m - lag[r]) of the run of 3m (lag 0: its own forwards of the step; lag r: the micro-batches
+// the previous rank forwarded, one step behind). Needs m >= every lag. `recompute`: a RECOMPUTE
+// right before every BW. Stages with a HEAD get no backward messages.
+StepWindows cut_step_windows(const std::string& name, int ranks, int micro_batches,
+                             const std::function<Schedule(int)>& run, const std::vector<int>& lag, bool recompute);
+
+}  // namespace pf::sched

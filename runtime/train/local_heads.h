@@ -1,0 +1,38 @@
+// Local learning's auxiliary heads (docs/SCHEDULES.md, "Local learning"): the small classifier a
+// pipeline stage trains on instead of a gradient from the next stage. A head reads the stage's
+// output (its last dimension is the width) and ends in the model's loss (cross-entropy on the
+// model's targets). Kinds:
+//   "linear"            Linear(width -> classes)
+//   "layernorm-linear"  LayerNorm(width), Linear(width -> classes)  (the GPT's own ln_f + head)
+//   "mlp"               Linear(width -> width), GELU, Linear(width -> classes)
+//   "auto"              layernorm-linear for token models, linear for feature models
+// Parameters are named "heads.<stage>.<layer>.<weight|bias>".
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/models/model.h"
+
+namespace pf {
+
+const std::vector<std::string>& local_head_kinds();
+// kInvalidArgument naming the kinds for another one.
+void check_local_head_kind(const std::string& kind);
+
+// The last dimension of the output of layers [0, end) of `model`, read from the layers' configs
+// (a linear's "out", an embedding's, block's or LayerNorm's "dim"; activations keep it).
+// kInvalidArgument naming the stage when no layer tells.
+int64_t stage_output_width(const Model& model, int end, int stage);
+
+// The head of stage `stage` whose layers end at top-level layer `end` (exclusive): a model of the
+// head's layers and a cross-entropy loss (its input spec: features of that width, the model's
+// classes). Its parameters are allocated and zero; initialise them with local_head_seed.
+std::unique_ptr<Model> make_local_head(const Model& model, int stage, int end, const std::string& kind);
+
+// The seed of stage `stage`'s head for a trainer seeded with `seed`.
+uint64_t local_head_seed(uint64_t seed, int stage);
+
+}  // namespace pf
