@@ -13,7 +13,7 @@ using testing::error_of;
 
 TEST(ActionKind, NamesAndClasses) {
   const char* names[] = {"F",      "B",       "W",      "BW",        "SEND_F", "RECV_F",   "SEND_B",
-                         "RECV_B", "OFFLOAD", "RELOAD", "RECOMPUTE", "STEP",   "ALLREDUCE", "HOLD", "RETURN", "UPDATE"};
+                         "RECV_B", "OFFLOAD", "RELOAD", "RECOMPUTE", "STEP",   "ALLREDUCE", "HOLD", "RETURN", "UPDATE", "HEAD"};
   static_assert(sizeof(names) / sizeof(names[0]) == kNumActionKinds, "one name per kind");
   for (int k = 0; k < kNumActionKinds; ++k) {
     EXPECT_STREQ(action_kind_name(static_cast<ActionKind>(k)), names[k]);
