@@ -53,6 +53,7 @@ void PipelineOptions::validate() const {
     PF_CHECK_ARG(cpu_affinity[i] >= 0, "cpu_affinity[", i, "] must be >= 0, got ", cpu_affinity[i]);
   parse_gradient_reduction(gradient_reduction);
   async.validate(schedule_text.empty() ? schedule : "custom");
+  check_local_head_kind(local_head);
   if (base.replicas > 1) {
     PF_CHECK_ARG(world != nullptr && data_parallel_world != nullptr, "replicas ", base.replicas,
                  ": data parallelism needs one process per rank: world (the pipeline group) and data_parallel_world");
