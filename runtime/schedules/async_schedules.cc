@@ -105,18 +105,10 @@ StepWindows make_async_windows(const std::string& name, int ranks, int micro_bat
   return w;
 }
 
-AsyncSteadyState simulate_async_steady_state(const std::string& name, int ranks, int micro_batches,
-                                             const CostModel& costs) {
+SteadyState simulate_async_steady_state(const std::string& name, int ranks, int micro_batches, const CostModel& costs) {
   PF_CHECK_ARG(is_async_schedule_name(name), "'", name, "' is not an asynchronous schedule");
-  const int m = micro_batches;
-  const int every = async_update_interval(name, m);
-  const double t1 = simulate(async_run(name, ranks, m, every), costs).makespan;
-  const double t2 = simulate(async_run(name, ranks, 2 * m, every), costs).makespan;
-  AsyncSteadyState r;
-  r.per_micro_batch = (t2 - t1) / m;
-  r.fill_and_drain = t1 - m * r.per_micro_batch;
-  r.run_makespan = t1;
-  return r;
+  const int every = async_update_interval(name, micro_batches);
+  return simulate_steady_state([&](int n) { return async_run(name, ranks, n, every); }, micro_batches, costs);
 }
 
 }  // namespace pf::sched

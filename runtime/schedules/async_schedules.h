@@ -36,15 +36,7 @@ int async_update_interval(const std::string& name, int micro_batches);
 // recompute).
 StepWindows make_async_windows(const std::string& name, int ranks, int micro_batches, bool recompute = false);
 
-// The steady state of an asynchronous schedule under `costs` (per stage, one stage per rank): the
-// time per micro-batch once the pipeline is full, and what one run of m micro-batches adds to m of
-// those (fill and drain), from two simulated runs (m and 2m micro-batches).
-struct AsyncSteadyState {
-  double per_micro_batch = 0.0;
-  double fill_and_drain = 0.0;
-  double run_makespan = 0.0;  // one run of m micro-batches
-};
-AsyncSteadyState simulate_async_steady_state(const std::string& name, int ranks, int micro_batches,
-                                             const CostModel& costs);
+// The steady state (step_windows.h) of an asynchronous schedule under `costs`.
+SteadyState simulate_async_steady_state(const std::string& name, int ranks, int micro_batches, const CostModel& costs);
 
 }  // namespace pf::sched

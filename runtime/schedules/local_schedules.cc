@@ -81,4 +81,10 @@ StepWindows make_local_windows(const std::string& name, int ranks, int micro_bat
   return cut_step_windows(name, p, m, [&](int n) { return local_run(name, p, n, every); }, lag, false);
 }
 
+SteadyState simulate_local_steady_state(const std::string& name, int ranks, int micro_batches, const CostModel& costs) {
+  PF_CHECK_ARG(is_local_schedule_name(name), "'", name, "' is not a local-learning schedule");
+  const int every = local_update_interval(name, micro_batches);
+  return simulate_steady_state([&](int n) { return local_run(name, ranks, n, every); }, micro_batches, costs);
+}
+
 }  // namespace pf::sched

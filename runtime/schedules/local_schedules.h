@@ -31,5 +31,7 @@ Schedule local_run(const std::string& name, int ranks, int micro_batches, int up
 
 // The trainer's step windows (rank s lags s micro-batches). Needs micro_batches >= ranks - 1.
 StepWindows make_local_windows(const std::string& name, int ranks, int micro_batches);
+// The steady state (step_windows.h) of a local-learning schedule under `costs`.
+SteadyState simulate_local_steady_state(const std::string& name, int ranks, int micro_batches, const CostModel& costs);
 
 }  // namespace pf::sched

@@ -9,6 +9,7 @@ namespace pf::sched {
 
 CostModel UniformCosts::expand(int num_stages) const {
   CostModel c = CostModel::uniform(num_stages, t_f, t_b, t_w, t_comm, m_b, m_w);
+  if (t_head > 0) c.t_head.assign(static_cast<size_t>(num_stages), t_head);
   c.check(num_stages);
   return c;
 }

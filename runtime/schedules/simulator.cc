@@ -453,6 +453,7 @@ SimulationResult Simulator::run() {
         case ActionKind::kBackwardInput: ideal += costs_.t_b[s]; break;
         case ActionKind::kBackwardWeight: ideal += costs_.t_w[s]; break;
         case ActionKind::kBackward: ideal += costs_.t_b[s] + costs_.t_w[s]; break;
+        case ActionKind::kHead: ideal += costs_.t_head.empty() ? 0.0 : costs_.t_head[s]; break;
         default: break;
       }
       const ActivationDelta d = activation_delta(a, costs_, recomputed.count({a.stage, a.micro_batch}) > 0);

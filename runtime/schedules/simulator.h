@@ -88,7 +88,7 @@ struct SimulationResult {
   // Latest finish over all ranks; the simulation starts at time 0.
   double makespan = 0.0;
   // Ideal (bubble-free) time: max over ranks of sum over the rank's stages of
-  // (#F + #B + #W) costs actually in the schedule — for a complete schedule with m micro-batches,
+  // (#F + #B + #W + #HEAD) costs actually in the schedule — for a complete schedule with m micro-batches,
   // m * sum over its stages of (t_f + t_b + t_w). This is the zero-bubble paper's m(T_F+T_B+T_W)
   // generalised to several stages per rank; with unequal ranks the busiest rank sets it.
   double ideal = 0.0;

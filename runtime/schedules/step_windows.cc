@@ -97,4 +97,15 @@ StepWindows cut_step_windows(const std::string& name, int ranks, int micro_batch
   return w;
 }
 
+SteadyState simulate_steady_state(const std::function<Schedule(int)>& run, int micro_batches, const CostModel& costs) {
+  const int m = micro_batches;
+  const double t1 = simulate(run(m), costs).makespan;
+  const double t2 = simulate(run(2 * m), costs).makespan;
+  SteadyState r;
+  r.per_micro_batch = (t2 - t1) / m;
+  r.fill_and_drain = t1 - m * r.per_micro_batch;
+  r.run_makespan = t1;
+  return r;
+}
+
 }  // namespace pf::sched

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/schedules/ir.h"
+#include "runtime/schedules/simulator.h"
 
 namespace pf::sched {
 
@@ -39,5 +40,15 @@ struct StepWindows {
 // right before every BW. Stages with a HEAD get no backward messages.
 StepWindows cut_step_windows(const std::string& name, int ranks, int micro_batches,
                              const std::function<Schedule(int)>& run, const std::vector<int>& lag, bool recompute);
+
+// The steady state of a schedule that never flushes, under `costs`: the time per micro-batch once
+// the pipeline is full, and what one run of m micro-batches adds to m of those (fill and drain),
+// from two simulated runs (m and 2m micro-batches; `run(n)` as above).
+struct SteadyState {
+  double per_micro_batch = 0.0;
+  double fill_and_drain = 0.0;
+  double run_makespan = 0.0;  // one run of m micro-batches
+};
+SteadyState simulate_steady_state(const std::function<Schedule(int)>& run, int micro_batches, const CostModel& costs);
 
 }  // namespace pf::sched

@@ -8,6 +8,7 @@
 #include "runtime/core/error.h"
 #include "runtime/schedules/activation_policy.h"
 #include "runtime/schedules/async_schedules.h"
+#include "runtime/schedules/local_schedules.h"
 #include "runtime/schedules/generators.h"
 #include "runtime/schedules/lowering.h"
 #include "runtime/schedules/simulator.h"
@@ -49,6 +50,10 @@ void add_shape_options(CLI::App* cmd, ScheduleArgs& a, bool required) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--t-comm", a.request.costs.t_comm, "latency of one stage-to-stage transfer")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--t-head", a.request.costs.t_head,
+                  "local learning (ppll, local-updates): one HEAD, the auxiliary head's forward, loss and backward")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--mem-limit", a.request.mem_limit,
@@ -150,32 +155,36 @@ int run_simulate(const ScheduleArgs& a) {
     std::cerr << "pipeforge simulate: " << e.what() << "\n";
     return kExitUsage;
   }
-  // An asynchronous schedule never flushes between steps: show --windows steps in a row (one
-  // fill, one drain) and report the steady state.
-  const bool async = a.schedule_file.empty() && sched::is_async_schedule_name(a.request.name);
+  // Asynchronous and local-learning schedules never flush between steps: show --windows steps in a
+  // row (one fill, one drain) and report the steady state.
+  const bool local = a.schedule_file.empty() && sched::is_local_schedule_name(a.request.name);
+  const bool async = local || (a.schedule_file.empty() && sched::is_async_schedule_name(a.request.name));
   const bool stashing = a.request.name == "pipedream" || a.request.name == "pipedream-2bw";
   if (async && a.activation_policy != "none" && !(a.activation_policy == "recompute" && stashing)) {
     std::cerr << "pipeforge simulate: activation policy '" << a.activation_policy
-              << "' cannot apply to asynchronous schedule '" << a.request.name
+              << "' cannot apply to schedule '" << a.request.name
               << "' (recompute works with pipedream and pipedream-2bw; see docs/SCHEDULES.md)\n";
     return kExitUsage;
   }
   const int m = s.num_micro_batches;
   if (async) {
-    const int every = sched::async_update_interval(a.request.name, m);
+    const int every = local ? sched::local_update_interval(a.request.name, m)
+                            : sched::async_update_interval(a.request.name, m);
     try {
       sched::check_schedule_size(s.num_ranks(), s.num_stages(), static_cast<int64_t>(a.windows) * m, "--windows");
     } catch (const Error& e) {
       std::cerr << "pipeforge simulate: " << e.what() << "\n";
       return kExitUsage;
     }
-    s = sched::async_run(a.request.name, s.num_ranks(), a.windows * m, every);
+    s = local ? sched::local_run(a.request.name, s.num_ranks(), a.windows * m, every)
+              : sched::async_run(a.request.name, s.num_ranks(), a.windows * m, every);
   }
   if (a.lower) s = sched::lower_communication(s);
   sched::CostModel costs = a.request.costs.expand(s.num_stages());
   costs.transfer_bandwidth = a.transfer_bandwidth;
-  sched::AsyncSteadyState steady;
-  if (async) steady = sched::simulate_async_steady_state(a.request.name, s.num_ranks(), m, costs);
+  sched::SteadyState steady;
+  if (local) steady = sched::simulate_local_steady_state(a.request.name, s.num_ranks(), m, costs);
+  else if (async) steady = sched::simulate_async_steady_state(a.request.name, s.num_ranks(), m, costs);
   std::vector<double> offloaded;
   if (a.activation_policy != "none") {
     try {
@@ -227,7 +236,8 @@ int run_simulate(const ScheduleArgs& a) {
                           {"offloaded_bytes_per_step", offloaded},
                           {"ranks", ranks}};
     if (async) {
-      out["asynchronous"] = true;
+      out["asynchronous"] = !local;
+      out["local_learning"] = local;
       out["microbatches"] = m;
       out["windows"] = a.windows;
       out["steady_state_per_micro_batch"] = steady.per_micro_batch;
@@ -242,7 +252,8 @@ int run_simulate(const ScheduleArgs& a) {
             << "makespan " << r.makespan << ", ideal " << r.ideal << ", bubble rate " << r.bubble_rate
             << " (per-rank span, the zero-bubble paper's measure: " << r.span_bubble_rate << ")\n";
   if (async) {
-    std::cout << "asynchronous: " << a.windows << " steps of " << m << " micro-batches run back to back (no flush; "
+    std::cout << (local ? "local learning" : "asynchronous") << ": " << a.windows << " steps of " << m
+              << " micro-batches run back to back (no flush; "
               << "one fill, one drain at the end of training)\n"
               << "steady state: " << steady.per_micro_batch << " per micro-batch, " << steady.per_micro_batch * m
               << " per step; fill + drain once: " << steady.fill_and_drain << "\n";

@@ -20,6 +20,8 @@
 #include "runtime/execution/pipeline_trainer.h"
 #include "runtime/models/builders.h"
 #include "runtime/schedules/async_schedules.h"
+#include "runtime/schedules/local_schedules.h"
+#include "runtime/train/local_heads.h"
 #include "runtime/schedules/schedule_request.h"
 #include "runtime/schedules/text_format.h"
 #include "runtime/schedules/timeline.h"
@@ -60,6 +62,12 @@ void check_args(const TrainArgs& a) {
     }
   }
   if (a.optimizer == "adamw" && a.momentum != 0.0) usage_error("--momentum applies to --optimizer sgd only");
+  if (sched::is_local_schedule_name(a.schedule) && (!a.checkpoint.empty() || !a.resume.empty()))
+    usage_error("--checkpoint and --resume are not supported with local-learning schedule " + a.schedule +
+                " yet (its auxiliary heads are not saved)");
+  if (a.local_head != "auto" && !sched::is_local_schedule_name(a.schedule))
+    usage_error("--local-head applies to --schedule ppll or local-updates only, not to " +
+                (a.schedule.empty() ? std::string("the sequential trainer") : a.schedule));
   if (a.schedule == "pipemare" && (!a.checkpoint.empty() || !a.resume.empty()))
     usage_error("--checkpoint and --resume are not supported with asynchronous schedule pipemare yet (its "
                 "discrepancy average is not saved)");
@@ -215,8 +223,9 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
       ->check(CLI::ExistingPath);
   auto* schedule = cmd->add_option("--schedule", a.schedule,
                                    "train pipelined with this schedule: gpipe, 1f1b, interleaved-1f1b, bfs, "
-                                   "zb-h1, zb-h2, zb-v, zb-auto, or asynchronous (no flush): pipedream, "
-                                   "pipedream-2bw, spectrain, pipemare (default: the sequential reference)");
+                                   "zb-h1, zb-h2, zb-v, zb-auto, asynchronous (no flush): pipedream, "
+                                   "pipedream-2bw, spectrain, pipemare, or local learning (no gradient crosses "
+                                   "ranks): ppll, local-updates (default: the sequential reference)");
   auto* schedule_file = cmd->add_option("--schedule-file", a.schedule_file, "train with a schedule in the text form")
                             ->check(CLI::ExistingFile);
   schedule->excludes(schedule_file);
@@ -254,6 +263,11 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
       ->capture_default_str();
   cmd->add_option("--pipemare-decay", a.pipemare_decay, "pipemare: decay of the weight-discrepancy average, in [0, 1)")
       ->check(CLI::Range(0.0, 0.999999))
+      ->capture_default_str();
+  cmd->add_option("--local-head", a.local_head,
+                  "ppll, local-updates: each stage's auxiliary head: auto (GPT: layernorm-linear, MLP: linear), "
+                  "linear, layernorm-linear or mlp")
+      ->check(CLI::IsMember(local_head_kinds()))
       ->capture_default_str();
   cmd->add_option("--trace", a.trace_file, "pipelined: write the last step's Chrome trace here");
   cmd->add_option("--svg", a.svg_file, "pipelined: write the last step's SVG timeline here");
@@ -377,6 +391,7 @@ int run_train(const TrainArgs& a) {
       p.data_parallel_world = grid.data_parallel;
       p.gradient_reduction = a.gradient_reduction;
       p.async = async_options(a);
+      p.local_head = a.local_head;
       if (a.partition == "balanced") p.layers_per_stage = balanced_partition(a, p, *setup.model, *setup.data);
       p.validate();
       auto pipelined = std::make_unique<exec::PipelineTrainer>(setup.model, p);
@@ -508,6 +523,7 @@ int run_train(const TrainArgs& a) {
     out["gradient_reduction"] = a.gradient_reduction;
     out["process_memory"] = memory;  // per process: its stages' parameters, gradients, optimizer state
     out["asynchronous"] = pipeline != nullptr && pipeline->asynchronous();
+    out["local_learning"] = pipeline != nullptr && pipeline->local_learning();
     if (pipeline && pipeline->asynchronous()) out["peak_weight_versions"] = peak_versions;
     if (save) out["checkpoint"] = a.checkpoint;
     std::cout << out.dump() << std::endl;
@@ -525,6 +541,9 @@ int run_train(const TrainArgs& a) {
                                        : "one process each";
       std::printf("%s on %d ranks (%s): measured bubble rate %.4f (mean over the steps)\n",
                   pipeline->schedule().name.c_str(), ranks, where.c_str(), bubble_rate);
+      if (pipeline->local_learning())
+        std::printf("local learning: every stage but the last trains on its own %s head; no gradient crosses ranks\n",
+                    a.local_head.c_str());
       if (pipeline->asynchronous()) {
         std::string versions;
         for (int rank = 0; rank < ranks; ++rank)

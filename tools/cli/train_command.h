@@ -52,6 +52,7 @@ struct TrainArgs {
   int spectrain_version = 1;          // spectrain: 1 (the paper) or 2
   int64_t pipemare_anneal = 100;      // pipemare: updates over which the learning rate anneals
   double pipemare_decay = 0.9;        // pipemare: decay of the discrepancy average
+  std::string local_head = "auto";    // local learning (ppll, local-updates): the auxiliary heads
   std::string trace_file;     // Chrome trace of the last step (pipelined)
   std::string svg_file;       // SVG timeline of the last step (pipelined)
   bool json = false;
