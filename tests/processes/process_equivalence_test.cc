@@ -190,6 +190,47 @@ TEST(ProcessEquivalence, AsynchronousSchedulesEqualTheirThreadedRuns) {
   }
 }
 
+// Local learning across processes: activations go forward only, each process trains its stage and
+// its head; every step's loss and the drained parameters (heads included) equal the same schedule
+// run as threads of this process, bitwise.
+TEST(ProcessEquivalence, LocalLearningEqualsItsThreadedRun) {
+  for (const std::string schedule : {"ppll", "local-updates"}) {
+    for (int p : {2, 4}) {
+      for (ModelKind kind : {ModelKind::kMlp, ModelKind::kGpt}) {
+        PipelineOptions o;
+        o.schedule = schedule;
+        o.ranks = p;
+        o.base.micro_batches = p;
+        o.base.seed = 4;
+        o.base.optimizer.lr = 1e-2f;
+        PipelineTrainer threads(make_model(kind), o);
+        o.world = group_of(p);
+        std::shared_ptr<Model> model;
+        {
+          DeferParameterAllocation defer;
+          model = make_model(kind);
+        }
+        PipelineTrainer procs(model, o);
+        for (int step = 0; step < 3; ++step) {
+          const Batch batch = data_for(threads.model(), p, step);
+          EXPECT_EQ(threads.step(batch).loss, procs.step(batch).loss) << schedule << " p=" << p << " step " << step;
+        }
+        threads.drain();
+        procs.drain();
+        EXPECT_EQ(procs.parameter_checksum(), threads.parameter_checksum()) << schedule << " p=" << p;
+        // This process's head equals the threaded run's head of the same stage.
+        const int me = o.world->rank();
+        if (me + 1 < p) {
+          ASSERT_NE(procs.local_head(me), nullptr);
+          std::string diff;
+          EXPECT_TRUE(testing::parameters_bitwise_equal(*procs.local_head(me), *threads.local_head(me), &diff))
+              << schedule << " p=" << p << " head of stage " << me << ": " << diff;
+        }
+      }
+    }
+  }
+}
+
 // D replicas x P ranks of the launch's 4 processes, made once per (D, P).
 const comm::ProcessGrid& grid_of(int replicas, int ranks) {
   static std::map<std::pair<int, int>, comm::ProcessGrid> grids;
