@@ -419,8 +419,9 @@ class Model {
 // the trainer run one worker per rank; both empty (the default) is the sequential trainer. The
 // parameters are bitwise equal either way. `processes` says whether the ranks are threads or, under
 // mpirun, one process each (C API pf_processes). The asynchronous schedules ("pipedream",
-// "pipedream-2bw", "spectrain", "pipemare") leave micro-batches in flight after a step: call
-// Trainer::drain before reading the final parameters.
+// "pipedream-2bw", "spectrain", "pipemare") and the local-learning ones ("ppll", "local-updates")
+// leave micro-batches in flight after a step: call Trainer::drain before reading the final
+// parameters.
 struct TrainerOptions {
   int micro_batches;
   int64_t seed;
@@ -455,6 +456,11 @@ struct TrainerOptions {
   int32_t spectrain_version;        // spectrain: 1 (the paper, the default) or 2
   int64_t pipemare_anneal_updates;  // pipemare: updates over which lr anneals (>= 0); default 100; 0 = none
   float pipemare_decay;             // pipemare: decay g of the discrepancy average, in [0, 1); default 0.9
+  // Local learning (C API 0.4, docs/SCHEDULES.md, "Local learning"; schedule "ppll" or
+  // "local-updates"): the kind of every stage's auxiliary head, "auto" (the default; "" too),
+  // "linear", "layernorm-linear" or "mlp". A kind other than "auto" with another schedule is refused
+  // naming local_head and the schedule.
+  std::string local_head;
 
   TrainerOptions() {
     pf_trainer_options o;
@@ -487,6 +493,7 @@ struct TrainerOptions {
     spectrain_version = o.spectrain_version;
     pipemare_anneal_updates = o.pipemare_anneal_updates;
     pipemare_decay = o.pipemare_decay;
+    local_head = o.local_head != nullptr ? o.local_head : "auto";
   }
   // Top-level layers per stage (one entry per stage), instead of an even split.
   void set_layers_per_stage(const int64_t* values, size_t count) { layers_per_stage.assign(values, values + count); }
@@ -691,6 +698,7 @@ class Trainer {
       return nullptr;
     }
     o.pipemare_decay = options.pipemare_decay == 0.0f ? -1.0f : options.pipemare_decay;
+    o.local_head = options.local_head.empty() ? nullptr : options.local_head.c_str();
     std::vector<int32_t> layers;
     for (size_t i = 0; i < options.layers_per_stage.size(); ++i) {
       const int64_t n = options.layers_per_stage[i];
@@ -748,8 +756,9 @@ class Trainer {
     return handle_.call(status, pf_trainer_step_from_loader, &r) ? convert(r) : StepResult();
   }
 
-  // Asynchronous schedules: runs the backwards and updates still in flight, so that every stage has
-  // applied every micro-batch (call it before reading the final parameters); a no-op otherwise.
+  // Asynchronous and local-learning schedules: runs the micro-batches still in flight, so that every
+  // stage has applied every micro-batch (call it before reading the final parameters); a no-op
+  // otherwise.
   void drain(Status* status) { handle_.call(status, pf_trainer_drain); }
 
   Metrics metrics(Status* status) const {
@@ -1014,8 +1023,9 @@ class Simulation {
 class Schedule {
  public:
   // Generates schedule `name` ("gpipe", "1f1b", "interleaved-1f1b", "bfs", "zb-h1", "zb-h2", "zb-v",
-  // "zb-auto", or the asynchronous "pipedream", "pipedream-2bw", "spectrain", "pipemare"). Returns a new Schedule, or NULL after reporting the error (an unknown name lists the
-  // known ones).
+  // "zb-auto", the asynchronous "pipedream", "pipedream-2bw", "spectrain", "pipemare", or the
+  // local-learning "ppll", "local-updates"). Returns a new Schedule, or NULL after reporting the
+  // error (an unknown name lists the known ones).
   static Schedule* generate(const std::string& name, const ScheduleOptions& options, Status* status) {
     pf_schedule_options o;
     pf_schedule_options_init(&o);

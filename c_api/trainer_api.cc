@@ -21,6 +21,7 @@
 #include "runtime/tensor/allocator.h"
 #include "runtime/tensor/device.h"
 #include "runtime/tensor/memory_tracker.h"
+#include "runtime/train/local_heads.h"
 
 namespace {
 
@@ -30,7 +31,7 @@ using pf::capi::require;
 
 // Version-1 sizes: an older caller's struct must hold at least these fields (0.2 appended the
 // activation-memory and device fields to pf_trainer_options, 0.3 the process fields, 0.4 the
-// asynchronous-schedule fields; an older caller gets their defaults).
+// asynchronous-schedule fields, then local_head; an older caller gets their defaults).
 constexpr size_t kTrainerOptionsV1Size = offsetof(pf_trainer_options, activation_policy);
 constexpr size_t kTrainerOptionsV2Size = offsetof(pf_trainer_options, processes);
 constexpr size_t kTrainerOptionsV3Size = offsetof(pf_trainer_options, pipemare_anneal_updates);
@@ -38,6 +39,12 @@ static_assert(kTrainerOptionsV2Size == 136, "the 0.2 pf_trainer_options layout c
 // The 0.4 fields start at the 0.3 sizeof, not in its trailing padding (c_api/struct_io.h).
 static_assert(kTrainerOptionsV3Size == 160 && offsetof(pf_trainer_options, ranks) + sizeof(int32_t) <= 160,
               "the 0.3 pf_trainer_options layout changed");
+// local_head was appended after vertical_sync within 0.4: at the sizeof of the struct that ends
+// there (184, after 4 bytes of padding), so that struct size is a field boundary too.
+constexpr size_t kTrainerOptionsAsyncSize = offsetof(pf_trainer_options, local_head);
+static_assert(offsetof(pf_trainer_options, vertical_sync) == 176 && kTrainerOptionsAsyncSize == 184 &&
+                  sizeof(pf_trainer_options) == 192,
+              "the 0.4 pf_trainer_options layout changed");
 constexpr size_t kStepResultV1Size = sizeof(pf_step_result);
 constexpr size_t kMetricsV1Size = sizeof(pf_metrics);
 constexpr size_t kMemoryStatsV1Size = sizeof(pf_memory_stats);
@@ -74,6 +81,7 @@ pf_trainer_options default_options() {
   o.pipemare_decay = a.pipemare_decay;
   o.spectrain_version = a.spectrain_version;
   o.vertical_sync = a.vertical_sync ? 1 : 0;
+  o.local_head = nullptr;  // = "auto"
   return o;
 }
 
@@ -120,6 +128,21 @@ void check_no_async_options(const pf_trainer_options& o) {
   refuse(a.pipemare_decay != d.pipemare_decay, "pipemare_decay", "pipemare");
 }
 
+// The kind of the local-learning heads (0.4): NULL is "auto". Unknown kinds and a kind for
+// another schedule are refused by PipelineOptions::validate and PipelineTrainer.
+std::string local_head_option(const pf_trainer_options& o) {
+  return o.local_head != nullptr ? std::string(o.local_head) : std::string("auto");
+}
+
+// The sequential trainer: a local_head other than "auto" is refused naming the schedules it needs.
+void check_no_local_head(const pf_trainer_options& o) {
+  const std::string kind = local_head_option(o);
+  pf::check_local_head_kind(kind);  // an unknown kind lists the known ones
+  PF_CHECK_ARG(kind == "auto", "options->local_head is '", kind,
+               "': it applies to the local-learning schedules (ppll, local-updates) only, but no schedule is set "
+               "(set options->schedule)");
+}
+
 // Pipeline ranks P for a schedule name: options->ranks, or options->stages (its older name).
 int pipeline_ranks_option(const pf_trainer_options& o) {
   PF_CHECK_ARG(o.ranks >= 0, "options->ranks is ", o.ranks, ": the pipeline ranks must be >= 1 (0 = use options->stages)");
@@ -162,6 +185,7 @@ pf::exec::PipelineOptions convert_pipeline(const pf_trainer_options& o, const pf
   if (o.devices != nullptr) p.devices = pf::parse_device_list(o.devices);  // one entry: every rank
   if (o.gradient_reduction != nullptr) p.gradient_reduction = o.gradient_reduction;
   p.async = convert_async(o);
+  p.local_head = local_head_option(o);
   if (launch.per_rank) {
     for (const pf::Device& d : p.devices)
       PF_CHECK_ARG(d.kind == pf::DeviceKind::kCpu, "options->devices is '", o.devices, "': ", d.to_string(),
@@ -304,6 +328,7 @@ pf_status* pf_trainer_create(pf_model* model, const pf_trainer_options* options,
                    "' but no schedule is set: activation policies apply to pipelined training (set "
                    "options->schedule or options->schedule_text)");
       check_no_async_options(o);
+      check_no_local_head(o);
       if (o.devices != nullptr) {
         const std::vector<pf::Device> devices = pf::parse_device_list(o.devices);
         PF_CHECK_ARG(devices.size() == 1, "options->devices is '", o.devices,

@@ -8,10 +8,11 @@ import (
 	"pipeforge/internal/core"
 )
 
-// ScheduleNames are the schedules GenerateSchedule knows; the last four are the asynchronous ones
-// (no flush; Trainer.Drain).
+// ScheduleNames are the schedules GenerateSchedule knows; after the synchronous ones come the
+// asynchronous "pipedream" ... "pipemare" and the local-learning "ppll", "local-updates" (no
+// flush; Trainer.Drain).
 var ScheduleNames = []string{"gpipe", "1f1b", "interleaved-1f1b", "bfs", "zb-h1", "zb-h2", "zb-v", "zb-auto",
-	"pipedream", "pipedream-2bw", "spectrain", "pipemare"}
+	"pipedream", "pipedream-2bw", "spectrain", "pipemare", "ppll", "local-updates"}
 
 // ActivationPolicies are the activation-memory policies (docs/MEMORY.md) that
 // Schedule.ApplyActivationPolicy and TrainerOptions.ActivationPolicy know.

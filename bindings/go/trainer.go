@@ -42,6 +42,13 @@ import (
 // updates over which the learning rate anneals; 0 = 100, -1 = no annealing) and PipemareDecay
 // (pipemare: decay of the discrepancy average in (0, 1); 0 = 0.9, -1 = no average). One set for
 // another schedule is an InvalidArgument error naming both.
+//
+// Local learning (docs/SCHEDULES.md, "Local learning"): Schedule "ppll" or "local-updates" trains
+// every stage but the last on an auxiliary head of its own (no gradient crosses ranks); steps are
+// windows as above (Drain at the end; checkpoints are not supported yet). LocalHead is the heads'
+// kind: "auto" ("" too: LayerNorm + linear for token models, linear for feature models), "linear",
+// "layernorm-linear" or "mlp"; a kind other than "auto" with another schedule (or an unknown kind)
+// is an InvalidArgument error naming LocalHead's C name, local_head, and the schedule (the kind).
 type TrainerOptions struct {
 	MicroBatches int     // equal micro-batches per step; must divide the batch rows
 	Seed         int64   // parameter initialisation
@@ -76,6 +83,8 @@ type TrainerOptions struct {
 	SpectrainVersion      int     // spectrain: 1 (the paper) or 2; 0 = 1
 	PipemareAnnealUpdates int64   // pipemare: updates over which the learning rate anneals; 0 = 100, -1 = none
 	PipemareDecay         float32 // pipemare: decay of the discrepancy average in (0, 1); 0 = 0.9, -1 = none
+
+	LocalHead string // ppll, local-updates: "auto", "linear", "layernorm-linear" or "mlp"; "" = auto
 }
 
 // StepResult is the result of one optimizer step.
@@ -197,6 +206,7 @@ func NewTrainer(model *Model, opts TrainerOptions) (*Trainer, error) {
 	case opts.PipemareDecay != 0:
 		o.SetPipemareDecay(opts.PipemareDecay) // outside (0, 1): refused by the core layer
 	}
+	o.SetLocalHead(opts.LocalHead)
 	var t core.Trainer
 	if err := call(func(s core.Status) { t = core.TrainerCreate(model.m, o, s) }); err != nil {
 		return nil, err
@@ -305,7 +315,7 @@ func (t *Trainer) StepFromLoader() (StepResult, error) {
 	return stepResult(r), nil
 }
 
-// Drain runs the backwards and updates an asynchronous schedule still has in flight, on every rank,
+// Drain runs what an asynchronous or local-learning schedule still has in flight, on every rank,
 // so that every stage has applied every micro-batch it was given (call it before reading the final
 // parameters or at the end of training); the next step refills the pipeline. A no-op for
 // synchronous schedules and the sequential trainer.

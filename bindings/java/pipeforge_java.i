@@ -231,11 +231,12 @@ PF_JAVA_ARRAY((int32_t* out, size_t count), jint, int[], int[], jintArray, Int, 
 // comma-separated); one process per rank under mpirun: setProcesses("auto" / "threads" / "mpi"),
 // setDataParallel, setGradientReduction("allreduce" / "deterministic"), setRanks (= setStages);
 // asynchronous schedules ("pipedream", "pipedream-2bw", "spectrain", "pipemare"): setVerticalSync,
-// setSpectrainVersion, setPipemareAnnealUpdates (0 = no annealing), setPipemareDecay); the setters
-// return nothing, as SWIG makes them. Trainer.process() gives the launch rank and size,
-// RankStats.getLocal() whether this process ran the rank; Trainer.drain() finishes the
-// micro-batches an asynchronous schedule left in flight (call it before reading the final
-// parameters; a no-op otherwise).
+// setSpectrainVersion, setPipemareAnnealUpdates (0 = no annealing), setPipemareDecay; local
+// learning ("ppll", "local-updates"): setLocalHead("auto" / "linear" / "layernorm-linear" /
+// "mlp")); the setters return nothing, as SWIG makes them. Trainer.process() gives the launch rank
+// and size, RankStats.getLocal() whether this process ran the rank; Trainer.drain() finishes the
+// micro-batches an asynchronous or local-learning schedule left in flight (call it before reading
+// the final parameters; a no-op otherwise).
 %typemap(javacode) pipeforge::TrainerOptions %{
   /** The defaults, pipelined with schedule {@code name} over {@code stages} ranks. */
   public static TrainerOptions pipelined(String name, int stages) {

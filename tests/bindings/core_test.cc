@@ -3,7 +3,8 @@
 // turn whatever a callback does (an error message, an exception, a missing tensor) into a status,
 // Schedule/Simulation/CostModel (per-stage arrays of different lengths are caught here), the
 // activation-policy pass, the pipelined trainer's options (activation policies included) and
-// measurements, the asynchronous schedules' options and drain, and the trainer's devices option.
+// measurements, the asynchronous schedules' options and drain, local learning's local_head, and
+// the trainer's devices option.
 #include "bindings/pipeforge_core.h"
 
 #include <gtest/gtest.h>
@@ -332,6 +333,43 @@ TEST(CoreTest, AsynchronousScheduleOptionsAndDrain) {
   trainer->close();
   trainer->drain(&status);
   EXPECT_EQ(status.code(), PF_FAILED_PRECONDITION);
+}
+
+// Local learning: local_head reaches the runtime ("" = "auto"), a kind for another schedule or an
+// unknown kind is refused naming it, and drain() finishes what a step left in flight.
+TEST(CoreTest, LocalLearningHeadOptionAndDrain) {
+  EXPECT_EQ(pipeforge::TrainerOptions().local_head, "auto");
+  auto model = Mlp();
+  pipeforge::TrainerOptions options;
+  options.micro_batches = 2;
+  options.schedule = "1f1b";
+  options.ranks = 2;
+  options.local_head = "mlp";
+  Status status;
+  EXPECT_EQ(pipeforge::Trainer::create(*model, options, &status), nullptr);
+  EXPECT_EQ(status.code(), PF_INVALID_ARGUMENT);
+  EXPECT_NE(status.message().find("local_head"), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find("1f1b"), std::string::npos) << status.message();
+  options.schedule = "ppll";
+  options.local_head = "conv";
+  EXPECT_EQ(pipeforge::Trainer::create(*model, options, &status), nullptr);
+  EXPECT_EQ(status.code(), PF_INVALID_ARGUMENT);
+  EXPECT_NE(status.message().find("'conv'"), std::string::npos) << status.message();
+  auto train = [&](const std::string& head) {
+    options.local_head = head;
+    std::unique_ptr<pipeforge::Trainer> trainer(pipeforge::Trainer::create(*model, options, &status));
+    EXPECT_TRUE(status.ok()) << status.message();
+    if (!trainer) return std::string();
+    for (int step = 0; step < 2; ++step) trainer->step(Inputs(4), Targets(4), nullptr);
+    const std::string in_flight = trainer->checksum(nullptr);
+    trainer->drain(nullptr);
+    const std::string drained = trainer->checksum(nullptr);
+    EXPECT_NE(drained, in_flight) << head;
+    return drained;
+  };
+  const std::string automatic = train("auto");
+  EXPECT_EQ(train(""), automatic);
+  EXPECT_NE(train("mlp"), automatic);
 }
 
 double PeakOfRank0(const pipeforge::Schedule& schedule, const pipeforge::CostModel& costs) {

@@ -137,6 +137,7 @@ static pf_trainer* make_trainer(void) {
   options.pipemare_decay = 0.9f;
   options.spectrain_version = 1;
   options.vertical_sync = 0;
+  options.local_head = NULL;
   CHECK_OK(pf_trainer_create(model, &options, &trainer));
   pf_model_destroy(model); /* the trainer retains the model */
   {

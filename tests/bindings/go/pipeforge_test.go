@@ -1015,6 +1015,62 @@ func TestAsyncOptionErrors(t *testing.T) {
 	}
 }
 
+// ---- local learning (C API 0.4): LocalHead, Drain ----
+
+func TestPpllTrainsTwoStepsAndDrains(t *testing.T) {
+	train := func(schedule, head string) string {
+		tr := trainerWith(t, pipeforge.TrainerOptions{MicroBatches: microBatches, Seed: 42, Optimizer: "adamw",
+			LR: 0.01, Schedule: schedule, Ranks: 2, LocalHead: head})
+		defer tr.Close()
+		for s := 0; s < 2; s++ {
+			inputs, targets := batchRows(uint64(s), 0, rows)
+			r, err := tr.Step(inputs, targets)
+			if err != nil || math.IsNaN(r.Loss) || math.IsInf(r.Loss, 0) {
+				t.Fatalf("%s %q step %d: %+v, %v", schedule, head, s, r, err)
+			}
+		}
+		inFlight, _ := tr.Checksum()
+		if err := tr.Drain(); err != nil {
+			t.Fatalf("%s %q: Drain: %v", schedule, head, err)
+		}
+		drained, _ := tr.Checksum()
+		if drained == inFlight {
+			t.Errorf("%s %q: Drain applied no update", schedule, head)
+		}
+		return drained
+	}
+	automatic := train("ppll", "")
+	if train("ppll", "auto") != automatic {
+		t.Errorf(`LocalHead "auto" differs from ""`)
+	}
+	if train("ppll", "mlp") == automatic {
+		t.Errorf(`LocalHead "mlp" changed nothing`)
+	}
+	if train("local-updates", "") == automatic {
+		t.Errorf("local-updates trained like ppll")
+	}
+}
+
+func TestLocalHeadErrors(t *testing.T) {
+	m := referenceModel(t)
+	defer m.Close()
+	for _, c := range []struct {
+		schedule, head, text string
+	}{
+		{"1f1b", "mlp", "local_head 'mlp' applies to the local-learning schedules (ppll, local-updates) only, not to '1f1b'"},
+		{"ppll", "conv", "unknown head 'conv'"},
+		{"", "linear", "no schedule"},
+	} {
+		t.Run(c.schedule+" "+c.head, func(t *testing.T) {
+			_, err := pipeforge.NewTrainer(m, pipeforge.TrainerOptions{MicroBatches: microBatches, Schedule: c.schedule,
+				Ranks: 2, LocalHead: c.head})
+			if !errors.Is(err, &pipeforge.Error{Code: pipeforge.InvalidArgument}) || !strings.Contains(err.Error(), c.text) {
+				t.Errorf("got %v; want InvalidArgument containing %q", err, c.text)
+			}
+		})
+	}
+}
+
 func TestScheduleSelectiveAtTheMinimumBudgetLowersThePeak(t *testing.T) {
 	s := generate(t, "1f1b", pipeforge.ScheduleOptions{Stages: 4, MicroBatches: 8})
 	costs := pipeforge.DefaultCostModel()

@@ -659,6 +659,37 @@ public class PipeForgeTest {
     }
   }
 
+  // ---- local learning (C API 0.4): setLocalHead, drain() ----
+
+  @Test
+  public void ppllTrainsTwoStepsAndDrains() {
+    assertEquals("auto", new TrainerOptions().getLocalHead());
+    TrainerOptions options = TrainerOptions.pipelined("ppll", 2);
+    options.setMicroBatches(MICRO_BATCHES);
+    options.setSeed(42);
+    options.setLocalHead("mlp");
+    try (Model model = referenceModel(); Trainer trainer = new Trainer(model, options)) {
+      for (int s = 0; s < 2; ++s) {
+        Batch b = rows(s, 0, ROWS);
+        double loss = trainer.step(b.inputs(), b.targets()).getLoss();
+        assertTrue("loss " + loss, Double.isFinite(loss));
+      }
+      String inFlight = trainer.checksum();
+      trainer.drain();
+      assertNotEquals(inFlight, trainer.checksum());
+    }
+    TrainerOptions sync = TrainerOptions.pipelined("1f1b", 2);
+    sync.setMicroBatches(MICRO_BATCHES);
+    sync.setLocalHead("mlp");
+    PipeForgeException e = assertThrows(PipeForgeException.class, () -> new Trainer(referenceModel(), sync));
+    assertEquals(PipeForgeException.INVALID_ARGUMENT, e.getCode());
+    assertTrue(e.getMessage(), e.getMessage().contains("local_head") && e.getMessage().contains("1f1b"));
+    options.setLocalHead("conv");
+    e = assertThrows(PipeForgeException.class, () -> new Trainer(referenceModel(), options));
+    assertEquals(PipeForgeException.INVALID_ARGUMENT, e.getCode());
+    assertTrue(e.getMessage(), e.getMessage().contains("'conv'"));
+  }
+
   @Test
   public void selectiveAtTheMinimumBudgetLowersThePeak() {
     CostModel costs = new CostModel();

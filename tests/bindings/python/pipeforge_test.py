@@ -788,6 +788,45 @@ class AsyncScheduleTest(unittest.TestCase):
             self.trainer("spectrain", spectrain_version=1.5)
 
 
+class LocalLearningTest(unittest.TestCase):
+    """Local learning (C API 0.4): schedule="ppll" / "local-updates" with local_head=, drain()."""
+
+    @staticmethod
+    def trainer(schedule, **options):
+        return pipeforge.Trainer(reference_model(), micro_batches=MICRO_BATCHES, seed=42, optimizer="adamw",
+                                 lr=0.01, schedule=schedule, ranks=2, **options)
+
+    def train_and_drain(self, schedule, **options):
+        with self.trainer(schedule, **options) as trainer:
+            for inputs, targets in BATCHES[:2]:
+                self.assertTrue(np.isfinite(trainer.step(inputs, targets).loss))
+            trainer.drain()
+            return trainer.checksum()
+
+    def test_ppll_trains_two_steps_and_drains(self):
+        with self.trainer("ppll") as trainer:
+            losses = [trainer.step(inputs, targets).loss for inputs, targets in BATCHES[:2]]
+            self.assertTrue(all(np.isfinite(loss) for loss in losses), losses)
+            in_flight = trainer.checksum()
+            trainer.drain()
+            drained = trainer.checksum()
+            self.assertNotEqual(drained, in_flight)
+        self.assertEqual(self.train_and_drain("ppll", local_head="auto"), drained)
+        self.assertNotEqual(self.train_and_drain("ppll", local_head="mlp"), drained)
+        self.assertNotEqual(self.train_and_drain("local-updates"), drained)
+        self.assertNotEqual(self.train_and_drain("1f1b"), drained)
+
+    def test_bad_local_head_is_refused(self):
+        with self.assertRaisesRegex(pipeforge.InvalidArgumentError, "local_head.*1f1b"):
+            self.trainer("1f1b", local_head="mlp")
+        with self.assertRaisesRegex(pipeforge.InvalidArgumentError, "local_head.*'conv'"):
+            self.trainer("ppll", local_head="conv")
+        with self.assertRaises(ValueError):
+            self.trainer("ppll", local_head="")
+        with self.assertRaises(TypeError):
+            self.trainer("ppll", local_head=1)
+
+
 class GilTest(unittest.TestCase):
     def test_step_releases_the_gil(self):
         # A step of a wide MLP takes about 0.1 s. While steps run on a worker thread, this thread

@@ -258,6 +258,13 @@ class Trainer(_Closeable):
     the discrepancy average in [0, 1), default 0.9). One set for another schedule is
     InvalidArgumentError naming both.
 
+    Local learning (docs/SCHEDULES.md, "Local learning"): schedule= "ppll" or "local-updates"
+    trains every stage but the last on an auxiliary head of its own (no gradient crosses ranks);
+    steps are windows as above (drain() at the end; checkpoints are not supported yet).
+    local_head= the heads' kind: "auto" (the default: LayerNorm + linear for token models, linear
+    for feature models), "linear", "layernorm-linear" or "mlp". A kind other than "auto" with
+    another schedule, or an unknown kind, is InvalidArgumentError naming it.
+
     Long calls (step, step_from_loader, checkpoints) release the GIL. A trainer is not safe to use
     from two threads at once."""
 
@@ -265,7 +272,7 @@ class Trainer(_Closeable):
                 "clip_norm", "blas_threads", "schedule", "schedule_text", "stages", "chunks", "layers_per_stage",
                 "recv_timeout_seconds", "activation_policy", "activation_budget_bytes", "offload_dir",
                 "devices", "processes", "data_parallel", "gradient_reduction", "ranks", "vertical_sync",
-                "spectrain_version", "pipemare_anneal_updates", "pipemare_decay")
+                "spectrain_version", "pipemare_anneal_updates", "pipemare_decay", "local_head")
 
     def __init__(self, model, **options):
         if not isinstance(model, Model):
@@ -278,7 +285,7 @@ class Trainer(_Closeable):
             if value is None:
                 continue
             if name in ("schedule", "schedule_text", "activation_policy", "offload_dir", "devices", "processes",
-                        "gradient_reduction"):
+                        "gradient_reduction", "local_head"):
                 if name == "offload_dir" and isinstance(value, os.PathLike):
                     value = os.fspath(value)
                 if name == "devices" and not isinstance(value, (str, bytes)):
@@ -294,7 +301,8 @@ class Trainer(_Closeable):
                 if not isinstance(value, str):
                     raise TypeError(f"{name} must be a str, not {type(value).__name__}")
                 if not value:
-                    raise ValueError(f"{name} is empty (leave it out, or None, for none)")
+                    default = "the default" if name == "local_head" else "none"
+                    raise ValueError(f"{name} is empty (leave it out, or None, for {default})")
                 setattr(core_options, name, value)
             elif name in ("stages", "chunks", "data_parallel", "ranks", "spectrain_version", "pipemare_anneal_updates"):
                 setattr(core_options, name, operator.index(value))
@@ -353,9 +361,10 @@ class Trainer(_Closeable):
             raise error from cause
 
     def drain(self):
-        """Asynchronous schedules: runs the backwards and updates still in flight on every rank, so
-        that every stage has applied every micro-batch it was given (call it before reading the
-        final parameters or at the end of training); the next step refills the pipeline. A no-op
+        """Asynchronous and local-learning schedules: runs the micro-batches still in flight on
+        every rank, so that every stage has applied every micro-batch it was given (call it before
+        reading the final parameters or at the end of training); the next step refills the
+        pipeline. A no-op
         for synchronous schedules and the sequential trainer. Releases the GIL."""
         self._handle.drain()
 
