@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/bench_util.h"
+#include "bench/training_bench.h"
 #include "runtime/comm/mpi_process.h"
 #include "runtime/comm/mpi_world.h"
 #include "runtime/core/error.h"
@@ -57,27 +58,6 @@ OptimizerConfig optimizer_for(const std::string& method, bool sgd) {
   return o;
 }
 
-// Mean loss (and accuracy, for classifiers) of `model` over `batches`, forward only.
-std::pair<double, double> evaluate(const Model& model, const std::vector<Batch>& batches) {
-  const std::vector<Stage> whole = make_stages(model, {{0, static_cast<int>(model.layers().size())}});
-  double loss = 0, correct = 0, rows = 0;
-  for (const Batch& b : batches) {
-    std::vector<SavedContext> ctx;
-    const Tensor out = whole[0].forward(b.inputs, ctx);
-    SavedContext lc;
-    loss += whole[0].loss_forward(out, b.targets, 1.0f, lc);
-    if (model.input_spec().kind == InputSpec::Kind::kFeatures) {
-      const int64_t n = out.shape()[0], c = out.shape()[1];
-      for (int64_t i = 0; i < n; ++i) {
-        const float* row = out.f32() + i * c;
-        correct += (std::max_element(row, row + c) - row) == b.targets.i32()[i] ? 1 : 0;
-      }
-      rows += static_cast<double>(n);
-    }
-  }
-  return {loss / static_cast<double>(batches.size()), rows > 0 ? correct / rows : -1.0};
-}
-
 // Trains `steps` steps of m micro-batches from `source` with `schedule` ("sequential": the
 // reference) and evaluates on `held_out`.
 json converge(const std::string& schedule, bool sgd, std::shared_ptr<Model> model, DataSource& source, int m,
@@ -108,7 +88,7 @@ json converge(const std::string& schedule, bool sgd, std::shared_ptr<Model> mode
     samples += r.samples;
   }
   if (pipe) pipe->drain();
-  const auto [loss, accuracy] = evaluate(*model, held_out);
+  const auto [loss, accuracy] = bench::evaluate(*model, held_out);
   json r = {{"schedule", schedule},
             {"optimizer", base.optimizer.kind == OptimizerConfig::Kind::kSgd ? "sgd-momentum" : "adamw"},
             {"samples", samples},
@@ -186,51 +166,6 @@ json convergence_digits(const std::string& path, int steps) {
           {"runs", rows}};
 }
 
-// Mean duration per (kind, stage) of the last step's timeline actions of `kinds`, over every
-// process when `world` is set.
-std::map<std::pair<int, int>, double> mean_costs(const exec::PipelineTrainer& t, comm::World* world) {
-  const int S = t.schedule().num_stages();
-  const std::vector<sched::ActionKind> kinds = {sched::ActionKind::kForward, sched::ActionKind::kBackward,
-                                                sched::ActionKind::kUpdate};
-  std::vector<double> sum(kinds.size() * static_cast<size_t>(S), 0.0), n(sum.size(), 0.0);
-  for (const auto& rank : t.last_timeline().ranks)
-    for (const auto& ta : rank)
-      for (size_t k = 0; k < kinds.size(); ++k)
-        if (ta.action.kind == kinds[k]) {
-          sum[k * S + static_cast<size_t>(ta.action.stage)] += ta.duration();
-          n[k * S + static_cast<size_t>(ta.action.stage)] += 1;
-        }
-  if (world) {
-    const std::vector<double> all_sum = comm::all_gather_doubles(*world, sum, 600);
-    const std::vector<double> all_n = comm::all_gather_doubles(*world, n, 600);
-    for (size_t i = 0; i < sum.size(); ++i) {
-      sum[i] = n[i] = 0;
-      for (int r = 0; r < world->size(); ++r) {
-        sum[i] += all_sum[static_cast<size_t>(r) * sum.size() + i];
-        n[i] += all_n[static_cast<size_t>(r) * sum.size() + i];
-      }
-    }
-  }
-  std::map<std::pair<int, int>, double> out;
-  for (size_t k = 0; k < kinds.size(); ++k)
-    for (int s = 0; s < S; ++s)
-      out[{static_cast<int>(kinds[k]), s}] = n[k * S + s] > 0 ? sum[k * S + s] / n[k * S + s] : 0.0;
-  return out;
-}
-
-sched::CostModel cost_model(const std::map<std::pair<int, int>, double>& c, int S) {
-  sched::CostModel cm = sched::CostModel::uniform(S);
-  double update = 0;
-  for (int s = 0; s < S; ++s) {
-    cm.t_f[s] = c.at({static_cast<int>(sched::ActionKind::kForward), s});
-    cm.t_b[s] = c.at({static_cast<int>(sched::ActionKind::kBackward), s});
-    cm.t_w[s] = 0;
-    update = std::max(update, c.at({static_cast<int>(sched::ActionKind::kUpdate), s}));
-  }
-  cm.t_step = update;  // the simulator has one UPDATE cost: the slower stage's
-  return cm;
-}
-
 // Step time of 1F1B and of every method on the pipeline GPT, measured and simulated.
 json throughput(int steps, std::shared_ptr<comm::World> world) {
   bench::GptPipelineBench b;
@@ -260,7 +195,7 @@ json throughput(int steps, std::shared_ptr<comm::World> world) {
   std::vector<double> flush_s, flush_pred;
   for (int s = 1; s <= steps; ++s) {
     flush_s.push_back(flush->step(data[s]).seconds);
-    const sched::CostModel cm = cost_model(mean_costs(*flush, world.get()), flush->schedule().num_stages());
+    const sched::CostModel cm = bench::measured_cost_model(bench::mean_action_costs(*flush, world.get()), flush->schedule().num_stages());
     flush_pred.push_back((sched::simulate(flush->schedule(), cm).makespan + flush->last_stats().optimizer_us) * 1e-6);
   }
   flush.reset();
@@ -278,7 +213,7 @@ json throughput(int steps, std::shared_ptr<comm::World> world) {
     std::vector<double> secs, preds, updates;
     for (int s = 1; s <= steps; ++s) {
       secs.push_back(t->step(data[s]).seconds);
-      const sched::CostModel cm = cost_model(mean_costs(*t, world.get()), t->schedule().num_stages());
+      const sched::CostModel cm = bench::measured_cost_model(bench::mean_action_costs(*t, world.get()), t->schedule().num_stages());
       preds.push_back(sched::simulate_async_steady_state(method, kRanks, m, cm).per_micro_batch * m * 1e-6);
       updates.push_back(cm.t_step * 1e-6);
     }
