@@ -266,8 +266,9 @@ void PipelineTrainer::make_local_heads() {
   std::vector<const Stage*> heads(static_cast<size_t>(S), nullptr);
   for (int s = 0; s + 1 < S; ++s) {
     if (!is_local_rank(schedule_.placement.rank_of(s))) continue;
-    local_heads_[static_cast<size_t>(s)] = make_local_head(*model_, s, stages_[static_cast<size_t>(s)].end,
-                                                           options_.local_head);
+    // The option wins over the model JSON's "local_head".
+    const std::string& kind = options_.local_head != "auto" ? options_.local_head : model_->local_head();
+    local_heads_[static_cast<size_t>(s)] = make_local_head(*model_, s, stages_[static_cast<size_t>(s)].end, kind);
     Model& head = *local_heads_[static_cast<size_t>(s)];
     initialize_parameters(head.parameters(), local_head_seed(options_.base.seed, s));
     head_stages_.emplace_back(make_stages(head, {{0, static_cast<int>(head.layers().size())}}).front());

@@ -1,5 +1,7 @@
 #include "runtime/models/builders.h"
 
+#include "runtime/models/local_head_kind.h"
+
 #include <cmath>
 
 #include "runtime/core/error.h"
@@ -61,7 +63,7 @@ std::unique_ptr<Model> build_preset(const JsonObject& obj, const std::string& pr
     c.hidden = obj.get_int_list("hidden", c.hidden, kDim, static_cast<size_t>(limits::kMaxLayers / 2));
     c.classes = obj.get_int_in("classes", c.classes, 1, kDim);
     c.activation = obj.get_string("activation", c.activation);
-    obj.reject_unknown({"preset", "format"});
+    obj.reject_unknown({"preset", "format", "local_head"});
     return build_mlp(c);
   }
   if (preset == "gpt") {
@@ -72,7 +74,7 @@ std::unique_ptr<Model> build_preset(const JsonObject& obj, const std::string& pr
     c.heads = obj.get_int_in("heads", c.heads, 1, kDim);
     c.layers = obj.get_int_in("layers", c.layers, 0, kMaxGptBlocks);
     c.mlp_hidden = obj.get_int_in("mlp_hidden", c.mlp_hidden, 0, kDim);
-    obj.reject_unknown({"preset", "format"});
+    obj.reject_unknown({"preset", "format", "local_head"});
     return build_gpt(c);
   }
   fail(ErrorCode::kInvalidArgument, "preset: unknown preset '", preset, "' (known: mlp, gpt)");
@@ -148,7 +150,7 @@ std::unique_ptr<Model> assemble_from_json(const JsonObject& obj) {
   }
   PF_CHECK_ARG(!layers.empty(), "layers: at least one layer is required");
   std::unique_ptr<Loss> loss = loss_from_json(obj.has("loss") ? obj.get("loss") : nlohmann::json("cross_entropy"), "loss");
-  obj.reject_unknown();
+  obj.reject_unknown({"local_head"});
   return std::make_unique<Model>(spec, std::move(layers), std::move(loss));
 }
 
@@ -196,8 +198,14 @@ std::unique_ptr<Model> build_model_from_json(const nlohmann::json& description) 
     PF_CHECK_ARG(format == "pipeforge.model/1", "format: unsupported model format '", format,
                  "' (this build reads pipeforge.model/1)");
   }
-  if (obj.has("preset")) return build_preset(obj, obj.get_string("preset"));
-  return build_within_memory_limit("model JSON", [&] { return assemble_from_json(obj); });
+  // Local learning's auxiliary heads (either form).
+  const std::string head = obj.get_string("local_head", "auto");
+  check_local_head_kind(head, obj.path_of("local_head"));
+  std::unique_ptr<Model> model = obj.has("preset")
+                                     ? build_preset(obj, obj.get_string("preset"))
+                                     : build_within_memory_limit("model JSON", [&] { return assemble_from_json(obj); });
+  model->set_local_head(head);
+  return model;
 }
 
 std::unique_ptr<Model> build_model_from_json_text(const std::string& text) {

@@ -1,5 +1,7 @@
 #include "runtime/models/model.h"
 
+#include "runtime/models/local_head_kind.h"
+
 #include <set>
 
 #include "runtime/core/error.h"
@@ -48,6 +50,11 @@ int64_t Model::num_parameter_elements() const {
   return n;
 }
 
+void Model::set_local_head(const std::string& kind) {
+  check_local_head_kind(kind);
+  local_head_ = kind;
+}
+
 nlohmann::json Model::to_json() const {
   nlohmann::json input;
   if (input_.kind == InputSpec::Kind::kFeatures) {
@@ -58,7 +65,9 @@ nlohmann::json Model::to_json() const {
   }
   nlohmann::json layers = nlohmann::json::array();
   for (const auto& l : layers_) layers.push_back(l->config());
-  return {{"format", "pipeforge.model/1"}, {"input", input}, {"layers", layers}, {"loss", loss_->type()}};
+  nlohmann::json out = {{"format", "pipeforge.model/1"}, {"input", input}, {"layers", layers}, {"loss", loss_->type()}};
+  if (local_head_ != "auto") out["local_head"] = local_head_;
+  return out;
 }
 
 void Model::check_batch(const Tensor& inputs, const Tensor& targets, const std::string& what) const {

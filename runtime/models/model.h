@@ -43,6 +43,11 @@ class Model {
   // The device of the last to_device call (the CPU for a new model).
   const Device& device() const { return device_; }
 
+  // The kind of auxiliary head local learning gives each stage of this model (model JSON
+  // "local_head"; runtime/models/local_head_kind.h): "auto" unless set.
+  const std::string& local_head() const { return local_head_; }
+  void set_local_head(const std::string& kind);  // kInvalidArgument for an unknown kind
+
   // The model JSON (format "pipeforge.model/1") that rebuilds this model.
   nlohmann::json to_json() const;
 
@@ -56,6 +61,7 @@ class Model {
   std::unique_ptr<Loss> loss_;
   std::vector<Parameter*> parameters_;
   Device device_ = Device::cpu();
+  std::string local_head_ = "auto";
 };
 
 }  // namespace pf

@@ -10,17 +10,6 @@
 
 namespace pf {
 
-const std::vector<std::string>& local_head_kinds() {
-  static const std::vector<std::string> kinds = {"auto", "linear", "layernorm-linear", "mlp"};
-  return kinds;
-}
-
-void check_local_head_kind(const std::string& kind) {
-  const auto& k = local_head_kinds();
-  PF_CHECK_ARG(std::find(k.begin(), k.end(), kind) != k.end(), "local_head: unknown head '", kind,
-               "' (known: auto, linear, layernorm-linear, mlp)");
-}
-
 int64_t stage_output_width(const Model& model, int end, int stage) {
   PF_CHECK_ARG(end >= 1 && end <= static_cast<int>(model.layers().size()), "local head of stage ", stage,
                ": layer range ends at ", end, " of ", model.layers().size());

@@ -14,13 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "runtime/models/local_head_kind.h"
 #include "runtime/models/model.h"
 
 namespace pf {
-
-const std::vector<std::string>& local_head_kinds();
-// kInvalidArgument naming the kinds for another one.
-void check_local_head_kind(const std::string& kind);
 
 // The last dimension of the output of layers [0, end) of `model`, read from the layers' configs
 // (a linear's "out", an embedding's, block's or LayerNorm's "dim"; activations keep it).

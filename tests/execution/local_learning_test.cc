@@ -209,6 +209,40 @@ TEST(LocalSchedules, ValidatorAndSimulator) {
   EXPECT_NE(sched::validate(last).to_string().find("the last stage has the model's own loss"), std::string::npos);
 }
 
+// The head kind can come with the model (model JSON "local_head"); the trainer option wins.
+TEST(LocalSchedules, TheModelJsonNamesTheHead) {
+  const std::string json = R"({"preset": "mlp", "input_dim": 12, "hidden": [12, 12, 12, 12, 12, 12],
+                               "classes": 4, "local_head": "mlp"})";
+  std::shared_ptr<Model> from_json = build_model_from_json_text(json);
+  EXPECT_EQ(from_json->local_head(), "mlp");
+  EXPECT_EQ(from_json->to_json().at("local_head"), "mlp");
+  EXPECT_EQ(build_model_from_json(from_json->to_json())->local_head(), "mlp");
+  PipelineOptions o;
+  o.schedule = "ppll";
+  o.ranks = 2;
+  o.base.micro_batches = 2;
+  PipelineTrainer by_model(from_json, o);
+  o.local_head = "mlp";
+  PipelineTrainer by_option(testing::tiny_mlp(6), o);
+  o.local_head = "auto";
+  PipelineTrainer plain(testing::tiny_mlp(6), o);
+  for (int step = 0; step < 2; ++step) {
+    const Batch batch = testing::data_for(plain.model(), 2, step);
+    by_model.step(batch);
+    by_option.step(batch);
+    plain.step(batch);
+  }
+  for (PipelineTrainer* t : {&by_model, &by_option, &plain}) t->drain();
+  EXPECT_EQ(by_model.parameter_checksum(), by_option.parameter_checksum());
+  EXPECT_NE(plain.parameter_checksum(), by_option.parameter_checksum());
+  try {
+    build_model_from_json_text(R"({"preset": "mlp", "local_head": "conv"})");
+    ADD_FAILURE() << "an unknown head kind was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("local_head: unknown head 'conv'"), std::string::npos) << e.what();
+  }
+}
+
 TEST(LocalSchedules, RefusedWithTheReason) {
   auto error_of = [](const PipelineOptions& o) -> std::string {
     try {
