@@ -66,33 +66,13 @@ json converge(const std::string& schedule, bool sgd, std::shared_ptr<Model> mode
   base.micro_batches = m;
   base.seed = 3;
   base.optimizer = optimizer_for(schedule, sgd);
-  std::unique_ptr<Trainer> trainer;
-  exec::PipelineTrainer* pipe = nullptr;
-  if (schedule == "sequential") {
-    trainer = std::make_unique<SequentialTrainer>(model, base);
-  } else {
-    exec::PipelineOptions po;
-    po.base = base;
-    po.schedule = schedule;
-    po.ranks = kRanks;
-    po.record_timeline = false;
-    auto t = std::make_unique<exec::PipelineTrainer>(model, po);
-    pipe = t.get();
-    trainer = std::move(t);
-  }
-  double last = 0;
-  int64_t samples = 0;
-  for (int s = 0; s < steps; ++s) {
-    const StepResult r = trainer->step(source);
-    last = r.loss;
-    samples += r.samples;
-  }
-  if (pipe) pipe->drain();
+  const std::unique_ptr<Trainer> trainer = bench::make_trainer(schedule, kRanks, model, base);
+  const bench::TrainedRun run = bench::train_steps(*trainer, source, steps);
   const auto [loss, accuracy] = bench::evaluate(*model, held_out);
   json r = {{"schedule", schedule},
             {"optimizer", base.optimizer.kind == OptimizerConfig::Kind::kSgd ? "sgd-momentum" : "adamw"},
-            {"samples", samples},
-            {"last_train_loss", last},
+            {"samples", run.samples},
+            {"last_train_loss", run.last_loss},
             {"held_out_loss", loss}};
   if (accuracy >= 0) r["held_out_accuracy"] = accuracy;
   return r;
@@ -111,15 +91,9 @@ void run_all(Run run) {
 
 json convergence_gpt(int steps) {
   const int m = 4;
-  CharTextOptions train, test;
-  train.rows = test.rows = 4;
-  train.seq_len = test.seq_len = 32;
-  train.seed = 1;
-  test.seed = 99;
-  CharTextDataset probe(train);
-  CharTextDataset held(test);
   std::vector<Batch> held_out;
-  for (int i = 0; i < 16; ++i) held_out.push_back(held.next());
+  const CharTextOptions train = bench::bench_text(&held_out);
+  CharTextDataset probe(train);
   GptConfig gc;
   gc.vocab = probe.vocab_size();
   gc.seq_len = 32;
@@ -137,13 +111,7 @@ json convergence_gpt(int steps) {
 }
 
 json convergence_digits(const std::string& path, int steps) {
-  CsvClassificationOptions o;
-  o.path = path;
-  o.rows = 8;
-  o.feature_scale = 1.0f / 16.0f;
-  o.held_out_fraction = 0.2;
-  o.shuffle_seed = 5;
-  const CsvClassificationDataset digits = CsvClassificationDataset::load(o);
+  const CsvClassificationDataset digits = bench::load_digits(path);
   const std::vector<Batch> held_out = digits.held_out_batches(64);
   MlpConfig mc;
   mc.input_dim = digits.features();
@@ -172,34 +140,13 @@ json throughput(int steps, std::shared_ptr<comm::World> world) {
   b.steps = steps;
   const int m = bench::GptPipelineBench::kMicroBatches;
   const std::vector<Batch> data = b.batches();
-  auto make = [&](const std::string& schedule) {
-    exec::PipelineOptions po;
-    po.base = b.options();
-    po.base.optimizer = optimizer_for(schedule, false);
-    po.base.optimizer.lr = 1e-4f;
-    po.schedule = schedule;
-    po.ranks = kRanks;
-    po.world = world;
-    if (!world) po.cpu_affinity = {0, 1};
-    std::shared_ptr<Model> model;
-    {
-      std::unique_ptr<DeferParameterAllocation> defer;
-      if (world) defer = std::make_unique<DeferParameterAllocation>();
-      model = build_gpt(b.gpt());
-    }
-    return std::make_unique<exec::PipelineTrainer>(model, po);
+  auto optimizer = [](const std::string& schedule) {
+    OptimizerConfig o = optimizer_for(schedule, false);
+    o.lr = 1e-4f;
+    return o;
   };
-  // 1F1B with a flush: the simulated makespan plus the measured optimizer step.
-  auto flush = make("1f1b");
-  flush->step(data[0]);
-  std::vector<double> flush_s, flush_pred;
-  for (int s = 1; s <= steps; ++s) {
-    flush_s.push_back(flush->step(data[s]).seconds);
-    const sched::CostModel cm = bench::measured_cost_model(bench::mean_action_costs(*flush, world.get()), flush->schedule().num_stages());
-    flush_pred.push_back((sched::simulate(flush->schedule(), cm).makespan + flush->last_stats().optimizer_us) * 1e-6);
-  }
-  flush.reset();
-  const double t_flush = bench::median(flush_s), p_flush = bench::median(flush_pred);
+  const bench::StepTiming f = bench::time_1f1b(b, kRanks, world, optimizer("1f1b"), data);
+  const double t_flush = f.seconds, p_flush = f.predicted;
   json out = {{"model", "gpt d_model 256, 4 blocks, seq 64, 8 rows per micro-batch"},
               {"micro_batches", m},
               {"ranks", kRanks},
@@ -208,17 +155,17 @@ json throughput(int steps, std::shared_ptr<comm::World> world) {
               {"1f1b_predicted_step_seconds", p_flush}};
   json methods = json::object();
   for (const auto& method : kMethods) {
-    auto t = make(method);
-    t->step(data[0]);  // fills the pipeline
-    std::vector<double> secs, preds, updates;
-    for (int s = 1; s <= steps; ++s) {
-      secs.push_back(t->step(data[s]).seconds);
-      const sched::CostModel cm = bench::measured_cost_model(bench::mean_action_costs(*t, world.get()), t->schedule().num_stages());
-      preds.push_back(sched::simulate_async_steady_state(method, kRanks, m, cm).per_micro_batch * m * 1e-6);
-      updates.push_back(cm.t_step * 1e-6);
-    }
-    t->drain();
-    const double ts = bench::median(secs), ps = bench::median(preds);
+    auto t = bench::make_gpt_pipeline(b, method, kRanks, world, optimizer(method));
+    std::vector<sched::CostModel> costs;
+    const bench::StepTiming timing = bench::time_steps(
+        *t, data, steps, world.get(),
+        [&](const exec::PipelineTrainer&, const sched::CostModel& cm) {
+          return sched::simulate_async_steady_state(method, kRanks, m, cm).per_micro_batch * m * 1e-6;
+        },
+        &costs);
+    std::vector<double> updates;
+    for (const auto& cm : costs) updates.push_back(cm.t_step * 1e-6);
+    const double ts = timing.seconds, ps = timing.predicted;
     methods[method] = {{"step_seconds", ts},
                        {"predicted_step_seconds", ps},
                        {"throughput_vs_1f1b", t_flush / ts},
@@ -232,36 +179,16 @@ json throughput(int steps, std::shared_ptr<comm::World> world) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string digits;
-  int steps = 150, throughput_steps = 5;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (flag == "--digits") digits = argv[i + 1];
-    else if (flag == "--steps") steps = std::atoi(argv[i + 1]);
-    else if (flag == "--throughput-steps") throughput_steps = std::atoi(argv[i + 1]);
-    else {
-      std::cerr << "async_bench: unknown flag " << flag << "\n";
-      return 2;
-    }
-  }
-  try {
-    cpu::set_blas_threads_for_this_thread(1);
-    if (comm::launched_by_mpi()) {
-      auto world = comm::MpiWorld::world();
-      PF_CHECK_ARG(world->size() == kRanks, "run under mpirun -np ", kRanks, ", got ", world->size(), " processes");
-      bench::pin_this_thread(world->rank());
-      const json t = throughput(throughput_steps, world);
-      if (world->rank() == 0) std::cout << json({{"processes", t}}).dump() << std::endl;
-      return 0;
-    }
-    json out;
-    out["convergence_gpt"] = convergence_gpt(steps);
-    if (!digits.empty()) out["convergence_digits"] = convergence_digits(digits, steps);
-    out["threads"] = throughput(throughput_steps, nullptr);
-    std::cout << out.dump() << std::endl;
-  } catch (const std::exception& e) {
-    std::cerr << "async_bench: " << e.what() << "\n";
-    return 1;
-  }
-  return 0;
+  bench::BenchArgs defaults;
+  defaults.steps = 150;
+  return bench::bench_main(
+      argc, argv, "async_bench", defaults,
+      [](const bench::BenchArgs& a) {
+        json out;
+        out["convergence_gpt"] = convergence_gpt(a.steps);
+        if (!a.digits.empty()) out["convergence_digits"] = convergence_digits(a.digits, a.steps);
+        out["threads"] = throughput(a.throughput_steps, nullptr);
+        return out;
+      },
+      [](const bench::BenchArgs& a, std::shared_ptr<comm::World> world) { return throughput(a.throughput_steps, world); });
 }

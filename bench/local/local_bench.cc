@@ -48,31 +48,11 @@ json train_and_evaluate(const std::string& schedule, int ranks, std::shared_ptr<
   base.micro_batches = m;
   base.seed = 3;
   base.optimizer.lr = 3e-3f;
-  std::unique_ptr<Trainer> trainer;
-  exec::PipelineTrainer* pipe = nullptr;
-  if (schedule == "sequential") {
-    trainer = std::make_unique<SequentialTrainer>(model, base);
-  } else {
-    exec::PipelineOptions po;
-    po.base = base;
-    po.schedule = schedule;
-    po.ranks = ranks;
-    po.record_timeline = false;
-    auto t = std::make_unique<exec::PipelineTrainer>(model, po);
-    pipe = t.get();
-    trainer = std::move(t);
-  }
-  double last = 0;
-  int64_t samples = 0;
-  for (int s = 0; s < steps; ++s) {
-    const StepResult r = trainer->step(source);
-    last = r.loss;
-    samples += r.samples;
-  }
-  if (pipe) pipe->drain();
+  const std::unique_ptr<Trainer> trainer = bench::make_trainer(schedule, ranks, model, base);
+  const bench::TrainedRun run = bench::train_steps(*trainer, source, steps);
   const auto [loss, accuracy] = bench::evaluate(*model, held_out);
-  json r = {{"schedule", schedule}, {"ranks", schedule == "sequential" ? 1 : ranks}, {"samples", samples},
-            {"last_train_loss", last},  {"held_out_loss", loss}};
+  json r = {{"schedule", schedule},      {"ranks", schedule == "sequential" ? 1 : ranks}, {"samples", run.samples},
+            {"last_train_loss", run.last_loss}, {"held_out_loss", loss}};
   if (accuracy >= 0) r["held_out_accuracy"] = accuracy;
   return r;
 }
@@ -87,13 +67,7 @@ void run_all(Run run) {
 }
 
 json quality_digits(const std::string& path, int steps) {
-  CsvClassificationOptions o;
-  o.path = path;
-  o.rows = 8;
-  o.feature_scale = 1.0f / 16.0f;
-  o.held_out_fraction = 0.2;
-  o.shuffle_seed = 5;
-  const CsvClassificationDataset digits = CsvClassificationDataset::load(o);
+  const CsvClassificationDataset digits = bench::load_digits(path);
   const std::vector<Batch> held_out = digits.held_out_batches(64);
   MlpConfig mc;  // 9 top-level layers: up to 4 stages with heads after fc/act pairs
   mc.input_dim = digits.features();
@@ -112,15 +86,9 @@ json quality_digits(const std::string& path, int steps) {
 
 json quality_gpt(int steps) {
   const int m = 4;
-  CharTextOptions train, test;
-  train.rows = test.rows = 4;
-  train.seq_len = test.seq_len = 32;
-  train.seed = 1;
-  test.seed = 99;
-  CharTextDataset probe(train);
-  CharTextDataset held(test);
   std::vector<Batch> held_out;
-  for (int i = 0; i < 16; ++i) held_out.push_back(held.next());
+  const CharTextOptions train = bench::bench_text(&held_out);
+  CharTextDataset probe(train);
   GptConfig gc;
   gc.vocab = probe.vocab_size();
   gc.seq_len = 32;
@@ -143,48 +111,19 @@ json throughput(int p, int steps, std::shared_ptr<comm::World> world) {
   b.steps = steps;
   const int m = bench::GptPipelineBench::kMicroBatches;
   const std::vector<Batch> data = b.batches();
-  auto make = [&](const std::string& schedule) {
-    exec::PipelineOptions po;
-    po.base = b.options();
-    po.schedule = schedule;
-    po.ranks = p;
-    po.world = world;
-    if (!world) po.cpu_affinity = {0, 1};
-    std::shared_ptr<Model> model;
-    {
-      std::unique_ptr<DeferParameterAllocation> defer;
-      if (world) defer = std::make_unique<DeferParameterAllocation>();
-      model = build_gpt(b.gpt());
-    }
-    return std::make_unique<exec::PipelineTrainer>(model, po);
-  };
-  auto flush = make("1f1b");
-  flush->step(data[0]);
-  std::vector<double> flush_s, flush_pred;
-  for (int s = 1; s <= steps; ++s) {
-    flush_s.push_back(flush->step(data[s]).seconds);
-    const sched::CostModel cm =
-        bench::measured_cost_model(bench::mean_action_costs(*flush, world.get()), flush->schedule().num_stages());
-    flush_pred.push_back((sched::simulate(flush->schedule(), cm).makespan + flush->last_stats().optimizer_us) * 1e-6);
-  }
-  flush.reset();
-  const double t_flush = bench::median(flush_s), p_flush = bench::median(flush_pred);
+  const bench::StepTiming f = bench::time_1f1b(b, p, world, b.options().optimizer, data);
+  const double t_flush = f.seconds, p_flush = f.predicted;
   json out = {{"ranks", p},
               {"processes", world ? world->size() : 1},
               {"1f1b_step_seconds", t_flush},
               {"1f1b_predicted_step_seconds", p_flush}};
   for (const auto& schedule : kLocal) {
-    auto t = make(schedule);
-    t->step(data[0]);  // fills the pipeline
-    std::vector<double> secs, preds;
-    for (int s = 1; s <= steps; ++s) {
-      secs.push_back(t->step(data[s]).seconds);
-      const sched::CostModel cm =
-          bench::measured_cost_model(bench::mean_action_costs(*t, world.get()), t->schedule().num_stages());
-      preds.push_back(sched::simulate_local_steady_state(schedule, p, m, cm).per_micro_batch * m * 1e-6);
-    }
-    t->drain();
-    const double ts = bench::median(secs), ps = bench::median(preds);
+    auto t = bench::make_gpt_pipeline(b, schedule, p, world, b.options().optimizer);
+    const bench::StepTiming timing =
+        bench::time_steps(*t, data, steps, world.get(), [&](const exec::PipelineTrainer&, const sched::CostModel& cm) {
+          return sched::simulate_local_steady_state(schedule, p, m, cm).per_micro_batch * m * 1e-6;
+        });
+    const double ts = timing.seconds, ps = timing.predicted;
     out[schedule] = {{"step_seconds", ts},
                      {"predicted_step_seconds", ps},
                      {"throughput_vs_1f1b", t_flush / ts},
@@ -196,36 +135,14 @@ json throughput(int p, int steps, std::shared_ptr<comm::World> world) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string digits;
-  int steps = 300, throughput_steps = 5;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (flag == "--digits") digits = argv[i + 1];
-    else if (flag == "--steps") steps = std::atoi(argv[i + 1]);
-    else if (flag == "--throughput-steps") throughput_steps = std::atoi(argv[i + 1]);
-    else {
-      std::cerr << "local_bench: unknown flag " << flag << "\n";
-      return 2;
-    }
-  }
-  try {
-    cpu::set_blas_threads_for_this_thread(1);
-    if (comm::launched_by_mpi()) {
-      auto world = comm::MpiWorld::world();
-      PF_CHECK_ARG(world->size() == 2, "run under mpirun -np 2, got ", world->size(), " processes");
-      bench::pin_this_thread(world->rank());
-      const json t = throughput(2, throughput_steps, world);
-      if (world->rank() == 0) std::cout << json({{"processes", t}}).dump() << std::endl;
-      return 0;
-    }
-    json out;
-    if (!digits.empty()) out["quality_digits"] = quality_digits(digits, steps);
-    out["quality_gpt"] = quality_gpt(steps);
-    out["threads"] = {throughput(2, throughput_steps, nullptr), throughput(4, throughput_steps, nullptr)};
-    std::cout << out.dump() << std::endl;
-  } catch (const std::exception& e) {
-    std::cerr << "local_bench: " << e.what() << "\n";
-    return 1;
-  }
-  return 0;
+  return bench::bench_main(
+      argc, argv, "local_bench", bench::BenchArgs(),
+      [](const bench::BenchArgs& a) {
+        json out;
+        if (!a.digits.empty()) out["quality_digits"] = quality_digits(a.digits, a.steps);
+        out["quality_gpt"] = quality_gpt(a.steps);
+        out["threads"] = {throughput(2, a.throughput_steps, nullptr), throughput(4, a.throughput_steps, nullptr)};
+        return out;
+      },
+      [](const bench::BenchArgs& a, std::shared_ptr<comm::World> world) { return throughput(2, a.throughput_steps, world); });
 }
