@@ -107,37 +107,7 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
                  "' applies to the local-learning schedules (ppll, local-updates) only, not to '",
                  options_.schedule_text.empty() ? options_.schedule : schedule_.name, "'");
   }
-  if (local_) {
-    const std::string& name = options_.schedule;
-    PF_CHECK_ARG(policy_ == sched::ActivationPolicy::kNone, "activation policy '", options_.activation_policy,
-                 "' cannot apply to local-learning schedule '", name,
-                 "': each stage's backward runs right after its forward and head (use activation policy none)");
-    PF_CHECK_ARG(options_.base.replicas == 1, "local-learning schedule '", name, "' with ", options_.base.replicas,
-                 " data-parallel replicas is not supported (replicas 1)");
-    PF_CHECK_ARG(options_.base.optimizer.clip_norm == 0.0f, "optimizer.clip_norm ", options_.base.optimizer.clip_norm,
-                 " cannot apply to local-learning schedule '", name,
-                 "': each stage updates on its own, so there is no global gradient norm (use clip_norm 0)");
-    windows_ = sched::make_local_windows(name, schedule_.num_ranks(), m);
-  } else if (windowed_) {
-    const std::string& name = options_.schedule;
-    // Recompute reruns F with the weights F used: only the stashing methods keep them. Offloads
-    // and plans are per step, while micro-batches stay in flight across steps.
-    const bool stashing = name == "pipedream" || name == "pipedream-2bw";
-    PF_CHECK_ARG(policy_ != sched::ActivationPolicy::kRecompute || stashing, "activation policy 'recompute' cannot "
-                 "apply to asynchronous schedule '", name, "': it keeps no copy of the weights a forward used, so a "
-                 "recomputed forward would not rebuild its activations (recompute works with pipedream and "
-                 "pipedream-2bw)");
-    PF_CHECK_ARG(policy_ == sched::ActivationPolicy::kNone || policy_ == sched::ActivationPolicy::kRecompute,
-                 "activation policy '", options_.activation_policy, "' cannot apply to asynchronous schedule '", name,
-                 "': its micro-batches stay in flight across steps (use none, or recompute with pipedream and "
-                 "pipedream-2bw)");
-    PF_CHECK_ARG(options_.base.replicas == 1, "asynchronous schedule '", name, "' with ", options_.base.replicas,
-                 " data-parallel replicas is not supported (each stage updates itself; replicas 1)");
-    PF_CHECK_ARG(options_.base.optimizer.clip_norm == 0.0f, "optimizer.clip_norm ", options_.base.optimizer.clip_norm,
-                 " cannot apply to asynchronous schedule '", name,
-                 "': each stage updates on its own, so there is no global gradient norm (use clip_norm 0)");
-    windows_ = sched::make_async_windows(name, schedule_.num_ranks(), m, policy_ == sched::ActivationPolicy::kRecompute);
-  }
+  if (windowed_) make_step_windows();
   base_schedule_ = schedule_;
   if (policy_ == sched::ActivationPolicy::kSelective) {
     PF_CHECK_ARG(options_.activation_budget_bytes > 0,
@@ -254,6 +224,35 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
     for (auto& t : threads_) t.join();
     throw;
   }
+}
+
+void PipelineTrainer::make_step_windows() {
+  const std::string& name = options_.schedule;
+  const int m = options_.base.micro_batches;
+  const std::string family = (local_ ? "local-learning schedule '" : "asynchronous schedule '") + name + "'";
+  PF_CHECK_ARG(options_.base.replicas == 1, family, " with ", options_.base.replicas,
+               " data-parallel replicas is not supported (each stage updates itself; replicas 1)");
+  PF_CHECK_ARG(options_.base.optimizer.clip_norm == 0.0f, "optimizer.clip_norm ", options_.base.optimizer.clip_norm,
+               " cannot apply to ", family,
+               ": each stage updates on its own, so there is no global gradient norm (use clip_norm 0)");
+  if (local_) {
+    PF_CHECK_ARG(policy_ == sched::ActivationPolicy::kNone, "activation policy '", options_.activation_policy,
+                 "' cannot apply to ", family,
+                 ": each stage's backward runs right after its forward and head (use activation policy none)");
+    windows_ = sched::make_local_windows(name, schedule_.num_ranks(), m);
+    return;
+  }
+  // Recompute reruns F with the weights F used: only the stashing methods keep them. Offloads and
+  // plans are per step, while micro-batches stay in flight across steps.
+  const bool stashing = name == "pipedream" || name == "pipedream-2bw";
+  PF_CHECK_ARG(policy_ != sched::ActivationPolicy::kRecompute || stashing, "activation policy 'recompute' cannot "
+               "apply to ", family, ": it keeps no copy of the weights a forward used, so a recomputed forward "
+               "would not rebuild its activations (recompute works with pipedream and pipedream-2bw)");
+  PF_CHECK_ARG(policy_ == sched::ActivationPolicy::kNone || policy_ == sched::ActivationPolicy::kRecompute,
+               "activation policy '", options_.activation_policy, "' cannot apply to ", family,
+               ": its micro-batches stay in flight across steps (use none, or recompute with pipedream and "
+               "pipedream-2bw)");
+  windows_ = sched::make_async_windows(name, schedule_.num_ranks(), m, policy_ == sched::ActivationPolicy::kRecompute);
 }
 
 void PipelineTrainer::make_local_heads() {

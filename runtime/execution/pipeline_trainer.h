@@ -218,6 +218,7 @@ class PipelineTrainer : public Trainer {
   StepResult run_step(const std::vector<Batch>& micro_batches);
   // Starts every local rank's worker on state_ and waits for them all.
   void run_workers();
+  void make_step_windows();  // windows_, after refusing what such a schedule cannot do
   void make_async_weights();
   void make_local_heads();
   // Asynchronous schedules, pipeline empty: optimizer() shows the stages' optimizer state (shared

@@ -19,22 +19,11 @@ using pftest::MakeDeepMlp;
 using pftest::MakeRows;
 using pftest::MakeTrainer;
 using pftest::Options;
+using pftest::TrainAndDrain;
+using pftest::TrainSteps;
 using pftest::Views;
 
 constexpr int kMicroBatches = 3;
-constexpr int64_t kRows = 12;  // 4 rows per micro-batch
-
-// `steps` steps on the same data for every trainer; the losses must be finite.
-void Train(pf_trainer* trainer, int steps) {
-  for (int step = 0; step < steps; ++step) {
-    const pftest::Rows rows = MakeRows(step, kRows);
-    Views views(rows);
-    pf_step_result result;
-    result.struct_size = sizeof(result);
-    ASSERT_PF_OK(pf_trainer_step(trainer, &views.inputs, &views.targets, &result));
-    EXPECT_TRUE(std::isfinite(result.loss)) << "step " << step;
-  }
-}
 
 pf_trainer_options Pipelined(const char* schedule, int ranks = 2) {
   pf_trainer_options options = Options(kMicroBatches);
@@ -43,18 +32,6 @@ pf_trainer_options Pipelined(const char* schedule, int ranks = 2) {
   options.schedule = schedule;
   options.ranks = ranks;
   return options;
-}
-
-// 3 steps, then the drain; the checksum of the final parameters.
-std::string TrainAndDrain(const pf_trainer_options& options) {
-  pf_trainer* t = MakeTrainer(options);
-  EXPECT_NE(t, nullptr) << options.schedule;
-  if (t == nullptr) return "";
-  Train(t, 3);
-  EXPECT_PF_OK(pf_trainer_drain(t));
-  const std::string sum = Checksum(t);
-  pf_trainer_destroy(t);
-  return sum;
 }
 
 TEST(AsyncApi, OptionsInitSetsTheDefaults) {
@@ -82,7 +59,7 @@ TEST(AsyncApi, PipeDreamDiffersFromOneFOneBAndIsDeterministic) {
 TEST(AsyncApi, DrainRunsWhatIsInFlightOnce) {
   pf_trainer* t = MakeTrainer(Pipelined("pipedream"));
   ASSERT_NE(t, nullptr);
-  Train(t, 3);
+  TrainSteps(t, 3);
   const std::string before = Checksum(t);
   // A checkpoint needs an empty pipeline.
   const std::string path = ::testing::TempDir() + "/async_api.ckpt";
@@ -95,14 +72,14 @@ TEST(AsyncApi, DrainRunsWhatIsInFlightOnce) {
   ASSERT_PF_OK(pf_trainer_save_checkpoint(t, path.c_str()));
   // Training goes on after a drain (the next step refills the pipeline); a trainer that loads the
   // checkpoint goes on the same way.
-  Train(t, 1);
+  TrainSteps(t, 1);
   ASSERT_PF_OK(pf_trainer_drain(t));
   EXPECT_NE(Checksum(t), drained);
   pf_trainer* resumed = MakeTrainer(Pipelined("pipedream"));
   ASSERT_NE(resumed, nullptr);
   ASSERT_PF_OK(pf_trainer_load_checkpoint(resumed, path.c_str()));
   EXPECT_EQ(Checksum(resumed), drained);
-  Train(resumed, 1);
+  TrainSteps(resumed, 1);
   ASSERT_PF_OK(pf_trainer_drain(resumed));
   EXPECT_EQ(Checksum(resumed), Checksum(t));
   pf_trainer_destroy(resumed);
@@ -234,7 +211,7 @@ TEST(AsyncApi, DrainIsANoOpWithoutAnAsynchronousSchedule) {
     pf_trainer* t = MakeTrainer(options);
     ASSERT_NE(t, nullptr);
     EXPECT_PF_OK(pf_trainer_drain(t));  // before any step
-    Train(t, 2);
+    TrainSteps(t, 2);
     const std::string before = Checksum(t);
     EXPECT_PF_OK(pf_trainer_drain(t));
     EXPECT_EQ(Checksum(t), before) << (schedule ? schedule : "sequential");

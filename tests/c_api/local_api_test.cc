@@ -18,22 +18,11 @@ using pftest::MakeDeepMlp;
 using pftest::MakeRows;
 using pftest::MakeTrainer;
 using pftest::Options;
+using pftest::TrainAndDrain;
+using pftest::TrainSteps;
 using pftest::Views;
 
 constexpr int kMicroBatches = 3;
-constexpr int64_t kRows = 12;  // 4 rows per micro-batch
-
-// `steps` steps on the same data for every trainer; the losses must be finite.
-void Train(pf_trainer* trainer, int steps) {
-  for (int step = 0; step < steps; ++step) {
-    const pftest::Rows rows = MakeRows(step, kRows);
-    Views views(rows);
-    pf_step_result result;
-    result.struct_size = sizeof(result);
-    ASSERT_PF_OK(pf_trainer_step(trainer, &views.inputs, &views.targets, &result));
-    EXPECT_TRUE(std::isfinite(result.loss)) << "step " << step;
-  }
-}
 
 pf_trainer_options Pipelined(const char* schedule, const char* local_head = nullptr) {
   pf_trainer_options options = Options(kMicroBatches);
@@ -41,18 +30,6 @@ pf_trainer_options Pipelined(const char* schedule, const char* local_head = null
   options.ranks = 2;
   options.local_head = local_head;
   return options;
-}
-
-// 3 steps, then the drain; the checksum of the final parameters.
-std::string TrainAndDrain(const pf_trainer_options& options) {
-  pf_trainer* t = MakeTrainer(options);
-  EXPECT_NE(t, nullptr) << options.schedule;
-  if (t == nullptr) return "";
-  Train(t, 3);
-  EXPECT_PF_OK(pf_trainer_drain(t));
-  const std::string sum = Checksum(t);
-  pf_trainer_destroy(t);
-  return sum;
 }
 
 TEST(LocalApi, OptionsInitSetsAutoAndTheFieldFollowsThePadding) {
@@ -92,7 +69,7 @@ TEST(LocalApi, TheHeadKindAndTheScheduleReachTheRuntime) {
 TEST(LocalApi, DrainRunsWhatIsInFlightAndCheckpointsAreRefused) {
   pf_trainer* t = MakeTrainer(Pipelined("ppll"));
   ASSERT_NE(t, nullptr);
-  Train(t, 2);
+  TrainSteps(t, 2);
   const std::string before = Checksum(t);
   ASSERT_PF_OK(pf_trainer_drain(t));
   const std::string drained = Checksum(t);

@@ -1,6 +1,8 @@
 // Helpers for the C API tests: status assertions, small models and deterministic data.
 #pragma once
 
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -193,6 +195,31 @@ inline std::string Checksum(const pf_trainer* trainer) {
   EXPECT_EQ(status, nullptr) << pf_status_message(status);
   pf_status_destroy(status);
   return hex;
+}
+
+// `steps` steps on MakeRows(step, rows), the same data for every trainer; the losses must be finite.
+inline void TrainSteps(pf_trainer* trainer, int steps, int64_t rows = 12) {
+  for (int step = 0; step < steps; ++step) {
+    const Rows batch = MakeRows(step, rows);
+    Views views(batch);
+    pf_step_result result;
+    result.struct_size = sizeof(result);
+    ASSERT_PF_OK(pf_trainer_step(trainer, &views.inputs, &views.targets, &result));
+    EXPECT_TRUE(std::isfinite(result.loss)) << "step " << step;
+  }
+}
+
+// Three steps (TrainSteps), then pf_trainer_drain: the checksum of the final parameters ("" when
+// the trainer cannot be made).
+inline std::string TrainAndDrain(const pf_trainer_options& options) {
+  pf_trainer* t = MakeTrainer(options);
+  EXPECT_NE(t, nullptr) << (options.schedule ? options.schedule : "(no schedule)");
+  if (t == nullptr) return "";
+  TrainSteps(t, 3);
+  EXPECT_PF_OK(pf_trainer_drain(t));
+  const std::string sum = Checksum(t);
+  pf_trainer_destroy(t);
+  return sum;
 }
 
 }  // namespace pftest

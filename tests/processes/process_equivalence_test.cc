@@ -4,6 +4,8 @@
 // process allocates only its stages' parameters.
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -142,6 +144,32 @@ TEST(ProcessEquivalence, ActivationPolicies) {
   }
 }
 
+// Trains `o` as threads of this process and across group_of(o.ranks) processes: 3 steps and the
+// drain. "" when every step's loss, the drained parameters and `also(threads, processes)` agree.
+std::string compare_with_threads(
+    ModelKind kind, PipelineOptions o,
+    const std::function<std::string(const PipelineTrainer&, const PipelineTrainer&)>& also = nullptr) {
+  std::string problems;
+  PipelineTrainer threads(make_model(kind), o);
+  o.world = group_of(o.ranks);
+  std::shared_ptr<Model> model;
+  {
+    DeferParameterAllocation defer;
+    model = make_model(kind);
+  }
+  PipelineTrainer procs(model, o);
+  for (int step = 0; step < 3; ++step) {
+    const Batch batch = data_for(threads.model(), o.base.micro_batches, step);
+    if (threads.step(batch).loss != procs.step(batch).loss) problems += " loss differs at step " + std::to_string(step) + ";";
+  }
+  threads.drain();
+  procs.drain();
+  if (!procs.pipeline_empty()) problems += " not drained;";
+  if (procs.parameter_checksum() != threads.parameter_checksum()) problems += " checksum differs;";
+  if (also) problems += also(threads, procs);
+  return problems;
+}
+
 // The asynchronous schedules across processes: the micro-batches in flight cross step boundaries
 // as messages between processes; every step's loss and the drained parameters equal the same
 // schedule run as threads of this process, bitwise.
@@ -167,23 +195,7 @@ TEST(ProcessEquivalence, AsynchronousSchedulesEqualTheirThreadedRuns) {
         o.base.optimizer.kind = OptimizerConfig::Kind::kSgd;
         o.base.optimizer.lr = 0.05f;
         o.base.optimizer.momentum = 0.9f;
-        PipelineTrainer threads(make_model(kind), o);
-        o.world = group_of(p);
-        std::shared_ptr<Model> model;
-        {
-          DeferParameterAllocation defer;
-          model = make_model(kind);
-        }
-        PipelineTrainer procs(model, o);
-        for (int step = 0; step < 3; ++step) {
-          const Batch batch = data_for(threads.model(), p, step);
-          EXPECT_EQ(threads.step(batch).loss, procs.step(batch).loss) << method.schedule << " p=" << p << " step "
-                                                                      << step;
-        }
-        threads.drain();
-        procs.drain();
-        EXPECT_TRUE(procs.pipeline_empty());
-        EXPECT_EQ(procs.parameter_checksum(), threads.parameter_checksum())
+        EXPECT_EQ(compare_with_threads(kind, o), "")
             << method.schedule << (method.options.vertical_sync ? " (vertical sync)" : "") << " p=" << p;
       }
     }
@@ -203,29 +215,18 @@ TEST(ProcessEquivalence, LocalLearningEqualsItsThreadedRun) {
         o.base.micro_batches = p;
         o.base.seed = 4;
         o.base.optimizer.lr = 1e-2f;
-        PipelineTrainer threads(make_model(kind), o);
-        o.world = group_of(p);
-        std::shared_ptr<Model> model;
-        {
-          DeferParameterAllocation defer;
-          model = make_model(kind);
-        }
-        PipelineTrainer procs(model, o);
-        for (int step = 0; step < 3; ++step) {
-          const Batch batch = data_for(threads.model(), p, step);
-          EXPECT_EQ(threads.step(batch).loss, procs.step(batch).loss) << schedule << " p=" << p << " step " << step;
-        }
-        threads.drain();
-        procs.drain();
-        EXPECT_EQ(procs.parameter_checksum(), threads.parameter_checksum()) << schedule << " p=" << p;
         // This process's head equals the threaded run's head of the same stage.
-        const int me = o.world->rank();
-        if (me + 1 < p) {
-          ASSERT_NE(procs.local_head(me), nullptr);
-          std::string diff;
-          EXPECT_TRUE(testing::parameters_bitwise_equal(*procs.local_head(me), *threads.local_head(me), &diff))
-              << schedule << " p=" << p << " head of stage " << me << ": " << diff;
-        }
+        EXPECT_EQ(compare_with_threads(kind, o, [&](const PipelineTrainer& threads, const PipelineTrainer& procs) {
+                    const int me = group_of(p)->rank();
+                    if (me + 1 == p) return std::string();
+                    if (!procs.local_head(me)) return std::string(" no head on this process;");
+                    std::string diff;
+                    return testing::parameters_bitwise_equal(*procs.local_head(me), *threads.local_head(me), &diff)
+                               ? std::string()
+                               : " head parameter " + diff + " differs;";
+                  }),
+                  "")
+            << schedule << " p=" << p;
       }
     }
   }
