@@ -59,7 +59,7 @@ struct StageWeights::InFlight {
 };
 
 StageWeights::StageWeights(const Stage& stage, const StageWeightsConfig& config, std::vector<Parameter*> extra)
-    : stage_(stage), config_(config), params_(stage.parameters()), optimizer_(make_optimizer(config.optimizer)) {
+    : config_(config), params_(stage.parameters()), optimizer_(make_optimizer(config.optimizer)) {
   params_.insert(params_.end(), extra.begin(), extra.end());
   for (Parameter* p : params_) {
     PF_CHECK_ARG(p->allocated() && p->value.device() == Device::cpu(), "asynchronous schedules: parameter '",

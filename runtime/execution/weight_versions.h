@@ -105,7 +105,6 @@ class StageWeights {
   void prune();
   void note_peak();
 
-  const Stage& stage_;
   StageWeightsConfig config_;
   std::vector<Parameter*> params_;
   std::unique_ptr<Optimizer> optimizer_;
