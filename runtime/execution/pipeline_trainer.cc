@@ -135,8 +135,8 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
   }
   check_devices();
   if (windowed_ && gpu_)
-    fail(ErrorCode::kUnimplemented, "pipeline trainer: asynchronous schedule '", options_.schedule,
-         "' on CUDA devices is not supported yet; run it on the CPU");
+    fail(ErrorCode::kUnimplemented, "pipeline trainer: ", schedule_family(),
+         " on CUDA devices is not supported yet; run it on the CPU");
   if (const auto& world = options_.world) {
     PF_CHECK_ARG(world->size() == schedule_.num_ranks(), "pipeline trainer: ", world->describe(), " is one of ",
                  world->size(), " processes but the schedule '", schedule_.name, "' has ", schedule_.num_ranks(),
@@ -229,7 +229,7 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
 void PipelineTrainer::make_step_windows() {
   const std::string& name = options_.schedule;
   const int m = options_.base.micro_batches;
-  const std::string family = (local_ ? "local-learning schedule '" : "asynchronous schedule '") + name + "'";
+  const std::string family = schedule_family();
   PF_CHECK_ARG(options_.base.replicas == 1, family, " with ", options_.base.replicas,
                " data-parallel replicas is not supported (each stage updates itself; replicas 1)");
   PF_CHECK_ARG(options_.base.optimizer.clip_norm == 0.0f, "optimizer.clip_norm ", options_.base.optimizer.clip_norm,
@@ -244,7 +244,7 @@ void PipelineTrainer::make_step_windows() {
   }
   // Recompute reruns F with the weights F used: only the stashing methods keep them. Offloads and
   // plans are per step, while micro-batches stay in flight across steps.
-  const bool stashing = name == "pipedream" || name == "pipedream-2bw";
+  const bool stashing = sched::async_schedule_stashes_weights(name);
   PF_CHECK_ARG(policy_ != sched::ActivationPolicy::kRecompute || stashing, "activation policy 'recompute' cannot "
                "apply to ", family, ": it keeps no copy of the weights a forward used, so a recomputed forward "
                "would not rebuild its activations (recompute works with pipedream and pipedream-2bw)");
@@ -347,8 +347,7 @@ std::string PipelineTrainer::async_checkpoint_refusal() const {
     return "checkpoints of asynchronous schedule 'pipemare' are not supported yet (its discrepancy average is not "
            "saved)";
   if (!pipeline_empty())
-    return "asynchronous schedule '" + options_.schedule +
-           "' has micro-batches in flight: drain() (pf_trainer_drain) first, then save";
+    return schedule_family() + " has micro-batches in flight: drain() (pf_trainer_drain) first, then save";
   return "";
 }
 
@@ -357,11 +356,7 @@ const StageWeights* PipelineTrainer::stage_weights(int stage) const {
   return stage_weights_[static_cast<size_t>(stage)].get();
 }
 
-bool PipelineTrainer::pipeline_empty() const {
-  for (const auto& e : executors_)
-    if (e && !e->pipeline_empty()) return false;
-  return true;
-}
+bool PipelineTrainer::pipeline_empty() const { return steps_since_fill() == 0; }
 
 void PipelineTrainer::make_stores() {
   const int S = schedule_.num_stages(), m = schedule_.num_micro_batches;
@@ -742,10 +737,24 @@ void PipelineTrainer::run_workers() {
   done_cv_.wait(lock, [&] { return running_ == 0; });
 }
 
+std::string PipelineTrainer::schedule_family() const {
+  return (local_ ? "local-learning schedule '" : "asynchronous schedule '") + options_.schedule + "'";
+}
+
+void PipelineTrainer::check_not_failed() const {
+  PF_CHECK_STATE(!async_failed_, "pipeline trainer: an earlier step of ", schedule_family(),
+                 " failed with micro-batches in flight; its stages' weights are mid-window: make a new trainer");
+}
+
+int64_t PipelineTrainer::steps_since_fill() const {
+  for (const auto& e : executors_)
+    if (e) return e->steps_since_fill();  // every rank's executor runs the same steps
+  return 0;
+}
+
 void PipelineTrainer::drain() {
   if (!windowed_ || pipeline_empty()) return;
-  PF_CHECK_STATE(!async_failed_, "pipeline trainer: an earlier step of asynchronous schedule '", options_.schedule,
-                 "' failed with micro-batches in flight; its stages' weights are mid-window: make a new trainer");
+  check_not_failed();
   const std::vector<Batch> none;
   StepState& st = *state_;
   st.micro = &none;
@@ -754,7 +763,6 @@ void PipelineTrainer::drain() {
   st.error = nullptr;
   run_workers();
   st.drain = false;
-  windows_run_ = 0;
   if (st.error) {
     std::exception_ptr e = st.error;
     st.error = nullptr;
@@ -780,8 +788,8 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batche
   if (!planned_ && policy_ != sched::ActivationPolicy::kNone && !micro_batches.empty() && !options_.world)
     plan_activation_memory(micro_batches[0]);
   const auto& params = local_params_;
-  PF_CHECK_STATE(!async_failed_, "pipeline trainer: an earlier step of asynchronous schedule '", options_.schedule,
-                 "' failed with micro-batches in flight; its stages' weights are mid-window: make a new trainer");
+  if (windowed_) check_not_failed();
+  const int64_t window = windowed_ ? steps_since_fill() : 0;  // which window list this step runs
   // GPUs: the micro-batches on the devices of the ranks that read them (inputs: stage 0's rank,
   // targets: the last stage's); they outlive the step's device work (freed after the host waits).
   std::vector<Batch> device_micro;
@@ -885,18 +893,15 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batche
     // whose last-stage forward ran in this step (local learning: the last stage lags p - 1).
     if (options_.world) broadcast_losses(&losses);
     const int last_rank = schedule_.placement.rank_of(num_stages - 1);
-    const auto& list = windows_run_ == 0 ? windows_.first[static_cast<size_t>(last_rank)]
-                                         : windows_.steady[windows_run_ % 2][static_cast<size_t>(last_rank)];
     double sum = 0.0;
     int count = 0;
-    for (const sched::Action& a : list) {
+    for (const sched::Action& a : windows_.step_list(window, last_rank)) {
       if (a.kind != ActionKind::kForward || a.stage != num_stages - 1) continue;
       sum += losses[static_cast<size_t>(a.micro_batch % m)];
       ++count;
     }
     if (loss_scale_ == 1.0f) result.loss = count > 0 ? sum / count : 0.0;
     else result.loss = count == m ? sum : sum / (static_cast<double>(loss_scale_) * count);
-    windows_run_ += 1;
   } else {
     result.grad_norm = options_.world ? reduce_and_clip(&losses)
                                       : clip_grad_norm(params, options_.base.optimizer.clip_norm);

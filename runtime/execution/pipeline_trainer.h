@@ -219,6 +219,9 @@ class PipelineTrainer : public Trainer {
   // Starts every local rank's worker on state_ and waits for them all.
   void run_workers();
   void make_step_windows();  // windows_, after refusing what such a schedule cannot do
+  std::string schedule_family() const;  // "asynchronous schedule 'pipedream'", "local-learning schedule 'ppll'"
+  void check_not_failed() const;        // kFailedPrecondition after a failed windowed step
+  int64_t steps_since_fill() const;     // of this process's executors
   void make_async_weights();
   void make_local_heads();
   // Asynchronous schedules, pipeline empty: optimizer() shows the stages' optimizer state (shared
@@ -290,7 +293,6 @@ class PipelineTrainer : public Trainer {
   // Asynchronous schedules.
   bool windowed_ = false;       // asynchronous or local learning: steps are windows, stages update themselves
   bool local_ = false;          // local learning: auxiliary heads
-  int64_t windows_run_ = 0;     // steps since the pipeline was last empty
   float loss_scale_ = 1.0f;     // of each micro-batch's loss
   std::vector<std::unique_ptr<Model>> local_heads_;  // [stage]: the auxiliary heads of this process's stages
   std::vector<Stage> head_stages_;                   // one per head

@@ -35,20 +35,6 @@ namespace {
 size_t kept_bytes(int stage, const Tensor& input) { return stage == 0 || !input.defined() ? 0 : input.nbytes(); }
 
 
-// Runs `body` between (w->*before)(e) and (w->*after)(e), the latter also when `body` throws.
-template <typename Body>
-void with_weights(StageWeights* w, void (StageWeights::*before)(int64_t), void (StageWeights::*after)(int64_t),
-                  int64_t e, Body body) {
-  (w->*before)(e);
-  struct Restore {
-    StageWeights* w;
-    void (StageWeights::*after)(int64_t);
-    int64_t e;
-    ~Restore() { (w->*after)(e); }
-  } restore{w, after, e};
-  body();
-}
-
 }  // namespace
 
 RankExecutor::RankExecutor(int rank, const std::vector<Stage>* stages, Options options)
@@ -129,33 +115,51 @@ StageWeights* RankExecutor::weights(int stage) const {
 const Batch& RankExecutor::batch_of(int slot) const {
   if (!async_) return (*micro_)[static_cast<size_t>(slot)];
   const int m = async_->micro_batches;
-  const bool this_step = slot / m == static_cast<int>(window_ % 2);
-  const std::vector<Batch>& from = this_step ? *micro_ : previous_micro_;
+  const std::vector<Batch>& from = in_this_step(slot) ? *micro_ : previous_micro_;
   PF_INTERNAL_CHECK(static_cast<size_t>(slot % m) < from.size(), "rank ", rank_, ": no micro-batch for slot ", slot);
   return from[static_cast<size_t>(slot % m)];
 }
 
+bool RankExecutor::in_this_step(int slot) const {
+  return slot / async_->micro_batches == static_cast<int>(window_ % 2);
+}
+
 int64_t RankExecutor::fill_index(int slot) const {
   const int m = async_->micro_batches;
-  const int parity = slot / m, j = slot % m;
-  const int64_t window = parity == static_cast<int>(window_ % 2) ? window_ : window_ - 1;
-  return window * m + j;
+  return (in_this_step(slot) ? window_ : window_ - 1) * m + slot % m;
+}
+
+template <typename Body>
+void RankExecutor::with_weights(int stage, void (StageWeights::*before)(int64_t),
+                                void (StageWeights::*after)(int64_t), int slot, Body body) {
+  StageWeights* w = weights(stage);
+  if (!w) {
+    body();
+    return;
+  }
+  const int64_t e = fill_index(slot);
+  (w->*before)(e);
+  struct Restore {  // also when `body` throws
+    StageWeights* w;
+    void (StageWeights::*after)(int64_t);
+    int64_t e;
+    ~Restore() { (w->*after)(e); }
+  } restore{w, after, e};
+  body();
 }
 
 void RankExecutor::run_step(const std::vector<Batch>& micro_batches, clock_type::time_point t0,
                             comm::Transport& transport, mem::ActivationStore* store,
                             const std::function<std::string()>& cancelled, StepOutput* out) {
   PF_INTERNAL_CHECK(schedule_ != nullptr, "rank executor: no schedule");
-  const size_t r = static_cast<size_t>(rank_);
   if (!async_) {
-    run_actions(schedule_->ranks[r], micro_batches, t0, transport, store, cancelled, out);
+    run_actions(schedule_->ranks[static_cast<size_t>(rank_)], micro_batches, t0, transport, store, cancelled, out);
     return;
   }
   if (window_ == 0)
     for (StageWeights* w : weights_)
       if (w) w->restart();
-  run_actions(window_ == 0 ? async_->first[r] : async_->steady[window_ % 2][r], micro_batches, t0, transport, store,
-              cancelled, out);
+  run_actions(async_->step_list(window_, rank_), micro_batches, t0, transport, store, cancelled, out);
   previous_micro_ = micro_batches;  // handles: the slots still in flight read them next step
   ++window_;
 }
@@ -275,12 +279,8 @@ void RankExecutor::on_forward(const Action& a) {
   const auto& flags = recomputed_[static_cast<size_t>(s)];
   const bool recompute = !flags.empty() && flags[static_cast<size_t>(mb)] != 0;
   if (recompute) sl.kept_input = x;
-  if (StageWeights* w = weights(s)) {
-    with_weights(w, &StageWeights::before_forward, &StageWeights::after_forward, fill_index(mb),
-                 [&] { x = stage.forward(std::move(x), sl.ctx); });
-  } else {
-    x = stage.forward(std::move(x), sl.ctx);
-  }
+  with_weights(s, &StageWeights::before_forward, &StageWeights::after_forward, mb,
+               [&] { x = stage.forward(std::move(x), sl.ctx); });
   const bool has_head = static_cast<size_t>(s) < heads_.size() && heads_[static_cast<size_t>(s)] != nullptr;
   if (has_head) sl.head_input = x;  // shared with what goes on to the next stage (read only)
   if (stage.has_loss()) {
@@ -309,14 +309,11 @@ void RankExecutor::on_backward(const Action& a) {
   if (store_) store_->restore(context_key(s, mb));  // waits for the prefetch issued by RELOAD
   Tensor dy = std::move(sl.grad_output);
   PF_INTERNAL_CHECK(dy.defined(), "rank ", rank_, ": ", sched::action_to_string(a), " has no output gradient");
-  if (StageWeights* w = weights(s)) {
-    PF_INTERNAL_CHECK(fused, "rank ", rank_, ": ", sched::action_to_string(a),
-                      ": asynchronous schedules run fused backwards");
-    with_weights(w, &StageWeights::before_backward, &StageWeights::after_backward, fill_index(mb),
-                 [&] { dy = stage.backward(sl.ctx, std::move(dy)); });
-  } else {
+  PF_INTERNAL_CHECK(fused || !weights(s), "rank ", rank_, ": ", sched::action_to_string(a),
+                    ": asynchronous and local-learning schedules run fused backwards");
+  with_weights(s, &StageWeights::before_backward, &StageWeights::after_backward, mb, [&] {
     dy = fused ? stage.backward(sl.ctx, std::move(dy)) : stage.backward_input(sl.ctx, std::move(dy));
-  }
+  });
   if (s > 0) {
     if (rank_of(s - 1) == rank_) {
       slots_[static_cast<size_t>(s - 1)][static_cast<size_t>(mb)].grad_output = std::move(dy);
@@ -372,19 +369,13 @@ void RankExecutor::on_recv_b(const Action& a) {
 void RankExecutor::on_recompute(const Action& a) {
   // Rerun the stage forward on the kept input: same layers, kernels and input as F, so the
   // contexts are bitwise those F built. The output (and the loss) is not needed again.
-  // Stage 0 reads the caller's micro-batch (an asynchronous one may be the previous step's: the
-  // slot kept it).
   Slot& sl = slot(a);
-  Tensor x = sl.kept_input.defined() ? std::move(sl.kept_input) : (*micro_)[static_cast<size_t>(a.micro_batch)].inputs;
+  Tensor x = sl.kept_input.defined() ? std::move(sl.kept_input) : batch_of(a.micro_batch).inputs;
   sl.kept_input = Tensor();
   PF_INTERNAL_CHECK(x.defined(), "rank ", rank_, ": ", sched::action_to_string(a), " has no kept input");
   const Stage& stage = (*stages_)[static_cast<size_t>(a.stage)];
-  if (StageWeights* w = weights(a.stage)) {
-    with_weights(w, &StageWeights::before_recompute, &StageWeights::after_recompute, fill_index(a.micro_batch),
-                 [&] { stage.forward(std::move(x), sl.ctx); });
-  } else {
-    stage.forward(std::move(x), sl.ctx);
-  }
+  with_weights(a.stage, &StageWeights::before_recompute, &StageWeights::after_recompute, a.micro_batch,
+               [&] { stage.forward(std::move(x), sl.ctx); });
   live_bytes_ -= sl.bytes;
   sl.bytes = context_bytes(sl.ctx);
   live_bytes_ += sl.bytes;

@@ -88,8 +88,9 @@ class RankExecutor {
   // auxiliary head (a one-stage model with its loss), run by HEAD. They must outlive the executor.
   void set_local_heads(std::vector<const Stage*> heads) { heads_ = std::move(heads); }
   bool asynchronous() const { return async_ != nullptr; }
-  // Micro-batches in flight on this rank (asynchronous schedules, between steps).
-  bool pipeline_empty() const { return window_ == 0; }
+  // Asynchronous schedules, between steps: the steps run since the pipeline was last empty (none
+  // in flight when 0).
+  int64_t steps_since_fill() const { return window_; }
 
   // Runs this rank's actions for one step on `micro_batches` (inputs read where stage 0 runs,
   // targets where the last stage runs). `store` may be null when the rank has no OFFLOAD.
@@ -125,8 +126,15 @@ class RankExecutor {
   void run_actions(const std::vector<sched::Action>& actions, const std::vector<Batch>& micro_batches,
                    std::chrono::steady_clock::time_point t0, comm::Transport& transport, mem::ActivationStore* store,
                    const std::function<std::string()>& cancelled, StepOutput* out);
-  // Asynchronous schedules: the micro-batch number since the pipeline was filled of a window slot.
+  // Windows: whether a slot is this step's micro-batch (else the previous step's), and its
+  // micro-batch number since the pipeline was filled.
+  bool in_this_step(int slot) const;
   int64_t fill_index(int slot) const;
+  // Runs `body`, around it the stage's weight hooks (before/after) for the micro-batch of `slot`
+  // when the stage has StageWeights.
+  template <typename Body>
+  void with_weights(int stage, void (StageWeights::*before)(int64_t), void (StageWeights::*after)(int64_t), int slot,
+                    Body body);
   // The micro-batch of a slot: this step's, or (windows) the previous step's.
   const Batch& batch_of(int slot) const;
   StageWeights* weights(int stage) const;

@@ -74,8 +74,7 @@ StageWeights::StageWeights(const Stage& stage, const StageWeightsConfig& config,
     MemoryCategoryScope category(MemoryCategory::kOptimizerState);
     for (Parameter* p : params_) delta_.push_back(Tensor::zeros(p->shape));
   }
-  live_ = std::make_shared<Version>();
-  live_->alive = &materialized_;
+  live_ = new_version(0);
 }
 
 StageWeights::~StageWeights() {
@@ -99,9 +98,7 @@ void StageWeights::restore_updates(int64_t updates) {
   current_ = start_version_ = updates;
   next_forward_ = 0;
   kept_.clear();
-  live_ = std::make_shared<Version>();
-  live_->alive = &materialized_;
-  live_->id = current_;
+  live_ = new_version(current_);
 }
 
 int64_t StageWeights::forward_version(int64_t e) const {
@@ -124,13 +121,22 @@ std::shared_ptr<StageWeights::Version> StageWeights::version_object(int64_t v) {
   return it->second;
 }
 
-std::shared_ptr<StageWeights::Version> StageWeights::materialize_copy() {
+std::shared_ptr<StageWeights::Version> StageWeights::new_version(int64_t id) {
   auto v = std::make_shared<Version>();
-  v->id = current_;
+  v->id = id;
   v->alive = &materialized_;
+  return v;
+}
+
+void StageWeights::copy_parameters_into(Version& v) {
   MemoryCategoryScope category(MemoryCategory::kParameters);
-  for (Parameter* p : params_) v->values.push_back(p->value.clone());
+  for (Parameter* p : params_) v.values.push_back(p->value.clone());
   ++materialized_;
+}
+
+std::shared_ptr<StageWeights::Version> StageWeights::materialize_copy() {
+  auto v = new_version(current_);
+  copy_parameters_into(*v);
   return v;
 }
 
@@ -263,28 +269,20 @@ void StageWeights::after_backward(int64_t e) {
 }
 
 void StageWeights::prune() {
-  if (config_.method != AsyncMethod::kPipeDream && config_.method != AsyncMethod::kPipeDream2BW) return;
+  if (!stashing()) return;
   const int64_t oldest_needed = forward_version(next_forward_);
   for (auto it = kept_.begin(); it != kept_.end();) it = it->first < oldest_needed ? kept_.erase(it) : std::next(it);
 }
 
 void StageWeights::update(int64_t) {
   PF_INTERNAL_CHECK(saved_.empty(), "stage ", config_.stage, ": update while another version is swapped in");
-  const bool stashing = config_.method == AsyncMethod::kPipeDream || config_.method == AsyncMethod::kPipeDream2BW;
-  if (stashing) {
+  if (stashing()) {
     // Keep the current weights when a micro-batch in flight or a later forward still needs them
     // (vertical sync and 2BW: forwards use versions by micro-batch number, not the newest).
     const bool by_number = config_.method == AsyncMethod::kPipeDream2BW || config_.options.vertical_sync;
     if (by_number && forward_version(next_forward_) <= current_) kept_[current_] = live_;
-    if (live_.use_count() > 1) {
-      MemoryCategoryScope category(MemoryCategory::kParameters);
-      for (Parameter* p : params_) live_->values.push_back(p->value.clone());
-      live_->id = current_;
-      ++materialized_;
-    }
-    live_ = std::make_shared<Version>();
-    live_->alive = &materialized_;
-    live_->id = current_ + 1;
+    if (live_.use_count() > 1) copy_parameters_into(*live_);
+    live_ = new_version(current_ + 1);
   }
   if (config_.method == AsyncMethod::kPipeMare) {
     // T1: the learning rate anneals from lr / tau to lr over K updates.

@@ -96,6 +96,11 @@ class StageWeights {
   struct InFlight;
   int64_t forward_version(int64_t e) const;          // stashing methods
   std::shared_ptr<Version> version_object(int64_t v);
+  bool stashing() const {  // pipedream and 2BW keep the versions their forwards used
+    return config_.method == AsyncMethod::kPipeDream || config_.method == AsyncMethod::kPipeDream2BW;
+  }
+  std::shared_ptr<Version> new_version(int64_t id);  // without values: the current weights
+  void copy_parameters_into(Version& v);            // v keeps a copy of the parameters' values
   std::shared_ptr<Version> materialize_copy();      // a new version holding a copy of the values
   void swap_in(const std::vector<Tensor>& values);  // the parameters now hold `values`
   void swap_out();                                  // back to the current weights

@@ -19,6 +19,10 @@ bool is_async_schedule_name(const std::string& name) {
   return std::find(n.begin(), n.end(), name) != n.end();
 }
 
+bool async_schedule_stashes_weights(const std::string& name) {
+  return name == "pipedream" || name == "pipedream-2bw";
+}
+
 bool is_asynchronous(const Schedule& schedule) {
   for (const auto& list : schedule.ranks)
     for (const Action& a : list)

@@ -21,6 +21,9 @@ namespace pf::sched {
 // "pipedream", "pipedream-2bw", "spectrain", "pipemare" (registered generators).
 const std::vector<std::string>& async_schedule_names();
 bool is_async_schedule_name(const std::string& name);
+// pipedream and pipedream-2bw keep the weights each forward used (so a recomputed forward can
+// rerun on them); spectrain and pipemare do not.
+bool async_schedule_stashes_weights(const std::string& name);
 // True when the schedule has UPDATE actions.
 bool is_asynchronous(const Schedule& schedule);
 

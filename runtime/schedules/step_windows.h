@@ -31,6 +31,12 @@ struct StepWindows {
   // [stage]: updates of the stage between F(k) and BW(k) in the steady state (asynchronous
   // schedules; 0 otherwise).
   std::vector<int> update_delay;
+
+  // Rank `rank`'s list for the step after `steps_since_fill` steps of a filled pipeline (0: first).
+  const std::vector<Action>& step_list(int64_t steps_since_fill, int rank) const {
+    return steps_since_fill == 0 ? first[static_cast<size_t>(rank)]
+                                 : steady[steps_since_fill % 2][static_cast<size_t>(rank)];
+  }
 };
 
 // `run(n)`: the schedule's unlowered run of n micro-batches, one stage per rank, every rank's list

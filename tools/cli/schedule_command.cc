@@ -159,7 +159,7 @@ int run_simulate(const ScheduleArgs& a) {
   // row (one fill, one drain) and report the steady state.
   const bool local = a.schedule_file.empty() && sched::is_local_schedule_name(a.request.name);
   const bool async = local || (a.schedule_file.empty() && sched::is_async_schedule_name(a.request.name));
-  const bool stashing = a.request.name == "pipedream" || a.request.name == "pipedream-2bw";
+  const bool stashing = sched::async_schedule_stashes_weights(a.request.name);
   if (async && a.activation_policy != "none" && !(a.activation_policy == "recompute" && stashing)) {
     std::cerr << "pipeforge simulate: activation policy '" << a.activation_policy
               << "' cannot apply to schedule '" << a.request.name
