@@ -62,17 +62,21 @@ CsvClassificationDataset load_digits(const std::string& path) {
   return CsvClassificationDataset::load(o);
 }
 
-CharTextOptions bench_text(std::vector<Batch>* held_out) {
-  CharTextOptions train;
-  train.rows = 4;
-  train.seq_len = 32;
-  train.seed = 1;
-  CharTextOptions test = train;
+BenchText bench_text(int blocks) {
+  BenchText t;
+  t.train.rows = 4;
+  t.train.seq_len = 32;
+  t.train.seed = 1;
+  CharTextOptions test = t.train;
   test.seed = 99;
-  CharTextDataset held(test);
-  held_out->clear();
-  for (int i = 0; i < 16; ++i) held_out->push_back(held.next());
-  return train;
+  CharTextDataset held(test);  // the same files, so the training text's vocabulary
+  for (int i = 0; i < 16; ++i) t.held_out.push_back(held.next());
+  t.gpt.vocab = held.vocab_size();
+  t.gpt.seq_len = t.train.seq_len;
+  t.gpt.d_model = 64;
+  t.gpt.heads = 4;
+  t.gpt.layers = blocks;
+  return t;
 }
 
 std::pair<double, double> evaluate(const Model& model, const std::vector<Batch>& batches) {

@@ -55,9 +55,15 @@ int bench_main(int argc, char** argv, const char* program, BenchArgs defaults,
 // out (shuffled with a fixed seed).
 CsvClassificationDataset load_digits(const std::string& path);
 
-// The character GPT's text (the licence texts): 4 rows of 32 tokens per micro-batch, training
-// windows from seed 1; `held_out` gets 16 windows from another seed.
-CharTextOptions bench_text(std::vector<Batch>* held_out);
+// The character GPT of the quality runs on the licence texts: 4 rows of 32 tokens per
+// micro-batch, training windows from seed 1, 16 held-out windows from another seed, and a GPT
+// (d_model 64, 4 heads) of `blocks` blocks over the text's vocabulary.
+struct BenchText {
+  CharTextOptions train;
+  std::vector<Batch> held_out;
+  GptConfig gpt;
+};
+BenchText bench_text(int blocks);
 
 // "sequential": the reference trainer; otherwise `schedule` on `ranks` threads (no timeline).
 std::unique_ptr<Trainer> make_trainer(const std::string& schedule, int ranks, std::shared_ptr<Model> model,

@@ -91,18 +91,12 @@ void run_all(Run run) {
 
 json convergence_gpt(int steps) {
   const int m = 4;
-  std::vector<Batch> held_out;
-  const CharTextOptions train = bench::bench_text(&held_out);
-  CharTextDataset probe(train);
-  GptConfig gc;
-  gc.vocab = probe.vocab_size();
-  gc.seq_len = 32;
-  gc.d_model = 64;
-  gc.heads = 4;
-  gc.layers = 2;
+  const bench::BenchText text = bench::bench_text(2);
+  const GptConfig& gc = text.gpt;
+  const std::vector<Batch>& held_out = text.held_out;
   json rows = json::array();
   auto run = [&](const std::string& schedule, bool sgd) {
-    CharTextDataset data(train);
+    CharTextDataset data(text.train);
     rows.push_back(converge(schedule, sgd, build_gpt(gc), data, m, steps, held_out));
   };
   run_all(run);

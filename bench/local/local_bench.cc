@@ -86,18 +86,12 @@ json quality_digits(const std::string& path, int steps) {
 
 json quality_gpt(int steps) {
   const int m = 4;
-  std::vector<Batch> held_out;
-  const CharTextOptions train = bench::bench_text(&held_out);
-  CharTextDataset probe(train);
-  GptConfig gc;
-  gc.vocab = probe.vocab_size();
-  gc.seq_len = 32;
-  gc.d_model = 64;
-  gc.heads = 4;
-  gc.layers = 4;
+  const bench::BenchText text = bench::bench_text(4);
+  const GptConfig& gc = text.gpt;
+  const std::vector<Batch>& held_out = text.held_out;
   json rows = json::array();
   run_all([&](const std::string& schedule, int p) {
-    CharTextDataset data(train);
+    CharTextDataset data(text.train);
     rows.push_back(train_and_evaluate(schedule, p, build_gpt(gc), data, m, steps, held_out));
   });
   return {{"model", "gpt d_model 64, 4 blocks, seq 32, vocab " + std::to_string(gc.vocab)},
