@@ -20,13 +20,10 @@ int window_slot(int mb, int m, int parity) { return mb >= m ? parity * m + (mb -
 
 // Lowers one rank's window list: a RECV right before its consumer, a SEND right after its producer
 // (every stage on its own rank); a RECOMPUTE before every BW with `recompute`; no backward
-// messages for a BW whose stage has a HEAD of that micro-batch, nor from the last stage of a
-// local-learning schedule (`local_schedule`: any stage has a HEAD).
-std::vector<Action> lower_window(const std::vector<Action>& list, int num_stages, bool recompute,
-                                 bool local_schedule) {
+// messages at all in a local-learning schedule (every stage but the last trains on its HEAD).
+std::vector<Action> lower_window(const std::vector<Action>& list, int num_stages, bool recompute, bool local) {
   std::vector<Action> out;
-  for (size_t i = 0; i < list.size(); ++i) {
-    const Action& a = list[i];
+  for (const Action& a : list) {
     const int s = a.stage;
     if (a.kind == ActionKind::kForward) {
       if (s > 0) out.push_back(Action{ActionKind::kRecvF, s, a.micro_batch});
@@ -34,13 +31,9 @@ std::vector<Action> lower_window(const std::vector<Action>& list, int num_stages
       if (s + 1 < num_stages) out.push_back(Action{ActionKind::kSendF, s, a.micro_batch});
     } else if (a.kind == ActionKind::kBackward) {
       if (recompute) out.push_back(Action{ActionKind::kRecompute, s, a.micro_batch});
-      const bool local = std::any_of(list.begin(), list.begin() + static_cast<ptrdiff_t>(i), [&](const Action& h) {
-        return h.kind == ActionKind::kHead && h.micro_batch == a.micro_batch;
-      });
-      const bool last = s + 1 == num_stages;
-      if (!local && !last) out.push_back(Action{ActionKind::kRecvB, s, a.micro_batch});
+      if (!local && s + 1 < num_stages) out.push_back(Action{ActionKind::kRecvB, s, a.micro_batch});
       out.push_back(a);
-      if (!local && s > 0 && !(last && local_schedule)) out.push_back(Action{ActionKind::kSendB, s, a.micro_batch});
+      if (!local && s > 0) out.push_back(Action{ActionKind::kSendB, s, a.micro_batch});
     } else {
       out.push_back(a);
     }

@@ -43,7 +43,8 @@ struct StepWindows {
 // in micro-batch order of its forwards. Rank r's steady window runs from its F(m - lag[r]) to its
 // F(2m - lag[r]) of the run of 3m (lag 0: its own forwards of the step; lag r: the micro-batches
 // the previous rank forwarded, one step behind). Needs m >= every lag. `recompute`: a RECOMPUTE
-// right before every BW. Stages with a HEAD get no backward messages.
+// right before every BW. A local-learning schedule (one with HEAD actions) gets no backward
+// messages.
 StepWindows cut_step_windows(const std::string& name, int ranks, int micro_batches,
                              const std::function<Schedule(int)>& run, const std::vector<int>& lag, bool recompute);
 
