@@ -111,5 +111,41 @@ TEST(ProcessFailures, ADataParallelRankThatThrowsEndsEveryReplica) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
 }
 
+TEST(ProcessFailures, AnAsynchronousRankThatThrowsMidStreamEndsEveryProcess) {
+  // pipedream, 2 processes: the first step leaves micro-batches in flight; in the second, rank 1
+  // throws in a backward while rank 0 waits for gradients that cross the step boundary. Every
+  // process ends the step naming it within the timeout, and later steps and the drain refuse.
+  testing::ProbeLayer* probe0 = nullptr;
+  testing::ProbeLayer* probe1 = nullptr;
+  auto model = testing::probe_model(&probe0, &probe1);
+  const PipelineOptions o = probe_pipeline("pipedream", 4, comm::MpiWorld::world(), 30);
+  PipelineTrainer pipe(model, o);
+  const int me = o.world->rank();
+  pipe.step(data_for(*model, 4, 0));
+  ASSERT_FALSE(pipe.pipeline_empty());
+  if (me == 1) probe1->fail_backward = true;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    pipe.step(data_for(*model, 4, 1));
+    ADD_FAILURE() << "rank " << me << ": the step did not fail";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(e.code(), me == 1 ? ErrorCode::kCallbackError : ErrorCode::kCancelled) << what;
+    EXPECT_NE(what.find("injected backward failure"), std::string::npos) << what;
+    if (me == 0) EXPECT_NE(what.find("rank 1 failed"), std::string::npos) << what;
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
+  for (auto attempt : {0, 1}) {
+    try {
+      if (attempt == 0) pipe.drain();
+      else pipe.step(data_for(*model, 4, 2));
+      ADD_FAILURE() << "rank " << me << ": a " << (attempt == 0 ? "drain" : "step") << " after the failure ran";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kFailedPrecondition) << e.what();
+      EXPECT_NE(std::string(e.what()).find("mid-window"), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace pf::exec
