@@ -29,9 +29,9 @@ def pipeforge_go(name, out, mode, files = {}, **kwargs):
     labels = {label: None for label in all_files.values()}.keys()
     native.genrule(
         name = name,
-        srcs = list(labels) + ["//c_api:libpipeforge.so"],
+        srcs = list(labels) + ["//c_api:libpipeforge.so.1"],
         outs = [out],
-        cmd = "$(location //bindings/go:go_module.sh) %s $@ $(location //c_api:libpipeforge.so) %s" % (
+        cmd = "$(location //bindings/go:go_module.sh) %s $@ $(location //c_api:libpipeforge.so.1) %s" % (
             mode,
             " ".join(["%s=$(location %s)" % (dest, label) for dest, label in sorted(all_files.items())]),
         ),

@@ -7,8 +7,9 @@
 # MODE: test (go test -c of the module's root package: the test files are among DEST=SRC),
 #       check (go build of every package, go vet of the public one; OUT is a stamp file),
 #       build:PKG (go build ./PKG), or tar (the assembled module as a tarball, for users).
-# LIBPIPEFORGE: libpipeforge.so, linked by cgo; binaries find it through a run path relative to
-#       OUT ($ORIGIN/...), which holds in bazel-bin and in runfiles alike.
+# LIBPIPEFORGE: libpipeforge.so.<abi>, linked by cgo (-lpipeforge, through a libpipeforge.so link
+#       made here); binaries find it through a run path relative to OUT ($ORIGIN/...), which holds
+#       in bazel-bin and in runfiles alike.
 # DEST=SRC: put file SRC at DEST inside the module.
 set -euo pipefail
 mode=$1 out=$2 lib=$3
@@ -35,7 +36,9 @@ mkdir -p "$HOME" "$GOCACHE" "$GOPATH"
 export GOFLAGS=-mod=mod GOPROXY=off GOSUMDB=off GOTOOLCHAIN=local CGO_ENABLED=1
 export CGO_CXXFLAGS="-O1"
 rpath=$(realpath -m --relative-to="$(dirname "$root/$out")" "$root/$(dirname "$lib")")
-export CGO_LDFLAGS="-L$root/$(dirname "$lib") -Wl,-rpath,\$ORIGIN/$rpath"
+mkdir "$scratch/lib"
+ln -s "$root/$lib" "$scratch/lib/libpipeforge.so"
+export CGO_LDFLAGS="-L$scratch/lib -Wl,-rpath,\$ORIGIN/$rpath"
 
 cd "$module"
 case $mode in

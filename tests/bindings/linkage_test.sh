@@ -1,6 +1,6 @@
 #!/bin/bash
 # Every binding links the one libpipeforge.so dynamically and embeds no copy of the runtime:
-# each wrapper needs libpipeforge.so (ELF NEEDED), takes pf_* from it (undefined there), and
+# each wrapper needs libpipeforge.so.<abi> (ELF NEEDED), takes pf_* from it (undefined there), and
 # contains no runtime code (no symbol of C++ namespace pf::, which is libpipeforge.so's alone).
 # Usage: linkage_test.sh BINARY...
 set -euo pipefail
@@ -8,8 +8,8 @@ fail=0
 for binary in "$@"; do
   name=$(basename "$binary")
   needed=$(readelf -d "$binary" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
-  if ! grep -qx 'libpipeforge.so' <<<"$needed"; then
-    echo "FAIL: $name does not need libpipeforge.so (NEEDED: $(tr '\n' ' ' <<<"$needed"))"
+  if ! grep -qxE 'libpipeforge\.so\.[0-9]+' <<<"$needed"; then
+    echo "FAIL: $name does not need libpipeforge.so.<abi> (NEEDED: $(tr '\n' ' ' <<<"$needed"))"
     fail=1
   fi
   imported=$(nm -D --undefined-only "$binary" | awk '{print $2}')
