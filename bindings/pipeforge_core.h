@@ -34,7 +34,7 @@
 #include <utility>
 #include <vector>
 
-#include "c_api/pipeforge.h"
+#include "pipeforge.h"
 
 namespace pipeforge {
 

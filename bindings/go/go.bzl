@@ -14,7 +14,7 @@ MODULE_FILES = {
     "internal/core/core.go": "//bindings/go:core.go",
     "internal/core/core_wrap.cxx": "//bindings/go:core_wrap.cxx",
     "internal/core/core_wrap.h": "//bindings/go:core_wrap.h",
-    "internal/core/include/c_api/pipeforge.h": "//c_api:pipeforge.h",
+    "internal/core/include/pipeforge.h": "//c_api:pipeforge.h",
     "internal/core/include/bindings/pipeforge_core.h": "//bindings:pipeforge_core.h",
 }
 

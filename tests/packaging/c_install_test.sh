@@ -1,0 +1,30 @@
+#!/bin/bash
+# The C library installed into an empty prefix works as any pkg-config library does: a program
+# outside the tree, compiled with `gcc $(pkg-config --cflags --libs pipeforge)`, links
+# libpipeforge.so.<abi> by its SONAME, runs without LD_LIBRARY_PATH and trains.
+# Usage: c_install_test.sh INSTALL_TREE LIBRARY HEADER VERSION_FILE PROGRAM.c
+set -euo pipefail
+install_tree=$(realpath "$1") library=$(realpath "$2") header=$(realpath "$3") version_file=$(realpath "$4")
+program=$(realpath "$5")
+work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/c_install.XXXXXX")
+version=$(sed -n 's/^version *= *//p' "$version_file") abi=$(sed -n 's/^abi *= *//p' "$version_file")
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$install_tree" "$work/prefix" "$library" "$header" "$version_file" >"$work/installed"
+[[ $(readlink "$work/prefix/lib/libpipeforge.so") == "libpipeforge.so.$abi" ]] || fail "libpipeforge.so does not link to .so.$abi"
+[[ $(readlink "$work/prefix/lib/libpipeforge.so.$abi") == "libpipeforge.so.$version" ]] || fail "libpipeforge.so.$abi does not link to .so.$version"
+
+# A user's folder: only the program's source; nothing of the source tree or Bazel on any path.
+mkdir "$work/user" && cp "$program" "$work/user/main.c" && cd "$work/user"
+export PKG_CONFIG_PATH=$work/prefix/lib/pkgconfig
+unset LD_LIBRARY_PATH
+[[ $(pkg-config --modversion pipeforge) == "$version" ]] || fail "pkg-config --modversion says $(pkg-config --modversion pipeforge), VERSION says $version"
+# shellcheck disable=SC2046  # pkg-config prints several words on purpose
+gcc -std=c99 -Wall -Wextra -Werror -o main main.c $(pkg-config --cflags --libs pipeforge)
+needed=$(readelf -d main | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+grep -qx "libpipeforge.so.$abi" <<<"$needed" || fail "the program does not need libpipeforge.so.$abi: $needed"
+ldd main | grep -q "libpipeforge.so.$abi => $work/prefix/lib/libpipeforge.so.$abi" || fail "the program does not load the installed library: $(ldd main | grep pipeforge)"
+output=$(./main) || fail "the program failed: $output"
+echo "$output"
+grep -q "^pipeforge $version (ABI $abi): loss " <<<"$output" || fail "unexpected output"
+echo "PASS: installed into an empty prefix; a pkg-config build outside the tree trains"
