@@ -1,6 +1,6 @@
 #!/bin/bash
 # Runs the Java binding's JUnit 4 tests, then checks that the jar also finds its JNI library without
-# being told (next to the jar, as in bazel-bin/bindings/java/ and here in the runfiles).
+# being told (the copy inside the jar; //tests/packaging:java_jar_test checks that from an empty folder).
 # Usage: run_junit.sh PIPEFORGE_JAR TEST_JAR JNI_LIBRARY REFERENCE_LOSS
 set -euo pipefail
 pipeforge_jar=$1 test_jar=$2 jni_library=$3 reference=$4
@@ -21,7 +21,7 @@ jvm=(java -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -cp "$classpath")
 "${jvm[@]}" -Dpipeforge.jni.library="$jni_library" -Dpipeforge.reference="$reference" \
   org.junit.runner.JUnitCore org.pipeforge.test.PipeForgeTest
 
-echo "--- loading libpipeforge_jni.so from next to the jar"
+echo "--- loading libpipeforge_jni.so from inside the jar"
 out=$("${jvm[@]}" org.pipeforge.test.PipeForgeTest)
 echo "$out"
 grep -q '^PipeForge [0-9]' <<<"$out"
