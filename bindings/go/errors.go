@@ -3,7 +3,7 @@ package pipeforge
 import (
 	"fmt"
 
-	"pipeforge/internal/core"
+	"github.com/pipeforge/pipeforge-go/internal/core"
 )
 
 // Code is a PipeForge error code (the C API's pf_code).

@@ -1,3 +1,3 @@
-module pipeforge
+module github.com/pipeforge/pipeforge-go
 
 go 1.19

@@ -3,7 +3,7 @@ package pipeforge
 import (
 	"fmt"
 
-	"pipeforge/internal/core"
+	"github.com/pipeforge/pipeforge-go/internal/core"
 )
 
 // DataLoader serves micro-batches to Trainer.StepFromLoader, on the goroutine that calls it.

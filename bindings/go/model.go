@@ -3,7 +3,7 @@ package pipeforge
 import (
 	"runtime"
 
-	"pipeforge/internal/core"
+	"github.com/pipeforge/pipeforge-go/internal/core"
 )
 
 // Model is a model: layers, a loss and the shape of its inputs. A Trainer retains its model, so the

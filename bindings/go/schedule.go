@@ -5,7 +5,7 @@ import (
 	"math"
 	"runtime"
 
-	"pipeforge/internal/core"
+	"github.com/pipeforge/pipeforge-go/internal/core"
 )
 
 // ScheduleNames are the schedules GenerateSchedule knows; after the synchronous ones come the

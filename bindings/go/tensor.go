@@ -3,7 +3,7 @@ package pipeforge
 import (
 	"fmt"
 
-	"pipeforge/internal/core"
+	"github.com/pipeforge/pipeforge-go/internal/core"
 )
 
 // Tensor is host data for the runtime: float32 or int32 values with a row-major shape. Exactly one

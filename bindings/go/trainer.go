@@ -5,7 +5,7 @@ import (
 	"runtime"
 	"time"
 
-	"pipeforge/internal/core"
+	"github.com/pipeforge/pipeforge-go/internal/core"
 )
 
 // TrainerOptions configures a Trainer. Zero fields take the C API's defaults: 1 micro-batch, seed 0,

@@ -13,7 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 
-	"pipeforge"
+	"github.com/pipeforge/pipeforge-go"
 )
 
 const (

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"pipeforge"
+	"github.com/pipeforge/pipeforge-go"
 )
 
 var referenceBinary = flag.String("reference", "", "path to the reference_loss program")

@@ -2,10 +2,11 @@
 // generated from bindings/go/pipeforge_go.i when the module is assembled). Use package pipeforge.
 package core
 
-// The headers travel with the module (include/c_api/pipeforge.h, include/bindings/pipeforge_core.h);
-// libpipeforge.so is found through CGO_LDFLAGS (-L) at build time and the run path or
-// LD_LIBRARY_PATH at run time.
+// pkg-config finds the installed C library (tools/install.sh --prefix DIR puts pipeforge.pc in
+// DIR/lib/pkgconfig: set PKG_CONFIG_PATH to it): the header pipeforge.h, -lpipeforge and, for a
+// prefix the dynamic loader does not search, a run path. The C++ layer the wrapper compiles in
+// (bindings/pipeforge_core.h) travels with the module, under include/.
 
+// #cgo pkg-config: pipeforge
 // #cgo CXXFLAGS: -std=c++17 -I${SRCDIR}/include
-// #cgo LDFLAGS: -lpipeforge
 import "C"
