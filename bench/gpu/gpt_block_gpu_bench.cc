@@ -42,7 +42,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/core/error.h"
-#include "runtime/devices/cuda_probe.h"
+#include "runtime/backend/cuda_backend.h"
 #include "runtime/kernels/cuda/check.h"
 #include "runtime/kernels/cuda/elementwise.h"
 #include "runtime/kernels/cuda/gpt_block.h"

@@ -7,7 +7,7 @@
 
 Lines (ABI_FILE is c_api/abi/v<abi>.txt, checked in):
     soname libpipeforge.so.1
-    symbol pf_trainer_step                                   exported by the library
+    symbol pf_trainer_step@@PIPEFORGE_1                      exported, with its version node
     function pf_status* pf_trainer_step(pf_trainer* trainer, ...)   declared in the header
     field pf_trainer_options.lr float offset 40 size 4       layout, measured by a compiled program
     enum pf_code.PF_TIMEOUT = 12
@@ -113,8 +113,11 @@ def measured_layout(header, structs, enums):
 
 
 def exported_symbols(library):
+    """The public symbols with their version node (pf_x@@PIPEFORGE_1); PIPEFORGE_PRIVATE (the runtime's
+    C++ symbols for the CUDA backend of the same build) is not an interface and is left out."""
     out = subprocess.run(["nm", "-D", "--defined-only", library], check=True, capture_output=True, text=True).stdout
-    return sorted({line.split()[2].split("@")[0] for line in out.splitlines() if len(line.split()) >= 3})
+    names = {line.split()[2] for line in out.splitlines() if len(line.split()) >= 3 and line.split()[1] != "A"}
+    return sorted(n for n in names if not n.endswith("@@PIPEFORGE_PRIVATE"))
 
 
 def soname(library):

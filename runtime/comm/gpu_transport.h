@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/comm/gpu_transport_group.h"
 #include "runtime/comm/in_process_transport.h"
 #include "runtime/comm/transport.h"
 
@@ -39,7 +40,7 @@ namespace pf::comm {
 
 class NcclTransport;
 
-class GpuTransport {
+class GpuTransport final : public GpuTransportGroup {
  public:
   struct Options {
     InProcessTransport::Options local;  // ranks on one device
@@ -50,7 +51,7 @@ class GpuTransport {
   // duplicates do not matter). Sending between ranks on distinct devices without a pair is a
   // kInvalidArgument. Throws kNcclError / kCudaError when NCCL cannot be set up.
   GpuTransport(std::vector<int> devices, const std::vector<std::pair<int, int>>& nccl_pairs, Options options);
-  ~GpuTransport();
+  ~GpuTransport() override;
   GpuTransport(const GpuTransport&) = delete;
   GpuTransport& operator=(const GpuTransport&) = delete;
 
@@ -58,15 +59,15 @@ class GpuTransport {
   int device_of(int rank) const { return devices_.at(static_cast<size_t>(rank)); }
   // Rank `rank`'s endpoint, for that rank's worker thread, which must have a DeviceScope for
   // device_of(rank) and (normally) a CurrentStreamScope of its compute stream.
-  Transport& endpoint(int rank);
+  Transport& endpoint(int rank) override;
   // True when messages between a and b go through NCCL (distinct devices), false in process.
-  bool uses_nccl(int a, int b) const { return devices_.at(a) != devices_.at(b); }
-  int nccl_pair_count() const { return static_cast<int>(nccl_.size()); }
+  bool uses_nccl(int a, int b) const override { return devices_.at(a) != devices_.at(b); }
+  int nccl_pair_count() const override { return static_cast<int>(nccl_.size()); }
 
-  void cancel(const std::string& reason);
-  bool cancelled() const;
-  void reset();
-  size_t pending_messages() const;
+  void cancel(const std::string& reason) override;
+  bool cancelled() const override;
+  void reset() override;
+  size_t pending_messages() const override;
 
  private:
   using Endpoint = RankEndpoint<GpuTransport>;

@@ -15,12 +15,8 @@
 #include "runtime/core/log.h"
 #include "runtime/core/sha256.h"
 #include "runtime/checkpoint/parameter_checksum.h"
-#include "runtime/devices/cuda/cuda_status.h"
-#include "runtime/devices/cuda/device_copy.h"
-#include "runtime/devices/cuda/device_scope.h"
-#include "runtime/devices/cuda/stream.h"
-#include "runtime/devices/cuda_probe.h"
-#include "runtime/comm/gpu_transport.h"
+#include "runtime/backend/cuda_backend.h"
+#include "runtime/comm/gpu_transport_group.h"
 #include "runtime/kernels/cpu/blas.h"
 #include "runtime/models/init.h"
 #include "runtime/schedules/async_schedules.h"
@@ -192,7 +188,7 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
   } else {
     place_parameters();
     for (int r = 0; r < schedule_.num_ranks(); ++r)
-      streams_.push_back(std::make_unique<cuda::CudaStream>(rank_device_[static_cast<size_t>(r)]));
+      streams_.push_back(cuda_backend().new_stream(rank_device_[static_cast<size_t>(r)]));
     // NCCL pairs: the ranks on distinct devices that SEND/RECV to each other in the schedule.
     std::vector<std::pair<int, int>> pairs;
     for (int r = 0; r < schedule_.num_ranks(); ++r) {
@@ -206,10 +202,7 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
     }
     std::sort(pairs.begin(), pairs.end());
     pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
-    GpuTransport::Options gopts;
-    gopts.local = topts;
-    gopts.max_pending_sends = options_.mailbox_capacity;
-    gpu_transport_ = std::make_unique<GpuTransport>(rank_device_, pairs, gopts);
+    gpu_transport_ = cuda_backend().new_gpu_transport(rank_device_, pairs, topts, options_.mailbox_capacity);
   }
   state_ = std::make_unique<StepState>();
   try {
@@ -460,7 +453,7 @@ void PipelineTrainer::place_parameters() {
   if (!gpu_) return;
   if (used_devices_.size() == 1) {
     // Every rank on one device: the whole model goes there (Model::device() then says so).
-    cuda::DeviceScope scope(used_devices_[0]);
+    auto scope = cuda_backend().device_scope(used_devices_[0]);
     model_->to_device(Device::cuda(used_devices_[0]));
     sync_devices("moving the model to its device");
     return;
@@ -476,7 +469,7 @@ void PipelineTrainer::place_parameters() {
       return;
     }
     const Device dev = Device::cuda(ordinal);
-    cuda::DeviceScope scope(ordinal);
+    auto scope = cuda_backend().device_scope(ordinal);
     if (p->value.device() != dev) {
       MemoryCategoryScope category(MemoryCategory::kParameters);
       p->value = p->value.to_device(dev);
@@ -506,17 +499,17 @@ void PipelineTrainer::place_parameters() {
 void PipelineTrainer::sync_devices(const std::string& what) {
   if (!gpu_) return;
   for (int d : used_devices_) {
-    cuda::DeviceScope scope(d);
-    cuda::CudaEvent done(d);
-    done.record(nullptr);
-    done.synchronize(std::max(600.0, options_.recv_timeout_seconds),
+    auto scope = cuda_backend().device_scope(d);
+    const std::unique_ptr<DeviceEvent> done = cuda_backend().new_event(d);
+    done->record(nullptr);  // the main thread has no current stream: the legacy default stream
+    done->synchronize(std::max(600.0, options_.recv_timeout_seconds),
                      "pipeline trainer: " + what + " on cuda:" + std::to_string(d));
   }
 }
 
 void PipelineTrainer::sync_rank_streams() {
   for (size_t r = 0; r < streams_.size(); ++r) {
-    cuda::DeviceScope scope(streams_[r]->device());
+    auto scope = cuda_backend().device_scope(streams_[r]->device());
     streams_[r]->synchronize(std::max(600.0, options_.recv_timeout_seconds),
                              "pipeline trainer: rank " + std::to_string(r) + "'s compute stream on cuda:" +
                                  std::to_string(streams_[r]->device()));
@@ -601,12 +594,12 @@ void PipelineTrainer::plan_activation_memory(const Batch& micro_batch) {
     Tensor dy;
     // GPUs: each stage runs on its rank's device (the main thread, legacy default stream); inputs
     // and gradients move between devices like the transport would move them.
-    std::unique_ptr<cuda::DeviceScope> device_scope;
+    std::unique_ptr<BackendScope> device_scope;
     auto to_stage_device = [&](int s, Tensor& t) {
       if (!gpu_) return;
       const int d = rank_device_[static_cast<size_t>(schedule_.placement.rank_of(s))];
       device_scope.reset();
-      device_scope = std::make_unique<cuda::DeviceScope>(d);
+      device_scope = cuda_backend().device_scope(d);
       if (t.defined() && t.device() != Device::cuda(d)) t = t.to_device(Device::cuda(d));
     };
     for (int s = 0; s < S; ++s) {
@@ -689,8 +682,8 @@ void PipelineTrainer::worker_main(int rank) {
       if (gpu_) {
         // The rank's device and compute stream for everything it issues during the step (kernels,
         // copies, the allocator's reuse events); dropped at the end of the step.
-        cuda::DeviceScope device(rank_device_[static_cast<size_t>(rank)]);
-        cuda::CurrentStreamScope stream(*streams_[static_cast<size_t>(rank)]);
+        auto device = cuda_backend().device_scope(rank_device_[static_cast<size_t>(rank)]);
+        auto stream = cuda_backend().stream_scope(*streams_[static_cast<size_t>(rank)]);
         run_rank(rank);
       } else {
         run_rank(rank);
@@ -801,8 +794,8 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batche
   } else {
     for (Parameter* p : params) {
       if (p->grad.device().kind == DeviceKind::kCuda) {
-        cuda::DeviceScope scope(p->grad.device().ordinal);
-        cuda::zero_bytes_hook(p->grad.data<char>(), p->grad.device(), p->grad.nbytes());
+        auto scope = cuda_backend().device_scope(p->grad.device().ordinal);
+        zero_bytes(p->grad.data<char>(), p->grad.device(), p->grad.nbytes(), "zeroing the gradients");
       } else {
         std::memset(p->grad.data<char>(), 0, p->grad.nbytes());
       }
@@ -814,11 +807,11 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batche
     for (const Batch& b : micro_batches) {
       Batch d;
       {
-        cuda::DeviceScope scope(first.ordinal);
+        auto scope = cuda_backend().device_scope(first.ordinal);
         d.inputs = b.inputs.device() == first ? b.inputs : b.inputs.to_device(first);
       }
       {
-        cuda::DeviceScope scope(last.ordinal);
+        auto scope = cuda_backend().device_scope(last.ordinal);
         d.targets = b.targets.device() == last ? b.targets : b.targets.to_device(last);
       }
       device_micro.push_back(std::move(d));

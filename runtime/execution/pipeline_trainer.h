@@ -33,18 +33,14 @@
 #include "runtime/train/stage.h"
 #include "runtime/train/trainer.h"
 
-namespace pf::cuda {
-class CudaStream;
-}  // namespace pf::cuda
-
-namespace pf::exec {
-
-}  // namespace pf::exec
+namespace pf {
+class DeviceStream;
+}  // namespace pf
 namespace pf::comm {
-class GpuTransport;
+class GpuTransportGroup;
 }  // namespace pf::comm
 namespace pf::exec {
-using comm::GpuTransport;
+using comm::GpuTransportGroup;
 using comm::InProcessTransport;
 using comm::MessageKey;
 using comm::MessageKind;
@@ -210,7 +206,7 @@ class PipelineTrainer : public Trainer {
   // The device rank `rank` runs on (Device::cpu() without devices).
   Device rank_device(int rank) const;
   // The GPU transport (nullptr on the CPU): which pairs use NCCL, pending messages (for tests).
-  const GpuTransport* gpu_transport() const { return gpu_transport_.get(); }
+  const GpuTransportGroup* gpu_transport() const { return gpu_transport_.get(); }
 
  private:
   struct StepState;
@@ -267,8 +263,8 @@ class PipelineTrainer : public Trainer {
   bool gpu_ = false;
   std::vector<int> rank_device_;                   // CUDA ordinal per rank
   std::vector<int> used_devices_;                  // distinct ordinals
-  std::vector<std::unique_ptr<cuda::CudaStream>> streams_;  // per rank: its compute stream
-  std::unique_ptr<GpuTransport> gpu_transport_;
+  std::vector<std::unique_ptr<DeviceStream>> streams_;  // per rank: its compute stream
+  std::unique_ptr<GpuTransportGroup> gpu_transport_;
   sched::Timeline timeline_;
   PipelineStats stats_;
 

@@ -28,13 +28,13 @@ constexpr float kGeluCubic = 0.044715f;
 
 // Elementwise y = f(x), saving x; dx = dy * f'(x) via `grad(x, dy)`. The loops are plain so the
 // compiler vectorises them (f and grad are inlined lambdas).
-// On a CUDA input, `gpu_fn(x)` / `gpu_grad(x, dy)` (cuda_dispatch.h) run instead of the loops.
+// On a CUDA input, the CUDA backend's `gpu_fn(x)` / `gpu_grad(x, dy)` run instead of the loops.
 template <typename Fn>
 Tensor pointwise_forward(const Layer& layer, const Tensor& input, SavedContext& ctx, Fn fn,
-                         Tensor (*gpu_fn)(const Tensor&)) {
+                         Tensor (CudaBackend::*gpu_fn)(const Tensor&)) {
   check_input(layer, input);
   if (is_cuda(input)) {
-    Tensor output = gpu_fn(input);
+    Tensor output = (cuda_backend().*gpu_fn)(input);
     ctx.save("input", input);
     return output;
   }
@@ -48,13 +48,13 @@ Tensor pointwise_forward(const Layer& layer, const Tensor& input, SavedContext& 
 
 template <typename Grad>
 Tensor pointwise_backward(const Layer& layer, SavedContext& ctx, const Tensor& grad_output, Grad grad,
-                          Tensor (*gpu_grad)(const Tensor&, const Tensor&)) {
+                          Tensor (CudaBackend::*gpu_grad)(const Tensor&, const Tensor&)) {
   const Tensor input = ctx.get("input");
   check_grad_output(layer, input, grad_output);
   check_same_device(layer.type(), layer.name(), "output gradient", grad_output.device(), "the forward input",
                     input.device());
   if (is_cuda(input)) {
-    Tensor grad_input = gpu_grad(input, grad_output);
+    Tensor grad_input = (cuda_backend().*gpu_grad)(input, grad_output);
     ctx.clear();
     return grad_input;
   }
@@ -75,12 +75,12 @@ nlohmann::json ReLU::config() const { return {{"type", type()}, {"name", name()}
 
 Tensor ReLU::forward(const Tensor& input, SavedContext& ctx) {
   return pointwise_forward(*this, input, ctx, [](float x) { return x > 0.0f ? x : 0.0f; },
-                           gpu::relu_forward);
+                           &CudaBackend::relu_forward);
 }
 
 Tensor ReLU::backward_input(SavedContext& ctx, const Tensor& grad_output) {
   return pointwise_backward(*this, ctx, grad_output, [](float x, float dy) { return x > 0.0f ? dy : 0.0f; },
-                            gpu::relu_backward);
+                            &CudaBackend::relu_backward);
 }
 
 GELU::GELU(std::string name) : Layer(std::move(name)) {}
@@ -92,7 +92,7 @@ Tensor GELU::forward(const Tensor& input, SavedContext& ctx) {
   return pointwise_forward(*this, input, ctx, [](float v) {
     const float t = cpu::fast_tanh(kSqrt2OverPi * (v + kGeluCubic * v * v * v));
     return 0.5f * v * (1.0f + t);
-  }, gpu::gelu_forward);
+  }, &CudaBackend::gelu_forward);
 }
 
 Tensor GELU::backward_input(SavedContext& ctx, const Tensor& grad_output) {
@@ -100,7 +100,7 @@ Tensor GELU::backward_input(SavedContext& ctx, const Tensor& grad_output) {
     const float t = cpu::fast_tanh(kSqrt2OverPi * (v + kGeluCubic * v * v * v));
     const float dt = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * v * v);
     return dy * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * dt);
-  }, gpu::gelu_backward);
+  }, &CudaBackend::gelu_backward);
 }
 
 }  // namespace pf

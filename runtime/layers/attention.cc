@@ -68,7 +68,7 @@ Tensor CausalSelfAttention::forward(const Tensor& input, SavedContext& ctx) {
   Tensor qkv = qkv_->forward(input, ctx.child(kQkvChild));
   if (is_cuda(input)) {  // same contexts as below; the core runs on the GPU (cuda_dispatch.h)
     Tensor probs, attended;
-    gpu::attention_core_forward(qkv, heads_, &probs, &attended);
+    cuda_backend().attention_core_forward(qkv, heads_, &probs, &attended);
     SavedContext& core = ctx.child(kCoreChild);
     core.save("qkv", qkv);
     core.save("probs", probs);
@@ -131,7 +131,7 @@ Tensor CausalSelfAttention::backward_input(SavedContext& ctx, const Tensor& grad
                     qkv.device());
   Tensor grad_attended = proj_->backward_input(ctx.child(kProjChild), grad_output);
   if (is_cuda(qkv)) {
-    Tensor grad_qkv = gpu::attention_core_backward(qkv, probs, grad_attended, heads_);
+    Tensor grad_qkv = cuda_backend().attention_core_backward(qkv, probs, grad_attended, heads_);
     core.clear();
     return qkv_->backward_input(ctx.child(kQkvChild), grad_qkv);
   }

@@ -42,7 +42,7 @@ float CrossEntropyLoss::forward(const Tensor& logits, const Tensor& targets, flo
   PF_CHECK_ARG(std::isfinite(scale), "cross_entropy: scale must be finite, got ", scale);
   check_same_device(type(), "", "logits", logits.device(), "targets", targets.device());
   // CUDA: the targets are checked on a host copy (the kernel would turn a bad target into NaN).
-  const std::vector<int32_t> host_targets = is_cuda(targets) ? gpu::i32_to_host(targets) : std::vector<int32_t>();
+  const std::vector<int32_t> host_targets = is_cuda(targets) ? cuda_backend().i32_to_host(targets) : std::vector<int32_t>();
   const int32_t* t = is_cuda(targets) ? host_targets.data() : targets.i32();
   for (int64_t r = 0; r < rows; ++r) {
     PF_CHECK_ARG(t[r] >= 0 && t[r] < classes, "cross_entropy: target ", t[r], " at row ", r,
@@ -52,7 +52,7 @@ float CrossEntropyLoss::forward(const Tensor& logits, const Tensor& targets, flo
     ctx.save("logits", logits);
     ctx.save("targets", targets);
     ctx.save("scale", Tensor::from_vector({1}, {scale}));  // a host scalar
-    return gpu::cross_entropy_forward(logits, targets, scale);
+    return cuda_backend().cross_entropy_forward(logits, targets, scale);
   }
   const float* x = logits.f32();
   double total = 0.0;
@@ -72,7 +72,7 @@ Tensor CrossEntropyLoss::backward(SavedContext& ctx) {
   const Tensor targets = ctx.get("targets");
   const double scale = ctx.get("scale").f32()[0];
   ctx.clear();
-  if (is_cuda(logits)) return gpu::cross_entropy_backward(logits, targets, static_cast<float>(scale));
+  if (is_cuda(logits)) return cuda_backend().cross_entropy_backward(logits, targets, static_cast<float>(scale));
   const int64_t classes = logits.dim(-1);
   const int64_t rows = logits.numel() / classes;
   const double coef = scale / static_cast<double>(rows);

@@ -31,14 +31,14 @@ Tensor Embedding::forward(const Tensor& input, SavedContext& ctx) {
   check_same_device(type(), name(), "input", input.device(), "the parameters", token_weight_.value.device());
   const int64_t batch = input.dim(0), steps = input.dim(1);
   // CUDA: the ids are checked on a host copy (the kernel would turn a bad id into NaN outputs).
-  const std::vector<int32_t> host_ids = is_cuda(input) ? gpu::i32_to_host(input) : std::vector<int32_t>();
+  const std::vector<int32_t> host_ids = is_cuda(input) ? cuda_backend().i32_to_host(input) : std::vector<int32_t>();
   const int32_t* ids = is_cuda(input) ? host_ids.data() : input.i32();
   for (int64_t r = 0; r < batch * steps; ++r) {
     PF_CHECK_ARG(ids[r] >= 0 && ids[r] < vocab_, "embedding '", name(), "': token id ", ids[r],
                  " at position [", r / steps, ", ", r % steps, "] is out of range [0, ", vocab_, ")");
   }
   if (is_cuda(input)) {
-    Tensor output = gpu::embedding_forward(input, token_weight_.value, position_weight_.value);
+    Tensor output = cuda_backend().embedding_forward(input, token_weight_.value, position_weight_.value);
     ctx.save("input", input);
     return output;
   }
@@ -73,7 +73,7 @@ void Embedding::backward_weight(SavedContext& ctx) {
   const Tensor& input = ctx.get("input");
   const Tensor& grad_output = ctx.get("grad_output");
   if (is_cuda(input)) {
-    gpu::embedding_backward_weight(input, grad_output, token_weight_.grad, position_weight_.grad);
+    cuda_backend().embedding_backward_weight(input, grad_output, token_weight_.grad, position_weight_.grad);
     ctx.clear();
     return;
   }

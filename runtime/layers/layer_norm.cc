@@ -104,7 +104,7 @@ Tensor LayerNorm::backward_input(SavedContext& ctx, const Tensor& grad_output) {
 
 void LayerNorm::backward_weight(SavedContext& ctx) {
   if (ctx.has("input")) {
-    gpu::layer_norm_backward_weight(ctx.get("input"), ctx.get("mean"), ctx.get("rstd"), ctx.get("grad_output"),
+    cuda_backend().layer_norm_backward_weight(ctx.get("input"), ctx.get("mean"), ctx.get("rstd"), ctx.get("grad_output"),
                                     weight_.grad, bias_.grad);
     ctx.clear();
     return;
@@ -130,7 +130,7 @@ void LayerNorm::backward_weight(SavedContext& ctx) {
 // and W, so all three stay in the context until W.
 Tensor LayerNorm::forward_cuda(const Tensor& input, SavedContext& ctx) {
   Tensor output, mean, rstd;
-  gpu::layer_norm_forward(input, weight_.value, bias_.value, eps_, &output, &mean, &rstd);
+  cuda_backend().layer_norm_forward(input, weight_.value, bias_.value, eps_, &output, &mean, &rstd);
   ctx.save("input", input);
   ctx.save("mean", mean);
   ctx.save("rstd", rstd);
@@ -146,7 +146,7 @@ Tensor LayerNorm::backward_input_cuda(SavedContext& ctx, const Tensor& grad_outp
   check_same_device(type(), name(), "output gradient", grad_output.device(), "the forward input",
                     input.device());
   Tensor grad_input =
-      gpu::layer_norm_backward_input(input, ctx.get("mean"), ctx.get("rstd"), weight_.value, grad_output);
+      cuda_backend().layer_norm_backward_input(input, ctx.get("mean"), ctx.get("rstd"), weight_.value, grad_output);
   ctx.save("grad_output", grad_output);
   return grad_input;
 }

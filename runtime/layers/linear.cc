@@ -36,7 +36,7 @@ Tensor Linear::forward(const Tensor& input, SavedContext& ctx) {
                shape_to_string(input.shape()));
   check_same_device(type(), name(), "input", input.device(), "the parameters", weight_.value.device());
   if (is_cuda(input)) {
-    Tensor output = gpu::linear_forward(input, weight_.value, has_bias_ ? bias_.value : Tensor());
+    Tensor output = cuda_backend().linear_forward(input, weight_.value, has_bias_ ? bias_.value : Tensor());
     ctx.save("input", input);
     return output;
   }
@@ -62,7 +62,7 @@ Tensor Linear::backward_input(SavedContext& ctx, const Tensor& grad_output) {
   check_same_device(type(), name(), "output gradient", grad_output.device(), "the parameters",
                     weight_.value.device());
   if (is_cuda(grad_output)) {
-    Tensor grad_input = gpu::linear_backward_input(grad_output, weight_.value, input.shape());
+    Tensor grad_input = cuda_backend().linear_backward_input(grad_output, weight_.value, input.shape());
     ctx.save("grad_output", grad_output);
     return grad_input;
   }
@@ -79,7 +79,7 @@ void Linear::backward_weight(SavedContext& ctx) {
   const Tensor& grad_output = ctx.get("grad_output");
   if (is_cuda(input)) {
     check_same_device(type(), name(), "input", input.device(), "the gradients", weight_.grad.device());
-    gpu::linear_backward_weight(input, grad_output, weight_.grad, has_bias_ ? bias_.grad : Tensor());
+    cuda_backend().linear_backward_weight(input, grad_output, weight_.grad, has_bias_ ? bias_.grad : Tensor());
     ctx.clear();
     return;
   }

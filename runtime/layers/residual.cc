@@ -34,7 +34,7 @@ Tensor Residual::forward(const Tensor& input, SavedContext& ctx) {
                " does not match the input ", shape_to_string(input.shape()));
   check_same_device(type(), name(), "body output", body_output.device(), "input", input.device());
   ctx.set_int("numel", input.numel());
-  if (is_cuda(input)) return gpu::add(input, body_output);
+  if (is_cuda(input)) return cuda_backend().add(input, body_output);
   Tensor output = Tensor::empty(input.shape());
   const float* x = input.f32();
   const float* fx = body_output.f32();
@@ -54,7 +54,7 @@ Tensor Residual::backward_input(SavedContext& ctx, const Tensor& grad_output) {
                " does not match the output gradient ", shape_to_string(grad_output.shape()));
   check_same_device(type(), name(), "output gradient", grad_output.device(), "body input gradient",
                     body_grad.device());
-  if (is_cuda(grad_output)) return gpu::add(grad_output, body_grad).reshape(body_grad.shape());
+  if (is_cuda(grad_output)) return cuda_backend().add(grad_output, body_grad).reshape(body_grad.shape());
   Tensor grad_input = Tensor::empty(body_grad.shape());
   const float* dy = grad_output.f32();
   const float* db = body_grad.f32();

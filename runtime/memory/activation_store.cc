@@ -15,9 +15,6 @@
 #include <utility>
 
 #include "runtime/core/error.h"
-#include "runtime/devices/cuda/cuda_status.h"
-#include "runtime/devices/cuda/device_scope.h"
-#include "runtime/devices/cuda/stream.h"
 #include "runtime/tensor/memory_tracker.h"
 
 namespace pf::mem {
@@ -182,8 +179,8 @@ struct ActivationStore::Entry {
   bool prefetch_issued = false;
   // CUDA tensors (cuda_device >= 0): the image in pinned memory, copies on the store's copy stream.
   int cuda_device = -1;
-  cuda::PinnedHostBuffer pinned;
-  std::unique_ptr<cuda::CudaEvent> out_event, in_event;
+  std::unique_ptr<PinnedBuffer> pinned;
+  std::unique_ptr<DeviceEvent> out_event, in_event;
 };
 
 ActivationStore::ActivationStore(const Options& options) : options_(options) {
@@ -552,7 +549,7 @@ void ActivationStore::clear() {
     Entry& e = *kv.second;
     const bool had_file = e.file.present();
     e.file.remove();
-    const long long host = e.host || !e.pinned.empty() ? static_cast<long long>(e.total) : 0;
+    const long long host = e.host || e.pinned ? static_cast<long long>(e.total) : 0;
     e.host.reset();
     // Only images that were completely written were counted in file_bytes / host_bytes.
     bool written = false;
@@ -589,8 +586,9 @@ std::string bytes_between(size_t bytes, const std::string& from, const std::stri
 
 size_t ActivationStore::offload_cuda(const std::shared_ptr<Entry>& e, int device) {
   release_finished_offloads();
-  cuda::DeviceScope scope(device);
-  if (!copy_stream_) copy_stream_ = std::make_unique<cuda::CudaStream>(device);
+  CudaBackend& cuda = cuda_backend();
+  auto scope = cuda.device_scope(device);
+  if (!copy_stream_) copy_stream_ = cuda.new_stream(device);
   PF_CHECK_ARG(copy_stream_->device() == device, "activation store '", options_.name, "': context ", e->key,
                " is on cuda:", device, ", the store's copy stream on cuda:", copy_stream_->device(),
                " (one store per device)");
@@ -599,26 +597,25 @@ size_t ActivationStore::offload_cuda(const std::shared_ptr<Entry>& e, int device
   const size_t need = std::max<size_t>(e->total, 1);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    const size_t best = smallest_fitting(spare_pinned_, need, [](const auto& spare) { return spare.size(); });
+    const size_t best = smallest_fitting(spare_pinned_, need, [](const auto& spare) { return spare->size(); });
     if (best < spare_pinned_.size()) {
       e->pinned = std::move(spare_pinned_[best]);
       spare_pinned_.erase(spare_pinned_.begin() + static_cast<long>(best));
     }
   }
-  if (e->pinned.empty()) e->pinned = cuda::PinnedHostBuffer(need);
+  if (!e->pinned) e->pinned = cuda.new_pinned_buffer(need);
   // The copy waits for the work issued so far on the caller's stream (F wrote the contexts).
-  cuda::CudaEvent ready(device);
-  ready.record(cuda::current_stream_for(device));
-  ready.make_stream_wait(copy_stream_->get());
+  const std::unique_ptr<DeviceEvent> ready = cuda.new_event(device);
+  ready->record(nullptr);
+  ready->make_wait(copy_stream_.get());
   const std::string dev = "cuda:" + std::to_string(device);
   for (size_t g = 0; g < e->groups.size(); ++g) {
     if (e->groups[g].bytes == 0) continue;
-    cuda::check_cuda(cudaMemcpyAsync(e->pinned.as<char>() + e->groups[g].image_offset, e->sources[g],
-                                     e->groups[g].bytes, cudaMemcpyDeviceToHost, copy_stream_->get()),
-                     "activation offload: copying " + bytes_between(e->groups[g].bytes, dev, "pinned host memory"));
+    cuda.copy_async(e->pinned->data() + e->groups[g].image_offset, e->sources[g], e->groups[g].bytes, *copy_stream_,
+                    "activation offload: copying " + bytes_between(e->groups[g].bytes, dev, "pinned host memory"));
   }
-  e->out_event = std::make_unique<cuda::CudaEvent>(device);
-  e->out_event->record(*copy_stream_);
+  e->out_event = cuda.new_event(device);
+  e->out_event->record(copy_stream_.get());
   account(static_cast<long long>(e->total), 0, 0, e->total, 0, 0);
   return e->total;
 }
@@ -641,10 +638,11 @@ void ActivationStore::release_finished_offloads() {
 void ActivationStore::prefetch_cuda(Entry* e) {
   release_finished_offloads();
   const int device = e->cuda_device;
-  cuda::DeviceScope scope(device);
+  CudaBackend& cuda = cuda_backend();
+  auto scope = cuda.device_scope(device);
   const Device dev = Device::cuda(device);
   const std::string where = "cuda:" + std::to_string(device);
-  cudaStream_t copy = copy_stream_->get();
+  const DeviceStream& copy = *copy_stream_;
   MemoryCategoryScope category(MemoryCategory::kActivations);
   std::vector<Tensor> bases(e->groups.size());
   // The copy back is queued on the same stream as the copy out, so it reads a complete image.
@@ -654,9 +652,8 @@ void ActivationStore::prefetch_cuda(Entry* e) {
     const size_t es = dtype_size(gr.dtype);
     bases[g] = Tensor::empty({static_cast<int64_t>((gr.lead + gr.bytes + es - 1) / es)}, gr.dtype, dev);
     if (gr.bytes == 0) continue;
-    cuda::check_cuda(cudaMemcpyAsync(bases[g].data<char>() + gr.lead, e->pinned.as<char>() + gr.image_offset, gr.bytes,
-                                     cudaMemcpyHostToDevice, copy),
-                     "activation reload: copying " + bytes_between(gr.bytes, "pinned host memory", where));
+    cuda.copy_async(bases[g].data<char>() + gr.lead, e->pinned->data() + gr.image_offset, gr.bytes, copy,
+                    "activation reload: copying " + bytes_between(gr.bytes, "pinned host memory", where));
   }
   e->incoming.assign(e->views.size(), Tensor());
   for (size_t i = 0; i < e->views.size(); ++i) {
@@ -670,36 +667,34 @@ void ActivationStore::prefetch_cuda(Entry* e) {
     } else {
       Tensor t = Tensor::empty(v.shape, v.dtype, dev);
       if (t.nbytes() > 0)
-        cuda::check_cuda(cudaMemcpyAsync(t.data<char>(), e->pinned.as<char>() + gr.image_offset + v.offset,
-                                         t.nbytes(), cudaMemcpyHostToDevice, copy),
-                         "activation reload: copying " + bytes_between(t.nbytes(), "pinned host memory", where));
+        cuda.copy_async(t.data<char>(), e->pinned->data() + gr.image_offset + v.offset, t.nbytes(), copy,
+                        "activation reload: copying " + bytes_between(t.nbytes(), "pinned host memory", where));
       e->incoming[i] = t;
     }
   }
-  e->in_event = std::make_unique<cuda::CudaEvent>(device);
-  e->in_event->record(*copy_stream_);
+  e->in_event = cuda.new_event(device);
+  e->in_event->record(copy_stream_.get());
   // The image can serve a later offload at once: that copy is queued behind this one on the stream.
   {
     std::lock_guard<std::mutex> lock(mutex_);
     spare_pinned_.push_back(std::move(e->pinned));
-    e->pinned = cuda::PinnedHostBuffer();
   }
   account(-static_cast<long long>(e->total), 0, 0, 0, e->total, 0);
 }
 
 void ActivationStore::restore_cuda(Entry* e) {
   PF_INTERNAL_CHECK(e->in_event != nullptr, "activation store: context ", e->key, " restored before its reload");
-  cuda::DeviceScope scope(e->cuda_device);
+  auto scope = cuda_backend().device_scope(e->cuda_device);
   // The caller's stream (B) reads the tensors only after the copy back; it also passes the copy
   // out (same copy stream, earlier), so the device storages can be dropped here on that stream.
-  e->in_event->make_stream_wait(cuda::current_stream_for(e->cuda_device));
+  e->in_event->make_wait(nullptr);
   e->outgoing.clear();
   e->sources.clear();
 }
 
 void ActivationStore::sync_copy_stream() {
   if (!copy_stream_) return;
-  cuda::DeviceScope scope(copy_stream_->device());
+  auto scope = cuda_backend().device_scope(copy_stream_->device());
   copy_stream_->synchronize(options_.wait_timeout_seconds,
                             "activation store '" + options_.name + "': waiting for the copy stream on cuda:" +
                                 std::to_string(copy_stream_->device()));

@@ -16,7 +16,7 @@
 // Spare host buffers are kept across steps and freed by the destructor.
 //
 // CUDA tensors (docs/MEMORY.md, "On GPUs"): a context whose tensors are on a CUDA device goes to the
-// host tier through page-locked memory (PinnedHostBuffer) on a copy stream of the store (one per
+// host tier through page-locked memory (a PinnedBuffer of the CUDA backend) on a copy stream of the store (one per
 // store, i.e. per rank, created on first use), ordered by events instead of the copy worker:
 // offload() records an event on the caller's current stream (after F), the copy stream waits for
 // it, copies device -> pinned host and records an "out" event; prefetch() allocates the device
@@ -41,13 +41,9 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/devices/cuda/pinned_host.h"
+#include "runtime/backend/cuda_backend.h"
 #include "runtime/layers/saved_context.h"
 #include "runtime/memory/private_dir.h"
-
-namespace pf::cuda {
-class CudaStream;
-}  // namespace pf::cuda
 
 namespace pf::mem {
 
@@ -139,8 +135,8 @@ class ActivationStore {
   void restore_cuda(Entry* e);
   void release_finished_offloads();      // drops device storages whose copy out has completed
   void sync_copy_stream();               // host wait (wait_all, clear)
-  std::unique_ptr<cuda::CudaStream> copy_stream_;  // on the device of the first CUDA context
-  std::vector<cuda::PinnedHostBuffer> spare_pinned_;
+  std::unique_ptr<DeviceStream> copy_stream_;  // on the device of the first CUDA context
+  std::vector<std::unique_ptr<PinnedBuffer>> spare_pinned_;
   // Host buffers and files whose contexts came back, reused by later offloads (fewer page faults
   // and page-cache allocations). clear() removes the files; the buffers live until the destructor.
   std::vector<std::pair<size_t, std::unique_ptr<char[]>>> spare_host_;

@@ -1,6 +1,6 @@
-// The optimizers' work on CUDA parameters (value, grad and state tensors on one CUDA device): run
-// on the calling thread's current stream of that device. The CPU code in sgd.cc / adamw.cc /
-// optimizer.cc is unchanged; it calls these when the parameter is a CUDA tensor.
+// The optimizers' work on CUDA parameters (value, grad and state tensors on one CUDA device),
+// through the CUDA backend (cuda_backend.h): on the calling thread's current stream of that device.
+// The CPU code in sgd.cc / adamw.cc / optimizer.cc calls these when the parameter is a CUDA tensor.
 #pragma once
 
 #include <cstdint>

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <new>
 
+#include "runtime/backend/loader.h"
 #include "runtime/core/error.h"
 
 namespace pf {
@@ -49,10 +50,15 @@ Allocator& allocator_for(const Device& device) {
   static CpuAllocator* cpu = new CpuAllocator();
   if (device.kind == DeviceKind::kCpu) return *cpu;
   DeviceAllocatorFn fn = hooks(device.kind).allocator.load(std::memory_order_acquire);
+  std::string load_error;
+  if (fn == nullptr && device.kind == DeviceKind::kCuda) {
+    // The first CUDA tensor: the CUDA backend registers its allocator when it is loaded.
+    load_error = backend::load_backend_library("cuda", backend::kCudaBackendLibrary);
+    fn = hooks(device.kind).allocator.load(std::memory_order_acquire);
+  }
   if (fn == nullptr) {
-    fail(ErrorCode::kUnimplemented, "no allocator for device ", device.to_string(),
-         " (this program has no runtime for it linked in; the CUDA runtime is "
-         "//runtime/devices/cuda:runtime)");
+    fail(ErrorCode::kUnimplemented, "no allocator for device ", device.to_string(), ": ",
+         load_error.empty() ? "no backend for this device kind registered one" : "the CUDA backend " + load_error);
   }
   return fn(device.ordinal);
 }

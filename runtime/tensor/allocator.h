@@ -38,8 +38,9 @@ class Allocator {
 };
 
 // The allocator of a device. CPU: 64-byte aligned host memory. Other kinds: whatever was registered
-// with register_device_allocator (the CUDA runtime, //runtime/devices/cuda:runtime, registers its
-// caching allocator when it is linked); kUnimplemented naming the device when nothing is.
+// with register_device_allocator (the CUDA backend registers its caching allocator when it is
+// linked in or loaded; the first CUDA allocation loads it, runtime/backend/loader.h);
+// kUnimplemented naming the device and why when there is none.
 Allocator& allocator_for(const Device& device);
 
 // --- Registration hooks for device kinds other than the CPU -------------------------------------

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "runtime/core/error.h"
-#include "runtime/devices/cuda_probe.h"
+#include "runtime/backend/cuda_backend.h"
 #include "runtime/core/log.h"
 #include "runtime/kernels/cpu/blas.h"
 #include "runtime/models/init.h"

@@ -12,7 +12,7 @@ for binary in "$@"; do
     echo "FAIL: $name does not need libpipeforge.so.<abi> (NEEDED: $(tr '\n' ' ' <<<"$needed"))"
     fail=1
   fi
-  imported=$(nm -D --undefined-only "$binary" | awk '{print $2}')
+  imported=$(nm -D --undefined-only "$binary" | awk '{print $2}' | sed 's/@.*//')
   if ! grep -qx 'pf_trainer_step' <<<"$imported"; then
     echo "FAIL: $name does not import pf_trainer_step from libpipeforge.so"
     fail=1

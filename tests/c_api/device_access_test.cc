@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "c_api/handles.h"
-#include "runtime/devices/cuda_probe.h"
+#include "runtime/backend/cuda_backend.h"
 #include "runtime/tensor/allocator.h"
 #include "runtime/tensor/memory_tracker.h"
 #include "tests/c_api/test_util.h"

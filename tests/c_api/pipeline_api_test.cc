@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <string>
 
-#include "runtime/devices/cuda_probe.h"
+#include "runtime/backend/cuda_backend.h"
 #include "tests/c_api/test_util.h"
 
 namespace {

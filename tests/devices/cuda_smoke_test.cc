@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "runtime/devices/cuda_probe.h"
+#include "runtime/backend/cuda_backend.h"
 #include "runtime/devices/vector_add.h"
 
 namespace pf {

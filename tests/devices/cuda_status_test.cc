@@ -12,7 +12,7 @@
 #include "runtime/comm/nccl_transport.h"
 #include "runtime/devices/cuda/pinned_host.h"
 #include "runtime/devices/cuda/stream.h"
-#include "runtime/devices/cuda_probe.h"
+#include "runtime/backend/cuda_backend.h"
 #include "runtime/tensor/tensor.h"
 
 namespace pf::cuda {

@@ -14,7 +14,7 @@
 #include "runtime/core/error.h"
 #include "tests/util/catch_error.h"
 #include "runtime/devices/cuda/cuda_status.h"
-#include "runtime/devices/cuda_probe.h"
+#include "runtime/backend/cuda_backend.h"
 
 namespace pf::cuda::testing {
 

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "runtime/core/error.h"
-#include "runtime/devices/cuda_probe.h"
+#include "runtime/backend/cuda_backend.h"
 #include "runtime/comm/gpu_transport.h"
 #include "runtime/execution/pipeline_trainer.h"
 #include "tests/execution/test_util.h"

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/devices/cuda_probe.h"
+#include "runtime/backend/cuda_backend.h"
 #include "runtime/layers/layer.h"
 #include "runtime/tensor/tensor.h"
 

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/devices/cuda_probe.h"
+#include "runtime/backend/cuda_backend.h"
 #include "runtime/kernels/cuda/softmax.h"
 #include "runtime/layers/attention.h"
 #include "tests/kernels/cpu_reference.h"

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/devices/cuda_probe.h"
+#include "runtime/backend/cuda_backend.h"
 #include "runtime/layers/activations.h"
 #include "runtime/tensor/dtype.h"
 #include "tests/kernels/cpu_reference.h"

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/devices/cuda_probe.h"
+#include "runtime/backend/cuda_backend.h"
 #include "runtime/layers/transformer_block.h"
 #include "tests/kernels/cpu_reference.h"
 #include "tests/kernels/device_buffer.h"

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/devices/cuda_probe.h"
+#include "runtime/backend/cuda_backend.h"
 #include "runtime/layers/layer_norm.h"
 #include "tests/kernels/cpu_reference.h"
 #include "tests/kernels/device_buffer.h"

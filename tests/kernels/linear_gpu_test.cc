@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/core/error.h"
-#include "runtime/devices/cuda_probe.h"
+#include "runtime/backend/cuda_backend.h"
 #include "runtime/kernels/cpu/blas.h"
 #include "runtime/kernels/cuda/elementwise.h"
 #include "runtime/kernels/cuda/gemm.h"

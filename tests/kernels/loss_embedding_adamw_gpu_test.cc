@@ -1,7 +1,7 @@
 // Cross-entropy, embedding (F, W and W's determinism) and AdamW against the CPU.
 #include <gtest/gtest.h>
 
-#include "runtime/devices/cuda_probe.h"
+#include "runtime/backend/cuda_backend.h"
 #include "runtime/kernels/cuda/adamw.h"
 #include "runtime/kernels/cuda/cross_entropy.h"
 #include "runtime/kernels/cuda/embedding.h"

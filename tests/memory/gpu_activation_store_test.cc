@@ -11,7 +11,7 @@
 
 #include "runtime/core/error.h"
 #include "runtime/devices/cuda/stream.h"
-#include "runtime/devices/cuda_probe.h"
+#include "runtime/backend/cuda_backend.h"
 #include "runtime/memory/activation_store.h"
 
 namespace pf::mem {

@@ -2,15 +2,16 @@
 # The C library installed into an empty prefix works as any pkg-config library does: a program
 # outside the tree, compiled with `gcc $(pkg-config --cflags --libs pipeforge)`, links
 # libpipeforge.so.<abi> by its SONAME, runs without LD_LIBRARY_PATH and trains.
-# Usage: c_install_test.sh INSTALL_TREE LIBRARY HEADER VERSION_FILE PROGRAM.c
+# The CUDA backend installed beside the library is what a CUDA device request finds.
+# Usage: c_install_test.sh INSTALL_TREE LIBRARY HEADER VERSION_FILE PROGRAM.c CUDA_BACKEND
 set -euo pipefail
 install_tree=$(realpath "$1") library=$(realpath "$2") header=$(realpath "$3") version_file=$(realpath "$4")
-program=$(realpath "$5")
+program=$(realpath "$5") backend=$(realpath "$6")
 work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/c_install.XXXXXX")
 version=$(sed -n 's/^version *= *//p' "$version_file") abi=$(sed -n 's/^abi *= *//p' "$version_file")
 fail() { echo "FAIL: $*"; exit 1; }
 
-"$install_tree" "$work/prefix" "$library" "$header" "$version_file" >"$work/installed"
+"$install_tree" "$work/prefix" "$library" "$header" "$version_file" "$backend" >"$work/installed"
 [[ $(readlink "$work/prefix/lib/libpipeforge.so") == "libpipeforge.so.$abi" ]] || fail "libpipeforge.so does not link to .so.$abi"
 [[ $(readlink "$work/prefix/lib/libpipeforge.so.$abi") == "libpipeforge.so.$version" ]] || fail "libpipeforge.so.$abi does not link to .so.$version"
 
@@ -27,4 +28,6 @@ ldd main | grep -q "libpipeforge.so.$abi => $work/prefix/lib/libpipeforge.so.$ab
 output=$(./main) || fail "the program failed: $output"
 echo "$output"
 grep -q "^pipeforge $version (ABI $abi): loss " <<<"$output" || fail "unexpected output"
+cuda=$(grep '^cuda: ' <<<"$output")
+if grep -q 'libpipeforge_cuda.so.[0-9]*: cannot open' <<<"$cuda"; then fail "the installed CUDA backend was not found: $cuda"; fi
 echo "PASS: installed into an empty prefix; a pkg-config build outside the tree trains"

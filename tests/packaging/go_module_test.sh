@@ -3,17 +3,17 @@
 # a module proxy (the one tools/package.sh go writes, served from files) and builds against the C
 # library installed with pkg-config into an empty prefix; the program runs without
 # LD_LIBRARY_PATH and trains.
-# Usage: go_module_test.sh PROXY_TAR INSTALL_TREE LIBRARY HEADER VERSION_FILE MAIN.go
+# Usage: go_module_test.sh PROXY_TAR INSTALL_TREE LIBRARY HEADER VERSION_FILE MAIN.go CUDA_BACKEND
 set -euo pipefail
 proxy_tar=$(realpath "$1") install_tree=$(realpath "$2") library=$(realpath "$3") header=$(realpath "$4")
-version_file=$(realpath "$5") main_go=$(realpath "$6")
+version_file=$(realpath "$5") main_go=$(realpath "$6") backend=$(realpath "$7")
 version=$(sed -n 's/^version *= *//p' "$version_file")
 module=github.com/pipeforge/pipeforge-go
 work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/go_module.XXXXXX")
 fail() { echo "FAIL: $*"; exit 1; }
 mkdir "$work/proxy" "$work/user"
 tar -C "$work/proxy" -xf "$proxy_tar"
-"$install_tree" "$work/prefix" "$library" "$header" "$version_file" >/dev/null
+"$install_tree" "$work/prefix" "$library" "$header" "$version_file" "$backend" >/dev/null
 
 cd "$work/user"
 cp "$main_go" main.go

@@ -21,6 +21,9 @@ output=$("$work/venv/bin/python" train.py) || fail "the script failed: $output"
 echo "$output"
 grep -q "^pipeforge $version from $work/venv/lib/python[0-9.]*/site-packages/pipeforge/__init__.py: loss " <<<"$output" ||
   fail "pipeforge was not imported from the virtual environment"
+if grep '^cuda: ' <<<"$output" | grep -q 'libpipeforge_cuda.so.[0-9]*: cannot open'; then
+  fail "the CUDA backend bundled in the wheel was not found"
+fi
 "$work/venv/bin/pip" uninstall -y -q pipeforge
 [[ ! -e $work/venv/lib/python*/site-packages/pipeforge ]] || fail "pip uninstall left the package behind"
 echo "PASS: $name installs into a fresh venv, trains from an empty folder and uninstalls"

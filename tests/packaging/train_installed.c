@@ -1,6 +1,8 @@
 /* A program as a user writes it against the installed library (`#include <pipeforge.h>`, built with
  * `pkg-config --cflags --libs pipeforge`): trains an MLP with 1F1B on two ranks for 30 steps on a
- * learnable task and prints the version and the first and last loss. Exits 1 unless the loss fell. */
+ * learnable task and prints the version and the first and last loss. Exits 1 unless the loss fell.
+ * Then asks for a trainer on cuda:0 and prints what it says ("cuda: ..."): on a machine without a
+ * GPU, why not, which shows whether the CUDA backend installed beside the library was found. */
 #include <pipeforge.h>
 #include <stdio.h>
 
@@ -48,6 +50,16 @@ int main(void) {
   printf("pipeforge %s (ABI %u): loss %.4f -> %.4f\n", pf_get_version_string(), pf_get_abi_version(), first,
          result.loss);
   pf_trainer_destroy(trainer);
+  trainer = NULL;
+  options.schedule = NULL;
+  options.stages = 1;
+  options.devices = "cuda:0";
+  {
+    pf_status* status = pf_trainer_create(model, &options, &trainer);
+    printf("cuda: %s\n", status ? pf_status_message(status) : "a trainer on cuda:0");
+    pf_status_destroy(status);
+    pf_trainer_destroy(trainer);
+  }
   pf_model_destroy(model);
   return result.loss < first ? 0 : 1;
 }

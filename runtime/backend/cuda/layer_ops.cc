@@ -1,0 +1,202 @@
+// The layers' and the loss's operations of the CUDA backend (cuda_backend.h), on the kernels of
+// //runtime/kernels/cuda.
+#include "runtime/backend/cuda/cuda_runtime_backend.h"
+#include "runtime/backend/cuda/on_device.h"
+#include "runtime/core/error.h"
+#include "runtime/kernels/cuda/attention.h"
+#include "runtime/kernels/cuda/cross_entropy.h"
+#include "runtime/kernels/cuda/elementwise.h"
+#include "runtime/kernels/cuda/embedding.h"
+#include "runtime/kernels/cuda/layer_norm.h"
+#include "runtime/kernels/cuda/linear.h"
+
+namespace pf::cuda {
+
+namespace {
+
+// Reference Linear forward (bias rows, then the product with beta = 1, as the CPU does) rather
+// than cuBLASLt's bias epilogue: one less code path to trust before it has run on a GPU.
+cuda::LinearOptions linear_options() {
+  cuda::LinearOptions options;
+  options.lt_bias_epilogue = false;
+  options.lt_gelu_epilogue = false;
+  return options;
+}
+
+}  // namespace
+
+Tensor CudaRuntimeBackend::linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  OnDevice on(x);
+  const int64_t out = weight.dim(0), in = weight.dim(1), rows = x.numel() / in;
+  Shape out_shape = x.shape();
+  out_shape.back() = out;
+  Tensor y = on.empty(out_shape);
+  cuda::linear_forward<float>(on.stream(), rows, in, out, ptr(x), ptr(weight), ptr(bias), mut(y),
+                              linear_options());
+  return y;
+}
+
+Tensor CudaRuntimeBackend::linear_backward_input(const Tensor& dy, const Tensor& weight, const Shape& input_shape) {
+  OnDevice on(dy);
+  const int64_t out = weight.dim(0), in = weight.dim(1), rows = dy.numel() / out;
+  Tensor dx = on.empty(input_shape);
+  cuda::linear_backward_input<float>(on.stream(), rows, in, out, ptr(dy), ptr(weight), mut(dx),
+                                     linear_options());
+  return dx;
+}
+
+void CudaRuntimeBackend::linear_backward_weight(const Tensor& x, const Tensor& dy, const Tensor& dweight, const Tensor& dbias) {
+  OnDevice on(x);
+  const int64_t out = dweight.dim(0), in = dweight.dim(1), rows = x.numel() / in;
+  cuda::linear_backward_weight<float>(on.stream(), rows, in, out, ptr(x), ptr(dy), mut(dweight), mut(dbias),
+                                      linear_options());
+}
+
+Tensor CudaRuntimeBackend::relu_forward(const Tensor& x) {
+  OnDevice on(x);
+  Tensor y = on.empty(x.shape());
+  cuda::relu_forward<float>(on.stream(), x.numel(), ptr(x), mut(y));
+  return y;
+}
+
+Tensor CudaRuntimeBackend::relu_backward(const Tensor& x, const Tensor& dy) {
+  OnDevice on(x);
+  Tensor dx = on.empty(x.shape());
+  cuda::relu_backward<float>(on.stream(), x.numel(), ptr(x), ptr(dy), mut(dx));
+  return dx;
+}
+
+Tensor CudaRuntimeBackend::gelu_forward(const Tensor& x) {
+  OnDevice on(x);
+  Tensor y = on.empty(x.shape());
+  cuda::gelu_forward<float>(on.stream(), x.numel(), ptr(x), mut(y));
+  return y;
+}
+
+Tensor CudaRuntimeBackend::gelu_backward(const Tensor& x, const Tensor& dy) {
+  OnDevice on(x);
+  Tensor dx = on.empty(x.shape());
+  cuda::gelu_backward<float>(on.stream(), x.numel(), ptr(x), ptr(dy), mut(dx));
+  return dx;
+}
+
+Tensor CudaRuntimeBackend::add(const Tensor& a, const Tensor& b) {
+  OnDevice on(a);
+  Tensor out = on.empty(a.shape());
+  cuda::add<float>(on.stream(), a.numel(), ptr(a), ptr(b), mut(out));
+  return out;
+}
+
+void CudaRuntimeBackend::layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor* y,
+                        Tensor* mean, Tensor* rstd) {
+  OnDevice on(x);
+  const int64_t dim = gamma.numel(), rows = x.numel() / dim;
+  *y = on.empty(x.shape());
+  *mean = on.empty({rows});
+  *rstd = on.empty({rows});
+  cuda::layer_norm_forward<float>(on.stream(), rows, dim, eps, ptr(x), ptr(gamma), ptr(beta), mut(*y),
+                                  mut(*mean), mut(*rstd));
+}
+
+Tensor CudaRuntimeBackend::layer_norm_backward_input(const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& gamma,
+                                 const Tensor& dy) {
+  OnDevice on(x);
+  const int64_t dim = gamma.numel(), rows = x.numel() / dim;
+  Tensor dx = on.empty(x.shape());
+  cuda::layer_norm_backward_input<float>(on.stream(), rows, dim, ptr(x), ptr(mean), ptr(rstd), ptr(gamma),
+                                         ptr(dy), nullptr, mut(dx));
+  return dx;
+}
+
+void CudaRuntimeBackend::layer_norm_backward_weight(const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& dy,
+                                const Tensor& dgamma, const Tensor& dbeta) {
+  OnDevice on(x);
+  const int64_t dim = dgamma.numel(), rows = x.numel() / dim;
+  cuda::layer_norm_backward_weight<float>(on.stream(), rows, dim, ptr(x), ptr(mean), ptr(rstd), ptr(dy),
+                                          mut(dgamma), mut(dbeta));
+}
+
+namespace {
+
+cuda::AttentionShape attention_shape(const Tensor& qkv, int64_t heads) {
+  cuda::AttentionShape s;
+  s.batch = qkv.dim(0);
+  s.steps = qkv.dim(1);
+  s.dim = qkv.dim(2) / 3;
+  s.heads = heads;
+  return s;
+}
+
+}  // namespace
+
+void CudaRuntimeBackend::attention_core_forward(const Tensor& qkv, int64_t heads, Tensor* probs, Tensor* attended) {
+  OnDevice on(qkv);
+  const cuda::AttentionShape s = attention_shape(qkv, heads);
+  *probs = on.empty({s.batch, heads, s.steps, s.steps});
+  *attended = on.empty({s.batch, s.steps, s.dim});
+  Tensor workspace = on.workspace(cuda::attention_workspace_bytes<float>(s));
+  cuda::attention_core_forward<float>(on.stream(), s, ptr(qkv), mut(*probs), mut(*attended),
+                                      workspace.data<void>(), linear_options().gemm);
+}
+
+Tensor CudaRuntimeBackend::attention_core_backward(const Tensor& qkv, const Tensor& probs, const Tensor& d_attended, int64_t heads) {
+  OnDevice on(qkv);
+  const cuda::AttentionShape s = attention_shape(qkv, heads);
+  Tensor d_qkv = on.empty(qkv.shape());
+  Tensor workspace = on.workspace(cuda::attention_workspace_bytes<float>(s));
+  cuda::attention_core_backward<float>(on.stream(), s, ptr(qkv), ptr(probs), ptr(d_attended), mut(d_qkv),
+                                       workspace.data<void>(), linear_options().gemm);
+  return d_qkv;
+}
+
+Tensor CudaRuntimeBackend::embedding_forward(const Tensor& ids, const Tensor& token_weight, const Tensor& position_weight) {
+  OnDevice on(ids);
+  const int64_t batch = ids.dim(0), steps = ids.dim(1), vocab = token_weight.dim(0), dim = token_weight.dim(1);
+  Tensor y = on.empty({batch, steps, dim});
+  cuda::embedding_forward<float>(on.stream(), batch, steps, dim, vocab, ids.data<int32_t>(), ptr(token_weight),
+                                 ptr(position_weight), mut(y));
+  return y;
+}
+
+void CudaRuntimeBackend::embedding_backward_weight(const Tensor& ids, const Tensor& dy, const Tensor& dtoken,
+                               const Tensor& dposition) {
+  OnDevice on(ids);
+  const int64_t batch = ids.dim(0), steps = ids.dim(1), vocab = dtoken.dim(0), dim = dtoken.dim(1);
+  Tensor workspace = on.workspace(cuda::embedding_backward_workspace_bytes(batch, steps));
+  cuda::embedding_backward_weight<float>(on.stream(), batch, steps, dim, vocab, ids.data<int32_t>(), ptr(dy),
+                                         mut(dtoken), mut(dposition), workspace.data<void>());
+}
+
+float CudaRuntimeBackend::cross_entropy_forward(const Tensor& logits, const Tensor& targets, float scale) {
+  OnDevice on(logits);
+  const int64_t classes = logits.dim(-1), rows = logits.numel() / classes;
+  Tensor row_loss = on.workspace(static_cast<size_t>(rows) * sizeof(double));
+  Tensor loss;
+  {
+    MemoryCategoryScope category(MemoryCategory::kWorkspace);
+    loss = on.empty({1});
+  }
+  cuda::cross_entropy_forward<float>(on.stream(), rows, classes, ptr(logits), targets.data<int32_t>(), scale,
+                                     row_loss.data<double>(), mut(loss));
+  float host = 0.0f;
+  copy_bytes(&host, Device::cpu(), loss.data<void>(), on.device(), sizeof(float), "cross_entropy");
+  return host;
+}
+
+Tensor CudaRuntimeBackend::cross_entropy_backward(const Tensor& logits, const Tensor& targets, float scale) {
+  OnDevice on(logits);
+  const int64_t classes = logits.dim(-1), rows = logits.numel() / classes;
+  Tensor grad = on.empty(logits.shape());
+  cuda::cross_entropy_backward<float>(on.stream(), rows, classes, ptr(logits), targets.data<int32_t>(), scale,
+                                      mut(grad));
+  return grad;
+}
+
+std::vector<int32_t> CudaRuntimeBackend::i32_to_host(const Tensor& t) {
+  PF_INTERNAL_CHECK(t.dtype() == DType::kI32, "i32_to_host: expected an i32 tensor, got ", dtype_name(t.dtype()));
+  std::vector<int32_t> out(static_cast<size_t>(t.numel()));
+  copy_bytes(out.data(), Device::cpu(), t.data<void>(), t.device(), t.nbytes(), "i32_to_host");
+  return out;
+}
+
+}  // namespace pf::cuda

@@ -1,0 +1,165 @@
+// The CUDA backend as the runtime sees it: an interface with no CUDA type in it. Its one
+// implementation (runtime/backend/cuda/, docs/BACKENDS.md) is the only code that links the CUDA
+// runtime, cuBLAS and NCCL; it lives in libpipeforge_cuda.so.<abi>, loaded the first time a CUDA
+// device is asked for, or is linked in statically (the GPU tests). Either way it registers itself
+// (register_cuda_backend) from a static initializer and, with it, the CUDA allocator and copy
+// hooks of //runtime/tensor.
+//
+// Conventions: every call may throw pf::Error (kCudaError, kCublasError, kNcclError, kTimeout, ...).
+// "The current stream" is the calling thread's current stream for the device in question (set by a
+// stream_scope()); with none set, the device's legacy default stream. Tensor-level operations run
+// on the current stream of their tensors' device, inside a device scope of it, and allocate their
+// outputs with Tensor::empty on that device (charged to the thread's memory category).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/comm/gpu_transport_group.h"
+#include "runtime/comm/in_process_transport.h"
+#include "runtime/tensor/tensor.h"
+
+namespace pf {
+
+// Bumped whenever this interface changes; a backend built against another revision is refused.
+constexpr int kCudaBackendInterfaceRevision = 1;
+
+struct CudaAvailability {
+  int device_count = 0;
+  std::string reason;  // why there are none (the backend's or the CUDA runtime's message); "" when count > 0
+};
+
+// Restores what it changed (current device, current stream) when destroyed.
+class BackendScope {
+ public:
+  virtual ~BackendScope() = default;
+};
+
+// An owned non-blocking stream on one device (it never synchronizes with the legacy default stream).
+class DeviceStream {
+ public:
+  virtual ~DeviceStream() = default;
+  virtual int device() const = 0;
+  // Host wait for all work issued so far; kTimeout naming `what` after `timeout_seconds`.
+  virtual void synchronize(double timeout_seconds, const std::string& what) const = 0;
+};
+
+// An owned event on one device. `stream` nullptr: the current stream (of the event's device).
+class DeviceEvent {
+ public:
+  virtual ~DeviceEvent() = default;
+  virtual void record(const DeviceStream* stream) = 0;
+  // Work issued on `stream` after this call waits until the recorded work is done.
+  virtual void make_wait(const DeviceStream* stream) const = 0;
+  virtual bool query() const = 0;  // the recorded work has completed (true when never recorded)
+  virtual void synchronize(double timeout_seconds, const std::string& what) const = 0;
+};
+
+// Page-locked host memory (fast, asynchronous device copies).
+class PinnedBuffer {
+ public:
+  virtual ~PinnedBuffer() = default;
+  virtual char* data() const = 0;
+  virtual size_t size() const = 0;
+};
+
+// AdamW's hyperparameters (PyTorch's AdamW on fp32 values).
+struct AdamWHyperparameters {
+  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;
+};
+
+class CudaBackend {
+ public:
+  virtual ~CudaBackend() = default;
+
+  // ---- Devices, scopes, streams, events, memory ----
+  virtual CudaAvailability probe() = 0;  // never throws
+  virtual std::unique_ptr<BackendScope> device_scope(int ordinal) = 0;
+  // Makes `stream` the calling thread's current stream for its device (scopes nest).
+  virtual std::unique_ptr<BackendScope> stream_scope(const DeviceStream& stream) = 0;
+  virtual std::unique_ptr<DeviceStream> new_stream(int ordinal) = 0;
+  virtual std::unique_ptr<DeviceEvent> new_event(int ordinal) = 0;
+  virtual std::unique_ptr<PinnedBuffer> new_pinned_buffer(size_t bytes) = 0;
+  // Copies `bytes` between device and (pinned) host memory on `stream`; `what` names it in errors.
+  virtual void copy_async(void* dst, const void* src, size_t bytes, const DeviceStream& stream,
+                          const std::string& what) = 0;
+
+  // ---- Transports: CUDA ranks of one process (in process on one device, NCCL across devices) ----
+  // devices[r]: the ordinal of rank r; nccl_pairs: rank pairs on distinct devices that exchange
+  // messages (comm::GpuTransportGroup).
+  virtual std::unique_ptr<comm::GpuTransportGroup> new_gpu_transport(
+      std::vector<int> devices, const std::vector<std::pair<int, int>>& nccl_pairs,
+      const comm::InProcessTransport::Options& local, int max_pending_sends) = 0;
+
+  // ---- The layers and the loss (the CPU code in runtime/layers calls these for CUDA tensors) ----
+  // y = x W^T (+ b); x [..., in] -> y [..., out]. `bias` may be undefined.
+  virtual Tensor linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias) = 0;
+  // dx = dy W, shaped `input_shape`.
+  virtual Tensor linear_backward_input(const Tensor& dy, const Tensor& weight, const Shape& input_shape) = 0;
+  // dW += dy^T x; db += column sums of dy (`dbias` may be undefined).
+  virtual void linear_backward_weight(const Tensor& x, const Tensor& dy, const Tensor& dweight,
+                                      const Tensor& dbias) = 0;
+  virtual Tensor relu_forward(const Tensor& x) = 0;
+  virtual Tensor relu_backward(const Tensor& x, const Tensor& dy) = 0;
+  virtual Tensor gelu_forward(const Tensor& x) = 0;
+  virtual Tensor gelu_backward(const Tensor& x, const Tensor& dy) = 0;
+  virtual Tensor add(const Tensor& a, const Tensor& b) = 0;  // same shape
+  // y, and per-row mean and rstd ([rows] each), for x [..., dim].
+  virtual void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor* y,
+                                  Tensor* mean, Tensor* rstd) = 0;
+  virtual Tensor layer_norm_backward_input(const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                                           const Tensor& gamma, const Tensor& dy) = 0;
+  virtual void layer_norm_backward_weight(const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& dy,
+                                          const Tensor& dgamma, const Tensor& dbeta) = 0;
+  // The attention core: qkv [B, T, 3 dim] -> probs [B, heads, T, T] and attended [B, T, dim].
+  virtual void attention_core_forward(const Tensor& qkv, int64_t heads, Tensor* probs, Tensor* attended) = 0;
+  // d_qkv [B, T, 3 dim] from the saved qkv and probs and d_attended [B, T, dim].
+  virtual Tensor attention_core_backward(const Tensor& qkv, const Tensor& probs, const Tensor& d_attended,
+                                         int64_t heads) = 0;
+  // ids i32 [B, T] -> [B, T, dim] (ids already validated).
+  virtual Tensor embedding_forward(const Tensor& ids, const Tensor& token_weight, const Tensor& position_weight) = 0;
+  virtual void embedding_backward_weight(const Tensor& ids, const Tensor& dy, const Tensor& dtoken,
+                                         const Tensor& dposition) = 0;
+  // Cross-entropy over logits [..., C] and i32 targets (already validated): the scaled mean loss
+  // (copied to the host, so this waits for the device), and the gradient.
+  virtual float cross_entropy_forward(const Tensor& logits, const Tensor& targets, float scale) = 0;
+  virtual Tensor cross_entropy_backward(const Tensor& logits, const Tensor& targets, float scale) = 0;
+  // A host copy of an i32 tensor (ids, targets) for validation; waits for the device.
+  virtual std::vector<int32_t> i32_to_host(const Tensor& t) = 0;
+
+  // ---- The optimizers (runtime/optim calls these for CUDA parameters) ----
+  // runtime/optim/sgd.cc's update element by element; `buf` undefined when momentum == 0.
+  virtual void sgd_update(const Tensor& value, const Tensor& grad, const Tensor& buf, float lr, float weight_decay,
+                          float momentum, bool first_step) = 0;
+  virtual void adamw_update(const Tensor& value, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                            const AdamWHyperparameters& hyper, int64_t step) = 0;
+  // Sum of squares in double, deterministic (waits for the device to return it).
+  virtual double squared_norm(const Tensor& grad) = 0;
+  virtual void scale_in_place(const Tensor& grad, float scale) = 0;
+};
+
+// The CUDA backend: the registered one, else libpipeforge_cuda.so.<abi> loaded now (loader.h).
+// Throws kCudaError "the CUDA backend is not available: <why>" when it cannot be loaded.
+CudaBackend& cuda_backend();
+
+// What CUDA devices this process can use: 0 (never throws) without a backend, a driver or a GPU,
+// so callers fall back to the CPU and GPU tests skip themselves; `reason` says which.
+CudaAvailability probe_cuda();
+
+// Throws kInvalidArgument "<who>: cuda:N is not available: no CUDA device is visible to this process
+// (<reason>)" or "<who>: cuda:N does not exist (K CUDA device(s) visible: ...)" unless `ordinal` names
+// a visible CUDA device.
+void require_cuda_device(int ordinal, const std::string& who, const CudaAvailability& availability = probe_cuda());
+
+// Called once by the backend implementation from a static initializer. A backend built against
+// another interface revision is refused (cuda_backend() then says so).
+void register_cuda_backend(CudaBackend* backend, int interface_revision);
+
+// The registered backend, or nullptr: never loads anything.
+CudaBackend* cuda_backend_if_present();
+
+}  // namespace pf
