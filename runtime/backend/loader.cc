@@ -1,6 +1,7 @@
 #include "runtime/backend/loader.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -40,9 +41,16 @@ std::string load_once(const std::string& name, const std::string& file_name) {
     if (attempt(explicit_path)) return "";
     return file_name + " could not be loaded from $" + env_name + ": " + errors;
   }
-  if (attempt(runtime_folder() + file_name) || attempt(file_name)) return "";
-  return file_name + " could not be loaded (looked next to " + runtime_folder() +
-         " and on the loader's path; set $" + env_name + " to its path): " + errors;
+  // One beside the runtime is the one meant: its failure (e.g. a CUDA library it needs is missing)
+  // is the answer, not a reason to look elsewhere.
+  const std::string beside = runtime_folder() + file_name;
+  if (access(beside.c_str(), F_OK) == 0) {
+    if (attempt(beside)) return "";
+    return file_name + " could not be loaded: " + errors;
+  }
+  if (attempt(file_name)) return "";
+  return file_name + " could not be loaded (it is not next to " + runtime_folder() +
+         " nor on the loader's path; set $" + env_name + " to its path): " + errors;
 }
 
 }  // namespace

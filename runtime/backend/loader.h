@@ -4,7 +4,8 @@
 //
 // Where from, the first that loads:
 //   1. $PIPEFORGE_<NAME>_BACKEND (a path; when set, nothing else is tried);
-//   2. next to the object holding this code: libpipeforge.so.<abi>'s folder, or the executable's;
+//   2. next to the object holding this code: libpipeforge.so.<abi>'s folder, or the executable's
+//      (links followed); when the file is there, its outcome is final;
 //   3. the dynamic loader's own search (LD_LIBRARY_PATH, ld.so.cache, the run path).
 // Before loading, the object holding this code is made global (RTLD_GLOBAL), so the backend's
 // references into the runtime (it links none of it itself) bind to this one copy.

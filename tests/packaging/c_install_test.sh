@@ -29,5 +29,5 @@ output=$(./main) || fail "the program failed: $output"
 echo "$output"
 grep -q "^pipeforge $version (ABI $abi): loss " <<<"$output" || fail "unexpected output"
 cuda=$(grep '^cuda: ' <<<"$output")
-if grep -q 'libpipeforge_cuda.so.[0-9]*: cannot open' <<<"$cuda"; then fail "the installed CUDA backend was not found: $cuda"; fi
+if grep -q 'is not next to' <<<"$cuda"; then fail "the installed CUDA backend was not found: $cuda"; fi
 echo "PASS: installed into an empty prefix; a pkg-config build outside the tree trains"
