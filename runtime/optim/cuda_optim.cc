@@ -10,12 +10,7 @@ void sgd_update(const Parameter& param, const Tensor& buf, const OptimizerConfig
 
 void adamw_update(const Parameter& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                   const OptimizerConfig& config, int64_t step) {
-  AdamWHyperparameters hyper;
-  hyper.lr = config.lr;
-  hyper.beta1 = config.beta1;
-  hyper.beta2 = config.beta2;
-  hyper.eps = config.eps;
-  hyper.weight_decay = config.weight_decay;
+  const AdamWHyperparameters hyper{config.lr, config.beta1, config.beta2, config.eps, config.weight_decay};
   cuda_backend().adamw_update(param.value, param.grad, exp_avg, exp_avg_sq, hyper, step);
 }
 

@@ -3,10 +3,10 @@
 # outside the tree, compiled with `gcc $(pkg-config --cflags --libs pipeforge)`, links
 # libpipeforge.so.<abi> by its SONAME, runs without LD_LIBRARY_PATH and trains.
 # The CUDA backend installed beside the library is what a CUDA device request finds.
-# Usage: c_install_test.sh INSTALL_TREE LIBRARY HEADER VERSION_FILE PROGRAM.c CUDA_BACKEND
+# Usage: c_install_test.sh INSTALL_TREE LIBRARY HEADER VERSION_FILE CUDA_BACKEND PROGRAM.c
 set -euo pipefail
 install_tree=$(realpath "$1") library=$(realpath "$2") header=$(realpath "$3") version_file=$(realpath "$4")
-program=$(realpath "$5") backend=$(realpath "$6")
+backend=$(realpath "$5") program=$(realpath "$6")
 work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/c_install.XXXXXX")
 version=$(sed -n 's/^version *= *//p' "$version_file") abi=$(sed -n 's/^abi *= *//p' "$version_file")
 fail() { echo "FAIL: $*"; exit 1; }
@@ -24,7 +24,9 @@ unset LD_LIBRARY_PATH
 gcc -std=c99 -Wall -Wextra -Werror -o main main.c $(pkg-config --cflags --libs pipeforge)
 needed=$(readelf -d main | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
 grep -qx "libpipeforge.so.$abi" <<<"$needed" || fail "the program does not need libpipeforge.so.$abi: $needed"
-ldd main | grep -q "libpipeforge.so.$abi => $work/prefix/lib/libpipeforge.so.$abi" || fail "the program does not load the installed library: $(ldd main | grep pipeforge)"
+loaded=$(ldd main)  # not piped into grep -q: an early exit would make ldd fail under pipefail
+grep -q "libpipeforge.so.$abi => $work/prefix/lib/libpipeforge.so.$abi" <<<"$loaded" ||
+  fail "the program does not load the installed library: $(grep pipeforge <<<"$loaded")"
 output=$(./main) || fail "the program failed: $output"
 echo "$output"
 grep -q "^pipeforge $version (ABI $abi): loss " <<<"$output" || fail "unexpected output"

@@ -3,10 +3,10 @@
 # a module proxy (the one tools/package.sh go writes, served from files) and builds against the C
 # library installed with pkg-config into an empty prefix; the program runs without
 # LD_LIBRARY_PATH and trains.
-# Usage: go_module_test.sh PROXY_TAR INSTALL_TREE LIBRARY HEADER VERSION_FILE MAIN.go CUDA_BACKEND
+# Usage: go_module_test.sh INSTALL_TREE LIBRARY HEADER VERSION_FILE CUDA_BACKEND PROXY_TAR MAIN.go
 set -euo pipefail
-proxy_tar=$(realpath "$1") install_tree=$(realpath "$2") library=$(realpath "$3") header=$(realpath "$4")
-version_file=$(realpath "$5") main_go=$(realpath "$6") backend=$(realpath "$7")
+install_tree=$(realpath "$1") library=$(realpath "$2") header=$(realpath "$3") version_file=$(realpath "$4")
+backend=$(realpath "$5") proxy_tar=$(realpath "$6") main_go=$(realpath "$7")
 version=$(sed -n 's/^version *= *//p' "$version_file")
 module=github.com/pipeforge/pipeforge-go
 work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/go_module.XXXXXX")

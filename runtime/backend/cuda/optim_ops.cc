@@ -18,12 +18,7 @@ void CudaRuntimeBackend::sgd_update(const Tensor& value, const Tensor& grad, con
 void CudaRuntimeBackend::adamw_update(const Tensor& value, const Tensor& grad, const Tensor& exp_avg,
                                       const Tensor& exp_avg_sq, const AdamWHyperparameters& h, int64_t step) {
   OnDevice on(value);
-  AdamWHyper hyper;
-  hyper.lr = h.lr;
-  hyper.beta1 = h.beta1;
-  hyper.beta2 = h.beta2;
-  hyper.eps = h.eps;
-  hyper.weight_decay = h.weight_decay;
+  const AdamWHyper hyper{h.lr, h.beta1, h.beta2, h.eps, h.weight_decay};
   adamw_step(on.stream(), value.numel(), hyper, step, mut(value), ptr(grad), mut(exp_avg), mut(exp_avg_sq), nullptr);
 }
 
