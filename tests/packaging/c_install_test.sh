@@ -5,6 +5,7 @@
 # The CUDA backend installed beside the library is what a CUDA device request finds.
 # Usage: c_install_test.sh INSTALL_TREE LIBRARY HEADER VERSION_FILE CUDA_BACKEND PROGRAM.c
 set -euo pipefail
+source "$(dirname "$0")/user_program.sh"
 install_tree=$(realpath "$1") library=$(realpath "$2") header=$(realpath "$3") version_file=$(realpath "$4")
 backend=$(realpath "$5") program=$(realpath "$6")
 work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/c_install.XXXXXX")
@@ -27,7 +28,7 @@ grep -qx "libpipeforge.so.$abi" <<<"$needed" || fail "the program does not need 
 loaded=$(ldd main)  # not piped into grep -q: an early exit would make ldd fail under pipefail
 grep -q "libpipeforge.so.$abi => $work/prefix/lib/libpipeforge.so.$abi" <<<"$loaded" ||
   fail "the program does not load the installed library: $(grep pipeforge <<<"$loaded")"
-output=$(./main) || fail "the program failed: $output"
+output=$(as_user_program ./main) || fail "the program failed: $output"
 echo "$output"
 grep -q "^pipeforge $version (ABI $abi): loss " <<<"$output" || fail "unexpected output"
 cuda=$(grep '^cuda: ' <<<"$output")

@@ -5,6 +5,7 @@
 # LD_LIBRARY_PATH and trains.
 # Usage: go_module_test.sh INSTALL_TREE LIBRARY HEADER VERSION_FILE CUDA_BACKEND PROXY_TAR MAIN.go
 set -euo pipefail
+source "$(dirname "$0")/user_program.sh"
 install_tree=$(realpath "$1") library=$(realpath "$2") header=$(realpath "$3") version_file=$(realpath "$4")
 backend=$(realpath "$5") proxy_tar=$(realpath "$6") main_go=$(realpath "$7")
 version=$(sed -n 's/^version *= *//p' "$version_file")
@@ -26,7 +27,7 @@ mkdir -p "$HOME"
 go get "$module@v$version"
 grep -q "require $module v$version" go.mod || fail "go get did not record $module v$version in go.mod: $(cat go.mod)"
 go build -o trainer .
-output=$(./trainer) || fail "the program failed: $output"
+output=$(as_user_program ./trainer) || fail "the program failed: $output"
 echo "$output"
 grep -q "^pipeforge $version: loss " <<<"$output" || fail "unexpected output"
 chmod -R u+w "$work/gopath" # the module cache is read-only; let the test's temp folder be removed

@@ -5,6 +5,7 @@
 # manifest carries the version.
 # Usage: java_jar_test.sh PIPEFORGE_JAR VERSION_FILE TrainInstalled.java
 set -euo pipefail
+source "$(dirname "$0")/user_program.sh"
 jar_file=$(realpath "$1") version_file=$(realpath "$2") source=$(realpath "$3")
 version=$(sed -n 's/^version *= *//p' "$version_file")
 work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/java_jar.XXXXXX")
@@ -17,7 +18,7 @@ manifest=$(unzip -p pipeforge.jar META-INF/MANIFEST.MF | tr -d '\r')
 grep -qx "Implementation-Version: $version" <<<"$manifest" ||
   fail "the manifest does not say Implementation-Version: $version"
 javac -cp pipeforge.jar TrainInstalled.java
-output=$(java -XX:TieredStopAtLevel=1 -Djava.io.tmpdir="$work/tmp" -cp pipeforge.jar:. TrainInstalled) ||
+output=$(as_user_program java -XX:TieredStopAtLevel=1 -Djava.io.tmpdir="$work/tmp" -cp pipeforge.jar:. TrainInstalled) ||
   fail "the program failed: $output"
 echo "$output"
 grep -q "^pipeforge $version: loss " <<<"$output" || fail "unexpected output"

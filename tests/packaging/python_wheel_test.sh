@@ -4,6 +4,7 @@
 # libpipeforge.so.<abi> through its $ORIGIN run path.
 # Usage: python_wheel_test.sh PYTHON WHEEL WHEEL_NAME_FILE VERSION_FILE SCRIPT.py
 set -euo pipefail
+source "$(dirname "$0")/user_program.sh"
 python=$(realpath "$1") wheel=$(realpath "$2") name=$(cat "$3") version_file=$(realpath "$4") script=$(realpath "$5")
 version=$(sed -n 's/^version *= *//p' "$version_file")
 work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/python_wheel.XXXXXX")
@@ -17,7 +18,7 @@ unset PYTHONPATH LD_LIBRARY_PATH
 "$work/venv/bin/pip" install --no-index --disable-pip-version-check -q "$work/dist/$name"
 cp "$script" "$work/user/train.py"
 cd "$work/user"
-output=$("$work/venv/bin/python" train.py) || fail "the script failed: $output"
+output=$(as_user_program "$work/venv/bin/python" train.py) || fail "the script failed: $output"
 echo "$output"
 grep -q "^pipeforge $version from $work/venv/lib/python[0-9.]*/site-packages/pipeforge/__init__.py: loss " <<<"$output" ||
   fail "pipeforge was not imported from the virtual environment"
