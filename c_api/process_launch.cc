@@ -3,9 +3,8 @@
 #include <string>
 
 #include "c_api/pipeforge.h"
-#include "runtime/comm/mpi_process.h"
-#include "runtime/comm/mpi_world.h"
-#include "runtime/comm/process_grid.h"
+#include "runtime/backend/mpi_backend.h"
+#include "runtime/comm/mpi_launch.h"
 #include "runtime/core/error.h"
 
 namespace pf::capi {
@@ -21,16 +20,16 @@ ProcessLaunch launch_processes(int32_t processes, bool has_schedule, int replica
                "options->processes is ", processes,
                ", not a pf_processes (PF_PROCESSES_AUTO, PF_PROCESSES_THREADS or PF_PROCESSES_MPI)");
   ProcessLaunch out;
-  std::shared_ptr<comm::MpiWorld> launch;
+  std::shared_ptr<comm::World> launch;
   if (processes == PF_PROCESSES_MPI) {
     PF_CHECK_ARG(has_schedule, "options->processes is PF_PROCESSES_MPI but no schedule is set: each process runs "
                  "one rank of a schedule (set options->schedule or options->schedule_text)");
     PF_CHECK_STATE(comm::launched_by_mpi(), "options->processes is PF_PROCESSES_MPI (one process per rank) but this "
                    "process was not launched by mpirun: start every process with ",
                    np(replicas, pipeline_ranks()), " ...");
-    launch = comm::MpiWorld::world();
+    launch = mpi_backend().launch_world();
   } else if (processes == PF_PROCESSES_AUTO && has_schedule && comm::launched_by_mpi()) {
-    launch = comm::MpiWorld::world();
+    launch = mpi_backend().launch_world();
     if (launch->size() == 1) launch = nullptr;  // `mpirun -np 1`: threads, as without mpirun
   }
   if (!launch) {
@@ -47,7 +46,7 @@ ProcessLaunch launch_processes(int32_t processes, bool has_schedule, int replica
     }
     return out;
   }
-  const comm::ProcessGrid grid = comm::make_process_grid(*launch, replicas, pipeline_ranks());
+  const comm::ProcessGrid grid = mpi_backend().process_grid(*launch, replicas, pipeline_ranks());
   out.per_rank = true;
   out.launch_rank = launch->rank();
   out.launch_size = launch->size();

@@ -24,8 +24,8 @@ done
 abi=$(sed -n 's/^abi *= *//p' c_api/VERSION)
 read -r -a bazel <<<"${BAZEL:-bazel}"
 "${bazel[@]}" build --ui_event_filters=-info --noshow_progress "$@" "//c_api:libpipeforge.so.$abi" \
-  "//c_api:libpipeforge_cuda.so.$abi" //c_api:pipeforge.h
+  "//c_api:libpipeforge_cuda.so.$abi" "//c_api:libpipeforge_mpi.so.$abi" //c_api:pipeforge.h
 bin=$("${bazel[@]}" info "$@" bazel-bin 2>/dev/null)
 tools/packaging/install_tree.sh "$prefix" "$bin/c_api/libpipeforge.so.$abi" "$bin/c_api/pipeforge.h" c_api/VERSION \
-  "$bin/c_api/libpipeforge_cuda.so.$abi"
+  "$bin/c_api/libpipeforge_cuda.so.$abi" "$bin/c_api/libpipeforge_mpi.so.$abi"
 if [[ $prefix == /usr || $prefix == /usr/local ]] && command -v ldconfig >/dev/null; then ldconfig; fi

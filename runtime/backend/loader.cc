@@ -27,13 +27,13 @@ void make_runtime_global() {
   if (self != nullptr) dlclose(self);  // drops the reference RTLD_NOLOAD added; the promotion stays
 }
 
-std::string load_once(const std::string& name, const std::string& file_name) {
+std::string load_once(const std::string& name, const std::string& file_name, bool global) {
   std::string env_name = "PIPEFORGE_" + name + "_BACKEND";
   std::transform(env_name.begin(), env_name.end(), env_name.begin(), [](unsigned char c) { return std::toupper(c); });
   make_runtime_global();
   std::string errors;
   auto attempt = [&](const std::string& path) {
-    if (dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL) != nullptr) return true;  // kept loaded for the process
+    if (dlopen(path.c_str(), RTLD_NOW | (global ? RTLD_GLOBAL : RTLD_LOCAL)) != nullptr) return true;  // kept loaded
     errors += (errors.empty() ? "" : "; ") + dl_error();
     return false;
   };
@@ -70,12 +70,12 @@ std::string runtime_folder() {
   return slash == std::string::npos ? "./" : path.substr(0, slash + 1);
 }
 
-std::string load_backend_library(const std::string& name, const std::string& file_name) {
+std::string load_backend_library(const std::string& name, const std::string& file_name, bool global) {
   static std::mutex mutex;
   static std::map<std::string, std::string> outcomes;
   std::lock_guard<std::mutex> lock(mutex);
   auto it = outcomes.find(name);
-  if (it == outcomes.end()) it = outcomes.emplace(name, load_once(name, file_name)).first;
+  if (it == outcomes.end()) it = outcomes.emplace(name, load_once(name, file_name, global)).first;
   return it->second;
 }
 

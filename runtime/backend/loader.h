@@ -15,14 +15,16 @@
 
 namespace pf::backend {
 
-// The CUDA backend's file: its SONAME carries the ABI version, like libpipeforge.so.<abi>.
+// The backends' files: their SONAMEs carry the ABI version, like libpipeforge.so.<abi>.
 constexpr char kCudaBackendLibrary[] = "libpipeforge_cuda.so.1";
+constexpr char kMpiBackendLibrary[] = "libpipeforge_mpi.so.1";
 
-// dlopen()s the backend library once per process (later calls return the first outcome).
+// dlopen()s the backend library once per process (later calls return the first outcome);
+// `global`: with RTLD_GLOBAL (Open MPI's own plugins look for libmpi's symbols globally).
 // Returns "" on success, else every attempt's error, e.g. "libpipeforge_cuda.so.1 could not be
 // loaded: /usr/lib/libpipeforge_cuda.so.1: libcudart.so.13: cannot open shared object file ...".
 // Thread-safe.
-std::string load_backend_library(const std::string& name, const std::string& file_name);
+std::string load_backend_library(const std::string& name, const std::string& file_name, bool global = false);
 
 // The folder of the shared object (or executable) this code is linked into, with a trailing '/'.
 std::string runtime_folder();

@@ -10,11 +10,6 @@
 
 namespace pf::comm {
 
-bool launched_by_mpi() {
-  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr ||
-         std::getenv("PMI_SIZE") != nullptr;
-}
-
 namespace {
 
 bool finalizing = false;  // guarded by mpi_background_mutex()

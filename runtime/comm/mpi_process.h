@@ -4,11 +4,10 @@
 
 #include <mutex>
 
+#include "runtime/comm/mpi_launch.h"
+
 namespace pf::comm {
 
-// True when this process was started by an MPI launcher (mpirun/mpiexec, srun with PMIx/PMI):
-// OMPI_COMM_WORLD_SIZE, PMIX_RANK or PMI_SIZE is set.
-bool launched_by_mpi();
 
 // Initialises MPI with MPI_THREAD_MULTIPLE unless it is initialised already, and sets
 // MPI_ERRORS_RETURN on MPI_COMM_WORLD. Thread-safe; the work happens once per process. Throws

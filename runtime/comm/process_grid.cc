@@ -1,5 +1,7 @@
 #include "runtime/comm/process_grid.h"
 
+#include "runtime/comm/mpi_world.h"
+
 #include "runtime/core/error.h"
 
 namespace pf::comm {

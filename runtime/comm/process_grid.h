@@ -5,7 +5,6 @@
 
 #include <memory>
 
-#include "runtime/comm/mpi_world.h"
 #include "runtime/comm/world.h"
 
 namespace pf::comm {
@@ -19,7 +18,10 @@ struct ProcessGrid {
   std::shared_ptr<World> data_parallel; // the D processes with this pipeline rank
 };
 
-// Collective over `launch`: kInvalidArgument unless its size is replicas * pipeline_ranks.
+class MpiWorld;
+
+// Collective over `launch`: kInvalidArgument unless its size is replicas * pipeline_ranks. Part of
+// the MPI backend (runtime/backend/mpi): the runtime reaches it through mpi_backend().process_grid.
 ProcessGrid make_process_grid(MpiWorld& launch, int replicas, int pipeline_ranks);
 
 }  // namespace pf::comm

@@ -2,12 +2,13 @@
 # What libpipeforge.so.<abi> exports (c_api/exports.lds):
 # - version node PIPEFORGE_1: exactly the pf_* functions pipeforge.h declares (nothing more, nothing
 #   less: every declared function is linkable);
-# - version node PIPEFORGE_PRIVATE: C++ symbols of namespace pf only (for the CUDA backend of the
-#   same build), and among them every symbol the backend library needs from the runtime;
+# - version node PIPEFORGE_PRIVATE: C++ symbols of namespace pf only (for the backends of the same
+#   build), and among them every symbol each backend library needs from the runtime;
 # - nothing else: no libstdc++ template instances, no other library's symbols.
-# Usage: exported_symbols_test.sh LIBPIPEFORGE HEADER CUDA_BACKEND
+# Usage: exported_symbols_test.sh LIBPIPEFORGE HEADER BACKEND...
 set -euo pipefail
-so=$1 header=$2 backend=$3
+so=$1 header=$2
+shift 2
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
 fail=0
 
@@ -41,19 +42,23 @@ if [[ -n $not_pf ]]; then
   head -20 <<<"$not_pf"
   fail=1
 fi
-# The backend's references into the runtime: its undefined symbols that are pf:: symbols.
-nm -D --undefined-only "$backend" | awk '{ print $2 }' | sed 's/@.*//' | sort -u >"$tmp/undefined"
-paste "$tmp/undefined" <(c++filt <"$tmp/undefined") | awk -F'\t' '$2 ~ /^(typeinfo for |vtable for )?pf::/ { print $1 }' >"$tmp/needed"
-if [[ $(wc -l <"$tmp/needed") -lt 5 ]]; then
-  echo "FAIL: found only $(wc -l <"$tmp/needed") runtime references in $backend; is the check broken?"
-  fail=1
-fi
-missing=$(comm -23 "$tmp/needed" "$tmp/private")
-if [[ -n $missing ]]; then
-  echo "FAIL: the CUDA backend needs runtime symbols that $so does not export:"
-  c++filt <<<"$missing" | head -20
-  fail=1
-fi
+# Each backend's references into the runtime: its undefined symbols that are pf:: symbols.
+covered=
+for backend in "$@"; do
+  nm -D --undefined-only "$backend" | awk '{ print $2 }' | sed 's/@.*//' | sort -u >"$tmp/undefined"
+  paste "$tmp/undefined" <(c++filt <"$tmp/undefined") | awk -F'\t' '$2 ~ /^(typeinfo for |vtable for )?pf::/ { print $1 }' >"$tmp/needed"
+  if [[ $(wc -l <"$tmp/needed") -lt 5 ]]; then
+    echo "FAIL: found only $(wc -l <"$tmp/needed") runtime references in $backend; is the check broken?"
+    fail=1
+  fi
+  missing=$(comm -23 "$tmp/needed" "$tmp/private")
+  if [[ -n $missing ]]; then
+    echo "FAIL: $(basename "$backend") needs runtime symbols that $so does not export:"
+    c++filt <<<"$missing" | head -20
+    fail=1
+  fi
+  covered+=" $(basename "$backend"): $(wc -l <"$tmp/needed");"
+done
 [[ $fail == 0 ]] && echo "PASS: $(wc -l <"$tmp/exported") pf_* symbols in PIPEFORGE_1, exactly those declared;" \
-  "$(wc -l <"$tmp/private") pf:: symbols in PIPEFORGE_PRIVATE, covering the backend's $(wc -l <"$tmp/needed") references"
+  "$(wc -l <"$tmp/private") pf:: symbols in PIPEFORGE_PRIVATE, covering the backends' references ($covered )"
 exit $fail

@@ -3,16 +3,16 @@
 # outside the tree, compiled with `gcc $(pkg-config --cflags --libs pipeforge)`, links
 # libpipeforge.so.<abi> by its SONAME, runs without LD_LIBRARY_PATH and trains.
 # The CUDA backend installed beside the library is what a CUDA device request finds.
-# Usage: c_install_test.sh INSTALL_TREE LIBRARY HEADER VERSION_FILE CUDA_BACKEND PROGRAM.c
+# Usage: c_install_test.sh INSTALL_TREE LIBRARY HEADER VERSION_FILE CUDA_BACKEND MPI_BACKEND PROGRAM.c
 set -euo pipefail
 source "$(dirname "$0")/user_program.sh"
 install_tree=$(realpath "$1") library=$(realpath "$2") header=$(realpath "$3") version_file=$(realpath "$4")
-backend=$(realpath "$5") program=$(realpath "$6")
+backend=$(realpath "$5") mpi_backend=$(realpath "$6") program=$(realpath "$7")
 work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/c_install.XXXXXX")
 version=$(sed -n 's/^version *= *//p' "$version_file") abi=$(sed -n 's/^abi *= *//p' "$version_file")
 fail() { echo "FAIL: $*"; exit 1; }
 
-"$install_tree" "$work/prefix" "$library" "$header" "$version_file" "$backend" >"$work/installed"
+"$install_tree" "$work/prefix" "$library" "$header" "$version_file" "$backend" "$mpi_backend" >"$work/installed"
 [[ $(readlink "$work/prefix/lib/libpipeforge.so") == "libpipeforge.so.$abi" ]] || fail "libpipeforge.so does not link to .so.$abi"
 [[ $(readlink "$work/prefix/lib/libpipeforge.so.$abi") == "libpipeforge.so.$version" ]] || fail "libpipeforge.so.$abi does not link to .so.$version"
 

@@ -11,8 +11,8 @@
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/parameter_checksum.h"
 #include "runtime/checkpoint/sharded_checkpoint.h"
-#include "runtime/comm/mpi_world.h"
-#include "runtime/comm/process_grid.h"
+#include "runtime/backend/mpi_backend.h"
+#include "runtime/comm/mpi_launch.h"
 #include "runtime/comm/world.h"
 #include "runtime/core/error.h"
 #include "runtime/data/char_text_dataset.h"
@@ -346,9 +346,9 @@ int run_train(const TrainArgs& a) {
   exec::PipelineTrainer* pipeline = nullptr;
   // One process per rank under mpirun (D x P processes with --data-parallel D); a lone process
   // (also `mpirun -np 1`) trains as before.
-  std::shared_ptr<comm::MpiWorld> launch;
+  std::shared_ptr<comm::World> launch;
   if (comm::launched_by_mpi()) {
-    launch = comm::MpiWorld::world();
+    launch = mpi_backend().launch_world();
     if (launch->size() == 1) launch = nullptr;
   }
   comm::World* world = launch.get();
@@ -358,7 +358,7 @@ int run_train(const TrainArgs& a) {
     check_args(a);
     if (world) {
       check_process_args(a, *world);
-      grid = comm::make_process_grid(*launch, a.data_parallel, schedule_ranks(a));
+      grid = mpi_backend().process_grid(*launch, a.data_parallel, schedule_ranks(a));
     } else if (a.data_parallel > 1 && (!a.schedule.empty() || !a.schedule_file.empty())) {
       usage_error("--data-parallel " + std::to_string(a.data_parallel) + " with a schedule needs one process per rank: "
                   "mpirun -np " + std::to_string(a.data_parallel * schedule_ranks(a)) + " pipeforge train ...");

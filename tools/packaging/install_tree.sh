@@ -1,24 +1,27 @@
 #!/bin/bash
 # Installs built files of the C library into a prefix: what tools/install.sh does after building.
 #
-#   install_tree.sh PREFIX LIBRARY HEADER VERSION_FILE CUDA_BACKEND
+#   install_tree.sh PREFIX LIBRARY HEADER VERSION_FILE CUDA_BACKEND MPI_BACKEND
 #
 # LIBRARY is libpipeforge.so.<abi> (as Bazel builds it: //c_api:libpipeforge.so.<abi>), HEADER the
-# generated pipeforge.h, VERSION_FILE c_api/VERSION, CUDA_BACKEND libpipeforge_cuda.so.<abi>. Installs
+# generated pipeforge.h, VERSION_FILE c_api/VERSION, CUDA_BACKEND and MPI_BACKEND
+# libpipeforge_cuda.so.<abi> and libpipeforge_mpi.so.<abi>. Installs
 #   PREFIX/include/pipeforge.h
 #   PREFIX/lib/libpipeforge.so.<version>          the library (SONAME libpipeforge.so.<abi>)
 #   PREFIX/lib/libpipeforge.so.<abi> -> libpipeforge.so.<version>   what programs load
 #   PREFIX/lib/libpipeforge.so -> libpipeforge.so.<abi>             what -lpipeforge links
-#   PREFIX/lib/libpipeforge_cuda.so.<abi>   the CUDA backend, loaded from beside the library
+#   PREFIX/lib/libpipeforge_cuda.so.<abi>   the backends, loaded from beside the library when
+#   PREFIX/lib/libpipeforge_mpi.so.<abi>    a CUDA device or one process per rank is asked for
 #   PREFIX/lib/pkgconfig/pipeforge.pc
 # and prints the installed paths. Refuses a library whose SONAME is not libpipeforge.so.<abi>.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 die() { echo "install_tree.sh: $*" >&2; exit 1; }
-(($# == 5)) || die "usage: install_tree.sh PREFIX LIBRARY HEADER VERSION_FILE CUDA_BACKEND"
-prefix=$1 library=$2 header=$3 version_file=$4 backend=$5
+(($# == 6)) || die "usage: install_tree.sh PREFIX LIBRARY HEADER VERSION_FILE CUDA_BACKEND MPI_BACKEND"
+prefix=$1 library=$2 header=$3 version_file=$4 backend=$5 mpi_backend=$6
 [[ -f $library ]] || die "library '$library' does not exist"
 [[ -f $backend ]] || die "CUDA backend '$backend' does not exist"
+[[ -f $mpi_backend ]] || die "MPI backend '$mpi_backend' does not exist"
 [[ -f $header ]] || die "header '$header' does not exist"
 version=$(sed -n 's/^version *= *//p' "$version_file")
 abi=$(sed -n 's/^abi *= *//p' "$version_file")
@@ -36,8 +39,9 @@ install -m 0755 "$library" "$lib/libpipeforge.so.$version"
 ln -sfn "libpipeforge.so.$version" "$lib/libpipeforge.so.$abi"
 ln -sfn "libpipeforge.so.$abi" "$lib/libpipeforge.so"
 install -m 0755 "$backend" "$lib/libpipeforge_cuda.so.$abi"
+install -m 0755 "$mpi_backend" "$lib/libpipeforge_mpi.so.$abi"
 rpath=--rpath
 [[ $prefix == /usr || $prefix == /usr/local ]] && rpath=
 "$here/pkg_config.sh" "$prefix" "$lib" "$include" "$version" $rpath >"$lib/pkgconfig/pipeforge.pc"
 printf '%s\n' "$include/pipeforge.h" "$lib/libpipeforge.so.$version" "$lib/libpipeforge.so.$abi" \
-  "$lib/libpipeforge.so" "$lib/libpipeforge_cuda.so.$abi" "$lib/pkgconfig/pipeforge.pc"
+  "$lib/libpipeforge.so" "$lib/libpipeforge_cuda.so.$abi" "$lib/libpipeforge_mpi.so.$abi" "$lib/pkgconfig/pipeforge.pc"
