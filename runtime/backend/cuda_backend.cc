@@ -1,45 +1,26 @@
 #include "runtime/backend/cuda_backend.h"
 
-#include <atomic>
-#include <mutex>
-
-#include "runtime/backend/loader.h"
+#include "runtime/backend/backend_slot.h"
 #include "runtime/core/error.h"
 
 namespace pf {
 namespace {
 
-std::atomic<CudaBackend*> registered{nullptr};
-std::mutex refusal_mutex;
-std::string refusal;  // why a backend that registered was refused
+backend::BackendSlot<CudaBackend>& slot() {
+  static backend::BackendSlot<CudaBackend> slot("cuda", backend::kCudaBackendLibrary, kCudaBackendInterfaceRevision,
+                                                /*global=*/false);
+  return slot;
+}
 
 }  // namespace
 
-void register_cuda_backend(CudaBackend* backend, int interface_revision) {
-  if (interface_revision != kCudaBackendInterfaceRevision) {
-    std::lock_guard<std::mutex> lock(refusal_mutex);
-    refusal = "it was built against CUDA backend interface revision " + std::to_string(interface_revision) +
-              " and this runtime has revision " + std::to_string(kCudaBackendInterfaceRevision) +
-              " (use the backend of the same build)";
-    return;
-  }
-  registered.store(backend);
-}
+void register_cuda_backend(CudaBackend* backend, int interface_revision) { slot().offer(backend, interface_revision); }
 
-CudaBackend* cuda_backend_if_present() { return registered.load(); }
+CudaBackend* cuda_backend_if_present() { return slot().present(); }
 
 CudaBackend& cuda_backend() {
-  if (CudaBackend* b = registered.load()) return *b;
-  const std::string error = backend::load_backend_library("cuda", backend::kCudaBackendLibrary);
-  if (CudaBackend* b = registered.load()) return *b;
-  std::string why = error;
-  if (why.empty()) {
-    std::lock_guard<std::mutex> lock(refusal_mutex);
-    why = std::string(backend::kCudaBackendLibrary) + " loaded, but " +
-          (refusal.empty() ? std::string("it registered no backend") : "it was refused: " + refusal);
-  }
-  fail(ErrorCode::kCudaError, "the CUDA backend is not available: ", why,
-       " (CPU training needs none; for GPUs install the CUDA 13 runtime, cuBLAS and NCCL)");
+  return slot().get(ErrorCode::kCudaError, "the CUDA backend is not available",
+                    " (CPU training needs none; for GPUs install the CUDA 13 runtime, cuBLAS and NCCL)");
 }
 
 CudaAvailability probe_cuda() {
