@@ -17,8 +17,10 @@
 # each; the report shows the TFLOP/s table, ours ÷ torch per pass (throughput ratio = torch ms /
 # our ms; > 1 means ours is faster) and the activation-offload ratio.
 #
-# Exit status: 0 all tests passed or skipped; 1 a test failed, crashed or timed out (or a binary's
-# libraries did not resolve); 2 no usable bundle; 3 tests fine but our benchmark reported an error.
+# Exit status: 0 all tests passed or skipped on a machine with a CUDA device; 1 a test failed,
+# crashed or timed out (or a binary's libraries did not resolve); 2 no usable bundle; 3 tests fine
+# but our benchmark reported an error; 4 no CUDA device, so every GPU test skipped itself and
+# nothing was verified (RESULT: NOTHING VERIFIED).
 # A missing / failing PyTorch is reported, not fatal.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -301,10 +303,12 @@ if torch is not None or torch_note:
         w("  pytorch: %s (CUDA %s)" % (torch["torch"]["version"], torch["torch"]["cuda"]))
     if torch_note:
         w("  pytorch: %s" % torch_note)
-code = 1 if any_failed else (3 if bench_error else 0)
+no_device = not device or device.startswith("none")
+code = 1 if any_failed else (4 if no_device else (3 if bench_error else 0))
 summary["exit_code"] = code
 w("")
 w("RESULT: %s" % ("FAILED (a test failed)" if code == 1 else
+                  "NOTHING VERIFIED (no CUDA device: the GPU tests skipped themselves)" if code == 4 else
                   "tests OK, benchmark error" if code == 3 else "OK"))
 print("\n".join(out))
 with open(os.path.join(res, "gpu_check_summary.json"), "w") as f:

@@ -97,12 +97,12 @@ trap 'rm -f "$log"' EXIT
 echo "sanitize.sh: ${bazel[*]} test ${flags[*]} ${options[*]} ${targets[*]}"
 pf_run_logged "$log" "${bazel[@]}" test "${flags[@]}" "${options[@]}" -- "${targets[@]}"
 rc=$?
-pf_count_tests "$log"
+testlogs=$("${bazel[@]}" info --config="$mode" bazel-testlogs 2>/dev/null)
+pf_count_tests "$log" "$testlogs"
 
 # A report in a test that passed (e.g. from a child process whose exit code it did not look at, or
 # whose failure it expected) still fails the run.
 reports='^==[0-9]+==ERROR: (AddressSanitizer|LeakSanitizer)|^WARNING: ThreadSanitizer|: runtime error: '
-testlogs=$("${bazel[@]}" info --config="$mode" bazel-testlogs 2>/dev/null)
 if [[ -n $testlogs ]]; then
   while read -r label; do
     dir=$testlogs/${label#//}

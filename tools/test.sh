@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command, `tools/setup.sh && bazel test //...`, plus a closing line
-# "N passed, N failed[, N skipped]" counted from Bazel's per-test summary. Exits with Bazel's code.
+# "N passed, N failed[, N skipped]" counted from Bazel's per-test summary; a test whose every case
+# skipped itself (the GPU tests without a GPU) counts as skipped. Exits with Bazel's code.
 #   tools/test.sh                          # everything (what CI runs through .ci/run)
 #   tools/test.sh --test_filter=Foo.*      # extra arguments go to `bazel test`
 #   BAZEL="bazel --output_base=/tmp/mine" tools/test.sh
@@ -17,6 +18,6 @@ trap 'rm -f "$log"' EXIT
 # --keep_going: one target that fails to build still lets every other test run and be counted.
 pf_run_logged "$log" "${bazel[@]}" test --keep_going --color=no --curses=no "$@" //...
 rc=$?
-pf_count_tests "$log"
+pf_count_tests "$log" "$("${bazel[@]}" info bazel-testlogs 2>/dev/null)"
 pf_print_summary "$rc"
 exit "$rc"

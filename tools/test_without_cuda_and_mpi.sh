@@ -13,6 +13,6 @@ trap 'rm -f "$log"' EXIT
 pf_run_logged "$log" "${bazel[@]}" test --keep_going --color=no --curses=no --test_tag_filters=-cuda,-mpi \
   --run_under="$PWD/tools/hide_cuda_and_mpi.sh" "$@" //...
 rc=$?
-pf_count_tests "$log"
+pf_count_tests "$log" "$("${bazel[@]}" info bazel-testlogs 2>/dev/null)"
 pf_print_summary "$rc"
 exit "$rc"

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <utility>
 
+#include "runtime/core/suggest.h"
 #include "runtime/core/error.h"
 #include "runtime/schedules/stage_actions.h"
 #include "runtime/core/limits.h"
@@ -297,7 +298,8 @@ Schedule generate_schedule(const std::string& name, const GeneratorOptions& opts
     const auto it = reg.fns.find(name);
     if (it != reg.fns.end()) fn = it->second;
   }
-  PF_CHECK_ARG(static_cast<bool>(fn), "unknown schedule '", name, "' (known: ", joined_names(), ")");
+  PF_CHECK_ARG(static_cast<bool>(fn), "unknown schedule '", name, "'", did_you_mean(name, generator_names()),
+               " (known: ", joined_names(), ")");
   PF_CHECK_ARG(opts.ranks >= 1, name, ": ranks must be >= 1, got ", opts.ranks);
   PF_CHECK_ARG(opts.micro_batches >= 1, name, ": micro_batches must be >= 1, got ",
                opts.micro_batches);

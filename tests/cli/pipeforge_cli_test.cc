@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 
+#include "c_api/pipeforge.h"
 #include "tests/cli/cli_runner.h"
 
 namespace {
@@ -119,6 +120,10 @@ TEST(PipeforgeCli, BadOptionsExitWithTwoAndSayWhy) {
       {"train --devices cuda:0,cuda:1", "one device"},
       {"train --schedule 1f1b --stages 2 --microbatches 2 --devices cuda:0,cuda:0,cuda:0", "rank"},
       {"", "subcommand"},
+      {"trian", "unknown command 'trian'; did you mean 'train'?"},
+      {"train --stepz 3", "; did you mean '--steps'?"},
+      {"train --stages 2", "--stages 2 needs a schedule"},
+      {"train --chunks 2", "--chunks 2 needs a schedule"},
   };
   for (const auto& c : cases) {
     const CommandResult r = run(c.args);
@@ -126,6 +131,18 @@ TEST(PipeforgeCli, BadOptionsExitWithTwoAndSayWhy) {
     EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\nstderr: " << r.err;
     EXPECT_TRUE(r.out.empty()) << c.args << "\nstdout: " << r.out;
   }
+}
+
+TEST(PipeforgeCli, VersionIsTheLibrarys) {
+  const CommandResult r = run("--version");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, std::string("pipeforge ") + PF_VERSION_STRING + "\n");
+}
+
+TEST(PipeforgeCli, AMistypedScheduleGetsTheClosestName) {
+  const CommandResult r = run("train --schedule zbv --stages 2");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("unknown schedule 'zbv'; did you mean 'zb-v'?"), std::string::npos) << r.err;
 }
 
 // --devices cpu is the default path; cuda:0 trains on the GPU or, without one, is refused naming it.

@@ -1,19 +1,68 @@
 #include "tools/cli/cli.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <iostream>
+#include <string>
+#include <vector>
 
+#include "c_api/pipeforge.h"
+#include "runtime/core/suggest.h"
 #include "tools/cli/schedule_command.h"
 #include "tools/cli/train_command.h"
 
 namespace pf::cli {
+namespace {
+
+std::vector<std::string> subcommand_names(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) names.push_back(sub->get_name());
+  return names;
+}
+
+std::vector<std::string> option_names(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::Option* option : app.get_options()) {
+    for (const std::string& n : option->get_lnames()) names.push_back("--" + n);
+    for (const std::string& n : option->get_snames()) names.push_back("-" + n);
+  }
+  return names;
+}
+
+// "; did you mean '--steps'?" for the first option on the command line that the chosen subcommand
+// (or the program) does not know and that is close to one it does; "" when there is none.
+std::string unknown_option_hint(CLI::App& app, int argc, char** argv) {
+  CLI::App* command = &app;
+  for (int i = 1; i < argc; ++i) {
+    if (argv[i][0] == '-') continue;
+    for (CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+      if (sub->get_name() == argv[i]) command = sub;
+    break;
+  }
+  std::vector<std::string> known = option_names(*command);
+  if (command != &app) {
+    const std::vector<std::string> global = option_names(app);
+    known.insert(known.end(), global.begin(), global.end());
+  }
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "-", 1) != 0 || std::strcmp(argv[i], "-") == 0) continue;
+    const std::string name = std::string(argv[i]).substr(0, std::string(argv[i]).find('='));
+    if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+    const std::string hint = did_you_mean(name, known);
+    if (!hint.empty()) return hint;
+  }
+  return "";
+}
+
+}  // namespace
 
 int run(int argc, char** argv) {
   CLI::App app{"PipeForge: pipeline-parallel training runtime", "pipeforge"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "pipeforge 0.1");
+  app.set_version_flag("--version", "pipeforge " PF_VERSION_STRING);
 
   TrainArgs train_args;
   CLI::App* train = add_train_command(app, train_args);
@@ -21,12 +70,31 @@ int run(int argc, char** argv) {
   CLI::App* schedule = add_schedule_command(app, schedule_args);
   CLI::App* simulate = add_simulate_command(app, simulate_args);
 
+  // A first word that is no subcommand: say so, with the closest one (CLI11 would only say that a
+  // subcommand is required).
+  if (argc >= 2 && argv[1][0] != '-') {
+    const std::vector<std::string> commands = subcommand_names(app);
+    if (std::find(commands.begin(), commands.end(), argv[1]) == commands.end()) {
+      std::string list;
+      for (const std::string& c : commands) list += (list.empty() ? "" : ", ") + c;
+      std::cerr << "pipeforge: unknown command '" << argv[1] << "'" << did_you_mean(argv[1], commands)
+                << " (commands: " << list << ")\nRun with --help for more information.\n";
+      return kExitUsage;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    // Help and version print and succeed; every real parse error is a usage error (exit 2).
-    const int code = app.exit(e);
-    return code == 0 ? kExitOk : kExitUsage;
+    // Help and version print and succeed; every real parse error is a usage error (exit 2). An
+    // unknown option gets the closest known one.
+    const std::string hint =
+        dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr ? unknown_option_hint(app, argc, argv) : "";
+    if (hint.empty()) {
+      const int code = app.exit(e);
+      return code == 0 ? kExitOk : kExitUsage;
+    }
+    std::cerr << e.what() << hint << "\nRun with --help for more information.\n";
+    return kExitUsage;
   }
 
   try {

@@ -62,6 +62,10 @@ void check_args(const TrainArgs& a) {
     }
   }
   if (a.optimizer == "adamw" && a.momentum != 0.0) usage_error("--momentum applies to --optimizer sgd only");
+  if (a.schedule.empty() && a.schedule_file.empty() && (a.stages > 1 || a.chunks > 1))
+    usage_error(std::string(a.stages > 1 ? "--stages " + std::to_string(a.stages) : "--chunks " + std::to_string(a.chunks)) +
+                " needs a schedule, or the run would be sequential: add --schedule (e.g. --schedule 1f1b; "
+                "`pipeforge schedule --help` lists them) or --schedule-file");
   if (sched::is_local_schedule_name(a.schedule) && (!a.checkpoint.empty() || !a.resume.empty()))
     usage_error("--checkpoint and --resume are not supported with local-learning schedule " + a.schedule +
                 " yet (its auxiliary heads are not saved)");
