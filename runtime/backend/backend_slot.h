@@ -14,10 +14,9 @@ namespace pf::backend {
 template <typename Backend>
 class BackendSlot {
  public:
-  // `name` as in $PIPEFORGE_<NAME>_BACKEND ("cuda"), `file` the library, `revision` the interface
-  // revision of this runtime; `global`: load the library with RTLD_GLOBAL.
-  BackendSlot(const char* name, const char* file, int revision, bool global)
-      : name_(name), file_(file), revision_(revision), global_(global) {}
+  // `library`: where the backend comes from when none is registered; `revision`: the interface
+  // revision of this runtime.
+  BackendSlot(const BackendLibrary& library, int revision) : library_(library), revision_(revision) {}
 
   // From the backend's static initializer. A backend of another interface revision is refused.
   void offer(Backend* backend, int revision) {
@@ -30,27 +29,23 @@ class BackendSlot {
     backend_.store(backend);
   }
 
-  Backend* present() const { return backend_.load(); }
-
   // The backend, loading its library if none is registered. Throws `code`
   // "<what>: <why the library did not load or register><hint>".
   Backend& get(ErrorCode code, const std::string& what, const std::string& hint) {
     if (Backend* b = backend_.load()) return *b;
-    std::string why = load_backend_library(name_, file_, global_);
+    std::string why = load_backend_library(library_);
     if (Backend* b = backend_.load()) return *b;
     if (why.empty()) {
       std::lock_guard<std::mutex> lock(mutex_);
-      why = std::string(file_) + " loaded, but " +
+      why = std::string(library_.file) + " loaded, but " +
             (refusal_.empty() ? std::string("it registered no backend") : "it was refused: " + refusal_);
     }
     fail(code, what, ": ", why, hint);
   }
 
  private:
-  const char* name_;
-  const char* file_;
-  int revision_;
-  bool global_;
+  const BackendLibrary library_;
+  const int revision_;
   std::atomic<Backend*> backend_{nullptr};
   std::mutex mutex_;
   std::string refusal_;

@@ -7,16 +7,13 @@ namespace pf {
 namespace {
 
 backend::BackendSlot<CudaBackend>& slot() {
-  static backend::BackendSlot<CudaBackend> slot("cuda", backend::kCudaBackendLibrary, kCudaBackendInterfaceRevision,
-                                                /*global=*/false);
+  static backend::BackendSlot<CudaBackend> slot(backend::kCudaBackend, kCudaBackendInterfaceRevision);
   return slot;
 }
 
 }  // namespace
 
 void register_cuda_backend(CudaBackend* backend, int interface_revision) { slot().offer(backend, interface_revision); }
-
-CudaBackend* cuda_backend_if_present() { return slot().present(); }
 
 CudaBackend& cuda_backend() {
   return slot().get(ErrorCode::kCudaError, "the CUDA backend is not available",

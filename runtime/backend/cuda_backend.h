@@ -159,7 +159,4 @@ void require_cuda_device(int ordinal, const std::string& who, const CudaAvailabi
 // another interface revision is refused (cuda_backend() then says so).
 void register_cuda_backend(CudaBackend* backend, int interface_revision);
 
-// The registered backend, or nullptr: never loads anything.
-CudaBackend* cuda_backend_if_present();
-
 }  // namespace pf

@@ -15,16 +15,22 @@
 
 namespace pf::backend {
 
-// The backends' files: their SONAMEs carry the ABI version, like libpipeforge.so.<abi>.
-constexpr char kCudaBackendLibrary[] = "libpipeforge_cuda.so.1";
-constexpr char kMpiBackendLibrary[] = "libpipeforge_mpi.so.1";
+// A backend library: `name` as in $PIPEFORGE_<NAME>_BACKEND, its file (whose SONAME carries the ABI
+// version, like libpipeforge.so.<abi>), and whether it is loaded with RTLD_GLOBAL.
+struct BackendLibrary {
+  const char* name;
+  const char* file;
+  bool global;
+};
+constexpr BackendLibrary kCudaBackend{"cuda", "libpipeforge_cuda.so.1", false};
+// RTLD_GLOBAL: Open MPI's own plugins look for libmpi's symbols globally.
+constexpr BackendLibrary kMpiBackend{"mpi", "libpipeforge_mpi.so.1", true};
 
-// dlopen()s the backend library once per process (later calls return the first outcome);
-// `global`: with RTLD_GLOBAL (Open MPI's own plugins look for libmpi's symbols globally).
+// dlopen()s the backend library once per process (later calls return the first outcome).
 // Returns "" on success, else every attempt's error, e.g. "libpipeforge_cuda.so.1 could not be
 // loaded: /usr/lib/libpipeforge_cuda.so.1: libcudart.so.13: cannot open shared object file ...".
 // Thread-safe.
-std::string load_backend_library(const std::string& name, const std::string& file_name, bool global = false);
+std::string load_backend_library(const BackendLibrary& library);
 
 // The folder of the shared object (or executable) this code is linked into, with a trailing '/'.
 std::string runtime_folder();

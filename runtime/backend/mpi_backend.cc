@@ -5,10 +5,8 @@
 namespace pf {
 namespace {
 
-// RTLD_GLOBAL: Open MPI's own plugins look for libmpi's symbols globally.
 backend::BackendSlot<MpiBackend>& slot() {
-  static backend::BackendSlot<MpiBackend> slot("mpi", backend::kMpiBackendLibrary, kMpiBackendInterfaceRevision,
-                                               /*global=*/true);
+  static backend::BackendSlot<MpiBackend> slot(backend::kMpiBackend, kMpiBackendInterfaceRevision);
   return slot;
 }
 

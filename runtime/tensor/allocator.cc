@@ -53,7 +53,7 @@ Allocator& allocator_for(const Device& device) {
   std::string load_error;
   if (fn == nullptr && device.kind == DeviceKind::kCuda) {
     // The first CUDA tensor: the CUDA backend registers its allocator when it is loaded.
-    load_error = backend::load_backend_library("cuda", backend::kCudaBackendLibrary);
+    load_error = backend::load_backend_library(backend::kCudaBackend);
     fn = hooks(device.kind).allocator.load(std::memory_order_acquire);
   }
   if (fn == nullptr) {
