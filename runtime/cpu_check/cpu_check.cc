@@ -19,23 +19,31 @@ bool cpu_has(const char* feature) {
   return false;  // a feature this check does not know: say so rather than crash later
 }
 
-constexpr char kFix[] = "; rebuild it with `bazel build --config=portable ...` (docs/BUILD.md, \"Portable builds\")";
+void append(char* out, size_t size, const char* text) { std::strncat(out, text, size - std::strlen(out) - 1); }
 
-// At load time, before anything compiled for the build's ISA can hit an illegal instruction: one line
-// on stderr. Plain C only: an inline C++ function here could be the copy the linker took from a file
-// compiled for the build's ISA.
-__attribute__((constructor(101))) void warn_on_unsupported_cpu() {
-  if (cpu_supported()) return;
-  char line[512] = "pipeforge: PipeForge was built for x86-64-v3 and this CPU lacks ";
+// The problem for the nullptr-terminated `required` list, written into `out` ("" when none). Plain
+// C only, so that the load-time check can use it: an inline C++ function here could be the copy the
+// linker took from a file compiled for the build's ISA.
+void write_problem(const char* const* required, bool (*has)(const char*), char* out, size_t size) {
+  out[0] = '\0';
   bool missing = false;
-  for (const char* const* f = build_required_cpu_feature_list(); *f != nullptr; ++f) {
-    if (cpu_has(*f)) continue;
-    if (missing) std::strncat(line, ", ", sizeof(line) - std::strlen(line) - 1);
-    std::strncat(line, *f, sizeof(line) - std::strlen(line) - 1);
+  for (const char* const* f = required; *f != nullptr; ++f) {
+    if (has(*f)) continue;
+    append(out, size, missing ? ", " : "PipeForge was built for x86-64-v3 and this CPU lacks ");
+    append(out, size, *f);
     missing = true;
   }
-  std::strncat(line, kFix, sizeof(line) - std::strlen(line) - 1);
-  std::strncat(line, "\n", sizeof(line) - std::strlen(line) - 1);
+  if (missing) append(out, size, "; rebuild it with `bazel build --config=portable ...` (docs/BUILD.md, \"Portable builds\")");
+}
+
+// At load time, before anything compiled for the build's ISA can hit an illegal instruction: one line
+// on stderr.
+__attribute__((constructor(101))) void warn_on_unsupported_cpu() {
+  char line[512] = "pipeforge: ";
+  const size_t prefix = std::strlen(line);
+  write_problem(build_required_cpu_feature_list(), cpu_has, line + prefix, sizeof(line) - prefix - 1);
+  if (line[prefix] == '\0') return;
+  append(line, sizeof(line), "\n");
   ssize_t ignored = write(2, line, std::strlen(line));
   (void)ignored;
 }
@@ -55,17 +63,15 @@ std::vector<std::string> build_required_cpu_features() {
   return features;
 }
 
-std::string cpu_support_problem(const std::vector<std::string>& required, bool (*has)(const std::string& feature)) {
-  std::string missing;
-  for (const std::string& feature : required) {
-    if (!has(feature)) missing += (missing.empty() ? "" : ", ") + feature;
-  }
-  if (missing.empty()) return "";
-  return "PipeForge was built for x86-64-v3 and this CPU lacks " + missing + kFix;
+std::string cpu_support_problem(const std::vector<std::string>& required, bool (*has)(const char* feature)) {
+  std::vector<const char*> list;
+  for (const std::string& feature : required) list.push_back(feature.c_str());
+  list.push_back(nullptr);
+  char problem[1024];
+  write_problem(list.data(), has, problem, sizeof(problem));
+  return problem;
 }
 
-std::string cpu_support_problem() {
-  return cpu_support_problem(build_required_cpu_features(), [](const std::string& f) { return cpu_has(f.c_str()); });
-}
+std::string cpu_support_problem() { return cpu_support_problem(build_required_cpu_features(), cpu_has); }
 
 }  // namespace pf

@@ -18,7 +18,7 @@ std::vector<std::string> build_required_cpu_features();
 // "" when `has(feature)` holds for every required feature; otherwise the message naming the missing
 // ones and the fix, e.g. "PipeForge was built for x86-64-v3 and this CPU lacks avx2, fma; rebuild it
 // with `bazel build --config=portable ...` (docs/BUILD.md)".
-std::string cpu_support_problem(const std::vector<std::string>& required, bool (*has)(const std::string& feature));
+std::string cpu_support_problem(const std::vector<std::string>& required, bool (*has)(const char* feature));
 
 // The same for this machine's CPU (cpuid through __builtin_cpu_supports).
 std::string cpu_support_problem();
