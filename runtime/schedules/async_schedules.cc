@@ -31,21 +31,12 @@ bool is_asynchronous(const Schedule& schedule) {
 }
 
 Schedule async_run(const std::string& name, int ranks, int micro_batches, int update_every) {
-  PF_CHECK_ARG(ranks >= 1 && micro_batches >= 1 && update_every >= 1, name, ": ranks, micro_batches and the update "
-               "interval must be >= 1, got ", ranks, ", ", micro_batches, ", ", update_every);
   const int p = ranks, m = micro_batches;
-  Schedule s;
-  s.name = name;
-  s.num_micro_batches = m;
-  s.placement = Placement::one_per_rank(p);
-  s.ranks.resize(static_cast<size_t>(p));
+  Schedule s = start_run(name, p, m, update_every);
   for (int r = 0; r < p; ++r) {
     auto& list = s.ranks[static_cast<size_t>(r)];
     const int warmup = std::min(p - r - 1, m);
-    auto backward = [&](int k) {
-      list.push_back(Action{ActionKind::kBackward, r, k});
-      if ((k + 1) % update_every == 0 || k == m - 1) list.push_back(Action{ActionKind::kUpdate, r, k});
-    };
+    auto backward = [&](int k) { push_backward(list, r, k, m, update_every); };
     for (int k = 0; k < warmup; ++k) list.push_back(Action{ActionKind::kForward, r, k});
     for (int k = warmup; k < m; ++k) {
       list.push_back(Action{ActionKind::kForward, r, k});

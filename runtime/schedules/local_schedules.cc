@@ -30,20 +30,13 @@ int local_update_interval(const std::string& name, int micro_batches) {
 }
 
 Schedule local_run(const std::string& name, int ranks, int micro_batches, int update_every) {
-  PF_CHECK_ARG(ranks >= 1 && micro_batches >= 1 && update_every >= 1, name, ": ranks, micro_batches and the update "
-               "interval must be >= 1, got ", ranks, ", ", micro_batches, ", ", update_every);
-  Schedule s;
-  s.name = name;
-  s.num_micro_batches = micro_batches;
-  s.placement = Placement::one_per_rank(ranks);
-  s.ranks.resize(static_cast<size_t>(ranks));
+  Schedule s = start_run(name, ranks, micro_batches, update_every);
   for (int r = 0; r < ranks; ++r) {
     auto& list = s.ranks[static_cast<size_t>(r)];
     for (int k = 0; k < micro_batches; ++k) {
       list.push_back(Action{ActionKind::kForward, r, k});
       if (r + 1 < ranks) list.push_back(Action{ActionKind::kHead, r, k});
-      list.push_back(Action{ActionKind::kBackward, r, k});
-      if ((k + 1) % update_every == 0 || k == micro_batches - 1) list.push_back(Action{ActionKind::kUpdate, r, k});
+      push_backward(list, r, k, micro_batches, update_every);
     }
   }
   return s;

@@ -43,6 +43,22 @@ std::vector<Action> lower_window(const std::vector<Action>& list, int num_stages
 
 }  // namespace
 
+Schedule start_run(const std::string& name, int ranks, int micro_batches, int update_every) {
+  PF_CHECK_ARG(ranks >= 1 && micro_batches >= 1 && update_every >= 1, name, ": ranks, micro_batches and the update "
+               "interval must be >= 1, got ", ranks, ", ", micro_batches, ", ", update_every);
+  Schedule s;
+  s.name = name;
+  s.num_micro_batches = micro_batches;
+  s.placement = Placement::one_per_rank(ranks);
+  s.ranks.resize(static_cast<size_t>(ranks));
+  return s;
+}
+
+void push_backward(std::vector<Action>& list, int rank, int k, int micro_batches, int update_every) {
+  list.push_back(Action{ActionKind::kBackward, rank, k});
+  if ((k + 1) % update_every == 0 || k == micro_batches - 1) list.push_back(Action{ActionKind::kUpdate, rank, k});
+}
+
 StepWindows cut_step_windows(const std::string& name, int ranks, int micro_batches,
                              const std::function<Schedule(int)>& run, const std::vector<int>& lag, bool recompute) {
   const int p = ranks, m = micro_batches;

@@ -39,6 +39,15 @@ struct StepWindows {
   }
 };
 
+// The start of a schedule's unlowered run (async_run, local_run): one stage per rank, `ranks` empty
+// lists. Throws kInvalidArgument naming the schedule unless ranks, micro_batches and update_every
+// are >= 1.
+Schedule start_run(const std::string& name, int ranks, int micro_batches, int update_every);
+
+// Appends rank r's BW(k), then its UPDATE after every `update_every`-th micro-batch and after the
+// run's last one.
+void push_backward(std::vector<Action>& list, int rank, int k, int micro_batches, int update_every);
+
 // `run(n)`: the schedule's unlowered run of n micro-batches, one stage per rank, every rank's list
 // in micro-batch order of its forwards. Rank r's steady window runs from its F(m - lag[r]) to its
 // F(2m - lag[r]) of the run of 3m (lag 0: its own forwards of the step; lag r: the micro-batches
