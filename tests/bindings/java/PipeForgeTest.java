@@ -611,6 +611,18 @@ public class PipeForgeTest {
 
   // ---- asynchronous schedules (C API 0.4): the options, drain() ----
 
+  /** Two steps (each loss finite), then drain(): the checksums before and after the drain. */
+  static String[] twoStepsThenDrain(Trainer trainer) {
+    for (int s = 0; s < 2; ++s) {
+      Batch b = rows(s, 0, ROWS);
+      double loss = trainer.step(b.inputs(), b.targets()).getLoss();
+      assertTrue("loss " + loss, Double.isFinite(loss));
+    }
+    String inFlight = trainer.checksum();
+    trainer.drain();
+    return new String[] {inFlight, trainer.checksum()};
+  }
+
   static TrainerOptions asyncOptions(String schedule) {
     TrainerOptions options = TrainerOptions.pipelined(schedule, 2);
     options.setMicroBatches(MICRO_BATCHES);
@@ -629,15 +641,9 @@ public class PipeForgeTest {
     assertEquals(100L, defaults.getPipemareAnnealUpdates());
     assertEquals(0.9f, defaults.getPipemareDecay(), 0.0f);
     try (Model model = referenceModel(); Trainer trainer = new Trainer(model, asyncOptions("pipedream"))) {
-      for (int s = 0; s < 2; ++s) {
-        Batch b = rows(s, 0, ROWS);
-        double loss = trainer.step(b.inputs(), b.targets()).getLoss();
-        assertTrue("loss " + loss, Double.isFinite(loss));
-      }
-      String inFlight = trainer.checksum();
-      trainer.drain();
-      String drained = trainer.checksum();
-      assertNotEquals(inFlight, drained);
+      String[] checksums = twoStepsThenDrain(trainer);
+      String drained = checksums[1];
+      assertNotEquals(checksums[0], drained);
       trainer.drain(); // nothing left: a no-op
       assertEquals(drained, trainer.checksum());
     }
@@ -669,14 +675,8 @@ public class PipeForgeTest {
     options.setSeed(42);
     options.setLocalHead("mlp");
     try (Model model = referenceModel(); Trainer trainer = new Trainer(model, options)) {
-      for (int s = 0; s < 2; ++s) {
-        Batch b = rows(s, 0, ROWS);
-        double loss = trainer.step(b.inputs(), b.targets()).getLoss();
-        assertTrue("loss " + loss, Double.isFinite(loss));
-      }
-      String inFlight = trainer.checksum();
-      trainer.drain();
-      assertNotEquals(inFlight, trainer.checksum());
+      String[] checksums = twoStepsThenDrain(trainer);
+      assertNotEquals(checksums[0], checksums[1]);
     }
     TrainerOptions sync = TrainerOptions.pipelined("1f1b", 2);
     sync.setMicroBatches(MICRO_BATCHES);

@@ -728,7 +728,23 @@ class ProcessOptionsTest(unittest.TestCase):
             self.assertEqual(trainer.metrics().data_position, 2 * MICRO_BATCHES)
 
 
-class AsyncScheduleTest(unittest.TestCase):
+class NoFlushScheduleTest(unittest.TestCase):
+    """What the tests of schedules that never flush share; subclasses define trainer(schedule, **options)."""
+
+    def steps_then_drain(self, trainer):
+        """Two steps (each loss finite), then drain(): the checksums before and after the drain."""
+        for inputs, targets in BATCHES[:2]:
+            self.assertTrue(np.isfinite(trainer.step(inputs, targets).loss))
+        in_flight = trainer.checksum()
+        trainer.drain()
+        return in_flight, trainer.checksum()
+
+    def train_and_drain(self, schedule, **options):
+        with self.trainer(schedule, **options) as trainer:
+            return self.steps_then_drain(trainer)[1]
+
+
+class AsyncScheduleTest(NoFlushScheduleTest):
     """Asynchronous schedules (C API 0.4): their options reach the runtime, drain() finishes what a
     step left in flight."""
 
@@ -737,20 +753,9 @@ class AsyncScheduleTest(unittest.TestCase):
         return pipeforge.Trainer(reference_model(), micro_batches=MICRO_BATCHES, seed=42, optimizer="sgd", lr=0.05,
                                  momentum=0.9, schedule=schedule, ranks=ranks, **options)
 
-    def train_and_drain(self, schedule, **options):
-        with self.trainer(schedule, **options) as trainer:
-            for inputs, targets in BATCHES[:2]:
-                self.assertTrue(np.isfinite(trainer.step(inputs, targets).loss))
-            trainer.drain()
-            return trainer.checksum()
-
     def test_pipedream_trains_two_steps_and_drains(self):
         with self.trainer("pipedream") as trainer:
-            losses = [trainer.step(inputs, targets).loss for inputs, targets in BATCHES[:2]]
-            self.assertTrue(all(np.isfinite(loss) for loss in losses), losses)
-            in_flight = trainer.checksum()
-            trainer.drain()
-            drained = trainer.checksum()
+            in_flight, drained = self.steps_then_drain(trainer)
             self.assertNotEqual(drained, in_flight)
             trainer.drain()  # nothing left: a no-op
             self.assertEqual(trainer.checksum(), drained)
@@ -788,7 +793,7 @@ class AsyncScheduleTest(unittest.TestCase):
             self.trainer("spectrain", spectrain_version=1.5)
 
 
-class LocalLearningTest(unittest.TestCase):
+class LocalLearningTest(NoFlushScheduleTest):
     """Local learning (C API 0.4): schedule="ppll" / "local-updates" with local_head=, drain()."""
 
     @staticmethod
@@ -796,20 +801,9 @@ class LocalLearningTest(unittest.TestCase):
         return pipeforge.Trainer(reference_model(), micro_batches=MICRO_BATCHES, seed=42, optimizer="adamw",
                                  lr=0.01, schedule=schedule, ranks=2, **options)
 
-    def train_and_drain(self, schedule, **options):
-        with self.trainer(schedule, **options) as trainer:
-            for inputs, targets in BATCHES[:2]:
-                self.assertTrue(np.isfinite(trainer.step(inputs, targets).loss))
-            trainer.drain()
-            return trainer.checksum()
-
     def test_ppll_trains_two_steps_and_drains(self):
         with self.trainer("ppll") as trainer:
-            losses = [trainer.step(inputs, targets).loss for inputs, targets in BATCHES[:2]]
-            self.assertTrue(all(np.isfinite(loss) for loss in losses), losses)
-            in_flight = trainer.checksum()
-            trainer.drain()
-            drained = trainer.checksum()
+            in_flight, drained = self.steps_then_drain(trainer)
             self.assertNotEqual(drained, in_flight)
         self.assertEqual(self.train_and_drain("ppll", local_head="auto"), drained)
         self.assertNotEqual(self.train_and_drain("ppll", local_head="mlp"), drained)
