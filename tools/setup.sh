@@ -29,6 +29,8 @@ DEBIAN_PACKAGES=(
   valgrind                 # memory checks
   libopenmpi-dev           # one process per rank: MPI transport and World (runtime/comm)
   openmpi-bin              # mpirun (tests and `mpirun -np N pipeforge train`)
+  pkg-config               # the installed C library's pipeforge.pc (tests/packaging, the Go module's cgo flags)
+  unzip                    # tests/packaging: the jar's manifest
 )
 
 # tools/setup.sh --fuzz (tools/fuzz.sh calls it): also clang with libFuzzer and the sanitizer runtimes.
