@@ -22,6 +22,7 @@ DEBIAN_PACKAGES=(
   libssl-dev               # SHA-256 (checkpoints, parameter checksums)
   swig                     # bindings (Python, Java, Go)
   python3-dev
+  python3-venv             # tests/packaging: the wheel in a fresh virtual environment (Debian's python3)
   python3-numpy
   openjdk-17-jdk-headless  # Java binding: javac/jar/java (Bazel's Java rules are not used)
   junit4                   # Java binding tests
