@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +18,7 @@ namespace {
 constexpr const char* kDefaultTextFolder = "/usr/share/common-licenses";
 // Distinguishes the row-start stream from any other use of the same seed.
 constexpr uint64_t kRowStartStream = 0x43484152'54455854ull;  // "CHARTEXT"
+constexpr uint64_t kHeldOutRowStartStream = 0x48454c44'4f555454ull;  // "HELDOUTT"
 
 std::string read_whole_file(const std::string& path) {
   std::error_code ec;
@@ -48,6 +50,10 @@ bool looks_like_text(const std::string& path) {
 void CharTextOptions::validate() const {
   PF_CHECK_ARG(rows >= 1, "rows must be >= 1, got ", rows);
   PF_CHECK_ARG(seq_len >= 1, "seq_len must be >= 1, got ", seq_len);
+  PF_CHECK_ARG(held_out_fraction >= 0.0 && held_out_fraction < 1.0, "held_out_fraction must be in [0, 1), got ",
+               held_out_fraction);
+  PF_CHECK_ARG(split == Split::kTrain || held_out_fraction > 0.0,
+               "the held-out split needs held_out_fraction > 0 (the share of the text held out)");
 }
 
 std::vector<std::string> CharTextDataset::text_files_in(const std::string& folder) {
@@ -95,6 +101,14 @@ CharTextDataset::CharTextDataset(const CharTextOptions& options) : options_(opti
   }
   tokens_.resize(text.size());
   for (size_t i = 0; i < text.size(); ++i) tokens_[i] = byte_to_id_[static_cast<unsigned char>(text[i])];
+  const int64_t total = static_cast<int64_t>(tokens_.size());
+  const int64_t held = static_cast<int64_t>(std::llround(options_.held_out_fraction * static_cast<double>(total)));
+  const bool held_out = options_.split == CharTextOptions::Split::kHeldOut;
+  split_begin_ = held_out ? total - held : 0;
+  split_end_ = held_out ? total : total - held;
+  PF_CHECK_ARG(split_end_ - split_begin_ >= needed, "the ", held_out ? "held-out" : "training", " split of the text (",
+               split_end_ - split_begin_, " of ", total, " tokens with held_out_fraction ", options_.held_out_fraction,
+               ") is shorter than seq_len + 1 = ", needed);
 }
 
 void CharTextDataset::seek(int64_t position) {
@@ -111,17 +125,18 @@ Batch CharTextDataset::next() {
 Batch CharTextDataset::batch_at(int64_t position) const {
   const int64_t rows = options_.rows;
   const int64_t seq = options_.seq_len;
-  // Windows start in [0, starts) so that seq_len + 1 tokens fit.
-  const uint64_t starts = static_cast<uint64_t>(tokens_.size()) - static_cast<uint64_t>(seq);
+  // Windows start in [split_begin, split_begin + starts) so that seq_len + 1 tokens of the split fit.
+  const uint64_t starts = static_cast<uint64_t>(split_end_ - split_begin_) - static_cast<uint64_t>(seq);
+  const bool held_out = options_.split == CharTextOptions::Split::kHeldOut;
   Batch batch;
   batch.inputs = Tensor::empty({rows, seq}, DType::kI32);
   batch.targets = Tensor::empty({rows, seq}, DType::kI32);
   int32_t* in = batch.inputs.i32();
   int32_t* out = batch.targets.i32();
   for (int64_t r = 0; r < rows; ++r) {
-    const uint64_t bits = data::hash_words(options_.seed, kRowStartStream, static_cast<uint64_t>(position),
-                                           static_cast<uint64_t>(r));
-    const int32_t* window = tokens_.data() + data::uniform_below(bits, starts);
+    const uint64_t bits = data::hash_words(options_.seed, held_out ? kHeldOutRowStartStream : kRowStartStream,
+                                           static_cast<uint64_t>(position), static_cast<uint64_t>(r));
+    const int32_t* window = tokens_.data() + split_begin_ + data::uniform_below(bits, starts);
     std::memcpy(in + r * seq, window, static_cast<size_t>(seq) * sizeof(int32_t));
     std::memcpy(out + r * seq, window + 1, static_cast<size_t>(seq) * sizeof(int32_t));
   }

@@ -6,6 +6,9 @@
 // start of row r is a pure function of (seed, p, r), so seek(p) reproduces the stream exactly and
 // a run resumed from a checkpoint sees the same data as one that never stopped.
 // inputs = window[0, seq_len), targets = window[1, seq_len + 1) (next-character prediction).
+// With held_out_fraction f > 0 the last round(f x tokens) tokens are held out: the training split's
+// windows lie in the text before them and the held-out split's (split = kHeldOut) within them,
+// each with its own row-start stream. The vocabulary is the whole text's either way.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +24,8 @@ struct CharTextOptions {
   int64_t rows = 8;                // rows per micro-batch
   int64_t seq_len = 64;
   uint64_t seed = 0;
+  double held_out_fraction = 0.0;  // in [0, 1)
+  enum class Split { kTrain, kHeldOut } split = Split::kTrain;  // kHeldOut needs held_out_fraction > 0
   void validate() const;  // kInvalidArgument naming the field
 };
 
@@ -42,6 +47,9 @@ class CharTextDataset : public DataSource {
   int64_t vocab_size() const { return static_cast<int64_t>(vocabulary_.size()); }
   // The distinct bytes, sorted; vocabulary()[id] is the byte of token id.
   const std::string& vocabulary() const { return vocabulary_; }
+  // The tokens [begin, end) of the split the windows come from.
+  int64_t split_begin() const { return split_begin_; }
+  int64_t split_end() const { return split_end_; }
   // The whole text as token ids.
   const std::vector<int32_t>& tokens() const { return tokens_; }
   // Token id of a byte; -1 when the byte is not in the vocabulary.
@@ -58,6 +66,7 @@ class CharTextDataset : public DataSource {
   std::string vocabulary_;
   int32_t byte_to_id_[256];
   std::vector<int32_t> tokens_;
+  int64_t split_begin_ = 0, split_end_ = 0;
   int64_t position_ = 0;
 };
 

@@ -11,6 +11,7 @@ namespace {
 constexpr uint64_t kTeacherWeightStream = 0x54454143'48455257ull;  // "TEACHERW"
 constexpr uint64_t kTeacherBiasStream = 0x54454143'48455242ull;    // "TEACHERB"
 constexpr uint64_t kFeatureStream = 0x46454154'55524553ull;        // "FEATURES"
+constexpr uint64_t kHeldOutFeatureStream = 0x48454c44'4f555446ull; // "HELDOUTF"
 
 double normal_at(uint64_t seed, uint64_t stream, uint64_t a, uint64_t b) {
   const uint64_t h = data::hash_words(seed, stream, a, b);
@@ -83,7 +84,7 @@ Batch SyntheticClassification::batch_at(int64_t position) const {
     const uint64_t sample = data::hash_words(static_cast<uint64_t>(position), static_cast<uint64_t>(r));
     float* row = x + r * d;
     for (int64_t j = 0; j < d; ++j) {
-      row[j] = static_cast<float>(normal_at(options_.seed, kFeatureStream, sample, static_cast<uint64_t>(j)));
+      row[j] = static_cast<float>(normal_at(options_.seed, options_.held_out ? kHeldOutFeatureStream : kFeatureStream, sample, static_cast<uint64_t>(j)));
     }
     y[r] = label(row);
   }

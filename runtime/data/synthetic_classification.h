@@ -2,7 +2,8 @@
 // the label argmax_c (W x + b)_c of a fixed random linear teacher (W ~ N(0, 1/features), b ~
 // N(0, 0.1^2)). The teacher depends only on teacher_seed, so runs with different data seeds learn
 // the same problem; each micro-batch is a pure function of (seed, position), so seek(position)
-// reproduces the stream exactly. The classes are linearly separable: an MLP drives the loss well
+// reproduces the stream exactly. The held-out split (held_out = true) draws its features from a
+// stream of its own, so it never repeats a training sample. The classes are linearly separable: an MLP drives the loss well
 // below log(classes).
 #pragma once
 
@@ -19,6 +20,7 @@ struct SyntheticClassificationOptions {
   int64_t classes = 10;
   uint64_t seed = 0;                  // the samples
   uint64_t teacher_seed = 0x7EAC4E5;  // the labelling function
+  bool held_out = false;              // the held-out split (same teacher, other samples)
   void validate() const;              // kInvalidArgument naming the field
 };
 

@@ -1,5 +1,7 @@
 #include "runtime/execution/pipeline_trainer.h"
 
+#include "runtime/schedules/forward_only.h"
+
 #include <pthread.h>
 #include <sched.h>
 
@@ -20,6 +22,7 @@
 #include "runtime/kernels/cpu/blas.h"
 #include "runtime/models/init.h"
 #include "runtime/schedules/async_schedules.h"
+#include "runtime/schedules/forward_only.h"
 #include "runtime/schedules/local_schedules.h"
 #include "runtime/train/local_heads.h"
 #include "runtime/schedules/lowering.h"
@@ -66,6 +69,7 @@ struct PipelineTrainer::StepState {
   clock_type::time_point t0;
   std::vector<RankExecutor::StepOutput> outputs;  // per rank
   bool drain = false;  // asynchronous schedules: run the drain instead of a window
+  const sched::Schedule* evaluation = nullptr;  // evaluate(): run this forward-only schedule instead
   std::mutex error_mutex;
   std::exception_ptr error;
 };
@@ -228,6 +232,10 @@ void PipelineTrainer::make_step_windows() {
   PF_CHECK_ARG(options_.base.optimizer.clip_norm == 0.0f, "optimizer.clip_norm ", options_.base.optimizer.clip_norm,
                " cannot apply to ", family,
                ": each stage updates on its own, so there is no global gradient norm (use clip_norm 0)");
+  PF_CHECK_ARG(options_.base.lr_schedule.is_constant(), "learning-rate schedule '",
+               lr_schedule_kind_name(options_.base.lr_schedule.kind), "' (warm-up ",
+               options_.base.lr_schedule.warmup_steps, " steps) is not supported with ", family,
+               " yet: its stages update per micro-batch with their own rates (use a constant one)");
   if (local_) {
     PF_CHECK_ARG(policy_ == sched::ActivationPolicy::kNone, "activation policy '", options_.activation_policy,
                  "' cannot apply to ", family,
@@ -710,6 +718,11 @@ void PipelineTrainer::run_rank(int rank) {
   StepState& st = *state_;
   RankExecutor& executor = *executors_[static_cast<size_t>(rank)];
   auto cancelled = [this] { return cancel_cause(); };
+  if (st.evaluation) {
+    executor.run_evaluation(*st.evaluation, *st.micro, st.t0, endpoint(rank), cancelled,
+                            &st.outputs[static_cast<size_t>(rank)]);
+    return;
+  }
   if (st.drain) {
     executor.run_drain(st.t0, endpoint(rank), cancelled, &st.outputs[static_cast<size_t>(rank)]);
     return;
@@ -768,6 +781,87 @@ void PipelineTrainer::drain() {
   mirror_stage_optimizers();
 }
 
+std::vector<Batch> PipelineTrainer::device_micro_batches(const std::vector<Batch>& micro_batches) const {
+  const Device first = Device::cuda(rank_device_[static_cast<size_t>(schedule_.placement.rank_of(0))]);
+  const Device last =
+      Device::cuda(rank_device_[static_cast<size_t>(schedule_.placement.rank_of(schedule_.num_stages() - 1))]);
+  std::vector<Batch> device_micro;
+  device_micro.reserve(micro_batches.size());
+  for (const Batch& b : micro_batches) {
+    Batch d;
+    {
+      auto scope = cuda_backend().device_scope(first.ordinal);
+      d.inputs = b.inputs.device() == first ? b.inputs : b.inputs.to_device(first);
+    }
+    {
+      auto scope = cuda_backend().device_scope(last.ordinal);
+      d.targets = b.targets.device() == last ? b.targets : b.targets.to_device(last);
+    }
+    device_micro.push_back(std::move(d));
+  }
+  return device_micro;
+}
+
+EvalResult PipelineTrainer::evaluate(DataSource& source, int micro_batches) {
+  PF_CHECK_ARG(micro_batches >= 1, "evaluate: micro_batches must be >= 1, got ", micro_batches);
+  PF_CHECK_STATE(!windowed_, "evaluate: ", schedule_family(),
+                 " keeps micro-batches in flight between steps; evaluation runs with synchronous schedules only yet");
+  const sched::Schedule forward_only = sched::forward_only_schedule(schedule_.placement, micro_batches);
+  const std::vector<Batch> micro = pull_micro_batches(*model_, source, micro_batches);
+  std::vector<Batch> device_micro;
+  if (gpu_) {
+    device_micro = device_micro_batches(micro);
+    sync_devices("copying the evaluation micro-batches");
+  }
+  StepState& st = *state_;
+  st.micro = gpu_ ? &device_micro : &micro;
+  st.evaluation = &forward_only;
+  st.outputs.assign(static_cast<size_t>(schedule_.num_ranks()), RankExecutor::StepOutput());
+  st.error = nullptr;
+  reset_transport();
+  run_workers();
+  if (gpu_) {
+    try {
+      sync_rank_streams();
+    } catch (...) {
+      if (!st.error) st.error = std::current_exception();
+    }
+  }
+  st.evaluation = nullptr;
+  st.micro = nullptr;
+  if (st.error) {
+    std::exception_ptr e = st.error;
+    st.error = nullptr;
+    reset_transport();
+    std::rethrow_exception(e);
+  }
+  const int last_rank = schedule_.placement.rank_of(schedule_.num_stages() - 1);
+  std::vector<float> losses = st.outputs[static_cast<size_t>(last_rank)].losses;
+  std::vector<int64_t> correct = st.outputs[static_cast<size_t>(last_rank)].correct;
+  st.outputs.clear();
+  losses.resize(static_cast<size_t>(micro_batches), 0.0f);
+  correct.resize(static_cast<size_t>(micro_batches), 0);
+  if (options_.world) {  // the last stage's process has them
+    options_.world->broadcast(losses.data(), losses.size() * sizeof(float), last_rank, options_.recv_timeout_seconds);
+    options_.world->broadcast(correct.data(), correct.size() * sizeof(int64_t), last_rank,
+                              options_.recv_timeout_seconds);
+  }
+  EvalResult result;
+  int64_t right = 0;
+  for (size_t i = 0; i < losses.size(); ++i) {
+    result.loss += losses[i];
+    right += correct[i];
+  }
+  for (const Batch& b : micro) {
+    result.samples += b.rows();
+    result.targets += b.targets.numel();
+  }
+  result.micro_batches = micro_batches;
+  result.loss /= static_cast<double>(micro_batches);
+  result.accuracy = result.targets > 0 ? static_cast<double>(right) / static_cast<double>(result.targets) : 0.0;
+  return result;
+}
+
 StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batches) {
   const auto start = clock_type::now();
   // Data parallel: this replica's m of the step's D * m.
@@ -800,22 +894,7 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batche
         std::memset(p->grad.data<char>(), 0, p->grad.nbytes());
       }
     }
-    const Device first = Device::cuda(rank_device_[static_cast<size_t>(schedule_.placement.rank_of(0))]);
-    const Device last =
-        Device::cuda(rank_device_[static_cast<size_t>(schedule_.placement.rank_of(schedule_.num_stages() - 1))]);
-    device_micro.reserve(micro_batches.size());
-    for (const Batch& b : micro_batches) {
-      Batch d;
-      {
-        auto scope = cuda_backend().device_scope(first.ordinal);
-        d.inputs = b.inputs.device() == first ? b.inputs : b.inputs.to_device(first);
-      }
-      {
-        auto scope = cuda_backend().device_scope(last.ordinal);
-        d.targets = b.targets.device() == last ? b.targets : b.targets.to_device(last);
-      }
-      device_micro.push_back(std::move(d));
-    }
+    device_micro = device_micro_batches(micro_batches);
     sync_devices("zeroing the gradients and copying the micro-batches");
   }
 
@@ -904,12 +983,20 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batche
     result.samples += b.rows();
     result.tokens += b.targets.numel();
   }
-  if (!windowed_) optimizer_->step(params);
+  if (!windowed_) {
+    result.lr = options_.base.lr_schedule.lr_at(options_.base.optimizer.lr, metrics_.step);
+    optimizer_->set_lr(static_cast<float>(result.lr));
+    optimizer_->step(params);
+  } else {
+    result.lr = options_.base.optimizer.lr;
+  }
   sync_devices("the optimizer step");  // GPUs: the update is done before the next step's workers start
   const auto end = clock_type::now();
   result.seconds = std::chrono::duration<double>(end - start).count();
 
   collect_stats(store_stats);
+  result.bubble_rate = stats_.bubble_rate;
+  for (const RankStats& rs : stats_.ranks) result.peak_activation_bytes.push_back(static_cast<int64_t>(rs.peak_activation_bytes));
   stats_.step_us = std::chrono::duration<double, std::micro>(end - start).count();
   stats_.optimizer_us = std::chrono::duration<double, std::micro>(end - t_opt).count();
   st.micro = nullptr;

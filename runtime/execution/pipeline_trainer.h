@@ -140,6 +140,10 @@ class PipelineTrainer : public Trainer {
   StepResult step(const Batch& batch) override;
   // One step on micro-batches pulled from `source` (rewound to where the step began on failure).
   StepResult step(DataSource& source) override;
+  // Forward-only through the same ranks and transport (sched::forward_only_schedule of the
+  // schedule's placement); synchronous schedules only (kFailedPrecondition otherwise). With a
+  // world every process must call it with the same data; each gets the same result.
+  EvalResult evaluate(DataSource& source, int micro_batches) override;
 
   Model& model() const override { return *model_; }
   std::shared_ptr<Model> shared_model() const { return model_; }
@@ -212,6 +216,8 @@ class PipelineTrainer : public Trainer {
   struct StepState;
   // `micro_batches`: the step's D * m (every replica's); this process runs its replica's m.
   StepResult run_step(const std::vector<Batch>& micro_batches);
+  // GPUs: the micro-batches' inputs on stage 0's device, targets on the last stage's.
+  std::vector<Batch> device_micro_batches(const std::vector<Batch>& micro_batches) const;
   // Starts every local rank's worker on state_ and waits for them all.
   void run_workers();
   void make_step_windows();  // windows_, after refusing what such a schedule cannot do

@@ -15,15 +15,6 @@ using comm::MessageKind;
 using sched::Action;
 using sched::ActionKind;
 
-size_t context_bytes(const std::vector<SavedContext>& contexts, const SavedContext* loss_context) {
-  std::unordered_map<const Storage*, std::pair<size_t, size_t>> extents;
-  for (const auto& c : contexts) c.collect_extents(&extents);
-  if (loss_context) loss_context->collect_extents(&extents);
-  size_t n = 0;
-  for (const auto& e : extents) n += e.second.second - e.second.first;
-  return n;
-}
-
 uint64_t context_key(int stage, int micro_batch) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(stage)) << 32) | static_cast<uint32_t>(micro_batch);
 }
@@ -164,6 +155,25 @@ void RankExecutor::run_step(const std::vector<Batch>& micro_batches, clock_type:
   ++window_;
 }
 
+void RankExecutor::run_evaluation(const sched::Schedule& forward_only, const std::vector<Batch>& micro_batches,
+                                  clock_type::time_point t0, comm::Transport& transport,
+                                  const std::function<std::string()>& cancelled, StepOutput* out) {
+  PF_INTERNAL_CHECK(async_ == nullptr, "rank executor: evaluation of a schedule that never flushes");
+  PF_INTERNAL_CHECK(schedule_ != nullptr && forward_only.placement == schedule_->placement,
+                    "rank executor: the forward-only schedule has another placement");
+  struct Restore {  // the training schedule again, also when an action throws
+    RankExecutor* self;
+    const sched::Schedule* training;
+    ~Restore() {
+      self->schedule_ = training;
+      self->evaluating_ = false;
+    }
+  } restore{this, schedule_};
+  schedule_ = &forward_only;
+  evaluating_ = true;
+  run_actions(forward_only.ranks[static_cast<size_t>(rank_)], micro_batches, t0, transport, nullptr, cancelled, out);
+}
+
 void RankExecutor::run_drain(clock_type::time_point t0, comm::Transport& transport,
                              const std::function<std::string()>& cancelled, StepOutput* out) {
   PF_INTERNAL_CHECK(async_ != nullptr, "rank executor: drain of a synchronous schedule");
@@ -191,6 +201,7 @@ void RankExecutor::run_actions(const std::vector<Action>& actions, const std::ve
   loss_scale_ = options_.loss_scale > 0 ? options_.loss_scale : 1.0f / static_cast<float>(schedule_->num_micro_batches);
   // Windows: the last stage's forwards in a drain (local learning) still record their losses.
   out->losses.assign(static_cast<size_t>(async_ ? async_->micro_batches : m), 0.0f);
+  out->correct.assign(evaluating_ ? static_cast<size_t>(m) : 0, 0);
   out->timed.clear();
   out->timed.reserve(actions.size());
   out->stats = RankStats();
@@ -264,7 +275,31 @@ void RankExecutor::run_actions(const std::vector<Action>& actions, const std::ve
   clear.keep = keep_slots;
 }
 
+void RankExecutor::on_evaluation_forward(const Action& a) {
+  const int s = a.stage, mb = a.micro_batch;
+  const Stage& stage = (*stages_)[static_cast<size_t>(s)];
+  Slot& sl = slot(a);
+  Tensor x = s == 0 ? batch_of(mb).inputs : std::move(sl.input);
+  PF_INTERNAL_CHECK(x.defined(), "rank ", rank_, ": ", sched::action_to_string(a), " has no input");
+  x = stage.forward(std::move(x), sl.ctx);
+  sl.ctx.clear();  // no backward follows
+  if (stage.has_loss()) {
+    const Tensor& targets = batch_of(mb).targets;
+    out_->losses[static_cast<size_t>(mb)] = stage.loss_forward(x, targets, 1.0f, sl.loss_ctx);
+    out_->correct[static_cast<size_t>(mb)] = stage.count_correct(x, targets);
+    sl.loss_ctx.clear();
+  } else if (rank_of(s + 1) == rank_) {
+    slots_[static_cast<size_t>(s + 1)][static_cast<size_t>(mb)].input = std::move(x);
+  } else {
+    sl.output = std::move(x);
+  }
+}
+
 void RankExecutor::on_forward(const Action& a) {
+  if (evaluating_) {
+    on_evaluation_forward(a);
+    return;
+  }
   const int s = a.stage, mb = a.micro_batch;
   const int j = async_ ? mb % async_->micro_batches : mb;  // the step's micro-batch
   const Stage& stage = (*stages_)[static_cast<size_t>(s)];

@@ -43,11 +43,6 @@ struct RankStats {
   size_t peak_weight_version_bytes = 0;
 };
 
-// Activation bytes of a set of saved contexts: per storage, the byte range its saved tensors cover
-// (a micro-batch slice of the caller's batch counts as its slice; a context counts the same before
-// and after the activation store moved it).
-size_t context_bytes(const std::vector<SavedContext>& contexts, const SavedContext* loss_context = nullptr);
-
 // The activation store's key of (stage, micro-batch).
 uint64_t context_key(int stage, int micro_batch);
 
@@ -66,6 +61,7 @@ class RankExecutor {
   // What one step of this rank produced.
   struct StepOutput {
     std::vector<float> losses;  // [micro-batch]: scaled loss where this rank ran the last stage's F, else 0
+    std::vector<int64_t> correct;  // evaluation, [micro-batch]: targets the last stage's F got right
     std::vector<sched::TimedAction> timed;
     RankStats stats;
   };
@@ -101,6 +97,12 @@ class RankExecutor {
                 comm::Transport& transport, mem::ActivationStore* store,
                 const std::function<std::string()>& cancelled,
                 StepOutput* out);
+  // Evaluation (synchronous schedules only): runs this rank's list of `forward_only`
+  // (sched::forward_only_schedule of the schedule's placement) on `micro_batches`: forwards only,
+  // nothing kept for a backward; the last stage's F records its unscaled loss and correct count.
+  void run_evaluation(const sched::Schedule& forward_only, const std::vector<Batch>& micro_batches,
+                      std::chrono::steady_clock::time_point t0, comm::Transport& transport,
+                      const std::function<std::string()>& cancelled, StepOutput* out);
   // Asynchronous schedules: runs the drain of the last window (the backwards and updates still in
   // flight); afterwards the pipeline is empty and the next run_step fills it again. A no-op when
   // it is empty.
@@ -142,6 +144,7 @@ class RankExecutor {
   Slot& slot(const sched::Action& a);
   int rank_of(int stage) const { return schedule_->placement.rank_of(stage); }
   void on_forward(const sched::Action& a);
+  void on_evaluation_forward(const sched::Action& a);
   void on_backward(const sched::Action& a);  // B and BW
   void on_backward_weight(const sched::Action& a);
   void on_send_f(const sched::Action& a);
@@ -171,6 +174,7 @@ class RankExecutor {
   mem::ActivationStore* store_ = nullptr;
   StepOutput* out_ = nullptr;
   float loss_scale_ = 1.0f;
+  bool evaluating_ = false;  // run_evaluation in progress
   size_t live_bytes_ = 0;
   int live_ = 0;
   // Asynchronous schedules.

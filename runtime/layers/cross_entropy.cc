@@ -93,4 +93,27 @@ Tensor CrossEntropyLoss::backward(SavedContext& ctx) {
   return grad;
 }
 
+int64_t CrossEntropyLoss::count_correct(const Tensor& logits, const Tensor& targets) const {
+  // Logits on a device are read on the host (evaluation only).
+  const Tensor x = logits.device().kind == DeviceKind::kCpu ? logits : logits.to_device(Device::cpu());
+  const Tensor t = targets.device().kind == DeviceKind::kCpu ? targets : targets.to_device(Device::cpu());
+  PF_CHECK_ARG(x.defined() && x.dtype() == DType::kF32 && x.rank() >= 1 && x.dim(-1) > 0,
+               "cross_entropy: expected f32 logits [..., C] to count correct rows");
+  const int64_t classes = x.dim(-1);
+  const int64_t rows = x.numel() / classes;
+  PF_CHECK_ARG(t.defined() && t.dtype() == DType::kI32 && t.numel() == rows, "cross_entropy: expected i32 targets with ",
+               rows, " elements to count correct rows");
+  const float* data = x.f32();
+  const int32_t* target = t.i32();
+  int64_t correct = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = data + r * classes;
+    int64_t best = 0;
+    for (int64_t c = 1; c < classes; ++c)
+      if (row[c] > row[best]) best = c;
+    correct += best == target[r] ? 1 : 0;
+  }
+  return correct;
+}
+
 }  // namespace pf

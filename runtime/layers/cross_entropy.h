@@ -12,6 +12,7 @@ class CrossEntropyLoss : public Loss {
   const char* type() const override { return "cross_entropy"; }
   float forward(const Tensor& logits, const Tensor& targets, float scale, SavedContext& ctx) override;
   Tensor backward(SavedContext& ctx) override;
+  int64_t count_correct(const Tensor& logits, const Tensor& targets) const override;
 };
 
 }  // namespace pf

@@ -15,6 +15,8 @@ class Loss {
   // logits: f32 [..., C]; targets: i32 with numel = logits.numel() / C, values in [0, C).
   virtual float forward(const Tensor& logits, const Tensor& targets, float scale, SavedContext& ctx) = 0;
   virtual Tensor backward(SavedContext& ctx) = 0;
+  // Evaluation: how many rows' largest logit (the first of equal ones) is their target.
+  virtual int64_t count_correct(const Tensor& logits, const Tensor& targets) const = 0;
 };
 
 }  // namespace pf

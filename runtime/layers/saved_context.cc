@@ -106,4 +106,13 @@ void SavedContext::clear() {
   children_.clear();
 }
 
+size_t context_bytes(const std::vector<SavedContext>& contexts, const SavedContext* loss_context) {
+  std::unordered_map<const Storage*, std::pair<size_t, size_t>> extents;
+  for (const auto& c : contexts) c.collect_extents(&extents);
+  if (loss_context) loss_context->collect_extents(&extents);
+  size_t n = 0;
+  for (const auto& e : extents) n += e.second.second - e.second.first;
+  return n;
+}
+
 }  // namespace pf

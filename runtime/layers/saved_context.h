@@ -48,4 +48,9 @@ class SavedContext {
   std::vector<std::unique_ptr<SavedContext>> children_;
 };
 
+// Activation bytes of a set of saved contexts: per storage, the byte range its saved tensors cover
+// (a micro-batch slice of the caller's batch counts as its slice; a context counts the same before
+// and after the activation store moved it).
+size_t context_bytes(const std::vector<SavedContext>& contexts, const SavedContext* loss_context = nullptr);
+
 }  // namespace pf

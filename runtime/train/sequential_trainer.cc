@@ -1,5 +1,6 @@
 #include "runtime/train/sequential_trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <vector>
@@ -77,6 +78,7 @@ StepResult SequentialTrainer::run_step(const std::vector<Batch>& micro_batches) 
   const int per_replica = m / replicas;
   const float scale = 1.0f / static_cast<float>(m);
   StepResult result;
+  int64_t peak_bytes = 0;  // of one micro-batch's contexts: they are the only ones alive
   std::vector<Tensor> replica_sum;  // replicas > 1: the gradients of the replicas so far
   for (int d = 0; d < replicas; ++d) {
     zero_gradients(params);
@@ -93,6 +95,7 @@ StepResult SequentialTrainer::run_step(const std::vector<Batch>& micro_batches) 
       }
       x = stage_.forward(std::move(x), contexts);
       result.loss += stage_.loss_forward(x, targets, scale, loss_context);
+      peak_bytes = std::max(peak_bytes, static_cast<int64_t>(context_bytes(contexts, &loss_context)));
       stage_.backward(contexts, stage_.loss_backward(loss_context));
       result.samples += batch.rows();
       result.tokens += batch.targets.numel();
@@ -107,8 +110,11 @@ StepResult SequentialTrainer::run_step(const std::vector<Batch>& micro_batches) 
   }
   for (size_t i = 0; i < replica_sum.size(); ++i) params[i]->grad.copy_from(replica_sum[i]);
   result.grad_norm = clip_grad_norm(params, options_.optimizer.clip_norm);
+  result.lr = options_.lr_schedule.lr_at(options_.optimizer.lr, metrics_.step);
+  optimizer_->set_lr(static_cast<float>(result.lr));
   optimizer_->step(params);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.peak_activation_bytes = {peak_bytes};
 
   metrics_.step += 1;
   metrics_.last_loss = result.loss;
@@ -120,6 +126,35 @@ StepResult SequentialTrainer::run_step(const std::vector<Batch>& micro_batches) 
                               ", grad norm " + std::to_string(result.grad_norm) + ", " +
                               std::to_string(result.seconds * 1e3) + " ms");
   }
+  return result;
+}
+
+EvalResult SequentialTrainer::evaluate(DataSource& source, int micro_batches) {
+  PF_CHECK_ARG(micro_batches >= 1, "evaluate: micro_batches must be >= 1, got ", micro_batches);
+  const std::vector<Batch> micro = pull_micro_batches(*model_, source, micro_batches);
+  cpu::set_blas_threads_for_this_thread(options_.blas_threads);
+  const Device& device = model_->device();
+  EvalResult result;
+  int64_t correct = 0;
+  for (const Batch& batch : micro) {
+    std::vector<SavedContext> contexts;
+    SavedContext loss_context;
+    Tensor x = batch.inputs;
+    Tensor targets = batch.targets;
+    {
+      MemoryCategoryScope scope(MemoryCategory::kActivations);
+      if (x.device() != device) x = x.to_device(device);
+      if (targets.device() != device) targets = targets.to_device(device);
+    }
+    x = stage_.forward(std::move(x), contexts);
+    result.loss += stage_.loss_forward(x, targets, 1.0f, loss_context);
+    correct += stage_.count_correct(x, targets);
+    result.samples += batch.rows();
+    result.targets += batch.targets.numel();
+  }
+  result.micro_batches = micro_batches;
+  result.loss /= static_cast<double>(micro_batches);
+  result.accuracy = result.targets > 0 ? static_cast<double>(correct) / static_cast<double>(result.targets) : 0.0;
   return result;
 }
 

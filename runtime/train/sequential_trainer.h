@@ -26,6 +26,7 @@ class SequentialTrainer : public Trainer {
   StepResult step(const Batch& batch) override;
   // One step on micro-batches pulled from `source`.
   StepResult step(DataSource& source) override;
+  EvalResult evaluate(DataSource& source, int micro_batches) override;
 
   Model& model() const override { return *model_; }
   std::shared_ptr<Model> shared_model() const { return model_; }

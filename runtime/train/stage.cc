@@ -48,6 +48,11 @@ float Stage::loss_forward(const Tensor& output, const Tensor& targets, float sca
   return model_->loss().forward(output, targets, scale, loss_context);
 }
 
+int64_t Stage::count_correct(const Tensor& output, const Tensor& targets) const {
+  PF_INTERNAL_CHECK(has_loss_, "stage ", index_, " has no loss");
+  return model_->loss().count_correct(output, targets);
+}
+
 Tensor Stage::loss_backward(SavedContext& loss_context) const {
   PF_INTERNAL_CHECK(has_loss_, "stage ", index_, " has no loss");
   MemoryCategoryScope scope(MemoryCategory::kWorkspace);

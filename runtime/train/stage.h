@@ -32,6 +32,8 @@ class Stage {
   // Last stage: the loss of `output` (scaled by `scale`) with its context, and the loss gradient.
   float loss_forward(const Tensor& output, const Tensor& targets, float scale, SavedContext& loss_context) const;
   Tensor loss_backward(SavedContext& loss_context) const;
+  // Last stage, evaluation: the rows of `output` whose largest logit is their target.
+  int64_t count_correct(const Tensor& output, const Tensor& targets) const;
   // The gradient of the stage input from the gradient of its output, through the layers in
   // reverse: fused (weight gradients accumulated too) or input-only (B; W follows).
   Tensor backward(std::vector<SavedContext>& contexts, Tensor grad_output) const;

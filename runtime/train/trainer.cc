@@ -15,6 +15,7 @@ void TrainerOptions::validate() const {
                replicas);
   PF_CHECK_ARG(blas_threads >= 1 && blas_threads <= 1024, "blas_threads must be in [1, 1024], got ", blas_threads);
   optimizer.validate();
+  lr_schedule.validate(optimizer.lr);
 }
 
 }  // namespace pf

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "runtime/models/model.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/train/batch.h"
+#include "runtime/train/lr_schedule.h"
 
 namespace pf {
 
@@ -21,6 +23,9 @@ struct TrainerOptions {
   uint64_t seed = 0;       // parameter initialisation
   int blas_threads = 1;    // BLAS threads of each thread that runs layers (per worker)
   OptimizerConfig optimizer;
+  // The learning rate of each step: optimizer.lr under the schedule (lr_schedule.h). The
+  // asynchronous and local-learning schedules take a constant one only.
+  LrSchedule lr_schedule;
   void validate() const;   // kInvalidArgument naming the field
   int step_micro_batches() const { return micro_batches * replicas; }  // D * m
 };
@@ -37,6 +42,20 @@ struct StepResult {
   int64_t samples = 0;        // rows in the batch
   int64_t tokens = 0;         // target elements in the batch
   double seconds = 0.0;
+  double lr = 0.0;            // the learning rate of the step
+  double bubble_rate = 0.0;   // pipelines: measured idle share of the step (0 for the sequential trainer)
+  // Per rank (one entry for the sequential trainer): the most activation bytes held at once.
+  std::vector<int64_t> peak_activation_bytes;
+};
+
+// A forward-only pass over held-out data: no gradient, no update, the data position of training
+// unchanged.
+struct EvalResult {
+  double loss = 0.0;          // mean over the micro-batches of their mean loss
+  double accuracy = 0.0;      // share of targets whose largest logit is the target
+  int64_t micro_batches = 0;
+  int64_t samples = 0;        // rows
+  int64_t targets = 0;        // target elements (rows x positions for token models)
 };
 
 struct TrainerMetrics {
@@ -55,6 +74,9 @@ class Trainer {
   virtual StepResult step(const Batch& batch) = 0;
   // One step on micro-batches pulled from `source` (rewound to where the step began on failure).
   virtual StepResult step(DataSource& source) = 0;
+  // Forward-only over the next `micro_batches` micro-batches of `source` (a held-out split, not
+  // the training source; its position moves on), with the trainer's current weights.
+  virtual EvalResult evaluate(DataSource& source, int micro_batches) = 0;
   virtual Model& model() const = 0;
   virtual Optimizer& optimizer() const = 0;
   virtual const TrainerMetrics& metrics() const = 0;

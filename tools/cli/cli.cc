@@ -13,6 +13,8 @@
 #include "runtime/core/suggest.h"
 #include "tools/cli/schedule_command.h"
 #include "tools/cli/train_command.h"
+#include "tools/cli/train_config.h"
+#include "runtime/core/error.h"
 
 namespace pf::cli {
 namespace {
@@ -98,7 +100,19 @@ int run(int argc, char** argv) {
   }
 
   try {
-    if (train->parsed()) return run_train(train_args);
+    if (train->parsed()) {
+      try {
+        apply_train_config(*train, train_args);
+      } catch (const Error& e) {
+        std::cerr << "pipeforge train: " << e.what() << "\n";
+        return kExitUsage;
+      }
+      if (train_args.print_config) {
+        std::cout << effective_train_config(train_args).dump(2) << std::endl;
+        return kExitOk;
+      }
+      return run_train(train_args);
+    }
     if (schedule->parsed()) return run_schedule(schedule_args);
     if (simulate->parsed()) return run_simulate(simulate_args);
   } catch (const std::exception& e) {

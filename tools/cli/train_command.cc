@@ -19,6 +19,8 @@
 #include "runtime/data/synthetic_classification.h"
 #include "runtime/execution/pipeline_trainer.h"
 #include "runtime/models/builders.h"
+#include "runtime/run/checkpoint_series.h"
+#include "runtime/run/training_loop.h"
 #include "runtime/schedules/async_schedules.h"
 #include "runtime/schedules/local_schedules.h"
 #include "runtime/train/local_heads.h"
@@ -75,6 +77,28 @@ void check_args(const TrainArgs& a) {
   if (a.schedule == "pipemare" && (!a.checkpoint.empty() || !a.resume.empty()))
     usage_error("--checkpoint and --resume are not supported with asynchronous schedule pipemare yet (its "
                 "discrepancy average is not saved)");
+  const bool windowed = sched::is_async_schedule_name(a.schedule) || sched::is_local_schedule_name(a.schedule);
+  if (a.eval_every > 0 && windowed)
+    usage_error("--eval-every is not supported with schedule " + a.schedule +
+                " yet: it keeps micro-batches in flight between steps (evaluation runs with synchronous schedules)");
+  if (a.eval_every == 0 && (a.eval_batches != 0 || a.held_out >= 0))
+    usage_error("--eval-batches and --held-out need --eval-every");
+  if (a.checkpoint_every > 0 && a.checkpoint_dir.empty())
+    usage_error("--checkpoint-every " + std::to_string(a.checkpoint_every) + " needs --checkpoint-dir (the folder "
+                "of the checkpoints)");
+  if (a.checkpoint_every == 0 && !a.checkpoint_dir.empty()) usage_error("--checkpoint-dir needs --checkpoint-every");
+  if (a.checkpoint_every > 0 && windowed)
+    usage_error("--checkpoint-every is not supported with schedule " + a.schedule +
+                " yet: its micro-batches stay in flight between steps (it checkpoints at the end, --checkpoint)");
+  if (a.lr_schedule == "constant" && (a.decay_steps > 0 || a.min_lr != 0.0))
+    usage_error("--decay-steps and --min-lr apply to --lr-schedule cosine or linear only");
+  if (a.lr_schedule != "constant" && !a.resume.empty() && a.decay_steps <= 0)
+    usage_error("--lr-schedule " + a.lr_schedule + " with --resume needs --decay-steps: its default (--steps minus "
+                "--warmup-steps) would count this run's steps only, and the resumed rates would differ");
+  if (!a.model_json.empty() || !a.model_file.empty()) {
+    if (a.layers >= 0 || a.hidden >= 0)
+      usage_error("--layers and --hidden describe the built-in models; the model file describes its own");
+  }
   const exec::AsyncOptions async = async_options(a);
   if (a.schedule.empty() && !async.is_default())
     usage_error("--vertical-sync, --spectrain-version, --pipemare-anneal and --pipemare-decay need --schedule "
@@ -84,6 +108,7 @@ void check_args(const TrainArgs& a) {
 
 struct Setup {
   std::unique_ptr<DataSource> data;
+  std::unique_ptr<DataSource> held_out;  // with --eval-every
   std::shared_ptr<Model> model;
   nlohmann::json description;  // model-specific fields for the output
 };
@@ -114,17 +139,77 @@ int64_t default_layers(const TrainArgs& a) {
   return a.model == "gpt" ? std::max<int64_t>(2, stages - 3) : std::max<int64_t>(2, stages / 2);
 }
 
+// The share of the text held out: --held-out, or 0.1 when evaluating.
+double held_out_fraction(const TrainArgs& a) {
+  if (a.held_out >= 0) return a.held_out;
+  return a.eval_every > 0 ? 0.1 : 0.0;
+}
+
+// A model from --model-file or the config's inline model; null when neither is given.
+std::shared_ptr<Model> model_from_json(const TrainArgs& a) {
+  if (!a.model_json.empty()) return build_model_from_json_text(a.model_json);
+  if (a.model_file.empty()) return nullptr;
+  std::ifstream in(a.model_file);
+  if (!in) fail(ErrorCode::kNotFound, "--model-file '", a.model_file, "' cannot be read");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  try {
+    return build_model_from_json_text(text);
+  } catch (const Error& e) {
+    throw Error(e.code(), "--model-file '" + a.model_file + "': " + e.what());
+  }
+}
+
+// The character-text data of `rows` rows for the split.
+std::unique_ptr<CharTextDataset> char_text(const TrainArgs& a, int64_t rows, int64_t seq_len,
+                                           CharTextOptions::Split split) {
+  CharTextOptions data;
+  data.files = a.data;
+  data.rows = rows;
+  data.seq_len = seq_len;
+  data.seed = a.seed;
+  data.held_out_fraction = held_out_fraction(a);
+  data.split = split;
+  return std::make_unique<CharTextDataset>(data);
+}
+
+std::unique_ptr<SyntheticClassification> synthetic(const TrainArgs& a, int64_t rows, int64_t features,
+                                                   int64_t classes, bool held_out) {
+  SyntheticClassificationOptions data;
+  data.rows = rows;
+  data.features = features;
+  data.classes = classes;
+  data.seed = a.seed;
+  data.held_out = held_out;
+  return std::make_unique<SyntheticClassification>(data);
+}
+
 Setup make_setup(const TrainArgs& a) {
   Setup s;
-  const int64_t layers = a.layers < 0 ? default_layers(a) : a.layers;
   const int64_t rows = a.batch_size / a.micro_batches;
+  const bool evaluate = a.eval_every > 0;
+  if (std::shared_ptr<Model> model = model_from_json(a)) {
+    const InputSpec& in = model->input_spec();
+    if (in.kind == InputSpec::Kind::kTokens) {
+      auto text = char_text(a, rows, in.seq_len, CharTextOptions::Split::kTrain);
+      PF_CHECK_ARG(text->vocab_size() <= in.vocab && text->vocab_size() <= in.classes, "the model's vocabulary (",
+                   in.vocab, " tokens, ", in.classes, " classes) is smaller than the text's (", text->vocab_size(),
+                   " distinct bytes)");
+      s.description = {{"vocab", in.vocab}, {"seq_len", in.seq_len}, {"data_files", text->files()}};
+      s.data = std::move(text);
+      if (evaluate) s.held_out = char_text(a, rows, in.seq_len, CharTextOptions::Split::kHeldOut);
+    } else {
+      s.data = synthetic(a, rows, in.features, in.classes, false);
+      if (evaluate) s.held_out = synthetic(a, rows, in.features, in.classes, true);
+      s.description = {{"features", in.features}, {"classes", in.classes}};
+    }
+    s.description["layers"] = model->layers().size();
+    s.model = std::move(model);
+    return s;
+  }
+  const int64_t layers = a.layers < 0 ? default_layers(a) : a.layers;
   if (a.model == "mlp") {
-    SyntheticClassificationOptions data;
-    data.rows = rows;
-    data.features = a.features;
-    data.classes = a.classes;
-    data.seed = a.seed;
-    s.data = std::make_unique<SyntheticClassification>(data);
+    s.data = synthetic(a, rows, a.features, a.classes, false);
+    if (evaluate) s.held_out = synthetic(a, rows, a.features, a.classes, true);
     MlpConfig config;
     config.input_dim = a.features;
     config.classes = a.classes;
@@ -132,12 +217,7 @@ Setup make_setup(const TrainArgs& a) {
     s.model = build_mlp(config);
     s.description = {{"features", config.input_dim}, {"hidden", config.hidden}, {"classes", config.classes}};
   } else {
-    CharTextOptions data;
-    data.files = a.data;
-    data.rows = rows;
-    data.seq_len = a.seq_len;
-    data.seed = a.seed;
-    auto text = std::make_unique<CharTextDataset>(data);
+    auto text = char_text(a, rows, a.seq_len, CharTextOptions::Split::kTrain);
     GptConfig config;
     config.vocab = text->vocab_size();
     config.seq_len = a.seq_len;
@@ -149,8 +229,28 @@ Setup make_setup(const TrainArgs& a) {
                      {"d_model", config.d_model},   {"heads", config.heads},
                      {"layers", config.layers},     {"mlp_hidden", config.mlp_hidden},
                      {"data_files", text->files()}, {"data_tokens", text->tokens().size()}};
+    if (evaluate) s.held_out = char_text(a, rows, a.seq_len, CharTextOptions::Split::kHeldOut);
     s.data = std::move(text);
     s.model = build_gpt(config);
+  }
+  return s;
+}
+
+// "gpt model", "the model of m.json".
+std::string model_name(const TrainArgs& a) {
+  if (!a.model_file.empty()) return "the model of " + a.model_file;
+  if (!a.model_json.empty()) return "the config's model";
+  return a.model + " model";
+}
+
+// The learning-rate schedule of the arguments.
+LrSchedule lr_schedule(const TrainArgs& a) {
+  LrSchedule s;
+  s.kind = parse_lr_schedule_kind(a.lr_schedule);
+  s.warmup_steps = a.warmup_steps;
+  if (s.kind != LrSchedule::Kind::kConstant) {
+    s.decay_steps = a.decay_steps > 0 ? a.decay_steps : std::max<int64_t>(1, a.steps - a.warmup_steps);
+    s.min_lr = a.min_lr;
   }
   return s;
 }
@@ -167,130 +267,6 @@ OptimizerConfig optimizer_config(const TrainArgs& a) {
 
 nlohmann::json finite_or_null(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(); }
 
-}  // namespace
-
-CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
-  CLI::App* cmd = app.add_subcommand("train", "Train the MLP or the small GPT on the CPU");
-  cmd->add_option("--model", a.model, "mlp (synthetic classification) or gpt (character text)")
-      ->check(CLI::IsMember({"mlp", "gpt"}))
-      ->capture_default_str();
-  cmd->add_option("--steps", a.steps, "optimizer steps to run (after --resume: further steps)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
-      ->capture_default_str();
-  cmd->add_option("--microbatches", a.micro_batches, "micro-batches per step (per replica with --data-parallel)")
-      ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
-  cmd->add_option("--batch-size", a.batch_size, "rows per step, per replica (a multiple of --microbatches)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
-      ->capture_default_str();
-  cmd->add_option("--seed", a.seed, "seed of the initial parameters and of the data")->capture_default_str();
-  cmd->add_option("--optimizer", a.optimizer, "sgd or adamw")
-      ->check(CLI::IsMember({"sgd", "adamw"}))
-      ->capture_default_str();
-  cmd->add_option("--lr", a.lr, "learning rate (default 3e-3 for adamw, 0.05 for sgd)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--momentum", a.momentum, "SGD momentum")
-      ->check(CLI::Range(0.0, 1.0))
-      ->capture_default_str();
-  cmd->add_option("--weight-decay", a.weight_decay, "SGD: L2 added to the gradient; AdamW: decoupled")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd->add_option("--clip-norm", a.clip_norm, "clip gradients to this global L2 norm (0: off)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd->add_option("--layers", a.layers, "GPT: transformer blocks; MLP: hidden layers (default 2, or enough for one top-level layer per stage of the schedule)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1024}));
-  cmd->add_option("--d-model", a.d_model, "GPT: model width")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16))
-      ->capture_default_str();
-  cmd->add_option("--heads", a.heads, "GPT: attention heads")
-      ->check(CLI::Range(int64_t{1}, int64_t{1024}))
-      ->capture_default_str();
-  cmd->add_option("--seq-len", a.seq_len, "GPT: tokens per row")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
-      ->capture_default_str();
-  cmd->add_option("--hidden", a.hidden, "GPT: MLP width of a block (4 * d-model); MLP: hidden width (64)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  cmd->add_option("--features", a.features, "MLP: input features")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
-      ->capture_default_str();
-  cmd->add_option("--classes", a.classes, "MLP: classes")
-      ->check(CLI::Range(int64_t{2}, int64_t{1} << 20))
-      ->capture_default_str();
-  cmd->add_option("--data", a.data, "GPT: text files (default: /usr/share/common-licenses/*)")
-      ->check(CLI::ExistingFile);
-  cmd->add_option("--blas-threads", a.blas_threads, "BLAS threads")
-      ->check(CLI::Range(1, 1024))
-      ->capture_default_str();
-  cmd->add_option("--checkpoint", a.checkpoint, "save a checkpoint here at the end (under mpirun: a folder of per-rank shards and a manifest)");
-  cmd->add_option("--resume", a.resume, "load this checkpoint first (same model options; a file or a sharded folder, saved under any --stages or --data-parallel)")
-      ->check(CLI::ExistingPath);
-  auto* schedule = cmd->add_option("--schedule", a.schedule,
-                                   "train pipelined with this schedule: gpipe, 1f1b, interleaved-1f1b, bfs, "
-                                   "zb-h1, zb-h2, zb-v, zb-auto, asynchronous (no flush): pipedream, "
-                                   "pipedream-2bw, spectrain, pipemare, or local learning (no gradient crosses "
-                                   "ranks): ppll, local-updates (default: the sequential reference)");
-  auto* schedule_file = cmd->add_option("--schedule-file", a.schedule_file, "train with a schedule in the text form")
-                            ->check(CLI::ExistingFile);
-  schedule->excludes(schedule_file);
-  cmd->add_option("--stages", a.stages, "pipeline ranks P (one worker thread each)")
-      ->check(CLI::Range(1, 1024))
-      ->capture_default_str();
-  cmd->add_option("--chunks", a.chunks, "model chunks per rank V (interleaved-1f1b, bfs)")
-      ->check(CLI::Range(1, 64))
-      ->capture_default_str();
-  auto* counts = cmd->add_option("--layers-per-stage", a.layers_per_stage, "top-level layers per stage");
-  cmd->add_option("--partition", a.partition,
-                  "even (by layer count) or balanced (profile each layer on one micro-batch, then split "
-                  "minimising the slowest stage)")
-      ->check(CLI::IsMember({"even", "balanced"}))
-      ->excludes(counts)
-      ->capture_default_str();
-  cmd->add_option("--activation-policy", a.activation_policy,
-                  "pipelined: none, recompute, offload-host, offload-file, selective or balance (docs/MEMORY.md)")
-      ->check(CLI::IsMember(pf::sched::activation_policy_names()))
-      ->capture_default_str();
-  cmd->add_option("--activation-budget", a.activation_budget, "selective: activation bytes per rank")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--offload-dir", a.offload_dir, "folder for offload-file (and selective with files)");
-  cmd->add_option("--devices", a.devices,
-                  "where to train: cpu (default), cuda:N, or pipelined one device per rank (cuda:0,cuda:1)");
-  cmd->add_flag("--vertical-sync", a.vertical_sync,
-                "pipedream: every stage uses, for a micro-batch, the weight version stage 0 used");
-  cmd->add_option("--spectrain-version", a.spectrain_version,
-                  "spectrain: 1 (the paper's prediction distances, default) or 2 (backward reuses the forward's)")
-      ->check(CLI::Range(1, 2))
-      ->capture_default_str();
-  cmd->add_option("--pipemare-anneal", a.pipemare_anneal,
-                  "pipemare: updates over which each stage's learning rate anneals from lr/delay to lr (0: none)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
-      ->capture_default_str();
-  cmd->add_option("--pipemare-decay", a.pipemare_decay, "pipemare: decay of the weight-discrepancy average, in [0, 1)")
-      ->check(CLI::Range(0.0, 0.999999))
-      ->capture_default_str();
-  cmd->add_option("--local-head", a.local_head,
-                  "ppll, local-updates: each stage's auxiliary head: auto (GPT: layernorm-linear, MLP: linear), "
-                  "linear, layernorm-linear or mlp")
-      ->check(CLI::IsMember(local_head_kinds()))
-      ->capture_default_str();
-  cmd->add_option("--trace", a.trace_file, "pipelined: write the last step's Chrome trace here");
-  cmd->add_option("--svg", a.svg_file, "pipelined: write the last step's SVG timeline here");
-  cmd->add_flag("--json", a.json, "print one JSON object with the results on stdout");
-  cmd->add_flag("--quiet", a.quiet, "no progress on stderr");
-  cmd->add_option("--data-parallel", a.data_parallel,
-                  "D pipeline replicas on disjoint micro-batches (mpirun -np D*P; --batch-size and --microbatches "
-                  "are per replica). Without --schedule: the sequential trainer reproduces D replicas' arithmetic")
-      ->check(CLI::Range(1, 4096))
-      ->capture_default_str();
-  cmd->add_option("--gradient-reduction", a.gradient_reduction,
-                  "data parallel: allreduce (MPI_Allreduce) or deterministic (bitwise equal to the sequential "
-                  "trainer with the same --data-parallel)")
-      ->check(CLI::IsMember({"allreduce", "deterministic"}))
-      ->capture_default_str();
-  return cmd;
-}
-
-namespace {
 
 // Layer counts that minimise the slowest stage, from each layer's measured time on the first
 // micro-batch of the data (the data position is left where it was).
@@ -325,6 +301,15 @@ void check_process_args(const TrainArgs& a, const comm::World& world) {
     usage_error("--trace and --svg are not supported" + where + " yet");
 }
 
+// The partition the run used: top-level layers per stage and the rank of each stage.
+nlohmann::json partition_json(const Model& model, const exec::PipelineTrainer* pipeline) {
+  if (!pipeline) {
+    return {{"layers_per_stage", {model.layers().size()}}, {"stage_ranks", {0}}};
+  }
+  return {{"layers_per_stage", exec::layer_counts(pipeline->stages())},
+          {"stage_ranks", pipeline->schedule().placement.stage_to_rank}};
+}
+
 // This process's parameter, gradient and optimizer-state bytes, for every process (rank order).
 nlohmann::json process_memory(comm::World* world) {
   const MemoryStats m = memory_tracker(Device::cpu()).stats();
@@ -357,6 +342,7 @@ int run_train(const TrainArgs& a) {
   }
   comm::World* world = launch.get();
   comm::ProcessGrid grid;
+  std::string resumed_from;  // the checkpoint --resume named (the newest of a series folder)
   const bool leader = !launch || launch->rank() == 0;  // prints the results
   try {
     check_args(a);
@@ -377,6 +363,7 @@ int run_train(const TrainArgs& a) {
     options.seed = a.seed;
     options.blas_threads = a.blas_threads;
     options.optimizer = optimizer_config(a);
+    options.lr_schedule = lr_schedule(a);
     options.replicas = a.data_parallel;
     options.validate();
     if (!a.schedule.empty() || !a.schedule_file.empty()) {
@@ -411,7 +398,8 @@ int run_train(const TrainArgs& a) {
                                 : std::make_unique<SequentialTrainer>(setup.model, options, devices.front());
     }
     if (!a.resume.empty()) {
-      load_trainer_checkpoint(*trainer, a.resume);
+      resumed_from = resolve_checkpoint(a.resume);
+      load_trainer_checkpoint(*trainer, resumed_from);
       setup.data->seek(trainer->metrics().data_position);
     }
   } catch (const Error& e) {
@@ -427,49 +415,65 @@ int run_train(const TrainArgs& a) {
   const Model& model = trainer->model();
   const int64_t first_step = trainer->metrics().step;
   if (!a.json && !a.quiet && leader) {
-    std::cerr << "pipeforge train: " << a.model << " model, " << model.num_parameter_elements()
+    std::cerr << "pipeforge train: " << model_name(a) << ", " << model.num_parameter_elements()
               << " parameters, " << a.steps << " steps of " << a.batch_size << " rows in " << a.micro_batches
               << " micro-batch(es)"
               << (a.data_parallel > 1 ? " per replica, " + std::to_string(a.data_parallel) + " replicas" : "")
-              << (a.resume.empty() ? ""
-                                   : ", resumed from " + a.resume + " at step " + std::to_string(first_step))
+              << (resumed_from.empty() ? ""
+                                       : ", resumed from " + resumed_from + " at step " + std::to_string(first_step))
               << "\n";
   }
 
   std::vector<double> losses;
   losses.reserve(static_cast<size_t>(a.steps));
-  // Peak activation bytes per rank over the run: measured per rank by the pipeline; for the
-  // sequential trainer, the device's activation peak.
+  // Peak activation bytes per rank over the run (measured per rank by the pipeline; for the
+  // sequential trainer, its one micro-batch's contexts).
   const int ranks = pipeline ? pipeline->schedule().num_ranks() : 1;
   std::vector<double> peak_bytes(static_cast<size_t>(ranks), 0.0);
   std::vector<int> peak_versions(static_cast<size_t>(ranks), 0);  // asynchronous schedules
   double bubble_sum = 0.0;
   double offloaded_bytes = 0.0;
-  MemoryTracker& tracker = memory_tracker(Device::cpu());
-  const int activations = static_cast<int>(MemoryCategory::kActivations);
-  const int64_t activations_before = tracker.stats().current[activations];
-  tracker.reset_peaks();
   int64_t tokens = 0;
   double seconds = 0.0;
+  nlohmann::json evaluations = nlohmann::json::array();
+  std::vector<std::string> checkpoints;
+  TrainingLoopOptions loop;
+  loop.steps = a.steps;
+  loop.eval_every = a.eval_every;
+  loop.eval_micro_batches = a.eval_batches > 0 ? a.eval_batches : a.micro_batches;
+  loop.checkpoint_every = a.checkpoint_every;
+  loop.checkpoint_dir = a.checkpoint_dir;
+  loop.keep_checkpoints = a.keep_checkpoints;
+  loop.metrics_log = a.metrics_log;
+  loop.writes_files = leader;
+  loop.sharded_checkpoints = world != nullptr;
   {
     ProgressBar progress(a.steps, first_step, !a.quiet && leader);
-    for (int64_t i = 1; i <= a.steps; ++i) {
-      const StepResult r = trainer->step(*setup.data);
+    run_training(*trainer, *setup.data, setup.held_out.get(), loop, [&](const StepReport& report) {
+      const StepResult& r = report.result;
       losses.push_back(r.loss);
       if (pipeline) {
         const exec::PipelineStats& stats = pipeline->last_stats();
         bubble_sum += stats.bubble_rate;
         offloaded_bytes = static_cast<double>(stats.offloaded_bytes);
-        for (int rank = 0; rank < ranks; ++rank) {
-          peak_bytes[rank] = std::max(peak_bytes[rank], static_cast<double>(stats.ranks[rank].peak_activation_bytes));
+        for (int rank = 0; rank < ranks; ++rank)
           peak_versions[rank] = std::max(peak_versions[rank], stats.ranks[rank].peak_weight_versions);
-        }
       }
+      for (size_t rank = 0; rank < r.peak_activation_bytes.size() && rank < peak_bytes.size(); ++rank)
+        peak_bytes[rank] = std::max(peak_bytes[rank], static_cast<double>(r.peak_activation_bytes[rank]));
       tokens += r.tokens;
       seconds += r.seconds;
-      progress.update(i, r.loss, seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0);
-      if (!std::isfinite(r.loss)) break;  // diverged: more steps cannot recover it
-    }
+      if (report.eval) {
+        evaluations.push_back({{"step", report.step},
+                               {"loss", finite_or_null(report.eval->loss)},
+                               {"accuracy", report.eval->accuracy}});
+        progress.note("step " + std::to_string(report.step) + ": held-out loss " +
+                      format_number(report.eval->loss) + ", accuracy " + format_number(report.eval->accuracy));
+      }
+      if (!report.checkpoint.empty()) checkpoints.push_back(report.checkpoint);
+      progress.update(report.step - first_step, r.loss, seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0);
+      return true;
+    });
   }
   const int64_t steps_run = static_cast<int64_t>(losses.size());
   const bool diverged = !std::isfinite(losses.back());
@@ -479,7 +483,6 @@ int run_train(const TrainArgs& a) {
               << " (try a smaller --lr or --clip-norm)\n";
   }
   const double tokens_per_s = seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0;
-  if (!pipeline) peak_bytes[0] = static_cast<double>(tracker.stats().peak[activations] - activations_before);
   const double bubble_rate = pipeline ? bubble_sum / static_cast<double>(steps_run) : 0.0;
   if (pipeline && !a.trace_file.empty()) {
     std::ofstream(a.trace_file) << sched::to_chrome_trace(pipeline->last_timeline());
@@ -495,13 +498,20 @@ int run_train(const TrainArgs& a) {
   if (!leader) return diverged ? kExitFailure : kExitOk;
   if (a.json) {
     nlohmann::json out;
-    out["model"] = a.model;
+    out["model"] = !a.model_file.empty() || !a.model_json.empty() ? "json" : a.model;
+    if (!a.model_file.empty()) out["model_file"] = a.model_file;
     out["config"] = setup.description;
     out["num_parameters"] = model.num_parameter_elements();
     out["steps"] = trainer->metrics().step;
     out["steps_run"] = steps_run;
     out["diverged"] = diverged;
     out["resumed_from_step"] = first_step;
+    if (!resumed_from.empty()) out["resumed_from"] = resumed_from;
+    out["lr_schedule"] = lr_schedule(a).to_json();
+    out["last_lr"] = trainer->optimizer().config().lr;
+    out["evaluations"] = evaluations;
+    out["checkpoints"] = checkpoints;
+    out["partition"] = partition_json(trainer->model(), pipeline);
     out["micro_batches"] = a.micro_batches;
     out["batch_size"] = a.batch_size;
     out["seed"] = a.seed;

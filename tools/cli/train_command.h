@@ -1,6 +1,8 @@
-// `pipeforge train`: trains the MLP (synthetic classification) or the small GPT (character text)
-// with the reference SequentialTrainer, shows progress on stderr and prints the result (or, with
-// --json, one JSON object on stdout).
+// `pipeforge train`: trains the MLP (synthetic classification), the small GPT (character text) or
+// a model from a JSON file, sequentially or pipelined (--schedule), with the training loop of
+// runtime/run (evaluation, learning-rate schedule, periodic checkpoints, metrics log); shows
+// progress on stderr and prints the result (or, with --json, one JSON object on stdout). Options
+// come from the command line and a config file (--config; tools/cli/train_config.h).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -12,7 +14,11 @@
 namespace pf::cli {
 
 struct TrainArgs {
+  std::string config;          // a config file (train_config.h); the command line wins over it
+  bool print_config = false;   // print the effective config as JSON and exit
   std::string model = "gpt";
+  std::string model_file;      // a model JSON file (the C API's format) instead of --model's builders
+  std::string model_json;      // the same inline (config files only)
   int64_t steps = 100;
   int micro_batches = 1;
   int64_t batch_size = 8;  // rows per step, split into micro_batches equal micro-batches
@@ -31,6 +37,20 @@ struct TrainArgs {
   int64_t features = 32;          // MLP input features
   int64_t classes = 10;           // MLP classes
   std::vector<std::string> data;  // GPT text files; empty: the licence texts
+  double held_out = -1;           // share of the text (GPT) held out for evaluation; -1: 0.1 with --eval-every, else 0
+  // Learning-rate schedule (runtime/train/lr_schedule.h).
+  std::string lr_schedule = "constant";
+  int64_t warmup_steps = 0;
+  int64_t decay_steps = -1;       // -1: --steps minus --warmup-steps
+  double min_lr = 0.0;
+  // Evaluation on the held-out split.
+  int64_t eval_every = 0;
+  int eval_batches = 0;           // micro-batches per evaluation; 0: --microbatches
+  // Periodic checkpoints and the metrics log.
+  int64_t checkpoint_every = 0;
+  std::string checkpoint_dir;
+  int keep_checkpoints = 3;
+  std::string metrics_log;
   int blas_threads = 1;
   std::string checkpoint;
   std::string resume;
@@ -62,6 +82,7 @@ struct TrainArgs {
 constexpr double kDefaultAdamWLr = 3e-3;
 constexpr double kDefaultSgdLr = 0.05;
 
+// Registers the train subcommand and its options (train_options.cc).
 CLI::App* add_train_command(CLI::App& app, TrainArgs& args);
 // Runs the command; returns the process exit code. Throws only for unexpected failures.
 int run_train(const TrainArgs& args);

@@ -1,0 +1,63 @@
+#include "runtime/run/metrics_log.h"
+
+#include <cmath>
+#include <sstream>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/core/error.h"
+
+namespace pf {
+namespace {
+
+nlohmann::json number_or_null(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(); }
+
+// The lines of an existing log whose step is <= first_step.
+std::vector<std::string> kept_lines(const std::string& path, int64_t first_step) {
+  std::vector<std::string> kept;
+  std::ifstream in(path);
+  if (!in) return kept;
+  std::string line;
+  for (int64_t number = 1; std::getline(in, line); ++number) {
+    if (line.empty()) continue;
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j["step"].is_number_integer())
+      fail(ErrorCode::kDataLoss, "metrics log '", path, "' line ", number,
+           ": not a JSON object with an integer \"step\" (is this a PipeForge metrics log?)");
+    if (j["step"].get<int64_t>() <= first_step) kept.push_back(line);
+  }
+  return kept;
+}
+
+}  // namespace
+
+MetricsLog::MetricsLog(const std::string& path, int64_t first_step) : path_(path) {
+  const std::vector<std::string> kept = kept_lines(path, first_step);
+  out_.open(path, std::ios::trunc);
+  if (!out_) fail(ErrorCode::kIoError, "cannot write metrics log '", path, "'");
+  for (const std::string& line : kept) out_ << line << '\n';
+  out_.flush();
+}
+
+void MetricsLog::write(int64_t step, const StepResult& r, const std::optional<EvalResult>& eval) {
+  nlohmann::json j;
+  j["step"] = step;
+  j["loss"] = number_or_null(r.loss);
+  j["lr"] = r.lr;
+  j["grad_norm"] = number_or_null(r.grad_norm);
+  j["tokens"] = r.tokens;
+  j["seconds"] = r.seconds;
+  j["tokens_per_s"] = r.seconds > 0 ? static_cast<double>(r.tokens) / r.seconds : 0.0;
+  j["bubble_rate"] = r.bubble_rate;
+  j["peak_activation_bytes"] = r.peak_activation_bytes;
+  if (eval) {
+    j["eval_loss"] = number_or_null(eval->loss);
+    j["eval_accuracy"] = eval->accuracy;
+  }
+  out_ << j.dump() << '\n';
+  out_.flush();
+  if (!out_) fail(ErrorCode::kIoError, "cannot write metrics log '", path_, "' at step ", step);
+}
+
+}  // namespace pf

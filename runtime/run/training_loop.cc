@@ -1,0 +1,59 @@
+#include "runtime/run/training_loop.h"
+
+#include <cmath>
+#include <memory>
+
+#include "runtime/checkpoint/sharded_checkpoint.h"
+#include "runtime/core/error.h"
+#include "runtime/run/checkpoint_series.h"
+#include "runtime/run/metrics_log.h"
+
+namespace pf {
+
+void TrainingLoopOptions::validate() const {
+  PF_CHECK_ARG(steps >= 0, "steps must be >= 0, got ", steps);
+  PF_CHECK_ARG(eval_every >= 0, "eval_every must be >= 0 (0 = never), got ", eval_every);
+  PF_CHECK_ARG(eval_micro_batches >= 1, "eval_micro_batches must be >= 1, got ", eval_micro_batches);
+  PF_CHECK_ARG(checkpoint_every >= 0, "checkpoint_every must be >= 0 (0 = never), got ", checkpoint_every);
+  PF_CHECK_ARG(checkpoint_every == 0 || !checkpoint_dir.empty(),
+               "checkpoint_every ", checkpoint_every, " needs checkpoint_dir (the folder of the checkpoints)");
+  PF_CHECK_ARG(keep_checkpoints >= 0, "keep_checkpoints must be >= 0 (0 = all), got ", keep_checkpoints);
+}
+
+StepReport run_training(Trainer& trainer, DataSource& train, DataSource* held_out, const TrainingLoopOptions& o,
+                        const std::function<bool(const StepReport&)>& on_step) {
+  o.validate();
+  PF_CHECK_ARG(o.eval_every == 0 || held_out != nullptr, "eval_every ", o.eval_every,
+               " needs a held-out data source to evaluate on");
+  const int64_t first_step = trainer.metrics().step;
+  std::unique_ptr<MetricsLog> log;
+  if (!o.metrics_log.empty() && o.writes_files) log = std::make_unique<MetricsLog>(o.metrics_log, first_step);
+  std::unique_ptr<CheckpointSeries> series;
+  if (o.checkpoint_every > 0)
+    series = std::make_unique<CheckpointSeries>(o.checkpoint_dir, o.keep_checkpoints, o.sharded_checkpoints);
+
+  StepReport report;
+  report.step = first_step;
+  for (int64_t i = 1; i <= o.steps; ++i) {
+    report = StepReport();
+    report.result = trainer.step(train);
+    report.step = trainer.metrics().step;
+    const bool last = i == o.steps;
+    const bool finite = std::isfinite(report.result.loss);
+    if (finite && o.eval_every > 0 && (report.step % o.eval_every == 0 || last)) {
+      held_out->seek(0);
+      report.eval = trainer.evaluate(*held_out, o.eval_micro_batches);
+    }
+    if (log) log->write(report.step, report.result, report.eval);
+    if (finite && series && (report.step % o.checkpoint_every == 0 || last)) {
+      report.checkpoint = series->path_of(report.step);
+      save_trainer_checkpoint(trainer, report.checkpoint);
+      if (o.writes_files) series->prune();
+    }
+    const bool go_on = on_step ? on_step(report) : true;
+    if (!go_on || !finite) break;
+  }
+  return report;
+}
+
+}  // namespace pf

@@ -1,0 +1,207 @@
+#include "tools/cli/train_config.h"
+
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <vector>
+
+#include "runtime/core/error.h"
+#include "runtime/core/suggest.h"
+
+namespace pf::cli {
+namespace {
+
+using nlohmann::json;
+
+// One config field: its JSON path, the option it stands for (nullptr: model.json, which has no
+// option), and its value in parsed arguments (null: the option's default is in effect).
+struct Field {
+  const char* path;
+  const char* option;
+  std::function<json(const TrainArgs&)> get;
+};
+
+json or_null(bool is_default, json value) { return is_default ? json() : std::move(value); }
+json text_or_null(const std::string& s) { return or_null(s.empty(), s); }
+
+const std::vector<Field>& fields() {
+  static const std::vector<Field> all = {
+      {"model.kind", "--model", [](const TrainArgs& a) { return json(a.model); }},
+      {"model.file", "--model-file", [](const TrainArgs& a) { return text_or_null(a.model_file); }},
+      {"model.json", nullptr,
+       [](const TrainArgs& a) { return a.model_json.empty() ? json() : json::parse(a.model_json); }},
+      {"model.layers", "--layers", [](const TrainArgs& a) { return or_null(a.layers < 0, a.layers); }},
+      {"model.d_model", "--d-model", [](const TrainArgs& a) { return json(a.d_model); }},
+      {"model.heads", "--heads", [](const TrainArgs& a) { return json(a.heads); }},
+      {"model.seq_len", "--seq-len", [](const TrainArgs& a) { return json(a.seq_len); }},
+      {"model.hidden", "--hidden", [](const TrainArgs& a) { return or_null(a.hidden < 0, a.hidden); }},
+      {"model.features", "--features", [](const TrainArgs& a) { return json(a.features); }},
+      {"model.classes", "--classes", [](const TrainArgs& a) { return json(a.classes); }},
+      {"data.files", "--data", [](const TrainArgs& a) { return json(a.data); }},
+      {"data.held_out", "--held-out", [](const TrainArgs& a) { return or_null(a.held_out < 0, a.held_out); }},
+      {"trainer.steps", "--steps", [](const TrainArgs& a) { return json(a.steps); }},
+      {"trainer.batch_size", "--batch-size", [](const TrainArgs& a) { return json(a.batch_size); }},
+      {"trainer.micro_batches", "--micro-batches", [](const TrainArgs& a) { return json(a.micro_batches); }},
+      {"trainer.seed", "--seed", [](const TrainArgs& a) { return json(a.seed); }},
+      {"trainer.optimizer", "--optimizer", [](const TrainArgs& a) { return json(a.optimizer); }},
+      {"trainer.lr", "--lr", [](const TrainArgs& a) { return or_null(a.lr <= 0, a.lr); }},
+      {"trainer.momentum", "--momentum", [](const TrainArgs& a) { return json(a.momentum); }},
+      {"trainer.weight_decay", "--weight-decay", [](const TrainArgs& a) { return json(a.weight_decay); }},
+      {"trainer.clip_norm", "--clip-norm", [](const TrainArgs& a) { return json(a.clip_norm); }},
+      {"trainer.blas_threads", "--blas-threads", [](const TrainArgs& a) { return json(a.blas_threads); }},
+      {"trainer.lr_schedule.kind", "--lr-schedule", [](const TrainArgs& a) { return json(a.lr_schedule); }},
+      {"trainer.lr_schedule.warmup_steps", "--warmup-steps", [](const TrainArgs& a) { return json(a.warmup_steps); }},
+      {"trainer.lr_schedule.decay_steps", "--decay-steps",
+       [](const TrainArgs& a) { return or_null(a.decay_steps <= 0, a.decay_steps); }},
+      {"trainer.lr_schedule.min_lr", "--min-lr", [](const TrainArgs& a) { return json(a.min_lr); }},
+      {"trainer.data_parallel", "--data-parallel", [](const TrainArgs& a) { return json(a.data_parallel); }},
+      {"trainer.gradient_reduction", "--gradient-reduction",
+       [](const TrainArgs& a) { return json(a.gradient_reduction); }},
+      {"evaluation.every", "--eval-every", [](const TrainArgs& a) { return json(a.eval_every); }},
+      {"evaluation.micro_batches", "--eval-batches",
+       [](const TrainArgs& a) { return or_null(a.eval_batches <= 0, a.eval_batches); }},
+      {"schedule.name", "--schedule", [](const TrainArgs& a) { return text_or_null(a.schedule); }},
+      {"schedule.file", "--schedule-file", [](const TrainArgs& a) { return text_or_null(a.schedule_file); }},
+      {"schedule.ranks", "--ranks", [](const TrainArgs& a) { return json(a.stages); }},
+      {"schedule.chunks", "--chunks", [](const TrainArgs& a) { return json(a.chunks); }},
+      {"schedule.layers_per_stage", "--layers-per-stage", [](const TrainArgs& a) { return json(a.layers_per_stage); }},
+      {"schedule.partition", "--partition", [](const TrainArgs& a) { return json(a.partition); }},
+      {"schedule.vertical_sync", "--vertical-sync", [](const TrainArgs& a) { return json(a.vertical_sync); }},
+      {"schedule.spectrain_version", "--spectrain-version",
+       [](const TrainArgs& a) { return json(a.spectrain_version); }},
+      {"schedule.pipemare_anneal", "--pipemare-anneal", [](const TrainArgs& a) { return json(a.pipemare_anneal); }},
+      {"schedule.pipemare_decay", "--pipemare-decay", [](const TrainArgs& a) { return json(a.pipemare_decay); }},
+      {"schedule.local_head", "--local-head", [](const TrainArgs& a) { return json(a.local_head); }},
+      {"memory.activation_policy", "--activation-policy",
+       [](const TrainArgs& a) { return json(a.activation_policy); }},
+      {"memory.activation_budget", "--activation-budget",
+       [](const TrainArgs& a) { return or_null(a.activation_budget <= 0, a.activation_budget); }},
+      {"memory.offload_dir", "--offload-dir", [](const TrainArgs& a) { return text_or_null(a.offload_dir); }},
+      {"devices", "--devices", [](const TrainArgs& a) { return text_or_null(a.devices); }},
+      {"checkpointing.every", "--checkpoint-every", [](const TrainArgs& a) { return json(a.checkpoint_every); }},
+      {"checkpointing.dir", "--checkpoint-dir", [](const TrainArgs& a) { return text_or_null(a.checkpoint_dir); }},
+      {"checkpointing.keep", "--keep-checkpoints", [](const TrainArgs& a) { return json(a.keep_checkpoints); }},
+      {"checkpointing.save", "--checkpoint", [](const TrainArgs& a) { return text_or_null(a.checkpoint); }},
+      {"checkpointing.resume", "--resume", [](const TrainArgs& a) { return text_or_null(a.resume); }},
+      {"logging.metrics_log", "--metrics-log", [](const TrainArgs& a) { return text_or_null(a.metrics_log); }},
+      {"logging.trace", "--trace", [](const TrainArgs& a) { return text_or_null(a.trace_file); }},
+      {"logging.svg", "--svg", [](const TrainArgs& a) { return text_or_null(a.svg_file); }},
+  };
+  return all;
+}
+
+const Field* find_field(const std::string& path) {
+  for (const Field& f : fields())
+    if (path == f.path) return &f;
+  return nullptr;
+}
+
+// True when `path` is a section (or sub-section) some field lies in.
+bool is_section(const std::string& path) {
+  const std::string prefix = path + ".";
+  for (const Field& f : fields())
+    if (std::string(f.path).rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
+std::vector<std::string> field_paths() {
+  std::vector<std::string> paths;
+  for (const Field& f : fields()) paths.push_back(f.path);
+  return paths;
+}
+
+// The option's results for a JSON value: one string per value (arrays: one per element).
+std::vector<std::string> as_results(const json& value, const std::string& where) {
+  std::vector<std::string> out;
+  auto scalar = [&](const json& v) {
+    if (v.is_string()) {
+      out.push_back(v.get<std::string>());
+    } else if (v.is_boolean()) {
+      out.push_back(v.get<bool>() ? "true" : "false");
+    } else if (v.is_number()) {
+      out.push_back(v.dump());
+    } else {
+      fail(ErrorCode::kInvalidArgument, where, ": expected a string, number or boolean, got ", v.type_name());
+    }
+  };
+  if (value.is_array()) {
+    for (const json& v : value) scalar(v);
+  } else {
+    scalar(value);
+  }
+  return out;
+}
+
+void apply_field(CLI::App& train, TrainArgs& args, const Field& field, const json& value, const std::string& where) {
+  if (value.is_null()) return;  // the default
+  if (field.option == nullptr) {  // model.json
+    if (!args.model_file.empty()) return;  // --model-file on the command line wins
+    PF_CHECK_ARG(value.is_object(), where, ": expected the model as a JSON object, got ", value.type_name());
+    args.model_json = value.dump();
+    return;
+  }
+  CLI::Option* option = train.get_option(field.option);
+  if (option->count() > 0) return;  // given on the command line
+  const std::vector<std::string> results = as_results(value, where);
+  if (results.empty()) return;  // an empty list: the default
+  try {
+    option->add_result(results);
+    option->run_callback();
+  } catch (const CLI::Error& e) {
+    fail(ErrorCode::kInvalidArgument, where, ": ", e.what());
+  }
+}
+
+void apply_object(CLI::App& train, TrainArgs& args, const json& object, const std::string& prefix,
+                  const std::string& file) {
+  for (auto it = object.begin(); it != object.end(); ++it) {
+    const std::string path = prefix.empty() ? it.key() : prefix + "." + it.key();
+    const std::string where = file + ": " + path;
+    if (const Field* field = find_field(path)) {
+      apply_field(train, args, *field, it.value(), where);
+    } else if (is_section(path)) {
+      PF_CHECK_ARG(it.value().is_object(), where, ": expected an object (a section), got ", it.value().type_name());
+      apply_object(train, args, it.value(), path, file);
+    } else {
+      fail(ErrorCode::kInvalidArgument, where, ": unknown field", did_you_mean(path, field_paths()),
+           " (docs/CLI.md lists the fields)");
+    }
+  }
+}
+
+// Puts `value` at dotted `path` in `root`.
+void set_path(json& root, const std::string& path, json value) {
+  json* node = &root;
+  size_t start = 0;
+  for (size_t dot = path.find('.'); dot != std::string::npos; dot = path.find('.', start)) {
+    node = &(*node)[path.substr(start, dot - start)];
+    start = dot + 1;
+  }
+  (*node)[path.substr(start)] = std::move(value);
+}
+
+}  // namespace
+
+void apply_train_config(CLI::App& train, TrainArgs& args) {
+  if (args.config.empty()) return;
+  const std::string& file = args.config;
+  std::ifstream in(file);
+  if (!in) fail(ErrorCode::kNotFound, "config file '", file, "' cannot be read");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  json config;
+  try {
+    config = json::parse(text);
+  } catch (const json::parse_error& e) {
+    fail(ErrorCode::kInvalidArgument, file, ": not valid JSON: ", e.what());
+  }
+  PF_CHECK_ARG(config.is_object(), file, ": expected a JSON object with the sections model, data, trainer, ...");
+  apply_object(train, args, config, "", file);
+}
+
+json effective_train_config(const TrainArgs& args) {
+  json config = json::object();
+  for (const Field& f : fields()) set_path(config, f.path, f.get(args));
+  return config;
+}
+
+}  // namespace pf::cli

@@ -1,0 +1,27 @@
+// Config files of `pipeforge train` (docs/CLI.md, "Config files"): one JSON object in sections,
+//   {"model": {...}, "data": {...}, "trainer": {...}, "evaluation": {...}, "schedule": {...},
+//    "memory": {...}, "devices": "cpu", "checkpointing": {...}, "logging": {...}}
+// where every field stands for one command-line option (train_config_fields()). The command line
+// wins over the file: a field applies only when its option was not given. Values go through the
+// option's own checks; an unknown field, a value of the wrong type or one the option refuses is a
+// usage error naming the file and the field's JSON path ("run.json: trainer.stpes: unknown field;
+// did you mean 'trainer.steps'?"). model.json holds a model inline (the C API's model JSON).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tools/cli/train_command.h"
+
+namespace pf::cli {
+
+// Applies args.config (when set) to the options of `train` that the command line did not give.
+// Throws pf::Error kInvalidArgument (file and JSON path in the message) or kNotFound.
+void apply_train_config(CLI::App& train, TrainArgs& args);
+
+// The effective config of parsed arguments, in the file's form (every field, defaults included):
+// `pipeforge train --print-config > run.json` then `--config run.json` runs the same training.
+nlohmann::json effective_train_config(const TrainArgs& args);
+
+}  // namespace pf::cli

@@ -1,0 +1,176 @@
+// The options of `pipeforge train`.
+#include <CLI/CLI.hpp>
+
+#include "runtime/schedules/activation_policy.h"
+#include "runtime/models/local_head_kind.h"
+#include "runtime/train/lr_schedule.h"
+#include "tools/cli/train_command.h"
+
+namespace pf::cli {
+
+CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
+  CLI::App* cmd = app.add_subcommand("train", "Train the MLP or the small GPT on the CPU");
+  cmd->add_option("--config", a.config,
+                  "read options from this JSON file (docs/CLI.md, \"Config files\"); options given here win")
+      ->check(CLI::ExistingFile);
+  cmd->add_flag("--print-config", a.print_config, "print the effective config as JSON (a --config file) and exit");
+  auto* model = cmd->add_option("--model", a.model, "mlp (synthetic classification) or gpt (character text)")
+                    ->check(CLI::IsMember({"mlp", "gpt"}))
+                    ->capture_default_str();
+  cmd->add_option("--model-file", a.model_file,
+                  "train the model of this JSON file (the C API's format; token input: character text, "
+                  "feature input: synthetic classification)")
+      ->check(CLI::ExistingFile)
+      ->excludes(model);
+  cmd->add_option("--steps", a.steps, "optimizer steps to run (after --resume: further steps)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->capture_default_str();
+  cmd->add_option("--microbatches,--micro-batches", a.micro_batches, "micro-batches per step (per replica with --data-parallel)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--batch-size", a.batch_size, "rows per step, per replica (a multiple of --microbatches)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
+      ->capture_default_str();
+  cmd->add_option("--seed", a.seed, "seed of the initial parameters and of the data")->capture_default_str();
+  cmd->add_option("--optimizer", a.optimizer, "sgd or adamw")
+      ->check(CLI::IsMember({"sgd", "adamw"}))
+      ->capture_default_str();
+  cmd->add_option("--lr", a.lr, "learning rate (default 3e-3 for adamw, 0.05 for sgd)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--momentum", a.momentum, "SGD momentum")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  cmd->add_option("--weight-decay", a.weight_decay, "SGD: L2 added to the gradient; AdamW: decoupled")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--clip-norm", a.clip_norm, "clip gradients to this global L2 norm (0: off)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--layers", a.layers, "GPT: transformer blocks; MLP: hidden layers (default 2, or enough for one top-level layer per stage of the schedule)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1024}));
+  cmd->add_option("--d-model", a.d_model, "GPT: model width")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16))
+      ->capture_default_str();
+  cmd->add_option("--heads", a.heads, "GPT: attention heads")
+      ->check(CLI::Range(int64_t{1}, int64_t{1024}))
+      ->capture_default_str();
+  cmd->add_option("--seq-len", a.seq_len, "GPT: tokens per row")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  cmd->add_option("--hidden", a.hidden, "GPT: MLP width of a block (4 * d-model); MLP: hidden width (64)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_option("--features", a.features, "MLP: input features")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  cmd->add_option("--classes", a.classes, "MLP: classes")
+      ->check(CLI::Range(int64_t{2}, int64_t{1} << 20))
+      ->capture_default_str();
+  cmd->add_option("--data", a.data, "GPT: text files (default: /usr/share/common-licenses/*)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--held-out", a.held_out,
+                  "GPT: share of the text held out for evaluation (default 0.1 with --eval-every, else 0); MLP: "
+                  "the held-out samples are drawn apart from the training ones")
+      ->check(CLI::Range(0.0, 0.9));
+  cmd->add_option("--lr-schedule", a.lr_schedule, "constant, cosine or linear (decay after the warm-up)")
+      ->check(CLI::IsMember(lr_schedule_names()))
+      ->capture_default_str();
+  cmd->add_option("--warmup-steps", a.warmup_steps, "steps of linear learning-rate warm-up")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+      ->capture_default_str();
+  cmd->add_option("--decay-steps", a.decay_steps,
+                  "cosine, linear: steps of decay after the warm-up (default: --steps minus --warmup-steps)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  cmd->add_option("--min-lr", a.min_lr, "cosine, linear: the learning rate at the end of the decay")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--eval-every", a.eval_every,
+                  "evaluate on the held-out split after every N steps and after the last (0: never)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+      ->capture_default_str();
+  cmd->add_option("--eval-batches", a.eval_batches, "micro-batches per evaluation (default: --microbatches)")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--checkpoint-every", a.checkpoint_every,
+                  "save a checkpoint into --checkpoint-dir after every N steps and after the last (0: never)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+      ->capture_default_str();
+  cmd->add_option("--checkpoint-dir", a.checkpoint_dir,
+                  "folder of the periodic checkpoints (step-N.pfckpt; --resume DIR takes the newest)");
+  cmd->add_option("--keep-checkpoints", a.keep_checkpoints, "periodic checkpoints to keep, newest first (0: all)")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--metrics-log", a.metrics_log,
+                  "append one JSON line per step (loss, lr, tokens/s, bubble rate, peak memory per rank, "
+                  "evaluation) to this file");
+  cmd->add_option("--blas-threads", a.blas_threads, "BLAS threads")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  cmd->add_option("--checkpoint", a.checkpoint, "save a checkpoint here at the end (under mpirun: a folder of per-rank shards and a manifest)");
+  cmd->add_option("--resume", a.resume, "load this checkpoint first (same model options; a file, a sharded folder, or a --checkpoint-dir folder: its "
+                  "newest; saved under any --stages or --data-parallel)")
+      ->check(CLI::ExistingPath);
+  auto* schedule = cmd->add_option("--schedule", a.schedule,
+                                   "train pipelined with this schedule: gpipe, 1f1b, interleaved-1f1b, bfs, "
+                                   "zb-h1, zb-h2, zb-v, zb-auto, asynchronous (no flush): pipedream, "
+                                   "pipedream-2bw, spectrain, pipemare, or local learning (no gradient crosses "
+                                   "ranks): ppll, local-updates (default: the sequential reference)");
+  auto* schedule_file = cmd->add_option("--schedule-file", a.schedule_file, "train with a schedule in the text form")
+                            ->check(CLI::ExistingFile);
+  schedule->excludes(schedule_file);
+  cmd->add_option("--stages,--ranks", a.stages, "pipeline ranks P (one worker thread each)")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  cmd->add_option("--chunks", a.chunks, "model chunks per rank V (interleaved-1f1b, bfs)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  auto* counts = cmd->add_option("--layers-per-stage", a.layers_per_stage, "top-level layers per stage");
+  cmd->add_option("--partition", a.partition,
+                  "even (by layer count) or balanced (profile each layer on one micro-batch, then split "
+                  "minimising the slowest stage)")
+      ->check(CLI::IsMember({"even", "balanced"}))
+      ->excludes(counts)
+      ->capture_default_str();
+  cmd->add_option("--activation-policy", a.activation_policy,
+                  "pipelined: none, recompute, offload-host, offload-file, selective or balance (docs/MEMORY.md)")
+      ->check(CLI::IsMember(pf::sched::activation_policy_names()))
+      ->capture_default_str();
+  cmd->add_option("--activation-budget", a.activation_budget, "selective: activation bytes per rank")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--offload-dir", a.offload_dir, "folder for offload-file (and selective with files)");
+  cmd->add_option("--devices", a.devices,
+                  "where to train: cpu (default), cuda:N, or pipelined one device per rank (cuda:0,cuda:1)");
+  cmd->add_flag("--vertical-sync", a.vertical_sync,
+                "pipedream: every stage uses, for a micro-batch, the weight version stage 0 used");
+  cmd->add_option("--spectrain-version", a.spectrain_version,
+                  "spectrain: 1 (the paper's prediction distances, default) or 2 (backward reuses the forward's)")
+      ->check(CLI::Range(1, 2))
+      ->capture_default_str();
+  cmd->add_option("--pipemare-anneal", a.pipemare_anneal,
+                  "pipemare: updates over which each stage's learning rate anneals from lr/delay to lr (0: none)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+      ->capture_default_str();
+  cmd->add_option("--pipemare-decay", a.pipemare_decay, "pipemare: decay of the weight-discrepancy average, in [0, 1)")
+      ->check(CLI::Range(0.0, 0.999999))
+      ->capture_default_str();
+  cmd->add_option("--local-head", a.local_head,
+                  "ppll, local-updates: each stage's auxiliary head: auto (GPT: layernorm-linear, MLP: linear), "
+                  "linear, layernorm-linear or mlp")
+      ->check(CLI::IsMember(local_head_kinds()))
+      ->capture_default_str();
+  cmd->add_option("--trace", a.trace_file, "pipelined: write the last step's Chrome trace here");
+  cmd->add_option("--svg", a.svg_file, "pipelined: write the last step's SVG timeline here");
+  cmd->add_flag("--json", a.json, "print one JSON object with the results on stdout");
+  cmd->add_flag("--quiet", a.quiet, "no progress on stderr");
+  cmd->add_option("--data-parallel", a.data_parallel,
+                  "D pipeline replicas on disjoint micro-batches (mpirun -np D*P; --batch-size and --microbatches "
+                  "are per replica). Without --schedule: the sequential trainer reproduces D replicas' arithmetic")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  cmd->add_option("--gradient-reduction", a.gradient_reduction,
+                  "data parallel: allreduce (MPI_Allreduce) or deterministic (bitwise equal to the sequential "
+                  "trainer with the same --data-parallel)")
+      ->check(CLI::IsMember({"allreduce", "deterministic"}))
+      ->capture_default_str();
+  return cmd;
+}
+
+}  // namespace pf::cli
