@@ -1,6 +1,8 @@
 #include "runtime/run/metrics_log.h"
 
 #include <cmath>
+#include <filesystem>
+#include <system_error>
 #include <sstream>
 #include <vector>
 
@@ -11,7 +13,9 @@
 namespace pf {
 namespace {
 
-nlohmann::json number_or_null(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(); }
+nlohmann::ordered_json number_or_null(double x) {
+  return std::isfinite(x) ? nlohmann::ordered_json(x) : nlohmann::ordered_json();
+}
 
 // The lines of an existing log whose step is <= first_step.
 std::vector<std::string> kept_lines(const std::string& path, int64_t first_step) {
@@ -34,6 +38,9 @@ std::vector<std::string> kept_lines(const std::string& path, int64_t first_step)
 
 MetricsLog::MetricsLog(const std::string& path, int64_t first_step) : path_(path) {
   const std::vector<std::string> kept = kept_lines(path, first_step);
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   out_.open(path, std::ios::trunc);
   if (!out_) fail(ErrorCode::kIoError, "cannot write metrics log '", path, "'");
   for (const std::string& line : kept) out_ << line << '\n';
@@ -41,7 +48,7 @@ MetricsLog::MetricsLog(const std::string& path, int64_t first_step) : path_(path
 }
 
 void MetricsLog::write(int64_t step, const StepResult& r, const std::optional<EvalResult>& eval) {
-  nlohmann::json j;
+  nlohmann::ordered_json j;  // step first, then the rest in a fixed order
   j["step"] = step;
   j["loss"] = number_or_null(r.loss);
   j["lr"] = r.lr;

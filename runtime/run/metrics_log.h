@@ -17,7 +17,7 @@ namespace pf {
 
 class MetricsLog {
  public:
-  // Opens (creates) `path` for appending after dropping the lines of steps > first_step. kIoError
+  // Opens (creates, with its folder) `path` for appending after dropping the lines of steps > first_step. kIoError
   // naming the file when it cannot be written; kDataLoss naming the line when a kept line is not a
   // JSON object with a "step".
   MetricsLog(const std::string& path, int64_t first_step);

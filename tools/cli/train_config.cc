@@ -15,77 +15,125 @@ using nlohmann::json;
 
 // One config field: its JSON path, the option it stands for (nullptr: model.json, which has no
 // option), and its value in parsed arguments (null: the option's default is in effect).
+enum class Type { kString, kBool, kInteger, kNumber, kStrings, kIntegers, kObject };
+
 struct Field {
   const char* path;
   const char* option;
+  Type type;  // what the JSON value must be
   std::function<json(const TrainArgs&)> get;
 };
+
+const char* type_name(Type type) {
+  switch (type) {
+    case Type::kString:
+      return "a string";
+    case Type::kBool:
+      return "true or false";
+    case Type::kInteger:
+      return "an integer";
+    case Type::kNumber:
+      return "a number";
+    case Type::kStrings:
+      return "a list of strings";
+    case Type::kIntegers:
+      return "a list of integers";
+    case Type::kObject:
+      break;
+  }
+  return "an object";
+}
+
+bool has_type(const json& v, Type type) {
+  auto all = [&](bool (json::*is)() const noexcept) {
+    for (const json& e : v)
+      if (!(e.*is)()) return false;
+    return true;
+  };
+  switch (type) {
+    case Type::kString:
+      return v.is_string();
+    case Type::kBool:
+      return v.is_boolean();
+    case Type::kInteger:
+      return v.is_number_integer();
+    case Type::kNumber:
+      return v.is_number();
+    case Type::kStrings:
+      return v.is_array() && all(&json::is_string);
+    case Type::kIntegers:
+      return v.is_array() && all(&json::is_number_integer);
+    case Type::kObject:
+      break;
+  }
+  return v.is_object();
+}
 
 json or_null(bool is_default, json value) { return is_default ? json() : std::move(value); }
 json text_or_null(const std::string& s) { return or_null(s.empty(), s); }
 
 const std::vector<Field>& fields() {
   static const std::vector<Field> all = {
-      {"model.kind", "--model", [](const TrainArgs& a) { return json(a.model); }},
-      {"model.file", "--model-file", [](const TrainArgs& a) { return text_or_null(a.model_file); }},
-      {"model.json", nullptr,
+      {"model.kind", "--model", Type::kString, [](const TrainArgs& a) { return json(a.model); }},
+      {"model.file", "--model-file", Type::kString, [](const TrainArgs& a) { return text_or_null(a.model_file); }},
+      {"model.json", nullptr, Type::kObject,
        [](const TrainArgs& a) { return a.model_json.empty() ? json() : json::parse(a.model_json); }},
-      {"model.layers", "--layers", [](const TrainArgs& a) { return or_null(a.layers < 0, a.layers); }},
-      {"model.d_model", "--d-model", [](const TrainArgs& a) { return json(a.d_model); }},
-      {"model.heads", "--heads", [](const TrainArgs& a) { return json(a.heads); }},
-      {"model.seq_len", "--seq-len", [](const TrainArgs& a) { return json(a.seq_len); }},
-      {"model.hidden", "--hidden", [](const TrainArgs& a) { return or_null(a.hidden < 0, a.hidden); }},
-      {"model.features", "--features", [](const TrainArgs& a) { return json(a.features); }},
-      {"model.classes", "--classes", [](const TrainArgs& a) { return json(a.classes); }},
-      {"data.files", "--data", [](const TrainArgs& a) { return json(a.data); }},
-      {"data.held_out", "--held-out", [](const TrainArgs& a) { return or_null(a.held_out < 0, a.held_out); }},
-      {"trainer.steps", "--steps", [](const TrainArgs& a) { return json(a.steps); }},
-      {"trainer.batch_size", "--batch-size", [](const TrainArgs& a) { return json(a.batch_size); }},
-      {"trainer.micro_batches", "--micro-batches", [](const TrainArgs& a) { return json(a.micro_batches); }},
-      {"trainer.seed", "--seed", [](const TrainArgs& a) { return json(a.seed); }},
-      {"trainer.optimizer", "--optimizer", [](const TrainArgs& a) { return json(a.optimizer); }},
-      {"trainer.lr", "--lr", [](const TrainArgs& a) { return or_null(a.lr <= 0, a.lr); }},
-      {"trainer.momentum", "--momentum", [](const TrainArgs& a) { return json(a.momentum); }},
-      {"trainer.weight_decay", "--weight-decay", [](const TrainArgs& a) { return json(a.weight_decay); }},
-      {"trainer.clip_norm", "--clip-norm", [](const TrainArgs& a) { return json(a.clip_norm); }},
-      {"trainer.blas_threads", "--blas-threads", [](const TrainArgs& a) { return json(a.blas_threads); }},
-      {"trainer.lr_schedule.kind", "--lr-schedule", [](const TrainArgs& a) { return json(a.lr_schedule); }},
-      {"trainer.lr_schedule.warmup_steps", "--warmup-steps", [](const TrainArgs& a) { return json(a.warmup_steps); }},
-      {"trainer.lr_schedule.decay_steps", "--decay-steps",
+      {"model.layers", "--layers", Type::kInteger, [](const TrainArgs& a) { return or_null(a.layers < 0, a.layers); }},
+      {"model.d_model", "--d-model", Type::kInteger, [](const TrainArgs& a) { return json(a.d_model); }},
+      {"model.heads", "--heads", Type::kInteger, [](const TrainArgs& a) { return json(a.heads); }},
+      {"model.seq_len", "--seq-len", Type::kInteger, [](const TrainArgs& a) { return json(a.seq_len); }},
+      {"model.hidden", "--hidden", Type::kInteger, [](const TrainArgs& a) { return or_null(a.hidden < 0, a.hidden); }},
+      {"model.features", "--features", Type::kInteger, [](const TrainArgs& a) { return json(a.features); }},
+      {"model.classes", "--classes", Type::kInteger, [](const TrainArgs& a) { return json(a.classes); }},
+      {"data.files", "--data", Type::kStrings, [](const TrainArgs& a) { return json(a.data); }},
+      {"data.held_out", "--held-out", Type::kNumber, [](const TrainArgs& a) { return or_null(a.held_out < 0, a.held_out); }},
+      {"trainer.steps", "--steps", Type::kInteger, [](const TrainArgs& a) { return json(a.steps); }},
+      {"trainer.batch_size", "--batch-size", Type::kInteger, [](const TrainArgs& a) { return json(a.batch_size); }},
+      {"trainer.micro_batches", "--micro-batches", Type::kInteger, [](const TrainArgs& a) { return json(a.micro_batches); }},
+      {"trainer.seed", "--seed", Type::kInteger, [](const TrainArgs& a) { return json(a.seed); }},
+      {"trainer.optimizer", "--optimizer", Type::kString, [](const TrainArgs& a) { return json(a.optimizer); }},
+      {"trainer.lr", "--lr", Type::kNumber, [](const TrainArgs& a) { return or_null(a.lr <= 0, a.lr); }},
+      {"trainer.momentum", "--momentum", Type::kNumber, [](const TrainArgs& a) { return json(a.momentum); }},
+      {"trainer.weight_decay", "--weight-decay", Type::kNumber, [](const TrainArgs& a) { return json(a.weight_decay); }},
+      {"trainer.clip_norm", "--clip-norm", Type::kNumber, [](const TrainArgs& a) { return json(a.clip_norm); }},
+      {"trainer.blas_threads", "--blas-threads", Type::kInteger, [](const TrainArgs& a) { return json(a.blas_threads); }},
+      {"trainer.lr_schedule.kind", "--lr-schedule", Type::kString, [](const TrainArgs& a) { return json(a.lr_schedule); }},
+      {"trainer.lr_schedule.warmup_steps", "--warmup-steps", Type::kInteger, [](const TrainArgs& a) { return json(a.warmup_steps); }},
+      {"trainer.lr_schedule.decay_steps", "--decay-steps", Type::kInteger,
        [](const TrainArgs& a) { return or_null(a.decay_steps <= 0, a.decay_steps); }},
-      {"trainer.lr_schedule.min_lr", "--min-lr", [](const TrainArgs& a) { return json(a.min_lr); }},
-      {"trainer.data_parallel", "--data-parallel", [](const TrainArgs& a) { return json(a.data_parallel); }},
-      {"trainer.gradient_reduction", "--gradient-reduction",
+      {"trainer.lr_schedule.min_lr", "--min-lr", Type::kNumber, [](const TrainArgs& a) { return json(a.min_lr); }},
+      {"trainer.data_parallel", "--data-parallel", Type::kInteger, [](const TrainArgs& a) { return json(a.data_parallel); }},
+      {"trainer.gradient_reduction", "--gradient-reduction", Type::kString,
        [](const TrainArgs& a) { return json(a.gradient_reduction); }},
-      {"evaluation.every", "--eval-every", [](const TrainArgs& a) { return json(a.eval_every); }},
-      {"evaluation.micro_batches", "--eval-batches",
+      {"evaluation.every", "--eval-every", Type::kInteger, [](const TrainArgs& a) { return json(a.eval_every); }},
+      {"evaluation.micro_batches", "--eval-batches", Type::kInteger,
        [](const TrainArgs& a) { return or_null(a.eval_batches <= 0, a.eval_batches); }},
-      {"schedule.name", "--schedule", [](const TrainArgs& a) { return text_or_null(a.schedule); }},
-      {"schedule.file", "--schedule-file", [](const TrainArgs& a) { return text_or_null(a.schedule_file); }},
-      {"schedule.ranks", "--ranks", [](const TrainArgs& a) { return json(a.stages); }},
-      {"schedule.chunks", "--chunks", [](const TrainArgs& a) { return json(a.chunks); }},
-      {"schedule.layers_per_stage", "--layers-per-stage", [](const TrainArgs& a) { return json(a.layers_per_stage); }},
-      {"schedule.partition", "--partition", [](const TrainArgs& a) { return json(a.partition); }},
-      {"schedule.vertical_sync", "--vertical-sync", [](const TrainArgs& a) { return json(a.vertical_sync); }},
-      {"schedule.spectrain_version", "--spectrain-version",
+      {"schedule.name", "--schedule", Type::kString, [](const TrainArgs& a) { return text_or_null(a.schedule); }},
+      {"schedule.file", "--schedule-file", Type::kString, [](const TrainArgs& a) { return text_or_null(a.schedule_file); }},
+      {"schedule.ranks", "--ranks", Type::kInteger, [](const TrainArgs& a) { return json(a.stages); }},
+      {"schedule.chunks", "--chunks", Type::kInteger, [](const TrainArgs& a) { return json(a.chunks); }},
+      {"schedule.layers_per_stage", "--layers-per-stage", Type::kIntegers, [](const TrainArgs& a) { return json(a.layers_per_stage); }},
+      {"schedule.partition", "--partition", Type::kString, [](const TrainArgs& a) { return json(a.partition); }},
+      {"schedule.vertical_sync", "--vertical-sync", Type::kBool, [](const TrainArgs& a) { return json(a.vertical_sync); }},
+      {"schedule.spectrain_version", "--spectrain-version", Type::kInteger,
        [](const TrainArgs& a) { return json(a.spectrain_version); }},
-      {"schedule.pipemare_anneal", "--pipemare-anneal", [](const TrainArgs& a) { return json(a.pipemare_anneal); }},
-      {"schedule.pipemare_decay", "--pipemare-decay", [](const TrainArgs& a) { return json(a.pipemare_decay); }},
-      {"schedule.local_head", "--local-head", [](const TrainArgs& a) { return json(a.local_head); }},
-      {"memory.activation_policy", "--activation-policy",
+      {"schedule.pipemare_anneal", "--pipemare-anneal", Type::kInteger, [](const TrainArgs& a) { return json(a.pipemare_anneal); }},
+      {"schedule.pipemare_decay", "--pipemare-decay", Type::kNumber, [](const TrainArgs& a) { return json(a.pipemare_decay); }},
+      {"schedule.local_head", "--local-head", Type::kString, [](const TrainArgs& a) { return json(a.local_head); }},
+      {"memory.activation_policy", "--activation-policy", Type::kString,
        [](const TrainArgs& a) { return json(a.activation_policy); }},
-      {"memory.activation_budget", "--activation-budget",
+      {"memory.activation_budget", "--activation-budget", Type::kNumber,
        [](const TrainArgs& a) { return or_null(a.activation_budget <= 0, a.activation_budget); }},
-      {"memory.offload_dir", "--offload-dir", [](const TrainArgs& a) { return text_or_null(a.offload_dir); }},
-      {"devices", "--devices", [](const TrainArgs& a) { return text_or_null(a.devices); }},
-      {"checkpointing.every", "--checkpoint-every", [](const TrainArgs& a) { return json(a.checkpoint_every); }},
-      {"checkpointing.dir", "--checkpoint-dir", [](const TrainArgs& a) { return text_or_null(a.checkpoint_dir); }},
-      {"checkpointing.keep", "--keep-checkpoints", [](const TrainArgs& a) { return json(a.keep_checkpoints); }},
-      {"checkpointing.save", "--checkpoint", [](const TrainArgs& a) { return text_or_null(a.checkpoint); }},
-      {"checkpointing.resume", "--resume", [](const TrainArgs& a) { return text_or_null(a.resume); }},
-      {"logging.metrics_log", "--metrics-log", [](const TrainArgs& a) { return text_or_null(a.metrics_log); }},
-      {"logging.trace", "--trace", [](const TrainArgs& a) { return text_or_null(a.trace_file); }},
-      {"logging.svg", "--svg", [](const TrainArgs& a) { return text_or_null(a.svg_file); }},
+      {"memory.offload_dir", "--offload-dir", Type::kString, [](const TrainArgs& a) { return text_or_null(a.offload_dir); }},
+      {"devices", "--devices", Type::kString, [](const TrainArgs& a) { return text_or_null(a.devices); }},
+      {"checkpointing.every", "--checkpoint-every", Type::kInteger, [](const TrainArgs& a) { return json(a.checkpoint_every); }},
+      {"checkpointing.dir", "--checkpoint-dir", Type::kString, [](const TrainArgs& a) { return text_or_null(a.checkpoint_dir); }},
+      {"checkpointing.keep", "--keep-checkpoints", Type::kInteger, [](const TrainArgs& a) { return json(a.keep_checkpoints); }},
+      {"checkpointing.save", "--checkpoint", Type::kString, [](const TrainArgs& a) { return text_or_null(a.checkpoint); }},
+      {"checkpointing.resume", "--resume", Type::kString, [](const TrainArgs& a) { return text_or_null(a.resume); }},
+      {"logging.metrics_log", "--metrics-log", Type::kString, [](const TrainArgs& a) { return text_or_null(a.metrics_log); }},
+      {"logging.trace", "--trace", Type::kString, [](const TrainArgs& a) { return text_or_null(a.trace_file); }},
+      {"logging.svg", "--svg", Type::kString, [](const TrainArgs& a) { return text_or_null(a.svg_file); }},
   };
   return all;
 }
@@ -134,9 +182,10 @@ std::vector<std::string> as_results(const json& value, const std::string& where)
 
 void apply_field(CLI::App& train, TrainArgs& args, const Field& field, const json& value, const std::string& where) {
   if (value.is_null()) return;  // the default
+  PF_CHECK_ARG(has_type(value, field.type), where, ": expected ", type_name(field.type), ", got ",
+               value.is_array() ? "a list with other values" : value.type_name());
   if (field.option == nullptr) {  // model.json
     if (!args.model_file.empty()) return;  // --model-file on the command line wins
-    PF_CHECK_ARG(value.is_object(), where, ": expected the model as a JSON object, got ", value.type_name());
     args.model_json = value.dump();
     return;
   }
