@@ -34,6 +34,8 @@ struct pf_trainer {
   int launch_rank = 0, launch_size = 1;           // this process in the launch (0, 1 for threads)
   std::string trace, svg;                         // what the timeline renderers returned last
   std::unique_ptr<pf::capi::LoaderSource> loader;  // null until pf_trainer_set_data_loader
+  std::unique_ptr<pf::capi::LoaderSource> eval_loader;  // null until pf_trainer_set_eval_loader
+  std::string last_checkpoint;                    // pf_run_result.last_checkpoint
 };
 
 struct pf_schedule {

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "c_api/guard.h"
+#include "c_api/struct_io.h"
 #include "c_api/tensor_view.h"
 #include "runtime/core/error.h"
 
@@ -52,6 +53,13 @@ Batch LoaderSource::next() {
             tensor_from_view(batch.targets, "data loader " + where() + ": targets")};
   position_ += 1;
   return out;
+}
+
+std::unique_ptr<LoaderSource> adopt_loader(const pf_data_loader* loader) {
+  if (loader == nullptr) return nullptr;
+  const pf_data_loader copy = read_struct(*loader, kDataLoaderV1Size, "loader", "pf_data_loader", pf_data_loader{});
+  PF_CHECK_ARG(copy.next != nullptr, "loader->next is NULL");
+  return std::make_unique<LoaderSource>(copy);
 }
 
 }  // namespace pf::capi

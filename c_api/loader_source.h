@@ -3,12 +3,16 @@
 // consumes nothing.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "c_api/pipeforge.h"
 #include "runtime/train/batch.h"
 
 namespace pf::capi {
+
+constexpr size_t kDataLoaderV1Size = sizeof(pf_data_loader);
 
 class LoaderSource final : public DataSource {
  public:
@@ -38,5 +42,8 @@ class LoaderSource final : public DataSource {
   // The position the loader serves next without a seek (a new loader starts at 0); -1 = unknown.
   int64_t loader_next_ = 0;
 };
+
+// The source over a caller's loader (checked and copied; user_data adopted), or null for NULL.
+std::unique_ptr<LoaderSource> adopt_loader(const pf_data_loader* loader);
 
 }  // namespace pf::capi

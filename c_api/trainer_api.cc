@@ -16,6 +16,7 @@
 #include "runtime/checkpoint/parameter_checksum.h"
 #include "runtime/checkpoint/sharded_checkpoint.h"
 #include "runtime/execution/weight_versions.h"
+#include "runtime/run/checkpoint_series.h"
 #include "runtime/schedules/text_format.h"
 #include "runtime/schedules/timeline.h"
 #include "runtime/tensor/allocator.h"
@@ -43,14 +44,16 @@ static_assert(kTrainerOptionsV3Size == 160 && offsetof(pf_trainer_options, ranks
 // there (184, after 4 bytes of padding), so that struct size is a field boundary too.
 constexpr size_t kTrainerOptionsAsyncSize = offsetof(pf_trainer_options, local_head);
 static_assert(offsetof(pf_trainer_options, vertical_sync) == 176 && kTrainerOptionsAsyncSize == 184 &&
-                  sizeof(pf_trainer_options) == 192,
+                  offsetof(pf_trainer_options, local_head) + sizeof(const char*) == 192,
               "the 0.4 pf_trainer_options layout changed");
-constexpr size_t kStepResultV1Size = sizeof(pf_step_result);
+// 0.5 appended the learning-rate schedule at the 0.4 sizeof (192).
+static_assert(offsetof(pf_trainer_options, lr_schedule) == 192 && sizeof(pf_trainer_options) == 224,
+              "the 0.5 pf_trainer_options layout changed");
+constexpr size_t kStepResultV1Size = offsetof(pf_step_result, lr);
 constexpr size_t kMetricsV1Size = sizeof(pf_metrics);
 constexpr size_t kMemoryStatsV1Size = sizeof(pf_memory_stats);
-constexpr size_t kDataLoaderV1Size = sizeof(pf_data_loader);
 static_assert(kTrainerOptionsV1Size == 104 && kStepResultV1Size == 48 && kMetricsV1Size == 56 &&
-                  kMemoryStatsV1Size == 120 && kDataLoaderV1Size == 40,
+                  kMemoryStatsV1Size == 120 && pf::capi::kDataLoaderV1Size == 40,
               "a v1 struct layout changed");
 static_assert(pf::kNumMemoryCategories == 6, "pf_memory_stats needs a field pair for a new category");
 
@@ -82,6 +85,7 @@ pf_trainer_options default_options() {
   o.spectrain_version = a.spectrain_version;
   o.vertical_sync = a.vertical_sync ? 1 : 0;
   o.local_head = nullptr;  // = "auto"
+  o.lr_schedule = nullptr;  // = "constant"
   return o;
 }
 
@@ -223,6 +227,12 @@ pf::TrainerOptions convert(const pf_trainer_options& o) {
   t.optimizer.beta2 = o.beta2;
   t.optimizer.eps = o.eps;
   t.optimizer.clip_norm = o.clip_norm;
+  if (o.lr_schedule != nullptr) t.lr_schedule.kind = pf::parse_lr_schedule_kind(o.lr_schedule);
+  PF_CHECK_ARG(o.warmup_steps >= 0, "options->warmup_steps is ", o.warmup_steps, ": expected >= 0");
+  PF_CHECK_ARG(o.decay_steps >= 0, "options->decay_steps is ", o.decay_steps, ": expected >= 0");
+  t.lr_schedule.warmup_steps = o.warmup_steps;
+  t.lr_schedule.decay_steps = o.decay_steps;
+  t.lr_schedule.min_lr = o.min_lr;
   return t;
 }
 
@@ -233,6 +243,8 @@ pf_step_result convert(const pf::StepResult& r) {
   out.samples = r.samples;
   out.tokens = r.tokens;
   out.seconds = r.seconds;
+  out.lr = r.lr;
+  out.bubble_rate = r.bubble_rate;
   return out;
 }
 
@@ -363,13 +375,7 @@ pf_status* pf_trainer_step(pf_trainer* trainer, const pf_tensor_view* inputs, co
 pf_status* pf_trainer_set_data_loader(pf_trainer* trainer, const pf_data_loader* loader) {
   return guard(__func__, [&] {
     require(trainer, "trainer");
-    std::unique_ptr<pf::capi::LoaderSource> source;
-    if (loader != nullptr) {
-      const pf_data_loader copy =
-          pf::capi::read_struct(*loader, kDataLoaderV1Size, "loader", "pf_data_loader", pf_data_loader{});
-      PF_CHECK_ARG(copy.next != nullptr, "loader->next is NULL");
-      source = std::make_unique<pf::capi::LoaderSource>(copy);
-    }
+    std::unique_ptr<pf::capi::LoaderSource> source = pf::capi::adopt_loader(loader);
     // The old loader's destroy runs here, after the new one is in place.
     trainer->loader.swap(source);
   });
@@ -486,7 +492,8 @@ pf_status* pf_trainer_load_checkpoint(pf_trainer* trainer, const char* path) {
   return guard(__func__, [&] {
     require(trainer, "trainer");
     const std::string file = pf::capi::require_string(path, "path");
-    pf::load_trainer_checkpoint(*trainer->trainer, file);
+    // A folder of periodic checkpoints (pf_trainer_run's checkpoint_dir) means its newest.
+    pf::load_trainer_checkpoint(*trainer->trainer, pf::resolve_checkpoint(file));
   });
 }
 

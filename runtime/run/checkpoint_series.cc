@@ -80,8 +80,7 @@ std::vector<int64_t> checkpoint_steps(const std::string& folder) {
 
 std::string resolve_checkpoint(const std::string& path) {
   std::error_code ec;
-  if (fs::is_regular_file(path, ec)) return path;
-  if (!fs::is_directory(path, ec)) fail(ErrorCode::kNotFound, "checkpoint '", path, "' does not exist");
+  if (!fs::is_directory(path, ec)) return path;  // a file, or nothing: the loader says which
   if (fs::is_regular_file(fs::path(path) / "manifest.json", ec)) return path;
   const std::vector<Entry> all = entries(path);
   if (all.empty())

@@ -30,9 +30,9 @@ class CheckpointSeries {
 // manifest), ascending; empty when there are none or the folder does not exist.
 std::vector<int64_t> checkpoint_steps(const std::string& folder);
 
-// What --resume PATH (pf_trainer_run's resume) means: a checkpoint file, a sharded checkpoint
-// folder (it has manifest.json), or a series folder, whose newest checkpoint is returned.
-// kNotFound naming the path when it is none of these.
+// The checkpoint a path names: a series folder's newest checkpoint; any other path as it is (a
+// checkpoint file, a sharded checkpoint folder with its manifest.json, or a missing path for the
+// loader to report). kNotFound naming the folder when it is a folder with no checkpoint at all.
 std::string resolve_checkpoint(const std::string& path);
 
 }  // namespace pf

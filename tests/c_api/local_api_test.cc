@@ -41,7 +41,8 @@ TEST(LocalApi, OptionsInitSetsAutoAndTheFieldFollowsThePadding) {
   const size_t async_sizeof = (async_end + alignof(pf_trainer_options) - 1) / alignof(pf_trainer_options) *
                               alignof(pf_trainer_options);
   EXPECT_EQ(offsetof(pf_trainer_options, local_head), async_sizeof);
-  EXPECT_EQ(sizeof(pf_trainer_options), offsetof(pf_trainer_options, local_head) + sizeof(options.local_head));
+  // The 0.5 fields start where local_head ends (the 0.4 sizeof).
+  EXPECT_EQ(offsetof(pf_trainer_options, lr_schedule), offsetof(pf_trainer_options, local_head) + sizeof(options.local_head));
 }
 
 TEST(LocalApi, PpllDiffersFromOneFOneBAndIsDeterministic) {

@@ -1,0 +1,269 @@
+// The training loop through the C API (since 0.5): learning-rate schedules, evaluation, the
+// built-in data loaders, pf_trainer_run with periodic checkpoints and a metrics log, resumed from
+// its checkpoint folder bitwise, the partition and the balanced partitioner.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "tests/c_api/test_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A tiny GPT over the licence texts' characters (the built-in char-text loader).
+struct TextRun {
+  pf_model* model = nullptr;
+  pf_trainer* trainer = nullptr;
+  ~TextRun() {
+    pf_trainer_destroy(trainer);
+    pf_model_destroy(model);
+  }
+};
+
+pf_builtin_data_options TextData(int held_out) {
+  pf_builtin_data_options d;
+  pf_builtin_data_options_init(&d);
+  d.kind = PF_DATA_CHAR_TEXT;
+  d.rows = 2;
+  d.seq_len = 16;
+  d.seed = 3;
+  d.held_out_fraction = 0.1;
+  d.held_out = held_out;
+  return d;
+}
+
+// Creates the model and trainer (1F1B on 2 ranks, cosine rate) with both loaders installed.
+void MakeTextRun(TextRun* run) {
+  pf_data_loader train{}, eval{};
+  int64_t info[2] = {0, 0};
+  pf_builtin_data_options train_data = TextData(0), eval_data = TextData(1);
+  ASSERT_PF_OK(pf_data_loader_create_builtin(&train_data, &train, info));
+  EXPECT_GT(info[0], 40);  // the licence texts' distinct bytes
+  EXPECT_EQ(info[1], 16);
+  pf_gpt_config config;
+  pf_gpt_config_init(&config);
+  config.vocab = info[0];
+  config.seq_len = info[1];
+  config.d_model = 16;
+  config.heads = 2;
+  config.layers = 2;
+  ASSERT_PF_OK(pf_model_create_gpt(&config, &run->model));
+  pf_trainer_options o;
+  pf_trainer_options_init(&o);
+  o.micro_batches = 2;
+  o.seed = 7;
+  o.lr = 0.01f;
+  o.schedule = "1f1b";
+  o.ranks = 2;
+  o.lr_schedule = "cosine";
+  o.warmup_steps = 2;
+  o.decay_steps = 6;
+  o.min_lr = 1e-4;
+  ASSERT_PF_OK(pf_trainer_create(run->model, &o, &run->trainer));
+  ASSERT_PF_OK(pf_trainer_set_data_loader(run->trainer, &train));
+  ASSERT_PF_OK(pf_data_loader_create_builtin(&eval_data, &eval, nullptr));
+  ASSERT_PF_OK(pf_trainer_set_eval_loader(run->trainer, &eval));
+}
+
+std::string Checksum(pf_trainer* trainer) {
+  char hex[65];
+  EXPECT_PF_OK(pf_trainer_parameter_checksum(trainer, hex));
+  return hex;
+}
+
+std::string Dir(const std::string& name) {
+  const fs::path dir = fs::path(::testing::TempDir()) / name;
+  fs::remove_all(dir);
+  return dir.string();
+}
+
+std::vector<std::string> LogLinesWithoutTimes(const std::string& path) {
+  std::vector<std::string> lines;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    // Everything before "tokens" (step, loss, lr, grad_norm) is machine-independent.
+    lines.push_back(line.substr(0, line.find("\"tokens\"")));
+  }
+  return lines;
+}
+
+TEST(RunApi, ARunResumedFromItsCheckpointFolderEqualsOneRun) {
+  const std::string whole = Dir("capi_whole"), parts = Dir("capi_parts");
+  pf_run_options run;
+  pf_run_options_init(&run);
+  run.eval_every = 3;
+  run.eval_micro_batches = 2;
+  run.checkpoint_every = 3;
+  run.keep_checkpoints = 2;
+
+  TextRun one;
+  MakeTextRun(&one);
+  run.steps = 7;
+  const std::string whole_dir = whole + "/ck", whole_log = whole + "/m.jsonl";
+  run.checkpoint_dir = whole_dir.c_str();
+  run.metrics_log = whole_log.c_str();
+  pf_run_result result;
+  result.struct_size = sizeof(result);
+  ASSERT_PF_OK(pf_trainer_run(one.trainer, &run, &result));
+  EXPECT_EQ(result.step, 7);
+  EXPECT_EQ(result.steps_run, 7);
+  EXPECT_EQ(result.evaluations, 3);  // 3, 6 and the last
+  EXPECT_EQ(result.checkpoints, 3);  // 3, 6, 7; two kept
+  EXPECT_TRUE(std::isfinite(result.eval_loss));
+  EXPECT_GT(result.eval_accuracy, 0.0);
+  EXPECT_EQ(result.diverged, 0);
+  ASSERT_NE(result.last_checkpoint, nullptr);
+  EXPECT_EQ(std::string(result.last_checkpoint), whole_dir + "/step-00000007.pfckpt");
+  EXPECT_FALSE(fs::exists(whole_dir + "/step-00000003.pfckpt"));
+  EXPECT_TRUE(fs::exists(whole_dir + "/step-00000006.pfckpt"));
+
+  // Three steps in one trainer, the other four in a new one resumed from the folder.
+  const std::string parts_dir = parts + "/ck", parts_log = parts + "/m.jsonl";
+  run.checkpoint_dir = parts_dir.c_str();
+  run.metrics_log = parts_log.c_str();
+  {
+    TextRun first;
+    MakeTextRun(&first);
+    run.steps = 3;
+    ASSERT_PF_OK(pf_trainer_run(first.trainer, &run, nullptr));
+  }
+  TextRun rest;
+  MakeTextRun(&rest);
+  ASSERT_PF_OK(pf_trainer_load_checkpoint(rest.trainer, parts_dir.c_str()));
+  run.steps = 4;
+  ASSERT_PF_OK(pf_trainer_run(rest.trainer, &run, &result));
+  EXPECT_EQ(result.step, 7);
+  EXPECT_EQ(Checksum(rest.trainer), Checksum(one.trainer));
+  const std::vector<std::string> want = LogLinesWithoutTimes(whole_log), got = LogLinesWithoutTimes(parts_log);
+  EXPECT_EQ(want.size(), 7u);
+  EXPECT_EQ(got, want);
+
+  // Evaluation sees the same held-out micro-batches every time and trains nothing.
+  pf_eval_result a, b;
+  a.struct_size = b.struct_size = sizeof(pf_eval_result);
+  ASSERT_PF_OK(pf_trainer_evaluate(one.trainer, 2, &a));
+  ASSERT_PF_OK(pf_trainer_evaluate(one.trainer, 2, &b));
+  EXPECT_EQ(a.loss, b.loss);
+  EXPECT_EQ(a.loss, result.eval_loss);  // the resumed run's last evaluation, on the same weights
+  EXPECT_EQ(a.samples, 4);
+  EXPECT_EQ(a.targets, 4 * 16);
+  EXPECT_EQ(Checksum(one.trainer), Checksum(rest.trainer));
+}
+
+TEST(RunApi, StepResultsCarryTheScheduledRateAndTheBubble) {
+  TextRun r;
+  MakeTextRun(&r);
+  double rates[4];
+  for (int step = 0; step < 4; ++step) {
+    pf_step_result s;
+    s.struct_size = sizeof(s);
+    ASSERT_PF_OK(pf_trainer_step_from_loader(r.trainer, &s));
+    rates[step] = s.lr;
+    EXPECT_GT(s.bubble_rate, 0.0);
+    EXPECT_LT(s.bubble_rate, 1.0);
+  }
+  // Warm-up 2 steps to 0.01, then cosine over 6 steps to 1e-4 (float rates).
+  EXPECT_FLOAT_EQ(rates[0], 0.005f);
+  EXPECT_FLOAT_EQ(rates[1], 0.01f);
+  EXPECT_FLOAT_EQ(rates[2], 0.01f);
+  EXPECT_FLOAT_EQ(rates[3], static_cast<float>(1e-4 + (0.01 - 1e-4) * (1 + std::cos(M_PI / 6)) / 2));
+  // An older caller's pf_step_result (without lr) still works.
+  pf_step_result old;
+  old.struct_size = offsetof(pf_step_result, lr);
+  EXPECT_PF_OK(pf_trainer_step_from_loader(r.trainer, &old));
+}
+
+TEST(RunApi, PartitionsAndTheBalancedPartitioner) {
+  pf_model* model = pftest::MakeDeepMlp();  // 7 top-level layers
+  std::vector<float> x(4 * pftest::kFeatures, 0.5f);
+  std::vector<int32_t> y = {0, 1, 2, 3};
+  const int64_t xs[] = {4, pftest::kFeatures}, ys[] = {4};
+  pf_tensor_view in{x.data(), PF_DTYPE_F32, PF_DEVICE_CPU, 0, 2, xs, nullptr};
+  pf_tensor_view tg{y.data(), PF_DTYPE_I32, PF_DEVICE_CPU, 0, 1, ys, nullptr};
+  int32_t counts[3] = {0, 0, 0};
+  ASSERT_PF_OK(pf_model_partition_balanced(model, &in, &tg, 3, counts));
+  EXPECT_EQ(counts[0] + counts[1] + counts[2], 7);
+  for (int32_t c : counts) EXPECT_GE(c, 1);
+  EXPECT_PF_ERROR(pf_model_partition_balanced(model, &in, &tg, 9, counts), PF_INVALID_ARGUMENT, "num_stages");
+
+  pf_trainer_options o;
+  pf_trainer_options_init(&o);
+  o.schedule = "gpipe";
+  o.ranks = 3;
+  o.layers_per_stage = counts;
+  o.num_layers_per_stage = 3;
+  pf_trainer* trainer = nullptr;
+  ASSERT_PF_OK(pf_trainer_create(model, &o, &trainer));
+  size_t stages = 0;
+  ASSERT_PF_OK(pf_trainer_partition(trainer, nullptr, 0, &stages));
+  EXPECT_EQ(stages, 3u);
+  int32_t used[3];
+  ASSERT_PF_OK(pf_trainer_partition(trainer, used, 3, &stages));
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(used[i], counts[i]);
+  EXPECT_PF_ERROR(pf_trainer_partition(trainer, used, 2, &stages), PF_INVALID_ARGUMENT, "capacity");
+  pf_trainer_destroy(trainer);
+  pf_model_destroy(model);
+}
+
+TEST(RunApi, BadOptionsAndMissingLoadersAreNamed) {
+  pf_model* model = pftest::MakeMlp();
+  pf_trainer_options o;
+  pf_trainer_options_init(&o);
+  o.lr_schedule = "cosin";
+  pf_trainer* trainer = nullptr;
+  EXPECT_PF_ERROR(pf_trainer_create(model, &o, &trainer), PF_INVALID_ARGUMENT, "cosine");
+  o.lr_schedule = "cosine";
+  EXPECT_PF_ERROR(pf_trainer_create(model, &o, &trainer), PF_INVALID_ARGUMENT, "decay_steps");
+  o.lr_schedule = nullptr;
+  ASSERT_PF_OK(pf_trainer_create(model, &o, &trainer));
+  pf_eval_result e;
+  e.struct_size = sizeof(e);
+  EXPECT_PF_ERROR(pf_trainer_evaluate(trainer, 1, &e), PF_FAILED_PRECONDITION, "pf_trainer_set_eval_loader");
+  pf_run_options run;
+  pf_run_options_init(&run);
+  run.steps = 1;
+  EXPECT_PF_ERROR(pf_trainer_run(trainer, &run, nullptr), PF_FAILED_PRECONDITION, "pf_trainer_set_data_loader");
+
+  pf_builtin_data_options d;
+  pf_builtin_data_options_init(&d);
+  d.kind = PF_DATA_SYNTHETIC;
+  d.features = pftest::kFeatures;
+  d.classes = pftest::kClasses;
+  pf_data_loader loader{};
+  ASSERT_PF_OK(pf_data_loader_create_builtin(&d, &loader, nullptr));
+  ASSERT_PF_OK(pf_trainer_set_data_loader(trainer, &loader));
+  run.checkpoint_every = 2;
+  EXPECT_PF_ERROR(pf_trainer_run(trainer, &run, nullptr), PF_INVALID_ARGUMENT, "options->checkpoint_every",
+                  "checkpoint_dir");
+  run.checkpoint_every = 0;
+  run.eval_every = 1;
+  EXPECT_PF_ERROR(pf_trainer_run(trainer, &run, nullptr), PF_FAILED_PRECONDITION, "eval loader");
+  run.eval_every = 0;
+  run.steps = 3;
+  pf_run_result r;
+  r.struct_size = sizeof(r);
+  ASSERT_PF_OK(pf_trainer_run(trainer, &run, &r));
+  EXPECT_EQ(r.step, 3);
+  EXPECT_TRUE(std::isnan(r.eval_loss));
+  EXPECT_EQ(r.last_checkpoint, nullptr);
+
+  d.kind = 9;
+  EXPECT_PF_ERROR(pf_data_loader_create_builtin(&d, &loader, nullptr), PF_INVALID_ARGUMENT, "options->kind");
+  d.kind = PF_DATA_CSV;
+  d.path = "/nonexistent/digits.csv";
+  EXPECT_PF_ERROR(pf_data_loader_create_builtin(&d, &loader, nullptr), PF_NOT_FOUND, "/nonexistent/digits.csv");
+  d.kind = PF_DATA_CHAR_TEXT;
+  d.path = nullptr;
+  d.held_out = 1;
+  EXPECT_PF_ERROR(pf_data_loader_create_builtin(&d, &loader, nullptr), PF_INVALID_ARGUMENT, "held_out_fraction");
+  pf_trainer_destroy(trainer);
+  pf_model_destroy(model);
+}
+
+}  // namespace
