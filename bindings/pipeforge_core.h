@@ -400,6 +400,22 @@ class Model {
     return handle_.read_string(status, pf_model_parameter_name, static_cast<size_t>(index));
   }
 
+  // The balanced partitioner: layers per stage minimising the slowest of `stages` stages, from
+  // each top-level layer's time measured on one micro-batch (pass the result as
+  // TrainerOptions::set_layers_per_stage).
+  std::vector<int64_t> partition_balanced(const Tensor& inputs, const Tensor& targets, int32_t stages,
+                                          Status* status) {
+    if (!handle_.open(status)) return {};
+    if (stages < 1) {
+      detail::report(status, PF_INVALID_ARGUMENT, "stages is " + std::to_string(stages) + " (expected >= 1)");
+      return {};
+    }
+    const pf_tensor_view in = inputs.view(), tg = targets.view();
+    std::vector<int32_t> counts(static_cast<size_t>(stages));
+    if (!detail::ok(pf_model_partition_balanced(handle_.get(), &in, &tg, stages, counts.data()), status)) return {};
+    return std::vector<int64_t>(counts.begin(), counts.end());
+  }
+
 #ifndef SWIG
   pf_model* handle() const { return handle_.get(); }
 #endif
@@ -461,6 +477,13 @@ struct TrainerOptions {
   // "linear", "layernorm-linear" or "mlp". A kind other than "auto" with another schedule is refused
   // naming local_head and the schedule.
   std::string local_head;
+  // The learning-rate schedule (C API 0.5, docs/TRAINING.md): "constant" (or ""), "cosine" or
+  // "linear", with a linear warm-up of warmup_steps; cosine and linear decay to min_lr over
+  // decay_steps after it. StepResult::lr reports each step's rate.
+  std::string lr_schedule;
+  int64_t warmup_steps;
+  int64_t decay_steps;
+  double min_lr;
 
   TrainerOptions() {
     pf_trainer_options o;
@@ -494,6 +517,10 @@ struct TrainerOptions {
     pipemare_anneal_updates = o.pipemare_anneal_updates;
     pipemare_decay = o.pipemare_decay;
     local_head = o.local_head != nullptr ? o.local_head : "auto";
+    lr_schedule = o.lr_schedule != nullptr ? o.lr_schedule : "constant";
+    warmup_steps = o.warmup_steps;
+    decay_steps = o.decay_steps;
+    min_lr = o.min_lr;
   }
   // Top-level layers per stage (one entry per stage), instead of an even split.
   void set_layers_per_stage(const int64_t* values, size_t count) { layers_per_stage.assign(values, values + count); }
@@ -513,6 +540,56 @@ struct StepResult {
   double loss = 0, grad_norm = 0;
   int64_t samples = 0, tokens = 0;
   double seconds = 0;
+  double lr = 0;           // the learning rate the step used
+  double bubble_rate = 0;  // pipelines: the step's measured idle share
+};
+
+// A forward-only pass over held-out data (pf_eval_result).
+struct EvalResult {
+  double loss = 0, accuracy = 0;
+  int64_t micro_batches = 0, samples = 0, targets = 0;
+};
+
+// The training loop (pf_run_options): `steps` steps with evaluation every eval_every steps,
+// a checkpoint into checkpoint_dir every checkpoint_every steps (keeping keep_checkpoints, 0 =
+// all) and a JSON Lines metrics log; 0 and "" turn each off.
+struct RunOptions {
+  int64_t steps = 0;
+  int64_t eval_every = 0;
+  int32_t eval_micro_batches = 0;  // 0: the trainer's micro_batches
+  int64_t checkpoint_every = 0;
+  std::string checkpoint_dir;
+  int32_t keep_checkpoints = 0;
+  std::string metrics_log;
+};
+
+// What Trainer::run did (pf_run_result); eval_loss and eval_accuracy are NaN when none ran.
+struct RunResult {
+  int64_t step = 0, steps_run = 0;
+  double loss = 0, eval_loss = 0, eval_accuracy = 0;
+  int32_t evaluations = 0, checkpoints = 0;
+  bool diverged = false;
+  std::string last_checkpoint;  // "" when none was saved
+};
+
+// A built-in data source (pf_builtin_data_options): kind "char_text" (a text file or folder; ""
+// = the licence texts), "synthetic" or "csv" (path required).
+struct DataOptions {
+  std::string kind = "char_text";
+  int64_t rows = 8;
+  int64_t seed = 0;
+  std::string path;
+  int64_t seq_len = 64;            // char_text
+  double held_out_fraction = 0;    // char_text, csv: the share held out
+  bool held_out = false;           // serve the held-out split
+  float feature_scale = 1.0f;      // csv
+  int64_t features = 32, classes = 10;  // synthetic
+};
+
+// What a model for a built-in data source needs: char_text: vocab_size and seq_len; synthetic and
+// csv: features and classes.
+struct DataInfo {
+  int64_t vocab_size = 0, seq_len = 0, features = 0, classes = 0;
 };
 
 struct Metrics {
@@ -627,8 +704,52 @@ struct LoaderBridge {
   static void destroy(void* user_data) { delete static_cast<LoaderBridge*>(user_data); }
 };
 
+// A pf_data_loader over a built-in source; false after reporting the error.
+inline bool create_builtin_loader(const DataOptions& options, pf_data_loader* out, int64_t info[2], Status* status) {
+  pf_builtin_data_options o;
+  pf_builtin_data_options_init(&o);
+  if (options.kind == "char_text") {
+    o.kind = PF_DATA_CHAR_TEXT;
+  } else if (options.kind == "synthetic") {
+    o.kind = PF_DATA_SYNTHETIC;
+  } else if (options.kind == "csv") {
+    o.kind = PF_DATA_CSV;
+  } else {
+    report(status, PF_INVALID_ARGUMENT,
+           "data kind is '" + options.kind + "' (expected \"char_text\", \"synthetic\" or \"csv\")");
+    return false;
+  }
+  o.rows = options.rows;
+  o.seed = static_cast<uint64_t>(options.seed);
+  o.path = options.path.empty() ? nullptr : options.path.c_str();
+  o.seq_len = options.seq_len;
+  o.held_out_fraction = options.held_out_fraction;
+  o.held_out = options.held_out ? 1 : 0;
+  o.feature_scale = options.feature_scale;
+  o.features = options.features;
+  o.classes = options.classes;
+  return ok(pf_data_loader_create_builtin(&o, out, info), status);
+}
+
 }  // namespace detail
 #endif  // SWIG
+
+// What a model for the built-in data source `options` needs (reads the text or CSV once).
+inline DataInfo builtin_data_info(const DataOptions& options, Status* status) {
+  DataInfo info;
+  pf_data_loader loader;
+  int64_t needs[2] = {0, 0};
+  if (!detail::create_builtin_loader(options, &loader, needs, status)) return info;
+  loader.destroy(loader.user_data);
+  if (options.kind == "char_text") {
+    info.vocab_size = needs[0];
+    info.seq_len = needs[1];
+  } else {
+    info.features = needs[0];
+    info.classes = needs[1];
+  }
+  return info;
+}
 
 class Trainer {
  public:
@@ -699,6 +820,10 @@ class Trainer {
     }
     o.pipemare_decay = options.pipemare_decay == 0.0f ? -1.0f : options.pipemare_decay;
     o.local_head = options.local_head.empty() ? nullptr : options.local_head.c_str();
+    o.lr_schedule = options.lr_schedule.empty() ? nullptr : options.lr_schedule.c_str();
+    o.warmup_steps = options.warmup_steps;
+    o.decay_steps = options.decay_steps;
+    o.min_lr = options.min_lr;
     std::vector<int32_t> layers;
     for (size_t i = 0; i < options.layers_per_stage.size(); ++i) {
       const int64_t n = options.layers_per_stage[i];
@@ -731,24 +856,67 @@ class Trainer {
 
   // Installs `callback` (borrowed: see LoaderBridge), or removes the loader for NULL.
   void set_data_loader(LoaderCallback* callback, Status* status) {
-    if (!handle_.open(status)) return;
-    if (callback == nullptr) {
-      detail::ok(pf_trainer_set_data_loader(handle_.get(), nullptr), status);
-      return;
+    install_callback(pf_trainer_set_data_loader, callback, status);
+  }
+  // The held-out loader that evaluate() and run() evaluate on (borrowed the same way).
+  void set_eval_loader(LoaderCallback* callback, Status* status) {
+    install_callback(pf_trainer_set_eval_loader, callback, status);
+  }
+  // A built-in data source as the training (or, for set_builtin_eval_data, the held-out) loader.
+  void set_builtin_data(const DataOptions& options, Status* status) {
+    install_builtin(pf_trainer_set_data_loader, options, status);
+  }
+  void set_builtin_eval_data(const DataOptions& options, Status* status) {
+    install_builtin(pf_trainer_set_eval_loader, options, status);
+  }
+
+  // Forward-only over the eval loader's micro-batches 0 .. micro_batches - 1: no gradient, no update.
+  EvalResult evaluate(int32_t micro_batches, Status* status) {
+    EvalResult e;
+    pf_eval_result c = detail::sized<pf_eval_result>();
+    if (handle_.call(status, pf_trainer_evaluate, micro_batches, &c)) {
+      e.loss = c.loss;
+      e.accuracy = c.accuracy;
+      e.micro_batches = c.micro_batches;
+      e.samples = c.samples;
+      e.targets = c.targets;
     }
-    detail::guarded(status, [&] {
-      auto bridge = std::unique_ptr<detail::LoaderBridge>(new detail::LoaderBridge{callback, MicroBatch()});
-      pf_data_loader loader;
-      std::memset(&loader, 0, sizeof(loader));
-      loader.struct_size = sizeof(loader);
-      loader.user_data = bridge.get();
-      loader.next = &detail::LoaderBridge::next;
-      loader.seek = &detail::LoaderBridge::seek;
-      loader.destroy = &detail::LoaderBridge::destroy;
-      if (!detail::ok(pf_trainer_set_data_loader(handle_.get(), &loader), status)) return false;
-      bridge.release();  // the trainer owns it now
-      return true;
-    });
+    return e;
+  }
+
+  // The training loop: steps from the data loader with evaluation, checkpoints and a metrics log.
+  RunResult run(const RunOptions& options, Status* status) {
+    pf_run_options o;
+    pf_run_options_init(&o);
+    o.steps = options.steps;
+    o.eval_every = options.eval_every;
+    o.eval_micro_batches = options.eval_micro_batches;
+    o.checkpoint_every = options.checkpoint_every;
+    o.checkpoint_dir = options.checkpoint_dir.empty() ? nullptr : options.checkpoint_dir.c_str();
+    o.keep_checkpoints = options.keep_checkpoints;
+    o.metrics_log = options.metrics_log.empty() ? nullptr : options.metrics_log.c_str();
+    pf_run_result c = detail::sized<pf_run_result>();
+    RunResult r;
+    if (!handle_.call(status, pf_trainer_run, &o, &c)) return r;
+    r.step = c.step;
+    r.steps_run = c.steps_run;
+    r.loss = c.loss;
+    r.eval_loss = c.eval_loss;
+    r.eval_accuracy = c.eval_accuracy;
+    r.evaluations = c.evaluations;
+    r.checkpoints = c.checkpoints;
+    r.diverged = c.diverged != 0;
+    r.last_checkpoint = c.last_checkpoint != nullptr ? c.last_checkpoint : "";
+    return r;
+  }
+
+  // Top-level layers per stage of the partition in use (one entry for the sequential trainer).
+  std::vector<int64_t> partition(Status* status) const {
+    size_t n = 0;
+    if (!handle_.call(status, pf_trainer_partition, nullptr, 0, &n)) return {};
+    std::vector<int32_t> counts(n);
+    if (!handle_.call(status, pf_trainer_partition, counts.data(), n, &n)) return {};
+    return std::vector<int64_t>(counts.begin(), counts.end());
   }
 
   StepResult step_from_loader(Status* status) {
@@ -859,7 +1027,38 @@ class Trainer {
     s.samples = r.samples;
     s.tokens = r.tokens;
     s.seconds = r.seconds;
+    s.lr = r.lr;
+    s.bubble_rate = r.bubble_rate;
     return s;
+  }
+  // Installs a loader through `install` (pf_trainer_set_data_loader or _set_eval_loader).
+  void install_callback(pf_status* (*install)(pf_trainer*, const pf_data_loader*), LoaderCallback* callback,
+                        Status* status) {
+    if (!handle_.open(status)) return;
+    if (callback == nullptr) {
+      detail::ok(install(handle_.get(), nullptr), status);
+      return;
+    }
+    detail::guarded(status, [&] {
+      auto bridge = std::unique_ptr<detail::LoaderBridge>(new detail::LoaderBridge{callback, MicroBatch()});
+      pf_data_loader loader;
+      std::memset(&loader, 0, sizeof(loader));
+      loader.struct_size = sizeof(loader);
+      loader.user_data = bridge.get();
+      loader.next = &detail::LoaderBridge::next;
+      loader.seek = &detail::LoaderBridge::seek;
+      loader.destroy = &detail::LoaderBridge::destroy;
+      if (!detail::ok(install(handle_.get(), &loader), status)) return false;
+      bridge.release();  // the trainer owns it now
+      return true;
+    });
+  }
+  void install_builtin(pf_status* (*install)(pf_trainer*, const pf_data_loader*), const DataOptions& options,
+                       Status* status) {
+    if (!handle_.open(status)) return;
+    pf_data_loader loader;
+    if (!detail::create_builtin_loader(options, &loader, nullptr, status)) return;
+    if (!detail::ok(install(handle_.get(), &loader), status)) loader.destroy(loader.user_data);
   }
 
   detail::OwnedHandle<pf_trainer, pf_trainer_destroy> handle_;

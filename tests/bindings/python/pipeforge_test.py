@@ -821,6 +821,97 @@ class LocalLearningTest(NoFlushScheduleTest):
             self.trainer("ppll", local_head=1)
 
 
+class TrainingLoopTest(unittest.TestCase):
+    """The training loop (C API 0.5): learning-rate schedules, evaluation, built-in data, run() with
+    checkpoints and a metrics log, resumed from its folder bitwise, the partitions."""
+
+    TEXT = dict(rows=2, seq_len=16, seed=3, held_out_fraction=0.1)
+
+    def text_trainer(self, **options):
+        info = pipeforge.BuiltinData("char_text", **self.TEXT).info()
+        self.assertGreater(info["vocab_size"], 40)
+        model = pipeforge.Model.gpt(vocab=info["vocab_size"], seq_len=info["seq_len"], d_model=16, heads=2, layers=2)
+        trainer = pipeforge.Trainer(model, micro_batches=2, seed=7, lr=0.01, schedule="1f1b", ranks=2,
+                                    lr_schedule="cosine", warmup_steps=2, decay_steps=6, min_lr=1e-4, **options)
+        trainer.set_data_loader(pipeforge.BuiltinData("char_text", **self.TEXT))
+        trainer.set_eval_loader(pipeforge.BuiltinData("char_text", held_out=True, **self.TEXT))
+        return trainer
+
+    def test_run_resumed_from_its_checkpoint_folder_equals_one_run(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            loop = dict(eval_every=3, checkpoint_every=3, keep_checkpoints=2)
+            with self.text_trainer() as one:
+                result = one.run(7, checkpoint_dir=os.path.join(tmp, "a"), metrics_log=os.path.join(tmp, "a.jsonl"),
+                                 **loop)
+                self.assertEqual((result.step, result.steps_run, result.evaluations, result.checkpoints), (7, 7, 3, 3))
+                self.assertFalse(result.diverged)
+                self.assertEqual(result.last_checkpoint, os.path.join(tmp, "a", "step-00000007.pfckpt"))
+                self.assertGreater(result.eval_accuracy, 0.0)
+                want = one.checksum()
+                # Evaluation trains nothing and sees the same held-out micro-batches every time.
+                first, again = one.evaluate(2), one.evaluate(2)
+                self.assertEqual(first, again)
+                self.assertEqual(first.loss, result.eval_loss)
+                self.assertEqual(one.checksum(), want)
+                self.assertEqual(one.partition, [3, 2])  # embedding, 2 blocks, LayerNorm, head
+            with self.text_trainer() as half:
+                half.run(3, checkpoint_dir=os.path.join(tmp, "b"), metrics_log=os.path.join(tmp, "b.jsonl"), **loop)
+            with self.text_trainer() as rest:
+                rest.load_checkpoint(os.path.join(tmp, "b"))
+                self.assertEqual(rest.metrics().step, 3)
+                rest.run(4, checkpoint_dir=os.path.join(tmp, "b"), metrics_log=os.path.join(tmp, "b.jsonl"), **loop)
+                self.assertEqual(rest.checksum(), want)
+
+            def lines(path):
+                with open(path) as f:
+                    rows = [json.loads(line) for line in f]
+                for row in rows:
+                    for timing in ("seconds", "tokens_per_s", "bubble_rate"):
+                        del row[timing]
+                return rows
+
+            self.assertEqual(lines(os.path.join(tmp, "b.jsonl")), lines(os.path.join(tmp, "a.jsonl")))
+            self.assertEqual([row["step"] for row in lines(os.path.join(tmp, "a.jsonl"))], list(range(1, 8)))
+
+    def test_step_results_carry_the_scheduled_rate(self):
+        with self.text_trainer() as trainer:
+            rates = [trainer.step_from_loader().lr for _ in range(4)]
+        self.assertAlmostEqual(rates[0], 0.005, places=7)
+        self.assertAlmostEqual(rates[1], 0.01, places=7)
+        self.assertAlmostEqual(rates[3], 1e-4 + (0.01 - 1e-4) * (1 + np.cos(np.pi / 6)) / 2, places=7)
+
+    def test_evaluation_through_the_pipeline_equals_the_sequential_trainers(self):
+        results = []
+        for pipeline in ({}, {"schedule": "zb-v", "ranks": 2}):
+            with reference_trainer(**pipeline) as trainer:
+                trainer.set_data_loader(micro_batch)
+                trainer.run(2)
+                trainer.set_eval_loader(lambda position: micro_batch(4 + position))
+                results.append(trainer.evaluate(2))
+        self.assertEqual(results[0], results[1])
+        self.assertEqual(results[0].samples, ROWS)
+
+    def test_balanced_partition_and_errors(self):
+        model = pipeforge.Model.mlp(input_dim=FEATURES, hidden=[16, 16, 16], classes=CLASSES)
+        counts = model.partition_balanced(*micro_batch(0), stages=3)
+        self.assertEqual(sum(counts), 7)
+        with pipeforge.Trainer(model, schedule="gpipe", ranks=3, layers_per_stage=counts) as trainer:
+            self.assertEqual(trainer.partition, counts)
+        with self.assertRaises(TypeError):
+            pipeforge.BuiltinData("synthetic", colour="red")
+        with self.assertRaisesRegex(pipeforge.InvalidArgumentError, "data kind"):
+            pipeforge.BuiltinData("images").info()
+        with self.assertRaisesRegex(pipeforge.InvalidArgumentError, "cosine"):
+            pipeforge.Trainer(reference_model(), lr_schedule="cosin")
+        with reference_trainer() as trainer:
+            with self.assertRaisesRegex(pipeforge.FailedPreconditionError, "eval loader"):
+                trainer.evaluate(1)
+            trainer.set_eval_loader(lambda position: (_ for _ in ()).throw(KeyError("held-out")))
+            with self.assertRaisesRegex(pipeforge.CallbackError, "KeyError") as caught:
+                trainer.evaluate(1)
+            self.assertIsInstance(caught.exception.__cause__, KeyError)
+
+
 class GilTest(unittest.TestCase):
     def test_step_releases_the_gil(self):
         # A step of a wide MLP takes about 0.1 s. While steps run on a worker thread, this thread

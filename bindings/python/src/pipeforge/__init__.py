@@ -25,7 +25,7 @@ runtime's message. docs/BINDINGS.md has the details.
 """
 
 from . import core as _core
-from ._api import Metrics, Model, ProcessInfo, RankStats, StepResult, Trainer
+from ._api import BuiltinData, EvalResult, Metrics, Model, ProcessInfo, RankStats, RunResult, StepResult, Trainer
 from ._schedule import ACTIVATION_POLICIES, SCHEDULE_NAMES, Schedule, Simulation
 from ._errors import (CallbackError, CancelledError, CublasError, CudaError, DataLossError, Error,
                       FailedPreconditionError, InternalError, InvalidArgumentError, IoError, MpiError, NcclError,
@@ -36,8 +36,8 @@ __version__ = _core.version()
 ABI_VERSION = _core.header_abi_version()
 
 __all__ = [
-    "ABI_VERSION", "ACTIVATION_POLICIES", "CallbackError", "CancelledError", "CublasError", "CudaError", "DataLossError", "Error",
+    "ABI_VERSION", "ACTIVATION_POLICIES", "BuiltinData", "CallbackError", "CancelledError", "CublasError", "CudaError", "DataLossError", "Error", "EvalResult",
     "FailedPreconditionError", "InternalError", "InvalidArgumentError", "IoError", "Metrics", "Model", "MpiError",
-    "NcclError", "NotFoundError", "OutOfMemoryError", "ProcessInfo", "RankStats", "SCHEDULE_NAMES", "Schedule", "Simulation",
+    "NcclError", "NotFoundError", "OutOfMemoryError", "ProcessInfo", "RankStats", "RunResult", "SCHEDULE_NAMES", "Schedule", "Simulation",
     "StepResult", "TimeoutError", "Trainer", "UnimplementedError",
 ]

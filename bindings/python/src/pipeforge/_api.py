@@ -39,10 +39,88 @@ class StepResult:
     samples: int  # rows in the batch
     tokens: int  # target elements in the batch
     seconds: float  # wall time of the step
+    lr: float = 0.0  # the learning rate the step used (the trainer's lr_schedule)
+    bubble_rate: float = 0.0  # pipelines: the step's measured idle share (0 for the sequential trainer)
 
     @classmethod
     def _from_core(cls, r):
-        return cls(r.loss, r.grad_norm, r.samples, r.tokens, r.seconds)
+        return cls(r.loss, r.grad_norm, r.samples, r.tokens, r.seconds, r.lr, r.bubble_rate)
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalResult:
+    """A forward-only pass over held-out data (Trainer.evaluate)."""
+
+    loss: float  # mean over the micro-batches of their mean loss
+    accuracy: float  # share of the targets whose largest logit is the target
+    micro_batches: int
+    samples: int  # rows
+    targets: int  # target elements (rows x positions for token models)
+
+    @classmethod
+    def _from_core(cls, r):
+        return cls(r.loss, r.accuracy, r.micro_batches, r.samples, r.targets)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunResult:
+    """What Trainer.run did; eval_loss and eval_accuracy are NaN when no evaluation ran."""
+
+    step: int  # the trainer's step count at the end
+    steps_run: int
+    loss: float  # the last step's
+    eval_loss: float  # the last evaluation's
+    eval_accuracy: float
+    evaluations: int
+    checkpoints: int
+    diverged: bool  # a non-finite loss stopped the run
+    last_checkpoint: typing.Optional[str]  # the newest checkpoint saved, or None
+
+    @classmethod
+    def _from_core(cls, r):
+        return cls(r.step, r.steps_run, r.loss, r.eval_loss, r.eval_accuracy, r.evaluations, r.checkpoints,
+                   bool(r.diverged), r.last_checkpoint or None)
+
+
+class BuiltinData:
+    """A data source the runtime ships, to pass to Trainer.set_data_loader or set_eval_loader:
+
+        BuiltinData("char_text", rows=8, seq_len=64, path=None, held_out_fraction=0.1, held_out=False)
+        BuiltinData("synthetic", rows=8, features=32, classes=10, held_out=False)
+        BuiltinData("csv", path="digits.csv", rows=8, feature_scale=1/16, held_out_fraction=0.2)
+
+    char_text reads a text file or a folder of them (None: the licence texts in
+    /usr/share/common-licenses) and serves windows of seq_len + 1 characters; held_out=True serves
+    the last held_out_fraction of the text. info() says what a model for it needs."""
+
+    _FIELDS = ("rows", "seed", "path", "seq_len", "held_out_fraction", "held_out", "feature_scale", "features",
+               "classes")
+
+    def __init__(self, kind, **options):
+        unknown = sorted(set(options) - set(self._FIELDS))
+        if unknown:
+            raise TypeError(f"unknown data option(s): {', '.join(unknown)}")
+        self._options = core.DataOptions()
+        self._options.kind = kind
+        for name, value in options.items():
+            if value is None:
+                continue
+            if name == "path":
+                value = os.fspath(value)
+            elif name == "held_out":
+                value = bool(value)
+            elif name in ("held_out_fraction", "feature_scale"):
+                value = float(value)
+            else:
+                value = operator.index(value)
+            setattr(self._options, name, value)
+
+    def info(self):
+        """{"vocab_size": .., "seq_len": ..} for char_text, {"features": .., "classes": ..} otherwise."""
+        i = core.builtin_data_info(self._options)
+        if self._options.kind == "char_text":
+            return {"vocab_size": i.vocab_size, "seq_len": i.seq_len}
+        return {"features": i.features, "classes": i.classes}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,6 +243,13 @@ class Model(_Closeable):
         """Total number of parameter values."""
         return self._handle.num_parameter_elements()
 
+    def partition_balanced(self, inputs, targets, stages):
+        """Layers per stage that minimise the slowest of `stages` stages, from each top-level
+        layer's time measured on the micro-batch (inputs, targets); pass it as
+        Trainer(layers_per_stage=...)."""
+        return list(self._handle.partition_balanced(_as_array(inputs, "inputs"), _as_array(targets, "targets"),
+                                                    operator.index(stages)))
+
 
 class _LoaderAdapter(core.LoaderCallback):
     """Serves micro-batches from a Python loader; called by the runtime on the thread that runs
@@ -265,6 +350,16 @@ class Trainer(_Closeable):
     for feature models), "linear", "layernorm-linear" or "mlp". A kind other than "auto" with
     another schedule, or an unknown kind, is InvalidArgumentError naming it.
 
+    Learning-rate schedule (docs/TRAINING.md): lr_schedule= "constant" (default), "cosine" or
+    "linear"; warmup_steps= steps of linear warm-up; decay_steps= (cosine, linear) steps of decay to
+    min_lr= after it. Each StepResult.lr is the step's rate; a trainer resumed from a checkpoint
+    follows the schedule bitwise.
+
+    The training loop (docs/TRAINING.md): set_data_loader and set_eval_loader (a callable, a
+    loader object or a BuiltinData), then run(steps, eval_every=, checkpoint_every=,
+    checkpoint_dir=, keep_checkpoints=, metrics_log=) or evaluate(micro_batches); partition is the
+    layers per stage in use.
+
     Long calls (step, step_from_loader, checkpoints) release the GIL. A trainer is not safe to use
     from two threads at once."""
 
@@ -272,7 +367,8 @@ class Trainer(_Closeable):
                 "clip_norm", "blas_threads", "schedule", "schedule_text", "stages", "chunks", "layers_per_stage",
                 "recv_timeout_seconds", "activation_policy", "activation_budget_bytes", "offload_dir",
                 "devices", "processes", "data_parallel", "gradient_reduction", "ranks", "vertical_sync",
-                "spectrain_version", "pipemare_anneal_updates", "pipemare_decay", "local_head")
+                "spectrain_version", "pipemare_anneal_updates", "pipemare_decay", "local_head", "lr_schedule",
+                "warmup_steps", "decay_steps", "min_lr")
 
     def __init__(self, model, **options):
         if not isinstance(model, Model):
@@ -285,7 +381,7 @@ class Trainer(_Closeable):
             if value is None:
                 continue
             if name in ("schedule", "schedule_text", "activation_policy", "offload_dir", "devices", "processes",
-                        "gradient_reduction", "local_head"):
+                        "gradient_reduction", "local_head", "lr_schedule"):
                 if name == "offload_dir" and isinstance(value, os.PathLike):
                     value = os.fspath(value)
                 if name == "devices" and not isinstance(value, (str, bytes)):
@@ -304,9 +400,10 @@ class Trainer(_Closeable):
                     default = "the default" if name == "local_head" else "none"
                     raise ValueError(f"{name} is empty (leave it out, or None, for {default})")
                 setattr(core_options, name, value)
-            elif name in ("stages", "chunks", "data_parallel", "ranks", "spectrain_version", "pipemare_anneal_updates"):
+            elif name in ("stages", "chunks", "data_parallel", "ranks", "spectrain_version", "pipemare_anneal_updates",
+                          "warmup_steps", "decay_steps"):
                 setattr(core_options, name, operator.index(value))
-            elif name in ("recv_timeout_seconds", "activation_budget_bytes", "pipemare_decay"):
+            elif name in ("recv_timeout_seconds", "activation_budget_bytes", "pipemare_decay", "min_lr"):
                 setattr(core_options, name, float(value))
             elif name == "vertical_sync":
                 if not isinstance(value, (bool, np.bool_)):
@@ -321,6 +418,7 @@ class Trainer(_Closeable):
         if model._handle is None:
             raise ValueError("the model has no native object")
         self._loader = None
+        self._eval_loader = None
         self._handle = core.Trainer.create(model._handle, core_options)
 
     def step(self, inputs, targets):
@@ -332,33 +430,78 @@ class Trainer(_Closeable):
     def set_data_loader(self, loader):
         """Installs a data loader: a callable loader(position) -> (inputs, targets), or an object with
         next(position) -> (inputs, targets) and, optionally, seek(position). `position` counts
-        micro-batches (0, 1, 2, ... across steps). None removes the loader."""
+        micro-batches (0, 1, 2, ... across steps). A BuiltinData serves one of the runtime's data
+        sources. None removes the loader."""
+        self._loader = self._install(self._handle.set_data_loader, self._handle.set_builtin_data, loader)
+
+    def set_eval_loader(self, loader):
+        """Installs the held-out loader that evaluate() and run() evaluate on (as set_data_loader;
+        every evaluation reads its micro-batches from position 0). None removes it."""
+        self._eval_loader = self._install(self._handle.set_eval_loader, self._handle.set_builtin_eval_data, loader)
+
+    def _install(self, set_callback, set_builtin, loader):
         if loader is None:
-            self._handle.set_data_loader(None)
-            self._loader = None
-            return
+            set_callback(None)
+            return None
+        if isinstance(loader, BuiltinData):
+            set_builtin(loader._options)
+            return None
         adapter = _LoaderAdapter(loader)
-        self._handle.set_data_loader(adapter)
-        self._loader = adapter  # the runtime calls it: keep it alive while it is installed
+        set_callback(adapter)
+        return adapter  # the runtime calls it: keep it alive while it is installed
+
+    def _with_loaders(self, call):
+        """Runs `call`, chaining a loader's exception to the CallbackError it caused."""
+        adapters = [a for a in (self._loader, self._eval_loader) if a is not None]
+        for adapter in adapters:
+            adapter.exception = None
+        try:
+            return call()
+        except CallbackError as error:
+            cause = next((a.exception for a in adapters if a.exception is not None), None)
+            if cause is None:
+                raise
+            for adapter in adapters:
+                adapter.exception = None
+            if isinstance(cause, (KeyboardInterrupt, SystemExit)):
+                raise cause from None
+            raise error from cause
 
     def step_from_loader(self):
         """One step on micro_batches micro-batches from the data loader. If the loader raises, this
         raises CallbackError with the loader's exception type and message in its text and the
         exception itself as __cause__ (a KeyboardInterrupt or SystemExit is re-raised as is); the
         trainer is then unchanged and the step can be retried."""
-        adapter = self._loader
-        if adapter is not None:
-            adapter.exception = None
-        try:
-            return StepResult._from_core(self._handle.step_from_loader())
-        except CallbackError as error:
-            cause = adapter.exception if adapter is not None else None
-            if cause is None:
-                raise
-            adapter.exception = None
-            if isinstance(cause, (KeyboardInterrupt, SystemExit)):
-                raise cause from None
-            raise error from cause
+        return StepResult._from_core(self._with_loaders(self._handle.step_from_loader))
+
+    def evaluate(self, micro_batches):
+        """Forward-only over micro-batches 0 .. micro_batches - 1 of the eval loader, through the
+        trainer's own pipeline: no gradient, no update (an EvalResult). Asynchronous and
+        local-learning schedules: FailedPreconditionError."""
+        return EvalResult._from_core(self._with_loaders(lambda: self._handle.evaluate(operator.index(micro_batches))))
+
+    def run(self, steps, eval_every=0, eval_micro_batches=0, checkpoint_every=0, checkpoint_dir=None,
+            keep_checkpoints=0, metrics_log=None):
+        """The training loop: `steps` steps from the data loader; with eval_every > 0 an evaluation
+        (eval_micro_batches, default micro_batches) after every eval_every-th step and the last;
+        with checkpoint_every > 0 a checkpoint into checkpoint_dir (step-N.pfckpt) after every
+        checkpoint_every-th step and the last, keeping the newest keep_checkpoints (0 = all); a
+        JSON Lines metrics_log with one line per step. load_checkpoint(checkpoint_dir) resumes from
+        the newest. Returns a RunResult."""
+        o = core.RunOptions()
+        o.steps = operator.index(steps)
+        o.eval_every = operator.index(eval_every)
+        o.eval_micro_batches = operator.index(eval_micro_batches)
+        o.checkpoint_every = operator.index(checkpoint_every)
+        o.checkpoint_dir = "" if checkpoint_dir is None else os.fspath(checkpoint_dir)
+        o.keep_checkpoints = operator.index(keep_checkpoints)
+        o.metrics_log = "" if metrics_log is None else os.fspath(metrics_log)
+        return RunResult._from_core(self._with_loaders(lambda: self._handle.run(o)))
+
+    @property
+    def partition(self):
+        """Top-level layers per stage of the partition in use (one entry for the sequential trainer)."""
+        return list(self._handle.partition())
 
     def drain(self):
         """Asynchronous and local-learning schedules: runs the micro-batches still in flight on
@@ -437,3 +580,4 @@ class Trainer(_Closeable):
         """Destroys the native trainer and its data loader now (idempotent)."""
         super().close()
         self._loader = None
+        self._eval_loader = None
