@@ -158,6 +158,12 @@ PF_JAVA_ARRAY((int32_t* out, size_t count), jint, int[], int[], jintArray, Int, 
 %rename(stepFromLoaderNative) pipeforge::Trainer::step_from_loader;
 %javamethodmodifiers pipeforge::Trainer::step_from_loader "private";
 %rename(getParameter) pipeforge::Trainer::parameter;
+%rename(setEvalLoaderNative) pipeforge::Trainer::set_eval_loader;
+%javamethodmodifiers pipeforge::Trainer::set_eval_loader "private";
+%rename(evaluateNative) pipeforge::Trainer::evaluate;
+%javamethodmodifiers pipeforge::Trainer::evaluate "private";
+%rename(runNative) pipeforge::Trainer::run;
+%javamethodmodifiers pipeforge::Trainer::run "private";
 %javamethodmodifiers pipeforge::Trainer::create "private";
 %typemap(javacode) pipeforge::Trainer %{
   // The bridge the runtime calls: referenced here so that it lives while it is installed.
@@ -185,22 +191,50 @@ PF_JAVA_ARRAY((int32_t* out, size_t count), jint, int[], int[], jintArray, Int, 
     if (old != null) old.delete();  // the runtime has let go of it
   }
 
+  private LoaderBridge evalLoaderBridge;
+  /**
+   * Installs the held-out loader that {@link #evaluate(int)} and {@link #run(RunOptions)} evaluate
+   * on (null removes it); every evaluation reads its micro-batches from position 0.
+   */
+  public void setEvalLoader(DataLoader loader) {
+    LoaderBridge bridge = loader == null ? null : new LoaderBridge(loader);
+    setEvalLoaderNative(bridge);
+    LoaderBridge old = evalLoaderBridge;
+    evalLoaderBridge = bridge;
+    if (old != null) old.delete();
+  }
+  /** Runs {@code call}; a loader's exception becomes the cause of the CALLBACK_ERROR it caused. */
+  private <T> T withLoaders(java.util.function.Supplier<T> call) {
+    LoaderBridge[] bridges = {loaderBridge, evalLoaderBridge};
+    for (LoaderBridge b : bridges) if (b != null) b.lastError = null;
+    try {
+      return call.get();
+    } catch (PipeForgeException e) {
+      for (LoaderBridge b : bridges) {
+        if (b != null && b.lastError != null && e.getCause() == null) e.initCause(b.lastError);
+        if (b != null) b.lastError = null;
+      }
+      throw e;
+    }
+  }
   /**
    * One step on micro-batches from the data loader. If the loader threw, the PipeForgeException
    * (CALLBACK_ERROR) carries its class and message, and the exception itself as the cause.
    */
   public StepResult stepFromLoader() {
-    LoaderBridge bridge = loaderBridge;
-    if (bridge != null) bridge.lastError = null;
-    try {
-      return stepFromLoaderNative();
-    } catch (PipeForgeException e) {
-      if (bridge != null && bridge.lastError != null && e.getCause() == null) {
-        e.initCause(bridge.lastError);
-        bridge.lastError = null;
-      }
-      throw e;
-    }
+    return withLoaders(this::stepFromLoaderNative);
+  }
+  /** Forward-only over the eval loader's micro-batches 0 .. microBatches - 1: no gradient, no update. */
+  public EvalResult evaluate(int microBatches) {
+    return withLoaders(() -> evaluateNative(microBatches));
+  }
+  /**
+   * The training loop: steps from the data loader with evaluation, periodic checkpoints and a
+   * JSON Lines metrics log as {@code options} asks (loadCheckpoint(checkpointDir) resumes from the
+   * newest checkpoint).
+   */
+  public RunResult run(RunOptions options) {
+    return withLoaders(() -> runNative(options));
   }
 
   /**
@@ -222,6 +256,10 @@ PF_JAVA_ARRAY((int32_t* out, size_t count), jint, int[], int[], jintArray, Int, 
       loaderBridge.delete();
       loaderBridge = null;
     }
+    if (evalLoaderBridge != null) {
+      evalLoaderBridge.delete();
+      evalLoaderBridge = null;
+    }
   }
 %}
 
@@ -233,7 +271,11 @@ PF_JAVA_ARRAY((int32_t* out, size_t count), jint, int[], int[], jintArray, Int, 
 // asynchronous schedules ("pipedream", "pipedream-2bw", "spectrain", "pipemare"): setVerticalSync,
 // setSpectrainVersion, setPipemareAnnealUpdates (0 = no annealing), setPipemareDecay; local
 // learning ("ppll", "local-updates"): setLocalHead("auto" / "linear" / "layernorm-linear" /
-// "mlp")); the setters return nothing, as SWIG makes them. Trainer.process() gives the launch rank
+// "mlp"); the learning-rate schedule: setLrSchedule("constant" / "cosine" / "linear"),
+// setWarmupSteps, setDecaySteps, setMinLr); the setters return nothing, as SWIG makes them. The
+// training loop: setBuiltinData / setBuiltinEvalData (a DataOptions: "char_text", "synthetic",
+// "csv"; PipeForge.builtinDataInfo says what a model for it needs), setEvalLoader, evaluate(n),
+// run(RunOptions), partition(); Model.partitionBalanced(inputs, targets, stages). Trainer.process() gives the launch rank
 // and size, RankStats.getLocal() whether this process ran the rank; Trainer.drain() finishes the
 // micro-batches an asynchronous or local-learning schedule left in flight (call it before reading
 // the final parameters; a no-op otherwise).

@@ -25,13 +25,19 @@ import org.junit.BeforeClass;
 import org.junit.Test;
 import org.pipeforge.Batch;
 import org.pipeforge.CostModel;
+import org.pipeforge.DataInfo;
 import org.pipeforge.DataLoader;
+import org.pipeforge.DataOptions;
+import org.pipeforge.EvalResult;
+import org.pipeforge.GptConfig;
 import org.pipeforge.MlpConfig;
 import org.pipeforge.Model;
 import org.pipeforge.PipeForge;
 import org.pipeforge.PipeForgeException;
 import org.pipeforge.ProcessInfo;
 import org.pipeforge.RankStats;
+import org.pipeforge.RunOptions;
+import org.pipeforge.RunResult;
 import org.pipeforge.Schedule;
 import org.pipeforge.ScheduleOptions;
 import org.pipeforge.Simulation;
@@ -1023,6 +1029,115 @@ public class PipeForgeTest {
 
     private IllegalArgumentException error(String what) {
       return new IllegalArgumentException("bad JSON at " + i + ": " + what);
+    }
+  }
+
+  // ---- the training loop (C API 0.5) ----
+
+  static DataOptions text(boolean heldOut) {
+    DataOptions d = new DataOptions();
+    d.setKind("char_text");
+    d.setRows(2);
+    d.setSeqLen(16);
+    d.setSeed(3);
+    d.setHeldOutFraction(0.1);
+    d.setHeldOut(heldOut);
+    return d;
+  }
+
+  /** A tiny GPT on the licence texts, 1F1B over 2 ranks, cosine rate, both built-in loaders. */
+  static Trainer textTrainer(Model[] keep) {
+    DataInfo info = PipeForge.builtinDataInfo(text(false));
+    assertTrue(info.getVocabSize() > 40);
+    GptConfig config = new GptConfig();
+    config.setVocab(info.getVocabSize());
+    config.setSeqLen(info.getSeqLen());
+    config.setDModel(16);
+    config.setHeads(2);
+    config.setLayers(2);
+    keep[0] = Model.gpt(config);
+    TrainerOptions options = TrainerOptions.pipelined("1f1b", 2);
+    options.setMicroBatches(2);
+    options.setSeed(7);
+    options.setLr(0.01f);
+    options.setLrSchedule("cosine");
+    options.setWarmupSteps(2);
+    options.setDecaySteps(6);
+    options.setMinLr(1e-4);
+    Trainer trainer = new Trainer(keep[0], options);
+    trainer.setBuiltinData(text(false));
+    trainer.setBuiltinEvalData(text(true));
+    return trainer;
+  }
+
+  static RunOptions loop(long steps, File dir) {
+    RunOptions o = new RunOptions();
+    o.setSteps(steps);
+    o.setEvalEvery(3);
+    o.setCheckpointEvery(3);
+    o.setKeepCheckpoints(2);
+    o.setCheckpointDir(new File(dir, "ck").getPath());
+    return o;
+  }
+
+  @Test
+  public void aRunResumedFromItsCheckpointFolderEqualsOneRun() throws IOException {
+    File whole = Files.createTempDirectory("pipeforge_java_run").toFile();
+    File parts = Files.createTempDirectory("pipeforge_java_run").toFile();
+    Model[] keep = new Model[1];
+    String want;
+    try (Trainer one = textTrainer(keep)) {
+      RunResult r = one.run(loop(7, whole));
+      assertEquals(7, r.getStep());
+      assertEquals(3, r.getEvaluations());
+      assertEquals(3, r.getCheckpoints());
+      assertFalse(r.getDiverged());
+      assertEquals(new File(whole, "ck/step-00000007.pfckpt").getPath(), r.getLastCheckpoint());
+      assertTrue(r.getEvalAccuracy() > 0.0);
+      want = one.checksum();
+      EvalResult e = one.evaluate(2);
+      assertEquals(r.getEvalLoss(), e.getLoss(), 0.0);  // the last evaluation, on the same weights
+      assertEquals(4, e.getSamples());
+      assertEquals(want, one.checksum());  // evaluation trains nothing
+      assertArrayEquals(new long[] {3, 2}, one.partition());
+    }
+    try (Trainer half = textTrainer(keep)) {
+      half.run(loop(3, parts));
+    }
+    try (Trainer rest = textTrainer(keep)) {
+      rest.loadCheckpoint(new File(parts, "ck").getPath());
+      assertEquals(3, rest.metrics().getStep());
+      rest.run(loop(4, parts));
+      assertEquals(want, rest.checksum());
+    }
+  }
+
+  @Test
+  public void evaluationAndTheScheduledRateThroughCallbacks() {
+    double[] losses = new double[2];
+    for (int i = 0; i < 2; ++i) {
+      TrainerOptions options = i == 0 ? new TrainerOptions() : TrainerOptions.pipelined("zb-v", 2);
+      options.setMicroBatches(MICRO_BATCHES);
+      options.setSeed(42);
+      options.setLr(0.01f);
+      options.setWarmupSteps(4);
+      try (Model model = referenceModel(); Trainer trainer = new Trainer(model, options)) {
+        trainer.setDataLoader(PipeForgeTest::microBatch);
+        StepResult first = trainer.stepFromLoader();
+        assertEquals(0.0025, first.getLr(), 1e-9);  // warm-up: lr * 1 / 4
+        trainer.setEvalLoader(position -> microBatch(4 + position));
+        losses[i] = trainer.evaluate(2).getLoss();
+      }
+    }
+    assertEquals(losses[0], losses[1], 0.0);  // the pipeline evaluates bitwise like the sequential trainer
+    try (Model model = referenceModel(); Trainer trainer = referenceTrainer(model)) {
+      trainer.setEvalLoader(
+          position -> {
+            throw new IOException("held-out shard missing");
+          });
+      PipeForgeException e = assertThrows(PipeForgeException.class, () -> trainer.evaluate(1));
+      assertEquals(PipeForgeException.CALLBACK_ERROR, e.getCode());
+      assertTrue(e.getCause() instanceof IOException);
     }
   }
 
