@@ -410,10 +410,21 @@ class Model {
       detail::report(status, PF_INVALID_ARGUMENT, "stages is " + std::to_string(stages) + " (expected >= 1)");
       return {};
     }
-    const pf_tensor_view in = inputs.view(), tg = targets.view();
     std::vector<int32_t> counts(static_cast<size_t>(stages));
-    if (!detail::ok(pf_model_partition_balanced(handle_.get(), &in, &tg, stages, counts.data()), status)) return {};
+    partition_balanced_into(inputs, targets, counts.data(), counts.size(), status);
+    if (status != nullptr && !status->ok()) return {};
     return std::vector<int64_t>(counts.begin(), counts.end());
+  }
+  // The same into `out`, one entry per stage (Go, which takes no returned vector).
+  void partition_balanced_into(const Tensor& inputs, const Tensor& targets, int32_t* out, size_t count,
+                               Status* status) {
+    if (!handle_.open(status)) return;
+    if (count < 1 || count > INT32_MAX) {
+      detail::report(status, PF_INVALID_ARGUMENT, "stages is " + std::to_string(count) + " (expected >= 1)");
+      return;
+    }
+    const pf_tensor_view in = inputs.view(), tg = targets.view();
+    detail::ok(pf_model_partition_balanced(handle_.get(), &in, &tg, static_cast<int32_t>(count), out), status);
   }
 
 #ifndef SWIG
@@ -917,6 +928,13 @@ class Trainer {
     std::vector<int32_t> counts(n);
     if (!handle_.call(status, pf_trainer_partition, counts.data(), n, &n)) return {};
     return std::vector<int64_t>(counts.begin(), counts.end());
+  }
+  // The same into `out` (Go, which takes no returned vector): the number of stages, with the
+  // counts written when `count` holds them (count 0 asks for the number only).
+  int64_t partition_into(int32_t* out, size_t count, Status* status) const {
+    size_t n = 0;
+    if (!handle_.call(status, pf_trainer_partition, count > 0 ? out : nullptr, count, &n)) return 0;
+    return static_cast<int64_t>(n);
   }
 
   StepResult step_from_loader(Status* status) {

@@ -39,5 +39,7 @@ PF_GO_SLICE((int32_t* out, size_t count), []int32)
 %ignore pipeforge::Tensor::shape;
 %ignore pipeforge::Trainer::parameter_shape;
 %ignore pipeforge::Tensor::defined;
+%ignore pipeforge::Trainer::partition;             // partition_into
+%ignore pipeforge::Model::partition_balanced;      // partition_balanced_into
 
 %include "bindings/pipeforge.i"

@@ -85,15 +85,25 @@ type TrainerOptions struct {
 	PipemareDecay         float32 // pipemare: decay of the discrepancy average in (0, 1); 0 = 0.9, -1 = none
 
 	LocalHead string // ppll, local-updates: "auto", "linear", "layernorm-linear" or "mlp"; "" = auto
+
+	// The learning-rate schedule (docs/TRAINING.md): "constant" ("" too), "cosine" or "linear",
+	// with WarmupSteps of linear warm-up; cosine and linear decay to MinLR over DecaySteps after it.
+	// StepResult.LR reports each step's rate.
+	LRSchedule  string
+	WarmupSteps int64
+	DecaySteps  int64
+	MinLR       float64
 }
 
 // StepResult is the result of one optimizer step.
 type StepResult struct {
-	Loss     float64 // mean loss over the batch
-	GradNorm float64 // global gradient L2 norm before clipping
-	Samples  int64   // rows in the batch
-	Tokens   int64   // target elements in the batch
-	Seconds  float64 // wall time of the step
+	Loss       float64 // mean loss over the batch
+	GradNorm   float64 // global gradient L2 norm before clipping
+	Samples    int64   // rows in the batch
+	Tokens     int64   // target elements in the batch
+	Seconds    float64 // wall time of the step
+	LR         float64 // the learning rate the step used
+	BubbleRate float64 // pipelines: the step's measured idle share (0 for the sequential trainer)
 }
 
 // Metrics are a trainer's progress counters.
@@ -113,6 +123,7 @@ type Trainer struct {
 	t        core.Trainer
 	bridge   *loaderBridge       // the installed data loader's bridge, nil without one
 	director core.LoaderCallback // the native side of bridge
+	eval     installedLoader     // the held-out loader (SetEvalLoader)
 }
 
 // NewTrainer creates a trainer on model (which it retains) and initialises the model's parameters
@@ -207,6 +218,12 @@ func NewTrainer(model *Model, opts TrainerOptions) (*Trainer, error) {
 		o.SetPipemareDecay(opts.PipemareDecay) // outside (0, 1): refused by the core layer
 	}
 	o.SetLocalHead(opts.LocalHead)
+	if opts.LRSchedule != "" {
+		o.SetLrSchedule(opts.LRSchedule)
+	}
+	o.SetWarmupSteps(opts.WarmupSteps)
+	o.SetDecaySteps(opts.DecaySteps)
+	o.SetMinLr(opts.MinLR)
 	var t core.Trainer
 	if err := call(func(s core.Status) { t = core.TrainerCreate(model.m, o, s) }); err != nil {
 		return nil, err
@@ -221,9 +238,10 @@ func (t *Trainer) Close() error {
 	if t == nil || t.t == nil {
 		return nil
 	}
-	core.DeleteTrainer(t.t) // destroys the native loader first, so the bridge is free to go
+	core.DeleteTrainer(t.t) // destroys the native loaders first, so the bridges are free to go
 	t.t = nil
 	t.dropLoader()
+	t.eval.drop()
 	runtime.SetFinalizer(t, nil)
 	return nil
 }
@@ -263,7 +281,7 @@ func (t *Trainer) Step(inputs, targets Tensor) (StepResult, error) {
 
 func stepResult(r core.StepResult) StepResult {
 	return StepResult{Loss: r.GetLoss(), GradNorm: r.GetGradNorm(), Samples: r.GetSamples(),
-		Tokens: r.GetTokens(), Seconds: r.GetSeconds()}
+		Tokens: r.GetTokens(), Seconds: r.GetSeconds(), LR: r.GetLr(), BubbleRate: r.GetBubbleRate()}
 }
 
 // SetDataLoader installs a data loader (nil removes it). The runtime calls it on the goroutine that

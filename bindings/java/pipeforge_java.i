@@ -403,4 +403,7 @@ PF_JAVA_ARRAY((int32_t* out, size_t count), jint, int[], int[], jintArray, Int, 
 %ignore pipeforge::Tensor::defined;
 
 %include "enums.swg"
+// Go's forms of partition and partition_balanced (this language takes the returned vector).
+%ignore pipeforge::Trainer::partition_into;
+%ignore pipeforge::Model::partition_balanced_into;
 %include "bindings/pipeforge.i"

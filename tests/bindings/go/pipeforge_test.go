@@ -1138,3 +1138,136 @@ func TestScheduleSelectiveAtTheMinimumBudgetLowersThePeak(t *testing.T) {
 		t.Errorf("closed schedule: %v", err)
 	}
 }
+
+// ---- the training loop (C API 0.5) ----
+
+func textData(heldOut bool) pipeforge.DataOptions {
+	return pipeforge.DataOptions{Kind: "char_text", Rows: 2, SeqLen: 16, Seed: 3, HeldOutFraction: 0.1, HeldOut: heldOut}
+}
+
+// textTrainer is a tiny GPT on the licence texts, 1F1B over 2 ranks, cosine rate, both built-in loaders.
+func textTrainer(t *testing.T) *pipeforge.Trainer {
+	t.Helper()
+	info, err := pipeforge.BuiltinDataInfo(textData(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.VocabSize <= 40 || info.SeqLen != 16 {
+		t.Fatalf("data info %+v", info)
+	}
+	m, err := pipeforge.NewGPT(pipeforge.GPTConfig{Vocab: info.VocabSize, SeqLen: info.SeqLen, DModel: 16, Heads: 2,
+		Layers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	tr, err := pipeforge.NewTrainer(m, pipeforge.TrainerOptions{MicroBatches: 2, Seed: 7, LR: 0.01, Schedule: "1f1b",
+		Ranks: 2, LRSchedule: "cosine", WarmupSteps: 2, DecaySteps: 6, MinLR: 1e-4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.SetBuiltinData(textData(false)); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.SetBuiltinEvalData(textData(true)); err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func TestRunResumedFromItsCheckpointFolderEqualsOneRun(t *testing.T) {
+	loop := func(steps int64, dir string) pipeforge.RunOptions {
+		return pipeforge.RunOptions{Steps: steps, EvalEvery: 3, CheckpointEvery: 3, KeepCheckpoints: 2,
+			CheckpointDir: filepath.Join(dir, "ck")}
+	}
+	whole, parts := t.TempDir(), t.TempDir()
+	one := textTrainer(t)
+	defer one.Close()
+	r, err := one.Run(loop(7, whole))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Step != 7 || r.Evaluations != 3 || r.Checkpoints != 3 || r.Diverged ||
+		r.LastCheckpoint != filepath.Join(whole, "ck", "step-00000007.pfckpt") || !(r.EvalAccuracy > 0) {
+		t.Fatalf("run result %+v", r)
+	}
+	want, _ := one.Checksum()
+	e, err := one.Evaluate(2)
+	if err != nil || e.Loss != r.EvalLoss || e.Samples != 4 {
+		t.Fatalf("evaluate: %+v, %v (last run evaluation %v)", e, err, r.EvalLoss)
+	}
+	if got, _ := one.Checksum(); got != want {
+		t.Fatal("evaluation changed the parameters")
+	}
+	if p, err := one.Partition(); err != nil || !reflect.DeepEqual(p, []int{3, 2}) {
+		t.Fatalf("partition %v, %v", p, err)
+	}
+	half := textTrainer(t)
+	if _, err := half.Run(loop(3, parts)); err != nil {
+		t.Fatal(err)
+	}
+	half.Close()
+	rest := textTrainer(t)
+	defer rest.Close()
+	if err := rest.LoadCheckpoint(filepath.Join(parts, "ck")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rest.Run(loop(4, parts)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := rest.Checksum(); got != want {
+		t.Fatalf("resumed checksum %s, one run %s", got, want)
+	}
+}
+
+func TestEvaluationThroughThePipelineAndTheScheduledRate(t *testing.T) {
+	var losses [2]float64
+	for i, opts := range []pipeforge.TrainerOptions{
+		{MicroBatches: microBatches, Seed: 42, LR: 0.01, WarmupSteps: 4},
+		{MicroBatches: microBatches, Seed: 42, LR: 0.01, WarmupSteps: 4, Schedule: "zb-v", Ranks: 2},
+	} {
+		tr := trainerWith(t, opts)
+		if err := tr.SetDataLoader(pipeforge.DataLoaderFunc(microBatch)); err != nil {
+			t.Fatal(err)
+		}
+		first, err := tr.StepFromLoader()
+		if err != nil || math.Abs(first.LR-0.0025) > 1e-9 {
+			t.Fatalf("first step %+v, %v (want lr 0.01 / 4)", first, err)
+		}
+		if err := tr.SetEvalLoader(pipeforge.DataLoaderFunc(func(p int64) (pipeforge.Tensor, pipeforge.Tensor, error) {
+			return microBatch(4 + p)
+		})); err != nil {
+			t.Fatal(err)
+		}
+		e, err := tr.Evaluate(2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		losses[i] = e.Loss
+		tr.Close()
+	}
+	if losses[0] != losses[1] {
+		t.Fatalf("pipeline evaluation %v, sequential %v", losses[1], losses[0])
+	}
+	tr := referenceTrainer(t)
+	defer tr.Close()
+	missing := errors.New("held-out shard missing")
+	tr.SetEvalLoader(pipeforge.DataLoaderFunc(func(int64) (pipeforge.Tensor, pipeforge.Tensor, error) {
+		return pipeforge.Tensor{}, pipeforge.Tensor{}, missing
+	}))
+	_, err := tr.Evaluate(1)
+	var pe *pipeforge.Error
+	if !errors.As(err, &pe) || pe.Code != pipeforge.CallbackError || !errors.Is(err, missing) {
+		t.Fatalf("evaluate with a failing loader: %v", err)
+	}
+	m := referenceModel(t)
+	defer m.Close()
+	x, y, _ := microBatch(0)
+	counts, err := m.PartitionBalanced(x, y, 2)
+	if err != nil || len(counts) != 2 || counts[0]+counts[1] != 5 {
+		t.Fatalf("balanced partition %v, %v", counts, err)
+	}
+	if _, err := pipeforge.BuiltinDataInfo(pipeforge.DataOptions{Kind: "images"}); err == nil {
+		t.Fatal("an unknown data kind was accepted")
+	}
+}
