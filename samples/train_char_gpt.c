@@ -121,7 +121,7 @@ static void draw_progress(int step, int steps, double loss, double tokens_per_s)
   int filled = step * width / steps;
   fprintf(stderr, "\r[");
   for (int i = 0; i < width; ++i) fputc(i < filled ? '#' : '.', stderr);
-  fprintf(stderr, "] step %4d/%d  loss %.4f  %7.0f tok/s", step, steps, loss, tokens_per_s);
+  fprintf(stderr, "] step %4d/%d  loss %.4f  %7.0f tok/s\033[K", step, steps, loss, tokens_per_s);
   fflush(stderr);
 }
 
@@ -198,13 +198,18 @@ int main(int argc, char** argv) {
     loss = result.loss;
     if (step == 1) first_loss = loss;
     const double tokens_per_s = result.seconds > 0 ? (double)result.tokens / result.seconds : 0.0;
-    if (interactive) draw_progress(step, steps, loss, tokens_per_s);
     if (step == 1 || step % 25 == 0 || step == steps) {
-      if (interactive) fputc('\n', stderr);
+      /* A log line replaces the bar on its line; the bar is drawn again below it. */
+      if (interactive) {
+        fputs("\r\033[K", stderr);
+        fflush(stderr);
+      }
       printf("step %4d  loss %.4f  %7.0f tok/s\n", step, loss, tokens_per_s);
       fflush(stdout);
     }
+    if (interactive) draw_progress(step, steps, loss, tokens_per_s);
   }
+  if (interactive) fputs("\r\033[K", stderr); /* the finished bar goes; the summary follows */
   if (checkpoint != NULL &&
       check(pf_trainer_save_checkpoint(trainer, checkpoint), "pf_trainer_save_checkpoint")) {
     return 1;
