@@ -310,6 +310,30 @@ nlohmann::json partition_json(const Model& model, const exec::PipelineTrainer* p
           {"stage_ranks", pipeline->schedule().placement.stage_to_rank}};
 }
 
+// --describe: the model's top-level layers, the units a partition counts.
+int describe_model(const TrainArgs& a, const Model& model) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (const auto& layer : model.layers()) {
+    int64_t n = 0;
+    for (const Parameter* p : layer->parameters()) n += shape_numel(p->shape);
+    layers.push_back({{"name", layer->name()}, {"type", layer->type()}, {"parameters", n}});
+  }
+  if (a.json) {
+    std::cout << nlohmann::json({{"model", model_name(a)},
+                                 {"num_parameters", model.num_parameter_elements()},
+                                 {"layers", layers}})
+                     .dump()
+              << std::endl;
+    return kExitOk;
+  }
+  std::printf("%s: %lld parameters in %zu top-level layers (--layers-per-stage counts these):\n",
+              model_name(a).c_str(), static_cast<long long>(model.num_parameter_elements()), layers.size());
+  for (size_t i = 0; i < layers.size(); ++i)
+    std::printf("  %2zu  %-18s %-20s %10lld parameters\n", i, layers[i]["name"].get<std::string>().c_str(),
+                layers[i]["type"].get<std::string>().c_str(), static_cast<long long>(layers[i]["parameters"].get<int64_t>()));
+  return kExitOk;
+}
+
 // This process's parameter, gradient and optimizer-state bytes, for every process (rank order).
 nlohmann::json process_memory(comm::World* world) {
   const MemoryStats m = memory_tracker(Device::cpu()).stats();
@@ -358,6 +382,7 @@ int run_train(const TrainArgs& a) {
       if (world) defer = std::make_unique<DeferParameterAllocation>();  // the trainer allocates its stages only
       setup = make_setup(a);
     }
+    if (a.describe) return describe_model(a, *setup.model);
     TrainerOptions options;
     options.micro_batches = a.micro_batches;
     options.seed = a.seed;

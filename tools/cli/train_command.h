@@ -16,6 +16,7 @@ namespace pf::cli {
 struct TrainArgs {
   std::string config;          // a config file (train_config.h); the command line wins over it
   bool print_config = false;   // print the effective config as JSON and exit
+  bool describe = false;       // print the model's top-level layers (the partition units) and exit
   std::string model = "gpt";
   std::string model_file;      // a model JSON file (the C API's format) instead of --model's builders
   std::string model_json;      // the same inline (config files only)

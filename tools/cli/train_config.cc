@@ -218,15 +218,15 @@ void apply_object(CLI::App& train, TrainArgs& args, const json& object, const st
   }
 }
 
-// Puts `value` at dotted `path` in `root`.
-void set_path(json& root, const std::string& path, json value) {
-  json* node = &root;
+// Puts `value` at dotted `path` in `root` (sections in the order of fields()).
+void set_path(nlohmann::ordered_json& root, const std::string& path, const json& value) {
+  nlohmann::ordered_json* node = &root;
   size_t start = 0;
   for (size_t dot = path.find('.'); dot != std::string::npos; dot = path.find('.', start)) {
     node = &(*node)[path.substr(start, dot - start)];
     start = dot + 1;
   }
-  (*node)[path.substr(start)] = std::move(value);
+  (*node)[path.substr(start)] = nlohmann::ordered_json::parse(value.dump());
 }
 
 }  // namespace
@@ -247,8 +247,8 @@ void apply_train_config(CLI::App& train, TrainArgs& args) {
   apply_object(train, args, config, "", file);
 }
 
-json effective_train_config(const TrainArgs& args) {
-  json config = json::object();
+nlohmann::ordered_json effective_train_config(const TrainArgs& args) {
+  nlohmann::ordered_json config = nlohmann::ordered_json::object();
   for (const Field& f : fields()) set_path(config, f.path, f.get(args));
   return config;
 }

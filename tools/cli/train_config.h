@@ -22,6 +22,6 @@ void apply_train_config(CLI::App& train, TrainArgs& args);
 
 // The effective config of parsed arguments, in the file's form (every field, defaults included):
 // `pipeforge train --print-config > run.json` then `--config run.json` runs the same training.
-nlohmann::json effective_train_config(const TrainArgs& args);
+nlohmann::ordered_json effective_train_config(const TrainArgs& args);
 
 }  // namespace pf::cli

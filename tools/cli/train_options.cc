@@ -14,6 +14,8 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
                   "read options from this JSON file (docs/CLI.md, \"Config files\"); options given here win")
       ->check(CLI::ExistingFile);
   cmd->add_flag("--print-config", a.print_config, "print the effective config as JSON (a --config file) and exit");
+  cmd->add_flag("--describe", a.describe,
+                "print the model's top-level layers (what --layers-per-stage counts) and their parameters, and exit");
   auto* model = cmd->add_option("--model", a.model, "mlp (synthetic classification) or gpt (character text)")
                     ->check(CLI::IsMember({"mlp", "gpt"}))
                     ->capture_default_str();
