@@ -47,6 +47,9 @@ constexpr int kNumActionKinds = 17;
 const char* action_kind_name(ActionKind kind);
 bool is_compute(ActionKind kind);        // F, B, W, BW, RECOMPUTE
 bool is_communication(ActionKind kind);  // SEND_*, RECV_*
+// OFFLOAD, RELOAD: copies the executor hands to the activation store's copy worker; the simulator
+// runs them on the rank's copy lane, beside its compute, and the renderers draw them there.
+bool is_background_copy(ActionKind kind);
 
 struct Action {
   ActionKind kind = ActionKind::kForward;

@@ -340,6 +340,7 @@ SimulationResult Simulator::run() {
   end_.resize(static_cast<size_t>(P_));
   std::vector<double> clock(static_cast<size_t>(P_), 0.0);
   std::vector<double> reducer_free(static_cast<size_t>(P_), 0.0);  // ALLREDUCE: when the rank's reducer is free
+  std::vector<double> copy_free(static_cast<size_t>(P_), 0.0);     // OFFLOAD/RELOAD: when its copy lane is free
   std::vector<std::vector<double>> start(static_cast<size_t>(P_));
   for (int r = 0; r < P_; ++r) {
     const size_t n = sched_.ranks[static_cast<size_t>(r)].size();
@@ -388,14 +389,18 @@ SimulationResult Simulator::run() {
       }
       if (blocked) break;
       const double dur = action_cost(a, costs_);
-      // ALLREDUCE: on the rank's reducer, after its earlier reductions; the rank goes on.
-      const bool background = a.kind == ActionKind::kAllReduce;
-      if (background) t = std::max(t, reducer_free[static_cast<size_t>(r)]);
+      // ALLREDUCE: on the rank's reducer, after its earlier reductions; OFFLOAD and RELOAD: on the
+      // rank's copy lane, after its earlier copies. The rank goes on with its list either way.
+      const bool reduction = a.kind == ActionKind::kAllReduce;
+      const bool copy = is_background_copy(a.kind);
+      if (reduction) t = std::max(t, reducer_free[static_cast<size_t>(r)]);
+      if (copy) t = std::max(t, copy_free[static_cast<size_t>(r)]);
       start[static_cast<size_t>(r)][p] = t;
       end_[static_cast<size_t>(r)][p] = t + dur;
       const bool posted_recv = !options_.blocking_recv && (a.kind == ActionKind::kRecvF ||
                                                            a.kind == ActionKind::kRecvB);
-      if (background) reducer_free[static_cast<size_t>(r)] = t + dur;
+      if (reduction) reducer_free[static_cast<size_t>(r)] = t + dur;
+      else if (copy) copy_free[static_cast<size_t>(r)] = t + dur;
       else if (!posted_recv) clock[static_cast<size_t>(r)] = t + dur;
       ++p;
       advanced = true;
@@ -446,7 +451,8 @@ SimulationResult Simulator::run() {
     for (size_t i = 0; i < list.size(); ++i) {
       const Action& a = list[i];
       tl.push_back(TimedAction{a, start[r][i], end_[r][i]});
-      if (a.kind != ActionKind::kAllReduce) res.busy[r] += end_[r][i] - start[r][i];  // background
+      // Reductions and copies run in the background: not the rank's compute time.
+      if (a.kind != ActionKind::kAllReduce && !is_background_copy(a.kind)) res.busy[r] += end_[r][i] - start[r][i];
       const auto s = static_cast<size_t>(a.stage);
       switch (a.kind) {
         case ActionKind::kForward: ideal += costs_.t_f[s]; break;

@@ -24,7 +24,11 @@
 //    ALLREDUCE = t_allreduce_stage[s] (or t_allreduce when that is empty);
 //  * ALLREDUCE runs in the background, as the executor's gradient reducer does: the rank goes on
 //    with its list at once; a rank's reductions run one after another; STEP(s) waits for the end
-//    of ALLREDUCE(s), and a rank finishes when its last reduction does.
+//    of ALLREDUCE(s), and a rank finishes when its last reduction does;
+//  * OFFLOAD and RELOAD run in the background too, on the rank's copy lane, as the executor's
+//    activation store copies on its copy worker: the rank goes on with its list, a rank's copies
+//    run one after another, and the B/BW that needs a RELOAD waits for its end. Neither counts as
+//    busy time (nor does ALLREDUCE): busy is the rank's compute.
 //
 // Deadlocks and unsatisfiable dependencies (a producer that no rank runs, or runs later on the same
 // rank, or a cycle between ranks) throw pf::Error (kInvalidArgument) naming the rank, the action

@@ -2,10 +2,14 @@
 // errors for schedules that cannot run.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include "runtime/core/error.h"
+#include "runtime/schedules/activation_policy.h"
+#include "runtime/schedules/generators.h"
+#include "runtime/schedules/lowering.h"
 #include "runtime/schedules/simulator.h"
 
 namespace pf::sched {
@@ -241,6 +245,50 @@ TEST(Simulator, EmptyRanksAreIdle) {
   EXPECT_DOUBLE_EQ(r.makespan, 3.0);
   EXPECT_DOUBLE_EQ(r.idle[1], 3.0);
   EXPECT_EQ(r.peak_activations[1], 0);
+}
+
+// OFFLOAD and RELOAD run on the rank's copy lane: the rank's compute goes on beside them, a rank's
+// copies run one after another, the B that needs a RELOAD waits for its end, and busy time is the
+// compute alone (checked here against the action times themselves).
+TEST(Simulator, CopiesRunOnTheCopyLaneBesideTheCompute) {
+  GeneratorOptions g;
+  g.ranks = 2;
+  g.micro_batches = 6;
+  const Schedule base = lower_communication(generate_schedule("1f1b", g));
+  CostModel c = CostModel::uniform(2, 1.0, 1.0, 1.0);
+  c.m_b = {1.0, 1.0};
+  c.transfer_bandwidth = 2.0;  // a copy takes 0.5
+  const Schedule offloaded = apply_activation_policy(base, ActivationPolicy::kOffloadHost, c);
+  const SimulationResult with = simulate(offloaded, c);
+  const SimulationResult without = simulate(base, c);
+  for (int r = 0; r < 2; ++r) {
+    double compute = 0.0, copies = 0.0, copy_lane_free = 0.0;
+    std::map<std::pair<int, int>, double> reloaded;  // (stage, mb) -> RELOAD end
+    for (const TimedAction& a : with.timeline.ranks[static_cast<size_t>(r)]) {
+      if (is_background_copy(a.action.kind)) {
+        EXPECT_NEAR(a.duration(), 0.5, 1e-12);
+        EXPECT_GE(a.start, copy_lane_free - 1e-12) << "copies overlap on rank " << r;
+        copy_lane_free = a.end;
+        copies += a.duration();
+        if (a.action.kind == ActionKind::kReload) reloaded[{a.action.stage, a.action.micro_batch}] = a.end;
+      } else if (is_compute(a.action.kind)) {
+        compute += a.duration();
+        if (a.action.kind == ActionKind::kBackward || a.action.kind == ActionKind::kBackwardInput) {
+          const auto it = reloaded.find({a.action.stage, a.action.micro_batch});
+          if (it != reloaded.end()) EXPECT_GE(a.start, it->second - 1e-12) << action_to_string(a.action);
+        }
+      }
+    }
+    if (r == 0) EXPECT_GT(copies, 0.0);  // the last rank runs each B right after its F: nothing to offload
+    EXPECT_DOUBLE_EQ(with.busy[static_cast<size_t>(r)], compute);  // copies are not busy time
+    EXPECT_DOUBLE_EQ(with.busy[static_cast<size_t>(r)], without.busy[static_cast<size_t>(r)]);
+  }
+  // Overlapped copies cost little: far less than the copies' own time on the critical path.
+  double copy_time = 0.0;
+  for (const TimedAction& a : with.timeline.ranks[0])
+    if (is_background_copy(a.action.kind)) copy_time += a.duration();
+  EXPECT_LT(with.makespan - without.makespan, 0.5 * copy_time);
+  EXPECT_GE(with.makespan, without.makespan);
 }
 
 }  // namespace
