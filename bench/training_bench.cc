@@ -100,8 +100,9 @@ std::pair<double, double> evaluate(const Model& model, const std::vector<Batch>&
 }
 
 namespace {
-const std::vector<ActionKind> kTimedKinds = {ActionKind::kForward, ActionKind::kBackward, ActionKind::kHead,
-                                             ActionKind::kUpdate};
+const std::vector<ActionKind> kTimedKinds = {ActionKind::kForward,       ActionKind::kBackward,
+                                             ActionKind::kBackwardInput, ActionKind::kBackwardWeight,
+                                             ActionKind::kHead,          ActionKind::kUpdate};
 }  // namespace
 
 std::map<std::pair<int, int>, double> mean_action_costs(const exec::PipelineTrainer& t, comm::World* world) {
@@ -138,8 +139,10 @@ sched::CostModel measured_cost_model(const std::map<std::pair<int, int>, double>
   double update = 0;
   for (int s = 0; s < num_stages; ++s) {
     cm.t_f[s] = c.at({static_cast<int>(ActionKind::kForward), s});
-    cm.t_b[s] = c.at({static_cast<int>(ActionKind::kBackward), s});
-    cm.t_w[s] = 0;
+    // A fused BW is B and W together; schedules that split them (zero bubble) have both.
+    const double fused = c.at({static_cast<int>(ActionKind::kBackward), s});
+    cm.t_b[s] = fused > 0 ? fused : c.at({static_cast<int>(ActionKind::kBackwardInput), s});
+    cm.t_w[s] = fused > 0 ? 0.0 : c.at({static_cast<int>(ActionKind::kBackwardWeight), s});
     cm.t_head[s] = c.at({static_cast<int>(ActionKind::kHead), s});
     update = std::max(update, c.at({static_cast<int>(ActionKind::kUpdate), s}));
   }

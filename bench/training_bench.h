@@ -26,12 +26,12 @@ namespace pf::bench {
 // `batches`, forward only.
 std::pair<double, double> evaluate(const Model& model, const std::vector<Batch>& batches);
 
-// Mean duration (us) per (kind, stage) of F, BW, HEAD and UPDATE in the last step's timeline,
+// Mean duration (us) per (kind, stage) of F, BW, B, W, HEAD and UPDATE in the last step's timeline,
 // over every process of `world` when it is set (a collective then).
 std::map<std::pair<int, int>, double> mean_action_costs(const exec::PipelineTrainer& t, comm::World* world);
 
-// The cost model of those means: t_f, t_b = BW, t_w = 0, t_head per stage, t_step = the slower
-// stage's UPDATE.
+// The cost model of those means: t_f, t_b = BW and t_w = 0 (or t_b = B and t_w = W where B and W
+// are split), t_head per stage, t_step = the slower stage's UPDATE.
 sched::CostModel measured_cost_model(const std::map<std::pair<int, int>, double>& costs, int num_stages);
 
 // The benchmarks' flags: --digits FILE, --steps N, --throughput-steps N. False (with a message

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <sstream>
 
 #include "runtime/core/error.h"
@@ -41,9 +42,9 @@ KindColour kind_colour(ActionKind kind) {
     case ActionKind::kBackwardWeight: return {"good", "#007d00"};           // dark green
     case ActionKind::kBackward: return {"rail_idle", "#ee8e00"};            // orange
     case ActionKind::kSendF:
-    case ActionKind::kSendB: return {"generic_work", "#7d7d7d"};            // grey
+    case ActionKind::kSendB: return {"black", "#333333"};                   // dark grey
     case ActionKind::kRecvF:
-    case ActionKind::kRecvB: return {"heap_dump_stack_frame", "#808080"};   // grey
+    case ActionKind::kRecvB: return {"grey", "#c0c0c0"};                    // light grey (waiting)
     case ActionKind::kOffload: return {"background_memory_dump", "#00b4b4"};  // teal
     case ActionKind::kReload: return {"detailed_memory_dump", "#b400b4"};   // purple
     case ActionKind::kRecompute: return {"rail_animation", "#f44a3f"};      // red
@@ -154,6 +155,7 @@ constexpr std::array<ActionKind, 15> kLegendKinds = {
     ActionKind::kReload,    ActionKind::kHold,          ActionKind::kReturn,
     ActionKind::kStep,      ActionKind::kUpdate,        ActionKind::kAllReduce,
     ActionKind::kSendF,     ActionKind::kRecvF};
+static_assert(kLegendKinds.size() == 15, "every kind but SEND_B and RECV_B (they share SEND's and RECV's entries)");
 
 const char* legend_text(ActionKind kind) {
   switch (kind) {
@@ -171,7 +173,7 @@ const char* legend_text(ActionKind kind) {
     case ActionKind::kUpdate: return "UPDATE (per micro-batch)";
     case ActionKind::kHead: return "HEAD local loss";
     case ActionKind::kSendF: case ActionKind::kSendB: return "SEND";
-    case ActionKind::kRecvF: case ActionKind::kRecvB: return "RECV";
+    case ActionKind::kRecvF: case ActionKind::kRecvB: return "RECV (waiting)";
   }
   return "";
 }
@@ -215,6 +217,49 @@ std::string to_chrome_trace(const Timeline& timeline, const ChromeTraceOptions& 
   return out.str();
 }
 
+namespace {
+
+// A chunk's fill: chunk 0 the kind's colour, later chunks mixed with white (35% per chunk, up to
+// 70%), so the chunks of one rank read apart and the kind stays recognisable.
+std::string chunk_fill(const char* rgb, int chunk) {
+  if (chunk <= 0) return rgb;
+  unsigned r = 0, g = 0, b = 0;
+  std::sscanf(rgb + 1, "%2x%2x%2x", &r, &g, &b);
+  const double mix = std::min(0.7, 0.35 * chunk);
+  auto lighten = [&](unsigned c) { return static_cast<unsigned>(std::lround(c + (255.0 - c) * mix)); };
+  char out[8];
+  std::snprintf(out, sizeof(out), "#%02x%02x%02x", lighten(r), lighten(g), lighten(b));
+  return out;
+}
+
+// Per rank: stage -> the chunk it is on that rank (0 for the rank's lowest stage, 1 for the next).
+std::vector<std::map<int, int>> chunks_of(const Timeline& timeline, int* max_chunks) {
+  std::vector<std::map<int, int>> chunks(timeline.ranks.size());
+  *max_chunks = 1;
+  for (size_t r = 0; r < timeline.ranks.size(); ++r) {
+    for (const TimedAction& a : timeline.ranks[r])
+      if (is_compute(a.action.kind)) chunks[r][a.action.stage] = 0;
+    int i = 0;
+    for (auto& entry : chunks[r]) entry.second = i++;
+    *max_chunks = std::max(*max_chunks, i);
+  }
+  return chunks;
+}
+
+bool has_kind(const Timeline& timeline, bool (*pred)(ActionKind)) {
+  for (const auto& rank : timeline.ranks)
+    for (const auto& a : rank)
+      if (pred(a.action.kind)) return true;
+  return false;
+}
+
+bool is_marker(ActionKind kind) {
+  return kind == ActionKind::kStep || kind == ActionKind::kUpdate || kind == ActionKind::kAllReduce;
+}
+bool is_recv(ActionKind kind) { return kind == ActionKind::kRecvF || kind == ActionKind::kRecvB; }
+
+}  // namespace
+
 std::string to_svg(const Timeline& timeline, const SvgOptions& options) {
   PF_CHECK_ARG(options.width >= 200.0, "to_svg: width must be >= 200 pixels, got ", options.width);
   PF_CHECK_ARG(options.row_height >= 8.0, "to_svg: row_height must be >= 8 pixels, got ",
@@ -225,75 +270,115 @@ std::string to_svg(const Timeline& timeline, const SvgOptions& options) {
   const double label_w = 70.0, right_pad = 20.0;
   const double top = options.title.empty() ? 10.0 : 34.0;
   const double row_h = options.row_height;
+  // Copies (OFFLOAD, RELOAD) get a lane of their own under each rank's compute row.
+  const bool copy_lanes = has_kind(timeline, is_background_copy);
+  const double copy_h = copy_lanes ? std::max(8.0, row_h * 0.55) : 0.0;
+  const double rank_h = row_h + copy_h;
   const double plot_w = options.width - label_w - right_pad;
   const double scale = plot_w / span;
   const int n = timeline.num_ranks();
-  const double axis_y = top + n * row_h + 4.0;
+  const double axis_y = top + n * rank_h + 4.0;
+  int max_chunks = 1;
+  const std::vector<std::map<int, int>> chunks = chunks_of(timeline, &max_chunks);
 
-  // Legend: the kinds that occur, in a fixed order.
-  std::vector<ActionKind> legend;
+  // Legend: the kinds that occur, in a fixed order; then the chunk shades when ranks hold several.
+  struct Entry {
+    std::string text;
+    std::string fill;
+    bool hatched;
+  };
+  std::vector<Entry> legend;
   if (options.legend) {
     for (ActionKind k : kLegendKinds) {
       bool present = false;
       for (const auto& rank : timeline.ranks)
         for (const auto& a : rank)
           if (same_legend_entry(a.action.kind, k)) present = true;
-      if (present) legend.push_back(k);
+      if (present) legend.push_back({legend_text(k), kind_colour(k).rgb, is_recv(k)});
     }
+    for (int c = 0; max_chunks > 1 && c < max_chunks; ++c)
+      legend.push_back({"chunk " + std::to_string(c) + (c == 0 ? " (label stage:micro-batch)" : ""),
+                        chunk_fill(kind_colour(ActionKind::kForward).rgb, c), false});
   }
-  // Each entry as wide as its text (about 6.5 px per character at font size 11), wrapped to rows.
-  const double legend_y = axis_y + 34.0;
+  // Each entry as wide as its text (at most 7 px per character at font size 11), wrapped to rows.
+  const double legend_y = axis_y + 40.0;
   std::vector<std::pair<double, double>> legend_at;  // (x, y) of each entry's swatch
   {
     double x = label_w, y = legend_y;
-    for (ActionKind k : legend) {
-      const double w = 16.0 + 6.5 * static_cast<double>(std::strlen(legend_text(k))) + 18.0;
+    for (const Entry& e : legend) {
+      const double w = 16.0 + 7.0 * static_cast<double>(e.text.size()) + 18.0;
       if (x > label_w && x + w > options.width) {
         x = label_w;
-        y += 22.0;
+        y += 20.0;
       }
       legend_at.emplace_back(x, y);
       x += w;
     }
   }
-  const double height = (legend_at.empty() ? legend_y - 22.0 : legend_at.back().second) + 22.0 + 6.0;
+  const double height = (legend_at.empty() ? legend_y - 20.0 : legend_at.back().second) + 20.0 + 8.0;
 
   std::ostringstream out;
   out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << num(options.width)
       << "\" height=\"" << num(height) << "\" viewBox=\"0 0 " << num(options.width) << " "
       << num(height) << "\" font-family=\"Helvetica, Arial, sans-serif\" font-size=\"11\">\n";
-  out << "<style>.action{stroke:#222;stroke-width:0.5}.lbl{fill:#fff;text-anchor:middle;"
-         "dominant-baseline:central;pointer-events:none}.rank{text-anchor:end;"
-         "dominant-baseline:central}.tick{text-anchor:middle}</style>\n";
+  out << "<style>.action{stroke:#222;stroke-width:0.5}.wait{stroke:#777;stroke-width:0.5}"
+         ".lbl{fill:#fff;text-anchor:middle;dominant-baseline:central;pointer-events:none}"
+         ".lbl.light{fill:#111}.rank{text-anchor:end;dominant-baseline:central}"
+         ".lane{text-anchor:end;dominant-baseline:central;fill:#666;font-size:9px}.tick{text-anchor:middle}</style>\n";
+  // RECV: waiting for a peer, drawn hatched and thin, not as work.
+  out << "<defs><pattern id=\"wait\" width=\"4\" height=\"4\" patternUnits=\"userSpaceOnUse\" "
+         "patternTransform=\"rotate(45)\"><rect class=\"hatch\" width=\"4\" height=\"4\" fill=\"#f4f4f4\"/>"
+         "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"4\" stroke=\"#9a9a9a\" stroke-width=\"1.5\"/></pattern></defs>\n";
   if (!options.title.empty())
     out << "<text x=\"" << num(label_w) << "\" y=\"20\" font-size=\"14\">"
         << xml_escape(options.title) << "</text>\n";
 
   for (int r = 0; r < n; ++r) {
-    const double y = top + r * row_h;
+    const double y = top + r * rank_h;
     out << "<text class=\"rank\" x=\"" << num(label_w - 8.0) << "\" y=\"" << num(y + row_h / 2)
         << "\">rank " << r << "</text>\n";
-    out << "<line x1=\"" << num(label_w) << "\" y1=\"" << num(y + row_h) << "\" x2=\""
-        << num(label_w + plot_w) << "\" y2=\"" << num(y + row_h)
+    if (copy_lanes)
+      out << "<text class=\"lane\" x=\"" << num(label_w - 8.0) << "\" y=\"" << num(y + row_h + copy_h / 2)
+          << "\">copies</text>\n";
+    out << "<line x1=\"" << num(label_w) << "\" y1=\"" << num(y + rank_h) << "\" x2=\""
+        << num(label_w + plot_w) << "\" y2=\"" << num(y + rank_h)
         << "\" stroke=\"#ddd\" stroke-width=\"0.5\"/>\n";
+    const auto& stage_chunk = chunks[static_cast<size_t>(r)];
     for (const TimedAction& a : timeline.ranks[static_cast<size_t>(r)]) {
+      const ActionKind kind = a.action.kind;
       const double dur = std::max(0.0, a.end - a.start);
-      const bool instant = dur * scale < 0.75;
+      const bool comm = is_communication(kind);
+      const bool copy = is_background_copy(kind);
+      const double lane_y = copy ? y + row_h : y;
+      const double lane_h = copy ? copy_h : row_h;
+      const double min_w = is_marker(kind) ? 3.0 : 0.75;  // STEP and UPDATE stay visible
+      const bool instant = dur * scale < min_w;
       const double x = label_w + (a.start - t0) * scale;
-      const double w = instant ? 0.75 : dur * scale;
-      const double h = instant ? row_h * 0.5 : row_h - 4.0;
-      const double yy = instant ? y + row_h * 0.25 : y + 2.0;
-      const KindColour colour = kind_colour(a.action.kind);
-      out << "<rect class=\"action\" x=\"" << num(x) << "\" y=\"" << num(yy) << "\" width=\""
-          << num(w) << "\" height=\"" << num(h) << "\" fill=\"" << colour.rgb << "\"><title>"
-          << xml_escape(action_to_string(a.action)) << " [" << num(a.start) << ", " << num(a.end)
-          << "] " << xml_escape(timeline.time_unit) << "</title></rect>\n";
-      if (!instant && a.action.micro_batch >= 0) {
-        const std::string label = std::to_string(a.action.micro_batch);
+      const double w = instant ? min_w : dur * scale;
+      double h = lane_h - 4.0, yy = lane_y + 2.0;
+      if (comm) {  // SEND/RECV: a thin strip at the bottom of the row
+        h = std::max(3.0, lane_h * 0.22);
+        yy = lane_y + lane_h - 2.0 - h;
+      } else if (instant && !is_marker(kind)) {
+        h = lane_h * 0.5;
+        yy = lane_y + lane_h * 0.25;
+      }
+      const auto it = stage_chunk.find(a.action.stage);
+      const int chunk = it == stage_chunk.end() ? 0 : it->second;
+      const std::string fill = is_recv(kind) ? "url(#wait)" : chunk_fill(kind_colour(kind).rgb, chunk);
+      out << "<rect class=\"" << (is_recv(kind) ? "action wait" : "action") << "\" x=\"" << num(x) << "\" y=\""
+          << num(yy) << "\" width=\"" << num(w) << "\" height=\"" << num(h) << "\" fill=\"" << fill
+          << "\"><title>" << xml_escape(action_to_string(a.action)) << " [" << num(a.start) << ", "
+          << num(a.end) << "] " << xml_escape(timeline.time_unit) << (is_recv(kind) ? " (waiting)" : "")
+          << "</title></rect>\n";
+      if (!instant && !comm && a.action.micro_batch >= 0) {
+        const std::string label = max_chunks > 1 ? std::to_string(a.action.stage) + ":" +
+                                                       std::to_string(a.action.micro_batch)
+                                                 : std::to_string(a.action.micro_batch);
         if (w >= 6.5 * static_cast<double>(label.size()) + 2.0)
-          out << "<text class=\"lbl\" x=\"" << num(x + w / 2) << "\" y=\"" << num(y + row_h / 2)
-              << "\">" << label << "</text>\n";
+          out << "<text class=\"lbl" << (chunk > 0 ? " light" : "") << "\" x=\"" << num(x + w / 2) << "\" y=\""
+              << num(lane_y + lane_h / 2) << "\">" << label << "</text>\n";
       }
     }
   }
@@ -317,12 +402,12 @@ std::string to_svg(const Timeline& timeline, const SvgOptions& options) {
 
   // Legend (swatches are <rect class="legend">, not actions).
   for (size_t i = 0; i < legend.size(); ++i) {
-    const ActionKind k = legend[i];
     const double lx = legend_at[i].first, ly = legend_at[i].second;
     out << "<rect class=\"legend\" x=\"" << num(lx) << "\" y=\"" << num(ly)
-        << "\" width=\"12\" height=\"12\" fill=\"" << kind_colour(k).rgb << "\"/>\n";
-    out << "<text x=\"" << num(lx + 16.0) << "\" y=\"" << num(ly + 10.0) << "\">"
-        << legend_text(k) << "</text>\n";
+        << "\" width=\"12\" height=\"12\" stroke=\"#222\" stroke-width=\"0.5\" fill=\""
+        << (legend[i].hatched ? "url(#wait)" : legend[i].fill) << "\"/>\n";
+    out << "<text x=\"" << num(lx + 16.0) << "\" y=\"" << num(ly + 10.0) << "\">" << xml_escape(legend[i].text)
+        << "</text>\n";
   }
   out << "</svg>\n";
   return out.str();
@@ -341,13 +426,16 @@ std::string to_ascii_grid(const Timeline& timeline, int width) {
   std::ostringstream out;
   out << "time " << num(t0) << " .. " << num(t1) << " " << timeline.time_unit << ", "
       << num(slot) << " per character\n";
-  for (int r = 0; r < n; ++r) {
+  const bool copy_lanes = has_kind(timeline, is_background_copy);
+  // One row of the lane: the rank's compute (copies = false) or its copies.
+  auto lane = [&](int r, bool copies) {
     std::string row(static_cast<size_t>(width), '.');
     std::vector<double> best(static_cast<size_t>(width), 0.0);
     std::vector<double> busy(static_cast<size_t>(width), 0.0);
     for (const TimedAction& a : timeline.ranks[static_cast<size_t>(r)]) {
       const char c = ascii_grid_char(a.action.kind);
       if (c == '\0' || a.end <= a.start) continue;
+      if (copy_lanes && is_background_copy(a.action.kind) != copies) continue;
       int s0 = static_cast<int>(std::floor((a.start - t0) / slot));
       int s1 = static_cast<int>(std::ceil((a.end - t0) / slot));
       s0 = std::clamp(s0, 0, width - 1);
@@ -366,9 +454,15 @@ std::string to_ascii_grid(const Timeline& timeline, int width) {
     // Idle for most of the slot: show '.'.
     for (int s = 0; s < width; ++s)
       if (busy[static_cast<size_t>(s)] < 0.5 * slot * (1.0 - 1e-9)) row[static_cast<size_t>(s)] = '.';
+    return row;
+  };
+  for (int r = 0; r < n; ++r) {
     std::string label = "rank " + std::to_string(r);
     label.resize(label_w, ' ');
-    out << label << " |" << row << "|\n";
+    out << label << " |" << lane(r, false) << "|\n";
+    if (copy_lanes) {
+      out << std::string(label_w > 4 ? label_w - 4 : 0, ' ') << "copy |" << lane(r, true) << "|\n";
+    }
   }
   out << "legend: F forward, B backward (input), W backward (weight), X fused backward (BW), "
          "R recompute, O offload, L reload, H hold, T return, S step, U update, A all-reduce, h local head, "

@@ -6,7 +6,11 @@
 //   to_chrome_trace  Chrome trace-event JSON (chrome://tracing, https://ui.perfetto.dev): one track
 //                    per rank ("rank N"), one complete event ("ph":"X") per action, colour per kind.
 //   to_svg           a standalone SVG drawing: one row per rank, one <rect class="action"> per action,
-//                    labelled with the micro-batch, a time axis and a legend.
+//                    labelled with the micro-batch, a time axis and a legend. Ranks that hold
+//                    several chunks (stages) shade each chunk lighter and label "stage:micro-batch";
+//                    SEND/RECV are thin strips at the row's foot, RECV hatched (waiting, class
+//                    "action wait"); copies (OFFLOAD, RELOAD) have a lane under their rank's row;
+//                    STEP and UPDATE are at least 3 px wide.
 //   to_ascii_grid    a terminal grid: one row per rank, one character per time slot.
 #pragma once
 
@@ -66,7 +70,9 @@ std::string to_svg(const Timeline& timeline, const SvgOptions& options = {});
 // One row per rank, `width` characters spanning [begin_time, end_time]. A slot shows the kind of
 // the action that covers most of it (F, B, W, X = fused BW, R recompute, O offload, L reload,
 // S step, A all-reduce) or '.' when the rank is idle for most of the slot. Zero-duration actions
-// (SEND/RECV in a lowered schedule) are not drawn. A header gives the time scale, a legend follows.
+// (SEND/RECV in a lowered schedule) are not drawn. When the timeline has copies (OFFLOAD, RELOAD)
+// each rank gets a second row, "copy", with its copy lane. A header gives the time scale, a legend
+// follows.
 std::string to_ascii_grid(const Timeline& timeline, int width = 100);
 
 // The character to_ascii_grid uses for a kind ('\0' for kinds it never draws).

@@ -174,8 +174,10 @@ TEST(Svg, WellFormedWithOneRectPerAction) {
   std::map<std::string, int> counts, rect_classes;
   EXPECT_EQ(check_xml(svg, &counts, &rect_classes), "");
   EXPECT_EQ(counts["svg"], 1);
-  EXPECT_EQ(rect_classes["action"], static_cast<int>(t.num_actions()));
-  EXPECT_EQ(counts["rect"], rect_classes["action"] + rect_classes["legend"]);
+  // RECVs are "action wait" (hatched); the hatch pattern has one rect of its own.
+  EXPECT_EQ(rect_classes["action"] + rect_classes["action wait"], static_cast<int>(t.num_actions()));
+  EXPECT_EQ(rect_classes["hatch"], 1);
+  EXPECT_EQ(counts["rect"], rect_classes["action"] + rect_classes["action wait"] + rect_classes["legend"] + 1);
   EXPECT_GT(rect_classes["legend"], 0);
   EXPECT_NE(svg.find(">rank 0<"), std::string::npos);
   EXPECT_NE(svg.find(">rank 1<"), std::string::npos);
@@ -185,7 +187,7 @@ TEST(Svg, WellFormedWithOneRectPerAction) {
 TEST(Svg, EmptyTimelineIsStillValid) {
   std::map<std::string, int> counts, rect_classes;
   EXPECT_EQ(check_xml(to_svg(Timeline{}), &counts, &rect_classes), "");
-  EXPECT_EQ(counts["rect"], 0);
+  EXPECT_EQ(counts["rect"], rect_classes["hatch"]);  // only the hatch pattern's
 }
 
 TEST(AsciiGrid, OneRowPerRankOfTheGivenWidth) {
@@ -221,6 +223,101 @@ TEST(AsciiGrid, ShowsKindsAndIdle) {
   const std::string grid = to_ascii_grid(t, 6);
   EXPECT_NE(grid.find("rank 0 |FF..WW|"), std::string::npos) << grid;
   EXPECT_NE(grid.find("rank 1 |..XXXX|"), std::string::npos) << grid;
+}
+
+// The <rect> elements of one class (an attribute list per element), in document order.
+std::vector<std::map<std::string, std::string>> rects_of_class(const std::string& svg, const std::string& cls) {
+  std::vector<std::map<std::string, std::string>> out;
+  for (size_t i = svg.find("<rect "); i != std::string::npos; i = svg.find("<rect ", i + 1)) {
+    const std::string tag = svg.substr(i, svg.find('>', i) - i);
+    std::map<std::string, std::string> attrs;
+    for (size_t q = tag.find("=\""); q != std::string::npos; q = tag.find("=\"", q + 2)) {
+      size_t k = tag.rfind(' ', q);
+      const size_t close = tag.find('"', q + 2);
+      attrs[tag.substr(k + 1, q - k - 1)] = tag.substr(q + 2, close - q - 2);
+    }
+    if (attrs["class"] == cls) out.push_back(attrs);
+  }
+  return out;
+}
+
+// A measured-looking timeline: rank 0 holds stages 0 and 3 (V placement), waits in a RECV, offloads
+// and reloads, and steps.
+Timeline chunked_timeline() {
+  using K = ActionKind;
+  Timeline t;
+  t.time_unit = "us";
+  t.ranks = {{{{K::kForward, 0, 0}, 0, 10}, {{K::kSendF, 0, 0}, 10, 10.5}, {{K::kOffload, 0, 0}, 10.5, 11},
+              {{K::kRecvF, 3, 0}, 11, 40}, {{K::kForward, 3, 0}, 40, 50}, {{K::kReload, 0, 0}, 50, 51},
+              {{K::kBackward, 3, 0}, 51, 70}, {{K::kBackward, 0, 0}, 70, 90}, {{K::kStep, 0, -1}, 90, 90}},
+             {{{K::kRecvF, 1, 0}, 0, 10}, {{K::kForward, 1, 0}, 10, 20}, {{K::kForward, 2, 0}, 20, 30},
+              {{K::kBackward, 2, 0}, 30, 45}, {{K::kBackward, 1, 0}, 45, 60}, {{K::kStep, 1, -1}, 60, 60}}};
+  return t;
+}
+
+TEST(Svg, ChunksWaitsCopiesAndStepsAreDrawnApart) {
+  const std::string svg = to_svg(chunked_timeline(), SvgOptions{});
+  std::map<std::string, int> counts, classes;
+  ASSERT_EQ(check_xml(svg, &counts, &classes), "");
+  // Chunks: rank 0's stage 3 (its chunk 1) is lighter than its stage 0, and boxes say stage:mb.
+  auto fill_of = [&](const std::string& action) {  // the fill of the box whose tooltip starts so
+    const size_t title = svg.find("<title>" + action + " [");
+    const size_t fill = svg.rfind("fill=\"", title);
+    return svg.substr(fill + 6, svg.find('"', fill + 6) - fill - 6);
+  };
+  EXPECT_EQ(fill_of("0F0"), kind_colour(ActionKind::kForward).rgb);
+  EXPECT_NE(fill_of("3F0"), kind_colour(ActionKind::kForward).rgb);
+  EXPECT_EQ(fill_of("1F0"), kind_colour(ActionKind::kForward).rgb);  // rank 1's chunk 0
+  EXPECT_EQ(fill_of("2F0"), fill_of("3F0"));                         // both ranks' chunk 1
+  EXPECT_NE(svg.find(">3:0<"), std::string::npos) << "stage:micro-batch labels when ranks hold chunks";
+  EXPECT_NE(svg.find("chunk 1"), std::string::npos);
+  const auto actions = rects_of_class(svg, "action");
+  // RECV waiting is hatched and thin, never a full-height box.
+  const auto waits = rects_of_class(svg, "action wait");
+  ASSERT_EQ(waits.size(), 2u);
+  for (const auto& w : waits) {
+    EXPECT_EQ(w.at("fill"), "url(#wait)");
+    EXPECT_LT(std::stod(w.at("height")), 26.0 * 0.3);
+  }
+  // Copies sit on a lane of their own, below the compute row of their rank.
+  EXPECT_NE(svg.find(">copies<"), std::string::npos);
+  double forward_y = -1, offload_y = -1, step_w = 0;
+  for (const auto& a : actions) {
+    if (a.at("fill") == kind_colour(ActionKind::kOffload).rgb) offload_y = std::stod(a.at("y"));
+    if (a.at("fill") == kind_colour(ActionKind::kForward).rgb && forward_y < 0) forward_y = std::stod(a.at("y"));
+    if (a.at("fill") == kind_colour(ActionKind::kStep).rgb) step_w = std::stod(a.at("width"));
+  }
+  EXPECT_GT(offload_y, forward_y + 20.0);
+  EXPECT_GE(step_w, 3.0);  // a zero-length STEP stays visible
+  EXPECT_NE(std::string(kind_colour(ActionKind::kSendF).rgb), kind_colour(ActionKind::kRecvF).rgb);
+}
+
+TEST(Svg, LegendEntriesDoNotOverlapAndTheWidthIsTheCallers) {
+  for (double width : {400.0, 800.0, 1600.0}) {
+    SvgOptions o;
+    o.width = width;
+    o.title = "zb-v: p=2, m=1, measured";
+    const std::string svg = to_svg(chunked_timeline(), o);
+    EXPECT_NE(svg.find("width=\"" + std::to_string(static_cast<int>(width)) + "\""), std::string::npos);
+    // Each legend entry: its swatch x and text; rows wrap before the drawing's right edge.
+    std::vector<std::pair<double, double>> swatches;
+    for (const auto& l : rects_of_class(svg, "legend")) swatches.push_back({std::stod(l.at("x")), std::stod(l.at("y"))});
+    std::vector<std::string> texts;
+    for (size_t i = svg.find("<rect class=\"legend\""); i != std::string::npos;
+         i = svg.find("<rect class=\"legend\"", i + 1)) {
+      const size_t open = svg.find("<text", i), start = svg.find('>', open) + 1;
+      texts.push_back(svg.substr(start, svg.find("</text>", start) - start));
+    }
+    ASSERT_EQ(swatches.size(), texts.size());
+    ASSERT_GE(swatches.size(), 6u);
+    for (size_t i = 0; i + 1 < swatches.size(); ++i) {
+      if (swatches[i + 1].second != swatches[i].second) continue;  // a new row
+      const double text_end = swatches[i].first + 16.0 + 7.0 * static_cast<double>(texts[i].size());
+      EXPECT_LT(text_end, swatches[i + 1].first) << texts[i] << " runs into " << texts[i + 1] << " at width " << width;
+    }
+    for (size_t i = 0; i < swatches.size(); ++i)
+      EXPECT_LE(swatches[i].first + 16.0 + 7.0 * static_cast<double>(texts[i].size()), width) << texts[i];
+  }
 }
 
 }  // namespace

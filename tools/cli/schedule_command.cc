@@ -118,6 +118,9 @@ CLI::App* add_simulate_command(CLI::App& app, ScheduleArgs& a) {
   cmd->add_flag("--json", a.json, "print one JSON object on stdout");
   cmd->add_option("--trace", a.trace_file, "write a Chrome trace (open in https://ui.perfetto.dev)");
   cmd->add_option("--svg", a.svg_file, "write an SVG drawing of the timeline");
+  cmd->add_option("--svg-width", a.svg_width, "width of the SVG drawing in pixels")
+      ->check(CLI::Range(200.0, 100000.0))
+      ->capture_default_str();
   cmd->add_option("--grid-width", a.grid_width, "columns of the ASCII timeline (0: none)")
       ->check(CLI::Range(0, 1000))
       ->capture_default_str();
@@ -203,8 +206,12 @@ int run_simulate(const ScheduleArgs& a) {
   if (!a.trace_file.empty()) write_text_file(a.trace_file, sched::to_chrome_trace(r.timeline));
   if (!a.svg_file.empty()) {
     sched::SvgOptions svg;
+    svg.width = a.svg_width;
+    char bubble[32];
+    std::snprintf(bubble, sizeof(bubble), "%.3f", r.bubble_rate);
     svg.title = s.name + ": p=" + std::to_string(s.num_ranks()) + ", m=" + std::to_string(s.num_micro_batches) +
-                ", bubble rate " + std::to_string(r.bubble_rate);
+                (s.num_stages() > s.num_ranks() ? ", v=" + std::to_string(s.num_stages() / s.num_ranks()) : "") +
+                ", simulated, bubble rate " + bubble;
     if (async)
       svg.title = s.name + ": p=" + std::to_string(s.num_ranks()) + ", " + std::to_string(a.windows) + " steps of m=" +
                   std::to_string(m) + " without a flush";

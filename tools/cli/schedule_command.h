@@ -17,6 +17,7 @@ struct ScheduleArgs {
   bool json = false;          // simulate only
   std::string trace_file;     // simulate only
   std::string svg_file;       // simulate only
+  double svg_width = 1200;    // simulate: the drawing's width in pixels
   int grid_width = 100;       // simulate only: ASCII grid columns (0 = no grid)
   std::string activation_policy = "none";  // simulate only
   double activation_budget = 0;            // simulate only: selective, bytes per rank

@@ -512,7 +512,20 @@ int run_train(const TrainArgs& a) {
   if (pipeline && !a.trace_file.empty()) {
     std::ofstream(a.trace_file) << sched::to_chrome_trace(pipeline->last_timeline());
   }
-  if (pipeline && !a.svg_file.empty()) std::ofstream(a.svg_file) << sched::to_svg(pipeline->last_timeline());
+  if (pipeline && !a.svg_file.empty()) {
+    sched::SvgOptions svg;
+    svg.width = a.svg_width;
+    const sched::Schedule& schedule = pipeline->schedule();
+    char bubble[32];
+    std::snprintf(bubble, sizeof(bubble), "%.3f", pipeline->last_stats().bubble_rate);
+    svg.title = schedule.name + ": p=" + std::to_string(schedule.num_ranks()) + ", m=" +
+                std::to_string(a.micro_batches) +
+                (schedule.num_stages() > schedule.num_ranks()
+                     ? ", v=" + std::to_string(schedule.num_stages() / schedule.num_ranks())
+                     : "") +
+                ", step " + std::to_string(trainer->metrics().step) + " measured, bubble rate " + bubble;
+    std::ofstream(a.svg_file) << sched::to_svg(pipeline->last_timeline(), svg);
+  }
   // Asynchronous schedules: the micro-batches still in flight finish before the results.
   if (pipeline) pipeline->drain();
   const std::string checksum = pipeline ? pipeline->parameter_checksum() : parameter_checksum(model.parameters());

@@ -76,6 +76,7 @@ struct TrainArgs {
   std::string local_head = "auto";    // local learning (ppll, local-updates): the auxiliary heads
   std::string trace_file;     // Chrome trace of the last step (pipelined)
   std::string svg_file;       // SVG timeline of the last step (pipelined)
+  double svg_width = 1200;    // its width in pixels
   bool json = false;
   bool quiet = false;
 };

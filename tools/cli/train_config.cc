@@ -134,6 +134,7 @@ const std::vector<Field>& fields() {
       {"logging.metrics_log", "--metrics-log", Type::kString, [](const TrainArgs& a) { return text_or_null(a.metrics_log); }},
       {"logging.trace", "--trace", Type::kString, [](const TrainArgs& a) { return text_or_null(a.trace_file); }},
       {"logging.svg", "--svg", Type::kString, [](const TrainArgs& a) { return text_or_null(a.svg_file); }},
+      {"logging.svg_width", "--svg-width", Type::kNumber, [](const TrainArgs& a) { return json(a.svg_width); }},
   };
   return all;
 }

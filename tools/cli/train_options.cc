@@ -160,6 +160,9 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
       ->capture_default_str();
   cmd->add_option("--trace", a.trace_file, "pipelined: write the last step's Chrome trace here");
   cmd->add_option("--svg", a.svg_file, "pipelined: write the last step's SVG timeline here");
+  cmd->add_option("--svg-width", a.svg_width, "width of the --svg drawing in pixels")
+      ->check(CLI::Range(200.0, 100000.0))
+      ->capture_default_str();
   cmd->add_flag("--json", a.json, "print one JSON object with the results on stdout");
   cmd->add_flag("--quiet", a.quiet, "no progress on stderr");
   cmd->add_option("--data-parallel", a.data_parallel,
