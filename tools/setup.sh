@@ -34,6 +34,11 @@ DEBIAN_PACKAGES=(
   unzip                    # tests/packaging: the jar's manifest
 )
 
+# Installed when the archive has them; a machine without them skips the tests that need them.
+OPTIONAL_DEBIAN_PACKAGES=(
+  chromium                 # tests/cli:compare_cli_test renders `pipeforge compare --html` headless
+)
+
 # tools/setup.sh --fuzz (tools/fuzz.sh calls it): also clang with libFuzzer and the sanitizer runtimes.
 if [[ " $* " == *" --fuzz "* ]]; then
   DEBIAN_PACKAGES+=(
@@ -64,7 +69,7 @@ as_root() {
 
 missing_debian_packages() {
   local pkg status
-  for pkg in "${DEBIAN_PACKAGES[@]}"; do
+  for pkg in "${@:-${DEBIAN_PACKAGES[@]}}"; do
     status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
     [[ $status == installed ]] || printf '%s\n' "$pkg"
   done
@@ -88,6 +93,15 @@ if ((${#missing[@]} > 0)); then
   if ((${#still_missing[@]} > 0)); then
     log "still missing after install: ${still_missing[*]}"
     exit 1
+  fi
+fi
+
+mapfile -t optional_missing < <(missing_debian_packages "${OPTIONAL_DEBIAN_PACKAGES[@]}")
+if ((${#optional_missing[@]} > 0)); then
+  log "installing optional Debian packages: ${optional_missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  if ! as_root apt-get install -y -qq --no-install-recommends "${optional_missing[@]}" >/tmp/pf-setup-apt.log 2>&1; then
+    log "could not install ${optional_missing[*]} (/tmp/pf-setup-apt.log): the tests that need them skip themselves"
   fi
 fi
 

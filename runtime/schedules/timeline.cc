@@ -264,8 +264,9 @@ std::string to_svg(const Timeline& timeline, const SvgOptions& options) {
   PF_CHECK_ARG(options.width >= 200.0, "to_svg: width must be >= 200 pixels, got ", options.width);
   PF_CHECK_ARG(options.row_height >= 8.0, "to_svg: row_height must be >= 8 pixels, got ",
                options.row_height);
-  const double t0 = timeline.begin_time();
-  const double t1 = timeline.end_time();
+  PF_CHECK_ARG(options.time_end >= 0.0, "to_svg: time_end must be >= 0, got ", options.time_end);
+  const double t0 = options.time_end > 0.0 ? std::min(0.0, timeline.begin_time()) : timeline.begin_time();
+  const double t1 = std::max(timeline.end_time(), options.time_end);
   const double span = t1 > t0 ? t1 - t0 : 1.0;
   const double label_w = 70.0, right_pad = 20.0;
   const double top = options.title.empty() ? 10.0 : 34.0;

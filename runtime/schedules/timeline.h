@@ -64,6 +64,7 @@ struct SvgOptions {
   double row_height = 26.0;    // height of one rank row
   bool legend = true;          // draw the legend below the axis
   std::string title;           // optional title line
+  double time_end = 0.0;       // > 0: the axis runs from 0 to at least this (drawings stacked on one axis)
 };
 std::string to_svg(const Timeline& timeline, const SvgOptions& options = {});
 

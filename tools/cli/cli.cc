@@ -11,6 +11,7 @@
 
 #include "c_api/pipeforge.h"
 #include "runtime/core/suggest.h"
+#include "tools/cli/compare_command.h"
 #include "tools/cli/schedule_command.h"
 #include "tools/cli/train_command.h"
 #include "tools/cli/train_config.h"
@@ -71,6 +72,8 @@ int run(int argc, char** argv) {
   ScheduleArgs schedule_args, simulate_args;
   CLI::App* schedule = add_schedule_command(app, schedule_args);
   CLI::App* simulate = add_simulate_command(app, simulate_args);
+  CompareArgs compare_args;
+  CLI::App* compare = add_compare_command(app, compare_args);
 
   // A first word that is no subcommand: say so, with the closest one (CLI11 would only say that a
   // subcommand is required).
@@ -115,6 +118,7 @@ int run(int argc, char** argv) {
     }
     if (schedule->parsed()) return run_schedule(schedule_args);
     if (simulate->parsed()) return run_simulate(simulate_args);
+    if (compare->parsed()) return run_compare(compare_args);
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::cerr << "pipeforge: error: " << e.what() << "\n";
