@@ -743,6 +743,17 @@ void PipelineTrainer::run_workers() {
   done_cv_.wait(lock, [&] { return running_ == 0; });
 }
 
+void PipelineTrainer::run_workers_and_wait_for_devices() {
+  run_workers();
+  // GPUs: every rank's device work is done before anything it used is freed or read here.
+  if (!gpu_) return;
+  try {
+    sync_rank_streams();
+  } catch (...) {
+    if (!state_->error) state_->error = std::current_exception();
+  }
+}
+
 std::string PipelineTrainer::schedule_family() const {
   return (local_ ? "local-learning schedule '" : "asynchronous schedule '") + options_.schedule + "'";
 }
@@ -819,14 +830,7 @@ EvalResult PipelineTrainer::evaluate(DataSource& source, int micro_batches) {
   st.outputs.assign(static_cast<size_t>(schedule_.num_ranks()), RankExecutor::StepOutput());
   st.error = nullptr;
   reset_transport();
-  run_workers();
-  if (gpu_) {
-    try {
-      sync_rank_streams();
-    } catch (...) {
-      if (!st.error) st.error = std::current_exception();
-    }
-  }
+  run_workers_and_wait_for_devices();
   st.evaluation = nullptr;
   st.micro = nullptr;
   if (st.error) {
@@ -846,20 +850,13 @@ EvalResult PipelineTrainer::evaluate(DataSource& source, int micro_batches) {
     options_.world->broadcast(correct.data(), correct.size() * sizeof(int64_t), last_rank,
                               options_.recv_timeout_seconds);
   }
-  EvalResult result;
+  double loss_sum = 0.0;
   int64_t right = 0;
   for (size_t i = 0; i < losses.size(); ++i) {
-    result.loss += losses[i];
+    loss_sum += losses[i];
     right += correct[i];
   }
-  for (const Batch& b : micro) {
-    result.samples += b.rows();
-    result.targets += b.targets.numel();
-  }
-  result.micro_batches = micro_batches;
-  result.loss /= static_cast<double>(micro_batches);
-  result.accuracy = result.targets > 0 ? static_cast<double>(right) / static_cast<double>(result.targets) : 0.0;
-  return result;
+  return eval_result(micro, loss_sum, right);
 }
 
 StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batches) {
@@ -909,15 +906,7 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batche
   if (!windowed_) reset_transport();
   for (auto& store : stores_)
     if (store) store->reset_stats();
-  run_workers();
-  // GPUs: every rank's device work is done before anything it used is freed or read here.
-  if (gpu_) {
-    try {
-      sync_rank_streams();
-    } catch (...) {
-      if (!st.error) st.error = std::current_exception();
-    }
-  }
+  run_workers_and_wait_for_devices();
 
   // Data parallel: every reduction the ALLREDUCEs started is done before the gradients are read.
   if (reducer_) {

@@ -220,6 +220,8 @@ class PipelineTrainer : public Trainer {
   std::vector<Batch> device_micro_batches(const std::vector<Batch>& micro_batches) const;
   // Starts every local rank's worker on state_ and waits for them all.
   void run_workers();
+  // run_workers, then (GPUs) the host waits for every rank's stream; a failure becomes state_->error.
+  void run_workers_and_wait_for_devices();
   void make_step_windows();  // windows_, after refusing what such a schedule cannot do
   std::string schedule_family() const;  // "asynchronous schedule 'pipedream'", "local-learning schedule 'ppll'"
   void check_not_failed() const;        // kFailedPrecondition after a failed windowed step

@@ -10,19 +10,6 @@
 namespace pf::sched {
 namespace {
 
-std::string html_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 std::string fixed(double v, int digits) {
   char buf[64];
@@ -126,14 +113,14 @@ std::string comparison_html(const std::vector<ScheduleComparison>& schedules, co
   for (const auto& c : schedules) time_end = std::max(time_end, c.result.makespan);
   if (time_end <= 0) time_end = 1;
   std::ostringstream out;
-  out << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" << html_escape(page.title)
+  out << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" << xml_escape(page.title)
       << "</title>\n<style>\nbody{font-family:Helvetica,Arial,sans-serif;margin:24px;color:#111}"
          "table{border-collapse:collapse;margin:12px 0 24px}th,td{padding:4px 12px;border-bottom:1px solid #ddd;"
          "text-align:right}th{cursor:pointer;background:#f4f4f4;user-select:none}th:first-child,td:first-child{"
          "text-align:left}th[aria-sort=ascending]::after{content:\" \\25B2\"}th[aria-sort=descending]::after{"
          "content:\" \\25BC\"}h2{font-size:15px;margin:20px 0 4px}.note{color:#555;font-size:13px}\n</style></head>\n"
          "<body>\n<h1 style=\"font-size:20px\">"
-      << html_escape(page.title) << "</h1>\n<p class=\"note\">" << html_escape(page.parameters)
+      << xml_escape(page.title) << "</h1>\n<p class=\"note\">" << xml_escape(page.parameters)
       << " Simulated (docs/SCHEDULES.md, \"Simulator\"); click a column to sort.</p>\n";
   out << "<table id=\"schedules\"><thead><tr>";
   const char* headers[] = {"schedule", "makespan", "bubble rate", "peak memory (max rank)", "messages", "bytes moved"};
@@ -143,7 +130,7 @@ std::string comparison_html(const std::vector<ScheduleComparison>& schedules, co
   for (const auto& c : schedules) {
     std::string per_rank;
     for (double b : c.result.peak_activation_bytes) per_rank += (per_rank.empty() ? "" : ", ") + fixed(b, 1);
-    out << "<tr><td data-v=\"" << html_escape(c.name) << "\">" << html_escape(c.name)
+    out << "<tr><td data-v=\"" << xml_escape(c.name) << "\">" << xml_escape(c.name)
         << (c.chunks > 1 ? " (v=" + std::to_string(c.chunks) + ")" : "") << "</td><td data-v=\""
         << c.result.makespan << "\">" << fixed(c.result.makespan, 2) << "</td><td data-v=\"" << c.result.bubble_rate
         << "\">" << fixed(c.result.bubble_rate, 4) << "</td><td data-v=\"" << peak_of(c) << "\" title=\"per rank: "
@@ -160,7 +147,7 @@ std::string comparison_html(const std::vector<ScheduleComparison>& schedules, co
                 fixed(c.result.makespan, 2) + ", bubble rate " + fixed(c.result.bubble_rate, 4);
     std::string drawing = to_svg(c.result.timeline, svg);
     drawing.erase(0, drawing.find("<svg"));  // inline: no XML declaration
-    out << "<section class=\"schedule\" data-name=\"" << html_escape(c.name) << "\">\n" << drawing
+    out << "<section class=\"schedule\" data-name=\"" << xml_escape(c.name) << "\">\n" << drawing
         << memory_svg(c, time_end, page.width) << "</section>\n";
   }
   out << "<script>" << kScript << "</script>\n</body></html>\n";

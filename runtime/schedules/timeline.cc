@@ -118,21 +118,6 @@ std::string json_escape(const std::string& s) {
   return out;
 }
 
-std::string xml_escape(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 // A "nice" tick step (1, 2 or 5 times a power of ten) giving about `target` ticks over `span`.
 double nice_step(double span, int target) {
@@ -188,6 +173,22 @@ bool same_legend_entry(ActionKind a, ActionKind b) {
 }
 
 }  // namespace
+
+std::string xml_escape(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
 
 std::string to_chrome_trace(const Timeline& timeline, const ChromeTraceOptions& options) {
   PF_CHECK_ARG(options.to_microseconds > 0.0, "to_chrome_trace: to_microseconds must be > 0, got ",

@@ -76,6 +76,9 @@ std::string to_svg(const Timeline& timeline, const SvgOptions& options = {});
 // follows.
 std::string to_ascii_grid(const Timeline& timeline, int width = 100);
 
+// `text` with <, >, &, " and ' escaped for XML and HTML text and attribute values.
+std::string xml_escape(const std::string& text);
+
 // The character to_ascii_grid uses for a kind ('\0' for kinds it never draws).
 char ascii_grid_char(ActionKind kind);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "runtime/core/error.h"
@@ -23,6 +24,13 @@ void zero_gradients(const std::vector<Parameter*>& params) {
       zero_bytes(p->grad.data<char>(), p->grad.device(), p->grad.nbytes(), "trainer: zeroing gradients");
     }
   }
+}
+
+// The micro-batch's inputs and targets on `device` (copies charged to activations).
+std::pair<Tensor, Tensor> on_device(const Batch& batch, const Device& device) {
+  MemoryCategoryScope scope(MemoryCategory::kActivations);
+  return {batch.inputs.device() == device ? batch.inputs : batch.inputs.to_device(device),
+          batch.targets.device() == device ? batch.targets : batch.targets.to_device(device)};
 }
 
 // One stage: every layer and the loss.
@@ -86,13 +94,7 @@ StepResult SequentialTrainer::run_step(const std::vector<Batch>& micro_batches) 
       const Batch& batch = micro_batches[mb];
       std::vector<SavedContext> contexts;
       SavedContext loss_context;
-      Tensor x = batch.inputs;
-      Tensor targets = batch.targets;
-      {
-        MemoryCategoryScope scope(MemoryCategory::kActivations);
-        if (x.device() != device) x = x.to_device(device);
-        if (targets.device() != device) targets = targets.to_device(device);
-      }
+      auto [x, targets] = on_device(batch, device);
       x = stage_.forward(std::move(x), contexts);
       result.loss += stage_.loss_forward(x, targets, scale, loss_context);
       peak_bytes = std::max(peak_bytes, static_cast<int64_t>(context_bytes(contexts, &loss_context)));
@@ -134,28 +136,17 @@ EvalResult SequentialTrainer::evaluate(DataSource& source, int micro_batches) {
   const std::vector<Batch> micro = pull_micro_batches(*model_, source, micro_batches);
   cpu::set_blas_threads_for_this_thread(options_.blas_threads);
   const Device& device = model_->device();
-  EvalResult result;
+  double loss_sum = 0.0;
   int64_t correct = 0;
   for (const Batch& batch : micro) {
     std::vector<SavedContext> contexts;
     SavedContext loss_context;
-    Tensor x = batch.inputs;
-    Tensor targets = batch.targets;
-    {
-      MemoryCategoryScope scope(MemoryCategory::kActivations);
-      if (x.device() != device) x = x.to_device(device);
-      if (targets.device() != device) targets = targets.to_device(device);
-    }
+    auto [x, targets] = on_device(batch, device);
     x = stage_.forward(std::move(x), contexts);
-    result.loss += stage_.loss_forward(x, targets, 1.0f, loss_context);
+    loss_sum += stage_.loss_forward(x, targets, 1.0f, loss_context);
     correct += stage_.count_correct(x, targets);
-    result.samples += batch.rows();
-    result.targets += batch.targets.numel();
   }
-  result.micro_batches = micro_batches;
-  result.loss /= static_cast<double>(micro_batches);
-  result.accuracy = result.targets > 0 ? static_cast<double>(correct) / static_cast<double>(result.targets) : 0.0;
-  return result;
+  return eval_result(micro, loss_sum, correct);
 }
 
 void SequentialTrainer::restore_progress(int64_t step, int64_t data_position) {

@@ -18,4 +18,16 @@ void TrainerOptions::validate() const {
   lr_schedule.validate(optimizer.lr);
 }
 
+EvalResult eval_result(const std::vector<Batch>& micro_batches, double loss_sum, int64_t correct) {
+  EvalResult r;
+  for (const Batch& b : micro_batches) {
+    r.samples += b.rows();
+    r.targets += b.targets.numel();
+  }
+  r.micro_batches = static_cast<int64_t>(micro_batches.size());
+  r.loss = micro_batches.empty() ? 0.0 : loss_sum / static_cast<double>(micro_batches.size());
+  r.accuracy = r.targets > 0 ? static_cast<double>(correct) / static_cast<double>(r.targets) : 0.0;
+  return r;
+}
+
 }  // namespace pf

@@ -67,6 +67,10 @@ struct TrainerMetrics {
   int64_t data_position = 0;       // micro-batches taken from the data source
 };
 
+// The EvalResult of `micro_batches` whose (unscaled) losses add up to loss_sum and whose
+// correct targets number `correct`.
+EvalResult eval_result(const std::vector<Batch>& micro_batches, double loss_sum, int64_t correct);
+
 class Trainer {
  public:
   virtual ~Trainer() = default;

@@ -10,6 +10,7 @@
 #include "runtime/schedules/comparison.h"
 #include "runtime/schedules/comparison_html.h"
 #include "tools/cli/cli.h"
+#include "tools/cli/cost_options.h"
 
 namespace pf::cli {
 namespace {
@@ -44,24 +45,7 @@ CLI::App* add_compare_command(CLI::App& app, CompareArgs& a) {
       ->required();
   cmd->add_option("--chunks", a.chunks, "interleaved-1f1b, bfs: model chunks per rank V (default 2)")
       ->check(CLI::Range(1, 64));
-  cmd->add_option("--t-f", a.request.costs.t_f, "forward time of one micro-batch on one stage")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd->add_option("--t-b", a.request.costs.t_b, "input-gradient backward (B) time")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd->add_option("--t-w", a.request.costs.t_w, "weight-gradient backward (W) time")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd->add_option("--t-comm", a.request.costs.t_comm, "latency of one stage-to-stage transfer")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd->add_option("--m-b", a.request.costs.m_b, "activation memory one micro-batch keeps until its B")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd->add_option("--m-w", a.request.costs.m_w, "memory one micro-batch keeps from B until its W")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+  add_cost_options(cmd, a.request.costs, CostOptions::kBoth);
   cmd->add_option("--mem-limit", a.request.mem_limit, "zb-auto: cap on in-flight micro-batches per rank (default P)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--message-bytes", a.message_bytes,

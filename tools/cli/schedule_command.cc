@@ -16,6 +16,7 @@
 #include "runtime/schedules/timeline.h"
 #include "runtime/schedules/validator.h"
 #include "tools/cli/cli.h"
+#include "tools/cli/cost_options.h"
 
 namespace pf::cli {
 namespace {
@@ -40,18 +41,7 @@ void add_shape_options(CLI::App* cmd, ScheduleArgs& a, bool required) {
   cmd->add_option("--chunks", a.request.chunks, "model chunks per rank V (interleaved-1f1b, bfs)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
-  cmd->add_option("--t-f", a.request.costs.t_f, "forward time of one micro-batch on one stage")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd->add_option("--t-b", a.request.costs.t_b, "input-gradient backward (B) time")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd->add_option("--t-w", a.request.costs.t_w, "weight-gradient backward (W) time")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd->add_option("--t-comm", a.request.costs.t_comm, "latency of one stage-to-stage transfer")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+  add_cost_options(cmd, a.request.costs, CostOptions::kTimes);
   cmd->add_option("--t-head", a.request.costs.t_head,
                   "local learning (ppll, local-updates): one HEAD, the auxiliary head's forward, loss and backward")
       ->check(CLI::NonNegativeNumber)
@@ -100,12 +90,7 @@ CLI::App* add_simulate_command(CLI::App& app, ScheduleArgs& a) {
   auto* file = cmd->add_option("--schedule-file", a.schedule_file, "a schedule in the text form")
                    ->check(CLI::ExistingFile);
   name->excludes(file);
-  cmd->add_option("--m-b", a.request.costs.m_b, "activation bytes one micro-batch keeps until its B")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd->add_option("--m-w", a.request.costs.m_w, "bytes one micro-batch keeps from B until its W")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+  add_cost_options(cmd, a.request.costs, CostOptions::kMemory);
   add_shape_options(cmd, a, false);
   cmd->add_option("--activation-policy", a.activation_policy,
                   "none, recompute, offload-host, offload-file, selective or balance (docs/MEMORY.md)")
