@@ -214,7 +214,7 @@ void apply_object(CLI::App& train, TrainArgs& args, const json& object, const st
       apply_object(train, args, it.value(), path, file);
     } else {
       fail(ErrorCode::kInvalidArgument, where, ": unknown field", did_you_mean(path, field_paths()),
-           " (docs/CLI.md lists the fields)");
+           " (docs/TRAINING.md lists the fields)");
     }
   }
 }

@@ -1,4 +1,4 @@
-// Config files of `pipeforge train` (docs/CLI.md, "Config files"): one JSON object in sections,
+// Config files of `pipeforge train` (docs/TRAINING.md, "Config files"): one JSON object in sections,
 //   {"model": {...}, "data": {...}, "trainer": {...}, "evaluation": {...}, "schedule": {...},
 //    "memory": {...}, "devices": "cpu", "checkpointing": {...}, "logging": {...}}
 // where every field stands for one command-line option (train_config_fields()). The command line

@@ -9,9 +9,9 @@
 namespace pf::cli {
 
 CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
-  CLI::App* cmd = app.add_subcommand("train", "Train the MLP or the small GPT on the CPU");
+  CLI::App* cmd = app.add_subcommand("train", "Train the MLP, the small GPT or a model file, sequentially or pipelined");
   cmd->add_option("--config", a.config,
-                  "read options from this JSON file (docs/CLI.md, \"Config files\"); options given here win")
+                  "read options from this JSON file (docs/TRAINING.md, \"Config files\"); options given here win")
       ->check(CLI::ExistingFile);
   cmd->add_flag("--print-config", a.print_config, "print the effective config as JSON (a --config file) and exit");
   cmd->add_flag("--describe", a.describe,
