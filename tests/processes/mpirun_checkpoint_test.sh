@@ -45,7 +45,31 @@ run_mpi 4 default "$pipeforge" train "${gpt[@]}" --schedule 1f1b --stages 2 --da
 [[ $(field "$work/dp_resumed.json" param_checksum) == $(field "$work/dp_straight.json" param_checksum) ]] ||
   fail "data parallel resumed differs from the run that never stopped"
 
-# 6. Damage: a missing shard, a corrupted shard, a broken manifest: refused naming them, no hang.
+# 6. The training loop on 2 processes: evaluation, a cosine rate, periodic sharded checkpoints
+#    (step-N/ folders, the newest 2 kept) and the metrics log; a run killed after its step-4
+#    checkpoint and resumed from the folder ends with the threaded run's checksum and evaluations.
+loop=(--model mlp --schedule 1f1b --stages 2 --microbatches 2 --batch-size 8 --lr-schedule cosine --decay-steps 6
+  --eval-every 2 --eval-batches 4 --checkpoint-every 2 --keep-checkpoints 2 --json --quiet)
+"$pipeforge" train "${loop[@]}" --steps 6 --checkpoint-dir "$work/loop_threads" >"$work/loop_threads.json" ||
+  fail "training loop, threads"
+run_mpi 2 default "$pipeforge" train "${loop[@]}" --steps 4 --checkpoint-dir "$work/loop" \
+  --metrics-log "$work/loop.jsonl" >"$work/loop_first.json" 2>"$work/loop.err" || { cat "$work/loop.err"; fail "loop, first half"; }
+[[ -f $work/loop/step-00000004/manifest.json && -d $work/loop/step-00000002 ]] || fail "loop: no sharded step folders"
+run_mpi 2 default "$pipeforge" train "${loop[@]}" --steps 2 --checkpoint-dir "$work/loop" --resume "$work/loop" \
+  --metrics-log "$work/loop.jsonl" >"$work/loop_rest.json" 2>"$work/loop.err" || { cat "$work/loop.err"; fail "loop, resumed"; }
+[[ ! -d $work/loop/step-00000002 && -d $work/loop/step-00000006 ]] || fail "loop: the newest 2 checkpoints are not what is kept"
+[[ $(field "$work/loop_rest.json" param_checksum) == $(field "$work/loop_threads.json" param_checksum) ]] ||
+  fail "training loop resumed on 2 processes differs from the threaded run"
+python3 - "$work/loop_threads.json" "$work/loop_first.json" "$work/loop_rest.json" "$work/loop.jsonl" <<'PY' || fail "loop evaluations"
+import json, sys
+threads, first, rest = (json.load(open(f)) for f in sys.argv[1:4])
+assert threads["evaluations"] == first["evaluations"] + rest["evaluations"], (threads["evaluations"], first, rest)
+steps = [json.loads(line)["step"] for line in open(sys.argv[4])]
+assert steps == [1, 2, 3, 4, 5, 6], steps
+print("evaluations (threads = 2 processes, resumed):", threads["evaluations"])
+PY
+
+# 7. Damage: a missing shard, a corrupted shard, a broken manifest: refused naming them, no hang.
 expect_refusal() {  # name, pattern, folder
   local out=$work/refusal.out
   if timeout 120 bash -c "source '$(dirname "$0")/../util/mpirun.sh'; run_mpi 2 default '$pipeforge' train --model gpt --layers 4 --quiet --schedule 1f1b --stages 2 --steps 1 --resume '$3'" >"$out" 2>&1; then
