@@ -24,7 +24,7 @@ int main(void) {
   pf_tensor_view y = {targets, PF_DTYPE_I32, PF_DEVICE_CPU, 0, 1, target_shape, NULL};
   pf_mlp_config config;
   pf_trainer_options options;
-  pf_step_result result = {sizeof(pf_step_result), 0, 0, 0, 0, 0};
+  pf_step_result result = {.struct_size = sizeof(pf_step_result)};  /* later fields: zero */
   pf_model* model = NULL;
   pf_trainer* trainer = NULL;
   double first = 0;
