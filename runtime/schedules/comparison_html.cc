@@ -139,8 +139,10 @@ std::string comparison_html(const std::vector<ScheduleComparison>& schedules, co
         << "</td></tr>\n";
   }
   out << "</tbody></table>\n";
-  for (const auto& c : schedules) {
+  for (size_t i = 0; i < schedules.size(); ++i) {
+    const ScheduleComparison& c = schedules[i];
     SvgOptions svg;
+    svg.id_prefix = "s" + std::to_string(i) + "-";  // one page, unique ids
     svg.width = page.width;
     svg.time_end = time_end;
     svg.title = c.name + (c.chunks > 1 ? " (v=" + std::to_string(c.chunks) + ")" : "") + ": makespan " +

@@ -329,7 +329,8 @@ std::string to_svg(const Timeline& timeline, const SvgOptions& options) {
          ".lbl.light{fill:#111}.rank{text-anchor:end;dominant-baseline:central}"
          ".lane{text-anchor:end;dominant-baseline:central;fill:#666;font-size:9px}.tick{text-anchor:middle}</style>\n";
   // RECV: waiting for a peer, drawn hatched and thin, not as work.
-  out << "<defs><pattern id=\"wait\" width=\"4\" height=\"4\" patternUnits=\"userSpaceOnUse\" "
+  const std::string wait_id = options.id_prefix + "wait";
+  out << "<defs><pattern id=\"" << wait_id << "\" width=\"4\" height=\"4\" patternUnits=\"userSpaceOnUse\" "
          "patternTransform=\"rotate(45)\"><rect class=\"hatch\" width=\"4\" height=\"4\" fill=\"#f4f4f4\"/>"
          "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"4\" stroke=\"#9a9a9a\" stroke-width=\"1.5\"/></pattern></defs>\n";
   if (!options.title.empty())
@@ -368,7 +369,7 @@ std::string to_svg(const Timeline& timeline, const SvgOptions& options) {
       }
       const auto it = stage_chunk.find(a.action.stage);
       const int chunk = it == stage_chunk.end() ? 0 : it->second;
-      const std::string fill = is_recv(kind) ? "url(#wait)" : chunk_fill(kind_colour(kind).rgb, chunk);
+      const std::string fill = is_recv(kind) ? "url(#" + wait_id + ")" : chunk_fill(kind_colour(kind).rgb, chunk);
       out << "<rect class=\"" << (is_recv(kind) ? "action wait" : "action") << "\" x=\"" << num(x) << "\" y=\""
           << num(yy) << "\" width=\"" << num(w) << "\" height=\"" << num(h) << "\" fill=\"" << fill
           << "\"><title>" << xml_escape(action_to_string(a.action)) << " [" << num(a.start) << ", "
@@ -407,7 +408,7 @@ std::string to_svg(const Timeline& timeline, const SvgOptions& options) {
     const double lx = legend_at[i].first, ly = legend_at[i].second;
     out << "<rect class=\"legend\" x=\"" << num(lx) << "\" y=\"" << num(ly)
         << "\" width=\"12\" height=\"12\" stroke=\"#222\" stroke-width=\"0.5\" fill=\""
-        << (legend[i].hatched ? "url(#wait)" : legend[i].fill) << "\"/>\n";
+        << (legend[i].hatched ? "url(#" + wait_id + ")" : legend[i].fill) << "\"/>\n";
     out << "<text x=\"" << num(lx + 16.0) << "\" y=\"" << num(ly + 10.0) << "\">" << xml_escape(legend[i].text)
         << "</text>\n";
   }

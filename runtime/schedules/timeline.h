@@ -65,6 +65,7 @@ struct SvgOptions {
   bool legend = true;          // draw the legend below the axis
   std::string title;           // optional title line
   double time_end = 0.0;       // > 0: the axis runs from 0 to at least this (drawings stacked on one axis)
+  std::string id_prefix;       // prefixes the drawing's element ids (several drawings in one page)
 };
 std::string to_svg(const Timeline& timeline, const SvgOptions& options = {});
 

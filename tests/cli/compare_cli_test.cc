@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -120,6 +121,12 @@ TEST(Compare, TheHtmlPageIsSelfContained) {
     ++sections;
   EXPECT_EQ(sections, 5u);  // a timeline and a memory chart per schedule
   EXPECT_NE(html.find("class=\"memory\""), std::string::npos);
+  // Every element id is unique on the page (each drawing prefixes its own).
+  std::set<std::string> ids;
+  const std::regex id("id=\"([^\"]+)\"");
+  for (auto it = std::sregex_iterator(html.begin(), html.end(), id); it != std::sregex_iterator(); ++it)
+    EXPECT_TRUE(ids.insert((*it)[1]).second) << "duplicate id " << (*it)[1];
+  EXPECT_GE(ids.size(), 6u);
 }
 
 TEST(Compare, InHeadlessChromiumTheTableSortsAndThePageRenders) {
