@@ -238,16 +238,10 @@ pf_status* pf_trainer_run(pf_trainer* trainer, const pf_run_options* options, pf
       held_out = trainer->eval_loader.get();
     }
     pf::Trainer& t = *trainer->trainer;
-    struct StepSource final : pf::DataSource {  // tells the loader where each step starts
-      pf_trainer* owner;
-      explicit StepSource(pf_trainer* o) : owner(o) {}
-      pf::Batch next() override { return owner->loader->next(); }
-      int64_t position() const override { return owner->loader->position(); }
-      void seek(int64_t position) override { owner->loader->seek(position); }
-    } train(trainer);
+    // Each step's start, for the loader's error messages (again after every step).
     trainer->loader->begin_step(t.metrics().data_position, trainer->step_micro_batches);
     pf::MemoryCategoryScope scope(pf::MemoryCategory::kActivations);  // charges the copied batches
-    pf::run_training(t, train, held_out, loop, [&](const pf::StepReport& r) {
+    pf::run_training(t, *trainer->loader, held_out, loop, [&](const pf::StepReport& r) {
       result.steps_run += 1;
       result.step = r.step;
       result.loss = r.result.loss;

@@ -973,7 +973,7 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batche
     result.tokens += b.targets.numel();
   }
   if (!windowed_) {
-    result.lr = options_.base.lr_schedule.lr_at(options_.base.optimizer.lr, metrics_.step);
+    result.lr = options_.base.lr_at(metrics_.step);
     optimizer_->set_lr(static_cast<float>(result.lr));
     optimizer_->step(params);
   } else {

@@ -112,7 +112,7 @@ StepResult SequentialTrainer::run_step(const std::vector<Batch>& micro_batches) 
   }
   for (size_t i = 0; i < replica_sum.size(); ++i) params[i]->grad.copy_from(replica_sum[i]);
   result.grad_norm = clip_grad_norm(params, options_.optimizer.clip_norm);
-  result.lr = options_.lr_schedule.lr_at(options_.optimizer.lr, metrics_.step);
+  result.lr = options_.lr_at(metrics_.step);
   optimizer_->set_lr(static_cast<float>(result.lr));
   optimizer_->step(params);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

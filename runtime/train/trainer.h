@@ -28,6 +28,8 @@ struct TrainerOptions {
   LrSchedule lr_schedule;
   void validate() const;   // kInvalidArgument naming the field
   int step_micro_batches() const { return micro_batches * replicas; }  // D * m
+  // The learning rate of the step that follows `steps_taken` steps.
+  float lr_at(int64_t steps_taken) const { return lr_schedule.lr_at(optimizer.lr, steps_taken); }
 };
 
 // The deterministic data-parallel reduction, one replica at a time in replica order:

@@ -1,5 +1,6 @@
 #include "tools/cli/schedule_command.h"
 
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 
@@ -76,6 +77,14 @@ void write_text_file(const std::string& path, const std::string& text) {
 }
 
 }  // namespace
+
+std::string timeline_title(const sched::Schedule& s, int micro_batches, const std::string& what, double bubble_rate) {
+  char bubble[32];
+  std::snprintf(bubble, sizeof(bubble), "%.3f", bubble_rate);
+  return s.name + ": p=" + std::to_string(s.num_ranks()) + ", m=" + std::to_string(micro_batches) +
+         (s.num_stages() > s.num_ranks() ? ", v=" + std::to_string(s.num_stages() / s.num_ranks()) : "") + ", " +
+         what + ", bubble rate " + bubble;
+}
 
 CLI::App* add_schedule_command(CLI::App& app, ScheduleArgs& a) {
   CLI::App* cmd = app.add_subcommand("schedule", "print a generated schedule in the text form");
@@ -192,11 +201,7 @@ int run_simulate(const ScheduleArgs& a) {
   if (!a.svg_file.empty()) {
     sched::SvgOptions svg;
     svg.width = a.svg_width;
-    char bubble[32];
-    std::snprintf(bubble, sizeof(bubble), "%.3f", r.bubble_rate);
-    svg.title = s.name + ": p=" + std::to_string(s.num_ranks()) + ", m=" + std::to_string(s.num_micro_batches) +
-                (s.num_stages() > s.num_ranks() ? ", v=" + std::to_string(s.num_stages() / s.num_ranks()) : "") +
-                ", simulated, bubble rate " + bubble;
+    svg.title = timeline_title(s, s.num_micro_batches, "simulated", r.bubble_rate);
     if (async)
       svg.title = s.name + ": p=" + std::to_string(s.num_ranks()) + ", " + std::to_string(a.windows) + " steps of m=" +
                   std::to_string(m) + " without a flush";

@@ -26,6 +26,9 @@ struct ScheduleArgs {
 };
 
 CLI::App* add_schedule_command(CLI::App& app, ScheduleArgs& args);
+// The title of a timeline drawing: "zb-v: p=2, m=8, v=2, <what>, bubble rate 0.123".
+std::string timeline_title(const sched::Schedule& schedule, int micro_batches, const std::string& what,
+                           double bubble_rate);
 CLI::App* add_simulate_command(CLI::App& app, ScheduleArgs& args);
 int run_schedule(const ScheduleArgs& args);
 int run_simulate(const ScheduleArgs& args);
