@@ -101,6 +101,11 @@ CharTextDataset::CharTextDataset(const CharTextOptions& options) : options_(opti
   }
   tokens_.resize(text.size());
   for (size_t i = 0; i < text.size(); ++i) tokens_[i] = byte_to_id_[static_cast<unsigned char>(text[i])];
+  select_split();
+}
+
+void CharTextDataset::select_split() {
+  const int64_t needed = options_.seq_len + 1;
   const int64_t total = static_cast<int64_t>(tokens_.size());
   const int64_t held = static_cast<int64_t>(std::llround(options_.held_out_fraction * static_cast<double>(total)));
   const bool held_out = options_.split == CharTextOptions::Split::kHeldOut;
@@ -109,6 +114,15 @@ CharTextDataset::CharTextDataset(const CharTextOptions& options) : options_(opti
   PF_CHECK_ARG(split_end_ - split_begin_ >= needed, "the ", held_out ? "held-out" : "training", " split of the text (",
                split_end_ - split_begin_, " of ", total, " tokens with held_out_fraction ", options_.held_out_fraction,
                ") is shorter than seq_len + 1 = ", needed);
+}
+
+std::unique_ptr<CharTextDataset> CharTextDataset::with_split(CharTextOptions::Split split) const {
+  auto other = std::make_unique<CharTextDataset>(*this);
+  other->options_.split = split;
+  other->options_.validate();
+  other->select_split();
+  other->position_ = 0;
+  return other;
 }
 
 void CharTextDataset::seek(int64_t position) {

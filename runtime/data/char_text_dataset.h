@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,9 @@ class CharTextDataset : public DataSource {
   Batch next() override;
   int64_t position() const override { return position_; }
   void seek(int64_t position) override;
+
+  // The same text (not read again) serving the other split, from position 0.
+  std::unique_ptr<CharTextDataset> with_split(CharTextOptions::Split split) const;
 
   // The micro-batch at `position`, without moving the cursor.
   Batch batch_at(int64_t position) const;
@@ -67,6 +71,8 @@ class CharTextDataset : public DataSource {
   int32_t byte_to_id_[256];
   std::vector<int32_t> tokens_;
   int64_t split_begin_ = 0, split_end_ = 0;
+
+  void select_split();  // split_begin_ and split_end_ from options_
   int64_t position_ = 0;
 };
 

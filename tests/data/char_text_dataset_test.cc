@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <fstream>
 #include <set>
 #include <string>
@@ -165,6 +167,48 @@ TEST(CharTextDataset, BadOptionsAreInvalidArgument) {
   options.seq_len = 0;
   EXPECT_THROW(CharTextDataset{options}, Error);
   EXPECT_THROW(CharTextDataset::text_files_in(test_temp_dir() + "/missing-folder"), Error);
+}
+
+// The held-out split is the text's last held_out_fraction: every training window (inputs and
+// targets) lies before it, every held-out window inside it; with_split serves the same windows as a
+// dataset built for the split, without reading the files again.
+TEST(CharTextDataset, TheHeldOutSplitIsTheTextsTailAndTrainingNeverReadsIt) {
+  std::string text;
+  for (int i = 0; i < 300; ++i) text += static_cast<char>('a' + i % 26);  // the training part
+  for (int i = 0; i < 100; ++i) text += static_cast<char>('A' + i % 26);  // the held-out tail
+  const std::string path = write_temp_file("split.txt", text);
+  CharTextOptions options;
+  options.files = {path};
+  options.rows = 8;
+  options.seq_len = 6;
+  options.seed = 9;
+  options.held_out_fraction = 0.25;
+  CharTextDataset train(options);
+  EXPECT_EQ(train.split_begin(), 0);
+  EXPECT_EQ(train.split_end(), 300);
+  const std::unique_ptr<CharTextDataset> held = train.with_split(CharTextOptions::Split::kHeldOut);
+  EXPECT_EQ(held->split_begin(), 300);
+  EXPECT_EQ(held->split_end(), 400);
+  EXPECT_EQ(held->vocab_size(), train.vocab_size());
+  CharTextOptions held_options = options;
+  held_options.split = CharTextOptions::Split::kHeldOut;
+  CharTextDataset built(held_options);
+  auto all_in = [](const CharTextDataset& d, const Tensor& t, char lo, char hi) {
+    const std::string chars = d.decode(t.i32(), t.numel());
+    return std::all_of(chars.begin(), chars.end(), [&](char c) { return c >= lo && c <= hi; });
+  };
+  for (int64_t p = 0; p < 100; ++p) {
+    const Batch t = train.batch_at(p), h = held->batch_at(p), b = built.batch_at(p);
+    EXPECT_TRUE(all_in(train, t.inputs, 'a', 'z') && all_in(train, t.targets, 'a', 'z')) << "training window " << p;
+    EXPECT_TRUE(all_in(*held, h.inputs, 'A', 'Z') && all_in(*held, h.targets, 'A', 'Z')) << "held-out window " << p;
+    EXPECT_EQ(ids(h.inputs), ids(b.inputs)) << p;
+    EXPECT_EQ(ids(h.targets), ids(b.targets)) << p;
+  }
+  options.held_out_fraction = 0.99;  // too little text left for a training window
+  EXPECT_THROW(CharTextDataset{options}, Error);
+  CharTextOptions no_fraction;
+  no_fraction.split = CharTextOptions::Split::kHeldOut;
+  EXPECT_THROW(no_fraction.validate(), Error);
 }
 
 }  // namespace

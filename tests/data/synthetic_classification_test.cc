@@ -96,5 +96,20 @@ TEST(SyntheticClassification, BadOptionsAreInvalidArgument) {
   }
 }
 
+// The held-out split: the same teacher (labels are the teacher's argmax of the features) on
+// samples of their own.
+TEST(SyntheticClassification, HeldOutSamplesAreNewButLabelledByTheSameTeacher) {
+  SyntheticClassificationOptions o = small(4);
+  SyntheticClassification train(o);
+  o.held_out = true;
+  SyntheticClassification held(o);
+  for (int64_t p = 0; p < 5; ++p) {
+    const Batch t = train.batch_at(p), h = held.batch_at(p);
+    EXPECT_NE(std::vector<float>(t.inputs.f32(), t.inputs.f32() + t.inputs.numel()),
+              std::vector<float>(h.inputs.f32(), h.inputs.f32() + h.inputs.numel()));
+    for (int64_t r = 0; r < 16; ++r) EXPECT_EQ(h.targets.i32()[r], train.label(h.inputs.f32() + r * 8));
+  }
+}
+
 }  // namespace
 }  // namespace pf

@@ -32,6 +32,7 @@
 #include "runtime/train/sequential_trainer.h"
 #include "tools/cli/cli.h"
 #include "tools/cli/progress.h"
+#include "tools/cli/schedule_command.h"
 
 namespace pf::cli {
 namespace {
@@ -159,16 +160,14 @@ std::shared_ptr<Model> model_from_json(const TrainArgs& a) {
   }
 }
 
-// The character-text data of `rows` rows for the split.
-std::unique_ptr<CharTextDataset> char_text(const TrainArgs& a, int64_t rows, int64_t seq_len,
-                                           CharTextOptions::Split split) {
+// The character-text training data of `rows` rows (its held-out split: with_split).
+std::unique_ptr<CharTextDataset> char_text(const TrainArgs& a, int64_t rows, int64_t seq_len) {
   CharTextOptions data;
   data.files = a.data;
   data.rows = rows;
   data.seq_len = seq_len;
   data.seed = a.seed;
   data.held_out_fraction = held_out_fraction(a);
-  data.split = split;
   return std::make_unique<CharTextDataset>(data);
 }
 
@@ -190,13 +189,13 @@ Setup make_setup(const TrainArgs& a) {
   if (std::shared_ptr<Model> model = model_from_json(a)) {
     const InputSpec& in = model->input_spec();
     if (in.kind == InputSpec::Kind::kTokens) {
-      auto text = char_text(a, rows, in.seq_len, CharTextOptions::Split::kTrain);
+      auto text = char_text(a, rows, in.seq_len);
       PF_CHECK_ARG(text->vocab_size() <= in.vocab && text->vocab_size() <= in.classes, "the model's vocabulary (",
                    in.vocab, " tokens, ", in.classes, " classes) is smaller than the text's (", text->vocab_size(),
                    " distinct bytes)");
       s.description = {{"vocab", in.vocab}, {"seq_len", in.seq_len}, {"data_files", text->files()}};
+      if (evaluate) s.held_out = text->with_split(CharTextOptions::Split::kHeldOut);
       s.data = std::move(text);
-      if (evaluate) s.held_out = char_text(a, rows, in.seq_len, CharTextOptions::Split::kHeldOut);
     } else {
       s.data = synthetic(a, rows, in.features, in.classes, false);
       if (evaluate) s.held_out = synthetic(a, rows, in.features, in.classes, true);
@@ -217,7 +216,7 @@ Setup make_setup(const TrainArgs& a) {
     s.model = build_mlp(config);
     s.description = {{"features", config.input_dim}, {"hidden", config.hidden}, {"classes", config.classes}};
   } else {
-    auto text = char_text(a, rows, a.seq_len, CharTextOptions::Split::kTrain);
+    auto text = char_text(a, rows, a.seq_len);
     GptConfig config;
     config.vocab = text->vocab_size();
     config.seq_len = a.seq_len;
@@ -229,7 +228,7 @@ Setup make_setup(const TrainArgs& a) {
                      {"d_model", config.d_model},   {"heads", config.heads},
                      {"layers", config.layers},     {"mlp_hidden", config.mlp_hidden},
                      {"data_files", text->files()}, {"data_tokens", text->tokens().size()}};
-    if (evaluate) s.held_out = char_text(a, rows, a.seq_len, CharTextOptions::Split::kHeldOut);
+    if (evaluate) s.held_out = text->with_split(CharTextOptions::Split::kHeldOut);
     s.data = std::move(text);
     s.model = build_gpt(config);
   }
@@ -477,9 +476,9 @@ int run_train(const TrainArgs& a) {
     run_training(*trainer, *setup.data, setup.held_out.get(), loop, [&](const StepReport& report) {
       const StepResult& r = report.result;
       losses.push_back(r.loss);
+      bubble_sum += r.bubble_rate;
       if (pipeline) {
         const exec::PipelineStats& stats = pipeline->last_stats();
-        bubble_sum += stats.bubble_rate;
         offloaded_bytes = static_cast<double>(stats.offloaded_bytes);
         for (int rank = 0; rank < ranks; ++rank)
           peak_versions[rank] = std::max(peak_versions[rank], stats.ranks[rank].peak_weight_versions);
@@ -515,15 +514,9 @@ int run_train(const TrainArgs& a) {
   if (pipeline && !a.svg_file.empty()) {
     sched::SvgOptions svg;
     svg.width = a.svg_width;
-    const sched::Schedule& schedule = pipeline->schedule();
-    char bubble[32];
-    std::snprintf(bubble, sizeof(bubble), "%.3f", pipeline->last_stats().bubble_rate);
-    svg.title = schedule.name + ": p=" + std::to_string(schedule.num_ranks()) + ", m=" +
-                std::to_string(a.micro_batches) +
-                (schedule.num_stages() > schedule.num_ranks()
-                     ? ", v=" + std::to_string(schedule.num_stages() / schedule.num_ranks())
-                     : "") +
-                ", step " + std::to_string(trainer->metrics().step) + " measured, bubble rate " + bubble;
+    svg.title = timeline_title(pipeline->schedule(), a.micro_batches,
+                               "step " + std::to_string(trainer->metrics().step) + " measured",
+                               pipeline->last_stats().bubble_rate);
     std::ofstream(a.svg_file) << sched::to_svg(pipeline->last_timeline(), svg);
   }
   // Asynchronous schedules: the micro-batches still in flight finish before the results.
