@@ -122,7 +122,7 @@ func (t *Trainer) SetBuiltinData(opts DataOptions) error {
 	if err := call(func(s core.Status) { t.t.SetBuiltinData(o, s) }); err != nil {
 		return err
 	}
-	t.dropLoader() // the runtime has let go of a Go loader installed before
+	t.data.drop() // the runtime has let go of a Go loader installed before
 	return nil
 }
 
@@ -148,27 +148,33 @@ func (t *Trainer) SetEvalLoader(loader DataLoader) error {
 	if t == nil || t.t == nil {
 		return errClosed("trainer")
 	}
+	return t.install(&t.eval, t.t.SetEvalLoader, loader)
+}
+
+// install puts loader (nil: none) into the runtime through set and keeps its bridge in slot while
+// the runtime holds it.
+func (t *Trainer) install(slot *installedLoader, set func(core.LoaderCallback, core.Status), loader DataLoader) error {
 	if loader == nil {
-		if err := call(func(s core.Status) { t.t.SetEvalLoader(nil, s) }); err != nil {
+		if err := call(func(s core.Status) { set(nil, s) }); err != nil {
 			return err
 		}
-		t.eval.drop()
+		slot.drop()
 		return nil
 	}
 	bridge := &loaderBridge{loader: loader}
 	director := core.NewDirectorLoaderCallback(bridge)
-	if err := call(func(s core.Status) { t.t.SetEvalLoader(director, s) }); err != nil {
+	if err := call(func(s core.Status) { set(director, s) }); err != nil {
 		core.DeleteDirectorLoaderCallback(director)
 		return err
 	}
-	t.eval.drop()
-	t.eval = installedLoader{bridge: bridge, director: director}
+	slot.drop() // the runtime has let go of the previous one
+	*slot = installedLoader{bridge: bridge, director: director}
 	return nil
 }
 
 // withLoaders runs body; a CallbackError gets the loader's own error as its cause.
 func (t *Trainer) withLoaders(body func(s core.Status)) error {
-	bridges := []*loaderBridge{t.bridge, t.eval.bridge}
+	bridges := []*loaderBridge{t.data.bridge, t.eval.bridge}
 	for _, b := range bridges {
 		if b != nil {
 			b.lastErr = nil

@@ -120,10 +120,9 @@ type Metrics struct {
 // concurrent use. Close it when done (a finalizer frees a forgotten one; every method keeps the
 // receiver alive until its native call returns, so the finalizer cannot run mid-call).
 type Trainer struct {
-	t        core.Trainer
-	bridge   *loaderBridge       // the installed data loader's bridge, nil without one
-	director core.LoaderCallback // the native side of bridge
-	eval     installedLoader     // the held-out loader (SetEvalLoader)
+	t    core.Trainer
+	data installedLoader // the training data loader (SetDataLoader)
+	eval installedLoader // the held-out loader (SetEvalLoader)
 }
 
 // NewTrainer creates a trainer on model (which it retains) and initialises the model's parameters
@@ -240,17 +239,10 @@ func (t *Trainer) Close() error {
 	}
 	core.DeleteTrainer(t.t) // destroys the native loaders first, so the bridges are free to go
 	t.t = nil
-	t.dropLoader()
+	t.data.drop()
 	t.eval.drop()
 	runtime.SetFinalizer(t, nil)
 	return nil
-}
-
-func (t *Trainer) dropLoader() {
-	if t.director != nil {
-		core.DeleteDirectorLoaderCallback(t.director)
-	}
-	t.director, t.bridge = nil, nil
 }
 
 // Step runs one optimizer step on a whole batch, split into MicroBatches equal micro-batches (e.g.
@@ -291,22 +283,7 @@ func (t *Trainer) SetDataLoader(loader DataLoader) error {
 	if t == nil || t.t == nil {
 		return errClosed("trainer")
 	}
-	if loader == nil {
-		if err := call(func(s core.Status) { t.t.SetDataLoader(nil, s) }); err != nil {
-			return err
-		}
-		t.dropLoader()
-		return nil
-	}
-	bridge := &loaderBridge{loader: loader}
-	director := core.NewDirectorLoaderCallback(bridge)
-	if err := call(func(s core.Status) { t.t.SetDataLoader(director, s) }); err != nil {
-		core.DeleteDirectorLoaderCallback(director)
-		return err
-	}
-	t.dropLoader() // the runtime has let go of the previous one
-	t.bridge, t.director = bridge, director
-	return nil
+	return t.install(&t.data, t.t.SetDataLoader, loader)
 }
 
 // StepFromLoader runs one step on MicroBatches micro-batches from the data loader. If the loader
@@ -318,16 +295,10 @@ func (t *Trainer) StepFromLoader() (StepResult, error) {
 	if t == nil || t.t == nil {
 		return StepResult{}, errClosed("trainer")
 	}
-	if t.bridge != nil {
-		t.bridge.lastErr = nil
-	}
 	var r core.StepResult
-	err := call(func(s core.Status) { r = t.t.StepFromLoader(s) })
+	err := t.withLoaders(func(s core.Status) { r = t.t.StepFromLoader(s) })
 	defer core.DeleteStepResult(r)
 	if err != nil {
-		if e, ok := err.(*Error); ok && e.Code == CallbackError && t.bridge != nil {
-			e.cause, t.bridge.lastErr = t.bridge.lastErr, nil
-		}
 		return StepResult{}, err
 	}
 	return stepResult(r), nil

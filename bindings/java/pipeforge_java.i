@@ -184,11 +184,15 @@ PF_JAVA_ARRAY((int32_t* out, size_t count), jint, int[], int[], jintArray, Int, 
    * {@link #stepFromLoader()}.
    */
   public void setDataLoader(DataLoader loader) {
+    loaderBridge = install(loader, this::setDataLoaderNative, loaderBridge);
+  }
+  /** Hands {@code loader} (or none) to the runtime through {@code set}; returns its bridge. */
+  private static LoaderBridge install(
+      DataLoader loader, java.util.function.Consumer<LoaderCallback> set, LoaderBridge old) {
     LoaderBridge bridge = loader == null ? null : new LoaderBridge(loader);
-    setDataLoaderNative(bridge);
-    LoaderBridge old = loaderBridge;
-    loaderBridge = bridge;
+    set.accept(bridge);
     if (old != null) old.delete();  // the runtime has let go of it
+    return bridge;
   }
 
   private LoaderBridge evalLoaderBridge;
@@ -197,11 +201,7 @@ PF_JAVA_ARRAY((int32_t* out, size_t count), jint, int[], int[], jintArray, Int, 
    * on (null removes it); every evaluation reads its micro-batches from position 0.
    */
   public void setEvalLoader(DataLoader loader) {
-    LoaderBridge bridge = loader == null ? null : new LoaderBridge(loader);
-    setEvalLoaderNative(bridge);
-    LoaderBridge old = evalLoaderBridge;
-    evalLoaderBridge = bridge;
-    if (old != null) old.delete();
+    evalLoaderBridge = install(loader, this::setEvalLoaderNative, evalLoaderBridge);
   }
   /** Runs {@code call}; a loader's exception becomes the cause of the CALLBACK_ERROR it caused. */
   private <T> T withLoaders(java.util.function.Supplier<T> call) {
