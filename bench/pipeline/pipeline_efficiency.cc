@@ -26,6 +26,7 @@
 
 #include "runtime/execution/partition.h"
 #include "bench/bench_util.h"
+#include "bench/training_bench.h"
 #include "runtime/execution/pipeline_trainer.h"
 #include "runtime/kernels/cpu/blas.h"
 #include "runtime/models/builders.h"
@@ -135,29 +136,10 @@ int main(int argc, char** argv) {
       pipe.step(data[0]);
       for (int s = 1; s <= steps; ++s) {
         pipe_s.push_back(pipe.step(data[s]).seconds);
-        const auto& tl = pipe.last_timeline();
         const auto& st = pipe.last_stats();
         // Per-stage mean F and BW costs -> simulator (blocking receives, as the executor has them).
-        const int S = pipe.schedule().num_stages();
-        std::vector<double> f(S, 0), bw(S, 0);
-        std::vector<int> nf(S, 0), nbw(S, 0);
-        for (const auto& rank : tl.ranks) {
-          for (const auto& ta : rank) {
-            if (ta.action.kind == sched::ActionKind::kForward) {
-              f[ta.action.stage] += ta.duration();
-              nf[ta.action.stage]++;
-            } else if (ta.action.kind == sched::ActionKind::kBackward) {
-              bw[ta.action.stage] += ta.duration();
-              nbw[ta.action.stage]++;
-            }
-          }
-        }
-        sched::CostModel cm = sched::CostModel::uniform(S);
-        for (int i = 0; i < S; ++i) {
-          cm.t_f[i] = f[i] / std::max(1, nf[i]);
-          cm.t_b[i] = bw[i] / std::max(1, nbw[i]);
-          cm.t_w[i] = 0;
-        }
+        const sched::CostModel cm =
+            bench::measured_cost_model(bench::mean_action_costs(pipe, nullptr), pipe.schedule().num_stages());
         sched::SimulationOptions so;
         so.blocking_recv = true;
         const auto sim = sched::simulate(pipe.schedule(), cm, so);
