@@ -7,38 +7,26 @@
 
 #include "runtime/core/suggest.h"
 #include "runtime/core/error.h"
-#include "runtime/schedules/stage_actions.h"
+#include "runtime/schedules/generator_parts.h"
 #include "runtime/core/limits.h"
 #include "runtime/schedules/validator.h"
 
 namespace pf::sched {
 namespace {
 
-Action F(int stage, int mb) { return Action{ActionKind::kForward, stage, mb}; }
-Action B(int stage, int mb) { return Action{ActionKind::kBackwardInput, stage, mb}; }
-Action W(int stage, int mb) { return Action{ActionKind::kBackwardWeight, stage, mb}; }
-Action BW(int stage, int mb) { return Action{ActionKind::kBackward, stage, mb}; }
-
-void require_one_chunk(const char* name, const GeneratorOptions& o) {
-  PF_CHECK_ARG(o.chunks == 1, name, " places one stage per rank: chunks must be 1, got ", o.chunks,
-               " (chunks > 1 is for interleaved-1f1b and bfs; zb-v has 2)");
-}
-
-void require_no_reverse(const char* name, const GeneratorOptions& o) {
-  PF_CHECK_ARG(!o.reverse_backward, "reverse_backward applies to bfs only, not to ", name);
-}
+using gen::add_steps;
+using gen::B;
+using gen::BW;
+using gen::F;
+using gen::W;
 
 Schedule make(const char* name, int micro_batches, Placement placement) {
-  Schedule s;
-  s.name = name;
-  s.num_micro_batches = micro_batches;
-  s.ranks.resize(static_cast<size_t>(placement.num_ranks));
-  s.placement = std::move(placement);
-  return s;
+  return gen::make_schedule(name, micro_batches, std::move(placement));
 }
-
-// One STEP per stage, right after that stage's last W/BW on its rank.
-void add_steps(Schedule& s) { insert_after_last_weight_gradient(s, ActionKind::kStep); }
+void require_one_chunk(const char* name, const GeneratorOptions& o) { gen::require_one_chunk(name, o.chunks); }
+void require_no_reverse(const char* name, const GeneratorOptions& o) {
+  gen::require_no_reverse(name, o.reverse_backward);
+}
 
 // ---- gpipe: all forwards, then all backwards (ascending, so gradients accumulate 0..m-1).
 Schedule gpipe(const GeneratorOptions& o) {
@@ -82,29 +70,12 @@ Schedule one_f_one_b(const GeneratorOptions& o) {
 // the other cases). The k-th forward runs entry k of the table [group 0 x chunk 0, group 0 x chunk 1,
 // ..., group 1 x chunk 0, ...]; the k-th backward runs entry k with the chunk reversed. Warm-up on rank
 // s: 2(p-s-1) + (v-1)*g0 forwards (g0 = the first group's size; = p in Megatron's case), capped at v*m.
-std::vector<int> interleave_groups(int p, int m) {
-  if (m % p == 0) return std::vector<int>(static_cast<size_t>(m / p), p);
-  if (m < p) return {m};
-  const int rounds = m / p;
-  const int base = m / rounds, extra = m % rounds;
-  std::vector<int> g(static_cast<size_t>(extra), base + 1);
-  g.insert(g.end(), static_cast<size_t>(rounds - extra), base);
-  return g;
-}
-
 Schedule interleaved(const GeneratorOptions& o) {
   require_no_reverse("interleaved-1f1b", o);
   const int p = o.ranks, m = o.micro_batches, v = o.chunks;
   Schedule s = make("interleaved-1f1b", m, Placement::looped(p, v));
-  const std::vector<int> groups = interleave_groups(p, m);
-  std::vector<std::pair<int, int>> table;  // (micro-batch, chunk)
-  int first = 0;
-  for (int g : groups) {
-    for (int c = 0; c < v; ++c) {
-      for (int mb = first; mb < first + g; ++mb) table.emplace_back(mb, c);
-    }
-    first += g;
-  }
+  const std::vector<int> groups = gen::interleave_groups(p, m);
+  const std::vector<std::pair<int, int>> table = gen::interleave_table(p, m, v);  // (micro-batch, chunk)
   const int total = v * m;
   for (int r = 0; r < p; ++r) {
     auto& list = s.ranks[static_cast<size_t>(r)];
@@ -184,9 +155,7 @@ Schedule zero_bubble_h(const GeneratorOptions& o, bool h2) {
 //   drain:   s x (chunk-0 B, chunk-1 B); (p-s) x (chunk-0 B, chunk-0 W); remaining chunk-1 W's;
 //            remaining chunk-0 W's (W's of a chunk always in micro-batch order)
 Schedule zero_bubble_v(const GeneratorOptions& o) {
-  PF_CHECK_ARG(o.chunks == 1 || o.chunks == 2,
-               "zb-v always has 2 chunks per rank (V placement); chunks must be 2 (or the default 1), got ",
-               o.chunks);
+  gen::require_v_chunks("zb-v", o.chunks);
   require_no_reverse("zb-v", o);
   const int p = o.ranks, m = o.micro_batches;
   const int n = std::max(2 * p - 1, m);

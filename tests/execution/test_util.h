@@ -60,14 +60,15 @@ inline Batch data_for(const Model& model, int micro_batches, int step) {
                                     100 + step);
 }
 
-// One synchronous generator with the chunks it takes; all eight of them.
+// One synchronous generator with the chunks it takes; all twelve of them.
 struct ScheduleCase {
   std::string schedule;
   int chunks;
 };
 inline std::vector<ScheduleCase> synchronous_schedules() {
   return {{"gpipe", 1}, {"1f1b", 1}, {"interleaved-1f1b", 2}, {"bfs", 2},
-          {"zb-h1", 1}, {"zb-h2", 1}, {"zb-v", 2},              {"zb-auto", 1}};
+          {"zb-h1", 1}, {"zb-h2", 1}, {"zb-v", 2},              {"zb-auto", 1},
+          {"interleaved-zb", 2}, {"dualpipe-v", 2}, {"v-half", 2}, {"v-min", 2}};
 }
 // A gtest parameter name: the parts joined by '_', '-' replaced by '_'.
 inline std::string test_name(const std::string& a, const std::string& b) {

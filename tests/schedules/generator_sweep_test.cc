@@ -18,8 +18,8 @@ namespace {
 class Sweep : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
 
 std::vector<int> chunk_choices(const std::string& name) {
-  if (name == "interleaved-1f1b" || name == "bfs") return {1, 2, 3, 4};
-  if (name == "zb-v") return {1, 2};  // 1 is the default and means 2
+  if (name == "interleaved-1f1b" || name == "interleaved-zb" || name == "bfs") return {1, 2, 3, 4};
+  if (name == "zb-v" || name == "dualpipe-v" || name == "v-half" || name == "v-min") return {1, 2};  // 1 means 2
   return {1};
 }
 
@@ -59,7 +59,8 @@ TEST_P(Sweep, ValidBeforeAndAfterLowering) {
 
 INSTANTIATE_TEST_SUITE_P(AllGenerators, Sweep,
                          ::testing::Combine(::testing::Values("gpipe", "1f1b", "interleaved-1f1b", "bfs",
-                                                              "zb-h1", "zb-h2", "zb-v"),
+                                                              "zb-h1", "zb-h2", "zb-v", "interleaved-zb",
+                                                              "dualpipe-v", "v-half", "v-min"),
                                             ::testing::Range(1, 9)),
                          [](const auto& info) {
                            std::string n = std::get<0>(info.param);
