@@ -478,7 +478,7 @@ class ScheduleTest(unittest.TestCase):
 
     def test_every_known_schedule_generates(self):
         for name in pipeforge.SCHEDULE_NAMES:
-            chunks = 2 if name in ("interleaved-1f1b", "bfs") else 1
+            chunks = 2 if name in ("interleaved-1f1b", "interleaved-zb", "bfs") else 1
             with pipeforge.Schedule.generate(name, stages=4, micro_batches=8, chunks=chunks) as schedule:
                 sim = schedule.simulate()
                 self.assertGreaterEqual(sim.makespan, sim.ideal, name)
