@@ -279,7 +279,7 @@ void RankExecutor::on_evaluation_forward(const Action& a) {
   const int s = a.stage, mb = a.micro_batch;
   const Stage& stage = (*stages_)[static_cast<size_t>(s)];
   Slot& sl = slot(a);
-  Tensor x = s == 0 ? batch_of(mb).inputs : std::move(sl.input);
+  Tensor x = s == 0 ? batch_of(mb).inputs : take_input(a, sl);
   PF_INTERNAL_CHECK(x.defined(), "rank ", rank_, ": ", sched::action_to_string(a), " has no input");
   x = stage.forward(std::move(x), sl.ctx);
   sl.ctx.clear();  // no backward follows
@@ -308,7 +308,7 @@ void RankExecutor::on_forward(const Action& a) {
   if (s == 0) {
     x = batch_of(mb).inputs;
   } else {
-    x = std::move(sl.input);
+    x = take_input(a, sl);
     PF_INTERNAL_CHECK(x.defined(), "rank ", rank_, ": ", sched::action_to_string(a), " has no input");
   }
   const auto& flags = recomputed_[static_cast<size_t>(s)];
@@ -342,7 +342,7 @@ void RankExecutor::on_backward(const Action& a) {
   const Stage& stage = (*stages_)[static_cast<size_t>(s)];
   Slot& sl = slot(a);
   if (store_) store_->restore(context_key(s, mb));  // waits for the prefetch issued by RELOAD
-  Tensor dy = std::move(sl.grad_output);
+  Tensor dy = take_grad_output(a, sl);
   PF_INTERNAL_CHECK(dy.defined(), "rank ", rank_, ": ", sched::action_to_string(a), " has no output gradient");
   PF_INTERNAL_CHECK(fused || !weights(s), "rank ", rank_, ": ", sched::action_to_string(a),
                     ": asynchronous and local-learning schedules run fused backwards");
@@ -385,8 +385,18 @@ void RankExecutor::on_send_f(const Action& a) {
 }
 
 void RankExecutor::on_recv_f(const Action& a) {
-  slot(a).input = transport_->recv(rank_of(a.stage - 1), MessageKey{MessageKind::kActivation, a.micro_batch, a.stage},
-                                   options_.timeout_seconds);
+  Slot& sl = slot(a);
+  sl.input_posted = true;
+  if (!options_.posted_receives) sl.input = take_input(a, sl);
+}
+
+Tensor RankExecutor::take_input(const Action& a, Slot& sl) {
+  if (sl.input_posted) {
+    sl.input_posted = false;
+    return transport_->recv(rank_of(a.stage - 1), MessageKey{MessageKind::kActivation, a.micro_batch, a.stage},
+                            options_.timeout_seconds);
+  }
+  return std::move(sl.input);
 }
 
 void RankExecutor::on_send_b(const Action& a) {
@@ -397,8 +407,18 @@ void RankExecutor::on_send_b(const Action& a) {
 }
 
 void RankExecutor::on_recv_b(const Action& a) {
-  slot(a).grad_output = transport_->recv(
-      rank_of(a.stage + 1), MessageKey{MessageKind::kGradient, a.micro_batch, a.stage}, options_.timeout_seconds);
+  Slot& sl = slot(a);
+  sl.grad_output_posted = true;
+  if (!options_.posted_receives) sl.grad_output = take_grad_output(a, sl);
+}
+
+Tensor RankExecutor::take_grad_output(const Action& a, Slot& sl) {
+  if (sl.grad_output_posted) {
+    sl.grad_output_posted = false;
+    return transport_->recv(rank_of(a.stage + 1), MessageKey{MessageKind::kGradient, a.micro_batch, a.stage},
+                            options_.timeout_seconds);
+  }
+  return std::move(sl.grad_output);
 }
 
 void RankExecutor::on_recompute(const Action& a) {

@@ -57,6 +57,9 @@ class RankExecutor {
     // ALLREDUCE(stage): starts the data-parallel reduction of the stage's gradients (asynchronous;
     // the trainer waits for it after the step). Unset: ALLREDUCE is a no-op (one replica).
     std::function<void(int stage)> on_allreduce;
+    // RECV_F / RECV_B are posted (irecv, retired by the consumer) instead of receiving at once;
+    // the trainer sets it for schedules that are deadlock-free only under posted semantics.
+    bool posted_receives = false;
   };
   // What one step of this rank produced.
   struct StepOutput {
@@ -122,6 +125,11 @@ class RankExecutor {
     Tensor held;         // balance: the packed activations this rank holds for the owner (HOLD..RETURN)
     Tensor head_input;   // local learning: the stage output, for its HEAD
     size_t bytes = 0;    // activation bytes the contexts hold (while offloaded: what comes back)
+    // Options::posted_receives: a RECV_F / RECV_B marks the slot and its consumer (F, or B/BW)
+    // takes the message when it needs it, as MPI's irecv + wait and PyTorch's runtime do, so a
+    // RECV placed ahead of other work (PyTorch's deferred receives) holds nothing up.
+    bool input_posted = false;
+    bool grad_output_posted = false;
   };
   using Handler = void (RankExecutor::*)(const sched::Action&);
 
@@ -142,6 +150,9 @@ class RankExecutor {
   StageWeights* weights(int stage) const;
 
   Slot& slot(const sched::Action& a);
+  // The stage input / output gradient of (a.stage, a.micro_batch), taking a posted RECV's message.
+  Tensor take_input(const sched::Action& a, Slot& sl);
+  Tensor take_grad_output(const sched::Action& a, Slot& sl);
   int rank_of(int stage) const { return schedule_->placement.rank_of(stage); }
   void on_forward(const sched::Action& a);
   void on_evaluation_forward(const sched::Action& a);
