@@ -278,8 +278,8 @@ struct Best {
 };
 
 // The handcrafted split-backward schedules are candidates too, where they fit the cap: the heuristic
-// is greedy, and on some costs (a T_comm comparable to T_B, or T_B well below T_F) one of them is
-// shorter. Their W's are in micro-batch order, like the heuristic's.
+// is greedy, and on some costs (a T_comm comparable to T_B; for the makespan objective, T_W above
+// T_F) one of them is shorter. Their W's are in micro-batch order, like the heuristic's.
 constexpr const char* kFixedCandidates[] = {"zb-h1", "zb-h2"};
 
 bool fits_cap(const SimulationResult& r, const CostModel& c, double limit) {
