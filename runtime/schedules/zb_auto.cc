@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <mutex>
 #include <optional>
@@ -14,6 +15,12 @@ namespace pf::sched {
 namespace {
 
 constexpr double kEps = 1e-9;
+
+// A rank's cap in bytes, with the slack both the builder and the fixed candidates' check use.
+double cap_bytes(double limit, double mem_b) {
+  const double cap = limit * mem_b;
+  return cap + kEps * std::max(1.0, cap);
+}
 
 struct Switches {
   bool allow_bubble_before_first_b = false;  // warm-up: stop adding F's once one would end late
@@ -32,7 +39,7 @@ class Builder {
         b_end_(static_cast<size_t>(p) * static_cast<size_t>(m), 0.0) {
     for (int j = 0; j < p; ++j) {
       Stage& s = st_[static_cast<size_t>(j)];
-      s.cap = limit * c.mem_b(j) + kEps * std::max(1.0, limit * c.mem_b(j));
+      s.cap = cap_bytes(limit, c.mem_b(j));
       s.order.reserve(static_cast<size_t>(3 * m));
     }
   }
@@ -242,6 +249,58 @@ bool Builder::build() {
   return true;
 }
 
+// How a candidate ranks under the objective: lexicographic, smaller is better.
+struct Score {
+  double first = std::numeric_limits<double>::infinity();
+  double second = std::numeric_limits<double>::infinity();
+};
+
+Score score_of(ZbAutoOptions::Objective objective, double max_span, double makespan) {
+  return objective == ZbAutoOptions::Objective::kMaxSpan ? Score{max_span, makespan}
+                                                         : Score{makespan, max_span};
+}
+
+bool better(const Score& a, const Score& b) {
+  const double tol = 1e-9 * std::max(1.0, std::fabs(a.first));
+  return a.first < b.first - tol || (a.first <= b.first + tol && a.second < b.second - tol);
+}
+
+// The best candidate seen so far.
+struct Best {
+  std::optional<Schedule> schedule;
+  Score score;
+  void offer(Score s, const std::function<Schedule()>& make) {
+    if (!better(s, score)) return;
+    score = s;
+    schedule = make();
+    schedule->name = "zb-auto";
+  }
+};
+
+// The handcrafted split-backward schedules are candidates too, where they fit the cap: the heuristic
+// is greedy, and on some costs (a T_comm comparable to T_B; for the makespan objective, T_W above
+// T_F) one of them is shorter. Their W's are in micro-batch order, like the heuristic's.
+constexpr const char* kFixedCandidates[] = {"zb-h1", "zb-h2"};
+
+bool fits_cap(const SimulationResult& r, const CostModel& c, double limit) {
+  for (size_t j = 0; j < r.peak_activation_bytes.size(); ++j)
+    if (r.peak_activation_bytes[j] > cap_bytes(limit, c.mem_b(static_cast<int>(j)))) return false;
+  return true;
+}
+
+void offer_fixed_schedules(int p, int m, const CostModel& c, double limit,
+                           ZbAutoOptions::Objective objective, Best* best) {
+  GeneratorOptions o;
+  o.ranks = p;
+  o.micro_batches = m;
+  for (const char* name : kFixedCandidates) {
+    Schedule s = generate_schedule(name, o);
+    const SimulationResult r = simulate(s, c);
+    if (!fits_cap(r, c, limit)) continue;
+    best->offer(score_of(objective, r.max_span, r.makespan), [&] { return std::move(s); });
+  }
+}
+
 }  // namespace
 
 Schedule generate_zb_auto(int ranks, int micro_batches, const CostModel& costs,
@@ -256,9 +315,7 @@ Schedule generate_zb_auto(int ranks, int micro_batches, const CostModel& costs,
                  ": M_W = ", costs.mem_w(j), " exceeds the cap ",
                  mem_limit_in_mb_units * costs.mem_b(j));
 
-  std::optional<Schedule> best;
-  double best_makespan = std::numeric_limits<double>::infinity();
-  double best_span = std::numeric_limits<double>::infinity();
+  Best best;
   for (int mask = 0; mask < 8; ++mask) {
     Switches sw;
     sw.allow_bubble_before_first_b = (mask & 1) != 0;
@@ -266,22 +323,15 @@ Schedule generate_zb_auto(int ranks, int micro_batches, const CostModel& costs,
     sw.greedy_w_in_small_gaps = (mask & 4) != 0;
     Builder builder(ranks, micro_batches, costs, mem_limit_in_mb_units, sw);
     if (!builder.build()) continue;
-    const double ms = builder.makespan(), span = builder.max_span();
-    const double tol = 1e-9 * std::max(1.0, ms);
-    const bool better =
-        options.objective == ZbAutoOptions::Objective::kMaxSpan
-            ? (span < best_span - tol || (span <= best_span + tol && ms < best_makespan - tol))
-            : (ms < best_makespan - tol || (ms <= best_makespan + tol && span < best_span - tol));
-    if (better) {
-      best_makespan = ms;
-      best_span = span;
-      best = builder.to_schedule();
-    }
+    best.offer(score_of(options.objective, builder.max_span(), builder.makespan()),
+               [&] { return builder.to_schedule(); });
   }
-  PF_CHECK_STATE(best.has_value(), "zb-auto: no order of ", micro_batches,
+  offer_fixed_schedules(ranks, micro_batches, costs, mem_limit_in_mb_units, options.objective,
+                        &best);
+  PF_CHECK_STATE(best.schedule.has_value(), "zb-auto: no order of ", micro_batches,
                  " micro-batches on ", ranks, " ranks fits the memory cap of ",
                  mem_limit_in_mb_units, " M_B");
-  return std::move(*best);
+  return std::move(*best.schedule);
 }
 
 void register_zb_auto_generator() {

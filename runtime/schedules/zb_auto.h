@@ -14,10 +14,14 @@
 //     skipping does not raise the largest cumulative bubble;
 //   * when F's and B's are done, the remaining W's, in micro-batch order.
 // All 8 combinations of the three switches are built and timed (the builder's times are exactly
-// the simulator's); the best by the objective wins. The paper's objective (and its "cost" in the
-// bubble rate) is the longest rank *span*: a rank's time from its own first action to its last,
-// SimulationResult::max_span; the alternative is the makespan. W's of a
-// stage are always in micro-batch order. The result has one stage per rank and passes the
+// the simulator's), as the paper's code does (zb.py, initial_solution; its optional ILP refinement
+// is not done here). The handcrafted zb-h1 and zb-h2 orders are timed too and are candidates where
+// their peak memory fits the cap, so zb-auto is never worse than a fixed zero-bubble schedule within
+// its cap (the greedy loses to them when T_comm is comparable to T_B, or for the makespan objective
+// when T_W > T_F). The best candidate by the objective wins; ties go to the heuristic. The paper's
+// objective (and its "cost" in the bubble rate) is the longest rank *span*: a rank's time from its
+// own first action to its last, SimulationResult::max_span; the alternative is the makespan. W's of
+// a stage are always in micro-batch order. The result has one stage per rank and passes the
 // validator; its peak activation memory per rank, sum(#F-without-B) * m_b + sum(#B-without-W) * m_w,
 // never exceeds the cap.
 #pragma once

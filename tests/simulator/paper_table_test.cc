@@ -92,6 +92,25 @@ TEST(ZeroBubblePaperTable5, Zb1p) { check_zb_auto(1.0, &ZeroBubbleSetting::bubbl
 
 TEST(ZeroBubblePaperTable5, Zb2p) { check_zb_auto(2.0, &ZeroBubbleSetting::bubble_zb_2p); }
 
+TEST(ZeroBubblePaperTable5, Zb2pOnTheIssueSetting) {
+  // 1.5B, p = 8, m = 24, cap 2p: the paper's 0.0433 is the span rate. The makespan rate (0.1083)
+  // also counts the last rank's start-up, at least (p-1)(T_F+T_comm) for every order of equal
+  // ranks (rank p-1 cannot start before F(0) has passed through p-1 stages), so no schedule gets it
+  // below (p-1)(T_F+T_comm) / (m(T_F+T_B+T_W) + (p-1)(T_F+T_comm)) = 0.10825; zb-auto is within
+  // 1e-4 of that floor.
+  const ZeroBubbleSetting& s = kZeroBubbleSettings[0];
+  ASSERT_EQ(s.p, 8);
+  ASSERT_EQ(s.m, 24);
+  const CostModel c = paper_costs(s);
+  const SimulationResult r = simulate(generate_zb_auto(s.p, s.m, c, 2.0 * s.p), c);
+  EXPECT_NEAR(r.span_bubble_rate, 0.0433, kFourDecimals);
+  const double start_up = (s.p - 1) * (s.t_f + s.t_comm);
+  const double floor = start_up / (s.m * (s.t_f + s.t_b + s.t_w) + start_up);
+  EXPECT_NEAR(floor, 0.10825, 1e-5);
+  EXPECT_GE(r.bubble_rate, floor - 1e-12);
+  EXPECT_LE(r.bubble_rate, floor + 1e-4);
+}
+
 TEST(ZeroBubblePaperTable5, MemoryRatioFromTable1) {
   // 32h / (34h + 5as) with s = 1024: 1.5B (h 2304, a 24) and the h/a = 128 models.
   EXPECT_NEAR(paper::mw_over_mb(kZeroBubbleSettings[0]), 73728.0 / 201216.0, 1e-15);

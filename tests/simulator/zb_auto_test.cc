@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/core/error.h"
@@ -43,6 +44,24 @@ TEST(ZbAuto, IsRegistered) {
   EXPECT_THROW(generate_schedule("zb-auto", bad), Error);
 }
 
+// The guarantees every zb-auto order keeps: valid, each stage's W's in micro-batch order (the
+// sequential trainer's accumulation order), and no rank above its cap.
+void expect_valid_within_cap(const Schedule& s, const CostModel& cm, double cap,
+                             const std::string& where) {
+  const ValidationReport report = validate(s);
+  ASSERT_TRUE(report.ok()) << where << "\n" << report.to_string();
+  std::vector<int> in_order(static_cast<size_t>(s.num_micro_batches));
+  std::iota(in_order.begin(), in_order.end(), 0);
+  for (int stage = 0; stage < s.num_stages(); ++stage)
+    EXPECT_EQ(weight_gradient_order(s, stage), in_order) << where;
+  const SimulationResult r = simulate(s, cm);
+  for (int rank = 0; rank < s.num_ranks(); ++rank)
+    EXPECT_LE(r.peak_activation_bytes[static_cast<size_t>(rank)],
+              cap * cm.mem_b(rank) + 1e-9)
+        << where << " rank " << rank;
+  EXPECT_GE(r.bubble_rate, -1e-12) << where;
+}
+
 TEST(ZbAuto, ValidWithinCapAndWeightGradientsInOrder) {
   struct C {
     double f, b, w, comm, mw;
@@ -56,20 +75,9 @@ TEST(ZbAuto, ValidWithinCapAndWeightGradientsInOrder) {
           const double cap = cap_per_p == 0.0 ? 1.0 : cap_per_p * p;  // 0 stands for one M_B
           const double mb_bytes = 2.0;
           const CostModel cm = CostModel::uniform(p, c.f, c.b, c.w, c.comm, mb_bytes, c.mw * mb_bytes);
-          const Schedule s = generate_zb_auto(p, m, cm, cap);
-          const std::string where = "p=" + std::to_string(p) + " m=" + std::to_string(m) +
-                                    " cap=" + std::to_string(cap);
-          const ValidationReport report = validate(s);
-          ASSERT_TRUE(report.ok()) << where << "\n" << report.to_string();
-          std::vector<int> in_order(static_cast<size_t>(m));
-          std::iota(in_order.begin(), in_order.end(), 0);
-          for (int stage = 0; stage < p; ++stage)
-            EXPECT_EQ(weight_gradient_order(s, stage), in_order) << where;
-          const SimulationResult r = simulate(s, cm);
-          for (int rank = 0; rank < p; ++rank)
-            EXPECT_LE(r.peak_activation_bytes[static_cast<size_t>(rank)], cap * mb_bytes + 1e-9)
-                << where << " rank " << rank;
-          EXPECT_GE(r.bubble_rate, -1e-12);
+          expect_valid_within_cap(generate_zb_auto(p, m, cm, cap), cm, cap,
+                                  "p=" + std::to_string(p) + " m=" + std::to_string(m) +
+                                      " cap=" + std::to_string(cap));
         }
 }
 
@@ -85,6 +93,84 @@ TEST(ZbAuto, AtLeastAsGoodAsTheHandcraftedSchedules) {
       const SimulationResult z2 = simulate(generate_zb_auto(p, m, c, 2 * p), c);
       EXPECT_NEAR(z2.span_bubble_rate, 0.0, 1e-12) << "p=" << p << " m=" << m;
       EXPECT_LE(z2.max_span, z1.max_span + 1e-9);
+    }
+}
+
+// The objective's primary measure of a timed schedule.
+double objective_value(const SimulationResult& r, ZbAutoOptions::Objective objective) {
+  return objective == ZbAutoOptions::Objective::kMaxSpan ? r.max_span : r.makespan;
+}
+
+// Largest per-rank peak of activation bytes, in units of M_B (= 1 in the grid below).
+double peak_in_mb(const SimulationResult& r) {
+  return *std::max_element(r.peak_activation_bytes.begin(), r.peak_activation_bytes.end());
+}
+
+TEST(ZbAuto, NeverWorseThanAFixedZeroBubbleScheduleWithinItsCap) {
+  // Under either objective, with caps p, 1.5p and 2p, zb-auto matches or beats ZB-H1 and ZB-H2
+  // wherever their peak memory fits the cap (ZB-H1 fits p and ZB-H2 2p, as M_W <= M_B here). The
+  // grid covers T_W close to T_F, T_W above it, T_B below T_F and a T_comm as large as T_B.
+  struct C {
+    double f, b, w, comm;
+  };
+  const std::vector<C> costs = {{1, 1, 1, 0},      {1, 1, 0.9, 0.05}, {1, 1, 0.95, 0},
+                                {1, 1, 1.1, 0.1},  {1, 1, 2, 0.1},    {1, 2, 1, 0.1},
+                                {2, 1, 1, 0.1},    {1, 1, 0.3, 0.1},  {1, 0.5, 0.2, 1.5},
+                                {1, 0.5, 0.9, 1.5}, {2, 2, 1, 1.5},   {18.522, 18.086, 9.337, 0.601}};
+  using Objective = ZbAutoOptions::Objective;
+  for (const C& c : costs)
+    for (double mw : {0.0, 0.5, 1.0})
+      for (int p = 2; p <= 8; ++p)
+        for (int m : {p, 2 * p, 3 * p}) {
+          const CostModel cm = CostModel::uniform(p, c.f, c.b, c.w, c.comm, 1.0, mw);
+          const std::vector<std::pair<std::string, SimulationResult>> fixed = {
+              {"zb-h1", simulate(gen("zb-h1", p, m), cm)},
+              {"zb-h2", simulate(gen("zb-h2", p, m), cm)}};
+          ASSERT_LE(peak_in_mb(fixed[0].second), p + 1e-9);
+          ASSERT_LE(peak_in_mb(fixed[1].second), 2 * p + 1e-9);
+          for (Objective objective : {Objective::kMaxSpan, Objective::kMakespan})
+            for (double cap : {1.0 * p, 1.5 * p, 2.0 * p}) {
+              ZbAutoOptions o;
+              o.objective = objective;
+              const std::string where =
+                  "F " + std::to_string(c.f) + " B " + std::to_string(c.b) + " W " +
+                  std::to_string(c.w) + " comm " + std::to_string(c.comm) + " M_W " +
+                  std::to_string(mw) + " p=" + std::to_string(p) + " m=" + std::to_string(m) +
+                  " cap " + std::to_string(cap) +
+                  (objective == Objective::kMaxSpan ? " span" : " makespan");
+              const Schedule z = generate_zb_auto(p, m, cm, cap, o);
+              expect_valid_within_cap(z, cm, cap, where);
+              const double ours = objective_value(simulate(z, cm), objective);
+              for (const auto& [name, r] : fixed)
+                if (peak_in_mb(r) <= cap + 1e-9)
+                  EXPECT_LE(ours, objective_value(r, objective) + 1e-9) << where << " vs " << name;
+            }
+        }
+}
+
+// Largest idle time of one rank within its own span (first action to last).
+double max_span_idle(const SimulationResult& r) {
+  double idle = 0.0;
+  for (size_t j = 0; j < r.busy.size(); ++j)
+    idle = std::max(idle, r.finish[j] - r.first_start[j] - r.busy[j]);
+  return idle;
+}
+
+TEST(ZbAuto, CoversZbH2WhenTwIsCloseToTf) {
+  // ZB-H2's fixed order leaves (p-1)(T_F+T_B-2T_W) idle on some rank when T_W < T_F (T_F = T_B,
+  // T_comm = 0); zb-auto with cap 2p never leaves more, and none at all once m >= 3p.
+  const int p = 8;
+  for (double tw : {0.7, 0.8, 0.9, 0.95, 1.0, 1.1})
+    for (int m : {2 * p, 3 * p, 4 * p}) {
+      const CostModel cm = CostModel::uniform(p, 1.0, 1.0, tw, 0.0, 1.0, 0.5);
+      const double h2_idle = std::max(0.0, (p - 1) * (2.0 - 2.0 * tw));
+      const std::string where = "T_W " + std::to_string(tw) + " m=" + std::to_string(m);
+      EXPECT_NEAR(max_span_idle(simulate(gen("zb-h2", p, m), cm)), h2_idle, 1e-9) << where;
+      const double auto_idle = max_span_idle(simulate(generate_zb_auto(p, m, cm, 2 * p), cm));
+      EXPECT_LE(auto_idle, h2_idle + 1e-9) << where;
+      if (m >= 3 * p) {
+        EXPECT_NEAR(auto_idle, 0.0, 1e-9) << where;
+      }
     }
 }
 
