@@ -9,6 +9,7 @@
 #include "runtime/core/error.h"
 #include "runtime/schedules/generator_parts.h"
 #include "runtime/schedules/generators.h"
+#include "runtime/schedules/v_building_block.h"
 
 namespace pf::sched {
 namespace {
@@ -201,6 +202,16 @@ class Builder {
   std::vector<double> f_end_, b_end_;
 };
 
+// The building block's peak follows from its timing, not from a check while building: keep it
+// only where it fits.
+bool within_cap(const SimulationResult& sim, const Schedule& s, const CostModel& c, double cap_units) {
+  for (int r = 0; r < s.num_ranks(); ++r) {
+    const double cap = cap_units * (c.mem_b(r) + c.mem_b(2 * s.num_ranks() - 1 - r));
+    if (sim.peak_activation_bytes[static_cast<size_t>(r)] > cap + kEps * std::max(1.0, cap)) return false;
+  }
+  return true;
+}
+
 Schedule registered(const char* name, const GeneratorOptions& o, int cap) {
   gen::require_v_chunks(name, o.chunks);
   gen::require_no_reverse(name, o.reverse_backward);
@@ -229,12 +240,19 @@ Schedule generate_capped_v(const char* name, int ranks, int micro_batches, const
                cap_in_micro_batches);
   std::optional<Schedule> best;
   double best_makespan = kNever, best_span = kNever;
-  for (int mask = 0; mask < 8; ++mask) {
-    Builder builder(ranks, micro_batches, costs, cap_in_micro_batches,
-                    Switches{(mask & 1) != 0, (mask & 2) != 0, (mask & 4) != 0});
-    if (!builder.build()) continue;
-    Schedule s = builder.to_schedule(name);
+  for (int mask = 0; mask <= 8; ++mask) {
+    std::optional<Schedule> candidate;
+    if (mask < 8) {
+      Builder builder(ranks, micro_batches, costs, cap_in_micro_batches,
+                      Switches{(mask & 1) != 0, (mask & 2) != 0, (mask & 4) != 0});
+      if (builder.build()) candidate = builder.to_schedule(name);
+    } else {
+      candidate = v_building_block_schedule(name, ranks, micro_batches, costs);
+    }
+    if (!candidate) continue;
+    Schedule& s = *candidate;
     const SimulationResult sim = simulate(s, costs);
+    if (mask == 8 && !within_cap(sim, s, costs, cap_in_micro_batches)) continue;
     const double tol = 1e-9 * std::max(1.0, sim.makespan);
     if (sim.makespan < best_makespan - tol ||
         (sim.makespan <= best_makespan + tol && sim.max_span < best_span - tol)) {
