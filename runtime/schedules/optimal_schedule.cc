@@ -112,36 +112,33 @@ Schedule sequential_order(int ranks, int m) {
   return s;
 }
 
+// No zb-auto order fits: kFailedPrecondition from generate_zb_auto, which leaves the others.
+std::optional<Schedule> zb_auto_if_it_fits(int ranks, int m, const CostModel& costs, double cap,
+                                           ZbAutoOptions::Objective objective) {
+  ZbAutoOptions o;
+  o.objective = objective;
+  try {
+    return generate_zb_auto(ranks, m, costs, cap, o);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kFailedPrecondition) throw;
+    return std::nullopt;
+  }
+}
+
 std::optional<Candidate> best_heuristic(int ranks, int m, const CostModel& costs, double cap) {
-  std::vector<std::pair<std::string, Schedule>> orders;
-  for (const char* name : {"gpipe", "1f1b", "zb-h1", "zb-h2"}) {
-    GeneratorOptions o;
-    o.ranks = ranks;
-    o.micro_batches = m;
-    orders.emplace_back(name, generate_schedule(name, o));
-  }
-  for (auto objective : {ZbAutoOptions::Objective::kMakespan, ZbAutoOptions::Objective::kMaxSpan}) {
-    ZbAutoOptions o;
-    o.objective = objective;
-    try {
-      orders.emplace_back("zb-auto", generate_zb_auto(ranks, m, costs, cap, o));
-    } catch (const Error& e) {
-      if (e.code() != ErrorCode::kFailedPrecondition) throw;  // no zb-auto order fits this cap
-    }
-  }
-  orders.emplace_back("sequential", sequential_order(ranks, m));
+  std::vector<Schedule> orders = one_stage_per_rank_heuristics(ranks, m, costs, cap);
+  if (auto by_makespan = zb_auto_if_it_fits(ranks, m, costs, cap, ZbAutoOptions::Objective::kMakespan))
+    orders.push_back(std::move(*by_makespan));
+  orders.push_back(sequential_order(ranks, m));
   std::optional<Candidate> best;
-  for (auto& [name, schedule] : orders) {
+  for (Schedule& schedule : orders) {
     Schedule split = split_backwards(std::move(schedule));
     if (!fifo_per_kind(split)) continue;
     const SimulationResult sim = simulate(split, costs);
-    bool fits = true;
-    for (int s = 0; s < ranks; ++s) {
-      const double limit = cap * costs.mem_b(s);
-      fits = fits && sim.peak_activation_bytes[static_cast<size_t>(s)] <= limit * (1.0 + kRelTol);
+    if (fits_memory_cap(sim, costs, cap) && (!best || sim.makespan < best->makespan * (1.0 - kRelTol))) {
+      const std::string source = split.name;
+      best = Candidate{std::move(split), sim.makespan, source};
     }
-    if (fits && (!best || sim.makespan < best->makespan * (1.0 - kRelTol)))
-      best = Candidate{std::move(split), sim.makespan, name};
   }
   return best;
 }
@@ -377,6 +374,28 @@ Schedule schedule_of(const Model& md, const std::vector<double>& x, int p, int m
 }  // namespace
 
 bool optimal_solver_available() { return milp_solver_available(); }
+
+std::vector<Schedule> one_stage_per_rank_heuristics(int ranks, int micro_batches, const CostModel& costs,
+                                                    double mem_cap_in_mb_units) {
+  std::vector<Schedule> out;
+  for (const char* name : {"gpipe", "1f1b", "zb-h1", "zb-h2"}) {
+    GeneratorOptions o;
+    o.ranks = ranks;
+    o.micro_batches = micro_batches;
+    out.push_back(generate_schedule(name, o));
+  }
+  if (auto zb = zb_auto_if_it_fits(ranks, micro_batches, costs, mem_cap_in_mb_units, ZbAutoOptions{}.objective))
+    out.push_back(std::move(*zb));
+  return out;
+}
+
+bool fits_memory_cap(const SimulationResult& sim, const CostModel& costs, double mem_cap_in_mb_units) {
+  for (size_t r = 0; r < sim.peak_activation_bytes.size(); ++r) {
+    const double cap = mem_cap_in_mb_units * costs.mem_b(static_cast<int>(r));
+    if (sim.peak_activation_bytes[r] > cap * (1.0 + kRelTol)) return false;
+  }
+  return true;
+}
 
 double makespan_lower_bound(int ranks, int micro_batches, const CostModel& costs) {
   PF_CHECK_ARG(ranks >= 1 && micro_batches >= 1, "makespan_lower_bound: ranks and micro_batches must be >= 1, got ",

@@ -41,6 +41,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "runtime/schedules/ir.h"
 #include "runtime/schedules/simulator.h"
@@ -84,5 +85,14 @@ double makespan_lower_bound(int ranks, int micro_batches, const CostModel& costs
 
 // True when this build has the MILP solver (GLPK).
 bool optimal_solver_available();
+
+// The one-stage-per-rank heuristic orders the solver starts from (and the benchmark compares with):
+// gpipe, 1f1b, zb-h1, zb-h2 and zb-auto for these costs and cap (left out when no zb-auto order
+// fits it). Each keeps its generator's name; the first four need not fit the cap.
+std::vector<Schedule> one_stage_per_rank_heuristics(int ranks, int micro_batches, const CostModel& costs,
+                                                    double mem_cap_in_mb_units);
+
+// True when every rank's simulated peak activation memory is within mem_cap_in_mb_units * M_B(s).
+bool fits_memory_cap(const SimulationResult& sim, const CostModel& costs, double mem_cap_in_mb_units);
 
 }  // namespace pf::sched
