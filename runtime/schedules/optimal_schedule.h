@@ -36,8 +36,9 @@
 // micro-batches j..i would all hold M_B at once over the cap (likewise x_FW with min(M_B, M_W)).
 //
 // Limits: 1.5 p m (m-1) binaries; sizes past kMaxOptimalOrderVariables are refused before anything
-// is built. GLPK's branch-and-cut proves p <= 4, m <= 8 in seconds to minutes (docs/SCHEDULES.md,
-// "Optimal schedules"); beyond that the time limit usually ends the search with the best order found.
+// is built. GLPK's branch-and-cut proves every setting of the benchmark grid (p <= 4, m <= 2p; the
+// slowest, p = 4, m = 8, cap p, in about 20 s; docs/SCHEDULES.md, "Optimal schedules"); larger ones
+// usually end at the time limit with the best order found.
 #pragma once
 
 #include <string>
