@@ -32,6 +32,9 @@ DEBIAN_PACKAGES=(
   openmpi-bin              # mpirun (tests and `mpirun -np N pipeforge train`)
   pkg-config               # the installed C library's pipeforge.pc (tests/packaging, the Go module's cgo flags)
   unzip                    # tests/packaging: the jar's manifest
+  libglpk-dev              # GLPK's MILP solver (static libglpk.a): the exact schedule solver, runtime/schedules/optimal_schedule
+  libltdl-dev              # libltdl.a and zlib1g-dev's libz.a: what the static libglpk.a links against
+  zlib1g-dev
 )
 
 # Installed when the archive has them; a machine without them skips the tests that need them.

@@ -1,6 +1,7 @@
 #include "runtime/schedules/zb_auto.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -301,7 +302,12 @@ void offer_fixed_schedules(int p, int m, const CostModel& c, double limit,
   }
 }
 
+// ZbAutoOptions::exact_time_limit_s: the exact solver's hook (optimal_schedule.cc holds the logic).
+std::atomic<ZbAutoExactSolver> g_exact_solver{nullptr};
+
 }  // namespace
+
+void set_zb_auto_exact_solver(ZbAutoExactSolver solver) { g_exact_solver.store(solver); }
 
 Schedule generate_zb_auto(int ranks, int micro_batches, const CostModel& costs,
                           double mem_limit_in_mb_units, const ZbAutoOptions& options) {
@@ -310,6 +316,8 @@ Schedule generate_zb_auto(int ranks, int micro_batches, const CostModel& costs,
                "zb-auto: the memory limit must be >= 1 micro-batch (M_B), got ",
                mem_limit_in_mb_units);
   costs.check(ranks);
+  PF_CHECK_ARG(std::isfinite(options.exact_time_limit_s) && options.exact_time_limit_s >= 0.0,
+               "zb-auto: exact_time_limit_s must be finite and >= 0, got ", options.exact_time_limit_s);
   for (int j = 0; j < ranks; ++j)
     PF_CHECK_ARG(costs.mem_w(j) <= mem_limit_in_mb_units * costs.mem_b(j), "zb-auto: stage ", j,
                  ": M_W = ", costs.mem_w(j), " exceeds the cap ",
@@ -331,6 +339,15 @@ Schedule generate_zb_auto(int ranks, int micro_batches, const CostModel& costs,
   PF_CHECK_STATE(best.schedule.has_value(), "zb-auto: no order of ", micro_batches,
                  " micro-batches on ", ranks, " ranks fits the memory cap of ",
                  mem_limit_in_mb_units, " M_B");
+  if (options.exact_time_limit_s > 0.0) {
+    const double best_makespan =
+        options.objective == ZbAutoOptions::Objective::kMaxSpan ? best.score.second : best.score.first;
+    const ZbAutoExactSolver exact = g_exact_solver.load();
+    PF_CHECK_STATE(exact != nullptr, "zb-auto: exact_time_limit_s needs the exact solver: link //runtime/schedules:optimal");
+    if (auto shorter = exact(ranks, micro_batches, costs, mem_limit_in_mb_units, options.exact_time_limit_s,
+                             best_makespan))
+      return std::move(*shorter);
+  }
   return std::move(*best.schedule);
 }
 

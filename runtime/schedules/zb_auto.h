@@ -26,6 +26,8 @@
 // never exceeds the cap.
 #pragma once
 
+#include <optional>
+
 #include "runtime/schedules/ir.h"
 #include "runtime/schedules/simulator.h"
 
@@ -37,7 +39,19 @@ struct ZbAutoOptions {
     kMakespan,  // shortest makespan, ties by longest span
   };
   Objective objective = Objective::kMaxSpan;
+  // > 0: also run the exact solver (optimal_schedule.h) for up to this many seconds and return its
+  // order when it proves an optimum with a shorter makespan than the heuristic's. Needs
+  // //runtime/schedules:optimal linked in; sizes it refuses, and builds without GLPK, keep the
+  // heuristic's order. 0 = off.
+  double exact_time_limit_s = 0.0;
 };
+
+// The exact solver behind exact_time_limit_s: a proven order shorter than heuristic_makespan, or
+// nothing. //runtime/schedules:optimal installs it from a static initialiser. Thread-safe.
+using ZbAutoExactSolver = std::optional<Schedule> (*)(int ranks, int micro_batches, const CostModel& costs,
+                                                      double mem_limit_in_mb_units, double time_limit_s,
+                                                      double heuristic_makespan);
+void set_zb_auto_exact_solver(ZbAutoExactSolver solver);
 
 // `costs` must have `ranks` stages (one per rank). mem_limit_in_mb_units >= 1: the cap of rank s is
 // mem_limit_in_mb_units * costs.mem_b(s). Throws kInvalidArgument on bad arguments and
