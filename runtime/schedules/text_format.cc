@@ -1,7 +1,5 @@
 #include "runtime/schedules/text_format.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cctype>
 #include <fstream>
@@ -12,6 +10,7 @@
 #include "runtime/core/control_characters.h"
 #include "runtime/core/error.h"
 #include "runtime/core/limits.h"
+#include "runtime/schedules/text_rows.h"
 
 namespace pf::sched {
 namespace {
@@ -61,10 +60,7 @@ int positive_value(const std::string& key, const std::string& value, int line, i
   return std::stoi(value);
 }
 
-struct RankLine {
-  int line = 0;
-  std::vector<std::pair<Action, std::string>> actions;  // action and its token
-};
+using RankLine = ReadRank;
 
 struct Header {
   std::optional<std::string> name;
@@ -153,7 +149,7 @@ Schedule parse_schedule(const std::string& text) {
         PF_CHECK_ARG(a.stage < limits::kMaxStages && a.micro_batch < limits::kMaxMicroBatches,
                      "schedule text line ", line_no, ", token '", tok, "': stage or micro-batch beyond the limits (",
                      limits::kMaxStages, " stages, ", limits::kMaxMicroBatches, " micro-batches)");
-        rl.actions.emplace_back(a, tok);
+        rl.actions.push_back(ReadAction{a, tok});
       }
     };
     const size_t colon = t.find(':');
@@ -325,28 +321,7 @@ Schedule parse_schedule(const std::string& text) {
         break;
     }
   } else {
-    std::vector<int> map(static_cast<size_t>(stages), -1);
-    std::vector<int> where(static_cast<size_t>(stages), 0);  // line of first sighting
-    for (int r = 0; r < ranks; ++r) {
-      const RankLine& rl = lines[static_cast<size_t>(r)];
-      for (const auto& [a, tok] : rl.actions) {
-        int& owner = map[static_cast<size_t>(a.stage)];
-        PF_CHECK_ARG(owner == -1 || owner == r, "schedule text line ", rl.line, ", token '", tok,
-                     "': stage ", a.stage, " appears on rank ", owner, " (line ",
-                     where[static_cast<size_t>(a.stage)], ") and on rank ", r,
-                     "; a stage lives on one rank");
-        if (owner == -1) where[static_cast<size_t>(a.stage)] = rl.line;
-        owner = r;
-      }
-    }
-    for (int s = 0; s < stages; ++s) {
-      PF_CHECK_ARG(map[static_cast<size_t>(s)] >= 0, "schedule text: stage ", s,
-                   " has no actions on any rank, so its rank cannot be inferred; add a "
-                   "'placement:' line");
-    }
-    placement.kind = classify_placement(ranks, map);
-    placement.num_ranks = ranks;
-    placement.stage_to_rank = std::move(map);
+    placement = infer_placement(lines, stages, "schedule text", "token", "; add a 'placement:' line");
   }
 
   for (const RankLine& rl : lines) {
@@ -373,18 +348,9 @@ Schedule parse_schedule(const std::string& text) {
 }
 
 Schedule read_schedule_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(ErrorCode::kIoError, "cannot open schedule file '", path, "'");
-  struct stat st;
-  PF_CHECK_ARG(::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode), "schedule file '", path,
-               "' is not a regular file");
-  PF_CHECK_ARG(static_cast<uint64_t>(st.st_size) <= limits::kMaxScheduleTextBytes, "schedule file '", path, "': ",
-               st.st_size, " bytes, more than the limit of ", limits::kMaxScheduleTextBytes);
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) fail(ErrorCode::kIoError, "cannot read schedule file '", path, "'");
+  const std::string text = read_schedule_text_file(path);
   try {
-    return parse_schedule(buf.str());
+    return parse_schedule(text);
   } catch (const Error& e) {
     fail(e.code(), path, ": ", e.what());
   }
