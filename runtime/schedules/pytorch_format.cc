@@ -50,13 +50,6 @@ const char* pytorch_name(ActionKind kind) {
   return nullptr;
 }
 
-std::string trim(const std::string& s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return s.substr(b, e - b);
-}
-
 // Where a cell is, for messages: "PyTorch CSV line 2 (rank 1), cell 3 '1I0'".
 struct CellAt {
   int line;
@@ -129,8 +122,8 @@ std::vector<Action> expand_overlap(const std::vector<Action>& sub_actions, const
 
 // The actions of one cell: none (idle, dropped), one, or an overlap's sub-actions.
 std::vector<Action> parse_cell(const std::string& raw, const CellAt& at, std::vector<std::string>& dropped) {
-  std::string text = trim(raw);
-  if (text.size() >= 2 && text.front() == '"' && text.back() == '"') text = trim(text.substr(1, text.size() - 2));
+  std::string text = trim_blanks(raw);
+  if (text.size() >= 2 && text.front() == '"' && text.back() == '"') text = trim_blanks(text.substr(1, text.size() - 2));
   if (text.empty() || text == "None") return {};
   if (text.front() != '(') {
     const std::optional<Action> a = parse_simple(text, at, dropped);
@@ -146,7 +139,7 @@ std::vector<Action> parse_cell(const std::string& raw, const CellAt& at, std::ve
   while (pos <= inner.size()) {
     size_t end = inner.find(';', pos);
     if (end == std::string::npos) end = inner.size();
-    const std::string sub = trim(inner.substr(pos, end - pos));
+    const std::string sub = trim_blanks(inner.substr(pos, end - pos));
     PF_CHECK_ARG(!sub.empty(), where(at), ": empty sub-action");
     PF_CHECK_ARG(sub.front() != '(', where(at), ": nested compound actions");
     if (const std::optional<Action> a = parse_simple(sub, at, dropped)) subs.push_back(*a);
@@ -179,7 +172,7 @@ PytorchCsv parse_pytorch_csv(const std::string& text) {
     for (int cell = 1;; ++cell) {
       size_t cell_end = row.find(',', cell_begin);
       if (cell_end == std::string::npos) cell_end = row.size();
-      const std::string cell_text = trim(row.substr(cell_begin, cell_end - cell_begin));
+      const std::string cell_text = trim_blanks(row.substr(cell_begin, cell_end - cell_begin));
       for (const Action& a : parse_cell(cell_text, CellAt{line, cell, cell_text}, out.dropped))
         rank.actions.push_back(ReadAction{a, cell_text});
       if (cell_end == row.size()) break;

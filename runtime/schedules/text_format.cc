@@ -18,14 +18,6 @@ namespace {
 constexpr const char* kMagic = "# pipeforge schedule";
 constexpr const char* kVersion = "v1";
 
-std::string trim(const std::string& s) {
-  size_t b = 0;
-  size_t e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return s.substr(b, e - b);
-}
-
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
@@ -84,7 +76,7 @@ void check_placement_text(const Placement& p) {
 std::string schedule_to_text(const Schedule& schedule) {
   const Placement& p = schedule.placement;
   PF_CHECK_ARG(schedule.name.find_first_of("\r\n") == std::string::npos &&
-                   trim(schedule.name) == schedule.name,
+                   trim_blanks(schedule.name) == schedule.name,
                "schedule_to_text: the name '", schedule.name,
                "' has a line break or leading/trailing blanks, which the text form cannot carry");
   check_placement_text(p);
@@ -123,12 +115,12 @@ Schedule parse_schedule(const std::string& text) {
   int line_no = 0;
   while (std::getline(in, raw)) {
     ++line_no;
-    const std::string t = trim(raw);
+    const std::string t = trim_blanks(raw);
     if (t.empty()) continue;
     if (t[0] == '#') {
       const std::string magic = kMagic;
       if (t.compare(0, magic.size(), magic) == 0) {
-        const std::string version = trim(t.substr(magic.size()));
+        const std::string version = trim_blanks(t.substr(magic.size()));
         PF_CHECK_ARG(version == kVersion, "schedule text line ", line_no,
                      ": unsupported format version '", version, "' (this build reads ", kVersion,
                      ")");
@@ -163,12 +155,12 @@ Schedule parse_schedule(const std::string& text) {
       bare.push_back(std::move(rl));
       continue;
     }
-    const std::string key = lower(trim(t.substr(0, colon)));
-    const std::string value = trim(t.substr(colon + 1));
+    const std::string key = lower(trim_blanks(t.substr(0, colon)));
+    const std::string value = trim_blanks(t.substr(colon + 1));
     if (key.compare(0, 4, "rank") == 0 && key != "ranks") {
-      const std::string index_text = trim(key.substr(4));
+      const std::string index_text = trim_blanks(key.substr(4));
       PF_CHECK_ARG(is_uint(index_text), "schedule text line ", line_no, ": bad rank label '",
-                   trim(t.substr(0, colon)), "' (expected 'rank <N>:')");
+                   trim_blanks(t.substr(0, colon)), "' (expected 'rank <N>:')");
       const int r = std::stoi(index_text);
       PF_CHECK_ARG(r < limits::kMaxRanks, "schedule text line ", line_no, ": rank ", r,
                    " is beyond the limit of ", limits::kMaxRanks, " ranks");

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <cctype>
 #include <cstdint>
 #include <fstream>
 #include <sstream>
@@ -36,6 +37,13 @@ Placement infer_placement(const std::vector<ReadRank>& ranks, int stages, const 
   placement.num_ranks = num_ranks;
   placement.stage_to_rank = std::move(map);
   return placement;
+}
+
+std::string trim_blanks(const std::string& s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return s.substr(b, e - b);
 }
 
 std::string read_schedule_text_file(const std::string& path) {

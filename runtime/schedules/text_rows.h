@@ -26,6 +26,9 @@ struct ReadRank {
 Placement infer_placement(const std::vector<ReadRank>& ranks, int stages, const std::string& source,
                           const std::string& item, const std::string& missing_hint);
 
+// `s` without leading and trailing whitespace.
+std::string trim_blanks(const std::string& s);
+
 // The file's text, after checking that it is a regular file of at most kMaxScheduleTextBytes
 // (kIoError / kInvalidArgument naming the path).
 std::string read_schedule_text_file(const std::string& path);
