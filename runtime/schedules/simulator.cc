@@ -167,6 +167,8 @@ class Simulator {
   void dependencies(int rank, const Action& a, std::vector<Dep>* deps) const;
   std::string describe(int rank, int index) const;
   [[noreturn]] void deadlock() const;
+  // Posted: moves every RECV's zero-length mark from its posting to its data's arrival.
+  void place_posted_recvs(std::vector<std::vector<double>>& start);
 
   const Schedule& sched_;
   const CostModel& costs_;
@@ -228,11 +230,21 @@ void Simulator::dependencies(int rank, const Action& a, std::vector<Dep>* deps) 
     const Loc l = index_.get(kind, s, mb);
     return l.found() && l.rank == rank;
   };
+  const bool posted = options_.comm == CommSemantics::kPosted;
+  // Posted: the consumer of a RECV on its rank needs the RECV posted and the matching SEND's data
+  // (else the producer's output); `producer` adds the latter.
+  auto posted_input = [&](ActionKind recv_kind, int send_stage, ActionKind send_kind, auto producer) {
+    need(recv_kind, s, mb);
+    if (index_.get(send_kind, send_stage, mb).found()) need(send_kind, send_stage, mb);
+    else producer();
+  };
 
   switch (a.kind) {
     case ActionKind::kForward:
       if (s > 0) {
-        if (recv_on_rank(ActionKind::kRecvF)) need(ActionKind::kRecvF, s, mb);
+        if (posted && recv_on_rank(ActionKind::kRecvF))
+          posted_input(ActionKind::kRecvF, s - 1, ActionKind::kSendF, [&] { need(ActionKind::kForward, s - 1, mb); });
+        else if (recv_on_rank(ActionKind::kRecvF)) need(ActionKind::kRecvF, s, mb);
         else need(ActionKind::kForward, s - 1, mb);
       }
       break;
@@ -242,7 +254,9 @@ void Simulator::dependencies(int rank, const Action& a, std::vector<Dep>* deps) 
       if (index_.get(ActionKind::kHead, s, mb).found()) {
         need(ActionKind::kHead, s, mb);  // local learning: the stage's own head gives the gradient
       } else if (s + 1 < S_) {
-        if (recv_on_rank(ActionKind::kRecvB)) need(ActionKind::kRecvB, s, mb);
+        if (posted && recv_on_rank(ActionKind::kRecvB))
+          posted_input(ActionKind::kRecvB, s + 1, ActionKind::kSendB, [&] { grad_producer(s + 1); });
+        else if (recv_on_rank(ActionKind::kRecvB)) need(ActionKind::kRecvB, s, mb);
         else grad_producer(s + 1);
       }
       if_present(ActionKind::kRecompute, s, mb);
@@ -258,13 +272,13 @@ void Simulator::dependencies(int rank, const Action& a, std::vector<Dep>* deps) 
       grad_producer(s);
       break;
     case ActionKind::kRecvF:
-      if (s > 0) {
+      if (s > 0 && !posted) {
         if (index_.get(ActionKind::kSendF, s - 1, mb).found()) need(ActionKind::kSendF, s - 1, mb);
         else need(ActionKind::kForward, s - 1, mb);
       }
       break;
     case ActionKind::kRecvB:
-      if (s + 1 < S_) {
+      if (s + 1 < S_ && !posted) {
         if (index_.get(ActionKind::kSendB, s + 1, mb).found()) need(ActionKind::kSendB, s + 1, mb);
         else grad_producer(s + 1);
       }
@@ -326,6 +340,23 @@ void Simulator::deadlock() const {
   fail(ErrorCode::kInvalidArgument, o.str());
 }
 
+void Simulator::place_posted_recvs(std::vector<std::vector<double>>& start) {
+  for (int r = 0; r < P_; ++r) {
+    const auto& list = sched_.ranks[static_cast<size_t>(r)];
+    for (size_t i = 0; i < list.size(); ++i) {
+      const Action& a = list[i];
+      if (a.kind != ActionKind::kRecvF && a.kind != ActionKind::kRecvB) continue;
+      const Action send = message_partner(a);
+      const Loc l = index_.get(send.kind, send.stage, send.micro_batch);
+      if (!l.found()) continue;  // no SEND: the consumer waited for the producer instead
+      const double arrival = end_[static_cast<size_t>(l.rank)][static_cast<size_t>(l.index)] + costs_.t_comm;
+      double& end = end_[static_cast<size_t>(r)][i];
+      end = std::max(end, arrival);
+      start[static_cast<size_t>(r)][i] = end;
+    }
+  }
+}
+
 SimulationResult Simulator::run() {
   PF_CHECK_ARG(P_ > 0, "simulate: the schedule has no ranks");
   PF_CHECK_ARG(static_cast<int>(sched_.ranks.size()) == P_, "simulate: the schedule has ",
@@ -333,6 +364,8 @@ SimulationResult Simulator::run() {
   PF_CHECK_ARG(S_ > 0, "simulate: the schedule has no stages");
   PF_CHECK_ARG(M_ >= 0, "simulate: negative number of micro-batches");
   costs_.check(S_);
+  PF_CHECK_ARG(!(options_.blocking_recv && options_.comm == CommSemantics::kPosted),
+               "simulate: blocking_recv contradicts posted communication (a posted RECV never blocks)");
   build_index();
 
   pos_.assign(static_cast<size_t>(P_), 0);
@@ -427,6 +460,7 @@ SimulationResult Simulator::run() {
   }
   for (int r = 0; r < P_; ++r)
     if (pos_[static_cast<size_t>(r)] < sched_.ranks[static_cast<size_t>(r)].size()) deadlock();
+  if (options_.comm == CommSemantics::kPosted) place_posted_recvs(start);
 
   // Results.
   SimulationResult res;

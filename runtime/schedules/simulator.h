@@ -18,7 +18,15 @@
 //    goes on with its list and only the consumer waits for the data, so a lowered schedule takes
 //    exactly as long as the unlowered one wherever its RECVs sit. With
 //    SimulationOptions::blocking_recv the rank itself waits at the RECV until the data is there
-//    (a blocking receive), so RECVs placed early in a list can delay unrelated work;
+//    (a blocking receive), so RECVs placed early in a list can delay unrelated work. These are the
+//    rules of SimulationOptions::comm = kRendezvous (the default), under which a RECV is matched only
+//    once its SEND has run: RECVs on two ranks that each wait for the other's later SEND deadlock;
+//  * SimulationOptions::comm = kPosted (comm_semantics.h; MPI isend/irecv, PyTorch's runtime): a
+//    RECV is posted when its rank reaches it, takes no time and waits for nothing; the consumer of its
+//    tensor (F for RECV_F, B/BW for RECV_B of the same (mb, stage)) needs the RECV posted earlier on
+//    its rank and starts no earlier than the matching SEND's end + t_comm (the producer's end +
+//    t_comm when the schedule has no such SEND). The RECV appears in the timeline at the arrival;
+//    blocking_recv does not apply;
 //  * costs: F = t_f[s], B = t_b[s], W = t_w[s], BW = t_b[s] + t_w[s], RECOMPUTE = t_f[s],
 //    OFFLOAD/RELOAD = m_b[s] / transfer_bandwidth (0 when no bandwidth is given), STEP = t_step,
 //    ALLREDUCE = t_allreduce_stage[s] (or t_allreduce when that is empty);
@@ -38,6 +46,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/schedules/comm_semantics.h"
 #include "runtime/schedules/ir.h"
 #include "runtime/schedules/timeline.h"
 
@@ -136,8 +145,10 @@ struct ActivationDelta {
 ActivationDelta activation_delta(const Action& action, const CostModel& costs, bool recomputed);
 
 struct SimulationOptions {
-  // A RECV holds its rank until the data arrives (blocking receive) instead of being posted.
+  // kRendezvous only: a RECV holds its rank until the data arrives (blocking receive) instead of
+  // letting it go on with its list.
   bool blocking_recv = false;
+  CommSemantics comm = CommSemantics::kRendezvous;  // see the header comment
 };
 
 SimulationResult simulate(const Schedule& schedule, const CostModel& costs,

@@ -1,7 +1,5 @@
 #include "runtime/schedules/text_format.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cctype>
 #include <fstream>
@@ -12,20 +10,13 @@
 #include "runtime/core/control_characters.h"
 #include "runtime/core/error.h"
 #include "runtime/core/limits.h"
+#include "runtime/schedules/text_rows.h"
 
 namespace pf::sched {
 namespace {
 
 constexpr const char* kMagic = "# pipeforge schedule";
 constexpr const char* kVersion = "v1";
-
-std::string trim(const std::string& s) {
-  size_t b = 0;
-  size_t e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return s.substr(b, e - b);
-}
 
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -61,10 +52,7 @@ int positive_value(const std::string& key, const std::string& value, int line, i
   return std::stoi(value);
 }
 
-struct RankLine {
-  int line = 0;
-  std::vector<std::pair<Action, std::string>> actions;  // action and its token
-};
+using RankLine = ReadRank;
 
 struct Header {
   std::optional<std::string> name;
@@ -88,7 +76,7 @@ void check_placement_text(const Placement& p) {
 std::string schedule_to_text(const Schedule& schedule) {
   const Placement& p = schedule.placement;
   PF_CHECK_ARG(schedule.name.find_first_of("\r\n") == std::string::npos &&
-                   trim(schedule.name) == schedule.name,
+                   trim_blanks(schedule.name) == schedule.name,
                "schedule_to_text: the name '", schedule.name,
                "' has a line break or leading/trailing blanks, which the text form cannot carry");
   check_placement_text(p);
@@ -127,12 +115,12 @@ Schedule parse_schedule(const std::string& text) {
   int line_no = 0;
   while (std::getline(in, raw)) {
     ++line_no;
-    const std::string t = trim(raw);
+    const std::string t = trim_blanks(raw);
     if (t.empty()) continue;
     if (t[0] == '#') {
       const std::string magic = kMagic;
       if (t.compare(0, magic.size(), magic) == 0) {
-        const std::string version = trim(t.substr(magic.size()));
+        const std::string version = trim_blanks(t.substr(magic.size()));
         PF_CHECK_ARG(version == kVersion, "schedule text line ", line_no,
                      ": unsupported format version '", version, "' (this build reads ", kVersion,
                      ")");
@@ -153,7 +141,7 @@ Schedule parse_schedule(const std::string& text) {
         PF_CHECK_ARG(a.stage < limits::kMaxStages && a.micro_batch < limits::kMaxMicroBatches,
                      "schedule text line ", line_no, ", token '", tok, "': stage or micro-batch beyond the limits (",
                      limits::kMaxStages, " stages, ", limits::kMaxMicroBatches, " micro-batches)");
-        rl.actions.emplace_back(a, tok);
+        rl.actions.push_back(ReadAction{a, tok});
       }
     };
     const size_t colon = t.find(':');
@@ -167,12 +155,12 @@ Schedule parse_schedule(const std::string& text) {
       bare.push_back(std::move(rl));
       continue;
     }
-    const std::string key = lower(trim(t.substr(0, colon)));
-    const std::string value = trim(t.substr(colon + 1));
+    const std::string key = lower(trim_blanks(t.substr(0, colon)));
+    const std::string value = trim_blanks(t.substr(colon + 1));
     if (key.compare(0, 4, "rank") == 0 && key != "ranks") {
-      const std::string index_text = trim(key.substr(4));
+      const std::string index_text = trim_blanks(key.substr(4));
       PF_CHECK_ARG(is_uint(index_text), "schedule text line ", line_no, ": bad rank label '",
-                   trim(t.substr(0, colon)), "' (expected 'rank <N>:')");
+                   trim_blanks(t.substr(0, colon)), "' (expected 'rank <N>:')");
       const int r = std::stoi(index_text);
       PF_CHECK_ARG(r < limits::kMaxRanks, "schedule text line ", line_no, ": rank ", r,
                    " is beyond the limit of ", limits::kMaxRanks, " ranks");
@@ -325,28 +313,7 @@ Schedule parse_schedule(const std::string& text) {
         break;
     }
   } else {
-    std::vector<int> map(static_cast<size_t>(stages), -1);
-    std::vector<int> where(static_cast<size_t>(stages), 0);  // line of first sighting
-    for (int r = 0; r < ranks; ++r) {
-      const RankLine& rl = lines[static_cast<size_t>(r)];
-      for (const auto& [a, tok] : rl.actions) {
-        int& owner = map[static_cast<size_t>(a.stage)];
-        PF_CHECK_ARG(owner == -1 || owner == r, "schedule text line ", rl.line, ", token '", tok,
-                     "': stage ", a.stage, " appears on rank ", owner, " (line ",
-                     where[static_cast<size_t>(a.stage)], ") and on rank ", r,
-                     "; a stage lives on one rank");
-        if (owner == -1) where[static_cast<size_t>(a.stage)] = rl.line;
-        owner = r;
-      }
-    }
-    for (int s = 0; s < stages; ++s) {
-      PF_CHECK_ARG(map[static_cast<size_t>(s)] >= 0, "schedule text: stage ", s,
-                   " has no actions on any rank, so its rank cannot be inferred; add a "
-                   "'placement:' line");
-    }
-    placement.kind = classify_placement(ranks, map);
-    placement.num_ranks = ranks;
-    placement.stage_to_rank = std::move(map);
+    placement = infer_placement(lines, stages, "schedule text", "token", "; add a 'placement:' line");
   }
 
   for (const RankLine& rl : lines) {
@@ -373,18 +340,9 @@ Schedule parse_schedule(const std::string& text) {
 }
 
 Schedule read_schedule_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(ErrorCode::kIoError, "cannot open schedule file '", path, "'");
-  struct stat st;
-  PF_CHECK_ARG(::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode), "schedule file '", path,
-               "' is not a regular file");
-  PF_CHECK_ARG(static_cast<uint64_t>(st.st_size) <= limits::kMaxScheduleTextBytes, "schedule file '", path, "': ",
-               st.st_size, " bytes, more than the limit of ", limits::kMaxScheduleTextBytes);
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) fail(ErrorCode::kIoError, "cannot read schedule file '", path, "'");
+  const std::string text = read_schedule_text_file(path);
   try {
-    return parse_schedule(buf.str());
+    return parse_schedule(text);
   } catch (const Error& e) {
     fail(e.code(), path, ": ", e.what());
   }

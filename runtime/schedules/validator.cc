@@ -20,15 +20,10 @@ std::string at(const ActionSlot& slot) {
   return "rank " + std::to_string(slot.rank) + ", action " + std::to_string(slot.index);
 }
 
-// The SEND/RECV partner of a communication action (action_kinds.h).
-Action partner(const Action& a) {
-  const ActionKindInfo& info = action_kind_info(a.kind);
-  return Action{info.partner, a.stage + info.peer_stage_offset, a.micro_batch};
-}
-
 class Checker {
  public:
-  Checker(const Schedule& s, ValidationReport& report) : s_(s), report_(report) {}
+  Checker(const Schedule& s, const ValidationOptions& options, ValidationReport& report)
+      : s_(s), options_(options), report_(report) {}
 
   void run() {
     check_shape();
@@ -403,7 +398,8 @@ class Checker {
 
   void check_deadlock(const ActionIndex& index) {
     const int R = static_cast<int>(s_.ranks.size());
-    const std::vector<int> ptr = progress_until_blocked(s_, index);
+    const bool posted = options_.comm == CommSemantics::kPosted;
+    const std::vector<int> ptr = progress_until_blocked(s_, index, options_.comm);
     auto len = [&](int r) { return static_cast<int>(s_.ranks[static_cast<size_t>(r)].size()); };
     // Who waits for whom.
     std::vector<int> waits_for(static_cast<size_t>(R), -1);
@@ -417,16 +413,18 @@ class Checker {
       const ActionSlot* x = nullptr;
       std::string target;
       if (is_communication(a.kind)) {
-        x = index.find(partner(a));
+        PF_INTERNAL_CHECK(!posted, "a posted ", action_to_string(a), " blocked in the deadlock check");
+        x = index.find(message_partner(a));
         PF_INTERNAL_CHECK(x != nullptr, "unpaired ", action_to_string(a), " reached the deadlock check");
         target = "waits for rank " + std::to_string(x->rank) + " to post " +
-                 action_to_string(partner(a)) + " (its action " + std::to_string(x->index) + ")";
+                 action_to_string(message_partner(a)) + " (its action " + std::to_string(x->index) + ")";
       } else {
-        const Action dep = *waits_for_action(index, a);
+        const Action dep = *(posted ? posted_waits_for(index, a, r) : waits_for_action(index, a));
         x = index.find(dep);
         PF_INTERNAL_CHECK(x != nullptr, "missing producer of ", action_to_string(a));
-        target = "waits for " + action_to_string(dep) + " (rank " + std::to_string(x->rank) +
-                 ", action " + std::to_string(x->index) + ")";
+        target = std::string(is_communication(dep.kind) ? "waits for the data of " : "waits for ") +
+                 action_to_string(dep) + " (rank " + std::to_string(x->rank) + ", action " +
+                 std::to_string(x->index) + ")";
       }
       waits_for[static_cast<size_t>(r)] = x->rank;
       const int q = x->rank;
@@ -457,7 +455,9 @@ class Checker {
       const int c = cycle[i];
       const std::string prefix =
           i == 0 ? "deadlock (" + chain + ", " +
-                       (report_.lowered ? "blocking send/recv" : "compute dependencies") + "): "
+                       (!report_.lowered ? "compute dependencies"
+                                         : posted ? "posted send/recv" : "blocking send/recv") +
+                       "): "
                  : "deadlock: ";
       error(c, ptr[static_cast<size_t>(c)], prefix + why[static_cast<size_t>(c)]);
       if (i > 0) marks.push_back(GridMark{c, ptr[static_cast<size_t>(c)]});
@@ -479,6 +479,7 @@ class Checker {
   }
 
   const Schedule& s_;
+  const ValidationOptions& options_;
   ValidationReport& report_;
 };
 
@@ -498,7 +499,7 @@ std::string ValidationReport::to_string() const {
   std::ostringstream out;
   if (ok()) {
     out << "ok";
-    if (lowered) out << " (lowered)";
+    if (lowered) out << (comm == CommSemantics::kPosted ? " (lowered; deadlock-free with posted send/recv)" : " (lowered)");
     out << '\n';
   } else {
     const size_t n = errors.size() + static_cast<size_t>(more_errors);
@@ -511,16 +512,17 @@ std::string ValidationReport::to_string() const {
   return out.str();
 }
 
-ValidationReport validate(const Schedule& schedule) {
+ValidationReport validate(const Schedule& schedule, const ValidationOptions& options) {
   ValidationReport report;
-  Checker checker(schedule, report);
+  report.comm = options.comm;
+  Checker checker(schedule, options, report);
   checker.run();
   if (!report.ok()) report.grid = schedule_grid(schedule, checker.marks);
   return report;
 }
 
-void validate_or_throw(const Schedule& schedule) {
-  const ValidationReport report = validate(schedule);
+void validate_or_throw(const Schedule& schedule, const ValidationOptions& options) {
+  const ValidationReport report = validate(schedule, options);
   if (!report.ok()) {
     fail(ErrorCode::kInvalidArgument, "invalid schedule '", schedule.name, "': ", report.to_string());
   }
@@ -568,7 +570,9 @@ const ActionSlot* ActionIndex::find(ActionKind kind, int stage, int micro_batch)
   return occ.empty() ? nullptr : &occ.front();
 }
 
-std::vector<int> progress_until_blocked(const Schedule& schedule, const ActionIndex& index) {
+std::vector<int> progress_until_blocked(const Schedule& schedule, const ActionIndex& index,
+                                        CommSemantics comm) {
+  const bool posted = comm == CommSemantics::kPosted;
   const int R = static_cast<int>(schedule.ranks.size());
   std::vector<int> ptr(static_cast<size_t>(R), 0);
   auto len = [&](int r) { return static_cast<int>(schedule.ranks[static_cast<size_t>(r)].size()); };
@@ -580,15 +584,15 @@ std::vector<int> progress_until_blocked(const Schedule& schedule, const ActionIn
       int& p = ptr[static_cast<size_t>(r)];
       while (p < len(r)) {
         const Action& a = schedule.ranks[static_cast<size_t>(r)][static_cast<size_t>(p)];
-        if (is_communication(a.kind)) {
-          const ActionSlot* other = index.find(partner(a));
+        if (is_communication(a.kind) && !posted) {
+          const ActionSlot* other = index.find(message_partner(a));
           if (!other || ptr[static_cast<size_t>(other->rank)] != other->index) break;
           ++ptr[static_cast<size_t>(other->rank)];
           ++p;
           progress = true;
           continue;
         }
-        const std::optional<Action> dep = waits_for_action(index, a);
+        const std::optional<Action> dep = posted ? posted_waits_for(index, a, r) : waits_for_action(index, a);
         if (dep) {
           const ActionSlot* x = index.find(*dep);
           if (x && !done(*x)) break;
@@ -599,6 +603,15 @@ std::vector<int> progress_until_blocked(const Schedule& schedule, const ActionIn
     }
   }
   return ptr;
+}
+
+std::optional<Action> posted_waits_for(const ActionIndex& index, const Action& action, int rank) {
+  if (is_communication(action.kind)) return std::nullopt;  // posted: never blocks
+  if (const std::optional<Action> recv = delivering_recv(action)) {
+    const ActionSlot* at = index.find(*recv);
+    if (at && at->rank == rank) return message_partner(*recv);
+  }
+  return waits_for_action(index, action);
 }
 
 std::optional<Action> waits_for_action(const ActionIndex& index, const Action& action) {

@@ -8,9 +8,12 @@
 //  4. communication (when the schedule has any SEND/RECV, i.e. is lowered): every cross-rank
 //     dependency has its SEND after the producer and its RECV before the consumer, and every
 //     SEND/RECV has its partner;
-//  5. deadlock: the schedule is executed symbolically, ranks in order, a SEND/RECV pair as a
+//  5. deadlock: the schedule is executed symbolically, ranks in order, under the chosen
+//     communication semantics (comm_semantics.h). Rendezvous (the default): a SEND/RECV pair as a
 //     rendezvous (each blocks until the other is posted) and, for a compute action, its producer on
-//     another stage finished (infinite buffering when the schedule is not lowered).
+//     another stage finished (infinite buffering when the schedule is not lowered). Posted: SENDs and
+//     RECVs never block; a compute action whose input comes through a RECV on its rank waits for the
+//     matching SEND to have run on the peer. The report says which model it checked.
 // Later checks run only when earlier ones pass, so each reported error is a root cause.
 #pragma once
 
@@ -18,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/schedules/comm_semantics.h"
 #include "runtime/schedules/ir.h"
 
 namespace pf::sched {
@@ -37,6 +41,9 @@ struct ValidationReport {
   // in micro-batch order (bitwise equality with the sequential reference needs that order).
   std::vector<std::string> notes;
   bool lowered = false;  // the schedule has SEND/RECV actions
+  // The model the deadlock check ran under; a lowered schedule reported ok is deadlock-free under it
+  // (and, for kRendezvous, under any buffering).
+  CommSemantics comm = CommSemantics::kRendezvous;
   std::string grid;      // the schedule grid with the first error's action(s) marked; "" when ok
 
   static constexpr int kMaxErrors = 20;
@@ -45,10 +52,14 @@ struct ValidationReport {
   std::string to_string() const;
 };
 
-ValidationReport validate(const Schedule& schedule);
+struct ValidationOptions {
+  CommSemantics comm = CommSemantics::kRendezvous;  // the model of the deadlock check
+};
+
+ValidationReport validate(const Schedule& schedule, const ValidationOptions& options = {});
 
 // Throws pf::Error(kInvalidArgument) whose message is "invalid schedule '<name>': " plus the report.
-void validate_or_throw(const Schedule& schedule);
+void validate_or_throw(const Schedule& schedule, const ValidationOptions& options = {});
 
 // The micro-batches in the order their weight gradients (W, or BW) of `stage` run: this is the
 // order in which the stage's gradients accumulate. Empty when the stage has none.
@@ -95,9 +106,15 @@ std::optional<Action> stage_dependency(const ActionIndex& index, const Action& a
 // schedule has that RETURN (activations held by a partner rank, policy balance).
 std::optional<Action> waits_for_action(const ActionIndex& index, const Action& action);
 
-// Runs every rank's list under the validator's blocking rules (SEND/RECV pairs rendezvous; other
-// actions wait for waits_for_action) as far as it can. Per rank: the index it stops at (the list
-// size when it finishes). Any rank short of its end means a deadlock.
-std::vector<int> progress_until_blocked(const Schedule& schedule, const ActionIndex& index);
+// What `action` on `rank` waits for under kPosted: the SEND matching the delivering_recv of the
+// action when that RECV is on `rank` (a lowered schedule), else waits_for_action.
+std::optional<Action> posted_waits_for(const ActionIndex& index, const Action& action, int rank);
+
+// Runs every rank's list under the validator's blocking rules as far as it can. kRendezvous: SEND/RECV
+// pairs rendezvous, other actions wait for waits_for_action. kPosted: SEND/RECV never block, other
+// actions wait for posted_waits_for. Per rank: the index it stops at (the list size when it
+// finishes). Any rank short of its end means a deadlock.
+std::vector<int> progress_until_blocked(const Schedule& schedule, const ActionIndex& index,
+                                        CommSemantics comm = CommSemantics::kRendezvous);
 
 }  // namespace pf::sched

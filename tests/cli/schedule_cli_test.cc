@@ -74,6 +74,29 @@ TEST(ScheduleCli, AsynchronousSchedulesRunStepsWithoutAFlush) {
   EXPECT_NE(bad.err.find("pipemare"), std::string::npos) << bad.err;
 }
 
+TEST(ScheduleCli, WritesAndReadsPytorchCsv) {
+  auto r = run("schedule --schedule zb-h1 --stages 2 --microbatches 2 --format pytorch");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "0F0,0F1,0I0,0W0,0I1,0W1\n1F0,1I0,1F1,1I1,1W0,1W1\n");
+  r = run("schedule --schedule 1f1b --stages 2 --microbatches 2 --format pytorch --lower");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.substr(0, r.out.find('\n')), "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1");
+  // A compute+comms dump with deferred receives (tests/schedules/pytorch_format_test.cc): only
+  // posted semantics runs it.
+  const std::string csv = tmp_dir() + "/deferred.csv";
+  std::ofstream(csv) << "0UNSHARD,0F0,0SEND_F0,0RECV_B0,0F1,0SEND_F1,0B0,0RECV_B1,0B1,0RESHARD\n"
+                        "1RECV_F0,1F0,1RECV_F1,1B0,1SEND_B0,1F1,1B1,1SEND_B1\n";
+  r = run("simulate --format pytorch --schedule-file " + csv);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("blocking send/recv"), std::string::npos) << r.err;
+  r = run("simulate --format pytorch --comm posted --json --t-comm 0.5 --schedule-file " + csv);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("note: dropped line 1 (rank 0), cell 1 '0UNSHARD'"), std::string::npos) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_DOUBLE_EQ(j.at("makespan").get<double>(), 10.0);
+  EXPECT_EQ(j.at("comm"), "posted");
+}
+
 TEST(ScheduleCli, BadInputIsAUsageErrorWithAReason) {
   auto r = run("simulate --schedule 2f2b --stages 4 --microbatches 8");
   EXPECT_EQ(r.exit_code, 2);

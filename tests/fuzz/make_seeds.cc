@@ -1,7 +1,8 @@
 // Writes the generated part of the seed corpus (bazel run //tests/fuzz:make_seeds -- $PWD/tests/fuzz/corpus):
 // schedules from every generator (plain, lowered, with activation policies) in the text form, the
 // to_json of the two presets, and a real checkpoint of the tiny trainer after two steps. The
-// hand-written model JSON seeds live next to the generated ones in corpus/model_json/.
+// hand-written seeds live next to the generated ones: model JSON in corpus/model_json/, PyTorch CSV
+// schedules (pytorch_csv_*.csv) in corpus/schedule_text/.
 #include <cstdio>
 #include <fstream>
 #include <set>

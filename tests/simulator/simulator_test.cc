@@ -175,6 +175,82 @@ TEST(Simulator, PostedAndBlockingReceives) {
   EXPECT_DOUBLE_EQ(b.makespan, 16.5);
 }
 
+// 1F1B, p = 2, m = 2, lowered with deferred receives (PyTorch's runtime order): each rank posts a RECV
+// before the compute that its peer's matching SEND follows. Under rendezvous matching that deadlocks.
+Schedule deferred_1f1b() {
+  return make(2, 2, {{F(0, 0), SF(0, 0), RB(0, 0), F(0, 1), SF(0, 1), BW(0, 0), RB(0, 1), BW(0, 1)},
+                     {RF(1, 0), F(1, 0), RF(1, 1), BW(1, 0), SB(1, 0), F(1, 1), BW(1, 1), SB(1, 1)}});
+}
+
+SimulationOptions posted_comm() {
+  SimulationOptions o;
+  o.comm = CommSemantics::kPosted;
+  return o;
+}
+
+TEST(Simulator, PostedTimesDeferredReceivesThatRendezvousCannotRun) {
+  const CostModel c = CostModel::uniform(2, 1.0, 1.0, 1.0, 0.5);
+  EXPECT_NE(error_of(deferred_1f1b(), c).find("deadlock"), std::string::npos);
+  const SimulationResult r = simulate(deferred_1f1b(), c, posted_comm());
+  // rank 1: 1F0 at 0F0's end + t_comm = 1.5, 1BW0 2.5..4.5, 1F1 4.5..5.5, 1BW1 5.5..7.5.
+  // rank 0: 0BW0 at 1SEND_B0 + t_comm = 5 (..7), 0BW1 at 7.5 + 0.5 = 8 (..10).
+  EXPECT_DOUBLE_EQ(r.timeline.ranks[1][1].start, 1.5);
+  EXPECT_DOUBLE_EQ(r.timeline.ranks[0][5].start, 5.0);
+  EXPECT_DOUBLE_EQ(r.timeline.ranks[0][7].start, 8.0);
+  EXPECT_DOUBLE_EQ(r.makespan, 10.0);
+  // The posted 0RECV_B0 (posted at 1) appears when its data arrives; a RECV takes no time.
+  EXPECT_DOUBLE_EQ(r.timeline.ranks[0][2].start, 5.0);
+  EXPECT_DOUBLE_EQ(r.timeline.ranks[0][2].end, 5.0);
+  EXPECT_DOUBLE_EQ(r.busy[0], 6.0);
+  // The same compute order without SEND/RECV takes exactly as long.
+  const Schedule compute = make(2, 2, {{F(0, 0), F(0, 1), BW(0, 0), BW(0, 1)}, {F(1, 0), BW(1, 0), F(1, 1), BW(1, 1)}});
+  EXPECT_DOUBLE_EQ(simulate(compute, c).makespan, r.makespan);
+}
+
+TEST(Simulator, PostedMatchesRendezvousWhereBothRun) {
+  for (const char* name : {"1f1b", "zb-h1", "interleaved-1f1b"}) {
+    GeneratorOptions o{4, 8};
+    if (std::string(name) == "interleaved-1f1b") o.chunks = 2;
+    const Schedule s = lower_communication(generate_schedule(name, o));
+    const CostModel cs = CostModel::uniform(s.num_stages(), 1.0, 1.5, 0.5, 0.25);
+    const SimulationResult a = simulate(s, cs), b = simulate(s, cs, posted_comm());
+    EXPECT_EQ(a.makespan, b.makespan) << name;
+    ASSERT_EQ(a.timeline.ranks.size(), b.timeline.ranks.size());
+    for (size_t r = 0; r < a.timeline.ranks.size(); ++r)
+      for (size_t i = 0; i < a.timeline.ranks[r].size(); ++i) {
+        EXPECT_EQ(a.timeline.ranks[r][i].start, b.timeline.ranks[r][i].start) << name << " rank " << r << " " << i;
+        EXPECT_EQ(a.timeline.ranks[r][i].end, b.timeline.ranks[r][i].end) << name << " rank " << r << " " << i;
+      }
+  }
+}
+
+TEST(Simulator, PostedDeadlockAndLateRecvAreErrors) {
+  const CostModel c = CostModel::uniform(2);
+  // Each rank sends only after a backward that needs the other's SEND.
+  const Schedule cycle = make(2, 1, {{F(0, 0), RB(0, 0), BW(0, 0), SF(0, 0)}, {RF(1, 0), F(1, 0), BW(1, 0), SB(1, 0)}});
+  try {
+    simulate(cycle, c, posted_comm());
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("rank 0 action 2 (0BW0) waits for rank 1 action 3 (1SEND_B0)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("rank 1 action 1 (1F0) waits for rank 0 action 3 (0SEND_F0)"), std::string::npos) << msg;
+  }
+  // The consumer runs before its RECV is posted.
+  const Schedule late = make(2, 1, {{F(0, 0), SF(0, 0), RB(0, 0), BW(0, 0)}, {F(1, 0), RF(1, 0), BW(1, 0), SB(1, 0)}});
+  try {
+    simulate(late, c, posted_comm());
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 1 action 0 (1F0) needs 1RECV_F0, which rank 1 runs later"),
+              std::string::npos)
+        << e.what();
+  }
+  SimulationOptions both = posted_comm();
+  both.blocking_recv = true;
+  EXPECT_THROW(simulate(deferred_1f1b(), c, both), Error);
+}
+
 TEST(Simulator, DeadlockNamesRankActionAndDependency) {
   // rank 0 needs 1B0 before it runs 0F1; rank 1 needs 0F1 before it runs 1B0.
   const Schedule s = make(2, 2, {{F(0, 0), B(0, 0), F(0, 1), B(0, 1)},

@@ -12,6 +12,7 @@
 #include "runtime/schedules/local_schedules.h"
 #include "runtime/schedules/generators.h"
 #include "runtime/schedules/lowering.h"
+#include "runtime/schedules/pytorch_format.h"
 #include "runtime/schedules/simulator.h"
 #include "runtime/schedules/text_format.h"
 #include "runtime/schedules/timeline.h"
@@ -53,15 +54,28 @@ void add_shape_options(CLI::App* cmd, ScheduleArgs& a, bool required) {
   cmd->add_flag("--lower", a.lower, "insert SEND/RECV actions for every cross-rank dependency");
 }
 
-sched::Schedule load_schedule(const ScheduleArgs& a) {
+const std::vector<std::string>& format_names() {
+  static const std::vector<std::string> names = {"native", "pytorch"};
+  return names;
+}
+
+// --schedule-file in --format; a PyTorch CSV's dropped cells (UNSHARD/RESHARD) are noted on stderr.
+sched::Schedule read_schedule(const ScheduleArgs& a, const char* command) {
+  if (a.format != "pytorch") return sched::read_schedule_file(a.schedule_file);
+  sched::PytorchCsv csv = sched::read_pytorch_csv_file(a.schedule_file);
+  for (const std::string& d : csv.dropped) std::cerr << "pipeforge " << command << ": note: dropped " << d << "\n";
+  return std::move(csv.schedule);
+}
+
+sched::Schedule load_schedule(const ScheduleArgs& a, const char* command) {
   if (!a.schedule_file.empty()) {
-    sched::Schedule s = sched::read_schedule_file(a.schedule_file);
+    sched::Schedule s = read_schedule(a, command);
     PF_CHECK_ARG(a.request.ranks == 0 || a.request.ranks == s.num_ranks(), "--stages ", a.request.ranks,
                  " does not match the ", s.num_ranks(), " ranks of ", a.schedule_file);
     PF_CHECK_ARG(a.request.micro_batches == 0 || a.request.micro_batches == s.num_micro_batches,
                  "--microbatches ", a.request.micro_batches, " does not match the ", s.num_micro_batches,
                  " micro-batches of ", a.schedule_file);
-    sched::validate_or_throw(s);
+    sched::validate_or_throw(s, sched::ValidationOptions{sched::parse_comm_semantics(a.comm)});
     return s;
   }
   PF_CHECK_ARG(a.request.ranks >= 1 && a.request.micro_batches >= 1,
@@ -87,18 +101,30 @@ std::string timeline_title(const sched::Schedule& s, int micro_batches, const st
 }
 
 CLI::App* add_schedule_command(CLI::App& app, ScheduleArgs& a) {
-  CLI::App* cmd = app.add_subcommand("schedule", "print a generated schedule in the text form");
+  CLI::App* cmd = app.add_subcommand("schedule", "print a generated schedule in the text form or PyTorch's CSV");
   cmd->add_option("--schedule", a.request.name, "schedule name: " + known_schedules())->required();
   add_shape_options(cmd, a, true);
+  cmd->add_option("--format", a.format,
+                  "native (the text form) or pytorch (PyTorch's pipeline CSV: compute-only, compute+comms with --lower)")
+      ->check(CLI::IsMember(format_names()))
+      ->capture_default_str();
   return cmd;
 }
 
 CLI::App* add_simulate_command(CLI::App& app, ScheduleArgs& a) {
   CLI::App* cmd = app.add_subcommand("simulate", "time a schedule under a cost model");
   auto* name = cmd->add_option("--schedule", a.request.name, "schedule name: " + known_schedules());
-  auto* file = cmd->add_option("--schedule-file", a.schedule_file, "a schedule in the text form")
+  auto* file = cmd->add_option("--schedule-file", a.schedule_file, "a schedule file (see --format)")
                    ->check(CLI::ExistingFile);
   name->excludes(file);
+  cmd->add_option("--format", a.format, "--schedule-file's format: native (the text form) or pytorch (PyTorch's pipeline CSV)")
+      ->check(CLI::IsMember(format_names()))
+      ->capture_default_str();
+  cmd->add_option("--comm", a.comm,
+                  "SEND/RECV semantics for validation and timing: rendezvous (blocking) or posted (isend/irecv, "
+                  "as PyTorch's runtime; docs/SCHEDULES.md)")
+      ->check(CLI::IsMember({"rendezvous", "posted"}))
+      ->capture_default_str();
   add_cost_options(cmd, a.request.costs, CostOptions::kMemory);
   add_shape_options(cmd, a, false);
   cmd->add_option("--activation-policy", a.activation_policy,
@@ -128,9 +154,10 @@ CLI::App* add_simulate_command(CLI::App& app, ScheduleArgs& a) {
 
 int run_schedule(const ScheduleArgs& a) {
   try {
-    sched::Schedule s = load_schedule(a);
+    sched::Schedule s = load_schedule(a, "schedule");
     if (a.lower) s = sched::lower_communication(s);
-    std::cout << sched::schedule_to_text(s);
+    std::cout << (a.format == "pytorch" ? sched::schedule_to_pytorch_csv(s, sched::is_lowered(s))
+                                        : sched::schedule_to_text(s));
     return kExitOk;
   } catch (const Error& e) {
     if (e.code() != ErrorCode::kInvalidArgument && e.code() != ErrorCode::kNotFound) throw;
@@ -146,7 +173,7 @@ int run_simulate(const ScheduleArgs& a) {
   }
   sched::Schedule s;
   try {
-    s = load_schedule(a);
+    s = load_schedule(a, "simulate");
   } catch (const Error& e) {
     if (e.code() != ErrorCode::kInvalidArgument && e.code() != ErrorCode::kNotFound) throw;
     std::cerr << "pipeforge simulate: " << e.what() << "\n";
@@ -195,7 +222,9 @@ int run_simulate(const ScheduleArgs& a) {
       return kExitUsage;
     }
   }
-  const sched::SimulationResult r = sched::simulate(s, costs);
+  sched::SimulationOptions sim;
+  sim.comm = sched::parse_comm_semantics(a.comm);
+  const sched::SimulationResult r = sched::simulate(s, costs, sim);
 
   if (!a.trace_file.empty()) write_text_file(a.trace_file, sched::to_chrome_trace(r.timeline));
   if (!a.svg_file.empty()) {
@@ -230,6 +259,7 @@ int run_simulate(const ScheduleArgs& a) {
                           {"peak_activations", r.peak_activations},
                           {"peak_activation_bytes", r.peak_activation_bytes},
                           {"activation_policy", a.activation_policy},
+                          {"comm", a.comm},
                           {"offloaded_bytes_per_step", offloaded},
                           {"ranks", ranks}};
     if (async) {

@@ -1,4 +1,4 @@
-// `pipeforge schedule` prints a generated schedule in the text form; `pipeforge simulate` times a
+// `pipeforge schedule` prints a generated schedule in the text form or PyTorch's CSV; `pipeforge simulate` times a
 // generated or user-written schedule under a cost model and reports makespan, bubble rate, busy and
 // idle time and peak activations per rank, with optional Chrome-trace and SVG timelines.
 #pragma once
@@ -12,7 +12,11 @@ namespace pf::cli {
 
 struct ScheduleArgs {
   sched::ScheduleRequest request;
-  std::string schedule_file;  // simulate only: a schedule in the text form instead of a generator
+  std::string schedule_file;  // simulate only: a schedule file instead of a generator
+  // schedule: the output's format; simulate: --schedule-file's. "native" (the text form) or "pytorch"
+  // (PyTorch's pipeline CSV, pytorch_format.h).
+  std::string format = "native";
+  std::string comm = "rendezvous";  // simulate only: SEND/RECV semantics, "rendezvous" or "posted"
   bool lower = false;         // insert SEND/RECV actions
   bool json = false;          // simulate only
   std::string trace_file;     // simulate only
