@@ -94,7 +94,7 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
     s = sched::make_schedule(req);
   }
   schedule_ = sched::is_lowered(s) ? s : sched::lower_communication(s);
-  sched::validate_or_throw(schedule_);
+  comm_ = communication_semantics(schedule_);
   policy_ = sched::parse_activation_policy(options_.activation_policy);
   local_ = options_.schedule_text.empty() && sched::is_local_schedule_name(options_.schedule);
   windowed_ = local_ || (options_.schedule_text.empty() && sched::is_async_schedule_name(options_.schedule));
@@ -116,11 +116,11 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
     // Planned from the measured per-stage context bytes (plan_activation_memory).
   } else if (policy_ != sched::ActivationPolicy::kNone) {
     schedule_ = sched::apply_activation_policy(base_schedule_, policy_, sched::CostModel());
-    sched::validate_or_throw(schedule_);
+    sched::validate_or_throw(schedule_, {comm_});
   }
   if (options_.base.replicas > 1) {
     schedule_ = sched::add_gradient_allreduce(schedule_);
-    sched::validate_or_throw(schedule_);
+    sched::validate_or_throw(schedule_, {comm_});
   }
   for (int st = 0; st < schedule_.num_stages(); ++st) {
     const auto order = sched::weight_gradient_order(schedule_, st);
@@ -161,6 +161,7 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
   RankExecutor::Options eopts;
   eopts.timeout_seconds = options_.recv_timeout_seconds;
   eopts.record_timeline = options_.record_timeline;
+  eopts.posted_receives = comm_ == sched::CommSemantics::kPosted;
   eopts.loss_scale = 1.0f / static_cast<float>(options_.base.step_micro_batches());
   // Asynchronous schedules update with one micro-batch's gradient (2BW: one batch's).
   if (windowed_) {
@@ -633,7 +634,7 @@ void PipelineTrainer::plan_activation_memory(const Batch& micro_batch) {
   if ((policy_ == sched::ActivationPolicy::kSelective || policy_ == sched::ActivationPolicy::kBalance) && !planned_) {
     sched::Schedule planned =
         sched::apply_activation_policy(base_schedule_, policy_, c, options_.activation_budget_bytes);
-    sched::validate_or_throw(planned);
+    sched::validate_or_throw(planned, {comm_});
     schedule_ = std::move(planned);
     make_stores();
   }

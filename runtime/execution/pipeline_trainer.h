@@ -25,6 +25,7 @@
 #include "runtime/models/model.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/schedules/activation_policy.h"
+#include "runtime/schedules/comm_semantics.h"
 #include "runtime/schedules/ir.h"
 #include "runtime/schedules/simulator.h"
 #include "runtime/schedules/timeline.h"
@@ -295,6 +296,9 @@ class PipelineTrainer : public Trainer {
   std::vector<std::unique_ptr<mem::ActivationStore>> stores_;  // per rank; empty without OFFLOADs
 
   // Asynchronous schedules.
+  // kPosted for a lowered schedule that only posted (irecv-style) receives run, e.g. PyTorch's
+  // deferred receives: the executors then post their RECVs (communication_semantics).
+  sched::CommSemantics comm_ = sched::CommSemantics::kRendezvous;
   bool windowed_ = false;       // asynchronous or local learning: steps are windows, stages update themselves
   bool local_ = false;          // local learning: auxiliary heads
   float loss_scale_ = 1.0f;     // of each micro-batch's loss

@@ -528,6 +528,13 @@ void validate_or_throw(const Schedule& schedule, const ValidationOptions& option
   }
 }
 
+CommSemantics communication_semantics(const Schedule& schedule) {
+  const ValidationReport rendezvous = validate(schedule, {CommSemantics::kRendezvous});
+  if (rendezvous.ok()) return CommSemantics::kRendezvous;
+  if (validate(schedule, {CommSemantics::kPosted}).ok()) return CommSemantics::kPosted;
+  fail(ErrorCode::kInvalidArgument, "invalid schedule '", schedule.name, "': ", rendezvous.to_string());
+}
+
 ActionIndex::ActionIndex(const Schedule& schedule)
     : stages_(std::max(0, schedule.num_stages())),
       micro_batches_(std::max(0, schedule.num_micro_batches)) {

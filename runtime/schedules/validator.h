@@ -61,6 +61,11 @@ ValidationReport validate(const Schedule& schedule, const ValidationOptions& opt
 // Throws pf::Error(kInvalidArgument) whose message is "invalid schedule '<name>': " plus the report.
 void validate_or_throw(const Schedule& schedule, const ValidationOptions& options = {});
 
+// The semantics an executor needs to run `schedule`: kRendezvous when it is valid under rendezvous
+// send/recv, else kPosted when it is valid with posted ones (PyTorch's deferred receives); else
+// throws validate_or_throw's rendezvous error.
+CommSemantics communication_semantics(const Schedule& schedule);
+
 // The micro-batches in the order their weight gradients (W, or BW) of `stage` run: this is the
 // order in which the stage's gradients accumulate. Empty when the stage has none.
 std::vector<int> weight_gradient_order(const Schedule& schedule, int stage);

@@ -6,6 +6,8 @@
 
 #include "runtime/execution/pipeline_trainer.h"
 #include "runtime/schedules/schedule_request.h"
+#include "runtime/schedules/text_format.h"
+#include "runtime/schedules/validator.h"
 #include "tests/execution/test_util.h"
 
 namespace pf::exec {
@@ -133,6 +135,23 @@ TEST(Equivalence, PyTorchStyleTextAndUnevenPartition) {
   o.base = base_options(4, 0);
   o.layers_per_stage = {1, 12, 4};  // the MLP has 17 top-level layers
   EXPECT_EQ(compare(ModelKind::kMlp, o), "");
+}
+
+// PyTorch's runtime lowering with deferred receives (1F1B, p = 2): each rank posts a RECV before the
+// compute it overlaps, so the two RECVs wait for SENDs that come later on the peer. A deadlock with
+// blocking receives; the trainer sees that only posted semantics runs it and posts the receives.
+TEST(Equivalence, DeferredReceivesRunPosted) {
+  const std::string text =
+      "0F0 0SEND_F0 0RECV_B0 0F1 0SEND_F1 0BW0 0RECV_B1 0BW1\n"
+      "1RECV_F0 1F0 1RECV_F1 1BW0 1SEND_B0 1F1 1BW1 1SEND_B1\n";
+  ASSERT_FALSE(sched::validate(sched::parse_schedule(text)).ok());
+  for (ModelKind kind : {ModelKind::kMlp, ModelKind::kGpt}) {
+    PipelineOptions o;
+    o.schedule_text = text;
+    o.base = base_options(2, 1);
+    o.recv_timeout_seconds = 20;
+    EXPECT_EQ(compare(kind, o), "");
+  }
 }
 
 TEST(Equivalence, BlockingMailboxOfOneAndNoSpin) {

@@ -144,6 +144,20 @@ TEST(ProcessEquivalence, ActivationPolicies) {
   }
 }
 
+// PyTorch's deferred receives (1F1B, p = 2, each rank's RECV before the compute it overlaps): a
+// deadlock with blocking receives, so the processes post them; bitwise equal to sequential.
+TEST(ProcessEquivalence, DeferredReceivesRunPosted) {
+  for (ModelKind kind : {ModelKind::kMlp, ModelKind::kGpt}) {
+    PipelineOptions o;
+    o.schedule_text =
+        "0F0 0SEND_F0 0RECV_B0 0F1 0SEND_F1 0BW0 0RECV_B1 0BW1\n"
+        "1RECV_F0 1F0 1RECV_F1 1BW0 1SEND_B0 1F1 1BW1 1SEND_B1\n";
+    o.base = testing::varied_options(2, 1);
+    o.world = group_of(2);
+    EXPECT_EQ(compare(kind, o), "");
+  }
+}
+
 // Trains `o` as threads of this process and across group_of(o.ranks) processes: 3 steps and the
 // drain. "" when every step's loss, the drained parameters and `also(threads, processes)` agree.
 std::string compare_with_threads(
