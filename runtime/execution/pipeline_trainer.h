@@ -52,7 +52,7 @@ struct PipelineOptions {
   std::string schedule = "1f1b";       // a registered generator name (pf::sched::generator_names())
   std::string schedule_text;           // non-empty: a schedule in text form, used instead of `schedule`
   int ranks = 1;                       // p (generator schedules)
-  int chunks = 1;                      // v (interleaved-1f1b, bfs; zb-v uses 2)
+  int chunks = 1;                      // v (interleaved-1f1b, interleaved-zb, bfs; the V schedules use 2)
   std::vector<int> layers_per_stage;   // top-level layers per stage; empty = even split
   double recv_timeout_seconds = 60.0;  // a RECV (or a SEND into a full mailbox) waiting longer fails
   int mailbox_capacity = 64;           // messages queued per (source, destination) rank pair

@@ -253,6 +253,10 @@ std::vector<std::string> generator_names() {
   return out;
 }
 
+bool takes_any_chunks(const std::string& name) {
+  return name == "interleaved-1f1b" || name == "interleaved-zb" || name == "bfs";
+}
+
 bool has_generator(const std::string& name) {
   Registry& reg = registry();
   std::lock_guard<std::mutex> lock(reg.mu);

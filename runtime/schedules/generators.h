@@ -1,5 +1,6 @@
 // Schedule generators: per-rank action lists for the schedules of docs/SCHEDULES.md, behind a small
-// name -> function registry (built-ins: gpipe, 1f1b, interleaved-1f1b, bfs, zb-h1, zb-h2, zb-v; other
+// name -> function registry (built-ins: gpipe, 1f1b, interleaved-1f1b, bfs, zb-h1, zb-h2, zb-v here;
+// interleaved-zb, dualpipe-v, v-half, v-min in their own files; other
 // files add more with register_generator).
 //
 // Every built-in emits unlowered compute actions (add SEND/RECV with lower_communication) and ends each
@@ -20,8 +21,9 @@ namespace pf::sched {
 struct GeneratorOptions {
   int ranks = 0;          // p, pipeline ranks
   int micro_batches = 0;  // m, micro-batches per step
-  // v, model chunks per rank: interleaved-1f1b and bfs take any v >= 1 (stages = p * v, looped
-  // placement); zb-v always has 2 (it accepts 1, the default, or 2); the others need 1.
+  // v, model chunks per rank: interleaved-1f1b, interleaved-zb and bfs take any v >= 1 (stages =
+  // p * v, looped placement); the V schedules (zb-v, dualpipe-v, v-half, v-min) always have 2 (they
+  // accept 1, the default, or 2); the others need 1.
   int chunks = 1;
   // bfs only: run each chunk's backwards m-1..0, the looped-BFS order of the reference table, which
   // accumulates weight gradients in reverse micro-batch order. Default: 0..m-1.
@@ -36,6 +38,8 @@ void register_generator(const std::string& name, GeneratorFn fn);
 
 // Registered names, sorted.
 std::vector<std::string> generator_names();
+// The looped generators, which take any chunks v >= 1: interleaved-1f1b, interleaved-zb, bfs.
+bool takes_any_chunks(const std::string& name);
 bool has_generator(const std::string& name);
 
 // Checks the common options (ranks >= 1, micro_batches >= 1, chunks >= 1, a size limit), runs the

@@ -21,7 +21,7 @@ struct ScheduleRequest {
   std::string name;       // a registered generator (see generator_names())
   int ranks = 0;          // p
   int micro_batches = 0;  // m
-  int chunks = 1;         // v (interleaved-1f1b, bfs; zb-v always uses 2)
+  int chunks = 1;         // v (interleaved-1f1b, interleaved-zb, bfs; the V schedules always use 2)
   UniformCosts costs;     // zb-auto only
   double mem_limit = 0;   // zb-auto only: cap on in-flight micro-batches per rank; 0 = p (ZB-1p)
 };

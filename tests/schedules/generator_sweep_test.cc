@@ -18,7 +18,7 @@ namespace {
 class Sweep : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
 
 std::vector<int> chunk_choices(const std::string& name) {
-  if (name == "interleaved-1f1b" || name == "interleaved-zb" || name == "bfs") return {1, 2, 3, 4};
+  if (takes_any_chunks(name)) return {1, 2, 3, 4};
   if (name == "zb-v" || name == "dualpipe-v" || name == "v-half" || name == "v-min") return {1, 2};  // 1 means 2
   return {1};
 }

@@ -9,6 +9,7 @@
 #include "runtime/core/error.h"
 #include "runtime/schedules/comparison.h"
 #include "runtime/schedules/comparison_html.h"
+#include "runtime/schedules/generators.h"
 #include "tools/cli/cli.h"
 #include "tools/cli/cost_options.h"
 
@@ -18,7 +19,7 @@ namespace {
 // The chunks a schedule runs with: --chunks for the looped schedules (2 when not given), 1 for the
 // others (zb-v's generator takes its own 2).
 int chunks_for(const std::string& name, int chunks) {
-  if (name == "interleaved-1f1b" || name == "bfs") return chunks > 0 ? chunks : 2;
+  if (sched::takes_any_chunks(name)) return chunks > 0 ? chunks : 2;
   return 1;
 }
 
@@ -43,7 +44,7 @@ CLI::App* add_compare_command(CLI::App& app, CompareArgs& a) {
   cmd->add_option("--microbatches,--micro-batches", a.request.micro_batches, "micro-batches per step M")
       ->check(CLI::Range(1, 1 << 20))
       ->required();
-  cmd->add_option("--chunks", a.chunks, "interleaved-1f1b, bfs: model chunks per rank V (default 2)")
+  cmd->add_option("--chunks", a.chunks, "interleaved-1f1b, interleaved-zb, bfs: model chunks per rank V (default 2)")
       ->check(CLI::Range(1, 64));
   add_cost_options(cmd, a.request.costs, CostOptions::kBoth);
   cmd->add_option("--mem-limit", a.request.mem_limit, "zb-auto: cap on in-flight micro-batches per rank (default P)")

@@ -40,7 +40,7 @@ void add_shape_options(CLI::App* cmd, ScheduleArgs& a, bool required) {
     stages->required();
     mbs->required();
   }
-  cmd->add_option("--chunks", a.request.chunks, "model chunks per rank V (interleaved-1f1b, bfs)")
+  cmd->add_option("--chunks", a.request.chunks, "model chunks per rank V (interleaved-1f1b, interleaved-zb, bfs)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
   add_cost_options(cmd, a.request.costs, CostOptions::kTimes);

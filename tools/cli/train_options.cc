@@ -112,7 +112,8 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
       ->check(CLI::ExistingPath);
   auto* schedule = cmd->add_option("--schedule", a.schedule,
                                    "train pipelined with this schedule: gpipe, 1f1b, interleaved-1f1b, bfs, "
-                                   "zb-h1, zb-h2, zb-v, zb-auto, asynchronous (no flush): pipedream, "
+                                   "zb-h1, zb-h2, zb-v, zb-auto, interleaved-zb, dualpipe-v, v-half, v-min, "
+                                   "asynchronous (no flush): pipedream, "
                                    "pipedream-2bw, spectrain, pipemare, or local learning (no gradient crosses "
                                    "ranks): ppll, local-updates (default: the sequential reference)");
   auto* schedule_file = cmd->add_option("--schedule-file", a.schedule_file, "train with a schedule in the text form")
@@ -121,7 +122,7 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--stages,--ranks", a.stages, "pipeline ranks P (one worker thread each)")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
-  cmd->add_option("--chunks", a.chunks, "model chunks per rank V (interleaved-1f1b, bfs)")
+  cmd->add_option("--chunks", a.chunks, "model chunks per rank V (interleaved-1f1b, interleaved-zb, bfs)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
   auto* counts = cmd->add_option("--layers-per-stage", a.layers_per_stage, "top-level layers per stage");
