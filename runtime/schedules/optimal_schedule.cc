@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/core/error.h"
+#include "runtime/schedules/generator_parts.h"
 #include "runtime/schedules/generators.h"
 #include "runtime/schedules/milp.h"
 #include "runtime/schedules/stage_actions.h"
@@ -97,11 +98,7 @@ bool fifo_per_kind(const Schedule& s) {
 // One micro-batch at a time: F, B, W of micro-batch i on every rank before micro-batch i+1. It holds
 // at most max(M_B, M_W), so it fits every cap the solver accepts.
 Schedule sequential_order(int ranks, int m) {
-  Schedule s;
-  s.name = "sequential";
-  s.num_micro_batches = m;
-  s.placement = Placement::one_per_rank(ranks);
-  s.ranks.resize(static_cast<size_t>(ranks));
+  Schedule s = gen::make_schedule("sequential", m, Placement::one_per_rank(ranks));
   for (int r = 0; r < ranks; ++r) {
     for (int i = 0; i < m; ++i) {
       for (ActionKind k : {ActionKind::kForward, ActionKind::kBackwardInput, ActionKind::kBackwardWeight})

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "runtime/core/error.h"
+#include "runtime/schedules/generator_parts.h"
 #include "runtime/schedules/generators.h"
 
 namespace pf::sched {
@@ -59,11 +60,7 @@ class Builder {
     return t;
   }
   Schedule to_schedule() const {
-    Schedule s;
-    s.name = "zb-auto";
-    s.num_micro_batches = m_;
-    s.placement = Placement::one_per_rank(p_);
-    s.ranks.resize(static_cast<size_t>(p_));
+    Schedule s = gen::make_schedule("zb-auto", m_, Placement::one_per_rank(p_));
     for (int j = 0; j < p_; ++j) {
       auto& list = s.ranks[static_cast<size_t>(j)];
       list.reserve(st_[static_cast<size_t>(j)].order.size() + 1);
