@@ -37,9 +37,11 @@
 %newobject pipeforge::Trainer::create;
 %newobject pipeforge::Schedule::generate;
 %newobject pipeforge::Schedule::parse;
+%newobject pipeforge::Schedule::parse_pytorch_csv;
 %newobject pipeforge::Schedule::lower;
 %newobject pipeforge::Schedule::apply_activation_policy;
 %newobject pipeforge::Schedule::simulate;
+%newobject pipeforge::Schedule::simulate_comm;
 
 // Serves micro-batches from the language: a director class.
 %feature("director") pipeforge::LoaderCallback;

@@ -1086,7 +1086,8 @@ class Trainer {
 // Schedules: generate, parse, validate, lower, simulate, render (C API "Schedules", docs/SCHEDULES.md)
 
 // What Schedule::generate builds; the constructor takes the C API's defaults. `stages` (P) and
-// `micro_batches` (M) have none: 0 is an error. The costs and mem_limit are used by "zb-auto" only.
+// `micro_batches` (M) have none: 0 is an error. The costs and mem_limit are used by the cost-driven
+// "zb-auto", "v-half" and "v-min" only (mem_limit 0: the schedule's own cap).
 struct ScheduleOptions {
   int32_t stages, micro_batches, chunks;
   double t_f, t_b, t_w, t_comm, mem_limit;
@@ -1257,10 +1258,18 @@ class Schedule {
     pf_schedule* s = nullptr;
     return detail::ok(pf_schedule_generate(name.c_str(), &o, &s), status) ? new Schedule(s) : nullptr;
   }
-  // Parses the text form (or PyTorch-style compact action lists, one rank per line) and validates it.
+  // Parses the text form (or PyTorch-style compact action lists, one rank per line) and validates it
+  // (under rendezvous send/recv, else under posted ones: validate("posted")).
   static Schedule* parse(const std::string& text, Status* status) {
     pf_schedule* s = nullptr;
     return detail::ok(pf_schedule_parse(text.c_str(), &s), status) ? new Schedule(s) : nullptr;
+  }
+  // Parses PyTorch's pipeline-schedule CSV (torch.distributed.pipelining's dump: one row per rank,
+  // one action per cell, PyTorch's B being our BW) and validates it as parse() does. UNSHARD/RESHARD
+  // cells are dropped, with one warning in the library's log.
+  static Schedule* parse_pytorch_csv(const std::string& text, Status* status) {
+    pf_schedule* s = nullptr;
+    return detail::ok(pf_schedule_parse_pytorch_csv(text.c_str(), &s), status) ? new Schedule(s) : nullptr;
   }
 
   // Destroys the schedule (simulations of it stay valid); so does the destructor. Later calls fail
@@ -1270,7 +1279,18 @@ class Schedule {
 
   // The text form; parse() reads it back to the same schedule.
   std::string to_text(Status* status) { return handle_.read_string(status, pf_schedule_to_text); }
+  // PyTorch's CSV (parse_pytorch_csv reads it back); with_comms also writes SEND/RECV and ALLREDUCE
+  // (as REDUCE_GRAD). A kind the format cannot carry (OFFLOAD, RECOMPUTE, ...) is PF_INVALID_ARGUMENT.
+  std::string to_pytorch_csv(bool with_comms, Status* status) {
+    return handle_.read_string(status, pf_schedule_to_pytorch_csv, static_cast<int32_t>(with_comms ? 1 : 0));
+  }
+  // Checks the schedule under rendezvous send/recv (validate) or under `comm` (validate_comm):
+  // "rendezvous" or "posted" (a SEND never blocks, only the compute that consumes a RECV's tensor
+  // waits). Distinct names, not overloads, so that Go's SWIG keeps typed signatures.
   void validate(Status* status) const { handle_.call(status, pf_schedule_validate); }
+  void validate_comm(const std::string& comm, Status* status) const {
+    handle_.call(status, pf_schedule_validate_comm, comm.c_str());
+  }
   // A new Schedule with SEND/RECV actions for every cross-rank dependency, in a deadlock-free order.
   Schedule* lower(Status* status) const {
     pf_schedule* s = nullptr;
@@ -1282,13 +1302,19 @@ class Schedule {
     return handle_.read<int32_t>(status, pf_schedule_num_micro_batches);
   }
 
-  // Times the schedule under `costs`. Returns a new Simulation, or NULL after reporting the error.
+  // Times the schedule under `costs`, with rendezvous send/recv (simulate) or the semantics `comm`
+  // ("rendezvous", "posted"; simulate_comm). Returns a new Simulation, or NULL after reporting the
+  // error.
   Simulation* simulate(const CostModel& costs, Status* status) const {
+    return simulate_comm(costs, "rendezvous", status);
+  }
+  Simulation* simulate_comm(const CostModel& costs, const std::string& comm, Status* status) const {
     if (!handle_.open(status)) return nullptr;
     pf_cost_model c;
     if (!costs.to_c(&c, status)) return nullptr;
     pf_simulation* sim = nullptr;
-    return detail::ok(pf_schedule_simulate(handle_.get(), &c, &sim), status) ? new Simulation(sim) : nullptr;
+    return detail::ok(pf_schedule_simulate_comm(handle_.get(), &c, comm.c_str(), &sim), status) ? new Simulation(sim)
+                                                                                                 : nullptr;
   }
 
   // A new Schedule with activation policy `policy` ("none", "recompute", "offload-host",

@@ -40,7 +40,9 @@ struct pf_trainer {
 
 struct pf_schedule {
   pf::sched::Schedule schedule;
-  std::string text;  // what pf_schedule_to_text returned last
+  std::string text;         // what pf_schedule_to_text returned last
+  std::string pytorch_csv;  // what pf_schedule_to_pytorch_csv returned last (apart from `text`, so
+                            // that neither call invalidates the other's string)
 };
 
 struct pf_simulation {

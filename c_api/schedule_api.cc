@@ -8,8 +8,11 @@
 #include "c_api/guard.h"
 #include "c_api/handles.h"
 #include "c_api/struct_io.h"
+#include "runtime/core/log.h"
 #include "runtime/schedules/activation_policy.h"
+#include "runtime/schedules/comm_semantics.h"
 #include "runtime/schedules/lowering.h"
+#include "runtime/schedules/pytorch_format.h"
 #include "runtime/schedules/schedule_request.h"
 #include "runtime/schedules/text_format.h"
 #include "runtime/schedules/timeline.h"
@@ -94,6 +97,31 @@ pf::sched::CostModel read_costs(const pf_cost_model* costs, const pf::sched::Sch
   return to_cost_model(c, schedule.num_stages());
 }
 
+// Times `schedule` under `costs` (possibly NULL or older) with `options` into a new *out.
+void simulate_into(const pf_schedule* schedule, const pf_cost_model* costs,
+                   const pf::sched::SimulationOptions& options, pf_simulation** out) {
+  const pf::sched::Schedule& s = schedule->schedule;
+  const pf::sched::CostModel c = read_costs(costs, s);
+  auto handle = std::make_unique<pf_simulation>();
+  handle->result = pf::sched::simulate(s, c, options);
+  handle->offloaded_bytes = pf::sched::offloaded_bytes_per_rank(s, c);
+  handle->recomputes = pf::sched::recomputes_per_rank(s);
+  *out = handle.release();
+}
+
+// The semantics a caller names ("rendezvous" | "posted"); an unknown name is kInvalidArgument.
+pf::sched::CommSemantics read_comm(const char* comm) {
+  return pf::sched::parse_comm_semantics(pf::capi::require_string(comm, "comm"));
+}
+
+// One warning listing the cells a PyTorch CSV had that PipeForge drops (UNSHARD/RESHARD).
+void log_dropped_cells(const std::vector<std::string>& dropped) {
+  if (dropped.empty() || !pf::log_enabled(pf::LogLevel::kWarning)) return;
+  std::string message = "PyTorch CSV: dropped " + std::to_string(dropped.size()) + " cell(s):";
+  for (const std::string& line : dropped) message += "\n  " + line;
+  pf::log(pf::LogLevel::kWarning, message);
+}
+
 }  // namespace
 
 extern "C" {
@@ -128,8 +156,28 @@ pf_status* pf_schedule_parse(const char* text, pf_schedule** out) {
     const std::string body = pf::capi::require_string(text, "text");
     require(out, "out");
     pf::sched::Schedule schedule = pf::sched::parse_schedule(body);
-    pf::sched::validate_or_throw(schedule);
+    pf::sched::communication_semantics(schedule);  // valid under rendezvous or posted send/recv
     *out = wrap(std::move(schedule));
+  });
+}
+
+pf_status* pf_schedule_parse_pytorch_csv(const char* text, pf_schedule** out) {
+  return guard(__func__, [&] {
+    const std::string body = pf::capi::require_string(text, "text");
+    require(out, "out");
+    pf::sched::PytorchCsv csv = pf::sched::parse_pytorch_csv(body);
+    pf::sched::communication_semantics(csv.schedule);  // valid under rendezvous or posted send/recv
+    log_dropped_cells(csv.dropped);
+    *out = wrap(std::move(csv.schedule));
+  });
+}
+
+pf_status* pf_schedule_to_pytorch_csv(pf_schedule* schedule, int32_t with_comms, const char** out) {
+  return guard(__func__, [&] {
+    require(schedule, "schedule");
+    require(out, "out");
+    schedule->pytorch_csv = pf::sched::schedule_to_pytorch_csv(schedule->schedule, with_comms != 0);
+    *out = schedule->pytorch_csv.c_str();
   });
 }
 
@@ -144,6 +192,13 @@ pf_status* pf_schedule_to_text(pf_schedule* schedule, const char** out) {
 
 pf_status* pf_schedule_validate(const pf_schedule* schedule) {
   return guard(__func__, [&] { pf::sched::validate_or_throw(require(schedule, "schedule")->schedule); });
+}
+
+pf_status* pf_schedule_validate_comm(const pf_schedule* schedule, const char* comm) {
+  return guard(__func__, [&] {
+    require(schedule, "schedule");
+    pf::sched::validate_or_throw(schedule->schedule, pf::sched::ValidationOptions{read_comm(comm)});
+  });
 }
 
 pf_status* pf_schedule_lower(const pf_schedule* schedule, pf_schedule** out) {
@@ -187,13 +242,18 @@ pf_status* pf_schedule_simulate(const pf_schedule* schedule, const pf_cost_model
   return guard(__func__, [&] {
     require(schedule, "schedule");
     require(out, "out");
-    const pf::sched::Schedule& s = schedule->schedule;
-    const pf::sched::CostModel c = read_costs(costs, s);
-    auto handle = std::make_unique<pf_simulation>();
-    handle->result = pf::sched::simulate(s, c);
-    handle->offloaded_bytes = pf::sched::offloaded_bytes_per_rank(s, c);
-    handle->recomputes = pf::sched::recomputes_per_rank(s);
-    *out = handle.release();
+    simulate_into(schedule, costs, {}, out);
+  });
+}
+
+pf_status* pf_schedule_simulate_comm(const pf_schedule* schedule, const pf_cost_model* costs, const char* comm,
+                                     pf_simulation** out) {
+  return guard(__func__, [&] {
+    require(schedule, "schedule");
+    pf::sched::SimulationOptions options;
+    options.comm = read_comm(comm);
+    require(out, "out");
+    simulate_into(schedule, costs, options, out);
   });
 }
 

@@ -18,10 +18,17 @@ var ScheduleNames = []string{"gpipe", "1f1b", "interleaved-1f1b", "bfs", "zb-h1"
 // Schedule.ApplyActivationPolicy and TrainerOptions.ActivationPolicy know.
 var ActivationPolicies = []string{"none", "recompute", "offload-host", "offload-file", "selective", "balance"}
 
+// CommSemantics are what a SEND/RECV pair can mean (Schedule.ValidateComm, Schedule.SimulateComm;
+// docs/SCHEDULES.md, "Communication semantics"): "rendezvous" (both block until the other is
+// reached; what Validate and Simulate use) or "posted" (MPI isend/irecv, NCCL, PyTorch: a SEND never
+// blocks, only the compute that consumes a RECV's tensor waits for it).
+var CommSemantics = []string{"rendezvous", "posted"}
+
 // ScheduleOptions says what GenerateSchedule builds. Stages (P pipeline ranks) and MicroBatches (M)
 // are required. Zero fields take the C API's defaults: Chunks 1 (V model chunks per rank, for
-// interleaved-1f1b and bfs); TF, TB, TW 1, TComm 0 and MemLimit 0 (= P), which steer "zb-auto"'s
-// search only.
+// interleaved-1f1b and bfs); TF, TB, TW 1, TComm 0 and MemLimit 0 (the schedule's own cap: P for
+// zb-auto, (P+2)/2 for v-half, (P+4)/3 for v-min), which steer the cost-driven schedules only:
+// "zb-auto"'s search and "v-half" / "v-min"'s list scheduling under their memory cap.
 type ScheduleOptions struct {
 	Stages, MicroBatches, Chunks int
 	TF, TB, TW, TComm            float64
@@ -165,6 +172,14 @@ func ParseSchedule(text string) (*Schedule, error) {
 	return newSchedule(func(s core.Status) core.Schedule { return core.ScheduleParse(text, s) })
 }
 
+// ParsePytorchCSV parses PyTorch's pipeline-schedule CSV (torch.distributed.pipelining's dump,
+// compute-only or compute+comms: one row per rank, one action per cell; PyTorch's I is our B and its
+// B our BW) and validates it like ParseSchedule. UNSHARD/RESHARD cells (FSDP) are dropped with one
+// warning in the library's log. Errors name the line, the cell number and its text.
+func ParsePytorchCSV(text string) (*Schedule, error) {
+	return newSchedule(func(s core.Status) core.Schedule { return core.ScheduleParsePytorchCsv(text, s) })
+}
+
 // Close destroys the schedule (its simulations stay valid). Idempotent.
 func (s *Schedule) Close() error {
 	if s != nil && s.s != nil {
@@ -186,14 +201,38 @@ func (s *Schedule) Text() (string, error) {
 	return text, err
 }
 
-// Validate checks the schedule again; an InvalidArgument error names the rank, the action and the
-// unmet dependency.
+// PytorchCSV is the schedule as PyTorch's CSV (ParsePytorchCSV reads it back); withComms also
+// writes SEND/RECV and ALLREDUCE (as REDUCE_GRAD). A kind the format cannot carry (OFFLOAD,
+// RECOMPUTE, ...) is an InvalidArgument error.
+func (s *Schedule) PytorchCSV(withComms bool) (string, error) {
+	defer runtime.KeepAlive(s)
+	if s == nil || s.s == nil {
+		return "", errClosed("schedule")
+	}
+	var text string
+	err := call(func(st core.Status) { text = s.s.ToPytorchCsv(withComms, st) })
+	return text, err
+}
+
+// Validate checks the schedule again under rendezvous send/recv; an InvalidArgument error names the
+// rank, the action and the unmet dependency.
 func (s *Schedule) Validate() error {
 	defer runtime.KeepAlive(s)
 	if s == nil || s.s == nil {
 		return errClosed("schedule")
 	}
 	return call(func(st core.Status) { s.s.Validate(st) })
+}
+
+// ValidateComm is Validate under send/recv semantics comm (one of CommSemantics); a schedule with
+// PyTorch's deferred receives may be valid under "posted" only. An unknown comm is an
+// InvalidArgument error naming it.
+func (s *Schedule) ValidateComm(comm string) error {
+	defer runtime.KeepAlive(s)
+	if s == nil || s.s == nil {
+		return errClosed("schedule")
+	}
+	return call(func(st core.Status) { s.s.ValidateComm(comm, st) })
 }
 
 // Lower returns a new schedule with SEND/RECV actions for every cross-rank dependency, in an order
@@ -241,8 +280,15 @@ func (s *Schedule) NumMicroBatches() (int, error) {
 }
 
 // Simulate times the schedule under costs: each rank runs its actions in order; every cross-rank
-// dependency waits TComm after its producer ends.
+// dependency waits TComm after its producer ends (rendezvous send/recv).
 func (s *Schedule) Simulate(costs CostModel) (*Simulation, error) {
+	return s.SimulateComm(costs, "rendezvous")
+}
+
+// SimulateComm is Simulate under send/recv semantics comm (one of CommSemantics): under "posted" a
+// RECV blocks nothing and the compute that consumes its tensor starts no earlier than the matching
+// SEND's end + TComm. An unknown comm is an InvalidArgument error naming it.
+func (s *Schedule) SimulateComm(costs CostModel, comm string) (*Simulation, error) {
 	defer runtime.KeepAlive(s)
 	if s == nil || s.s == nil {
 		return nil, errClosed("schedule")
@@ -250,7 +296,7 @@ func (s *Schedule) Simulate(costs CostModel) (*Simulation, error) {
 	c := costs.toCore()
 	defer core.DeleteCostModel(c)
 	var sim core.Simulation
-	if err := call(func(st core.Status) { sim = s.s.Simulate(c, st) }); err != nil {
+	if err := call(func(st core.Status) { sim = s.s.SimulateComm(c, comm, st) }); err != nil {
 		return nil, err
 	}
 	simulation := &Simulation{sim: sim}

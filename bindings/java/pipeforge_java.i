@@ -304,6 +304,11 @@ PF_JAVA_ARRAY((int32_t* out, size_t count), jint, int[], int[], jintArray, Int, 
 %ignore pipeforge::Simulation::close;
 %ignore pipeforge::Simulation::closed;
 
+// validate(String comm) and simulate(CostModel, String comm) in Java: overloads of validate() and
+// simulate(CostModel) (the core names them apart for Go).
+%rename(validate) pipeforge::Schedule::validate_comm;
+%rename(simulate) pipeforge::Schedule::simulate_comm;
+
 %typemap(javacode) pipeforge::ScheduleOptions %{
   /** P pipeline ranks (stages) and M micro-batches; the rest takes the defaults (1 chunk). */
   public ScheduleOptions(int stages, int microBatches) {
@@ -322,6 +327,27 @@ PF_JAVA_ARRAY((int32_t* out, size_t count), jint, int[], int[], jintArray, Int, 
   /** Simulates under the default costs (t_f = t_b = t_w = 1, no communication latency, m_b = 1). */
   public Simulation simulate() {
     return simulate(new CostModel());
+  }
+
+  /**
+   * Simulates under the default costs with send/recv semantics {@code comm} (one of {@link
+   * #COMM_SEMANTICS}).
+   */
+  public Simulation simulate(String comm) {
+    return simulate(new CostModel(), comm);
+  }
+
+  /**
+   * What a SEND/RECV pair means, for {@link #validate(String)} and {@link #simulate(CostModel,
+   * String)}: "rendezvous" (both block until the other is reached; what validate() and
+   * simulate(CostModel) use) or "posted" (MPI isend/irecv, NCCL, PyTorch: a SEND never blocks, only
+   * the compute that consumes a RECV's tensor waits for it).
+   */
+  public static final String[] COMM_SEMANTICS = {"rendezvous", "posted"};
+
+  /** The compute-only PyTorch CSV (no SEND/RECV). */
+  public String toPytorchCsv() {
+    return toPytorchCsv(false);
   }
 
   /** The activation policies {@link #applyActivationPolicy} and TrainerOptions.setActivationPolicy know. */

@@ -2,6 +2,8 @@
 
 #include "runtime/core/error.h"
 #include "runtime/core/limits.h"
+#include "runtime/schedules/capped_v.h"
+#include "runtime/schedules/generator_parts.h"
 #include "runtime/schedules/generators.h"
 #include "runtime/schedules/zb_auto.h"
 
@@ -21,12 +23,20 @@ Schedule make_schedule(const ScheduleRequest& request) {
                limits::kMaxStages, "], got ", request.chunks);
   check_schedule_size(request.ranks, static_cast<int64_t>(request.ranks) * request.chunks, request.micro_batches,
                       request.name);
-  PF_CHECK_ARG(request.mem_limit >= 0, "mem-limit must be >= 0 (0 = the number of ranks), got ",
+  PF_CHECK_ARG(request.mem_limit >= 0, "mem-limit must be >= 0 (0 = the schedule's default cap), got ",
                request.mem_limit);
   if (request.name == "zb-auto") {
     PF_CHECK_ARG(request.chunks == 1, "zb-auto has one chunk per rank; got chunks ", request.chunks);
     const double cap = request.mem_limit > 0 ? request.mem_limit : request.ranks;
     return generate_zb_auto(request.ranks, request.micro_batches, request.costs.expand(request.ranks), cap);
+  }
+  if (request.name == "v-half" || request.name == "v-min") {
+    const char* name = request.name.c_str();
+    gen::require_v_chunks(name, request.chunks);
+    const int default_cap = request.name == "v-half" ? v_half_cap(request.ranks) : v_min_cap(request.ranks);
+    const double cap = request.mem_limit > 0 ? request.mem_limit : default_cap;
+    return generate_capped_v(name, request.ranks, request.micro_batches, request.costs.expand(2 * request.ranks),
+                             cap);
   }
   GeneratorOptions options;
   options.ranks = request.ranks;

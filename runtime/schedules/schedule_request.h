@@ -1,6 +1,6 @@
 // One entry point that turns "which schedule, for which p, m, v and costs" into a Schedule, shared by
-// the command line and the C API. zb-auto is cost-driven, so it is the one generator that sees the
-// cost model and the memory cap; the others depend only on p, m and v.
+// the command line and the C API. The cost-driven generators, zb-auto and v-half / v-min (list
+// scheduling under a memory cap), see the cost model and the cap; the others depend only on p, m, v.
 #pragma once
 
 #include <string>
@@ -22,8 +22,10 @@ struct ScheduleRequest {
   int ranks = 0;          // p
   int micro_batches = 0;  // m
   int chunks = 1;         // v (interleaved-1f1b, interleaved-zb, bfs; the V schedules always use 2)
-  UniformCosts costs;     // zb-auto only
-  double mem_limit = 0;   // zb-auto only: cap on in-flight micro-batches per rank; 0 = p (ZB-1p)
+  UniformCosts costs;     // zb-auto, v-half, v-min only
+  // zb-auto, v-half, v-min only: cap on in-flight micro-batches per rank; 0 = the schedule's own cap
+  // (p for zb-auto, ZB-1p; v_half_cap(p), v_min_cap(p) for v-half and v-min: capped_v.h)
+  double mem_limit = 0;
 };
 
 // Generates and validates. Errors name the option at fault (kInvalidArgument).

@@ -201,6 +201,38 @@ TEST(CoreTest, ScheduleSimulatesAndRendersInBothErrorModes) {
   }
 }
 
+// Since 0.6: PyTorch's CSV and the send/recv semantics, in both error modes.
+TEST(CoreTest, PytorchCsvAndPostedSemantics) {
+  const std::string deferred =
+      "0F0,0SEND_F0,0RECV_B0,0F1,0SEND_F1,0B0,0RECV_B1,0B1\n"
+      "1RECV_F0,1F0,1RECV_F1,1B0,1SEND_B0,1F1,1B1,1SEND_B1\n";
+  std::unique_ptr<pipeforge::Schedule> schedule(pipeforge::Schedule::parse_pytorch_csv(deferred, nullptr));
+  EXPECT_EQ(schedule->to_pytorch_csv(true, nullptr), deferred);
+  EXPECT_EQ(schedule->to_pytorch_csv(false, nullptr), "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n");
+  Status status;
+  schedule->validate(&status);
+  EXPECT_EQ(status.code(), PF_INVALID_ARGUMENT);
+  schedule->validate_comm("posted", &status);
+  EXPECT_TRUE(status.ok()) << status.message();
+  schedule->validate_comm("buffered", &status);
+  EXPECT_EQ(status.code(), PF_INVALID_ARGUMENT);
+  EXPECT_NE(status.message().find("'buffered'"), std::string::npos) << status.message();
+  EXPECT_EQ(schedule->simulate(pipeforge::CostModel(), &status), nullptr);
+  EXPECT_EQ(status.code(), PF_INVALID_ARGUMENT);
+  std::unique_ptr<pipeforge::Simulation> sim(schedule->simulate_comm(pipeforge::CostModel(), "posted", nullptr));
+  EXPECT_DOUBLE_EQ(sim->summary(nullptr).makespan, 9.0);
+  try {
+    pipeforge::Schedule::parse_pytorch_csv("0F0,0QQ0\n", nullptr);
+    FAIL() << "no exception";
+  } catch (const pipeforge::Error& e) {
+    EXPECT_EQ(e.code(), PF_INVALID_ARGUMENT);
+    EXPECT_NE(e.message().find("0QQ0"), std::string::npos) << e.message();
+  }
+  schedule->close();
+  EXPECT_EQ(schedule->to_pytorch_csv(false, &status), "");
+  EXPECT_EQ(status.code(), PF_FAILED_PRECONDITION);
+}
+
 TEST(CoreTest, PerStageCostsOverrideTheScalarsAndMustAgreeInLength) {
   auto schedule = Generate("gpipe", 2, 2);
   pipeforge::CostModel costs;

@@ -1,9 +1,14 @@
-// The schedule engine through the C API: generate, parse, validate, lower, simulate, render; and
-// bad input for every pf_schedule_* / pf_simulation_* function (codes, messages, untouched
-// out-params, NULL destroy). Runs under ASan/LSan like the other C API tests.
+// The schedule engine through the C API: generate, parse, validate, lower, simulate, render; since
+// 0.6 PyTorch's CSV, posted send/recv semantics and the cost-driven V schedules; and bad input for
+// every pf_schedule_* / pf_simulation_* function (codes, messages, untouched out-params, NULL
+// destroy). Runs under ASan/LSan like the other C API tests.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <mutex>
+#include <utility>
 #include <string>
+#include <vector>
 
 #include "tests/c_api/test_util.h"
 
@@ -262,6 +267,230 @@ TEST(ScheduleApiBadInput, EveryFunctionReportsAndLeavesOutParamsAlone) {
   pf_simulation_destroy(nullptr);
   pf_schedule_options_init(nullptr);
   pf_cost_model_init(nullptr);
+}
+
+// ---- since 0.6: PyTorch's CSV, communication semantics, v-half / v-min under costs and a cap ----
+
+std::string text_of(pf_schedule* schedule) {
+  const char* text = nullptr;
+  EXPECT_PF_OK(pf_schedule_to_text(schedule, &text));
+  return text != nullptr ? text : "";
+}
+
+std::string pytorch_csv_of(pf_schedule* schedule, int32_t with_comms) {
+  const char* csv = nullptr;
+  EXPECT_PF_OK(pf_schedule_to_pytorch_csv(schedule, with_comms, &csv));
+  return csv != nullptr ? csv : "";
+}
+
+pf_simulation_summary summary_of(const pf_schedule* schedule, const pf_cost_model* costs, const char* comm) {
+  pf_simulation_summary summary{};
+  summary.struct_size = sizeof(summary);
+  pf_simulation* sim = nullptr;
+  EXPECT_PF_OK(pf_schedule_simulate_comm(schedule, costs, comm, &sim));
+  if (sim != nullptr) EXPECT_PF_OK(pf_simulation_get_summary(sim, &summary));
+  pf_simulation_destroy(sim);
+  return summary;
+}
+
+TEST(ScheduleApiPytorchCsv, RoundTripsComputeOnlyAndWithComms) {
+  pf_schedule* s = generate("zb-h1", 4, 8);
+  ASSERT_NE(s, nullptr);
+  const std::string text = text_of(s);
+  const std::string compute = pytorch_csv_of(s, 0);
+  EXPECT_EQ(compute.find("SEND"), std::string::npos);
+  EXPECT_NE(compute.find("0F0,"), std::string::npos) << compute;
+  EXPECT_NE(compute.find("3F0,3I0,3F1"), std::string::npos) << compute;  // our B is PyTorch's I
+  // The CSV has a string of its own: writing it leaves to_text's string as it was.
+  const char* text_ptr = nullptr;
+  ASSERT_PF_OK(pf_schedule_to_text(s, &text_ptr));
+  const char* csv_ptr = nullptr;
+  ASSERT_PF_OK(pf_schedule_to_pytorch_csv(s, 0, &csv_ptr));
+  EXPECT_EQ(std::string(text_ptr), text);
+  EXPECT_EQ(std::string(csv_ptr), compute);
+
+  pf_schedule* parsed = nullptr;
+  ASSERT_PF_OK(pf_schedule_parse_pytorch_csv(compute.c_str(), &parsed));
+  EXPECT_EQ(pytorch_csv_of(parsed, 0), compute);
+  int32_t n = 0;
+  EXPECT_PF_OK(pf_schedule_num_ranks(parsed, &n));
+  EXPECT_EQ(n, 4);
+  EXPECT_PF_OK(pf_schedule_num_micro_batches(parsed, &n));
+  EXPECT_EQ(n, 8);
+  EXPECT_DOUBLE_EQ(summary_of(parsed, nullptr, "rendezvous").makespan, summary_of(s, nullptr, "rendezvous").makespan);
+
+  pf_schedule* lowered = nullptr;
+  ASSERT_PF_OK(pf_schedule_lower(s, &lowered));
+  const std::string comms = pytorch_csv_of(lowered, 1);
+  EXPECT_NE(comms.find("SEND_F"), std::string::npos) << comms;
+  EXPECT_NE(comms.find("RECV_B"), std::string::npos) << comms;
+  pf_schedule* reparsed = nullptr;
+  ASSERT_PF_OK(pf_schedule_parse_pytorch_csv(comms.c_str(), &reparsed));
+  EXPECT_EQ(pytorch_csv_of(reparsed, 1), comms);
+  EXPECT_PF_OK(pf_schedule_validate(reparsed));
+  pf_schedule_destroy(reparsed);
+  pf_schedule_destroy(lowered);
+  pf_schedule_destroy(parsed);
+  pf_schedule_destroy(s);
+}
+
+// PyTorch's lowering with deferred receives, p = 2, m = 2, 1F1B (PyTorch's B is our BW): each rank
+// posts the RECV it needs next before the compute its peer's SEND follows, a deadlock under
+// rendezvous send/recv and fine under posted ones. The FSDP cells are dropped with a warning.
+constexpr const char* kDeferredReceives =
+    "0UNSHARD,0F0,0SEND_F0,0RECV_B0,0F1,0SEND_F1,0B0,0RECV_B1,0B1,0RESHARD\n"
+    "1UNSHARD,1RECV_F0,1F0,1RECV_F1,1B0,1SEND_B0,1F1,1B1,1SEND_B1,1RESHARD\n";
+
+struct LogRecorder {
+  std::mutex mu;
+  std::vector<std::pair<pf_log_level, std::string>> messages;
+  static void log(void* user_data, pf_log_level level, const char* message) {
+    auto* self = static_cast<LogRecorder*>(user_data);
+    std::lock_guard<std::mutex> lock(self->mu);
+    self->messages.emplace_back(level, message);
+  }
+};
+
+TEST(ScheduleApiPytorchCsv, DeferredReceivesAreValidUnderPostedSemanticsOnly) {
+  LogRecorder recorder;
+  pf_log_sink sink{};
+  sink.struct_size = sizeof(sink);
+  sink.user_data = &recorder;
+  sink.log = &LogRecorder::log;
+  ASSERT_PF_OK(pf_set_log_sink(&sink, PF_LOG_WARNING));
+  pf_schedule* s = nullptr;
+  pf_status* parsed = pf_schedule_parse_pytorch_csv(kDeferredReceives, &s);
+  ASSERT_PF_OK(pf_set_log_sink(nullptr, PF_LOG_WARNING));
+  ASSERT_PF_OK(parsed);
+  ASSERT_NE(s, nullptr);
+  ASSERT_EQ(recorder.messages.size(), 1u);  // one warning for all four cells
+  EXPECT_EQ(recorder.messages[0].first, PF_LOG_WARNING);
+  const std::string& warning = recorder.messages[0].second;
+  EXPECT_NE(warning.find("dropped 4 cell(s)"), std::string::npos) << warning;
+  EXPECT_NE(warning.find("'0UNSHARD'"), std::string::npos) << warning;
+  EXPECT_NE(warning.find("'1RESHARD'"), std::string::npos) << warning;
+
+  EXPECT_PF_ERROR(pf_schedule_validate(s), PF_INVALID_ARGUMENT, "deadlock");
+  EXPECT_PF_ERROR(pf_schedule_validate_comm(s, "rendezvous"), PF_INVALID_ARGUMENT, "deadlock");
+  EXPECT_PF_OK(pf_schedule_validate_comm(s, "posted"));
+
+  pf_cost_model costs;
+  pf_cost_model_init(&costs);
+  costs.t_comm = 0.5;
+  pf_simulation* sim = reinterpret_cast<pf_simulation*>(0x1);
+  EXPECT_PF_ERROR(pf_schedule_simulate(s, &costs, &sim), PF_INVALID_ARGUMENT, "deadlock");
+  EXPECT_PF_ERROR(pf_schedule_simulate_comm(s, &costs, "rendezvous", &sim), PF_INVALID_ARGUMENT, "deadlock");
+  EXPECT_EQ(sim, reinterpret_cast<pf_simulation*>(0x1));
+  // Rank 1's BW0 ends at 4.5 (F0 waits for 0SEND_F0 + 0.5); 0BW0 waits for 1SEND_B0 + 0.5 = 5,
+  // 0BW1 for 1SEND_B1 (7.5) + 0.5 and ends at 10.
+  EXPECT_DOUBLE_EQ(summary_of(s, &costs, "posted").makespan, 10.0);
+
+  // pf_schedule_parse takes a schedule valid only under posted semantics too (its text form).
+  pf_schedule* from_text = nullptr;
+  ASSERT_PF_OK(pf_schedule_parse(text_of(s).c_str(), &from_text));
+  EXPECT_EQ(text_of(from_text), text_of(s));
+  EXPECT_PF_ERROR(pf_schedule_validate(from_text), PF_INVALID_ARGUMENT, "deadlock");
+  pf_schedule_destroy(from_text);
+  // Without the deferred receives the same schedule is valid under both.
+  pf_schedule* plain = generate("1f1b", 2, 2);
+  ASSERT_NE(plain, nullptr);
+  EXPECT_PF_OK(pf_schedule_validate_comm(plain, "rendezvous"));
+  EXPECT_PF_OK(pf_schedule_validate_comm(plain, "posted"));
+  pf_schedule_destroy(plain);
+  pf_schedule_destroy(s);
+}
+
+double peak_activation_bytes(const pf_schedule* schedule) {
+  int32_t ranks = 0;
+  EXPECT_PF_OK(pf_schedule_num_ranks(schedule, &ranks));
+  double peak = 0;
+  for (int r = 0; r < ranks; ++r) peak = std::max(peak, rank_stats(schedule, nullptr, r).peak_activation_bytes);
+  return peak;
+}
+
+pf_status* generate_with(const char* name, int stages, int micro_batches, double mem_limit, double t_comm,
+                         pf_schedule** out, int chunks = 1) {
+  pf_schedule_options options;
+  pf_schedule_options_init(&options);
+  options.stages = stages;
+  options.micro_batches = micro_batches;
+  options.chunks = chunks;
+  options.mem_limit = mem_limit;
+  options.t_comm = t_comm;
+  return pf_schedule_generate(name, &options, out);
+}
+
+TEST(ScheduleApiCappedV, MemLimitAndCostsReachVHalfAndVMin) {
+  // p = 6: v-min's own cap is floor((6+4)/3) = 3 micro-batches, v-half's floor((6+2)/2) = 4; one
+  // micro-batch on both chunks of a rank is 2 units of m_b.
+  pf_schedule* v_min = nullptr;
+  ASSERT_PF_OK(generate_with("v-min", 6, 12, 0, 0, &v_min));
+  EXPECT_LE(peak_activation_bytes(v_min), 2 * 3.0);
+  pf_schedule* capped = nullptr;
+  ASSERT_PF_OK(generate_with("v-min", 6, 12, 1, 0, &capped));
+  EXPECT_LE(peak_activation_bytes(capped), 2 * 1.0);
+  EXPECT_GT(peak_activation_bytes(v_min), 2 * 1.0);
+  EXPECT_GT(summary_of(capped, nullptr, "rendezvous").makespan, summary_of(v_min, nullptr, "rendezvous").makespan);
+  pf_schedule* wider = nullptr;
+  ASSERT_PF_OK(generate_with("v-half", 6, 12, 5, 0, &wider));
+  EXPECT_LE(peak_activation_bytes(wider), 2 * 5.0);
+  EXPECT_GT(peak_activation_bytes(wider), 2 * 4.0);  // more than v-half's own cap: mem_limit was used
+  pf_schedule_destroy(wider);
+  pf_schedule_destroy(capped);
+  // The costs steer the list scheduling: a communication latency changes the order.
+  pf_schedule* slow_links = nullptr;
+  ASSERT_PF_OK(generate_with("v-min", 6, 12, 0, 2.0, &slow_links));
+  EXPECT_NE(text_of(slow_links), text_of(v_min));
+  EXPECT_LE(peak_activation_bytes(slow_links), 2 * 3.0);
+  pf_schedule_destroy(slow_links);
+  pf_schedule_destroy(v_min);
+
+  pf_schedule* out = reinterpret_cast<pf_schedule*>(0x1);
+  EXPECT_PF_ERROR(generate_with("v-half", 4, 8, 0, 0, &out, 3), PF_INVALID_ARGUMENT, "v-half", "chunks must be 2");
+  EXPECT_PF_ERROR(generate_with("v-min", 4, 8, 0.5, 0, &out), PF_INVALID_ARGUMENT, "v-min", "memory cap");
+  EXPECT_PF_ERROR(generate_with("v-min", 4, 8, -1, 0, &out), PF_INVALID_ARGUMENT, "mem-limit");
+  EXPECT_EQ(out, reinterpret_cast<pf_schedule*>(0x1));
+}
+
+TEST(ScheduleApiBadInput, SinceZeroSixFunctionsReportAndLeaveOutParamsAlone) {
+  pf_schedule* const sentinel = reinterpret_cast<pf_schedule*>(0x1);
+  pf_schedule* out = sentinel;
+  EXPECT_PF_ERROR(pf_schedule_parse_pytorch_csv(nullptr, &out), PF_INVALID_ARGUMENT, "'text'");
+  EXPECT_PF_ERROR(pf_schedule_parse_pytorch_csv("0F0,0B0", nullptr), PF_INVALID_ARGUMENT, "'out'");
+  EXPECT_PF_ERROR(pf_schedule_parse_pytorch_csv("0F0,0QQ0\n", &out), PF_INVALID_ARGUMENT, "line 1", "cell 2", "0QQ0");
+  // Parses, but a B before its F is valid under no semantics.
+  EXPECT_PF_ERROR(pf_schedule_parse_pytorch_csv("0B0,0F0\n", &out), PF_INVALID_ARGUMENT, "rank 0");
+  EXPECT_EQ(out, sentinel);
+
+  pf_schedule* s = generate("1f1b", 2, 2);
+  ASSERT_NE(s, nullptr);
+  const char* text = "untouched";
+  EXPECT_PF_ERROR(pf_schedule_to_pytorch_csv(nullptr, 0, &text), PF_INVALID_ARGUMENT, "'schedule'");
+  EXPECT_PF_ERROR(pf_schedule_to_pytorch_csv(s, 1, nullptr), PF_INVALID_ARGUMENT, "'out'");
+  pf_schedule* recomputed = nullptr;
+  ASSERT_PF_OK(pf_schedule_apply_activation_policy(s, "recompute", nullptr, 0, &recomputed));
+  EXPECT_PF_ERROR(pf_schedule_to_pytorch_csv(recomputed, 0, &text), PF_INVALID_ARGUMENT, "RECOMPUTE");
+  pf_schedule_destroy(recomputed);
+  EXPECT_STREQ(text, "untouched");
+
+  EXPECT_PF_ERROR(pf_schedule_validate_comm(nullptr, "posted"), PF_INVALID_ARGUMENT, "'schedule'");
+  EXPECT_PF_ERROR(pf_schedule_validate_comm(s, nullptr), PF_INVALID_ARGUMENT, "'comm'");
+  EXPECT_PF_ERROR(pf_schedule_validate_comm(s, "buffered"), PF_INVALID_ARGUMENT, "'buffered'", "rendezvous, posted");
+
+  pf_simulation* const sim_sentinel = reinterpret_cast<pf_simulation*>(0x1);
+  pf_simulation* sim = sim_sentinel;
+  EXPECT_PF_ERROR(pf_schedule_simulate_comm(nullptr, nullptr, "posted", &sim), PF_INVALID_ARGUMENT, "'schedule'");
+  EXPECT_PF_ERROR(pf_schedule_simulate_comm(s, nullptr, nullptr, &sim), PF_INVALID_ARGUMENT, "'comm'");
+  EXPECT_PF_ERROR(pf_schedule_simulate_comm(s, nullptr, "eager", &sim), PF_INVALID_ARGUMENT, "'eager'");
+  EXPECT_PF_ERROR(pf_schedule_simulate_comm(s, nullptr, "posted", nullptr), PF_INVALID_ARGUMENT, "'out'");
+  pf_cost_model costs;
+  pf_cost_model_init(&costs);
+  costs.struct_size = 8;
+  EXPECT_PF_ERROR(pf_schedule_simulate_comm(s, &costs, "posted", &sim), PF_INVALID_ARGUMENT, "struct_size");
+  EXPECT_EQ(sim, sim_sentinel);
+  // Both semantics time a schedule without deferred receives alike.
+  EXPECT_DOUBLE_EQ(summary_of(s, nullptr, "posted").makespan, summary_of(s, nullptr, "rendezvous").makespan);
+  pf_schedule_destroy(s);
 }
 
 }  // namespace

@@ -47,7 +47,8 @@ CLI::App* add_compare_command(CLI::App& app, CompareArgs& a) {
   cmd->add_option("--chunks", a.chunks, "interleaved-1f1b, interleaved-zb, bfs: model chunks per rank V (default 2)")
       ->check(CLI::Range(1, 64));
   add_cost_options(cmd, a.request.costs, CostOptions::kBoth);
-  cmd->add_option("--mem-limit", a.request.mem_limit, "zb-auto: cap on in-flight micro-batches per rank (default P)")
+  cmd->add_option("--mem-limit", a.request.mem_limit, "zb-auto, v-half, v-min: cap on in-flight micro-batches per rank "
+                  "(default: each one's own, P for zb-auto, (P+2)/2 for v-half, (P+4)/3 for v-min)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--message-bytes", a.message_bytes,
                   "size of one activation or gradient crossing ranks (bytes moved = messages x this)")

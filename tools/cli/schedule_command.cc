@@ -49,7 +49,8 @@ void add_shape_options(CLI::App* cmd, ScheduleArgs& a, bool required) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--mem-limit", a.request.mem_limit,
-                  "zb-auto: cap on in-flight micro-batches per rank (default: P, like 1F1B)")
+                  "zb-auto, v-half, v-min: cap on in-flight micro-batches per rank (default: the schedule's own, "
+                  "P for zb-auto like 1F1B, (P+2)/2 for v-half, (P+4)/3 for v-min)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--lower", a.lower, "insert SEND/RECV actions for every cross-rank dependency");
 }

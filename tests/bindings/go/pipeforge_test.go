@@ -488,6 +488,92 @@ func TestScheduleErrors(t *testing.T) {
 	}
 }
 
+// Since 0.6: PyTorch's CSV, send/recv semantics, the cost-driven V schedules.
+const deferredReceives = "0F0,0SEND_F0,0RECV_B0,0F1,0SEND_F1,0B0,0RECV_B1,0B1\n" +
+	"1RECV_F0,1F0,1RECV_F1,1B0,1SEND_B0,1F1,1B1,1SEND_B1\n"
+
+func TestSchedulePytorchCSVRoundTrip(t *testing.T) {
+	s := generate(t, "zb-h1", pipeforge.ScheduleOptions{Stages: 4, MicroBatches: 8})
+	defer s.Close()
+	csv, err := s.PytorchCSV(false)
+	if err != nil || !strings.Contains(csv, "3F0,3I0,3F1") || strings.Contains(csv, "SEND") {
+		t.Fatalf("compute-only CSV: %q, %v", csv, err)
+	}
+	parsed, err := pipeforge.ParsePytorchCSV(csv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer parsed.Close()
+	if again, err := parsed.PytorchCSV(false); err != nil || again != csv {
+		t.Errorf("the CSV does not round-trip (%v)", err)
+	}
+	if a, b := simulate(t, s, pipeforge.DefaultCostModel()), simulate(t, parsed, pipeforge.DefaultCostModel()); a.Summary().Makespan != b.Summary().Makespan {
+		t.Errorf("%+v != %+v", a.Summary(), b.Summary())
+	}
+	invalid := &pipeforge.Error{Code: pipeforge.InvalidArgument}
+	if _, err := pipeforge.ParsePytorchCSV("0F0,0QQ0\n"); !errors.Is(err, invalid) || !strings.Contains(err.Error(), "0QQ0") {
+		t.Errorf("bad CSV: got %v", err)
+	}
+}
+
+func TestScheduleDeferredReceivesArePostedOnly(t *testing.T) {
+	if len(pipeforge.CommSemantics) != 2 {
+		t.Errorf("CommSemantics: %v", pipeforge.CommSemantics)
+	}
+	s, err := pipeforge.ParsePytorchCSV(deferredReceives)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if csv, err := s.PytorchCSV(true); err != nil || csv != deferredReceives {
+		t.Errorf("with comms: %q, %v", csv, err)
+	}
+	invalid := &pipeforge.Error{Code: pipeforge.InvalidArgument}
+	if err := s.Validate(); !errors.Is(err, invalid) || !strings.Contains(err.Error(), "deadlock") {
+		t.Errorf("rendezvous: got %v", err)
+	}
+	if err := s.ValidateComm("posted"); err != nil {
+		t.Errorf("posted: %v", err)
+	}
+	if err := s.ValidateComm("buffered"); !errors.Is(err, invalid) || !strings.Contains(err.Error(), "'buffered'") {
+		t.Errorf("unknown comm: got %v", err)
+	}
+	if _, err := s.Simulate(pipeforge.DefaultCostModel()); !errors.Is(err, invalid) {
+		t.Errorf("rendezvous simulation: got %v", err)
+	}
+	costs := pipeforge.DefaultCostModel()
+	costs.TComm = 0.5
+	sim, err := s.SimulateComm(costs, "posted")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sim.Close()
+	// 0BW0 waits for 1SEND_B0 (4.5) + 0.5; 0BW1 for 1SEND_B1 (7.5) + 0.5 and ends at 10.
+	if sim.Summary().Makespan != 10 {
+		t.Errorf("posted makespan %v, want 10", sim.Summary().Makespan)
+	}
+	if _, err := s.SimulateComm(costs, "eager"); !errors.Is(err, invalid) || !strings.Contains(err.Error(), "'eager'") {
+		t.Errorf("unknown comm: got %v", err)
+	}
+}
+
+func TestScheduleVMinTakesMemLimit(t *testing.T) {
+	peak := func(s *pipeforge.Schedule) float64 {
+		p := 0.0
+		for _, r := range simulate(t, s, pipeforge.DefaultCostModel()).Ranks() {
+			p = math.Max(p, r.PeakActivationBytes)
+		}
+		return p
+	}
+	own := generate(t, "v-min", pipeforge.ScheduleOptions{Stages: 6, MicroBatches: 12})
+	defer own.Close()
+	capped := generate(t, "v-min", pipeforge.ScheduleOptions{Stages: 6, MicroBatches: 12, MemLimit: 1})
+	defer capped.Close()
+	if a, b := peak(own), peak(capped); a > 6 || b > 2 || a <= b {
+		t.Errorf("peaks: own cap %v (<= 6), mem limit 1 %v (<= 2)", a, b)
+	}
+}
+
 func TestScheduleLoweredSimulatesToTheSameMakespan(t *testing.T) {
 	for _, name := range []string{"1f1b", "zb-h1", "zb-v"} {
 		s := generate(t, name, pipeforge.ScheduleOptions{Stages: 4, MicroBatches: 8})

@@ -833,6 +833,76 @@ public class PipeForgeTest {
     assertEquals(PipeForgeException.FAILED_PRECONDITION, e.getCode());
   }
 
+  // Since 0.6: PyTorch's CSV, send/recv semantics, the cost-driven V schedules.
+  private static final String DEFERRED_RECEIVES =
+      "0F0,0SEND_F0,0RECV_B0,0F1,0SEND_F1,0B0,0RECV_B1,0B1\n"
+          + "1RECV_F0,1F0,1RECV_F1,1B0,1SEND_B0,1F1,1B1,1SEND_B1\n";
+
+  @Test
+  public void pytorchCsvRoundTrips() {
+    try (Schedule schedule = Schedule.generate("zb-h1", 4, 8);
+        Schedule parsed = Schedule.parsePytorchCsv(schedule.toPytorchCsv());
+        Schedule lowered = schedule.lower();
+        Schedule reparsed = Schedule.parsePytorchCsv(lowered.toPytorchCsv(true))) {
+      String csv = schedule.toPytorchCsv();
+      assertTrue(csv, csv.contains("3F0,3I0,3F1"));
+      assertEquals(csv, parsed.toPytorchCsv(false));
+      assertTrue(lowered.toPytorchCsv(true).contains("RECV_B"));
+      assertEquals(lowered.toPytorchCsv(true), reparsed.toPytorchCsv(true));
+      try (Simulation a = schedule.simulate(); Simulation b = parsed.simulate()) {
+        assertEquals(a.makespan(), b.makespan(), 0.0);
+      }
+    }
+    PipeForgeException e =
+        assertThrows(PipeForgeException.class, () -> Schedule.parsePytorchCsv("0F0,0QQ0\n"));
+    assertEquals(PipeForgeException.INVALID_ARGUMENT, e.getCode());
+    assertTrue(e.getMessage(), e.getMessage().contains("0QQ0"));
+  }
+
+  @Test
+  public void deferredReceivesValidateAndSimulatePosted() {
+    assertEquals(2, Schedule.COMM_SEMANTICS.length);
+    try (Schedule schedule = Schedule.parsePytorchCsv(DEFERRED_RECEIVES)) {
+      assertEquals(DEFERRED_RECEIVES, schedule.toPytorchCsv(true));
+      PipeForgeException e = assertThrows(PipeForgeException.class, schedule::validate);
+      assertTrue(e.getMessage(), e.getMessage().contains("deadlock"));
+      assertThrows(PipeForgeException.class, () -> schedule.validate("rendezvous"));
+      schedule.validate("posted");
+      assertThrows(PipeForgeException.class, () -> schedule.simulate());
+      CostModel costs = new CostModel();
+      costs.setTComm(0.5);
+      // 0BW0 waits for 1SEND_B0 (4.5) + 0.5; 0BW1 for 1SEND_B1 (7.5) + 0.5 and ends at 10.
+      try (Simulation sim = schedule.simulate(costs, "posted")) {
+        assertEquals(10.0, sim.makespan(), 0.0);
+      }
+      try (Simulation sim = schedule.simulate("posted")) {
+        assertEquals(9.0, sim.makespan(), 0.0);
+      }
+      e = assertThrows(PipeForgeException.class, () -> schedule.validate("buffered"));
+      assertEquals(PipeForgeException.INVALID_ARGUMENT, e.getCode());
+      assertTrue(e.getMessage(), e.getMessage().contains("'buffered'"));
+      e = assertThrows(PipeForgeException.class, () -> schedule.simulate(costs, "eager"));
+      assertTrue(e.getMessage(), e.getMessage().contains("'eager'"));
+    }
+  }
+
+  @Test
+  public void vMinTakesMemLimit() {
+    ScheduleOptions options = new ScheduleOptions(6, 12);
+    options.setMemLimit(1);
+    try (Schedule own = Schedule.generate("v-min", 6, 12);
+        Schedule capped = Schedule.generate("v-min", options);
+        Simulation a = own.simulate();
+        Simulation b = capped.simulate()) {
+      double ownPeak = 0, cappedPeak = 0;
+      for (RankStats r : a.ranks()) ownPeak = Math.max(ownPeak, r.getPeakActivationBytes());
+      for (RankStats r : b.ranks()) cappedPeak = Math.max(cappedPeak, r.getPeakActivationBytes());
+      assertTrue(ownPeak <= 2 * 3.0);
+      assertTrue(cappedPeak <= 2 * 1.0);
+      assertTrue(ownPeak > cappedPeak);
+    }
+  }
+
   @Test
   public void loweredScheduleSimulatesToTheSameMakespan() {
     for (String name : new String[] {"1f1b", "zb-h1", "zb-v"}) {

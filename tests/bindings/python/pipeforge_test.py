@@ -357,6 +357,65 @@ class ScheduleTest(unittest.TestCase):
         with self.assertRaises(pipeforge.FailedPreconditionError):
             schedule.simulate()
 
+    # Since 0.6: PyTorch's CSV, send/recv semantics, the cost-driven V schedules.
+    DEFERRED_RECEIVES = ("0F0,0SEND_F0,0RECV_B0,0F1,0SEND_F1,0B0,0RECV_B1,0B1\n"
+                         "1RECV_F0,1F0,1RECV_F1,1B0,1SEND_B0,1F1,1B1,1SEND_B1\n")
+
+    def test_pytorch_csv_round_trip(self):
+        with pipeforge.Schedule.generate("zb-h1", stages=4, micro_batches=8) as schedule:
+            csv = schedule.to_pytorch_csv()
+            self.assertNotIn("SEND", csv)
+            self.assertIn("3F0,3I0,3F1", csv)  # our B is PyTorch's I
+            with pipeforge.Schedule.parse_pytorch_csv(csv) as parsed:
+                self.assertEqual(parsed.to_pytorch_csv(with_comms=False), csv)
+                self.assertEqual(parsed.simulate().makespan, schedule.simulate().makespan)
+            with schedule.lower() as lowered:
+                comms = lowered.to_pytorch_csv(with_comms=True)
+                self.assertIn("RECV_B", comms)
+                with pipeforge.Schedule.parse_pytorch_csv(comms) as parsed:
+                    self.assertEqual(parsed.to_pytorch_csv(True), comms)
+        with pipeforge.Schedule.generate("1f1b", 2, 2).apply_activation_policy("recompute") as recomputed:
+            with self.assertRaisesRegex(ValueError, "RECOMPUTE"):
+                recomputed.to_pytorch_csv()
+        with self.assertRaisesRegex(ValueError, "0QQ0"):
+            pipeforge.Schedule.parse_pytorch_csv("0F0,0QQ0\n")
+
+    def test_deferred_receives_validate_and_simulate_posted(self):
+        self.assertEqual(pipeforge.COMM_SEMANTICS, ("rendezvous", "posted"))
+        with pipeforge.Schedule.parse_pytorch_csv(self.DEFERRED_RECEIVES) as schedule:
+            self.assertEqual(schedule.to_pytorch_csv(with_comms=True), self.DEFERRED_RECEIVES)
+            with self.assertRaisesRegex(pipeforge.InvalidArgumentError, "deadlock"):
+                schedule.validate()
+            with self.assertRaisesRegex(pipeforge.InvalidArgumentError, "deadlock"):
+                schedule.validate(comm="rendezvous")
+            schedule.validate(comm="posted")
+            with self.assertRaisesRegex(ValueError, "deadlock"):
+                schedule.simulate()
+            # 0BW0 waits for 1SEND_B0 (4.5) + 0.5; 0BW1 for 1SEND_B1 (7.5) + 0.5 and ends at 10.
+            self.assertEqual(schedule.simulate(t_comm=0.5, comm="posted").makespan, 10.0)
+            with pipeforge.Schedule.parse(schedule.to_text()) as parsed:  # parse takes posted-only ones too
+                parsed.validate("posted")
+            with self.assertRaisesRegex(ValueError, "'buffered'"):
+                schedule.validate(comm="buffered")
+            with self.assertRaisesRegex(ValueError, "'eager'"):
+                schedule.simulate(comm="eager")
+            with self.assertRaises(TypeError):
+                schedule.validate(comm=None)
+
+    def test_v_min_takes_mem_limit_and_costs(self):
+        def peak(schedule):
+            return max(r.peak_activation_bytes for r in schedule.simulate().ranks)
+
+        with pipeforge.Schedule.generate("v-min", stages=6, micro_batches=12) as own, \
+                pipeforge.Schedule.generate("v-min", stages=6, micro_batches=12, mem_limit=1) as capped, \
+                pipeforge.Schedule.generate("v-min", stages=6, micro_batches=12, t_comm=2.0) as slow:
+            self.assertLessEqual(peak(own), 2 * 3)  # (6+4)//3 micro-batches, two chunks each
+            self.assertLessEqual(peak(capped), 2 * 1)
+            self.assertGreater(peak(own), 2 * 1)
+            self.assertNotEqual(slow.to_text(), own.to_text())
+        with self.assertRaisesRegex(ValueError, "chunks must be 2"):
+            pipeforge.Schedule.generate("v-half", stages=4, micro_batches=8, chunks=3)
+
     def test_lowered_schedule_simulates_to_the_same_makespan(self):
         for name in ("1f1b", "zb-h1", "zb-v"):
             with pipeforge.Schedule.generate(name, stages=4, micro_batches=8) as schedule:

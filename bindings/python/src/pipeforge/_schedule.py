@@ -13,6 +13,16 @@ SCHEDULE_NAMES = ("gpipe", "1f1b", "interleaved-1f1b", "bfs", "zb-h1", "zb-h2", 
                   "pipemare", "ppll", "local-updates")
 # The activation-memory policies (Schedule.apply_activation_policy, Trainer(activation_policy=...)).
 ACTIVATION_POLICIES = ("none", "recompute", "offload-host", "offload-file", "selective", "balance")
+# What a SEND/RECV pair means (Schedule.validate, Schedule.simulate; docs/SCHEDULES.md,
+# "Communication semantics"): "rendezvous" (both block until the other is reached) or "posted" (MPI
+# isend/irecv, NCCL, PyTorch: a SEND never blocks, only the compute consuming a RECV's tensor waits).
+COMM_SEMANTICS = ("rendezvous", "posted")
+
+
+def _comm(comm):
+    if not isinstance(comm, str):
+        raise TypeError(f"comm must be a str, not {type(comm).__name__}")
+    return comm
 
 
 class Simulation(_Closeable):
@@ -85,6 +95,7 @@ class Schedule(_Closeable):
 
     NAMES = SCHEDULE_NAMES
     ACTIVATION_POLICIES = ACTIVATION_POLICIES
+    COMM_SEMANTICS = COMM_SEMANTICS
 
     def __init__(self, handle):
         if not isinstance(handle, core.Schedule):
@@ -96,8 +107,10 @@ class Schedule(_Closeable):
                  mem_limit=None):
         """Generates schedule `name` (one of Schedule.NAMES) for `stages` pipeline ranks P,
         `micro_batches` M and `chunks` V model chunks per rank (interleaved-1f1b, bfs). t_f, t_b,
-        t_w, t_comm and mem_limit steer "zb-auto"'s search only; left out, they take the C API's
-        defaults (1, 1, 1, 0, 0 = P)."""
+        t_w, t_comm and mem_limit steer the cost-driven schedules only: "zb-auto"'s search and
+        "v-half" / "v-min"'s list scheduling under their memory cap (mem_limit micro-batches per
+        rank); left out, they take the C API's defaults (1, 1, 1, 0, 0 = the schedule's own cap: P
+        for zb-auto, (P+2)//2 for v-half, (P+4)//3 for v-min)."""
         options = core.ScheduleOptions()
         options.stages = operator.index(stages)
         options.micro_batches = operator.index(micro_batches)
@@ -110,17 +123,32 @@ class Schedule(_Closeable):
     @classmethod
     def parse(cls, text):
         """Parses the text form (what to_text writes) or PyTorch-style compact action lists, one rank
-        per line, and validates it."""
+        per line, and validates it (under rendezvous send/recv, else under posted ones)."""
         return cls(core.Schedule.parse(text))
+
+    @classmethod
+    def parse_pytorch_csv(cls, text):
+        """Parses PyTorch's pipeline-schedule CSV (torch.distributed.pipelining's dump, compute-only
+        or compute+comms: one row per rank, one action per cell; PyTorch's I is our B and its B our
+        BW) and validates it like parse. UNSHARD/RESHARD cells (FSDP) are dropped with one warning
+        in the library's log."""
+        return cls(core.Schedule.parse_pytorch_csv(text))
 
     def to_text(self):
         """The text form; Schedule.parse reads it back to the same schedule."""
         return self._handle.to_text()
 
-    def validate(self):
-        """Checks the schedule again; raises InvalidArgumentError naming the rank, the action and the
-        unmet dependency."""
-        self._handle.validate()
+    def to_pytorch_csv(self, with_comms=False):
+        """The schedule as PyTorch's CSV (Schedule.parse_pytorch_csv reads it back). with_comms also
+        writes SEND/RECV and ALLREDUCE (as REDUCE_GRAD); a kind the format cannot carry (OFFLOAD,
+        RECOMPUTE, ...) raises InvalidArgumentError."""
+        return self._handle.to_pytorch_csv(bool(with_comms))
+
+    def validate(self, comm="rendezvous"):
+        """Checks the schedule again under send/recv semantics `comm` (one of COMM_SEMANTICS); raises
+        InvalidArgumentError naming the rank, the action and the unmet dependency (or the unknown
+        semantics). A schedule with PyTorch's deferred receives may be valid under "posted" only."""
+        self._handle.validate_comm(_comm(comm))
 
     def lower(self):
         """A new Schedule with SEND/RECV actions for every cross-rank dependency, in an order that
@@ -140,18 +168,21 @@ class Schedule(_Closeable):
         return self._handle.num_micro_batches()
 
     def simulate(self, t_f=1.0, t_b=1.0, t_w=1.0, t_comm=0.0, m_b=1.0, m_w=0.0, stage_t_f=None, stage_t_b=None,
-                 stage_t_w=None, stage_m_b=None, stage_m_w=None, m_in=0.0, stage_m_in=None, transfer_bandwidth=0.0):
+                 stage_t_w=None, stage_m_b=None, stage_m_w=None, m_in=0.0, stage_m_in=None, transfer_bandwidth=0.0,
+                 comm="rendezvous"):
         """Times the schedule: each rank runs its actions in order; a cross-rank dependency waits
-        t_comm after its producer ends. t_f, t_b, t_w are the forward, backward-input and
+        t_comm after its producer ends. `comm` (one of COMM_SEMANTICS) is what a SEND/RECV pair
+        means: under "posted" a RECV blocks nothing and the compute consuming its tensor starts no
+        earlier than the matching SEND's end + t_comm. t_f, t_b, t_w are the forward, backward-input and
         backward-weight times of a stage (a fused BW costs t_b + t_w); m_b is the activation memory a
         micro-batch holds from F until its B, m_w from B until its W, m_in what a recomputed
         micro-batch keeps from F until its RECOMPUTE; transfer_bandwidth is the bytes per time unit of
         an OFFLOAD/RELOAD copy (0: free). A stage_* sequence (one entry per stage) overrides its
         scalar. Returns a Simulation."""
-        return Simulation(self._handle.simulate(_cost_model(
+        return Simulation(self._handle.simulate_comm(_cost_model(
             t_f=t_f, t_b=t_b, t_w=t_w, t_comm=t_comm, m_b=m_b, m_w=m_w, m_in=m_in,
             transfer_bandwidth=transfer_bandwidth, stage_t_f=stage_t_f, stage_t_b=stage_t_b, stage_t_w=stage_t_w,
-            stage_m_b=stage_m_b, stage_m_w=stage_m_w, stage_m_in=stage_m_in)))
+            stage_m_b=stage_m_b, stage_m_w=stage_m_w, stage_m_in=stage_m_in), _comm(comm)))
 
     def apply_activation_policy(self, policy, budget_bytes=0.0, **costs):
         """A new Schedule with activation policy `policy` (one of ACTIVATION_POLICIES; docs/MEMORY.md)
