@@ -26,6 +26,9 @@ struct GeneratorOptions {
   // bfs only: run each chunk's backwards m-1..0, the looped-BFS order of the reference table, which
   // accumulates weight gradients in reverse micro-batch order. Default: 0..m-1.
   bool reverse_backward = false;
+  // S, sequence slices per micro-batch: seq1f1b takes any S >= 1 (its schedule has m * S units,
+  // Schedule::seq_slices = S); the others need 1.
+  int seq_slices = 1;
 };
 
 using GeneratorFn = std::function<Schedule(const GeneratorOptions&)>;
@@ -38,7 +41,7 @@ void register_generator(const std::string& name, GeneratorFn fn);
 std::vector<std::string> generator_names();
 bool has_generator(const std::string& name);
 
-// Checks the common options (ranks >= 1, micro_batches >= 1, chunks >= 1, a size limit), runs the
+// Checks the common options (ranks >= 1, micro_batches >= 1, chunks >= 1, seq_slices >= 1, a size limit), runs the
 // generator, sets the schedule's name to `name` when the generator left it empty, and validates the
 // result (a generator bug surfaces as an error naming the generator). Unknown name: kInvalidArgument
 // listing the known names.
