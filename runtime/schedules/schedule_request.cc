@@ -24,6 +24,8 @@ Schedule make_schedule(const ScheduleRequest& request) {
   PF_CHECK_ARG(request.mem_limit >= 0, "mem-limit must be >= 0 (0 = the number of ranks), got ",
                request.mem_limit);
   if (request.name == "zb-auto") {
+    PF_CHECK_ARG(request.seq_slices == 1, "zb-auto does not slice sequences: seq_slices must be 1, got ",
+                 request.seq_slices);
     PF_CHECK_ARG(request.chunks == 1, "zb-auto has one chunk per rank; got chunks ", request.chunks);
     const double cap = request.mem_limit > 0 ? request.mem_limit : request.ranks;
     return generate_zb_auto(request.ranks, request.micro_batches, request.costs.expand(request.ranks), cap);
@@ -32,6 +34,7 @@ Schedule make_schedule(const ScheduleRequest& request) {
   options.ranks = request.ranks;
   options.micro_batches = request.micro_batches;
   options.chunks = request.chunks;
+  options.seq_slices = request.seq_slices;
   return generate_schedule(request.name, options);
 }
 

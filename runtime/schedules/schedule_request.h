@@ -22,6 +22,7 @@ struct ScheduleRequest {
   int ranks = 0;          // p
   int micro_batches = 0;  // m
   int chunks = 1;         // v (interleaved-1f1b, bfs; zb-v always uses 2)
+  int seq_slices = 1;     // S, sequence slices per micro-batch (seq1f1b)
   UniformCosts costs;     // zb-auto only
   double mem_limit = 0;   // zb-auto only: cap on in-flight micro-batches per rank; 0 = p (ZB-1p)
 };
