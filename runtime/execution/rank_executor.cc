@@ -40,6 +40,12 @@ void RankExecutor::set_schedule(const sched::Schedule* schedule) {
                     stages_->size());
   recomputed_.assign(static_cast<size_t>(S), {});
   for (const Action& a : schedule->ranks[static_cast<size_t>(rank_)]) {
+    // A slice's context holds the keys and values the later slices read, so it stays put and whole.
+    if (schedule->seq_slices > 1 && (a.kind == ActionKind::kRecompute || a.kind == ActionKind::kOffload ||
+                                     a.kind == ActionKind::kHold))
+      fail(ErrorCode::kUnimplemented, "rank executor: schedule '", schedule->name, "' slices sequences (seq_slices ",
+           schedule->seq_slices, ") and has ", sched::action_to_string(a),
+           "; sequence-sliced schedules run without RECOMPUTE, OFFLOAD or HOLD");
     if (a.kind != ActionKind::kRecompute) continue;
     auto& flags = recomputed_[static_cast<size_t>(a.stage)];
     if (flags.empty()) flags.assign(static_cast<size_t>(m), 0);

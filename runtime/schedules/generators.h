@@ -6,7 +6,8 @@
 // rank with one STEP per stage it holds, right after that stage's last W/BW. gpipe, 1f1b,
 // interleaved-1f1b and bfs use the fused BW; the zb-* schedules split it into B and W. Every built-in
 // runs each stage's weight gradients in micro-batch order 0..m-1 (the sequential reference's
-// accumulation order), except bfs with reverse_backward = true.
+// accumulation order), except bfs with reverse_backward = true. (seq1f1b, in its own file, runs each
+// micro-batch's slices' backwards in reverse slice order.)
 #pragma once
 
 #include <functional>

@@ -152,5 +152,23 @@ TEST(SeqSliced, OptionErrors) {
   EXPECT_NE(message(gpt(), o).find("seq_slices 2 needs activation_policy none"), std::string::npos);
 }
 
+// A slice's context must stay whole until its backward: a hand-written sliced schedule that
+// recomputes is refused.
+TEST(SeqSliced, RecomputeIsRefused) {
+  PipelineOptions o = options(2, 1, 2);
+  o.schedule_text =
+      "microbatches: 2\nseq_slices: 2\nrank 0: 0F0 0F1 0RECOMPUTE1 0BW1 0BW0 0STEP\n"
+      "rank 1: 1F0 1F1 1BW1 1BW0 1STEP\n";
+  try {
+    PipelineTrainer t(gpt(), o);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnimplemented) << e.what();
+    EXPECT_NE(std::string(e.what()).find("has 0RECOMPUTE1; sequence-sliced schedules run without RECOMPUTE"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace pf::exec
