@@ -68,6 +68,19 @@ TEST(Seq1F1B, WarmUpAndPeakUnits) {
       }
 }
 
+// Uniform costs of 1/S micro-batch per unit: the makespan is (m S + p - 1) units, so the bubble
+// falls from 1f1b's (p-1)/(m+p-1) to (p-1)/(m S+p-1).
+TEST(Seq1F1B, BubbleWithUniformUnitCosts) {
+  for (int p : {2, 4})
+    for (int S : {1, 2, 4}) {
+      const int m = 8;
+      const double unit = 1.0 / S;
+      const SimulationResult sim = simulate(sliced(p, m, S), CostModel::uniform(p, unit, unit, unit));
+      EXPECT_NEAR(sim.makespan, (m * S + p - 1) * 3 * unit, 1e-9) << "p " << p << " S " << S;
+      EXPECT_NEAR(sim.bubble_rate, static_cast<double>(p - 1) / (m * S + p - 1), 1e-9) << "p " << p << " S " << S;
+    }
+}
+
 TEST(Seq1F1B, OptionErrors) {
   GeneratorOptions o{4, 8};
   o.seq_slices = 2;
