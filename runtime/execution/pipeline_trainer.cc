@@ -51,6 +51,17 @@ void PipelineOptions::validate() const {
   for (size_t i = 0; i < cpu_affinity.size(); ++i)
     PF_CHECK_ARG(cpu_affinity[i] >= 0, "cpu_affinity[", i, "] must be >= 0, got ", cpu_affinity[i]);
   parse_gradient_reduction(gradient_reduction);
+  PF_CHECK_ARG(seq_slices >= 1, "seq_slices must be >= 1, got ", seq_slices);
+  if (seq_slices > 1) {
+    PF_CHECK_ARG(activation_policy == "none", "seq_slices ", seq_slices, " needs activation_policy none, got '",
+                 activation_policy, "' (a slice's context holds the keys and values later slices read)");
+    PF_CHECK_ARG(base.replicas == 1 && world == nullptr, "seq_slices ", seq_slices,
+                 " runs every rank as a thread of one process with one replica (replicas ", base.replicas,
+                 world ? ", a world of processes)" : ")");
+    for (size_t i = 0; i < devices.size(); ++i)
+      PF_CHECK_ARG(devices[i].kind == DeviceKind::kCpu, "seq_slices ", seq_slices, " runs on the CPU only; devices[",
+                   i, "] is ", devices[i].to_string());
+  }
   async.validate(schedule_text.empty() ? schedule : "custom");
   check_local_head_kind(local_head);
   if (base.replicas > 1) {
@@ -83,15 +94,26 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
   sched::Schedule s;
   if (!options_.schedule_text.empty()) {
     s = sched::parse_schedule(options_.schedule_text);
-    PF_CHECK_ARG(s.num_micro_batches == m, "schedule_text has ", s.num_micro_batches,
-                 " micro-batches, options.base.micro_batches is ", m);
+    PF_CHECK_ARG(s.seq_slices == options_.seq_slices, "schedule_text has seq_slices ", s.seq_slices,
+                 ", options.seq_slices is ", options_.seq_slices);
+    PF_CHECK_ARG(s.num_micro_batches == m * s.seq_slices, "schedule_text has ", s.num_micro_batches,
+                 s.seq_slices > 1 ? " units" : " micro-batches", ", options.base.micro_batches is ", m,
+                 s.seq_slices > 1 ? " (x seq_slices " + std::to_string(s.seq_slices) + ")" : std::string());
   } else {
     sched::ScheduleRequest req;
     req.name = options_.schedule;
     req.ranks = options_.ranks;
     req.micro_batches = m;
     req.chunks = options_.chunks;
+    req.seq_slices = options_.seq_slices;
     s = sched::make_schedule(req);
+  }
+  if (options_.seq_slices > 1) {
+    const InputSpec& in = model_->input_spec();
+    PF_CHECK_ARG(in.kind == InputSpec::Kind::kTokens, "seq_slices ", options_.seq_slices,
+                 " slices token sequences; this model reads features (use a token model such as the GPT)");
+    PF_CHECK_ARG(in.seq_len % options_.seq_slices == 0, "seq_slices ", options_.seq_slices,
+                 " must divide the model's seq_len ", in.seq_len);
   }
   schedule_ = sched::is_lowered(s) ? s : sched::lower_communication(s);
   comm_ = communication_semantics(schedule_);
@@ -162,7 +184,8 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
   eopts.timeout_seconds = options_.recv_timeout_seconds;
   eopts.record_timeline = options_.record_timeline;
   eopts.posted_receives = comm_ == sched::CommSemantics::kPosted;
-  eopts.loss_scale = 1.0f / static_cast<float>(options_.base.step_micro_batches());
+  // Each unit's loss is the mean over its tokens: 1 / (m S) makes the sum the step's mean.
+  eopts.loss_scale = 1.0f / static_cast<float>(options_.base.step_micro_batches() * options_.seq_slices);
   // Asynchronous schedules update with one micro-batch's gradient (2BW: one batch's).
   if (windowed_) {
     const bool per_step = options_.schedule == "pipedream-2bw" || options_.schedule == "local-updates";
@@ -896,11 +919,14 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batche
     sync_devices("zeroing the gradients and copying the micro-batches");
   }
 
-  const int m = static_cast<int>(micro_batches.size());
+  // Sequence slices: the executors run one unit (micro-batch slice) per schedule micro-batch number.
+  const std::vector<Batch> units =
+      options_.seq_slices > 1 ? split_into_sequence_slices(micro_batches, options_.seq_slices) : std::vector<Batch>();
+  const int m = static_cast<int>(options_.seq_slices > 1 ? units.size() : micro_batches.size());
   const int num_ranks = schedule_.num_ranks();
   const int num_stages = schedule_.num_stages();
   StepState& st = *state_;
-  st.micro = gpu_ ? &device_micro : &micro_batches;
+  st.micro = gpu_ ? &device_micro : options_.seq_slices > 1 ? &units : &micro_batches;
   st.outputs.assign(static_cast<size_t>(num_ranks), RankExecutor::StepOutput());
   st.error = nullptr;
   // Asynchronous schedules: messages sent at the end of the last step are still to be received.

@@ -53,6 +53,12 @@ struct PipelineOptions {
   std::string schedule_text;           // non-empty: a schedule in text form, used instead of `schedule`
   int ranks = 1;                       // p (generator schedules)
   int chunks = 1;                      // v (interleaved-1f1b, interleaved-zb, bfs; the V schedules use 2)
+  // S, sequence slices per micro-batch (docs/SCHEDULES.md, "Sequence-sliced 1F1B"): schedule
+  // seq1f1b (or a schedule_text with seq_slices S) runs each micro-batch as S slices of its
+  // token sequence, the loss of each scaled by 1 / (m S) so that the step's loss is the unsliced
+  // mean. Needs a token model whose seq_len S divides, on the CPU in one process, one replica and
+  // activation_policy none.
+  int seq_slices = 1;
   std::vector<int> layers_per_stage;   // top-level layers per stage; empty = even split
   double recv_timeout_seconds = 60.0;  // a RECV (or a SEND into a full mailbox) waiting longer fails
   int mailbox_capacity = 64;           // messages queued per (source, destination) rank pair

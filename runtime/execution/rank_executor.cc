@@ -40,6 +40,12 @@ void RankExecutor::set_schedule(const sched::Schedule* schedule) {
                     stages_->size());
   recomputed_.assign(static_cast<size_t>(S), {});
   for (const Action& a : schedule->ranks[static_cast<size_t>(rank_)]) {
+    // A slice's context holds the keys and values the later slices read, so it stays put and whole.
+    if (schedule->seq_slices > 1 && (a.kind == ActionKind::kRecompute || a.kind == ActionKind::kOffload ||
+                                     a.kind == ActionKind::kHold))
+      fail(ErrorCode::kUnimplemented, "rank executor: schedule '", schedule->name, "' slices sequences (seq_slices ",
+           schedule->seq_slices, ") and has ", sched::action_to_string(a),
+           "; sequence-sliced schedules run without RECOMPUTE, OFFLOAD or HOLD");
     if (a.kind != ActionKind::kRecompute) continue;
     auto& flags = recomputed_[static_cast<size_t>(a.stage)];
     if (flags.empty()) flags.assign(static_cast<size_t>(m), 0);
@@ -314,8 +320,13 @@ void RankExecutor::on_forward(const Action& a) {
   const auto& flags = recomputed_[static_cast<size_t>(s)];
   const bool recompute = !flags.empty() && flags[static_cast<size_t>(mb)] != 0;
   if (recompute) sl.kept_input = x;
+  // Sequence slices: slice k > 0 of a micro-batch attends to the earlier slices' keys and values,
+  // which their contexts on this stage hold; its tokens start at k times the slice length.
+  const int slice = schedule_->slice_of(mb);
+  std::vector<SavedContext>* previous = slice > 0 ? &slots_[static_cast<size_t>(s)][static_cast<size_t>(mb - 1)].ctx : nullptr;
+  const int64_t offset = slice > 0 ? slice * x.dim(1) : 0;
   with_weights(s, &StageWeights::before_forward, &StageWeights::after_forward, mb,
-               [&] { x = stage.forward(std::move(x), sl.ctx); });
+               [&] { x = stage.forward(std::move(x), sl.ctx, previous, offset); });
   const bool has_head = static_cast<size_t>(s) < heads_.size() && heads_[static_cast<size_t>(s)] != nullptr;
   if (has_head) sl.head_input = x;  // shared with what goes on to the next stage (read only)
   if (stage.has_loss()) {
@@ -366,6 +377,13 @@ void RankExecutor::on_backward(const Action& a) {
     // the head's W): the peak can rise at B too.
     sl.bytes = context_bytes(sl.ctx, &sl.loss_ctx);
     live_bytes_ += sl.bytes;
+  }
+  // Sequence slices: the backward added key/value gradients to the earlier slices' contexts.
+  for (int k = 1; k <= schedule_->slice_of(mb); ++k) {
+    Slot& earlier = slots_[static_cast<size_t>(s)][static_cast<size_t>(mb - k)];
+    live_bytes_ -= earlier.bytes;
+    earlier.bytes = context_bytes(earlier.ctx, &earlier.loss_ctx);
+    live_bytes_ += earlier.bytes;
   }
 }
 

@@ -29,6 +29,8 @@ struct RankStats {
   double bubble_rate = 0;    // idle / makespan
   double finish_us = 0;      // end of the rank's last action
   int actions = 0;           // actions executed
+  // Sequence-sliced schedules count units (one slice of a micro-batch) here; their bytes include
+  // the key/value gradients a slice's context holds for the earlier slices' backwards.
   int peak_live_micro_batches = 0;    // max (mb, stage) contexts with F done and B/BW not yet
   size_t peak_activation_bytes = 0;   // max sum of SavedContext bytes of live contexts
   // Activation memory policies: live/peak above count device-resident contexts only (OFFLOAD -1,
@@ -92,7 +94,8 @@ class RankExecutor {
   int64_t steps_since_fill() const { return window_; }
 
   // Runs this rank's actions for one step on `micro_batches` (inputs read where stage 0 runs,
-  // targets where the last stage runs). `store` may be null when the rank has no OFFLOAD.
+  // targets where the last stage runs), one per unit of the schedule: with seq_slices S > 1, slice
+  // j of micro-batch mb is entry mb * S + j. `store` may be null when the rank has no OFFLOAD.
   // `cancelled` is polled before every action: when it returns a cause (another rank failed) the
   // rank stops with kCancelled naming it. An action's error is rethrown with its code and message and where the
   // rank was: "... [rank 2 at action 17 of 40 (2RECV_F5)]".

@@ -1,6 +1,9 @@
 #include "runtime/layers/attention.h"
 
+#include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "runtime/core/error.h"
 #include "runtime/kernels/cpu/blas.h"
@@ -29,6 +32,65 @@ void scatter_block(const float* in, int64_t b, int64_t steps, int64_t width, int
     float* d = dst + (b * steps + t) * width + col;
     for (int64_t i = 0; i < hd; ++i) d[i] = in[t * hd + i];
   }
+}
+
+// out[b, t, c] += in[t, c] for a [T, hd] block at columns [col, col + hd) of a [B, T, width] tensor.
+void add_block(const float* in, int64_t b, int64_t steps, int64_t width, int64_t col, int64_t hd, float* dst) {
+  for (int64_t t = 0; t < steps; ++t) {
+    float* d = dst + (b * steps + t) * width + col;
+    for (int64_t i = 0; i < hd; ++i) d[i] += in[t * hd + i];
+  }
+}
+
+// Sequence slicing: the attention-core contexts of the earlier slices of this micro-batch (first
+// slice first), each holding its "qkv", and their total length (this slice's position offset).
+struct EarlierSlices {
+  std::vector<SavedContext*> cores;
+  int64_t steps = 0;
+};
+
+EarlierSlices earlier_slices(const SavedContext& core, const std::string& name, int64_t batch) {
+  EarlierSlices out;
+  for (SavedContext* c = core.previous_slice(); c != nullptr; c = c->previous_slice()) {
+    PF_INTERNAL_CHECK(c->has("qkv"), "attention '", name,
+                      "': the keys and values of an earlier sequence slice are gone (its backward ran first?)");
+    const Tensor& qkv = c->get("qkv");
+    PF_CHECK_ARG(qkv.dim(0) == batch, "attention '", name, "': an earlier sequence slice has ", qkv.dim(0),
+                 " rows, this one ", batch);
+    out.cores.push_back(c);
+    out.steps += qkv.dim(1);
+  }
+  std::reverse(out.cores.begin(), out.cores.end());
+  return out;
+}
+
+// The [L, hd] keys (part 1) or values (part 2) of head h, batch b over the earlier slices and then
+// this slice's `qkv` (L = earlier.steps + T).
+void gather_keys(const EarlierSlices& earlier, const Tensor& qkv, int64_t b, int64_t dim, int64_t part,
+                 int64_t col, int64_t hd, float* out) {
+  for (const SavedContext* c : earlier.cores) {
+    const Tensor& x = c->get("qkv");
+    gather_block(x.f32(), b, x.dim(1), 3 * dim, part * dim + col, hd, out);
+    out += x.dim(1) * hd;
+  }
+  gather_block(qkv.f32(), b, qkv.dim(1), 3 * dim, part * dim + col, hd, out);
+}
+
+// Adds the [L, hd] key (part 1) or value (part 2) gradient of head h, batch b to the earlier
+// slices' "kv_grad" ([B, T_i, 2 dim]: keys | values, created at zero on first use); returns where
+// this slice's own rows start.
+const float* add_to_earlier(const EarlierSlices& earlier, const float* grad, int64_t b, int64_t dim,
+                            int64_t part, int64_t col, int64_t hd) {
+  for (SavedContext* c : earlier.cores) {
+    const Tensor& x = c->get("qkv");
+    if (!c->has("kv_grad")) {
+      MemoryCategoryScope scope(MemoryCategory::kActivations);  // held until that slice's backward
+      c->save("kv_grad", Tensor::zeros({x.dim(0), x.dim(1), 2 * dim}));
+    }
+    add_block(grad, b, x.dim(1), 2 * dim, (part - 1) * dim + col, hd, c->get("kv_grad").f32());
+    grad += x.dim(1) * hd;
+  }
+  return grad;
 }
 
 }  // namespace
@@ -66,50 +128,56 @@ Tensor CausalSelfAttention::forward(const Tensor& input, SavedContext& ctx) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
 
   Tensor qkv = qkv_->forward(input, ctx.child(kQkvChild));
+  SavedContext& core = ctx.child(kCoreChild);
+  const EarlierSlices earlier = earlier_slices(core, name(), batch);
   if (is_cuda(input)) {  // same contexts as below; the core runs on the GPU (cuda_dispatch.h)
+    if (!earlier.cores.empty())
+      fail(ErrorCode::kUnimplemented, "attention '", name(), "': sequence slices (seq_slices > 1) run on the CPU only");
     Tensor probs, attended;
     cuda_backend().attention_core_forward(qkv, heads_, &probs, &attended);
-    SavedContext& core = ctx.child(kCoreChild);
     core.save("qkv", qkv);
     core.save("probs", probs);
     return proj_->forward(attended, ctx.child(kProjChild));
   }
-  Tensor probs = Tensor::empty({batch, heads_, steps, steps});
+  // Queries are this slice's steps; keys and values span the earlier slices too (keys = L).
+  const int64_t offset = earlier.steps, keys = offset + steps;
+  Tensor probs = Tensor::empty({batch, heads_, steps, keys});
   Tensor attended = Tensor::empty({batch, steps, dim_});
   Tensor q, k, v, o;
   {
     MemoryCategoryScope scope(MemoryCategory::kWorkspace);
     q = Tensor::empty({steps, hd});
-    k = Tensor::empty({steps, hd});
-    v = Tensor::empty({steps, hd});
+    k = Tensor::empty({keys, hd});
+    v = Tensor::empty({keys, hd});
     o = Tensor::empty({steps, hd});
   }
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t h = 0; h < heads_; ++h) {
       gather_block(qkv.f32(), b, steps, 3 * dim_, h * hd, hd, q.f32());
-      gather_block(qkv.f32(), b, steps, 3 * dim_, dim_ + h * hd, hd, k.f32());
-      gather_block(qkv.f32(), b, steps, 3 * dim_, 2 * dim_ + h * hd, hd, v.f32());
-      float* p = probs.f32() + (b * heads_ + h) * steps * steps;
-      // Scores for all pairs (the masked half is overwritten below), then a causal softmax per row.
-      cpu::gemm(false, true, steps, steps, hd, scale, q.f32(), k.f32(), 0.0f, p);
+      gather_keys(earlier, qkv, b, dim_, 1, h * hd, hd, k.f32());
+      gather_keys(earlier, qkv, b, dim_, 2, h * hd, hd, v.f32());
+      float* p = probs.f32() + (b * heads_ + h) * steps * keys;
+      // Scores for all pairs (the masked part is overwritten below), then a causal softmax per row:
+      // query i sits at position offset + i.
+      cpu::gemm(false, true, steps, keys, hd, scale, q.f32(), k.f32(), 0.0f, p);
       for (int64_t i = 0; i < steps; ++i) {
-        float* row = p + i * steps;
+        float* row = p + i * keys;
+        const int64_t last = offset + i;
         float max_score = row[0];
-        for (int64_t j = 1; j <= i; ++j) max_score = row[j] > max_score ? row[j] : max_score;
+        for (int64_t j = 1; j <= last; ++j) max_score = row[j] > max_score ? row[j] : max_score;
         float sum = 0.0f;
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = 0; j <= last; ++j) {
           row[j] = cpu::fast_exp(row[j] - max_score);
           sum += row[j];
         }
         const float inv = 1.0f / sum;
-        for (int64_t j = 0; j <= i; ++j) row[j] *= inv;
-        for (int64_t j = i + 1; j < steps; ++j) row[j] = 0.0f;
+        for (int64_t j = 0; j <= last; ++j) row[j] *= inv;
+        for (int64_t j = last + 1; j < keys; ++j) row[j] = 0.0f;
       }
-      cpu::gemm(false, false, steps, hd, steps, 1.0f, p, v.f32(), 0.0f, o.f32());
+      cpu::gemm(false, false, steps, hd, keys, 1.0f, p, v.f32(), 0.0f, o.f32());
       scatter_block(o.f32(), b, steps, dim_, h * hd, hd, attended.f32());
     }
   }
-  SavedContext& core = ctx.child(kCoreChild);
   core.save("qkv", qkv);
   core.save("probs", probs);
   return proj_->forward(attended, ctx.child(kProjChild));
@@ -135,43 +203,56 @@ Tensor CausalSelfAttention::backward_input(SavedContext& ctx, const Tensor& grad
     core.clear();
     return qkv_->backward_input(ctx.child(kQkvChild), grad_qkv);
   }
+  // Sequence slices: this slice's keys and values also got gradients from the later slices'
+  // backwards ("kv_grad"), and its own backward adds to the earlier slices' ones.
+  const EarlierSlices earlier = earlier_slices(core, name(), batch);
+  const int64_t offset = earlier.steps, keys = offset + steps;
   Tensor grad_qkv = Tensor::empty(qkv.shape());
   Tensor q, k, v, dout, dp, dq, dk, dv;
   {
     MemoryCategoryScope scope(MemoryCategory::kWorkspace);
     q = Tensor::empty({steps, hd});
-    k = Tensor::empty({steps, hd});
-    v = Tensor::empty({steps, hd});
+    k = Tensor::empty({keys, hd});
+    v = Tensor::empty({keys, hd});
     dout = Tensor::empty({steps, hd});
-    dp = Tensor::empty({steps, steps});
+    dp = Tensor::empty({steps, keys});
     dq = Tensor::empty({steps, hd});
-    dk = Tensor::empty({steps, hd});
-    dv = Tensor::empty({steps, hd});
+    dk = Tensor::empty({keys, hd});
+    dv = Tensor::empty({keys, hd});
   }
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t h = 0; h < heads_; ++h) {
       gather_block(qkv.f32(), b, steps, 3 * dim_, h * hd, hd, q.f32());
-      gather_block(qkv.f32(), b, steps, 3 * dim_, dim_ + h * hd, hd, k.f32());
-      gather_block(qkv.f32(), b, steps, 3 * dim_, 2 * dim_ + h * hd, hd, v.f32());
+      gather_keys(earlier, qkv, b, dim_, 1, h * hd, hd, k.f32());
+      gather_keys(earlier, qkv, b, dim_, 2, h * hd, hd, v.f32());
       gather_block(grad_attended.f32(), b, steps, dim_, h * hd, hd, dout.f32());
-      const float* p = probs.f32() + (b * heads_ + h) * steps * steps;
+      const float* p = probs.f32() + (b * heads_ + h) * steps * keys;
       // dV = P^T dO ; dP = dO V^T ; dS = P * (dP - rowsum(P * dP)) ; dQ = s dS K ; dK = s dS^T Q.
-      cpu::gemm(true, false, steps, hd, steps, 1.0f, p, dout.f32(), 0.0f, dv.f32());
-      cpu::gemm(false, true, steps, steps, hd, 1.0f, dout.f32(), v.f32(), 0.0f, dp.f32());
+      cpu::gemm(true, false, keys, hd, steps, 1.0f, p, dout.f32(), 0.0f, dv.f32());
+      cpu::gemm(false, true, steps, keys, hd, 1.0f, dout.f32(), v.f32(), 0.0f, dp.f32());
       for (int64_t i = 0; i < steps; ++i) {
-        const float* prow = p + i * steps;
-        float* drow = dp.f32() + i * steps;
+        const float* prow = p + i * keys;
+        float* drow = dp.f32() + i * keys;
+        const int64_t last = offset + i;
         float dot = 0.0f;
-        for (int64_t j = 0; j <= i; ++j) dot += prow[j] * drow[j];
-        for (int64_t j = 0; j <= i; ++j) drow[j] = prow[j] * (drow[j] - dot);
-        for (int64_t j = i + 1; j < steps; ++j) drow[j] = 0.0f;
+        for (int64_t j = 0; j <= last; ++j) dot += prow[j] * drow[j];
+        for (int64_t j = 0; j <= last; ++j) drow[j] = prow[j] * (drow[j] - dot);
+        for (int64_t j = last + 1; j < keys; ++j) drow[j] = 0.0f;
       }
-      cpu::gemm(false, false, steps, hd, steps, scale, dp.f32(), k.f32(), 0.0f, dq.f32());
-      cpu::gemm(true, false, steps, hd, steps, scale, dp.f32(), q.f32(), 0.0f, dk.f32());
+      cpu::gemm(false, false, steps, hd, keys, scale, dp.f32(), k.f32(), 0.0f, dq.f32());
+      cpu::gemm(true, false, keys, hd, steps, scale, dp.f32(), q.f32(), 0.0f, dk.f32());
       scatter_block(dq.f32(), b, steps, 3 * dim_, h * hd, hd, grad_qkv.f32());
-      scatter_block(dk.f32(), b, steps, 3 * dim_, dim_ + h * hd, hd, grad_qkv.f32());
-      scatter_block(dv.f32(), b, steps, 3 * dim_, 2 * dim_ + h * hd, hd, grad_qkv.f32());
+      scatter_block(add_to_earlier(earlier, dk.f32(), b, dim_, 1, h * hd, hd), b, steps, 3 * dim_,
+                    dim_ + h * hd, hd, grad_qkv.f32());
+      scatter_block(add_to_earlier(earlier, dv.f32(), b, dim_, 2, h * hd, hd), b, steps, 3 * dim_,
+                    2 * dim_ + h * hd, hd, grad_qkv.f32());
     }
+  }
+  if (core.has("kv_grad")) {  // what the later slices' backwards added to this slice's keys and values
+    const float* carry = core.get("kv_grad").f32();
+    float* g = grad_qkv.f32();
+    for (int64_t r = 0; r < batch * steps; ++r)
+      for (int64_t c = 0; c < 2 * dim_; ++c) g[r * 3 * dim_ + dim_ + c] += carry[r * 2 * dim_ + c];
   }
   core.clear();  // backward_weight needs only what the two Linear layers keep
   return qkv_->backward_input(ctx.child(kQkvChild), grad_qkv);

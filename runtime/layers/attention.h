@@ -3,6 +3,14 @@
 // position t attending to positions <= t, times v, heads concatenated, then Linear(dim, dim).
 // Child contexts: 0 = the qkv Linear, 1 = the attention core (qkv activations and probabilities,
 // needed by backward_input only, so it drops them), 2 = the output projection.
+//
+// Sequence slices (SavedContext::set_slice; CPU only): the forward of a slice attends to the keys
+// and values of the earlier slices of its micro-batch, read from their attention-core contexts
+// (the key/value cache is those contexts' qkv), with its queries at positions offset + t. Its
+// backward adds the gradient of those keys and values to each earlier core's "kv_grad", and adds
+// its own "kv_grad" (from the later slices) to its key/value gradient. So slice backwards must run
+// last slice first, and a slice's context lives until its own backward.
+
 #pragma once
 
 #include "runtime/layers/layer.h"

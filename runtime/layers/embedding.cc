@@ -29,7 +29,11 @@ Tensor Embedding::forward(const Tensor& input, SavedContext& ctx) {
                ", got ", input.defined() ? dtype_name(input.dtype()) : "undefined", " ",
                shape_to_string(input.shape()));
   check_same_device(type(), name(), "input", input.device(), "the parameters", token_weight_.value.device());
-  const int64_t batch = input.dim(0), steps = input.dim(1);
+  const int64_t batch = input.dim(0), steps = input.dim(1), offset = ctx.position_offset();
+  PF_CHECK_ARG(offset + steps <= seq_len_, "embedding '", name(), "': a sequence slice at position ", offset,
+               " of ", steps, " tokens runs past seq_len ", seq_len_);
+  if (is_cuda(input) && offset != 0)
+    fail(ErrorCode::kUnimplemented, "embedding '", name(), "': sequence slices (seq_slices > 1) run on the CPU only");
   // CUDA: the ids are checked on a host copy (the kernel would turn a bad id into NaN outputs).
   const std::vector<int32_t> host_ids = is_cuda(input) ? cuda_backend().i32_to_host(input) : std::vector<int32_t>();
   const int32_t* ids = is_cuda(input) ? host_ids.data() : input.i32();
@@ -48,7 +52,7 @@ Tensor Embedding::forward(const Tensor& input, SavedContext& ctx) {
   float* y = output.f32();
   for (int64_t r = 0; r < batch * steps; ++r) {
     const float* tr = tok + static_cast<int64_t>(ids[r]) * dim_;
-    const float* pr = pos + (r % steps) * dim_;
+    const float* pr = pos + (offset + r % steps) * dim_;
     float* yr = y + r * dim_;
     for (int64_t i = 0; i < dim_; ++i) yr[i] = tr[i] + pr[i];
   }
@@ -77,7 +81,7 @@ void Embedding::backward_weight(SavedContext& ctx) {
     ctx.clear();
     return;
   }
-  const int64_t steps = input.dim(1), rows = input.numel();
+  const int64_t steps = input.dim(1), rows = input.numel(), offset = ctx.position_offset();
   const int32_t* ids = input.i32();
   const float* dy = grad_output.f32();
   float* dtok = token_weight_.grad.f32();
@@ -86,7 +90,7 @@ void Embedding::backward_weight(SavedContext& ctx) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* dyr = dy + r * dim_;
     float* tr = dtok + static_cast<int64_t>(ids[r]) * dim_;
-    float* pr = dpos + (r % steps) * dim_;
+    float* pr = dpos + (offset + r % steps) * dim_;
     for (int64_t i = 0; i < dim_; ++i) {
       tr[i] += dyr[i];
       pr[i] += dyr[i];

@@ -1,5 +1,6 @@
 // Token plus learned position embedding: ids i32 [B, T] (T <= seq_len) -> f32 [B, T, dim],
-// y[b, t] = token_weight[ids[b, t]] + position_weight[t]. Ids have no gradient, so backward_input
+// y[b, t] = token_weight[ids[b, t]] + position_weight[o + t], o = the context's position_offset
+// (0 unless the ids are a sequence slice, SavedContext::set_slice). Ids have no gradient, so backward_input
 // returns an undefined Tensor and only keeps the output gradient for backward_weight.
 #pragma once
 

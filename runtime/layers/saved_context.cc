@@ -33,8 +33,31 @@ bool SavedContext::has(const char* key) const {
 }
 
 SavedContext& SavedContext::child(size_t index) {
-  while (children_.size() <= index) children_.push_back(std::make_unique<SavedContext>());
+  while (children_.size() <= index) {
+    auto c = std::make_shared<SavedContext>();
+    if (SavedContext* previous = previous_slice()) {
+      previous->child(children_.size());
+      c->previous_child_ = previous->children_[children_.size()];
+      c->linked_child_ = true;
+    }
+    c->position_offset_ = position_offset_;
+    children_.push_back(std::move(c));
+  }
   return *children_[index];
+}
+
+void SavedContext::set_slice(SavedContext* previous, int64_t position_offset) {
+  PF_INTERNAL_CHECK(tensors_.empty() && children_.empty(), "saved context: set_slice on a used context");
+  previous_slice_ = previous;
+  position_offset_ = position_offset;
+}
+
+SavedContext* SavedContext::previous_slice() const {
+  if (!linked_child_) return previous_slice_;
+  const std::shared_ptr<SavedContext> previous = previous_child_.lock();
+  PF_INTERNAL_CHECK(previous != nullptr,
+                    "saved context: the context of an earlier sequence slice is gone (its backward ran first?)");
+  return previous.get();  // owned by the earlier slice's context, which is alive
 }
 
 void SavedContext::set_int(const char* key, int64_t value) {
@@ -104,6 +127,10 @@ void SavedContext::clear() {
   tensors_.clear();
   ints_.clear();
   children_.clear();
+  previous_slice_ = nullptr;
+  previous_child_.reset();
+  linked_child_ = false;
+  position_offset_ = 0;
 }
 
 size_t context_bytes(const std::vector<SavedContext>& contexts, const SavedContext* loss_context) {

@@ -30,6 +30,16 @@ class SavedContext {
   void set_int(const char* key, int64_t value);
   int64_t get_int(const char* key) const;
 
+  // Sequence slicing (SlimPipe / Seq1F1B): this context belongs to a slice of a micro-batch's
+  // token sequence starting at token `position_offset`; `previous` is the same layer's context of
+  // the slice before it (nullptr for the first slice), which stays alive until this slice's
+  // backward. Set on an empty context; children created afterwards inherit the offset and are
+  // linked to previous->child(i) (weakly: a child of a cleared context is gone, and reaching it
+  // throws kInternal). clear() unlinks.
+  void set_slice(SavedContext* previous, int64_t position_offset);
+  SavedContext* previous_slice() const;
+  int64_t position_offset() const { return position_offset_; }
+
   // Bytes of all distinct storages saved here and in children.
   size_t bytes() const;
   void collect_storages(std::unordered_set<const Storage*>* out) const;
@@ -45,7 +55,11 @@ class SavedContext {
  private:
   std::vector<std::pair<const char*, Tensor>> tensors_;
   std::vector<std::pair<const char*, int64_t>> ints_;
-  std::vector<std::unique_ptr<SavedContext>> children_;
+  std::vector<std::shared_ptr<SavedContext>> children_;
+  SavedContext* previous_slice_ = nullptr;        // set_slice
+  std::weak_ptr<SavedContext> previous_child_;    // a child's link, inherited from its parent
+  bool linked_child_ = false;
+  int64_t position_offset_ = 0;
 };
 
 // Activation bytes of a set of saved contexts: per storage, the byte range its saved tensors cover

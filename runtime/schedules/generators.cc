@@ -279,9 +279,13 @@ Schedule generate_schedule(const std::string& name, const GeneratorOptions& opts
   PF_CHECK_ARG(opts.chunks >= 1, name, ": chunks must be >= 1, got ", opts.chunks);
   PF_CHECK_ARG(opts.chunks <= limits::kMaxStages, name, ": chunks must be at most ", limits::kMaxStages, ", got ",
                opts.chunks);
-  check_schedule_size(opts.ranks, static_cast<int64_t>(opts.ranks) * opts.chunks, opts.micro_batches, name);
+  PF_CHECK_ARG(opts.seq_slices >= 1, name, ": seq_slices must be >= 1, got ", opts.seq_slices);
+  check_schedule_size(opts.ranks, static_cast<int64_t>(opts.ranks) * opts.chunks,
+                      static_cast<int64_t>(opts.micro_batches) * opts.seq_slices, name);
   Schedule s = fn(opts);
   if (s.name.empty()) s.name = name;
+  PF_CHECK_ARG(s.seq_slices == opts.seq_slices, name, " does not slice sequences: seq_slices must be 1, got ",
+               opts.seq_slices, " (seq1f1b takes seq_slices > 1)");
   const ValidationReport report = validate(s);
   PF_INTERNAL_CHECK(report.ok(), "generator '", name, "' (ranks ", opts.ranks, ", micro_batches ",
                     opts.micro_batches, ", chunks ", opts.chunks,

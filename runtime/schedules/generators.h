@@ -7,7 +7,8 @@
 // rank with one STEP per stage it holds, right after that stage's last W/BW. gpipe, 1f1b,
 // interleaved-1f1b and bfs use the fused BW; the zb-* schedules split it into B and W. Every built-in
 // runs each stage's weight gradients in micro-batch order 0..m-1 (the sequential reference's
-// accumulation order), except bfs with reverse_backward = true.
+// accumulation order), except bfs with reverse_backward = true. (seq1f1b, in its own file, runs each
+// micro-batch's slices' backwards in reverse slice order.)
 #pragma once
 
 #include <functional>
@@ -28,6 +29,9 @@ struct GeneratorOptions {
   // bfs only: run each chunk's backwards m-1..0, the looped-BFS order of the reference table, which
   // accumulates weight gradients in reverse micro-batch order. Default: 0..m-1.
   bool reverse_backward = false;
+  // S, sequence slices per micro-batch: seq1f1b takes any S >= 1 (its schedule has m * S units,
+  // Schedule::seq_slices = S); the others need 1.
+  int seq_slices = 1;
 };
 
 using GeneratorFn = std::function<Schedule(const GeneratorOptions&)>;
@@ -42,7 +46,7 @@ std::vector<std::string> generator_names();
 bool takes_any_chunks(const std::string& name);
 bool has_generator(const std::string& name);
 
-// Checks the common options (ranks >= 1, micro_batches >= 1, chunks >= 1, a size limit), runs the
+// Checks the common options (ranks >= 1, micro_batches >= 1, chunks >= 1, seq_slices >= 1, a size limit), runs the
 // generator, sets the schedule's name to `name` when the generator left it empty, and validates the
 // result (a generator bug surfaces as an error naming the generator). Unknown name: kInvalidArgument
 // listing the known names.

@@ -104,12 +104,19 @@ inline bool operator!=(const Placement& a, const Placement& b) { return !(a == b
 
 struct Schedule {
   std::string name;  // generator name, or "custom"
+  // The range of the actions' micro_batch numbers. With seq_slices S > 1 that number is a *unit*
+  // u = mb * S + j (slice j of micro-batch mb), and num_micro_batches counts units (m * S).
   int num_micro_batches = 0;
+  // Sequence slices per micro-batch (SlimPipe / Seq1F1B): on every stage the forwards of a
+  // micro-batch's slices run in slice order and its backwards (B or BW) in reverse slice order,
+  // because slice j attends to the keys and values of slices < j. 1 = no slicing.
+  int seq_slices = 1;
   Placement placement;
   std::vector<std::vector<Action>> ranks;  // ranks[r] = rank r's actions in execution order
 
   int num_ranks() const { return placement.num_ranks; }
   int num_stages() const { return placement.num_stages(); }
+  int slice_of(int unit) const { return unit % seq_slices; }
 };
 
 bool operator==(const Schedule& a, const Schedule& b);  // every field

@@ -122,6 +122,7 @@ Schedule lower_communication(const Schedule& schedule) {
   Schedule out;
   out.name = schedule.name;
   out.num_micro_batches = schedule.num_micro_batches;
+  out.seq_slices = schedule.seq_slices;
   out.placement = schedule.placement;
   out.ranks.resize(static_cast<size_t>(R));
   for (int r = 0; r < R; ++r) {

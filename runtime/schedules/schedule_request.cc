@@ -25,6 +25,10 @@ Schedule make_schedule(const ScheduleRequest& request) {
                       request.name);
   PF_CHECK_ARG(request.mem_limit >= 0, "mem-limit must be >= 0 (0 = the schedule's default cap), got ",
                request.mem_limit);
+  const bool cost_driven = request.name == "zb-auto" || request.name == "v-half" || request.name == "v-min";
+  PF_CHECK_ARG(!cost_driven || request.seq_slices == 1, request.name,
+               " does not slice sequences: seq_slices must be 1, got ", request.seq_slices,
+               " (seq1f1b takes seq_slices > 1)");
   if (request.name == "zb-auto") {
     PF_CHECK_ARG(request.chunks == 1, "zb-auto has one chunk per rank; got chunks ", request.chunks);
     const double cap = request.mem_limit > 0 ? request.mem_limit : request.ranks;
@@ -42,6 +46,7 @@ Schedule make_schedule(const ScheduleRequest& request) {
   options.ranks = request.ranks;
   options.micro_batches = request.micro_batches;
   options.chunks = request.chunks;
+  options.seq_slices = request.seq_slices;
   return generate_schedule(request.name, options);
 }
 

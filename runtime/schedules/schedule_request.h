@@ -22,6 +22,7 @@ struct ScheduleRequest {
   int ranks = 0;          // p
   int micro_batches = 0;  // m
   int chunks = 1;         // v (interleaved-1f1b, interleaved-zb, bfs; the V schedules always use 2)
+  int seq_slices = 1;     // S, sequence slices per micro-batch (seq1f1b)
   UniformCosts costs;     // zb-auto, v-half, v-min only
   // zb-auto, v-half, v-min only: cap on in-flight micro-batches per rank; 0 = the schedule's own cap
   // (p for zb-auto, ZB-1p; v_half_cap(p), v_min_cap(p) for v-half and v-min: capped_v.h)

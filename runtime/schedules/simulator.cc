@@ -239,6 +239,16 @@ void Simulator::dependencies(int rank, const Action& a, std::vector<Dep>* deps) 
     else producer();
   };
 
+  // Sliced schedules: slice j's F reads the keys/values of slice j - 1's F on this stage; its
+  // backward waits for the backward of slice j + 1, which adds to its key/value gradients.
+  const int slices = sched_.seq_slices, slice = slices > 1 ? mb % slices : 0;
+  if (slices > 1 && mb >= 0) {
+    if (a.kind == ActionKind::kForward && slice > 0) need(ActionKind::kForward, s, mb - 1);
+    if ((a.kind == ActionKind::kBackwardInput || a.kind == ActionKind::kBackward) && slice + 1 < slices) {
+      const Loc b = index_.get(ActionKind::kBackwardInput, s, mb + 1);
+      need(b.found() ? ActionKind::kBackwardInput : ActionKind::kBackward, s, mb + 1);
+    }
+  }
   switch (a.kind) {
     case ActionKind::kForward:
       if (s > 0) {
@@ -363,6 +373,8 @@ SimulationResult Simulator::run() {
                sched_.ranks.size(), " action lists for ", P_, " ranks");
   PF_CHECK_ARG(S_ > 0, "simulate: the schedule has no stages");
   PF_CHECK_ARG(M_ >= 0, "simulate: negative number of micro-batches");
+  PF_CHECK_ARG(sched_.seq_slices >= 1 && (M_ == 0 || M_ % sched_.seq_slices == 0), "simulate: seq_slices ",
+               sched_.seq_slices, " must be >= 1 and divide the ", M_, " units (micro-batches x seq_slices)");
   costs_.check(S_);
   PF_CHECK_ARG(!(options_.blocking_recv && options_.comm == CommSemantics::kPosted),
                "simulate: blocking_recv contradicts posted communication (a posted RECV never blocks)");

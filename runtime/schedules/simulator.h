@@ -8,6 +8,8 @@
 //    end), and F(mb, s) of the same stage; W(mb, s) needs B(mb, s); RECOMPUTE(mb, s) and OFFLOAD(mb, s)
 //    need F(mb, s); RELOAD(mb, s) needs OFFLOAD(mb, s); B/BW(mb, s) also need RECOMPUTE(mb, s) and
 //    RELOAD(mb, s) when the schedule has them; STEP(s) and ALLREDUCE(s) need every W/BW of stage s;
+//    with seq_slices S > 1, F(u, s) also needs F(u - 1, s) and B/BW(u - 1, s) needs B/BW(u, s) for
+//    units u = mb * S + j, j > 0 (same rank: one running later in the list is an error);
 //  * a cross-rank dependency is available t_comm after its producer ends; a same-rank one at once;
 //  * lowered schedules: SEND_* and RECV_* take zero time. SEND_F(mb, s) needs F(mb, s), SEND_B(mb, s)
 //    needs B/BW(mb, s); RECV_F(mb, s) completes at max(rank ready, SEND_F(mb, s-1) + t_comm) and

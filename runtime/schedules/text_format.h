@@ -5,6 +5,7 @@
 //   ranks: 2
 //   stages: 2
 //   microbatches: 2
+//   seq_slices: 2                      (only when the schedule slices sequences: Schedule::seq_slices > 1)
 //   placement: one-per-rank            (or: looped | v-shape | custom <rank of stage 0> <...> ...)
 //   rank 0: 0F0 0F1 0BW0 0BW1 0STEP
 //   rank 1: 1F0 1BW0 1F1 1BW1 1STEP

@@ -37,6 +37,7 @@ class Checker {
     ActionIndex index(s_);
     check_duplicates(index);
     check_micro_batches(index);
+    if (report_.ok() && s_.seq_slices > 1) check_slice_order(index);
     check_stage_actions(index);
     if (!report_.ok()) return;
     if (report_.lowered) check_communication(index);
@@ -111,6 +112,35 @@ class Checker {
     if (s_.num_micro_batches < 1) {
       error(-1, -1, "num_micro_batches is " + std::to_string(s_.num_micro_batches) +
                         "; a schedule needs at least one");
+    }
+    if (s_.seq_slices < 1 || (s_.num_micro_batches >= 1 && s_.num_micro_batches % s_.seq_slices != 0)) {
+      error(-1, -1, "seq_slices is " + std::to_string(s_.seq_slices) + "; it must be >= 1 and divide num_micro_batches (" +
+                        std::to_string(s_.num_micro_batches) + " units = micro-batches x seq_slices)");
+    }
+  }
+
+  // Sliced schedules (seq_slices > 1): on its stage's rank, F of slice j of a micro-batch runs after
+  // F of slice j - 1 (it reads that slice's keys and values), and the backward of slice j before the
+  // backward of slice j - 1 (it adds the gradient of slice j - 1's keys and values).
+  void check_slice_order(const ActionIndex& index) {
+    for (int st = 0; st < S(); ++st) {
+      for (int u = 0; u < M(); ++u) {
+        if (s_.slice_of(u) == 0) continue;
+        const ActionSlot* f = index.find(ActionKind::kForward, st, u);
+        const ActionSlot* f_prev = index.find(ActionKind::kForward, st, u - 1);
+        if (f && f_prev && f->index < f_prev->index) {
+          error(*f, [&] { return "runs before " + act(ActionKind::kForward, st, u - 1) + " (" + at(*f_prev) +
+                                 "): a sequence slice's forward needs the keys and values of the slice before it"; });
+        }
+        const ActionSlot* b = backward(index, st, u);
+        const ActionSlot* b_prev = backward(index, st, u - 1);
+        if (b && b_prev && b_prev->index < b->index) {
+          const Action& later = action_at(b->rank, b->index);
+          error(*b_prev, [&] { return "runs before " + action_to_string(later) + " (" + at(*b) +
+                                      "): a sequence slice's backward needs the key/value gradients of the slices "
+                                      "after it (backwards run in reverse slice order)"; });
+        }
+      }
     }
   }
 

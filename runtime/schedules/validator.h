@@ -5,6 +5,8 @@
 //  3. completeness and local order: per (micro-batch, stage) exactly one F and either one B and one W
 //     or one BW, F before B before W (F before BW) on that rank; RECOMPUTE / OFFLOAD / RELOAD between
 //     the F and the backward; STEP and ALLREDUCE at most once per stage, after its last W/BW;
+//     with seq_slices S > 1, S divides the units and on every stage F(u) runs after F(u - 1) and
+//     the backward of u - 1 after that of u, for units u = mb * S + j with j > 0;
 //  4. communication (when the schedule has any SEND/RECV, i.e. is lowered): every cross-rank
 //     dependency has its SEND after the producer and its RECV before the consumer, and every
 //     SEND/RECV has its partner;

@@ -13,6 +13,9 @@ struct Batch {
   int64_t rows() const { return inputs.defined() ? inputs.dim(0) : 0; }
   // Micro-batch `index` of `count` equal row slices (shares storage).
   Batch micro_batch(int index, int count) const;
+  // Token batches: sequence slice `index` of `count` equal ones, steps [index T / count, (index + 1)
+  // T / count) of the inputs and targets [B, T] (copies).
+  Batch sequence_slice(int index, int count) const;
 };
 
 class DataSource {

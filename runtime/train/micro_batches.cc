@@ -40,4 +40,12 @@ void rewind_after_failure(DataSource& source, int64_t position) noexcept {
   }
 }
 
+std::vector<Batch> split_into_sequence_slices(const std::vector<Batch>& micro_batches, int slices) {
+  std::vector<Batch> units;
+  units.reserve(micro_batches.size() * static_cast<size_t>(slices));
+  for (const Batch& b : micro_batches)
+    for (int j = 0; j < slices; ++j) units.push_back(b.sequence_slice(j, slices));
+  return units;
+}
+
 }  // namespace pf

@@ -18,6 +18,9 @@ std::vector<Batch> split_into_micro_batches(const Model& model, const Batch& bat
 // rethrows the original error.
 std::vector<Batch> pull_micro_batches(const Model& model, DataSource& source, int count);
 
+// The units of a sequence-sliced step: slice j of micro-batch mb at index mb * slices + j.
+std::vector<Batch> split_into_sequence_slices(const std::vector<Batch>& micro_batches, int slices);
+
 // Seeks `source` back to `position` after a failed step. A seek that fails as well is logged, so it
 // cannot replace the error being reported.
 void rewind_after_failure(DataSource& source, int64_t position) noexcept;

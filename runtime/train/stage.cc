@@ -33,10 +33,15 @@ void Stage::check_contexts(const std::vector<SavedContext>& contexts, const char
                     " runs before its forward (", contexts.size(), " contexts for ", num_layers(), " layers)");
 }
 
-Tensor Stage::forward(Tensor x, std::vector<SavedContext>& contexts) const {
+Tensor Stage::forward(Tensor x, std::vector<SavedContext>& contexts, std::vector<SavedContext>* previous,
+                      int64_t position_offset) const {
   const auto& layers = model_->layers();
   contexts.clear();
   contexts.resize(static_cast<size_t>(num_layers()));
+  if (previous) check_contexts(*previous, "the next sequence slice's F");
+  if (previous || position_offset != 0)
+    for (size_t i = 0; i < contexts.size(); ++i)
+      contexts[i].set_slice(previous ? &(*previous)[i] : nullptr, position_offset);
   MemoryCategoryScope scope(MemoryCategory::kActivations);
   for (int i = 0; i < num_layers(); ++i) x = layers[static_cast<size_t>(begin_ + i)]->forward(x, contexts[i]);
   return x;

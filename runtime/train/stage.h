@@ -27,8 +27,12 @@ class Stage {
   // parameter no layer reaches; the built-in models have none.)
   const std::vector<Parameter*>& parameters() const { return parameters_; }
 
-  // Runs the layers on `x`; `contexts` is resized to num_layers() and filled.
-  Tensor forward(Tensor x, std::vector<SavedContext>& contexts) const;
+  // Runs the layers on `x`; `contexts` is resized to num_layers() and filled. Sequence slices:
+  // `previous` is the contexts of the slice before this one of the same micro-batch (null for the
+  // first slice) and `position_offset` the position of the slice's first token (SavedContext::
+  // set_slice); `previous` must stay alive until this slice's backward.
+  Tensor forward(Tensor x, std::vector<SavedContext>& contexts, std::vector<SavedContext>* previous = nullptr,
+                 int64_t position_offset = 0) const;
   // Last stage: the loss of `output` (scaled by `scale`) with its context, and the loss gradient.
   float loss_forward(const Tensor& output, const Tensor& targets, float scale, SavedContext& loss_context) const;
   Tensor loss_backward(SavedContext& loss_context) const;

@@ -124,6 +124,7 @@ TEST(PipeforgeCli, BadOptionsExitWithTwoAndSayWhy) {
       {"train --stepz 3", "; did you mean '--steps'?"},
       {"train --stages 2", "--stages 2 needs a schedule"},
       {"train --chunks 2", "--chunks 2 needs a schedule"},
+      {"train --seq-slices 2", "--seq-slices 2 needs a pipelined schedule that slices sequences"},
   };
   for (const auto& c : cases) {
     const CommandResult r = run(c.args);
@@ -172,6 +173,22 @@ TEST(PipeforgeCli, CorruptCheckpointIsAUsageError) {
 }  // namespace
 
 namespace {
+
+// --seq-slices: seq1f1b trains the GPT on sequence slices, to within float rounding of 1f1b, with
+// less activation memory on the first rank.
+TEST(PipeforgeTrain, SequenceSlices) {
+  const std::string base =
+      "train --model gpt --steps 2 --batch-size 8 --microbatches 4 --seq-len 16 --d-model 16 --heads 2 "
+      "--layers 2 --lr 0.01 --stages 2";
+  const auto whole = run_json(base + " --schedule 1f1b");
+  const auto sliced = run_json(base + " --schedule seq1f1b --seq-slices 4");
+  EXPECT_EQ(sliced.at("schedule"), "seq1f1b");
+  EXPECT_NEAR(sliced.at("loss").get<double>(), whole.at("loss").get<double>(), 1e-5);
+  EXPECT_LT(sliced.at("peak_activation_bytes")[0].get<double>(), whole.at("peak_activation_bytes")[0].get<double>());
+  const CommandResult bad = run(base + " --schedule seq1f1b --seq-slices 3");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("seq_slices 3 must divide the model's seq_len 16"), std::string::npos) << bad.err;
+}
 
 TEST(PipeforgeTrain, PipelinedScheduleGivesTheSequentialChecksumAndMeasurements) {
   const std::string base =

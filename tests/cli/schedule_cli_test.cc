@@ -30,6 +30,23 @@ TEST(ScheduleCli, PrintsTheTextFormThatSimulateReadsBack) {
   EXPECT_EQ(from_file.at("makespan"), generated.at("makespan"));
 }
 
+TEST(ScheduleCli, SequenceSlices) {
+  const auto r = run("schedule --schedule seq1f1b --stages 2 --microbatches 2 --seq-slices 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("microbatches: 4\nseq_slices: 2\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank 0: 0F0 0F1 0F2 0BW1 0F3 0BW0 0BW3 0BW2 0STEP"), std::string::npos) << r.out;
+  const std::string path = tmp_dir() + "/seq1f1b.txt";
+  std::ofstream(path) << r.out;
+  EXPECT_EQ(run_json("simulate --schedule-file " + path + " --microbatches 2").at("makespan"),
+            run_json("simulate --schedule seq1f1b --stages 2 --microbatches 2 --seq-slices 2").at("makespan"));
+  // Rank s holds p - s + S - 1 units.
+  EXPECT_EQ(run_json("simulate --schedule seq1f1b --stages 4 --microbatches 8 --seq-slices 4").at("peak_activations"),
+            nlohmann::json({7, 6, 5, 4}));
+  const auto bad = run("schedule --schedule 1f1b --stages 2 --microbatches 2 --seq-slices 2");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("1f1b does not slice sequences"), std::string::npos) << bad.err;
+}
+
 TEST(ScheduleCli, SimulateJsonHasTheDocumentedFields) {
   const auto j = run_json("simulate --schedule 1f1b --stages 4 --microbatches 8");
   // Uniform costs, no communication: bubble (p-1)/(m+p-1) = 3/11.

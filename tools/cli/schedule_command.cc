@@ -43,6 +43,11 @@ void add_shape_options(CLI::App* cmd, ScheduleArgs& a, bool required) {
   cmd->add_option("--chunks", a.request.chunks, "model chunks per rank V (interleaved-1f1b, interleaved-zb, bfs)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
+  cmd->add_option("--seq-slices", a.request.seq_slices,
+                  "sequence slices per micro-batch S (seq1f1b; the schedule has M x S units, and the costs are "
+                  "per unit)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
   add_cost_options(cmd, a.request.costs, CostOptions::kTimes);
   cmd->add_option("--t-head", a.request.costs.t_head,
                   "local learning (ppll, local-updates): one HEAD, the auxiliary head's forward, loss and backward")
@@ -73,9 +78,11 @@ sched::Schedule load_schedule(const ScheduleArgs& a, const char* command) {
     sched::Schedule s = read_schedule(a, command);
     PF_CHECK_ARG(a.request.ranks == 0 || a.request.ranks == s.num_ranks(), "--stages ", a.request.ranks,
                  " does not match the ", s.num_ranks(), " ranks of ", a.schedule_file);
-    PF_CHECK_ARG(a.request.micro_batches == 0 || a.request.micro_batches == s.num_micro_batches,
+    PF_CHECK_ARG(a.request.micro_batches == 0 || a.request.micro_batches * s.seq_slices == s.num_micro_batches,
                  "--microbatches ", a.request.micro_batches, " does not match the ", s.num_micro_batches,
-                 " micro-batches of ", a.schedule_file);
+                 s.seq_slices > 1 ? " units (micro-batches x seq_slices " + std::to_string(s.seq_slices) + ")"
+                                  : std::string(" micro-batches"),
+                 " of ", a.schedule_file);
     sched::validate_or_throw(s, sched::ValidationOptions{sched::parse_comm_semantics(a.comm)});
     return s;
   }

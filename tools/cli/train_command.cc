@@ -65,6 +65,9 @@ void check_args(const TrainArgs& a) {
     }
   }
   if (a.optimizer == "adamw" && a.momentum != 0.0) usage_error("--momentum applies to --optimizer sgd only");
+  if (a.schedule.empty() && a.schedule_file.empty() && a.seq_slices > 1)
+    usage_error("--seq-slices " + std::to_string(a.seq_slices) +
+                " needs a pipelined schedule that slices sequences: add --schedule seq1f1b");
   if (a.schedule.empty() && a.schedule_file.empty() && (a.stages > 1 || a.chunks > 1))
     usage_error(std::string(a.stages > 1 ? "--stages " + std::to_string(a.stages) : "--chunks " + std::to_string(a.chunks)) +
                 " needs a schedule, or the run would be sequential: add --schedule (e.g. --schedule 1f1b; "
@@ -123,6 +126,7 @@ int schedule_stages(const TrainArgs& a) {
   request.ranks = a.stages;
   request.micro_batches = a.micro_batches;
   request.chunks = a.chunks;
+  request.seq_slices = a.seq_slices;
   return sched::make_schedule(request).num_stages();
 }
 
@@ -280,6 +284,7 @@ std::vector<int> balanced_partition(const TrainArgs& a, const exec::PipelineOpti
     request.ranks = p.ranks;
     request.micro_batches = a.micro_batches;
     request.chunks = p.chunks;
+    request.seq_slices = p.seq_slices;
     schedule = sched::make_schedule(request);
   }
   const int64_t position = data.position();
@@ -397,6 +402,7 @@ int run_train(const TrainArgs& a) {
       if (!a.schedule_file.empty()) p.schedule_text = sched::schedule_to_text(sched::read_schedule_file(a.schedule_file));
       p.ranks = a.stages;
       p.chunks = a.chunks;
+      p.seq_slices = a.seq_slices;
       p.layers_per_stage = a.layers_per_stage;
       p.activation_policy = a.activation_policy;
       p.activation_budget_bytes = a.activation_budget;

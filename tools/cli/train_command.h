@@ -62,6 +62,7 @@ struct TrainArgs {
   int data_parallel = 1;      // replicas D (under mpirun: D x P processes; alone: sequential emulation)
   std::string gradient_reduction = "allreduce";  // data parallel: allreduce or deterministic
   int chunks = 1;             // model chunks per rank V
+  int seq_slices = 1;         // sequence slices per micro-batch S (seq1f1b)
   std::vector<int> layers_per_stage;  // empty = even split (or balanced, below)
   std::string partition = "even";     // "even" or "balanced" (by measured per-layer time)
   std::string activation_policy = "none";  // pipelined: none, recompute, offload-host, offload-file, selective

@@ -112,6 +112,7 @@ const std::vector<Field>& fields() {
       {"schedule.file", "--schedule-file", Type::kString, [](const TrainArgs& a) { return text_or_null(a.schedule_file); }},
       {"schedule.ranks", "--ranks", Type::kInteger, [](const TrainArgs& a) { return json(a.stages); }},
       {"schedule.chunks", "--chunks", Type::kInteger, [](const TrainArgs& a) { return json(a.chunks); }},
+      {"schedule.seq_slices", "--seq-slices", Type::kInteger, [](const TrainArgs& a) { return json(a.seq_slices); }},
       {"schedule.layers_per_stage", "--layers-per-stage", Type::kIntegers, [](const TrainArgs& a) { return json(a.layers_per_stage); }},
       {"schedule.partition", "--partition", Type::kString, [](const TrainArgs& a) { return json(a.partition); }},
       {"schedule.vertical_sync", "--vertical-sync", Type::kBool, [](const TrainArgs& a) { return json(a.vertical_sync); }},

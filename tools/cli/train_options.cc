@@ -125,6 +125,11 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--chunks", a.chunks, "model chunks per rank V (interleaved-1f1b, interleaved-zb, bfs)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
+  cmd->add_option("--seq-slices", a.seq_slices,
+                  "sequence slices per micro-batch S (schedule seq1f1b, GPT models; S must divide the sequence "
+                  "length)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
   auto* counts = cmd->add_option("--layers-per-stage", a.layers_per_stage, "top-level layers per stage");
   cmd->add_option("--partition", a.partition,
                   "even (by layer count) or balanced (profile each layer on one micro-batch, then split "
