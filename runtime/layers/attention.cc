@@ -82,13 +82,14 @@ void gather_keys(const EarlierSlices& earlier, const Tensor& qkv, int64_t b, int
 const float* add_to_earlier(const EarlierSlices& earlier, const float* grad, int64_t b, int64_t dim,
                             int64_t part, int64_t col, int64_t hd) {
   for (SavedContext* c : earlier.cores) {
-    const Tensor& x = c->get("qkv");
+    // Sizes copied out: save() may move the context's tensors, so no reference into it outlives it.
+    const int64_t batch = c->get("qkv").dim(0), steps = c->get("qkv").dim(1);
     if (!c->has("kv_grad")) {
       MemoryCategoryScope scope(MemoryCategory::kActivations);  // held until that slice's backward
-      c->save("kv_grad", Tensor::zeros({x.dim(0), x.dim(1), 2 * dim}));
+      c->save("kv_grad", Tensor::zeros({batch, steps, 2 * dim}));
     }
-    add_block(grad, b, x.dim(1), 2 * dim, (part - 1) * dim + col, hd, c->get("kv_grad").f32());
-    grad += x.dim(1) * hd;
+    add_block(grad, b, steps, 2 * dim, (part - 1) * dim + col, hd, c->get("kv_grad").f32());
+    grad += steps * hd;
   }
   return grad;
 }
