@@ -402,19 +402,24 @@ void RankExecutor::on_send_f(const Action& a) {
   sl.output = Tensor();
 }
 
+Tensor RankExecutor::receive_input(const Action& a) {
+  return transport_->recv(rank_of(a.stage - 1), MessageKey{MessageKind::kActivation, a.micro_batch, a.stage},
+                          options_.timeout_seconds);
+}
+
 void RankExecutor::on_recv_f(const Action& a) {
   Slot& sl = slot(a);
-  sl.input_posted = true;
-  if (!options_.posted_receives) sl.input = take_input(a, sl);
+  if (options_.posted_receives) {
+    sl.input_posted = true;
+  } else {
+    sl.input = receive_input(a);
+  }
 }
 
 Tensor RankExecutor::take_input(const Action& a, Slot& sl) {
-  if (sl.input_posted) {
-    sl.input_posted = false;
-    return transport_->recv(rank_of(a.stage - 1), MessageKey{MessageKind::kActivation, a.micro_batch, a.stage},
-                            options_.timeout_seconds);
-  }
-  return std::move(sl.input);
+  if (!sl.input_posted) return std::move(sl.input);
+  sl.input_posted = false;
+  return receive_input(a);
 }
 
 void RankExecutor::on_send_b(const Action& a) {
@@ -424,19 +429,24 @@ void RankExecutor::on_send_b(const Action& a) {
   sl.grad_input = Tensor();
 }
 
+Tensor RankExecutor::receive_grad_output(const Action& a) {
+  return transport_->recv(rank_of(a.stage + 1), MessageKey{MessageKind::kGradient, a.micro_batch, a.stage},
+                          options_.timeout_seconds);
+}
+
 void RankExecutor::on_recv_b(const Action& a) {
   Slot& sl = slot(a);
-  sl.grad_output_posted = true;
-  if (!options_.posted_receives) sl.grad_output = take_grad_output(a, sl);
+  if (options_.posted_receives) {
+    sl.grad_output_posted = true;
+  } else {
+    sl.grad_output = receive_grad_output(a);
+  }
 }
 
 Tensor RankExecutor::take_grad_output(const Action& a, Slot& sl) {
-  if (sl.grad_output_posted) {
-    sl.grad_output_posted = false;
-    return transport_->recv(rank_of(a.stage + 1), MessageKey{MessageKind::kGradient, a.micro_batch, a.stage},
-                            options_.timeout_seconds);
-  }
-  return std::move(sl.grad_output);
+  if (!sl.grad_output_posted) return std::move(sl.grad_output);
+  sl.grad_output_posted = false;
+  return receive_grad_output(a);
 }
 
 void RankExecutor::on_recompute(const Action& a) {

@@ -153,6 +153,9 @@ class RankExecutor {
   StageWeights* weights(int stage) const;
 
   Slot& slot(const sched::Action& a);
+  // The message a RECV_F / RECV_B of (a.stage, a.micro_batch) receives, waiting for it.
+  Tensor receive_input(const sched::Action& a);
+  Tensor receive_grad_output(const sched::Action& a);
   // The stage input / output gradient of (a.stage, a.micro_batch), taking a posted RECV's message.
   Tensor take_input(const sched::Action& a, Slot& sl);
   Tensor take_grad_output(const sched::Action& a, Slot& sl);

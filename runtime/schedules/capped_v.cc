@@ -17,6 +17,14 @@ namespace {
 constexpr double kEps = 1e-9;
 constexpr double kNever = std::numeric_limits<double>::infinity();
 
+// Rank r's cap: cap_units micro-batches, each the activations of its two chunks (with the
+// tolerance every comparison against it uses).
+double rank_cap(const CostModel& c, const Placement& v, int r, double cap_units) {
+  const std::vector<int> stages = v.stages_of(r);
+  const double cap = cap_units * (c.mem_b(stages[0]) + c.mem_b(stages[1]));
+  return cap + kEps * std::max(1.0, cap);
+}
+
 struct Switches {
   bool forward_first = false;  // a ready F runs before a ready B
   bool w_only_if_fits = false; // a W fills a wait only when it ends before the next input arrives
@@ -28,15 +36,14 @@ struct Switches {
 class Builder {
  public:
   Builder(int p, int m, const CostModel& c, double cap_units, Switches sw)
-      : p_(p), m_(m), c_(c), sw_(sw), ranks_(static_cast<size_t>(p)),
+      : p_(p), m_(m), c_(c), sw_(sw), v_(Placement::v_shape(p)), ranks_(static_cast<size_t>(p)),
         f_end_(static_cast<size_t>(2 * p) * static_cast<size_t>(m), -1.0),
         b_end_(static_cast<size_t>(2 * p) * static_cast<size_t>(m), -1.0) {
     for (int r = 0; r < p; ++r) {
       Rank& k = ranks_[static_cast<size_t>(r)];
       k.stage[0] = r;
       k.stage[1] = 2 * p - 1 - r;
-      const double cap = cap_units * (c.mem_b(k.stage[0]) + c.mem_b(k.stage[1]));
-      k.cap = cap + kEps * std::max(1.0, cap);
+      k.cap = rank_cap(c, v_, r, cap_units);
     }
   }
 
@@ -58,7 +65,7 @@ class Builder {
   }
 
   Schedule to_schedule(const char* name) const {
-    Schedule s = gen::make_schedule(name, m_, Placement::v_shape(p_));
+    Schedule s = gen::make_schedule(name, m_, v_);
     for (int r = 0; r < p_; ++r) s.ranks[static_cast<size_t>(r)] = ranks_[static_cast<size_t>(r)].order;
     gen::add_steps(s);
     return s;
@@ -76,7 +83,6 @@ class Builder {
   };
 
   size_t at(int stage, int mb) const { return static_cast<size_t>(stage) * static_cast<size_t>(m_) + static_cast<size_t>(mb); }
-  int rank_of(int stage) const { return stage < p_ ? stage : 2 * p_ - 1 - stage; }
   bool done(const Rank& k) const {
     return k.next_b[0] == m_ && k.next_b[1] == m_ && k.pending_w.empty();
   }
@@ -99,7 +105,7 @@ class Builder {
   }
   double arrival(double end, int from, int to) const {
     if (end < 0) return kNever;
-    return end + (rank_of(from) == rank_of(to) ? 0.0 : c_.t_comm);
+    return end + (v_.rank_of(from) == v_.rank_of(to) ? 0.0 : c_.t_comm);
   }
 
   void run(Rank& k, ActionKind kind, int chunk, int mb, double start) {
@@ -198,16 +204,16 @@ class Builder {
   int p_, m_;
   const CostModel& c_;
   Switches sw_;
+  Placement v_;
   std::vector<Rank> ranks_;
   std::vector<double> f_end_, b_end_;
 };
 
-// The building block's peak follows from its timing, not from a check while building: keep it
-// only where it fits.
+// The list-scheduled orders hold the cap by construction; the building block's peak follows from
+// its timing, so every candidate is checked against the simulated peaks.
 bool within_cap(const SimulationResult& sim, const Schedule& s, const CostModel& c, double cap_units) {
   for (int r = 0; r < s.num_ranks(); ++r) {
-    const double cap = cap_units * (c.mem_b(r) + c.mem_b(2 * s.num_ranks() - 1 - r));
-    if (sim.peak_activation_bytes[static_cast<size_t>(r)] > cap + kEps * std::max(1.0, cap)) return false;
+    if (sim.peak_activation_bytes[static_cast<size_t>(r)] > rank_cap(c, s.placement, r, cap_units)) return false;
   }
   return true;
 }
@@ -238,32 +244,22 @@ Schedule generate_capped_v(const char* name, int ranks, int micro_batches, const
   PF_CHECK_ARG(cap_in_micro_batches >= 1.0, name,
                ": the memory cap must be at least 1 micro-batch (both chunks of one), got ",
                cap_in_micro_batches);
-  std::optional<Schedule> best;
-  double best_makespan = kNever, best_span = kNever;
-  for (int mask = 0; mask <= 8; ++mask) {
-    std::optional<Schedule> candidate;
-    if (mask < 8) {
-      Builder builder(ranks, micro_batches, costs, cap_in_micro_batches,
-                      Switches{(mask & 1) != 0, (mask & 2) != 0, (mask & 4) != 0});
-      if (builder.build()) candidate = builder.to_schedule(name);
-    } else {
-      candidate = v_building_block_schedule(name, ranks, micro_batches, costs);
-    }
-    if (!candidate) continue;
-    Schedule& s = *candidate;
-    const SimulationResult sim = simulate(s, costs);
-    if (mask == 8 && !within_cap(sim, s, costs, cap_in_micro_batches)) continue;
-    const double tol = 1e-9 * std::max(1.0, sim.makespan);
-    if (sim.makespan < best_makespan - tol ||
-        (sim.makespan <= best_makespan + tol && sim.max_span < best_span - tol)) {
-      best_makespan = sim.makespan;
-      best_span = sim.max_span;
-      best = std::move(s);
-    }
+  std::vector<Schedule> candidates;
+  for (int mask = 0; mask < 8; ++mask) {
+    Builder builder(ranks, micro_batches, costs, cap_in_micro_batches,
+                    Switches{(mask & 1) != 0, (mask & 2) != 0, (mask & 4) != 0});
+    if (builder.build()) candidates.push_back(builder.to_schedule(name));
   }
-  PF_CHECK_STATE(best.has_value(), name, ": no order of ", micro_batches, " micro-batches on ", ranks,
+  if (auto block = v_building_block_schedule(name, ranks, micro_batches, costs)) candidates.push_back(std::move(*block));
+  gen::BestSchedule best;  // shortest makespan, then shortest longest span
+  for (Schedule& s : candidates) {
+    const SimulationResult sim = simulate(s, costs);
+    if (within_cap(sim, s, costs, cap_in_micro_batches))
+      best.offer({sim.makespan, sim.max_span}, [&] { return std::move(s); });
+  }
+  PF_CHECK_STATE(!best.empty(), name, ": no order of ", micro_batches, " micro-batches on ", ranks,
                  " ranks fits the memory cap of ", cap_in_micro_batches, " micro-batches");
-  return std::move(*best);
+  return best.take();
 }
 
 }  // namespace pf::sched

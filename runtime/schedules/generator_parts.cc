@@ -1,5 +1,7 @@
 #include "runtime/schedules/generator_parts.h"
 
+#include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "runtime/core/error.h"
@@ -54,6 +56,17 @@ std::vector<std::pair<int, int>> interleave_table(int p, int m, int v) {
     first += g;
   }
   return table;
+}
+
+bool better(const Score& a, const Score& b) {
+  const double tol = 1e-9 * std::max(1.0, std::fabs(a.first));
+  return a.first < b.first - tol || (a.first <= b.first + tol && a.second < b.second - tol);
+}
+
+void BestSchedule::offer(Score score, const std::function<Schedule()>& make) {
+  if (!better(score, score_)) return;
+  score_ = score;
+  schedule_ = make();
 }
 
 }  // namespace pf::sched::gen

@@ -3,6 +3,9 @@
 // interleaved orders. Internal to runtime/schedules.
 #pragma once
 
+#include <functional>
+#include <limits>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -37,5 +40,27 @@ std::vector<int> interleave_groups(int p, int m);
 // ..., group 1 x chunk 0, ...]. The k-th forward of a rank runs entry k; the k-th backward runs
 // entry k with the chunk reversed (v - 1 - chunk).
 std::vector<std::pair<int, int>> interleave_table(int p, int m, int v);
+
+// How a candidate schedule ranks: `first`, then `second`, smaller is better.
+struct Score {
+  double first = std::numeric_limits<double>::infinity();
+  double second = std::numeric_limits<double>::infinity();
+};
+// a ranks before b (differences within a relative 1e-9 of a.first count as ties).
+bool better(const Score& a, const Score& b);
+
+// The best of the candidates offered so far; a tie keeps the earlier one.
+class BestSchedule {
+ public:
+  // Keeps make()'s schedule when `score` beats the best so far (make runs only then).
+  void offer(Score score, const std::function<Schedule()>& make);
+  bool empty() const { return !schedule_.has_value(); }
+  const Score& score() const { return score_; }
+  Schedule take() { return std::move(*schedule_); }
+
+ private:
+  std::optional<Schedule> schedule_;
+  Score score_;
+};
 
 }  // namespace pf::sched::gen

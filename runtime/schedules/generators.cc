@@ -20,20 +20,14 @@ using gen::BW;
 using gen::F;
 using gen::W;
 
-Schedule make(const char* name, int micro_batches, Placement placement) {
-  return gen::make_schedule(name, micro_batches, std::move(placement));
-}
-void require_one_chunk(const char* name, const GeneratorOptions& o) { gen::require_one_chunk(name, o.chunks); }
-void require_no_reverse(const char* name, const GeneratorOptions& o) {
-  gen::require_no_reverse(name, o.reverse_backward);
-}
+using gen::make_schedule;
 
 // ---- gpipe: all forwards, then all backwards (ascending, so gradients accumulate 0..m-1).
 Schedule gpipe(const GeneratorOptions& o) {
-  require_one_chunk("gpipe", o);
-  require_no_reverse("gpipe", o);
+  gen::require_one_chunk("gpipe", o.chunks);
+  gen::require_no_reverse("gpipe", o.reverse_backward);
   const int p = o.ranks, m = o.micro_batches;
-  Schedule s = make("gpipe", m, Placement::one_per_rank(p));
+  Schedule s = make_schedule("gpipe", m, Placement::one_per_rank(p));
   for (int r = 0; r < p; ++r) {
     auto& list = s.ranks[static_cast<size_t>(r)];
     for (int i = 0; i < m; ++i) list.push_back(F(r, i));
@@ -45,10 +39,10 @@ Schedule gpipe(const GeneratorOptions& o) {
 
 // ---- 1f1b: min(p-s-1, m) warm-up forwards, (F, BW) pairs, the remaining BW.
 Schedule one_f_one_b(const GeneratorOptions& o) {
-  require_one_chunk("1f1b", o);
-  require_no_reverse("1f1b", o);
+  gen::require_one_chunk("1f1b", o.chunks);
+  gen::require_no_reverse("1f1b", o.reverse_backward);
   const int p = o.ranks, m = o.micro_batches;
-  Schedule s = make("1f1b", m, Placement::one_per_rank(p));
+  Schedule s = make_schedule("1f1b", m, Placement::one_per_rank(p));
   for (int r = 0; r < p; ++r) {
     auto& list = s.ranks[static_cast<size_t>(r)];
     const int warm = std::min(p - r - 1, m);
@@ -71,9 +65,9 @@ Schedule one_f_one_b(const GeneratorOptions& o) {
 // ..., group 1 x chunk 0, ...]; the k-th backward runs entry k with the chunk reversed. Warm-up on rank
 // s: 2(p-s-1) + (v-1)*g0 forwards (g0 = the first group's size; = p in Megatron's case), capped at v*m.
 Schedule interleaved(const GeneratorOptions& o) {
-  require_no_reverse("interleaved-1f1b", o);
+  gen::require_no_reverse("interleaved-1f1b", o.reverse_backward);
   const int p = o.ranks, m = o.micro_batches, v = o.chunks;
-  Schedule s = make("interleaved-1f1b", m, Placement::looped(p, v));
+  Schedule s = make_schedule("interleaved-1f1b", m, Placement::looped(p, v));
   const std::vector<int> groups = gen::interleave_groups(p, m);
   const std::vector<std::pair<int, int>> table = gen::interleave_table(p, m, v);  // (micro-batch, chunk)
   const int total = v * m;
@@ -104,7 +98,7 @@ Schedule interleaved(const GeneratorOptions& o) {
 // chunk descending, all m backwards (0..m-1, or m-1..0 with reverse_backward).
 Schedule bfs(const GeneratorOptions& o) {
   const int p = o.ranks, m = o.micro_batches, v = o.chunks;
-  Schedule s = make("bfs", m, Placement::looped(p, v));
+  Schedule s = make_schedule("bfs", m, Placement::looped(p, v));
   for (int r = 0; r < p; ++r) {
     auto& list = s.ranks[static_cast<size_t>(r)];
     for (int c = 0; c < v; ++c) {
@@ -126,10 +120,10 @@ Schedule bfs(const GeneratorOptions& o) {
 //          last rank ends with 2p-1 W's, which turns the trapezoid into a parallelogram)
 Schedule zero_bubble_h(const GeneratorOptions& o, bool h2) {
   const char* name = h2 ? "zb-h2" : "zb-h1";
-  require_one_chunk(name, o);
-  require_no_reverse(name, o);
+  gen::require_one_chunk(name, o.chunks);
+  gen::require_no_reverse(name, o.reverse_backward);
   const int p = o.ranks, m = o.micro_batches;
-  Schedule s = make(name, m, Placement::one_per_rank(p));
+  Schedule s = make_schedule(name, m, Placement::one_per_rank(p));
   for (int r = 0; r < p; ++r) {
     auto& list = s.ranks[static_cast<size_t>(r)];
     const int warm = std::min(h2 ? 2 * (p - r - 1) : p - r - 1, m);
@@ -156,10 +150,10 @@ Schedule zero_bubble_h(const GeneratorOptions& o, bool h2) {
 //            remaining chunk-0 W's (W's of a chunk always in micro-batch order)
 Schedule zero_bubble_v(const GeneratorOptions& o) {
   gen::require_v_chunks("zb-v", o.chunks);
-  require_no_reverse("zb-v", o);
+  gen::require_no_reverse("zb-v", o.reverse_backward);
   const int p = o.ranks, m = o.micro_batches;
   const int n = std::max(2 * p - 1, m);
-  Schedule s = make("zb-v", m, Placement::v_shape(p));
+  Schedule s = make_schedule("zb-v", m, Placement::v_shape(p));
   for (int r = 0; r < p; ++r) {
     const int c0 = r, c1 = 2 * p - 1 - r;
     std::vector<Action> ops;

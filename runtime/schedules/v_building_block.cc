@@ -58,7 +58,8 @@ struct Placed {
 
 std::optional<std::vector<Placed>> build_block(int p, const CostModel& c, double period) {
   const int stages = 2 * p;
-  auto rank_of = [&](int s) { return s < p ? s : stages - 1 - s; };
+  const Placement v = Placement::v_shape(p);
+  auto rank_of = [&](int s) { return v.rank_of(s); };
   std::vector<Circle> circle(static_cast<size_t>(p), Circle(period));
   std::vector<Placed> block;
   auto place = [&](ActionKind kind, int s, double ready, double cost) -> double {
@@ -117,7 +118,7 @@ std::optional<Schedule> v_building_block_schedule(const char* name, int ranks, i
     for (const Placed& x : *block) {
       Action a = x.action;
       a.micro_batch = i;
-      const int r = a.stage < p ? a.stage : 2 * p - 1 - a.stage;
+      const int r = s.placement.rank_of(a.stage);
       timed[static_cast<size_t>(r)].emplace_back(x.start + i * interval, a);
     }
   }

@@ -247,33 +247,13 @@ bool Builder::build() {
   return true;
 }
 
+using gen::BestSchedule;
+
 // How a candidate ranks under the objective: lexicographic, smaller is better.
-struct Score {
-  double first = std::numeric_limits<double>::infinity();
-  double second = std::numeric_limits<double>::infinity();
-};
-
-Score score_of(ZbAutoOptions::Objective objective, double max_span, double makespan) {
-  return objective == ZbAutoOptions::Objective::kMaxSpan ? Score{max_span, makespan}
-                                                         : Score{makespan, max_span};
+gen::Score score_of(ZbAutoOptions::Objective objective, double max_span, double makespan) {
+  return objective == ZbAutoOptions::Objective::kMaxSpan ? gen::Score{max_span, makespan}
+                                                         : gen::Score{makespan, max_span};
 }
-
-bool better(const Score& a, const Score& b) {
-  const double tol = 1e-9 * std::max(1.0, std::fabs(a.first));
-  return a.first < b.first - tol || (a.first <= b.first + tol && a.second < b.second - tol);
-}
-
-// The best candidate seen so far.
-struct Best {
-  std::optional<Schedule> schedule;
-  Score score;
-  void offer(Score s, const std::function<Schedule()>& make) {
-    if (!better(s, score)) return;
-    score = s;
-    schedule = make();
-    schedule->name = "zb-auto";
-  }
-};
 
 // The handcrafted split-backward schedules are candidates too, where they fit the cap: the heuristic
 // is greedy, and on some costs (a T_comm comparable to T_B; for the makespan objective, T_W above
@@ -287,7 +267,7 @@ bool fits_cap(const SimulationResult& r, const CostModel& c, double limit) {
 }
 
 void offer_fixed_schedules(int p, int m, const CostModel& c, double limit,
-                           ZbAutoOptions::Objective objective, Best* best) {
+                           ZbAutoOptions::Objective objective, BestSchedule* best) {
   GeneratorOptions o;
   o.ranks = p;
   o.micro_batches = m;
@@ -320,7 +300,7 @@ Schedule generate_zb_auto(int ranks, int micro_batches, const CostModel& costs,
                  ": M_W = ", costs.mem_w(j), " exceeds the cap ",
                  mem_limit_in_mb_units * costs.mem_b(j));
 
-  Best best;
+  BestSchedule best;
   for (int mask = 0; mask < 8; ++mask) {
     Switches sw;
     sw.allow_bubble_before_first_b = (mask & 1) != 0;
@@ -333,19 +313,21 @@ Schedule generate_zb_auto(int ranks, int micro_batches, const CostModel& costs,
   }
   offer_fixed_schedules(ranks, micro_batches, costs, mem_limit_in_mb_units, options.objective,
                         &best);
-  PF_CHECK_STATE(best.schedule.has_value(), "zb-auto: no order of ", micro_batches,
+  PF_CHECK_STATE(!best.empty(), "zb-auto: no order of ", micro_batches,
                  " micro-batches on ", ranks, " ranks fits the memory cap of ",
                  mem_limit_in_mb_units, " M_B");
   if (options.exact_time_limit_s > 0.0) {
     const double best_makespan =
-        options.objective == ZbAutoOptions::Objective::kMaxSpan ? best.score.second : best.score.first;
+        options.objective == ZbAutoOptions::Objective::kMaxSpan ? best.score().second : best.score().first;
     const ZbAutoExactSolver exact = g_exact_solver.load();
     PF_CHECK_STATE(exact != nullptr, "zb-auto: exact_time_limit_s needs the exact solver: link //runtime/schedules:optimal");
     if (auto shorter = exact(ranks, micro_batches, costs, mem_limit_in_mb_units, options.exact_time_limit_s,
                              best_makespan))
       return std::move(*shorter);
   }
-  return std::move(*best.schedule);
+  Schedule chosen = best.take();
+  chosen.name = "zb-auto";  // also when a fixed candidate (zb-h1, zb-h2) won
+  return chosen;
 }
 
 void register_zb_auto_generator() {
