@@ -15,9 +15,15 @@ const char* comm_semantics_name(CommSemantics comm) {
   return "?";
 }
 
+const std::vector<std::string>& comm_semantics_names() {
+  static const std::vector<std::string> names = {comm_semantics_name(CommSemantics::kRendezvous),
+                                                 comm_semantics_name(CommSemantics::kPosted)};
+  return names;
+}
+
 CommSemantics parse_comm_semantics(const std::string& text) {
-  if (text == "rendezvous") return CommSemantics::kRendezvous;
-  if (text == "posted") return CommSemantics::kPosted;
+  for (CommSemantics c : {CommSemantics::kRendezvous, CommSemantics::kPosted})
+    if (text == comm_semantics_name(c)) return c;
   fail(ErrorCode::kInvalidArgument, "unknown communication semantics '", text, "' (known: rendezvous, posted)");
 }
 

@@ -13,6 +13,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "runtime/schedules/ir.h"
 
@@ -22,6 +23,8 @@ enum class CommSemantics { kRendezvous, kPosted };
 
 // "rendezvous", "posted".
 const char* comm_semantics_name(CommSemantics comm);
+// Both names, rendezvous first.
+const std::vector<std::string>& comm_semantics_names();
 // Reads "rendezvous" or "posted"; throws kInvalidArgument naming the text otherwise.
 CommSemantics parse_comm_semantics(const std::string& text);
 

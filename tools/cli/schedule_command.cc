@@ -10,6 +10,7 @@
 #include "runtime/schedules/activation_policy.h"
 #include "runtime/schedules/async_schedules.h"
 #include "runtime/schedules/local_schedules.h"
+#include "runtime/schedules/comm_semantics.h"
 #include "runtime/schedules/generators.h"
 #include "runtime/schedules/lowering.h"
 #include "runtime/schedules/pytorch_format.h"
@@ -131,7 +132,7 @@ CLI::App* add_simulate_command(CLI::App& app, ScheduleArgs& a) {
   cmd->add_option("--comm", a.comm,
                   "SEND/RECV semantics for validation and timing: rendezvous (blocking) or posted (isend/irecv, "
                   "as PyTorch's runtime; docs/SCHEDULES.md)")
-      ->check(CLI::IsMember({"rendezvous", "posted"}))
+      ->check(CLI::IsMember(sched::comm_semantics_names()))
       ->capture_default_str();
   add_cost_options(cmd, a.request.costs, CostOptions::kMemory);
   add_shape_options(cmd, a, false);
