@@ -1241,7 +1241,7 @@ class Simulation {
 class Schedule {
  public:
   // Generates schedule `name` ("gpipe", "1f1b", "interleaved-1f1b", "bfs", "zb-h1", "zb-h2", "zb-v",
-  // "zb-auto", "interleaved-zb", "dualpipe-v", "v-half", "v-min", the asynchronous "pipedream", "pipedream-2bw", "spectrain", "pipemare", or the
+  // "zb-auto", "interleaved-zb", "dualpipe-v", "v-half", "v-min", "bitpipe", the asynchronous "pipedream", "pipedream-2bw", "spectrain", "pipemare", or the
   // local-learning "ppll", "local-updates"). Returns a new Schedule, or NULL after reporting the
   // error (an unknown name lists the known ones).
   static Schedule* generate(const std::string& name, const ScheduleOptions& options, Status* status) {

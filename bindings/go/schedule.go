@@ -12,7 +12,7 @@ import (
 // asynchronous "pipedream" ... "pipemare" and the local-learning "ppll", "local-updates" (no
 // flush; Trainer.Drain).
 var ScheduleNames = []string{"gpipe", "1f1b", "interleaved-1f1b", "bfs", "zb-h1", "zb-h2", "zb-v", "zb-auto",
-	"interleaved-zb", "dualpipe-v", "v-half", "v-min", "pipedream", "pipedream-2bw", "spectrain", "pipemare", "ppll", "local-updates"}
+	"interleaved-zb", "dualpipe-v", "v-half", "v-min", "bitpipe", "pipedream", "pipedream-2bw", "spectrain", "pipemare", "ppll", "local-updates"}
 
 // ActivationPolicies are the activation-memory policies (docs/MEMORY.md) that
 // Schedule.ApplyActivationPolicy and TrainerOptions.ActivationPolicy know.

@@ -19,6 +19,7 @@ std::string recv_action_name(const MessageKey& key) {
     case MessageKind::kGradient: return action_name("RECV_B", key, key.stage);
     case MessageKind::kContextOut: return action_name("HOLD", key, key.stage);
     case MessageKind::kContextBack: return action_name("RELOAD", key, key.stage);
+    case MessageKind::kStageGradients: return std::to_string(key.stage) + "STEP";
   }
   return "?";
 }
@@ -29,6 +30,7 @@ std::string send_action_name(const MessageKey& key) {
     case MessageKind::kGradient: return action_name("SEND_B", key, key.stage + 1);
     case MessageKind::kContextOut: return action_name("OFFLOAD", key, key.stage);
     case MessageKind::kContextBack: return action_name("RETURN", key, key.stage);
+    case MessageKind::kStageGradients: return "the ALLREDUCE of stage " + std::to_string(key.stage) + "'s sibling";
   }
   return "?";
 }

@@ -22,7 +22,9 @@ namespace pf::comm {
 // kContextOut / kContextBack: the packed saved activations of (micro-batch, stage) going to the
 // partner rank that holds them (OFFLOAD -> HOLD) and back to the owner (RETURN -> RELOAD), policy
 // balance. Their `stage` is the stage that owns the activations.
-enum class MessageKind : int { kActivation = 0, kGradient = 1, kContextOut = 2, kContextBack = 3 };
+// kStageGradients: the weight gradients of a stage going to its sibling stage in the other copy of
+// the model (two pipelines; ALLREDUCE -> STEP); `stage` is the receiving stage, micro_batch 0.
+enum class MessageKind : int { kActivation = 0, kGradient = 1, kContextOut = 2, kContextBack = 3, kStageGradients = 4 };
 
 struct MessageKey {
   MessageKind kind = MessageKind::kActivation;

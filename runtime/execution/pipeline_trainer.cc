@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <type_traits>
 #include <unordered_set>
+#include <utility>
 
 #include "runtime/core/error.h"
 #include "runtime/core/log.h"
@@ -146,8 +147,9 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
   }
   for (int st = 0; st < schedule_.num_stages(); ++st) {
     const auto order = sched::weight_gradient_order(schedule_, st);
+    const int first = schedule_.pipeline_of_stage(st) * schedule_.micro_batches_per_pipeline();
     for (size_t i = 0; i < order.size(); ++i) {
-      if (order[i] != static_cast<int>(i)) {
+      if (order[i] != first + static_cast<int>(i)) {
         log(LogLevel::kWarning, "pipeline trainer: stage " + std::to_string(st) +
                                     " accumulates weight gradients out of micro-batch order; results will "
                                     "differ from the sequential reference in the last bits");
@@ -172,14 +174,15 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
            "' is planned from every stage's measured bytes, which one process per rank cannot measure yet; use "
            "none, recompute, offload-host or offload-file");
   }
-  stages_ = partition_layers(static_cast<int>(model_->layers().size()), schedule_.num_stages(),
-                             options_.layers_per_stage);
-  std::vector<std::pair<int, int>> ranges;
-  for (const StageRange& r : stages_) ranges.emplace_back(r.begin, r.end);
-  model_stages_ = make_stages(*model_, ranges);
+  if (schedule_.pipelines > 1) check_two_pipelines();
+  make_model_stages();
   place_on_processes();
   optimizer_ = make_optimizer(options_.base.optimizer);
   initialize_parameters(local_params_, options_.base.seed);
+  if (copy_) {
+    copy_optimizer_ = make_optimizer(options_.base.optimizer);
+    initialize_parameters(copy_params_, options_.base.seed);
+  }
   RankExecutor::Options eopts;
   eopts.timeout_seconds = options_.recv_timeout_seconds;
   eopts.record_timeline = options_.record_timeline;
@@ -597,12 +600,16 @@ void PipelineTrainer::place_on_processes() {
                    " (parameters shared across processes are not supported)");
     }
   local_params_.clear();
-  for (Parameter* p : model_->parameters()) {
-    if (is_local_rank(owner_rank(p))) {
-      allocate_parameter(*p);
-      local_params_.push_back(p);
-    } else {
-      release_parameter(*p);
+  copy_params_.clear();
+  for (Model* m : {model_.get(), copy_.get()}) {
+    if (!m) continue;
+    for (Parameter* p : m->parameters()) {
+      if (is_local_rank(owner_rank(p))) {
+        allocate_parameter(*p);
+        (m == copy_.get() ? copy_params_ : local_params_).push_back(p);
+      } else {
+        release_parameter(*p);
+      }
     }
   }
 }
@@ -620,6 +627,8 @@ void PipelineTrainer::plan_activation_memory(const Batch& micro_batch) {
   c.m_w.assign(static_cast<size_t>(S), 0.0);
   c.m_in.assign(static_cast<size_t>(S), 0.0);
   {
+    // Two pipelines: the first copy's stages are measured; the second's run the same layers.
+    const int chain = base_schedule_.stages_per_pipeline();
     std::vector<std::vector<SavedContext>> contexts(static_cast<size_t>(S));
     Tensor x = micro_batch.inputs;
     Tensor targets = micro_batch.targets;
@@ -634,10 +643,10 @@ void PipelineTrainer::plan_activation_memory(const Batch& micro_batch) {
       device_scope = cuda_backend().device_scope(d);
       if (t.defined() && t.device() != Device::cuda(d)) t = t.to_device(Device::cuda(d));
     };
-    for (int s = 0; s < S; ++s) {
+    for (int s = 0; s < chain; ++s) {
       const Stage& stage = model_stages_[static_cast<size_t>(s)];
       to_stage_device(s, x);
-      if (s == S - 1) to_stage_device(s, targets);
+      if (s == chain - 1) to_stage_device(s, targets);
       c.m_in[s] = s == 0 ? 0.0 : static_cast<double>(x.nbytes());
       x = stage.forward(std::move(x), contexts[s]);
       if (stage.has_loss()) {
@@ -647,10 +656,15 @@ void PipelineTrainer::plan_activation_memory(const Batch& micro_batch) {
       }
       c.m_b[s] = static_cast<double>(context_bytes(contexts[s]));
     }
-    for (int s = S; s-- > 0;) {
+    for (int s = chain; s-- > 0;) {
       to_stage_device(s, dy);
       dy = model_stages_[static_cast<size_t>(s)].backward_input(contexts[s], std::move(dy));
       c.m_w[s] = static_cast<double>(context_bytes(contexts[s]));
+    }
+    for (int s = chain; s < S; ++s) {
+      c.m_in[s] = c.m_in[s - chain];
+      c.m_b[s] = c.m_b[s - chain];
+      c.m_w[s] = c.m_w[s - chain];
     }
     sync_devices("measuring the activation bytes");
   }
@@ -841,7 +855,9 @@ EvalResult PipelineTrainer::evaluate(DataSource& source, int micro_batches) {
   PF_CHECK_ARG(micro_batches >= 1, "evaluate: micro_batches must be >= 1, got ", micro_batches);
   PF_CHECK_STATE(!windowed_, "evaluate: ", schedule_family(),
                  " keeps micro-batches in flight between steps; evaluation runs with synchronous schedules only yet");
-  const sched::Schedule forward_only = sched::forward_only_schedule(schedule_.placement, micro_batches);
+  // Two pipelines: the first copy of the model evaluates.
+  const int chain = schedule_.stages_per_pipeline();
+  const sched::Schedule forward_only = sched::forward_only_schedule(schedule_.placement, micro_batches, chain);
   const std::vector<Batch> micro = pull_micro_batches(*model_, source, micro_batches);
   std::vector<Batch> device_micro;
   if (gpu_) {
@@ -863,7 +879,7 @@ EvalResult PipelineTrainer::evaluate(DataSource& source, int micro_batches) {
     reset_transport();
     std::rethrow_exception(e);
   }
-  const int last_rank = schedule_.placement.rank_of(schedule_.num_stages() - 1);
+  const int last_rank = schedule_.placement.rank_of(chain - 1);
   std::vector<float> losses = st.outputs[static_cast<size_t>(last_rank)].losses;
   std::vector<int64_t> correct = st.outputs[static_cast<size_t>(last_rank)].correct;
   st.outputs.clear();
@@ -905,7 +921,8 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batche
     // Each stage zeroes its gradients at its UPDATE; micro-batches of the last step are in flight.
     if (async_state_loaded_) take_loaded_optimizer_state();
   } else if (!gpu_) {
-    for (Parameter* p : params) std::memset(p->grad.data<char>(), 0, p->grad.nbytes());
+    for (const std::vector<Parameter*>* list : {&params, &std::as_const(copy_params_)})
+      for (Parameter* p : *list) std::memset(p->grad.data<char>(), 0, p->grad.nbytes());
   } else {
     for (Parameter* p : params) {
       if (p->grad.device().kind == DeviceKind::kCuda) {
@@ -973,8 +990,7 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batche
   }
 
   StepResult result;
-  std::vector<float> losses = st.outputs[static_cast<size_t>(schedule_.placement.rank_of(num_stages - 1))].losses;
-  losses.resize(static_cast<size_t>(m), 0.0f);
+  std::vector<float> losses = last_stage_losses(m);
   const auto t_opt = clock_type::now();
   if (windowed_) {
     // Every stage updated itself during the step; the loss is the mean over the micro-batches
@@ -993,6 +1009,9 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batche
   } else {
     result.grad_norm = options_.world ? reduce_and_clip(&losses)
                                       : clip_grad_norm(params, options_.base.optimizer.clip_norm);
+    // Two pipelines: the second copy's gradients equal the first's; the same scale keeps them so.
+    const float copy_scale = clip_scale(result.grad_norm, options_.base.optimizer.clip_norm);
+    if (copy_scale != 1.0f) scale_gradients(copy_params_, copy_scale);
     for (float loss : losses) result.loss += loss;  // every replica's, in micro-batch order
   }
   for (const Batch& b : step_micro_batches) {
@@ -1003,6 +1022,10 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batche
     result.lr = options_.base.lr_at(metrics_.step);
     optimizer_->set_lr(static_cast<float>(result.lr));
     optimizer_->step(params);
+    if (copy_optimizer_) {
+      copy_optimizer_->set_lr(static_cast<float>(result.lr));
+      copy_optimizer_->step(copy_params_);
+    }
   } else {
     result.lr = options_.base.optimizer.lr;
   }
@@ -1080,8 +1103,30 @@ void PipelineTrainer::collect_stats(const std::vector<mem::StoreStats>& store_st
 // everywhere; each process scales its own gradients. The per-rank stats are gathered too.
 // (Data parallel: the replicas' gradients are equal by now, so the pipeline group's norm is every
 // replica's; only the losses are gathered across replicas.)
+std::vector<float> PipelineTrainer::last_stage_losses(int units) const {
+  // Each pipeline's last stage recorded the losses of its micro-batches (the others are 0).
+  const int per = schedule_.micro_batches_per_pipeline();
+  std::vector<float> losses(static_cast<size_t>(units), 0.0f);
+  for (int k = 0; k < schedule_.pipelines; ++k) {
+    const int last = (k + 1) * schedule_.stages_per_pipeline() - 1;
+    const std::vector<float>& got = state_->outputs[static_cast<size_t>(schedule_.placement.rank_of(last))].losses;
+    const int begin = schedule_.pipelines > 1 ? k * per : 0, end = schedule_.pipelines > 1 ? (k + 1) * per : units;
+    for (int i = begin; i < end && i < static_cast<int>(got.size()); ++i) losses[static_cast<size_t>(i)] = got[static_cast<size_t>(i)];
+  }
+  return losses;
+}
+
 void PipelineTrainer::broadcast_losses(std::vector<float>* losses) {
   const double timeout = options_.recv_timeout_seconds;
+  if (schedule_.pipelines > 1) {  // each pipeline's share from its last stage's process
+    const int per = schedule_.micro_batches_per_pipeline();
+    for (int k = 0; k < schedule_.pipelines; ++k) {
+      const int last = (k + 1) * schedule_.stages_per_pipeline() - 1;
+      options_.world->broadcast(losses->data() + static_cast<size_t>(k) * per, static_cast<size_t>(per) * sizeof(float),
+                                schedule_.placement.rank_of(last), timeout);
+    }
+    return;
+  }
   options_.world->broadcast(losses->data(), losses->size() * sizeof(float),
                             schedule_.placement.rank_of(schedule_.num_stages() - 1), timeout);
   if (options_.base.replicas > 1) {  // every replica's losses, in replica (= micro-batch) order
@@ -1110,7 +1155,7 @@ double PipelineTrainer::reduce_and_clip(std::vector<float>* losses) {
   }
   const double norm = std::sqrt(sum);
   const float scale = clip_scale(norm, options_.base.optimizer.clip_norm);
-  if (scale != 1.0f) scale_gradients(local_params_, scale);
+  if (scale != 1.0f) scale_gradients(local_params_, scale);  // (run_step scales copy_params_)
   return norm;
 }
 
@@ -1141,6 +1186,7 @@ void PipelineTrainer::restore_progress(int64_t step, int64_t data_position) {
   metrics_.step = step;
   metrics_.data_position = data_position;
   optimizer_->set_steps_taken(step);
+  sync_model_copy();  // two pipelines: the second copy takes what was loaded into the first
   // Asynchronous schedules: the checkpoint's optimizer state goes to the stages before the next step.
   if (windowed_) async_state_loaded_ = true;
 }

@@ -208,6 +208,11 @@ class PipelineTrainer : public Trainer {
   int owner_rank(const Parameter* parameter) const;
   // The parameters this process allocates, initialises and steps, in model order.
   const std::vector<Parameter*>& local_parameters() const { return local_params_; }
+  // Two pipelines (Schedule::pipelines = 2, bitpipe): the second copy of the model, which the
+  // second pipeline's stages run (nullptr with one pipeline). model() is the first copy; both hold
+  // the same values after every step (every stage adds its sibling's gradients before the
+  // optimizer), and checkpoints and parameter_checksum() read the first.
+  const Model* model_copy() const { return copy_.get(); }
   // SHA-256 of every parameter's bytes in model order (parameter_checksum of the whole model); with
   // a world, a collective call: every process must make it, each parameter comes from its owner.
   std::string parameter_checksum() const;
@@ -240,6 +245,8 @@ class PipelineTrainer : public Trainer {
   // optimizer(), the stages take it back before the next step.
   void mirror_stage_optimizers();
   void take_loaded_optimizer_state();
+  // The step's `units` losses from the ranks of the pipelines' last stages (state_->outputs).
+  std::vector<float> last_stage_losses(int units) const;
   // Process mode: the last stage's losses to every process (and every replica's, data parallel).
   void broadcast_losses(std::vector<float>* losses);
   // Per-rank stats and the timeline of the step that just ran, from state_->outputs.
@@ -249,6 +256,9 @@ class PipelineTrainer : public Trainer {
   void run_rank(int rank);
   void make_stores();
   void place_on_processes();     // local_params_ and owner_; allocates / releases with a world
+  void make_model_stages();      // stages_ and model_stages_ (two pipelines: copy_ too)
+  void check_two_pipelines() const;  // what a schedule with two copies of the model cannot do yet
+  void sync_model_copy();        // copy_ and its optimizer state <- the first copy's (threads)
   // Losses, gradient norm (clipping) and rank stats reduced over the world (process mode).
   double reduce_and_clip(std::vector<float>* losses);
   // GPUs (no-ops on the CPU).
@@ -271,6 +281,10 @@ class PipelineTrainer : public Trainer {
   std::vector<Stage> model_stages_;                        // one per stage of the schedule
   std::vector<std::unique_ptr<RankExecutor>> executors_;  // per rank; null for ranks of other processes
   std::vector<Parameter*> local_params_;
+  // Two pipelines: the second copy of the model, its parameters on this process and their optimizer.
+  std::unique_ptr<Model> copy_;
+  std::vector<Parameter*> copy_params_;
+  std::unique_ptr<Optimizer> copy_optimizer_;
   std::unique_ptr<GradientReducer> reducer_;             // data parallel
   std::unordered_map<const Parameter*, int> owner_;       // parameter -> rank of its stage
   std::unique_ptr<comm::ThreadWorld> thread_world_;  // CPU ranks as threads of this process

@@ -21,9 +21,9 @@ uint64_t context_key(int stage, int micro_batch) {
 
 namespace {
 
-// What a recomputed context keeps between F and RECOMPUTE: the stage input (nothing for stage 0,
-// whose input is the caller's micro-batch).
-size_t kept_bytes(int stage, const Tensor& input) { return stage == 0 || !input.defined() ? 0 : input.nbytes(); }
+// What a recomputed context keeps between F and RECOMPUTE: the stage input (nothing for the first
+// stage of a pipeline, whose input is the caller's micro-batch).
+size_t kept_bytes(bool first_stage, const Tensor& input) { return first_stage || !input.defined() ? 0 : input.nbytes(); }
 
 
 }  // namespace
@@ -285,7 +285,7 @@ void RankExecutor::on_evaluation_forward(const Action& a) {
   const int s = a.stage, mb = a.micro_batch;
   const Stage& stage = (*stages_)[static_cast<size_t>(s)];
   Slot& sl = slot(a);
-  Tensor x = s == 0 ? batch_of(mb).inputs : take_input(a, sl);
+  Tensor x = schedule_->first_in_pipeline(s) ? batch_of(mb).inputs : take_input(a, sl);
   PF_INTERNAL_CHECK(x.defined(), "rank ", rank_, ": ", sched::action_to_string(a), " has no input");
   x = stage.forward(std::move(x), sl.ctx);
   sl.ctx.clear();  // no backward follows
@@ -311,7 +311,7 @@ void RankExecutor::on_forward(const Action& a) {
   const Stage& stage = (*stages_)[static_cast<size_t>(s)];
   Slot& sl = slot(a);
   Tensor x;
-  if (s == 0) {
+  if (schedule_->first_in_pipeline(s)) {
     x = batch_of(mb).inputs;
   } else {
     x = take_input(a, sl);
@@ -339,7 +339,7 @@ void RankExecutor::on_forward(const Action& a) {
   }
   if (recompute) {
     sl.ctx.clear();  // keep only the stage input; RECOMPUTE rebuilds the contexts
-    sl.bytes = kept_bytes(s, sl.kept_input);
+    sl.bytes = kept_bytes(schedule_->first_in_pipeline(s), sl.kept_input);
   } else {
     sl.bytes = context_bytes(sl.ctx, &sl.loss_ctx);
   }
@@ -360,7 +360,7 @@ void RankExecutor::on_backward(const Action& a) {
   with_weights(s, &StageWeights::before_backward, &StageWeights::after_backward, mb, [&] {
     dy = fused ? stage.backward(sl.ctx, std::move(dy)) : stage.backward_input(sl.ctx, std::move(dy));
   });
-  if (s > 0) {
+  if (!schedule_->first_in_pipeline(s)) {
     if (rank_of(s - 1) == rank_) {
       slots_[static_cast<size_t>(s - 1)][static_cast<size_t>(mb)].grad_output = std::move(dy);
     } else {
@@ -503,12 +503,19 @@ void RankExecutor::on_return(const Action& a) {
   sl.held = Tensor();
 }
 
-void RankExecutor::on_step(const Action&) {
-  // The optimizer runs once every rank has finished (PipelineTrainer::run_step).
+void RankExecutor::on_step(const Action& a) {
+  // The optimizer runs once every rank has finished (PipelineTrainer::run_step). Two pipelines:
+  // the stage adds the gradients its sibling sent (sibling_gradients.h).
+  if (schedule_->pipelines > 1)
+    siblings_.add(*schedule_, a.stage, (*stages_)[static_cast<size_t>(a.stage)], *transport_, options_.timeout_seconds);
 }
 
 void RankExecutor::on_allreduce(const Action& a) {
-  if (options_.on_allreduce) options_.on_allreduce(a.stage);
+  if (schedule_->pipelines > 1) {
+    siblings_.send(*schedule_, a.stage, (*stages_)[static_cast<size_t>(a.stage)], *transport_, options_.timeout_seconds);
+  } else if (options_.on_allreduce) {
+    options_.on_allreduce(a.stage);
+  }
 }
 
 void RankExecutor::on_head(const Action& a) {

@@ -17,6 +17,7 @@
 #include "runtime/schedules/ir.h"
 #include "runtime/schedules/timeline.h"
 #include "runtime/train/batch.h"
+#include "runtime/execution/sibling_gradients.h"
 #include "runtime/train/stage.h"
 
 namespace pf::exec {
@@ -188,6 +189,7 @@ class RankExecutor {
   std::vector<std::vector<Slot>> slots_;  // [stage][micro-batch], sized for this rank's stages only
   const std::vector<Batch>* micro_ = nullptr;
   comm::Transport* transport_ = nullptr;
+  SiblingGradients siblings_;  // two pipelines: the gradients ALLREDUCE sends and STEP adds
   mem::ActivationStore* store_ = nullptr;
   StepOutput* out_ = nullptr;
   float loss_scale_ = 1.0f;

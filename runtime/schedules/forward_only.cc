@@ -4,8 +4,10 @@
 
 namespace pf::sched {
 
-Schedule forward_only_schedule(const Placement& placement, int micro_batches) {
-  const int stages = placement.num_stages();
+Schedule forward_only_schedule(const Placement& placement, int micro_batches, int chain_stages) {
+  PF_CHECK_ARG(chain_stages >= 0 && chain_stages <= placement.num_stages(), "forward-only schedule: chain_stages ",
+               chain_stages, " is outside [0, ", placement.num_stages(), "]");
+  const int stages = chain_stages > 0 ? chain_stages : placement.num_stages();
   check_schedule_size(placement.num_ranks, stages, micro_batches, "forward-only schedule");
   PF_CHECK_ARG(micro_batches >= 1, "forward-only schedule: micro_batches must be >= 1, got ", micro_batches);
   Schedule schedule;

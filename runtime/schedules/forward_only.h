@@ -9,7 +9,9 @@
 
 namespace pf::sched {
 
-// kInvalidArgument for micro_batches < 1 or a schedule size past the limits.
-Schedule forward_only_schedule(const Placement& placement, int micro_batches);
+// chain_stages > 0: only stages [0, chain_stages) run (the first pipeline of a schedule that trains
+// two copies of the model, Schedule::pipelines). kInvalidArgument for micro_batches < 1, a
+// chain_stages beyond the placement's stages or a schedule size past the limits.
+Schedule forward_only_schedule(const Placement& placement, int micro_batches, int chain_stages = 0);
 
 }  // namespace pf::sched

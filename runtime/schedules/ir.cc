@@ -227,7 +227,7 @@ bool operator==(const Placement& a, const Placement& b) {
 
 bool operator==(const Schedule& a, const Schedule& b) {
   return a.name == b.name && a.num_micro_batches == b.num_micro_batches && a.seq_slices == b.seq_slices &&
-         a.placement == b.placement && a.ranks == b.ranks;
+         a.pipelines == b.pipelines && a.placement == b.placement && a.ranks == b.ranks;
 }
 
 std::ostream& operator<<(std::ostream& out, const Action& action) {

@@ -111,13 +111,39 @@ struct Schedule {
   // micro-batch's slices run in slice order and its backwards (B or BW) in reverse slice order,
   // because slice j attends to the keys and values of slices < j. 1 = no slicing.
   int seq_slices = 1;
+  // Copies of the model trained side by side over the same ranks (BitPipe's down and up
+  // pipelines: 2), 1 or 2. With R copies, stages [k S/R, (k+1) S/R) are copy k's pipeline: one chain
+  // of the model's S/R stages, stage k S/R + j running the model's stage j, and micro-batches
+  // [k M/R, (k+1) M/R) go through copy k only. Activations and gradients pass only between
+  // neighbouring stages of one pipeline. With R = 2 every stage needs an ALLREDUCE after its last
+  // weight gradient, which sends those gradients to its sibling (sibling_stage: the same model stage
+  // in the other copy), and its STEP waits for the sibling's and adds them: both copies then hold
+  // the same sum, the one SequentialTrainer computes for R data-parallel replicas, and step alike.
+  int pipelines = 1;
   Placement placement;
   std::vector<std::vector<Action>> ranks;  // ranks[r] = rank r's actions in execution order
 
   int num_ranks() const { return placement.num_ranks; }
   int num_stages() const { return placement.num_stages(); }
   int slice_of(int unit) const { return unit % seq_slices; }
+  // The chain of stages of one pipeline (every stage when pipelines is 1).
+  int stages_per_pipeline() const { return pipelines > 1 ? num_stages() / pipelines : num_stages(); }
+  int pipeline_of_stage(int stage) const { return stages_per_pipeline() > 0 ? stage / stages_per_pipeline() : 0; }
+  // The model's stage that `stage` runs (its index within its pipeline).
+  int model_stage(int stage) const { return stages_per_pipeline() > 0 ? stage % stages_per_pipeline() : stage; }
+  int micro_batches_per_pipeline() const { return pipelines > 1 ? num_micro_batches / pipelines : num_micro_batches; }
+  int pipeline_of_micro_batch(int mb) const {
+    return micro_batches_per_pipeline() > 0 ? mb / micro_batches_per_pipeline() : 0;
+  }
+  bool first_in_pipeline(int stage) const { return model_stage(stage) == 0; }
+  bool last_in_pipeline(int stage) const { return model_stage(stage) == stages_per_pipeline() - 1; }
+  // pipelines == 2: the stage of the other copy that runs the same model stage.
+  int sibling_stage(int stage) const {
+    return pipeline_of_stage(stage) == 0 ? stage + stages_per_pipeline() : stage - stages_per_pipeline();
+  }
 };
+// The largest number of model copies a schedule may train side by side (Schedule::pipelines).
+constexpr int kMaxPipelines = 2;
 
 bool operator==(const Schedule& a, const Schedule& b);  // every field
 inline bool operator!=(const Schedule& a, const Schedule& b) { return !(a == b); }

@@ -107,7 +107,7 @@ Schedule lower_communication(const Schedule& schedule) {
       items[static_cast<size_t>(r)].push_back(
           Item{start[static_cast<size_t>(r)][static_cast<size_t>(i)], 1, r, i, a});
       const auto dep = stage_dependency(index, a);
-      if (!dep) continue;
+      if (!dep || !is_compute(a.kind)) continue;  // a STEP's sibling ALLREDUCE sends no activation
       const ActionSlot* x = index.find(*dep);
       if (x->rank == r) continue;  // local hand-over
       const int64_t tau = end[static_cast<size_t>(x->rank)][static_cast<size_t>(x->index)];
@@ -123,6 +123,7 @@ Schedule lower_communication(const Schedule& schedule) {
   out.name = schedule.name;
   out.num_micro_batches = schedule.num_micro_batches;
   out.seq_slices = schedule.seq_slices;
+  out.pipelines = schedule.pipelines;
   out.placement = schedule.placement;
   out.ranks.resize(static_cast<size_t>(R));
   for (int r = 0; r < R; ++r) {

@@ -251,7 +251,7 @@ void Simulator::dependencies(int rank, const Action& a, std::vector<Dep>* deps) 
   }
   switch (a.kind) {
     case ActionKind::kForward:
-      if (s > 0) {
+      if (!sched_.first_in_pipeline(s)) {
         if (posted && recv_on_rank(ActionKind::kRecvF))
           posted_input(ActionKind::kRecvF, s - 1, ActionKind::kSendF, [&] { need(ActionKind::kForward, s - 1, mb); });
         else if (recv_on_rank(ActionKind::kRecvF)) need(ActionKind::kRecvF, s, mb);
@@ -263,7 +263,7 @@ void Simulator::dependencies(int rank, const Action& a, std::vector<Dep>* deps) 
       need(ActionKind::kForward, s, mb);
       if (index_.get(ActionKind::kHead, s, mb).found()) {
         need(ActionKind::kHead, s, mb);  // local learning: the stage's own head gives the gradient
-      } else if (s + 1 < S_) {
+      } else if (!sched_.last_in_pipeline(s)) {
         if (posted && recv_on_rank(ActionKind::kRecvB))
           posted_input(ActionKind::kRecvB, s + 1, ActionKind::kSendB, [&] { grad_producer(s + 1); });
         else if (recv_on_rank(ActionKind::kRecvB)) need(ActionKind::kRecvB, s, mb);
@@ -282,13 +282,13 @@ void Simulator::dependencies(int rank, const Action& a, std::vector<Dep>* deps) 
       grad_producer(s);
       break;
     case ActionKind::kRecvF:
-      if (s > 0 && !posted) {
+      if (!sched_.first_in_pipeline(s) && !posted) {
         if (index_.get(ActionKind::kSendF, s - 1, mb).found()) need(ActionKind::kSendF, s - 1, mb);
         else need(ActionKind::kForward, s - 1, mb);
       }
       break;
     case ActionKind::kRecvB:
-      if (s + 1 < S_ && !posted) {
+      if (!sched_.last_in_pipeline(s) && !posted) {
         if (index_.get(ActionKind::kSendB, s + 1, mb).found()) need(ActionKind::kSendB, s + 1, mb);
         else grad_producer(s + 1);
       }
@@ -321,6 +321,8 @@ void Simulator::dependencies(int rank, const Action& a, std::vector<Dep>* deps) 
         if_present(ActionKind::kBackward, s, j);
       }
       if (a.kind == ActionKind::kStep) if_present(ActionKind::kAllReduce, s, -1);
+      // Two pipelines: STEP adds the gradients its sibling stage's ALLREDUCE sent.
+      if (a.kind == ActionKind::kStep && sched_.pipelines > 1) if_present(ActionKind::kAllReduce, sched_.sibling_stage(s), -1);
       break;
   }
 }

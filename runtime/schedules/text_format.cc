@@ -56,7 +56,7 @@ using RankLine = ReadRank;
 
 struct Header {
   std::optional<std::string> name;
-  std::optional<int> ranks, stages, micro_batches, seq_slices;
+  std::optional<int> ranks, stages, micro_batches, seq_slices, pipelines;
   std::optional<Placement::Kind> placement_kind;
   std::vector<int> custom_map;
   int placement_line = 0;
@@ -89,6 +89,7 @@ std::string schedule_to_text(const Schedule& schedule) {
   out << "stages: " << p.num_stages() << '\n';
   out << "microbatches: " << schedule.num_micro_batches << '\n';
   if (schedule.seq_slices != 1) out << "seq_slices: " << schedule.seq_slices << '\n';
+  if (schedule.pipelines != 1) out << "pipelines: " << schedule.pipelines << '\n';
   out << "placement: " << placement_kind_name(p.kind);
   if (p.kind == Placement::Kind::kCustom) {
     for (int r : p.stage_to_rank) out << ' ' << r;
@@ -191,6 +192,8 @@ Schedule parse_schedule(const std::string& text) {
       h.micro_batches = positive_value(key, value, line_no, limits::kMaxMicroBatches);
     } else if (key == "seq_slices") {
       h.seq_slices = positive_value(key, value, line_no, limits::kMaxMicroBatches);
+    } else if (key == "pipelines") {
+      h.pipelines = positive_value(key, value, line_no, kMaxPipelines);
     } else if (key == "placement") {
       h.placement_line = line_no;
       const std::vector<std::string> words = split_tokens(value);
@@ -223,7 +226,7 @@ Schedule parse_schedule(const std::string& text) {
                    ", token '", words[1], "': placement ", kind, " takes no stage list");
     } else {
       fail(ErrorCode::kInvalidArgument, "schedule text line ", line_no, ": unknown key '", key,
-           "' (known: name, ranks, stages, microbatches, seq_slices, placement, rank <N>)");
+           "' (known: name, ranks, stages, microbatches, seq_slices, pipelines, placement, rank <N>)");
     }
   }
 
@@ -333,6 +336,7 @@ Schedule parse_schedule(const std::string& text) {
   out.name = h.name ? *h.name : "custom";
   out.num_micro_batches = micro_batches;
   out.seq_slices = h.seq_slices.value_or(1);
+  out.pipelines = h.pipelines.value_or(1);
   out.placement = std::move(placement);
   out.ranks.resize(static_cast<size_t>(ranks));
   for (int r = 0; r < ranks; ++r) {

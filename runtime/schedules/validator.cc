@@ -113,6 +113,15 @@ class Checker {
       error(-1, -1, "num_micro_batches is " + std::to_string(s_.num_micro_batches) +
                         "; a schedule needs at least one");
     }
+    if (s_.pipelines < 1 || s_.pipelines > kMaxPipelines) {
+      error(-1, -1, "pipelines is " + std::to_string(s_.pipelines) + "; it must be 1 or " + std::to_string(kMaxPipelines));
+    } else if (s_.pipelines > 1) {
+      if (p.num_stages() % s_.pipelines != 0 || s_.num_micro_batches % s_.pipelines != 0)
+        error(-1, -1, "pipelines is " + std::to_string(s_.pipelines) + "; it must divide the stages (" +
+                          std::to_string(p.num_stages()) + ") and the micro-batches (" +
+                          std::to_string(s_.num_micro_batches) + ")");
+      if (s_.seq_slices > 1) error(-1, -1, "pipelines > 1 with seq_slices > 1 is not supported");
+    }
     if (s_.seq_slices < 1 || (s_.num_micro_batches >= 1 && s_.num_micro_batches % s_.seq_slices != 0)) {
       error(-1, -1, "seq_slices is " + std::to_string(s_.seq_slices) + "; it must be >= 1 and divide num_micro_batches (" +
                         std::to_string(s_.num_micro_batches) + " units = micro-batches x seq_slices)");
@@ -169,6 +178,15 @@ class Checker {
                         " micro-batches)");
         return;
       }
+      if (s_.pipelines > 1 && s_.pipeline_of_micro_batch(a.micro_batch) != s_.pipeline_of_stage(a.stage)) {
+        error(r, i, [&] {
+          return "micro-batch " + std::to_string(a.micro_batch) + " belongs to pipeline " +
+                 std::to_string(s_.pipeline_of_micro_batch(a.micro_batch)) + " but stage " + std::to_string(a.stage) +
+                 " to pipeline " + std::to_string(s_.pipeline_of_stage(a.stage)) + " (each pipeline takes " +
+                 std::to_string(s_.micro_batches_per_pipeline()) + " consecutive micro-batches)";
+        });
+        return;
+      }
     } else if (a.micro_batch != -1) {
       error(r, i, std::string(action_kind_name(a.kind)) +
                       " acts on the whole stage: its micro_batch must be -1, not " +
@@ -188,7 +206,7 @@ class Checker {
       return;
     }
     auto peer = [&](int stage, const char* what) {
-      if (stage < 0 || stage >= S()) {
+      if (stage < 0 || stage >= S() || s_.pipeline_of_stage(stage) != s_.pipeline_of_stage(a.stage)) {
         error(r, i, std::string("stage ") + std::to_string(a.stage) + " has no " + what);
         return;
       }
@@ -224,8 +242,10 @@ class Checker {
   }
 
   void check_micro_batches(const ActionIndex& index) {
+    const int per = s_.micro_batches_per_pipeline();
     for (int st = 0; st < S(); ++st) {
-      for (int mb = 0; mb < M(); ++mb) {
+      const int first_mb = s_.pipeline_of_stage(st) * per;
+      for (int mb = first_mb; mb < first_mb + per; ++mb) {
         const ActionSlot* f = index.find(ActionKind::kForward, st, mb);
         const ActionSlot* b = index.find(ActionKind::kBackwardInput, st, mb);
         const ActionSlot* w = index.find(ActionKind::kBackwardWeight, st, mb);
@@ -278,7 +298,7 @@ class Checker {
         between(ActionKind::kRecompute, f, F);
         between(ActionKind::kOffload, f, F);
         between(ActionKind::kHead, f, F);
-        if (st == S() - 1) {
+        if (s_.last_in_pipeline(st)) {
           if (const ActionSlot* head = index.find(ActionKind::kHead, st, mb))
             error(*head, [&] { return std::string("the last stage has the model's own loss: it has no local head"); });
         }
@@ -341,6 +361,12 @@ class Checker {
                         last_text + ", " + at(ActionSlot{x->rank, last}) + ")");
         }
       }
+      if (s_.pipelines > 1 && !ar) {
+        error(rank_of(st), -1, "stage " + std::to_string(st) + " has no " + act(ActionKind::kAllReduce, st, -1) +
+                                   ": with " + std::to_string(s_.pipelines) +
+                                   " pipelines every stage sends its weight gradients to its sibling stage " +
+                                   std::to_string(s_.sibling_stage(st)) + " after its last weight gradient");
+      }
       if (ar && step && step->index < ar->index) {
         error(*ar, "runs after the optimizer step " + act(ActionKind::kStep, st, -1) + " (" +
                        at(*step) + ")");
@@ -365,9 +391,11 @@ class Checker {
   }
 
   void check_communication(const ActionIndex& index) {
+    const int per = s_.micro_batches_per_pipeline();
     for (int st = 0; st + 1 < S(); ++st) {
-      if (rank_of(st) == rank_of(st + 1)) continue;
-      for (int mb = 0; mb < M(); ++mb) {
+      if (s_.last_in_pipeline(st) || rank_of(st) == rank_of(st + 1)) continue;
+      const int first_mb = s_.pipeline_of_stage(st) * per;
+      for (int mb = first_mb; mb < first_mb + per; ++mb) {
         // Forward: F(mb, st) -> SEND_F(mb, st) ... RECV_F(mb, st+1) -> F(mb, st+1).
         check_pair(index.find(ActionKind::kForward, st, mb), act(ActionKind::kForward, st, mb),
                    ActionKind::kSendF, st, index.find(ActionKind::kForward, st + 1, mb),
@@ -567,7 +595,9 @@ CommSemantics communication_semantics(const Schedule& schedule) {
 
 ActionIndex::ActionIndex(const Schedule& schedule)
     : stages_(std::max(0, schedule.num_stages())),
-      micro_batches_(std::max(0, schedule.num_micro_batches)) {
+      micro_batches_(std::max(0, schedule.num_micro_batches)),
+      pipelines_(std::max(1, schedule.pipelines)),
+      per_pipeline_(std::max(1, schedule.stages_per_pipeline())) {
   slots_.resize(static_cast<size_t>(kNumActionKinds) * static_cast<size_t>(stages_) *
                 (static_cast<size_t>(micro_batches_) + 1));
   for (size_t r = 0; r < schedule.ranks.size(); ++r) {
@@ -667,14 +697,14 @@ std::optional<Action> waits_for_action(const ActionIndex& index, const Action& a
 std::optional<Action> stage_dependency(const ActionIndex& index, const Action& action) {
   switch (action.kind) {
     case ActionKind::kForward:
-      if (action.stage <= 0) return std::nullopt;
+      if (action.stage <= 0 || index.first_in_pipeline(action.stage)) return std::nullopt;
       return Action{ActionKind::kForward, action.stage - 1, action.micro_batch};
     case ActionKind::kBackwardInput:
     case ActionKind::kBackward: {
       // Local learning: the stage's own head gives the output gradient (same rank).
       if (index.find(ActionKind::kHead, action.stage, action.micro_batch) != nullptr)
         return Action{ActionKind::kHead, action.stage, action.micro_batch};
-      if (action.stage + 1 >= index.num_stages()) return std::nullopt;
+      if (action.stage + 1 >= index.num_stages() || index.last_in_pipeline(action.stage)) return std::nullopt;
       const int s = action.stage + 1;
       if (index.find(ActionKind::kBackwardInput, s, action.micro_batch) == nullptr &&
           index.find(ActionKind::kBackward, s, action.micro_batch) != nullptr) {
@@ -682,6 +712,9 @@ std::optional<Action> stage_dependency(const ActionIndex& index, const Action& a
       }
       return Action{ActionKind::kBackwardInput, s, action.micro_batch};
     }
+    case ActionKind::kStep:
+      if (index.pipelines() < 2) return std::nullopt;
+      return Action{ActionKind::kAllReduce, index.sibling_stage(action.stage), -1};
     default:
       return std::nullopt;
   }

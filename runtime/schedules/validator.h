@@ -93,17 +93,25 @@ class ActionIndex {
 
   int num_stages() const { return stages_; }
   int num_micro_batches() const { return micro_batches_; }
+  // The schedule's pipelines (Schedule::pipelines): where each chain of stages starts and ends.
+  int pipelines() const { return pipelines_; }
+  bool first_in_pipeline(int stage) const { return stage % per_pipeline_ == 0; }
+  bool last_in_pipeline(int stage) const { return stage % per_pipeline_ == per_pipeline_ - 1; }
+  int sibling_stage(int stage) const { return stage < per_pipeline_ ? stage + per_pipeline_ : stage - per_pipeline_; }
 
  private:
   size_t key(ActionKind kind, int stage, int micro_batch) const;
   int stages_ = 0;
   int micro_batches_ = 0;
+  int pipelines_ = 1;
+  int per_pipeline_ = 1;  // stages per pipeline (>= 1)
   std::vector<std::vector<ActionSlot>> slots_;
 };
 
 // The action of a neighbouring stage whose output `action` consumes:
-//   F(mb, s)      <- F(mb, s-1)                      (none for s = 0)
-//   B/BW(mb, s)   <- the B, else the BW, of (mb, s+1)  (none for the last stage)
+//   F(mb, s)      <- F(mb, s-1)                      (none for the first stage of a pipeline)
+//   B/BW(mb, s)   <- the B, else the BW, of (mb, s+1)  (none for the last stage of a pipeline)
+//   STEP(s)       <- ALLREDUCE(sibling of s)          (two pipelines: it adds the sibling's gradients)
 // RECOMPUTE has the same input as F but reuses the kept stage input, so it has none; so do all
 // other kinds. When the producer is absent from the schedule the B form is returned for B/BW.
 std::optional<Action> stage_dependency(const ActionIndex& index, const Action& action);

@@ -4,6 +4,8 @@
 // process allocates only its stages' parameters.
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include <functional>
 
 #include <algorithm>
@@ -50,9 +52,11 @@ std::shared_ptr<comm::World> group_of(int p) {
 // Trains the sequential reference here and the pipeline across the group; returns "" when every
 // step's loss and gradient norm and the final parameters match bitwise. Every process of the group
 // makes the same collective calls whatever it finds (no early return).
-std::string compare(ModelKind kind, PipelineOptions popts, int steps = 2) {
+// `reference`: the sequential trainer's options when they are not popts.base (bitpipe: two replicas).
+std::string compare(ModelKind kind, PipelineOptions popts, int steps = 2,
+                    const std::optional<TrainerOptions>& reference = std::nullopt) {
   std::string problems;
-  SequentialTrainer ref(make_model(kind), popts.base);
+  SequentialTrainer ref(make_model(kind), reference ? *reference : popts.base);
   std::shared_ptr<Model> model;
   {
     DeferParameterAllocation defer;  // as the CLI builds it: nothing allocated until the trainer places it
@@ -128,6 +132,27 @@ INSTANTIATE_TEST_SUITE_P(
       return testing::test_name(std::get<0>(info.param).schedule,
                                 std::get<1>(info.param) == ModelKind::kMlp ? "mlp" : "gpt");
     });
+
+// BitPipe: two copies of the model over the same processes, their stages exchanging gradients
+// across processes; bitwise equal to the sequential trainer of two replicas of m/2 micro-batches.
+TEST(ProcessEquivalence, BitPipeTwoCopiesOfTheModel) {
+  int variant = 0;
+  for (int p : {2, 4}) {
+    for (int m : {4, 8}) {
+      for (ModelKind kind : {ModelKind::kMlp, ModelKind::kGpt}) {
+        PipelineOptions o;
+        o.schedule = "bitpipe";
+        o.ranks = p;
+        o.base = testing::varied_options(m, variant++);
+        o.world = group_of(p);
+        TrainerOptions reference = o.base;
+        reference.micro_batches = m / 2;
+        reference.replicas = 2;
+        EXPECT_EQ(compare(kind, o, 2, reference), "") << "bitpipe p=" << p << " m=" << m << " " << o.world->describe();
+      }
+    }
+  }
+}
 
 TEST(ProcessEquivalence, ActivationPolicies) {
   int variant = 0;

@@ -34,7 +34,7 @@ TEST(Registry, BuiltinsAndErrors) {
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
   const std::string msg = error_of([] { generate_schedule("2f2b", {4, 8}); });
   EXPECT_HAS(msg, "unknown schedule '2f2b' (known: ");
-  EXPECT_HAS(msg, "1f1b, bfs, dualpipe-v, gpipe, interleaved-1f1b, interleaved-zb");
+  EXPECT_HAS(msg, "1f1b, bfs, bitpipe, dualpipe-v, gpipe, interleaved-1f1b, interleaved-zb");
   EXPECT_HAS(msg, "zb-h1, zb-h2, zb-v");
   EXPECT_HAS(error_of([] { register_generator("1f1b", [](const GeneratorOptions&) { return Schedule{}; }); }),
              "schedule '1f1b' is already registered");

@@ -112,7 +112,7 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
       ->check(CLI::ExistingPath);
   auto* schedule = cmd->add_option("--schedule", a.schedule,
                                    "train pipelined with this schedule: gpipe, 1f1b, interleaved-1f1b, bfs, "
-                                   "zb-h1, zb-h2, zb-v, zb-auto, interleaved-zb, dualpipe-v, v-half, v-min, "
+                                   "zb-h1, zb-h2, zb-v, zb-auto, interleaved-zb, dualpipe-v, v-half, v-min, bitpipe, "
                                    "asynchronous (no flush): pipedream, "
                                    "pipedream-2bw, spectrain, pipemare, or local learning (no gradient crosses "
                                    "ranks): ppll, local-updates (default: the sequential reference)");

@@ -9,8 +9,8 @@ from ._api import RankStats, _Closeable
 # ones come the asynchronous "pipedream" ... "pipemare" and the local-learning "ppll",
 # "local-updates" (no flush; Trainer.drain()).
 SCHEDULE_NAMES = ("gpipe", "1f1b", "interleaved-1f1b", "bfs", "zb-h1", "zb-h2", "zb-v", "zb-auto",
-                  "interleaved-zb", "dualpipe-v", "v-half", "v-min", "pipedream", "pipedream-2bw", "spectrain",
-                  "pipemare", "ppll", "local-updates")
+                  "interleaved-zb", "dualpipe-v", "v-half", "v-min", "bitpipe", "pipedream", "pipedream-2bw",
+                  "spectrain", "pipemare", "ppll", "local-updates")
 # The activation-memory policies (Schedule.apply_activation_policy, Trainer(activation_policy=...)).
 ACTIVATION_POLICIES = ("none", "recompute", "offload-host", "offload-file", "selective", "balance")
 # What a SEND/RECV pair means (Schedule.validate, Schedule.simulate; docs/SCHEDULES.md,
