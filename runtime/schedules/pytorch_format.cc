@@ -214,6 +214,8 @@ PytorchCsv read_pytorch_csv_file(const std::string& path) {
 std::string schedule_to_pytorch_csv(const Schedule& schedule, bool with_comms) {
   PF_CHECK_ARG(static_cast<int>(schedule.ranks.size()) == schedule.num_ranks(), "schedule_to_pytorch_csv: ",
                schedule.ranks.size(), " action lists for ", schedule.num_ranks(), " ranks");
+  PF_CHECK_ARG(schedule.pipelines == 1, "schedule_to_pytorch_csv: schedule '", schedule.name, "' has ",
+               schedule.pipelines, " pipelines (two copies of the model), which PyTorch's CSV cannot carry");
   std::string out;
   for (size_t r = 0; r < schedule.ranks.size(); ++r) {
     bool first = true;

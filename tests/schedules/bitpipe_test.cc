@@ -10,6 +10,7 @@
 #include "runtime/schedules/bitpipe.h"
 #include "runtime/schedules/generators.h"
 #include "runtime/schedules/lowering.h"
+#include "runtime/schedules/pytorch_format.h"
 #include "runtime/schedules/simulator.h"
 #include "runtime/schedules/text_format.h"
 #include "runtime/schedules/validator.h"
@@ -113,6 +114,15 @@ TEST(BitPipe, TextFormCarriesThePipelines) {
   const std::string text = schedule_to_text(s);
   EXPECT_NE(text.find("pipelines: 2"), std::string::npos) << text;
   EXPECT_EQ(parse_schedule(text), s);
+}
+
+TEST(BitPipe, PyTorchCsvRefusesTwoPipelines) {
+  try {
+    schedule_to_pytorch_csv(generate_schedule("bitpipe", {2, 4, 1}), false);
+    FAIL() << "written";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("2 pipelines"), std::string::npos) << e.what();
+  }
 }
 
 TEST(BitPipe, RefusesOddMicroBatchesAndOtherChunks) {

@@ -117,9 +117,9 @@ struct Setup {
   nlohmann::json description;  // model-specific fields for the output
 };
 
-// The stages of the schedule the arguments ask for (1 without one).
+// The model stages of the schedule the arguments ask for (1 without one; one pipeline's with two).
 int schedule_stages(const TrainArgs& a) {
-  if (!a.schedule_file.empty()) return sched::read_schedule_file(a.schedule_file).num_stages();
+  if (!a.schedule_file.empty()) return sched::read_schedule_file(a.schedule_file).stages_per_pipeline();
   if (a.schedule.empty()) return 1;
   sched::ScheduleRequest request;
   request.name = a.schedule;
@@ -127,7 +127,7 @@ int schedule_stages(const TrainArgs& a) {
   request.micro_batches = a.micro_batches;
   request.chunks = a.chunks;
   request.seq_slices = a.seq_slices;
-  return sched::make_schedule(request).num_stages();
+  return sched::make_schedule(request).stages_per_pipeline();
 }
 
 // The ranks of the schedule the arguments ask for.
@@ -291,7 +291,7 @@ std::vector<int> balanced_partition(const TrainArgs& a, const exec::PipelineOpti
   const Batch sample = data.next();
   data.seek(position);
   const std::vector<double> times = exec::measure_layer_times(model, sample, 3);
-  return exec::layer_counts(exec::partition_balanced(times, schedule.num_stages()));
+  return exec::layer_counts(exec::partition_balanced(times, schedule.stages_per_pipeline()));
 }
 
 // Under mpirun (more than one process): what one process per rank does not support yet.
