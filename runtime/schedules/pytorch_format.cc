@@ -107,9 +107,8 @@ std::optional<Action> parse_simple(const std::string& text, const CellAt& at, st
   return Action{*kind->kind, stage, mb};
 }
 
-// `(a;b)OVERLAP_F_B`: the forward and the backward PyTorch's runtime overlaps (dualpipe-v), here run
-// one after the other, in the order written. Another engineer is adding a compound action kind for
-// dualpipe-v; when it lands, this is the one function to change to emit it instead.
+// `(a;b)OVERLAP_F_B`: the forward and the backward PyTorch's runtime overlaps (dualpipe-v), here two
+// adjacent actions run one after the other, in the order written (the IR has no compound kind).
 std::vector<Action> expand_overlap(const std::vector<Action>& sub_actions, const CellAt& at) {
   PF_CHECK_ARG(sub_actions.size() == 2, where(at), ": ", kOverlapFB, " needs two sub-actions (a forward and a "
                "backward), got ", sub_actions.size());

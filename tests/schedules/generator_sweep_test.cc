@@ -1,6 +1,6 @@
-// Every built-in generator, p in 1..8, m in 1..32, every valid v: the schedule validates before and
-// after lowering, lowering keeps the compute order and is idempotent, the text form round-trips, and
-// every stage's weight gradients run in micro-batch order.
+// Every built-in generator, p in 1..8, m in 1..32 (bitpipe: the even ones), every valid v: the
+// schedule validates before and after lowering, lowering keeps the compute order and is idempotent,
+// the text form round-trips, and every stage's weight gradients run in micro-batch order.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -19,7 +19,8 @@ class Sweep : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
 
 std::vector<int> chunk_choices(const std::string& name) {
   if (takes_any_chunks(name)) return {1, 2, 3, 4};
-  if (name == "zb-v" || name == "dualpipe-v" || name == "v-half" || name == "v-min") return {1, 2};  // 1 means 2
+  if (name == "zb-v" || name == "dualpipe-v" || name == "v-half" || name == "v-min" || name == "bitpipe")
+    return {1, 2};  // 1 means 2
   return {1};
 }
 
@@ -27,6 +28,7 @@ TEST_P(Sweep, ValidBeforeAndAfterLowering) {
   const std::string name = std::get<0>(GetParam());
   const int p = std::get<1>(GetParam());
   for (int m = 1; m <= 32; ++m) {
+    if (name == "bitpipe" && m % 2 != 0) continue;  // half the micro-batches go each way
     for (int v : chunk_choices(name)) {
       SCOPED_TRACE(name + " p=" + std::to_string(p) + " m=" + std::to_string(m) + " v=" + std::to_string(v));
       const Schedule s = generate_schedule(name, {p, m, v});
@@ -60,7 +62,7 @@ TEST_P(Sweep, ValidBeforeAndAfterLowering) {
 INSTANTIATE_TEST_SUITE_P(AllGenerators, Sweep,
                          ::testing::Combine(::testing::Values("gpipe", "1f1b", "interleaved-1f1b", "bfs",
                                                               "zb-h1", "zb-h2", "zb-v", "interleaved-zb",
-                                                              "dualpipe-v", "v-half", "v-min"),
+                                                              "dualpipe-v", "v-half", "v-min", "bitpipe"),
                                             ::testing::Range(1, 9)),
                          [](const auto& info) {
                            std::string n = std::get<0>(info.param);

@@ -1,5 +1,6 @@
 #include "tools/cli/schedule_command.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -104,9 +105,11 @@ void write_text_file(const std::string& path, const std::string& text) {
 std::string timeline_title(const sched::Schedule& s, int micro_batches, const std::string& what, double bubble_rate) {
   char bubble[32];
   std::snprintf(bubble, sizeof(bubble), "%.3f", bubble_rate);
+  const int chunks = s.stages_per_pipeline() / std::max(1, s.num_ranks());  // per rank and pipeline
   return s.name + ": p=" + std::to_string(s.num_ranks()) + ", m=" + std::to_string(micro_batches) +
-         (s.num_stages() > s.num_ranks() ? ", v=" + std::to_string(s.num_stages() / s.num_ranks()) : "") + ", " +
-         what + ", bubble rate " + bubble;
+         (chunks > 1 ? ", v=" + std::to_string(chunks) : "") +
+         (s.pipelines > 1 ? ", " + std::to_string(s.pipelines) + " pipelines" : "") + ", " + what + ", bubble rate " +
+         bubble;
 }
 
 CLI::App* add_schedule_command(CLI::App& app, ScheduleArgs& a) {
@@ -259,6 +262,7 @@ int run_simulate(const ScheduleArgs& a) {
     nlohmann::json out = {{"schedule", s.name},
                           {"num_ranks", s.num_ranks()},
                           {"num_stages", s.num_stages()},
+                          {"pipelines", s.pipelines},
                           {"microbatches", s.num_micro_batches},
                           {"makespan", r.makespan},
                           {"ideal", r.ideal},
@@ -283,7 +287,8 @@ int run_simulate(const ScheduleArgs& a) {
     std::cout << out.dump() << std::endl;
     return kExitOk;
   }
-  std::cout << s.name << ": " << s.num_ranks() << " ranks, " << s.num_stages() << " stages, "
+  std::cout << s.name << ": " << s.num_ranks() << " ranks, " << s.num_stages() << " stages"
+            << (s.pipelines > 1 ? " in " + std::to_string(s.pipelines) + " pipelines" : std::string()) << ", "
             << s.num_micro_batches << " micro-batches\n"
             << "makespan " << r.makespan << ", ideal " << r.ideal << ", bubble rate " << r.bubble_rate
             << " (per-rank span, the zero-bubble paper's measure: " << r.span_bubble_rate << ")\n";
