@@ -18,6 +18,7 @@ struct Switches {
   int cap = 1;                 // micro-batches of one pipeline between its first F and first-stage BW
   bool backward_first = true;  // a ready BW before a ready F
   bool deepest_first = true;   // among ready F's: the deepest model stage, else the oldest micro-batch
+  bool shallowest_backward = true;  // among ready BW's: the shallowest model stage, else the deepest
 };
 
 class Builder {
@@ -122,7 +123,8 @@ class Builder {
     const int age_a = mb_a - first_mb(a.stage), age_b = mb_b - first_mb(b.stage);
     if (a.forward && sw_.deepest_first && model_stage(a.stage) != model_stage(b.stage))
       return model_stage(a.stage) > model_stage(b.stage);
-    if (!a.forward && model_stage(a.stage) != model_stage(b.stage)) return model_stage(a.stage) < model_stage(b.stage);
+    if (!a.forward && model_stage(a.stage) != model_stage(b.stage))
+      return (model_stage(a.stage) < model_stage(b.stage)) == sw_.shallowest_backward;
     if (age_a != age_b) return age_a < age_b;
     return a.stage < b.stage;
   }
@@ -195,9 +197,11 @@ Schedule generate_bitpipe(int ranks, int micro_batches, const CostModel& costs) 
   for (int cap : caps) {
     for (bool backward_first : {true, false}) {
       for (bool deepest_first : {true, false}) {
-        Builder b(ranks, micro_batches, costs, Switches{cap, backward_first, deepest_first});
-        Schedule s = b.build();
-        best.offer(gen::Score{b.makespan(), static_cast<double>(b.peak())}, [&] { return std::move(s); });
+        for (bool shallowest_backward : {true, false}) {
+          Builder b(ranks, micro_batches, costs, Switches{cap, backward_first, deepest_first, shallowest_backward});
+          Schedule s = b.build();
+          best.offer(gen::Score{b.makespan(), static_cast<double>(b.peak())}, [&] { return std::move(s); });
+        }
       }
     }
   }

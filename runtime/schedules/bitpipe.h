@@ -11,13 +11,14 @@
 // The order is built by list scheduling with the costs given (the registry uses unit costs, F = 1,
 // BW = 2), the ranks run forward in time together: a free rank runs, among its four stages' next
 // forward and next full backward (BW, as in BitPipe and Chimera) whose inputs have arrived, a
-// backward first (or, by a switch, a forward), and among forwards the deepest model stage first (or
-// the oldest); a pipeline admits a new micro-batch into its first stage only while fewer than `cap`
-// of its micro-batches are between their first forward and their first-stage backward. Every cap
-// from 1 to p (16 of them, evenly spread, beyond p = 16) with both switches is built and the shortest makespan (then the smallest peak of
-// in-flight micro-batches on a rank) wins, so a rank holds at most 4p chunk contexts whatever m
-// (two pipelines x p micro-batches x two chunks; zb-v: 2p). Every stage runs its F's and BW's in
-// micro-batch order.
+// backward first (or, by a switch, a forward), among forwards the deepest model stage first (or the
+// oldest), and among backwards the shallowest (or the deepest); a pipeline admits a new micro-batch
+// into its first stage only while fewer than `cap` of its micro-batches are between their first
+// forward and their first-stage backward. Every cap from 1 to p (16 of them, evenly spread, beyond
+// p = 16) with all eight settings of the three switches is built and the shortest makespan (then the
+// smallest peak of in-flight micro-batches on a rank) wins, so a rank holds at most 4p chunk
+// contexts whatever m (two pipelines x p micro-batches x two chunks; zb-v: 2p). Every stage runs its
+// F's and BW's in micro-batch order.
 //
 // Eager gradient synchronisation: each stage's ALLREDUCE comes right after its last BW, so its
 // gradients go to the sibling stage while the rank goes on; the STEPs close every rank's list, each

@@ -166,9 +166,10 @@ TEST(BitPipeValidator, NamesTheBrokenRules) {
                                                       "1F0 2F1 1BW0 1ALLREDUCE 2BW1 2ALLREDUCE 1STEP 2STEP"}));
   cross.ranks[1].insert(cross.ranks[1].begin() + 1, Action{ActionKind::kSendF, 1, 0});
   EXPECT_NE(errors(cross).find("stage 1 has no"), std::string::npos) << errors(cross);
-  // STEP waits for the sibling's ALLREDUCE: both ranks stepping before they send deadlock.
-  const std::string dead = errors(two_pipelines({"0F0 3F1 3BW1 0BW0 0STEP 3STEP 0ALLREDUCE 3ALLREDUCE",
-                                                 "1F0 2F1 1BW0 2BW1 1STEP 2STEP 1ALLREDUCE 2ALLREDUCE"}));
+  // STEP waits for the sibling's ALLREDUCE: each rank stepping one stage before it sends the
+  // gradients the other rank's STEP waits for deadlocks.
+  const std::string dead = errors(two_pipelines({"0F0 3F1 3BW1 0BW0 0ALLREDUCE 0STEP 3ALLREDUCE 3STEP",
+                                                 "1F0 2F1 1BW0 2BW1 1ALLREDUCE 1STEP 2ALLREDUCE 2STEP"}));
   EXPECT_NE(dead.find("deadlock"), std::string::npos) << dead;
 }
 
