@@ -230,6 +230,10 @@ TEST(SeqSlicedApiBadInput, CreateReportsSeqSlices) {
   EXPECT_PF_ERROR(pf_trainer_create(gpt, &options, &out), PF_INVALID_ARGUMENT,
                   "seq_slices 2 needs activation_policy none");
   options = GptOptions("seq1f1b", 2);
+  options.devices = "cuda:0";  // refused before the device is probed, GPU or not
+  EXPECT_PF_ERROR(pf_trainer_create(gpt, &options, &out), PF_INVALID_ARGUMENT,
+                  "seq_slices 2 runs on the CPU only");
+  options = GptOptions("seq1f1b", 2);
   options.processes = PF_PROCESSES_MPI;  // not launched by mpirun
   pf_status* status = pf_trainer_create(gpt, &options, &out);
   ASSERT_NE(status, nullptr);
