@@ -50,7 +50,8 @@ static_assert(offsetof(pf_trainer_options, vertical_sync) == 176 && kTrainerOpti
 // 0.5 appended the learning-rate schedule at the 0.4 sizeof (192).
 static_assert(offsetof(pf_trainer_options, lr_schedule) == 192 && offsetof(pf_trainer_options, min_lr) == 216,
               "the 0.5 pf_trainer_options layout changed");
-// 0.7 appended seq_slices at the 0.5 sizeof (224): a 0.5 caller's struct ends before it and means 1.
+// 0.7 appended seq_slices at the 0.5 (and 0.6) sizeof, 224: an older caller's struct ends before it
+// and means 1.
 constexpr size_t kTrainerOptionsV5Size = offsetof(pf_trainer_options, seq_slices);
 static_assert(kTrainerOptionsV5Size == 224 && sizeof(pf_trainer_options) == 232,
               "the 0.7 pf_trainer_options layout changed");
