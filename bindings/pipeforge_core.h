@@ -1251,8 +1251,8 @@ class Schedule {
   // Generates schedule `name` ("gpipe", "1f1b", "interleaved-1f1b", "bfs", "zb-h1", "zb-h2", "zb-v",
   // "zb-auto", "interleaved-zb", "dualpipe-v", "v-half", "v-min", "seq1f1b" (one sequence slice
   // per micro-batch: 1f1b's order), the asynchronous "pipedream", "pipedream-2bw", "spectrain",
-  // "pipemare", or the local-learning "ppll", "local-updates"). Returns a new Schedule, or NULL after reporting the
-  // error (an unknown name lists the known ones).
+  // "pipemare", or the local-learning "ppll", "local-updates"). Returns a new Schedule, or NULL
+  // after reporting the error (an unknown name lists the known ones).
   static Schedule* generate(const std::string& name, const ScheduleOptions& options, Status* status) {
     pf_schedule_options o;
     pf_schedule_options_init(&o);

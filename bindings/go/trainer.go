@@ -177,7 +177,8 @@ func NewTrainer(model *Model, opts TrainerOptions) (*Trainer, error) {
 		set  func(int)
 	}{{"Stages", opts.Stages, o.SetStages}, {"Chunks", opts.Chunks, o.SetChunks},
 		{"DataParallel", opts.DataParallel, o.SetDataParallel}, {"Ranks", opts.Ranks, o.SetRanks},
-		{"SpectrainVersion", opts.SpectrainVersion, o.SetSpectrainVersion}, {"SeqSlices", opts.SeqSlices, o.SetSeqSlices}} {
+		{"SpectrainVersion", opts.SpectrainVersion, o.SetSpectrainVersion},
+		{"SeqSlices", opts.SeqSlices, o.SetSeqSlices}} {
 		if err := checkInt32(f.name, f.v); err != nil {
 			return nil, err
 		}
