@@ -32,7 +32,8 @@ using pf::capi::require;
 
 // Version-1 sizes: an older caller's struct must hold at least these fields (0.2 appended the
 // activation-memory and device fields to pf_trainer_options, 0.3 the process fields, 0.4 the
-// asynchronous-schedule fields, then local_head; an older caller gets their defaults).
+// asynchronous-schedule fields, then local_head; 0.5 the learning-rate schedule, 0.7 seq_slices;
+// an older caller gets their defaults).
 constexpr size_t kTrainerOptionsV1Size = offsetof(pf_trainer_options, activation_policy);
 constexpr size_t kTrainerOptionsV2Size = offsetof(pf_trainer_options, processes);
 constexpr size_t kTrainerOptionsV3Size = offsetof(pf_trainer_options, pipemare_anneal_updates);
@@ -47,8 +48,13 @@ static_assert(offsetof(pf_trainer_options, vertical_sync) == 176 && kTrainerOpti
                   offsetof(pf_trainer_options, local_head) + sizeof(const char*) == 192,
               "the 0.4 pf_trainer_options layout changed");
 // 0.5 appended the learning-rate schedule at the 0.4 sizeof (192).
-static_assert(offsetof(pf_trainer_options, lr_schedule) == 192 && sizeof(pf_trainer_options) == 224,
+static_assert(offsetof(pf_trainer_options, lr_schedule) == 192 && offsetof(pf_trainer_options, min_lr) == 216,
               "the 0.5 pf_trainer_options layout changed");
+// 0.7 appended seq_slices at the 0.5 (and 0.6) sizeof, 224: an older caller's struct ends before it
+// and means 1.
+constexpr size_t kTrainerOptionsV5Size = offsetof(pf_trainer_options, seq_slices);
+static_assert(kTrainerOptionsV5Size == 224 && sizeof(pf_trainer_options) == 232,
+              "the 0.7 pf_trainer_options layout changed");
 constexpr size_t kStepResultV1Size = offsetof(pf_step_result, lr);
 constexpr size_t kMetricsV1Size = sizeof(pf_metrics);
 constexpr size_t kMemoryStatsV1Size = sizeof(pf_memory_stats);
@@ -86,6 +92,7 @@ pf_trainer_options default_options() {
   o.vertical_sync = a.vertical_sync ? 1 : 0;
   o.local_head = nullptr;  // = "auto"
   o.lr_schedule = nullptr;  // = "constant"
+  o.seq_slices = p.seq_slices;
   return o;
 }
 
@@ -147,6 +154,22 @@ void check_no_local_head(const pf_trainer_options& o) {
                "(set options->schedule)");
 }
 
+// Sequence slices per micro-batch (0.7): 0 is the default, 1. Which schedules, models and
+// placements may slice is checked by PipelineOptions::validate and PipelineTrainer.
+int seq_slices_option(const pf_trainer_options& o) {
+  PF_CHECK_ARG(o.seq_slices >= 0, "options->seq_slices is ", o.seq_slices,
+               ": expected S >= 1 sequence slices per micro-batch (0 = the default, 1)");
+  return o.seq_slices == 0 ? 1 : o.seq_slices;
+}
+
+// The sequential trainer does not slice sequences: seq_slices > 1 is refused naming the schedule it needs.
+void check_no_seq_slices(const pf_trainer_options& o) {
+  const int slices = seq_slices_option(o);
+  PF_CHECK_ARG(slices == 1, "options->seq_slices is ", slices,
+               ": sequence slices apply to pipelined training with a schedule that slices sequences, but no "
+               "schedule is set (set options->schedule to \"seq1f1b\")");
+}
+
 // Pipeline ranks P for a schedule name: options->ranks, or options->stages (its older name).
 int pipeline_ranks_option(const pf_trainer_options& o) {
   PF_CHECK_ARG(o.ranks >= 0, "options->ranks is ", o.ranks, ": the pipeline ranks must be >= 1 (0 = use options->stages)");
@@ -175,6 +198,7 @@ pf::exec::PipelineOptions convert_pipeline(const pf_trainer_options& o, const pf
   }
   p.ranks = pipeline_ranks_option(o);
   p.chunks = o.chunks;
+  p.seq_slices = seq_slices_option(o);
   if (o.layers_per_stage != nullptr) {
     p.layers_per_stage.assign(o.layers_per_stage, o.layers_per_stage + o.num_layers_per_stage);
   } else {
@@ -341,6 +365,7 @@ pf_status* pf_trainer_create(pf_model* model, const pf_trainer_options* options,
                    "options->schedule or options->schedule_text)");
       check_no_async_options(o);
       check_no_local_head(o);
+      check_no_seq_slices(o);
       if (o.devices != nullptr) {
         const std::vector<pf::Device> devices = pf::parse_device_list(o.devices);
         PF_CHECK_ARG(devices.size() == 1, "options->devices is '", o.devices,

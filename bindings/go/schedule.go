@@ -8,11 +8,13 @@ import (
 	"github.com/pipeforge/pipeforge-go/internal/core"
 )
 
-// ScheduleNames are the schedules GenerateSchedule knows; after the synchronous ones come the
-// asynchronous "pipedream" ... "pipemare" and the local-learning "ppll", "local-updates" (no
-// flush; Trainer.Drain).
+// ScheduleNames are the schedules GenerateSchedule knows; after the synchronous ones (among them
+// the sequence-sliced "seq1f1b": TrainerOptions.SeqSlices; GenerateSchedule gives its one-slice
+// form, 1f1b's order) come the asynchronous "pipedream" ... "pipemare" and the local-learning
+// "ppll", "local-updates" (no flush; Trainer.Drain).
 var ScheduleNames = []string{"gpipe", "1f1b", "interleaved-1f1b", "bfs", "zb-h1", "zb-h2", "zb-v", "zb-auto",
-	"interleaved-zb", "dualpipe-v", "v-half", "v-min", "bitpipe", "pipedream", "pipedream-2bw", "spectrain", "pipemare", "ppll", "local-updates"}
+	"interleaved-zb", "dualpipe-v", "v-half", "v-min", "bitpipe", "seq1f1b", "pipedream", "pipedream-2bw", "spectrain",
+	"pipemare", "ppll", "local-updates"}
 
 // ActivationPolicies are the activation-memory policies (docs/MEMORY.md) that
 // Schedule.ApplyActivationPolicy and TrainerOptions.ActivationPolicy know.

@@ -4,7 +4,7 @@
 // Schedule/Simulation/CostModel (per-stage arrays of different lengths are caught here), the
 // activation-policy pass, the pipelined trainer's options (activation policies included) and
 // measurements, the asynchronous schedules' options and drain, local learning's local_head, and
-// the trainer's devices option.
+// the trainer's devices option, seq_slices.
 #include "bindings/pipeforge_core.h"
 
 #include <gtest/gtest.h>
@@ -402,6 +402,27 @@ TEST(CoreTest, LocalLearningHeadOptionAndDrain) {
   const std::string automatic = train("auto");
   EXPECT_EQ(train(""), automatic);
   EXPECT_NE(train("mlp"), automatic);
+}
+
+// Sequence-sliced 1F1B (C API 0.7): seq_slices reaches the runtime, both error modes name it.
+TEST(CoreTest, SeqSlicesOption) {
+  EXPECT_EQ(pipeforge::TrainerOptions().seq_slices, 1);
+  auto model = Mlp();
+  pipeforge::TrainerOptions options;
+  options.micro_batches = 2;
+  options.schedule = "seq1f1b";
+  options.ranks = 2;
+  options.seq_slices = 2;  // the MLP reads features: nothing to slice
+  Status status;
+  EXPECT_EQ(pipeforge::Trainer::create(*model, options, &status), nullptr);
+  EXPECT_EQ(status.code(), PF_INVALID_ARGUMENT);
+  EXPECT_NE(status.message().find("seq_slices 2 slices token sequences"), std::string::npos) << status.message();
+  EXPECT_THROW(pipeforge::Trainer::create(*model, options, nullptr), std::exception);
+  options.seq_slices = 1;  // seq1f1b with one slice is 1f1b
+  std::unique_ptr<pipeforge::Trainer> trainer(pipeforge::Trainer::create(*model, options, &status));
+  EXPECT_TRUE(status.ok()) << status.message();
+  ASSERT_NE(trainer, nullptr);
+  trainer->step(Inputs(4), Targets(4), nullptr);
 }
 
 double PeakOfRank0(const pipeforge::Schedule& schedule, const pipeforge::CostModel& costs) {

@@ -138,6 +138,8 @@ static pf_trainer* make_trainer(void) {
   options.spectrain_version = 1;
   options.vertical_sync = 0;
   options.local_head = NULL;
+  /* Since 0.7 (the default, spelled out): one sequence slice per micro-batch. */
+  options.seq_slices = 1;
   CHECK_OK(pf_trainer_create(model, &options, &trainer));
   pf_model_destroy(model); /* the trainer retains the model */
   {

@@ -1261,6 +1261,90 @@ func textTrainer(t *testing.T) *pipeforge.Trainer {
 	return tr
 }
 
+// ---- sequence-sliced 1F1B (C API 0.7) ----
+
+// seqSlicedRun trains a tiny GPT on the licence texts for three steps over 2 ranks with schedule
+// and SeqSlices slices: the losses and rank 0's peak activations (units held at once), or the
+// error of NewTrainer or a step.
+func seqSlicedRun(t *testing.T, schedule string, slices int) ([]float64, int64, error) {
+	t.Helper()
+	info, err := pipeforge.BuiltinDataInfo(textData(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := pipeforge.NewGPT(pipeforge.GPTConfig{Vocab: info.VocabSize, SeqLen: info.SeqLen, DModel: 16, Heads: 2,
+		Layers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	tr, err := pipeforge.NewTrainer(m, pipeforge.TrainerOptions{MicroBatches: 2, Seed: 7, LR: 0.01, Schedule: schedule,
+		Ranks: 2, SeqSlices: slices})
+	if err != nil {
+		return nil, 0, err
+	}
+	defer tr.Close()
+	if err := tr.SetBuiltinData(textData(false)); err != nil {
+		t.Fatal(err)
+	}
+	var losses []float64
+	for i := 0; i < 3; i++ {
+		r, err := tr.StepFromLoader()
+		if err != nil {
+			return nil, 0, err
+		}
+		losses = append(losses, r.Loss)
+	}
+	stats, err := tr.RankStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return losses, stats[0].PeakActivations, nil
+}
+
+func TestSeqSlicesTrainWithinToleranceOf1f1b(t *testing.T) {
+	whole, wholePeak, err := seqSlicedRun(t, "1f1b", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sliced, slicedPeak, err := seqSlicedRun(t, "seq1f1b", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range whole {
+		if rel := math.Abs(sliced[i]-whole[i]) / math.Abs(whole[i]); !(rel < 1e-5) {
+			t.Errorf("step %d: seq1f1b loss %v, 1f1b %v (relative difference %v)", i, sliced[i], whole[i], rel)
+		}
+	}
+	// Rank 0 holds p + S - 1 = 3 half micro-batches instead of p = 2 micro-batches.
+	if wholePeak != 2 || slicedPeak != 3 {
+		t.Errorf("rank 0 peak activations: 1f1b %d, seq1f1b S = 2 %d (want 2, 3)", wholePeak, slicedPeak)
+	}
+	// One slice (SeqSlices 1, or 0 = 1) is 1f1b, bitwise.
+	for _, slices := range []int{1, 0} {
+		one, _, err := seqSlicedRun(t, "seq1f1b", slices)
+		if err != nil || !reflect.DeepEqual(one, whole) {
+			t.Errorf("seq1f1b, SeqSlices %d: %v, %v; 1f1b: %v", slices, one, err, whole)
+		}
+	}
+	for _, c := range []struct {
+		schedule string
+		slices   int
+		want     string
+	}{
+		{"seq1f1b", 3, "seq_slices 3 must divide the model's seq_len 16"},
+		{"1f1b", 2, "1f1b does not slice sequences: seq_slices must be 1"},
+		{"seq1f1b", -1, "seq_slices is -1"},
+		{"seq1f1b", 1 << 40, "SeqSlices is 1099511627776, outside the int32 range"},
+	} {
+		_, _, err := seqSlicedRun(t, c.schedule, c.slices)
+		var pfErr *pipeforge.Error
+		if !errors.As(err, &pfErr) || pfErr.Code != pipeforge.InvalidArgument || !strings.Contains(pfErr.Message, c.want) {
+			t.Errorf("%s, SeqSlices %d: got %v, want InvalidArgument containing %q", c.schedule, c.slices, err, c.want)
+		}
+	}
+}
+
 func TestRunResumedFromItsCheckpointFolderEqualsOneRun(t *testing.T) {
 	loop := func(steps int64, dir string) pipeforge.RunOptions {
 		return pipeforge.RunOptions{Steps: steps, EvalEvery: 3, CheckpointEvery: 3, KeepCheckpoints: 2,

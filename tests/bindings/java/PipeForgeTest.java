@@ -1140,6 +1140,57 @@ public class PipeForgeTest {
     return trainer;
   }
 
+  /**
+   * Three steps of a tiny GPT on the licence texts over 2 ranks with {@code schedule} and
+   * setSeqSlices({@code slices}); rank 0's peak activations (units held at once) go to peak[0].
+   */
+  static double[] seqSlicedLosses(String schedule, int slices, long[] peak) {
+    DataInfo info = PipeForge.builtinDataInfo(text(false));
+    GptConfig config = new GptConfig();
+    config.setVocab(info.getVocabSize());
+    config.setSeqLen(info.getSeqLen());
+    config.setDModel(16);
+    config.setHeads(2);
+    config.setLayers(2);
+    TrainerOptions options = TrainerOptions.pipelined(schedule, 2);
+    options.setMicroBatches(2);
+    options.setSeed(7);
+    options.setLr(0.01f);
+    options.setSeqSlices(slices);
+    assertEquals(slices, options.getSeqSlices());
+    double[] losses = new double[3];
+    try (Model model = Model.gpt(config); Trainer trainer = new Trainer(model, options)) {
+      trainer.setBuiltinData(text(false));
+      for (int i = 0; i < losses.length; ++i) losses[i] = trainer.stepFromLoader().getLoss();
+      peak[0] = trainer.rankStats(0).getPeakActivations();
+    }
+    return losses;
+  }
+
+  /** Sequence-sliced 1F1B (C API 0.7): setSeqSlices(2) with seq1f1b is 1f1b within 1e-5 relative. */
+  @Test
+  public void seqSlicesTrainWithinToleranceOf1f1b() {
+    assertEquals(1, new TrainerOptions().getSeqSlices());
+    long[] wholePeak = new long[1], slicedPeak = new long[1], onePeak = new long[1];
+    double[] whole = seqSlicedLosses("1f1b", 1, wholePeak);
+    double[] sliced = seqSlicedLosses("seq1f1b", 2, slicedPeak);
+    for (int i = 0; i < whole.length; ++i) {
+      assertTrue(Double.isFinite(sliced[i]));
+      assertEquals("step " + i, whole[i], sliced[i], 1e-5 * Math.abs(whole[i]));
+    }
+    // Rank 0 holds p + S - 1 = 3 half micro-batches instead of p = 2 micro-batches.
+    assertEquals(2, wholePeak[0]);
+    assertEquals(3, slicedPeak[0]);
+    // One slice is 1f1b, bitwise.
+    assertArrayEquals(whole, seqSlicedLosses("seq1f1b", 1, onePeak), 0.0);
+    PipeForgeException e =
+        assertThrows(PipeForgeException.class, () -> seqSlicedLosses("seq1f1b", 3, onePeak));
+    assertEquals("INVALID_ARGUMENT", e.getCodeName());
+    assertTrue(e.getMessage(), e.getMessage().contains("seq_slices 3 must divide the model's seq_len 16"));
+    e = assertThrows(PipeForgeException.class, () -> seqSlicedLosses("1f1b", 2, onePeak));
+    assertTrue(e.getMessage(), e.getMessage().contains("1f1b does not slice sequences: seq_slices must be 1"));
+  }
+
   static RunOptions loop(long steps, File dir) {
     RunOptions o = new RunOptions();
     o.setSteps(steps);

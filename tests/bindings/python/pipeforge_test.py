@@ -971,6 +971,45 @@ class TrainingLoopTest(unittest.TestCase):
             self.assertIsInstance(caught.exception.__cause__, KeyError)
 
 
+class SeqSlicesTest(unittest.TestCase):
+    """Sequence-sliced 1F1B (C API 0.7): schedule="seq1f1b" with seq_slices= on a tiny GPT."""
+
+    TEXT = dict(rows=2, seq_len=16, seed=3)
+
+    def trainer(self, schedule, **options):
+        info = pipeforge.BuiltinData("char_text", **self.TEXT).info()
+        model = pipeforge.Model.gpt(vocab=info["vocab_size"], seq_len=info["seq_len"], d_model=16, heads=2, layers=2)
+        trainer = pipeforge.Trainer(model, micro_batches=2, seed=7, lr=0.01, schedule=schedule, ranks=2, **options)
+        trainer.set_data_loader(pipeforge.BuiltinData("char_text", **self.TEXT))
+        return trainer
+
+    def run_steps(self, schedule, **options):
+        """Three steps' losses and rank 0's peak activations (units held at once)."""
+        with self.trainer(schedule, **options) as trainer:
+            losses = [trainer.step_from_loader().loss for _ in range(3)]
+            return losses, trainer.rank_stats[0].peak_activations
+
+    def test_two_slices_equal_1f1b_within_tolerance(self):
+        whole, whole_peak = self.run_steps("1f1b")
+        sliced, sliced_peak = self.run_steps("seq1f1b", seq_slices=2)
+        for step, (a, b) in enumerate(zip(sliced, whole)):
+            self.assertLess(abs(a - b) / abs(b), 1e-5, f"step {step}: {a} vs {b}")
+        # Rank 0 holds p + S - 1 = 3 half micro-batches instead of p = 2 micro-batches.
+        self.assertEqual((whole_peak, sliced_peak), (2, 3))
+        # One slice is 1f1b, bitwise.
+        self.assertEqual(self.run_steps("seq1f1b", seq_slices=1), (whole, whole_peak))
+
+    def test_errors_name_seq_slices(self):
+        with self.assertRaisesRegex(pipeforge.InvalidArgumentError, "seq_slices 3 must divide the model's seq_len 16"):
+            self.trainer("seq1f1b", seq_slices=3)
+        with self.assertRaisesRegex(pipeforge.InvalidArgumentError, "1f1b does not slice sequences"):
+            self.trainer("1f1b", seq_slices=2)
+        with self.assertRaisesRegex(pipeforge.InvalidArgumentError, "seq_slices is -1"):
+            self.trainer("seq1f1b", seq_slices=-1)
+        with self.assertRaises(TypeError):
+            self.trainer("seq1f1b", seq_slices=1.5)
+
+
 class GilTest(unittest.TestCase):
     def test_step_releases_the_gil(self):
         # A step of a wide MLP takes about 0.1 s. While steps run on a worker thread, this thread

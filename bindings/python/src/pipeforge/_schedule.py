@@ -6,11 +6,12 @@ from . import core
 from ._api import RankStats, _Closeable
 
 # The schedules Schedule.generate knows (the C API's pf_schedule_generate); after the synchronous
-# ones come the asynchronous "pipedream" ... "pipemare" and the local-learning "ppll",
-# "local-updates" (no flush; Trainer.drain()).
+# ones (among them the sequence-sliced "seq1f1b": Trainer(seq_slices=S); Schedule.generate gives
+# its one-slice form, 1f1b's order) come the asynchronous "pipedream" ... "pipemare" and the
+# local-learning "ppll", "local-updates" (no flush; Trainer.drain()).
 SCHEDULE_NAMES = ("gpipe", "1f1b", "interleaved-1f1b", "bfs", "zb-h1", "zb-h2", "zb-v", "zb-auto",
-                  "interleaved-zb", "dualpipe-v", "v-half", "v-min", "bitpipe", "pipedream", "pipedream-2bw",
-                  "spectrain", "pipemare", "ppll", "local-updates")
+                  "interleaved-zb", "dualpipe-v", "v-half", "v-min", "bitpipe", "seq1f1b", "pipedream",
+                  "pipedream-2bw", "spectrain", "pipemare", "ppll", "local-updates")
 # The activation-memory policies (Schedule.apply_activation_policy, Trainer(activation_policy=...)).
 ACTIVATION_POLICIES = ("none", "recompute", "offload-host", "offload-file", "selective", "balance")
 # What a SEND/RECV pair means (Schedule.validate, Schedule.simulate; docs/SCHEDULES.md,
