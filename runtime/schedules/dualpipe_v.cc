@@ -1,8 +1,8 @@
 // "dualpipe-v": DeepSeek's DualPipe folded onto the V placement (PyTorch's ScheduleDualPipeV;
 // rank s holds stage s = chunk 0 and stage 2p-1-s = chunk 1). Its steady state pairs the forward of
 // one micro-batch on one chunk with the full backward of another on the other chunk — PyTorch's
-// OVERLAP_F_B compound action, which its runtime and this executor run back to back (F, then BW) —
-// so the IR carries each pair as those two adjacent actions. Rank s, with n micro-batches:
+// OVERLAP_F_B compound action, which its runtime and this executor run back to back (F, then BW):
+// the F carries Action::overlaps_next. Rank s, with n micro-batches:
 //   1. 2(p-s-1) chunk-0 F
 //   2. s+1 x (chunk-0 F, chunk-1 F)
 //   3. p-s-1 x (chunk-1 B, the oldest pending W, chunk-1 F)
@@ -46,9 +46,10 @@ class RankOrder {
     out_.push_back(pending_w_.front());
     pending_w_.pop_front();
   }
-  // OVERLAP_F_B: a forward and a full backward run back to back.
+  // OVERLAP_F_B: a forward and a full backward as one compound action, run back to back.
   void overlapped(int forward_stage, int backward_stage) {
     forward(forward_stage);
+    out_.back().overlaps_next = true;
     full_backward(backward_stage);
   }
   bool complete(int stage, int n) const {
@@ -81,7 +82,12 @@ std::vector<Action> dualpipe_v_rank(int p, int n, int r) {
     o.forward(c1);
   }
   for (int i = 0; i < n - 2 * p + r + 1; ++i) {
-    o.overlapped(c0, c1);
+    if (i == 0 && r == p - 1) {  // the last rank's first pair is not overlapped
+      o.forward(c0);
+      o.full_backward(c1);
+    } else {
+      o.overlapped(c0, c1);
+    }
     o.overlapped(c1, c0);
   }
   for (int i = 0; i < p - r - 1; ++i) {
@@ -113,8 +119,12 @@ Schedule dualpipe_v(const GeneratorOptions& o) {
   Schedule s = gen::make_schedule("dualpipe-v", m, Placement::v_shape(p));
   for (int r = 0; r < p; ++r) {
     auto& list = s.ranks[static_cast<size_t>(r)];
-    for (const Action& a : dualpipe_v_rank(p, n, r)) {
-      if (a.micro_batch < m) list.push_back(a);
+    const std::vector<Action> all = dualpipe_v_rank(p, n, r);
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (all[i].micro_batch >= m) continue;
+      list.push_back(all[i]);
+      // An overlap whose backward was dropped is a plain F.
+      if (all[i].overlaps_next && all[i + 1].micro_batch >= m) list.back().overlaps_next = false;
     }
   }
   gen::add_steps(s);

@@ -68,6 +68,7 @@ std::string action_to_string(const Action& action) {
   if (!valid_kind(action.kind) || uses_micro_batch(action.kind) || action.micro_batch != -1) {
     out += std::to_string(action.micro_batch);
   }
+  if (action.overlaps_next) out += '+';
   return out;
 }
 
@@ -100,6 +101,12 @@ Action parse_action(const std::string& text) {
     PF_CHECK_ARG(pos == text.size() || !std::isdigit(static_cast<unsigned char>(text[pos])),
                  "invalid action '", text, "': ", kind_text,
                  " acts on the whole stage and takes no micro-batch number");
+  }
+  if (pos + 1 == text.size() && text[pos] == '+') {
+    PF_CHECK_ARG(action.kind == ActionKind::kForward, "invalid action '", text,
+                 "': '+' (one compound action with the next backward, OVERLAP_F_B) applies to an F only");
+    action.overlaps_next = true;
+    ++pos;
   }
   PF_CHECK_ARG(pos == text.size(), "invalid action '", text, "': unexpected '", text.substr(pos),
                "' after ", text.substr(0, pos), " (", form, ")");

@@ -55,15 +55,20 @@ struct Action {
   ActionKind kind = ActionKind::kForward;
   int stage = 0;
   int micro_batch = -1;  // -1 for STEP and ALLREDUCE (they act on the whole stage)
+  // PyTorch's OVERLAP_F_B compound action (dualpipe-v): set on an F, it and the next compute action
+  // of its rank, a B or BW, are one action, run back to back (the transfers lowering puts between
+  // them run in between). Text "2F3+" (the compound form); the validator checks the partner.
+  bool overlaps_next = false;
 
   bool operator==(const Action& o) const {
-    return kind == o.kind && stage == o.stage && micro_batch == o.micro_batch;
+    return kind == o.kind && stage == o.stage && micro_batch == o.micro_batch && overlaps_next == o.overlaps_next;
   }
   bool operator!=(const Action& o) const { return !(*this == o); }
 };
 
 // Compact text of one action, PyTorch style: "<stage><KIND><mb>", e.g. "2F0", "1B3", "0W5",
-// "1SEND_F2", "3BW1"; STEP and ALLREDUCE carry only the stage: "2STEP", "0ALLREDUCE".
+// "1SEND_F2", "3BW1"; STEP and ALLREDUCE carry only the stage: "2STEP", "0ALLREDUCE"; an F that
+// overlaps the next compute action (Action::overlaps_next) ends in '+': "2F0+".
 std::string action_to_string(const Action& action);
 // Parses one action; throws pf::Error kInvalidArgument naming the text.
 Action parse_action(const std::string& text);

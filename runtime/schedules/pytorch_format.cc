@@ -107,15 +107,19 @@ std::optional<Action> parse_simple(const std::string& text, const CellAt& at, st
   return Action{*kind->kind, stage, mb};
 }
 
-// `(a;b)OVERLAP_F_B`: the forward and the backward PyTorch's runtime overlaps (dualpipe-v), here two
-// adjacent actions run one after the other, in the order written (the IR has no compound kind).
-std::vector<Action> expand_overlap(const std::vector<Action>& sub_actions, const CellAt& at) {
+// `(a;b)OVERLAP_F_B`: the forward and the backward PyTorch's runtime overlaps (dualpipe-v): two
+// adjacent actions run one after the other, in the order written; a forward followed by a B or BW
+// is the compound action (Action::overlaps_next on the F).
+std::vector<Action> expand_overlap(std::vector<Action> sub_actions, const CellAt& at) {
   PF_CHECK_ARG(sub_actions.size() == 2, where(at), ": ", kOverlapFB, " needs two sub-actions (a forward and a "
                "backward), got ", sub_actions.size());
   for (const Action& a : sub_actions) {
     PF_CHECK_ARG(is_compute(a.kind), where(at), ": ", kOverlapFB, " overlaps compute actions; '",
                  pytorch_name(a.kind), "' is not one");
   }
+  const ActionKind second = sub_actions[1].kind;
+  sub_actions[0].overlaps_next = sub_actions[0].kind == ActionKind::kForward &&
+                                 (second == ActionKind::kBackwardInput || second == ActionKind::kBackward);
   return sub_actions;
 }
 
@@ -217,19 +221,42 @@ std::string schedule_to_pytorch_csv(const Schedule& schedule, bool with_comms) {
                schedule.pipelines, " pipelines (two copies of the model), which PyTorch's CSV cannot carry");
   std::string out;
   for (size_t r = 0; r < schedule.ranks.size(); ++r) {
-    bool first = true;
-    for (size_t i = 0; i < schedule.ranks[r].size(); ++i) {
-      const Action& a = schedule.ranks[r][i];
-      if (a.kind == ActionKind::kStep) continue;
-      if (!with_comms && (is_communication(a.kind) || a.kind == ActionKind::kAllReduce)) continue;
+    const std::vector<Action>& list = schedule.ranks[r];
+    std::vector<std::string> cells;
+    auto cell = [&](size_t i) {
+      const Action& a = list[i];
       const char* name = pytorch_name(a.kind);
       PF_CHECK_ARG(name != nullptr, "schedule_to_pytorch_csv: rank ", r, ", action ", i, " (", action_to_string(a),
                    "): PyTorch's schedule format has no ", action_kind_name(a.kind));
-      if (!first) out += ',';
-      first = false;
-      out += std::to_string(a.stage) + name;
-      if (uses_micro_batch(a.kind)) out += std::to_string(a.micro_batch);
+      return std::to_string(a.stage) + name + (uses_micro_batch(a.kind) ? std::to_string(a.micro_batch) : "");
+    };
+    auto written = [&](const Action& a) {
+      return a.kind != ActionKind::kStep &&
+             (with_comms || !(is_communication(a.kind) || a.kind == ActionKind::kAllReduce));
+    };
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (!written(list[i])) continue;
+      if (!list[i].overlaps_next) {
+        cells.push_back(cell(i));
+        continue;
+      }
+      // OVERLAP_F_B: the F and its backward in one cell; the transfers between them go around it
+      // as PyTorch's lowering puts them, receives before and sends after.
+      size_t j = i + 1;
+      while (j < list.size() && !is_compute(list[j].kind)) ++j;
+      PF_CHECK_ARG(j < list.size(), "schedule_to_pytorch_csv: rank ", r, ", action ", i, " (",
+                   action_to_string(list[i]), ") overlaps a next backward that the rank does not have");
+      std::vector<std::string> after;
+      for (size_t k = i + 1; k < j; ++k) {
+        if (!written(list[k])) continue;
+        const bool recv = list[k].kind == ActionKind::kRecvF || list[k].kind == ActionKind::kRecvB;
+        (recv ? cells : after).push_back(cell(k));
+      }
+      cells.push_back("(" + cell(i) + ";" + cell(j) + ")" + kOverlapFB);
+      cells.insert(cells.end(), after.begin(), after.end());
+      i = j;
     }
+    for (size_t c = 0; c < cells.size(); ++c) out += (c ? "," : "") + cells[c];
     out += '\n';
   }
   return out;

@@ -6,7 +6,8 @@
 //
 // Meanings: F -> F, I (input gradient) -> B, W -> W, B (full backward) -> BW, SEND_F/RECV_F/SEND_B/
 // RECV_B -> the same, REDUCE_GRAD -> ALLREDUCE of that stage, OVERLAP_F_B -> its sub-actions in
-// order. UNSHARD/RESHARD (FSDP parameter gather/free) are read and dropped: PipeForge has no FSDP,
+// order, a forward then a B or BW being the compound action (Action::overlaps_next on the F).
+// UNSHARD/RESHARD (FSDP parameter gather/free) are read and dropped: PipeForge has no FSDP,
 // each stage keeps its whole parameters, so they have nothing to do; parse_pytorch_csv lists them.
 #pragma once
 
@@ -35,7 +36,8 @@ PytorchCsv read_pytorch_csv_file(const std::string& path);
 // One row per rank in PyTorch's letters (B -> I, BW -> B), cells separated by ',', rows ending in
 // '\n'. with_comms: also SEND/RECV and ALLREDUCE (as REDUCE_GRAD), a compute+comms dump; without:
 // the compute-only form (those are left out). STEP is always left out (PyTorch steps the optimizer
-// outside the schedule). Throws kInvalidArgument naming rank, index and action for a kind PyTorch's
+// outside the schedule). An F with overlaps_next and its backward are one `(F;B)OVERLAP_F_B` cell,
+// the receives between them before it and the sends after. Throws kInvalidArgument naming rank, index and action for a kind PyTorch's
 // format cannot carry (OFFLOAD, RELOAD, RECOMPUTE, HOLD, RETURN, UPDATE, HEAD).
 std::string schedule_to_pytorch_csv(const Schedule& schedule, bool with_comms);
 

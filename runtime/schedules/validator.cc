@@ -156,8 +156,28 @@ class Checker {
   void check_actions() {
     for (int r = 0; r < static_cast<int>(s_.ranks.size()); ++r) {
       const auto& list = s_.ranks[static_cast<size_t>(r)];
-      for (int i = 0; i < static_cast<int>(list.size()); ++i) check_action(r, i, list[static_cast<size_t>(i)]);
+      for (int i = 0; i < static_cast<int>(list.size()); ++i) {
+        check_action(r, i, list[static_cast<size_t>(i)]);
+        if (list[static_cast<size_t>(i)].overlaps_next) check_overlap(r, i);
+      }
     }
+  }
+
+  // OVERLAP_F_B: an F and the rank's next compute action, a B or BW.
+  void check_overlap(int r, int i) {
+    const auto& list = s_.ranks[static_cast<size_t>(r)];
+    if (list[static_cast<size_t>(i)].kind != ActionKind::kForward) {
+      error(r, i, "only an F can overlap the next backward (OVERLAP_F_B)");
+      return;
+    }
+    for (size_t j = static_cast<size_t>(i) + 1; j < list.size(); ++j) {
+      if (!is_compute(list[j].kind)) continue;
+      if (list[j].kind != ActionKind::kBackwardInput && list[j].kind != ActionKind::kBackward)
+        error(r, i, "overlaps the next compute action (OVERLAP_F_B), which must be a B or BW, not " +
+                        action_to_string(list[j]));
+      return;
+    }
+    error(r, i, "overlaps the next compute action (OVERLAP_F_B), but it is the rank's last");
   }
 
   void check_action(int r, int i, const Action& a) {
