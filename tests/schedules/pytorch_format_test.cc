@@ -91,11 +91,13 @@ TEST(PytorchCsv, DeferredReceivesValidateAndSimulatePosted) {
   EXPECT_DOUBLE_EQ(r.makespan, 10.0);
 }
 
+// An overlap is its sub-actions in order; a forward then a backward is the compound action ('+').
 TEST(PytorchCsv, OverlapIsItsSubActionsInOrder) {
   const Schedule s = parse_pytorch_csv("0F0,0F1,(0F2;0B0)OVERLAP_F_B,0B1,0B2\n").schedule;
-  EXPECT_EQ(rank_text(s, 0), "0F0 0F1 0F2 0BW0 0BW1 0BW2");
+  EXPECT_EQ(rank_text(s, 0), "0F0 0F1 0F2+ 0BW0 0BW1 0BW2");
   EXPECT_EQ(rank_text(parse_pytorch_csv("0F0,( 0F1 ; 0I0 )OVERLAP_F_B,0W0,0I1,0W1").schedule, 0),
-            "0F0 0F1 0B0 0W0 0B1 0W1");
+            "0F0 0F1+ 0B0 0W0 0B1 0W1");
+  EXPECT_EQ(schedule_to_pytorch_csv(s, false), "0F0,0F1,(0F2;0B0)OVERLAP_F_B,0B1,0B2\n");
 }
 
 TEST(PytorchCsv, QuotedCellsNoneAndTrailingRowsAreTolerated) {
