@@ -71,6 +71,11 @@ CommSemantics communication_semantics(const Schedule& schedule);
 // The micro-batches in the order their weight gradients (W, or BW) of `stage` run: this is the
 // order in which the stage's gradients accumulate. Empty when the stage has none.
 std::vector<int> weight_gradient_order(const Schedule& schedule, int stage);
+// The order of the sequential reference: the micro-batches of the stage's pipeline ascending, and
+// with sequence slices each micro-batch's slices last first (their backwards must run so). A stage
+// whose weight_gradient_order differs accumulates in another order (the validator notes it; the
+// result then differs from the reference in the last bits).
+std::vector<int> reference_weight_gradient_order(const Schedule& schedule, int stage);
 
 // ---- Indexing shared by the validator, the lowering pass and the simulator.
 

@@ -152,5 +152,19 @@ TEST(Seq1F1BText, RoundTripsWithASlicesLine) {
   EXPECT_HAS(error_of([&] { parse_schedule("seq_slices: 0\nrank 0: 0F0 0BW0\n"); }), "seq_slices");
 }
 
+// Slices' backwards in reverse are the sliced reference's order: no out-of-order note, while a
+// stage that runs two micro-batches' slices out of order still gets one.
+TEST(Seq1F1B, ReverseSliceOrderIsNotNoted) {
+  Schedule s = generate_schedule("seq1f1b", [] {
+    GeneratorOptions o{3, 4, 1};
+    o.seq_slices = 2;
+    return o;
+  }());
+  const ValidationReport report = validate(s);
+  ASSERT_TRUE(report.ok()) << report.to_string();
+  EXPECT_TRUE(report.notes.empty()) << report.to_string();
+  EXPECT_EQ(reference_weight_gradient_order(s, 0), (std::vector<int>{1, 0, 3, 2, 5, 4, 7, 6}));
+}
+
 }  // namespace
 }  // namespace pf::sched
