@@ -146,11 +146,14 @@ TEST(CausalSelfAttention, BackwardInputDropsAttentionState) {
   SavedContext ctx;
   const Tensor x = uniform_tensor({batch, steps, kDim}, 2);
   attn.forward(x, ctx);
-  const size_t probs_bytes = batch * kHeads * steps * steps * sizeof(float);
-  EXPECT_GE(ctx.bytes(), probs_bytes);
+  // Saved by F: the qkv input, qkv, the proj input (which the core shares for its backward) and one
+  // log-sum-exp per (row, head, query); no [B, heads, T, T] probabilities.
+  const size_t row_bytes = batch * steps * kDim * sizeof(float);
+  const size_t lse_bytes = batch * kHeads * steps * sizeof(float);
+  EXPECT_EQ(ctx.bytes(), row_bytes * (1 + 3 + 1) + lse_bytes);
+  EXPECT_EQ(ctx.child(1).bytes(), row_bytes * (3 + 1) + lse_bytes);
   attn.backward_input(ctx, uniform_tensor({batch, steps, kDim}, 3));
   // Left for W: the qkv input and gradient, the proj input and gradient.
-  const size_t row_bytes = batch * steps * kDim * sizeof(float);
   EXPECT_EQ(ctx.bytes(), row_bytes * (1 + 3 + 1 + 1));
 }
 
