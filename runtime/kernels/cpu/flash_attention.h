@@ -11,12 +11,15 @@
 // block P = exp(s - lse), dV += P^T dO, dP = dO V^T, dS = P o (dP - D), dQ += dS K / sqrt(hd),
 // dK += dS^T Q / sqrt(hd); dK and dV cover the whole key range, dQ the queries.
 //
-// The block products are hand-vectorised register tiles (GCC/Clang vector extensions, so the
-// portable build compiles them too: AVX2 + FMA under -march=x86-64-v3); exp is cpu::fast_exp.
-// Every sum runs in a fixed order and nothing is threaded, so results are bitwise deterministic for
-// a build. A query row's forward arithmetic does not depend on the other rows (key blocks start at
-// key 0, multiples of the block size), so a sequence slice's output equals the whole sequence's
-// bitwise.
+// The block products go through OpenBLAS (cpu::gemm on strided sub-matrices, so q, k and v are
+// read in place; k and v are transposed once per call so the score products run untransposed);
+// hand-written AVX2 register tiles (the build targets x86-64-v3) measured up to 1.9x slower than
+// OpenBLAS, which picks AVX-512 kernels at run time where the CPU has them. The row reductions run in 8 lanes (vector extensions); exp is cpu::fast_exp.
+// Deterministic: every sum has a fixed order, and OpenBLAS splits products over output blocks,
+// never over the summed dimension, so results are bitwise the same for a build whatever the BLAS
+// thread count. Key blocks start at key 0 (multiples of the block size) and a row's arithmetic
+// does not depend on the other rows of its block, so a sequence slice's output equals the whole
+// sequence's rows bitwise (tests/kernels:flash_attention_test checks it).
 //
 // The reference functions below are the unfused math (two BLAS products and a separate causal
 // softmax over the full queries x keys probabilities), kept for tests and bench/kernels.
