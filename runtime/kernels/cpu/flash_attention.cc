@@ -5,9 +5,19 @@
 #include <cstring>
 #include <limits>
 
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
+
 #include "runtime/core/error.h"
 #include "runtime/kernels/cpu/blas.h"
 #include "runtime/kernels/cpu/fast_math.h"
+
+// The portable build (no AVX) passes the 8-lane vectors of the internal helpers below in two SSE
+// registers and GCC notes the ABI change; nothing outside this file sees them.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
 
 namespace pf::cpu {
 
@@ -32,6 +42,39 @@ inline Vec load(const float* p) {
 }
 
 inline void store(float* p, Vec v) { std::memcpy(p, &v, sizeof(v)); }
+
+// cpu::fast_exp on 8 lanes, the same operations (so the same bits as the scalar function), with the
+// clamps as max/min instructions where AVX has them (GCC compiles the scalar form's selects to
+// slower blends). NaN stays NaN either way.
+typedef int32_t IntVec __attribute__((vector_size(kLanes * sizeof(int32_t))));
+
+inline Vec exp_lanes(Vec x) {
+#if defined(__AVX__)
+  x = reinterpret_cast<Vec>(_mm256_max_ps(_mm256_set1_ps(-87.3f), reinterpret_cast<__m256>(x)));
+  x = reinterpret_cast<Vec>(_mm256_min_ps(_mm256_set1_ps(88.0f), reinterpret_cast<__m256>(x)));
+#else
+  x = x < -87.3f ? Vec{} - 87.3f : x;
+  x = x > 88.0f ? Vec{} + 88.0f : x;
+#endif
+  const Vec n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  const Vec r = x - n * 0.693359375f + n * 2.12194440e-4f;
+  Vec p = Vec{} + 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const IntVec bits = (__builtin_convertvector(n, IntVec) + 127) << 23;
+  Vec scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return p * scale;
+}
+
+// p[j] = e^(p[j] - m) for j < n rounded up to whole vectors (the caller's row has room).
+inline void exp_minus(float* p, int64_t n, float m) {
+  for (int64_t j = 0; j < n; j += kLanes) store(p + j, exp_lanes(load(p + j) - m));
+}
 
 // n floats of zero (a plain loop becomes a memset call, slow for a few dozen floats).
 inline void zero(float* p, int64_t n) {
@@ -162,15 +205,15 @@ void flash_attention_forward(const AttentionDims& dims, ConstRows q, ConstRows k
         float* p = s + r * kKeyBlock;
         const int64_t n = valid_keys(dims, i0 + r, j0, len);
         if (n == 0) {
-          std::fill(p, p + len, 0.0f);
+          zero(p, len);
           continue;
         }
         const float m_new = std::max(row_max[r], row_max_of(p, n));
         // The first block: e^-inf clamps to ~1e-38, times a sum and accumulator that are still 0.
         const float alpha = fast_exp(row_max[r] - m_new);
         // Whole vectors (the row has kKeyBlock floats; past len they are unused), then the mask.
-        for (int64_t j = 0, e = round_up(n, kLanes); j < e; ++j) p[j] = fast_exp(p[j] - m_new);
-        for (int64_t j = n; j < len; ++j) p[j] = 0.0f;
+        exp_minus(p, n, m_new);
+        zero(p + n, len - n);
         row_sum[r] = row_sum[r] * alpha + row_sum_of(p, n);
         row_max[r] = m_new;
         if (j0 > 0 && alpha != 1.0f) {
@@ -203,10 +246,7 @@ void flash_attention_backward(const AttentionDims& dims, ConstRows q, ConstRows 
   float* row_d = ds + kQueryBlock * kKeyBlock;  // [T]
   transpose(k, L, hd, kt, L);
   transpose(v, L, hd, vt, L);
-  for (int64_t i = 0; i < T; ++i) {
-    row_d[i] = row_dot(dout.data + i * dout.stride, out.data + i * out.stride, hd);
-    zero(dq.data + i * dq.stride, hd);
-  }
+  for (int64_t i = 0; i < T; ++i) row_d[i] = row_dot(dout.data + i * dout.stride, out.data + i * out.stride, hd);
   for (int64_t j0 = 0; j0 < L; j0 += kKeyBlock) {
     const int64_t len = std::min(kKeyBlock, L - j0);
     for (int64_t j = j0; j < j0 + len; ++j) {  // no query attends to keys after the last one's position
@@ -227,14 +267,15 @@ void flash_attention_backward(const AttentionDims& dims, ConstRows q, ConstRows 
         const int64_t n = valid_keys(dims, i0 + r, j0, cols);
         const float m = lse[i0 + r], d = row_d[i0 + r];
         // Whole vectors (the row has kKeyBlock floats; past cols they are unused), then the mask.
-        for (int64_t j = 0, e = round_up(n, kLanes); j < e; ++j) pr[j] = fast_exp(pr[j] - m);
-        for (int64_t j = n; j < cols; ++j) pr[j] = 0.0f;
+        exp_minus(pr, n, m);
+        zero(pr + n, cols - n);
         for (int64_t j = 0; j < cols; ++j) dsr[j] = pr[j] * (dsr[j] - d);
       }
       // dV += P^T dO, dK += dS^T Q / sqrt(hd), dQ += dS K / sqrt(hd).
       gemm(true, false, cols, hd, rows, 1.0f, p, kKeyBlock, gi, dout.stride, 1.0f, dv.data + j0 * dv.stride, dv.stride);
       gemm(true, false, cols, hd, rows, scale, ds, kKeyBlock, qi, q.stride, 1.0f, dk.data + j0 * dk.stride, dk.stride);
-      gemm(false, false, rows, hd, cols, scale, ds, kKeyBlock, k.data + j0 * k.stride, k.stride, 1.0f,
+      // Every query sees key block 0, which writes all of dq.
+      gemm(false, false, rows, hd, cols, scale, ds, kKeyBlock, k.data + j0 * k.stride, k.stride, j0 > 0 ? 1.0f : 0.0f,
            dq.data + i0 * dq.stride, dq.stride);
     }
   }
