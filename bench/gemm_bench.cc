@@ -40,7 +40,9 @@ std::vector<GemmShape> gpt_shapes(int64_t d) {
   add_linear(s, p + "fc", d, 4 * d);
   add_linear(s, p + "mlp_proj", 4 * d, d);
   add_linear(s, p + "head", d, kVocab);
-  // Per head and row: scores = q k^T, out = p v, and their backward (runtime/layers/attention.cc).
+  // Per head and row, unfused: scores = q k^T, out = p v, and their backward
+  // (cpu::attention_reference_*; the layer's fused kernel runs them in 32 x 128 blocks,
+  // bench/kernels:attention_bench).
   const int64_t t = kSeqLen, hd = d / kHeads;
   s.push_back({p + "attn_scores/fwd", false, true, t, t, hd, 0.0f});
   s.push_back({p + "attn_values/fwd", false, false, t, hd, t, 0.0f});

@@ -6,8 +6,7 @@
 #include <vector>
 
 #include "runtime/core/error.h"
-#include "runtime/kernels/cpu/blas.h"
-#include "runtime/kernels/cpu/fast_math.h"
+#include "runtime/kernels/cpu/flash_attention.h"
 #include "runtime/layers/cuda_dispatch.h"
 
 namespace pf {
@@ -126,7 +125,6 @@ Tensor CausalSelfAttention::forward(const Tensor& input, SavedContext& ctx) {
   check_same_device(type(), name(), "input", input.device(), "the parameters",
                     qkv_->parameters()[0]->value.device());
   const int64_t batch = input.dim(0), steps = input.dim(1), hd = head_dim_;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
 
   Tensor qkv = qkv_->forward(input, ctx.child(kQkvChild));
   SavedContext& core = ctx.child(kCoreChild);
@@ -140,113 +138,103 @@ Tensor CausalSelfAttention::forward(const Tensor& input, SavedContext& ctx) {
     core.save("probs", probs);
     return proj_->forward(attended, ctx.child(kProjChild));
   }
-  // Queries are this slice's steps; keys and values span the earlier slices too (keys = L).
-  const int64_t offset = earlier.steps, keys = offset + steps;
-  Tensor probs = Tensor::empty({batch, heads_, steps, keys});
+  // Queries are this slice's steps; keys and values span the earlier slices too (keys = L). The
+  // fused kernel reads q, k and v in place from qkv, or k and v gathered over the slices.
+  const cpu::AttentionDims dims{steps, earlier.steps + steps, hd, earlier.steps};
+  const int64_t width = 3 * dim_;
+  Tensor lse = Tensor::empty({batch, heads_, steps});
   Tensor attended = Tensor::empty({batch, steps, dim_});
-  Tensor q, k, v, o;
+  Tensor work, k, v;
   {
     MemoryCategoryScope scope(MemoryCategory::kWorkspace);
-    q = Tensor::empty({steps, hd});
-    k = Tensor::empty({keys, hd});
-    v = Tensor::empty({keys, hd});
-    o = Tensor::empty({steps, hd});
+    work = Tensor::empty({static_cast<int64_t>(cpu::flash_attention_workspace_floats(dims))});
+    if (!earlier.cores.empty()) {
+      k = Tensor::empty({dims.keys, hd});
+      v = Tensor::empty({dims.keys, hd});
+    }
   }
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t h = 0; h < heads_; ++h) {
-      gather_block(qkv.f32(), b, steps, 3 * dim_, h * hd, hd, q.f32());
-      gather_keys(earlier, qkv, b, dim_, 1, h * hd, hd, k.f32());
-      gather_keys(earlier, qkv, b, dim_, 2, h * hd, hd, v.f32());
-      float* p = probs.f32() + (b * heads_ + h) * steps * keys;
-      // Scores for all pairs (the masked part is overwritten below), then a causal softmax per row:
-      // query i sits at position offset + i.
-      cpu::gemm(false, true, steps, keys, hd, scale, q.f32(), k.f32(), 0.0f, p);
-      for (int64_t i = 0; i < steps; ++i) {
-        float* row = p + i * keys;
-        const int64_t last = offset + i;
-        float max_score = row[0];
-        for (int64_t j = 1; j <= last; ++j) max_score = row[j] > max_score ? row[j] : max_score;
-        float sum = 0.0f;
-        for (int64_t j = 0; j <= last; ++j) {
-          row[j] = cpu::fast_exp(row[j] - max_score);
-          sum += row[j];
-        }
-        const float inv = 1.0f / sum;
-        for (int64_t j = 0; j <= last; ++j) row[j] *= inv;
-        for (int64_t j = last + 1; j < keys; ++j) row[j] = 0.0f;
+      const float* q = qkv.f32() + b * steps * width + h * hd;
+      cpu::ConstRows keys{q + dim_, width}, values{q + 2 * dim_, width};
+      if (!earlier.cores.empty()) {
+        gather_keys(earlier, qkv, b, dim_, 1, h * hd, hd, k.f32());
+        gather_keys(earlier, qkv, b, dim_, 2, h * hd, hd, v.f32());
+        keys = {k.f32(), hd};
+        values = {v.f32(), hd};
       }
-      cpu::gemm(false, false, steps, hd, keys, 1.0f, p, v.f32(), 0.0f, o.f32());
-      scatter_block(o.f32(), b, steps, dim_, h * hd, hd, attended.f32());
+      cpu::flash_attention_forward(dims, {q, width}, keys, values, {attended.f32() + b * steps * dim_ + h * hd, dim_},
+                                   lse.f32() + (b * heads_ + h) * steps, work.f32());
     }
   }
+  // "out" is the projection's input (the same storage, so no extra bytes): the backward's D = rowsum(dO o O).
   core.save("qkv", qkv);
-  core.save("probs", probs);
+  core.save("lse", lse);
+  core.save("out", attended);
   return proj_->forward(attended, ctx.child(kProjChild));
 }
 
 Tensor CausalSelfAttention::backward_input(SavedContext& ctx, const Tensor& grad_output) {
   SavedContext& core = ctx.child(kCoreChild);
   const Tensor& qkv = core.get("qkv");
-  const Tensor& probs = core.get("probs");
   const int64_t batch = qkv.dim(0), steps = qkv.dim(1), hd = head_dim_;
   const Shape expected = {batch, steps, dim_};
   PF_CHECK_ARG(grad_output.defined() && grad_output.dtype() == DType::kF32 &&
                    grad_output.shape() == expected,
                "attention '", name(), "': output gradient ", shape_to_string(grad_output.shape()),
                " does not match the forward output ", shape_to_string(expected));
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-
   check_same_device(type(), name(), "output gradient", grad_output.device(), "the forward activations",
                     qkv.device());
   Tensor grad_attended = proj_->backward_input(ctx.child(kProjChild), grad_output);
   if (is_cuda(qkv)) {
-    Tensor grad_qkv = cuda_backend().attention_core_backward(qkv, probs, grad_attended, heads_);
+    Tensor grad_qkv = cuda_backend().attention_core_backward(qkv, core.get("probs"), grad_attended, heads_);
     core.clear();
     return qkv_->backward_input(ctx.child(kQkvChild), grad_qkv);
   }
   // Sequence slices: this slice's keys and values also got gradients from the later slices'
   // backwards ("kv_grad"), and its own backward adds to the earlier slices' ones.
   const EarlierSlices earlier = earlier_slices(core, name(), batch);
-  const int64_t offset = earlier.steps, keys = offset + steps;
+  const cpu::AttentionDims dims{steps, earlier.steps + steps, hd, earlier.steps};
+  const int64_t width = 3 * dim_;
+  const Tensor& lse = core.get("lse");
+  const Tensor& out = core.get("out");
   Tensor grad_qkv = Tensor::empty(qkv.shape());
-  Tensor q, k, v, dout, dp, dq, dk, dv;
+  Tensor work, k, v, dk, dv;
   {
     MemoryCategoryScope scope(MemoryCategory::kWorkspace);
-    q = Tensor::empty({steps, hd});
-    k = Tensor::empty({keys, hd});
-    v = Tensor::empty({keys, hd});
-    dout = Tensor::empty({steps, hd});
-    dp = Tensor::empty({steps, keys});
-    dq = Tensor::empty({steps, hd});
-    dk = Tensor::empty({keys, hd});
-    dv = Tensor::empty({keys, hd});
+    work = Tensor::empty({static_cast<int64_t>(cpu::flash_attention_workspace_floats(dims))});
+    if (!earlier.cores.empty()) {
+      k = Tensor::empty({dims.keys, hd});
+      v = Tensor::empty({dims.keys, hd});
+      dk = Tensor::empty({dims.keys, hd});
+      dv = Tensor::empty({dims.keys, hd});
+    }
   }
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t h = 0; h < heads_; ++h) {
-      gather_block(qkv.f32(), b, steps, 3 * dim_, h * hd, hd, q.f32());
-      gather_keys(earlier, qkv, b, dim_, 1, h * hd, hd, k.f32());
-      gather_keys(earlier, qkv, b, dim_, 2, h * hd, hd, v.f32());
-      gather_block(grad_attended.f32(), b, steps, dim_, h * hd, hd, dout.f32());
-      const float* p = probs.f32() + (b * heads_ + h) * steps * keys;
-      // dV = P^T dO ; dP = dO V^T ; dS = P * (dP - rowsum(P * dP)) ; dQ = s dS K ; dK = s dS^T Q.
-      cpu::gemm(true, false, keys, hd, steps, 1.0f, p, dout.f32(), 0.0f, dv.f32());
-      cpu::gemm(false, true, steps, keys, hd, 1.0f, dout.f32(), v.f32(), 0.0f, dp.f32());
-      for (int64_t i = 0; i < steps; ++i) {
-        const float* prow = p + i * keys;
-        float* drow = dp.f32() + i * keys;
-        const int64_t last = offset + i;
-        float dot = 0.0f;
-        for (int64_t j = 0; j <= last; ++j) dot += prow[j] * drow[j];
-        for (int64_t j = 0; j <= last; ++j) drow[j] = prow[j] * (drow[j] - dot);
-        for (int64_t j = last + 1; j < keys; ++j) drow[j] = 0.0f;
+      const int64_t at = b * steps * width + h * hd;  // this head's q in qkv and dq in grad_qkv
+      const float* q = qkv.f32() + at;
+      float* dq = grad_qkv.f32() + at;
+      cpu::ConstRows keys{q + dim_, width}, values{q + 2 * dim_, width};
+      cpu::Rows dkeys{dq + dim_, width}, dvalues{dq + 2 * dim_, width};
+      if (!earlier.cores.empty()) {  // over all L keys; this slice's rows are scattered below
+        gather_keys(earlier, qkv, b, dim_, 1, h * hd, hd, k.f32());
+        gather_keys(earlier, qkv, b, dim_, 2, h * hd, hd, v.f32());
+        keys = {k.f32(), hd};
+        values = {v.f32(), hd};
+        dkeys = {dk.f32(), hd};
+        dvalues = {dv.f32(), hd};
       }
-      cpu::gemm(false, false, steps, hd, keys, scale, dp.f32(), k.f32(), 0.0f, dq.f32());
-      cpu::gemm(true, false, keys, hd, steps, scale, dp.f32(), q.f32(), 0.0f, dk.f32());
-      scatter_block(dq.f32(), b, steps, 3 * dim_, h * hd, hd, grad_qkv.f32());
-      scatter_block(add_to_earlier(earlier, dk.f32(), b, dim_, 1, h * hd, hd), b, steps, 3 * dim_,
-                    dim_ + h * hd, hd, grad_qkv.f32());
-      scatter_block(add_to_earlier(earlier, dv.f32(), b, dim_, 2, h * hd, hd), b, steps, 3 * dim_,
-                    2 * dim_ + h * hd, hd, grad_qkv.f32());
+      const int64_t rows_at = b * steps * dim_ + h * hd;  // in out and grad_attended
+      cpu::flash_attention_backward(dims, {q, width}, keys, values, {out.f32() + rows_at, dim_},
+                                    lse.f32() + (b * heads_ + h) * steps, {grad_attended.f32() + rows_at, dim_},
+                                    {dq, width}, dkeys, dvalues, work.f32());
+      if (!earlier.cores.empty()) {
+        scatter_block(add_to_earlier(earlier, dk.f32(), b, dim_, 1, h * hd, hd), b, steps, width,
+                      dim_ + h * hd, hd, grad_qkv.f32());
+        scatter_block(add_to_earlier(earlier, dv.f32(), b, dim_, 2, h * hd, hd), b, steps, width,
+                      2 * dim_ + h * hd, hd, grad_qkv.f32());
+      }
     }
   }
   if (core.has("kv_grad")) {  // what the later slices' backwards added to this slice's keys and values

@@ -1,8 +1,11 @@
 // Causal multi-head self-attention (GPT-2): x [B, T, dim] -> qkv = Linear(dim, 3 dim) split into
 // q | k | v (head h uses columns [h*hd, (h+1)*hd) of each), per head softmax(q k^T / sqrt(hd)) with
 // position t attending to positions <= t, times v, heads concatenated, then Linear(dim, dim).
-// Child contexts: 0 = the qkv Linear, 1 = the attention core (qkv activations and probabilities,
-// needed by backward_input only, so it drops them), 2 = the output projection.
+// Child contexts: 0 = the qkv Linear, 1 = the attention core, 2 = the output projection. The core
+// keeps what backward_input needs (and drops it there): on the CPU the qkv activations, the
+// output (the projection's input: no extra bytes) and one log-sum-exp per (row, head, query) —
+// the fused kernel (runtime/kernels/cpu/flash_attention.h) recomputes the probabilities blockwise;
+// on the GPU qkv and the [B, heads, T, T] probabilities.
 //
 // Sequence slices (SavedContext::set_slice; CPU only): the forward of a slice attends to the keys
 // and values of the earlier slices of its micro-batch, read from their attention-core contexts

@@ -1,9 +1,9 @@
 // Sequence-sliced 1F1B (schedule seq1f1b, PipelineOptions::seq_slices) on the GPT: each micro-batch
 // runs as S slices of its token sequence, slice j attending to the earlier slices' keys and values.
 //  * S = 1 is 1F1B: bitwise equal to the sequential trainer.
-//  * S > 1 equals unsliced training within a tolerance, not bitwise: the attention products sum
-//    over a slice's keys instead of the whole sequence's, the weight gradients accumulate slice
-//    by slice and the loss is a sum of S slice means. Tolerance (measured differences are about
+//  * S > 1 equals unsliced training within a tolerance, not bitwise: an earlier slice's key/value
+//    gradients are summed slice by slice, the weight gradients accumulate slice by slice and the
+//    loss is a sum of S slice means. Tolerance (measured differences are about
 //    1e-7 relative): gradients within 1e-5 of the largest gradient entry after one step,
 //    parameters within 1e-5 after three SGD steps, losses within 1e-5 relative.
 //  * Peak activation bytes fall: rank 0 holds p + S - 1 units of about 1/S micro-batch each

@@ -14,6 +14,7 @@
 
 #include "runtime/kernels/cpu/blas.h"
 #include "runtime/kernels/cpu/fast_math.h"
+#include "runtime/kernels/cpu/flash_attention.h"
 #include "runtime/layers/activations.h"
 #include "runtime/layers/attention.h"
 #include "runtime/layers/cross_entropy.h"
@@ -140,26 +141,30 @@ TEST(ElementOps, LayerNormMatchesTheLayer) {
   }
 }
 
-// The causal softmax of the CPU attention (its saved probabilities) from softmax_prob.
+// The causal softmax of the unfused CPU attention (cpu::attention_reference_forward's probabilities,
+// on the attention layer's saved qkv) from softmax_prob.
 TEST(ElementOps, CausalSoftmaxMatchesAttentionProbabilities) {
   const int64_t batch = 2, steps = 7, dim = 12, heads = 3, hd = dim / heads;
   CausalSelfAttention attn("attn", dim, heads, 0.5f);
   SavedContext ctx;
   attn.forward(Tensor::from_vector({batch, steps, dim}, random_vector(batch * steps * dim, 5)), ctx);
   const std::vector<float> qkv = ctx.child(1).get("qkv").to_vector();
-  const std::vector<float> probs = ctx.child(1).get("probs").to_vector();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  std::vector<float> q(steps * hd), k(steps * hd), s(steps * steps);
+  const cpu::AttentionDims dims{steps, steps, hd, 0};
+  std::vector<float> q(steps * hd), k(steps * hd), v(steps * hd), o(steps * hd), s(steps * steps),
+      probs(steps * steps);
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t h = 0; h < heads; ++h) {
       for (int64_t t = 0; t < steps; ++t) {
         for (int64_t i = 0; i < hd; ++i) {
           q[t * hd + i] = qkv[(b * steps + t) * 3 * dim + h * hd + i];
           k[t * hd + i] = qkv[(b * steps + t) * 3 * dim + dim + h * hd + i];
+          v[t * hd + i] = qkv[(b * steps + t) * 3 * dim + 2 * dim + h * hd + i];
         }
       }
+      cpu::attention_reference_forward(dims, q.data(), k.data(), v.data(), probs.data(), o.data());
       cpu::gemm(false, true, steps, steps, hd, scale, q.data(), k.data(), 0.0f, s.data());
-      const float* p = probs.data() + (b * heads + h) * steps * steps;
+      const float* p = probs.data();
       for (int64_t i = 0; i < steps; ++i) {
         float m = s[i * steps];
         for (int64_t j = 1; j <= i; ++j) m = s[i * steps + j] > m ? s[i * steps + j] : m;

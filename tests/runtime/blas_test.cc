@@ -39,6 +39,30 @@ TEST(Blas, GemmMatchesNaiveForEveryTransposeCombination) {
   }
 }
 
+// The strided form on sub-matrices of wider rows equals the contiguous form on copies, bitwise, and
+// leaves the rest of C's rows alone.
+TEST(Blas, StridedGemmEqualsContiguousOnSubMatrices) {
+  const int64_t m = 6, n = 5, k = 7, pad = 3;
+  for (int ta = 0; ta < 2; ++ta) {
+    for (int tb = 0; tb < 2; ++tb) {
+      const int64_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+      const auto a = random_vector(ar * (ac + pad), 4), b = random_vector(br * (bc + pad), 5);
+      auto c = random_vector(m * (n + pad), 6);
+      std::vector<float> a2(ar * ac), b2(br * bc), c2(m * n);
+      for (int64_t i = 0; i < ar; ++i) std::memcpy(&a2[i * ac], &a[i * (ac + pad)], ac * sizeof(float));
+      for (int64_t i = 0; i < br; ++i) std::memcpy(&b2[i * bc], &b[i * (bc + pad)], bc * sizeof(float));
+      for (int64_t i = 0; i < m; ++i) std::memcpy(&c2[i * n], &c[i * (n + pad)], n * sizeof(float));
+      const auto before = c;
+      cpu::gemm(ta, tb, m, n, k, 0.5f, a.data(), ac + pad, b.data(), bc + pad, 1.0f, c.data(), n + pad);
+      cpu::gemm(ta, tb, m, n, k, 0.5f, a2.data(), b2.data(), 1.0f, c2.data());
+      for (int64_t i = 0; i < m; ++i) {
+        EXPECT_EQ(std::memcmp(&c[i * (n + pad)], &c2[i * n], n * sizeof(float)), 0) << ta << tb << " row " << i;
+        for (int64_t j = n; j < n + pad; ++j) EXPECT_EQ(c[i * (n + pad) + j], before[i * (n + pad) + j]);
+      }
+    }
+  }
+}
+
 TEST(Blas, ThreadCountIsPerThreadAndResultsDoNotDependOnIt) {
   const int64_t m = 256, n = 256, k = 256;
   auto a = random_vector(m * k, 4), b = random_vector(k * n, 5);
