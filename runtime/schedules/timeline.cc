@@ -132,6 +132,9 @@ double nice_step(double span, int target) {
   return nice * mag;
 }
 
+// The bar drawn over the two halves of an OVERLAP_F_B compound action.
+constexpr const char* kOverlapBar = "#222222";
+
 // Kinds in legend order, each listed once.
 constexpr std::array<ActionKind, 15> kLegendKinds = {
     ActionKind::kForward,   ActionKind::kHead,          ActionKind::kBackwardInput,
@@ -301,6 +304,10 @@ std::string to_svg(const Timeline& timeline, const SvgOptions& options) {
     for (int c = 0; max_chunks > 1 && c < max_chunks; ++c)
       legend.push_back({"chunk " + std::to_string(c) + (c == 0 ? " (label stage:micro-batch)" : ""),
                         chunk_fill(kind_colour(ActionKind::kForward).rgb, c), false});
+    bool overlaps = false;
+    for (const auto& rank : timeline.ranks)
+      for (const auto& a : rank) overlaps = overlaps || a.action.overlaps_next;
+    if (overlaps) legend.push_back({"bar: one OVERLAP_F_B action (F + backward)", kOverlapBar, false});
   }
   // Each entry as wide as its text (at most 7 px per character at font size 11), wrapped to rows.
   const double legend_y = axis_y + 40.0;
@@ -348,6 +355,18 @@ std::string to_svg(const Timeline& timeline, const SvgOptions& options) {
         << num(label_w + plot_w) << "\" y2=\"" << num(y + rank_h)
         << "\" stroke=\"#ddd\" stroke-width=\"0.5\"/>\n";
     const auto& stage_chunk = chunks[static_cast<size_t>(r)];
+    // OVERLAP_F_B: a bar over the F and its backward (the rank's next compute action).
+    const auto& actions = timeline.ranks[static_cast<size_t>(r)];
+    for (size_t i = 0; i < actions.size(); ++i) {
+      if (!actions[i].action.overlaps_next) continue;
+      size_t j = i + 1;
+      while (j < actions.size() && !is_compute(actions[j].action.kind)) ++j;
+      if (j == actions.size()) continue;
+      // Inset by 2 px at each end, so that back-to-back pairs show as separate bars.
+      const double w = std::max(0.0, (actions[j].end - actions[i].start) * scale - 4.0);
+      out << "<rect class=\"overlap\" x=\"" << num(label_w + (actions[i].start - t0) * scale + 2.0) << "\" y=\""
+          << num(y) << "\" width=\"" << num(w) << "\" height=\"2\" fill=\"" << kOverlapBar << "\"/>\n";
+    }
     for (const TimedAction& a : timeline.ranks[static_cast<size_t>(r)]) {
       const ActionKind kind = a.action.kind;
       const double dur = std::max(0.0, a.end - a.start);

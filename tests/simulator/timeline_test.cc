@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/schedules/generators.h"
 #include "runtime/schedules/simulator.h"
 #include "runtime/schedules/timeline.h"
 
@@ -182,6 +183,23 @@ TEST(Svg, WellFormedWithOneRectPerAction) {
   EXPECT_NE(svg.find(">rank 0<"), std::string::npos);
   EXPECT_NE(svg.find(">rank 1<"), std::string::npos);
   EXPECT_NE(svg.find("&lt;1F1B&gt; &amp; friends"), std::string::npos);
+}
+
+// dualpipe-v's compound OVERLAP_F_B actions: one bar over each pair, and a legend entry for them.
+TEST(Svg, OverlappedPairsGetOneBarEach) {
+  const Schedule s = generate_schedule("dualpipe-v", {4, 8, 2});
+  int pairs = 0;
+  for (const auto& list : s.ranks)
+    for (const Action& a : list) pairs += a.overlaps_next;
+  ASSERT_GT(pairs, 0);
+  const std::string svg = to_svg(simulate(s, CostModel::uniform(8)).timeline, SvgOptions());
+  std::map<std::string, int> counts, rect_classes;
+  EXPECT_EQ(check_xml(svg, &counts, &rect_classes), "");
+  EXPECT_EQ(rect_classes["overlap"], pairs);
+  EXPECT_NE(svg.find("OVERLAP_F_B"), std::string::npos);
+  EXPECT_EQ(to_svg(simulate(generate_schedule("zb-v", {4, 8, 2}), CostModel::uniform(8)).timeline, SvgOptions())
+                .find("class=\"overlap\""),
+            std::string::npos);
 }
 
 TEST(Svg, EmptyTimelineIsStillValid) {
