@@ -266,6 +266,8 @@ void save_trainer_checkpoint(Trainer& trainer, const std::string& path) {
 void load_trainer_checkpoint(Trainer& trainer, const std::string& path) {
   refuse_asynchronous(trainer, path);
   exec::PipelineTrainer* t = sharded(trainer);
+  if (t && !t->checkpoint_load_refusal().empty())
+    fail(ErrorCode::kUnimplemented, "checkpoint '", path, "': ", t->checkpoint_load_refusal());
   const std::vector<Parameter*>& wanted = t ? t->local_parameters() : trainer.model().parameters();
   if (is_directory(path)) {
     load_shards(trainer, path, wanted, t);

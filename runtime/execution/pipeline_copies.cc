@@ -36,11 +36,15 @@ void PipelineTrainer::check_two_pipelines() const {
          what, " is not supported yet; use none, recompute, offload-host or offload-file");
 }
 
+std::string PipelineTrainer::checkpoint_load_refusal() const {
+  if (!copy_ || !options_.world) return "";
+  return "schedule '" + schedule_.name +
+         "' (two copies of the model) with one process per rank cannot resume from a checkpoint yet";
+}
+
 void PipelineTrainer::sync_model_copy() {
   if (!copy_) return;
-  if (options_.world)
-    fail(ErrorCode::kUnimplemented, "pipeline trainer: schedule '", schedule_.name,
-         "' (two copies of the model) with one process per rank cannot resume from a checkpoint yet");
+  PF_INTERNAL_CHECK(!options_.world, "pipeline trainer: ", checkpoint_load_refusal());
   const auto& first = model_->parameters();
   const auto& second = copy_->parameters();
   for (size_t i = 0; i < first.size(); ++i) second[i]->value.copy_from(first[i]->value);

@@ -907,6 +907,10 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batche
   if (!planned_ && policy_ != sched::ActivationPolicy::kNone && !micro_batches.empty() && !options_.world)
     plan_activation_memory(micro_batches[0]);
   const auto& params = local_params_;
+  if (copy_stale_) {
+    sync_model_copy();
+    copy_stale_ = false;
+  }
   if (windowed_) check_not_failed();
   const int64_t window = windowed_ ? steps_since_fill() : 0;  // which window list this step runs
   // GPUs: the micro-batches on the devices of the ranks that read them (inputs: stage 0's rank,
@@ -1181,7 +1185,7 @@ void PipelineTrainer::restore_progress(int64_t step, int64_t data_position) {
   metrics_.step = step;
   metrics_.data_position = data_position;
   optimizer_->set_steps_taken(step);
-  sync_model_copy();  // two pipelines: the second copy takes what was loaded into the first
+  copy_stale_ = copy_ != nullptr;  // two pipelines: the second copy takes the loaded state (next step)
   // Asynchronous schedules: the checkpoint's optimizer state goes to the stages before the next step.
   if (windowed_) async_state_loaded_ = true;
 }

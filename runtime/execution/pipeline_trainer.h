@@ -175,6 +175,9 @@ class PipelineTrainer : public Trainer {
   // Checkpoints of an asynchronous schedule: "" when one can be saved or loaded now, else why not
   // (micro-batches in flight: drain() first; pipemare: its correction buffer is not saved yet).
   std::string async_checkpoint_refusal() const;
+  // "" when a checkpoint can be loaded into this trainer, else why not (two pipelines with one
+  // process per rank: the second copy's stages would need the first's values from other processes).
+  std::string checkpoint_load_refusal() const;
   // The weight versions of a stage of this process (asynchronous schedules; nullptr otherwise).
   const StageWeights* stage_weights(int stage) const;
 
@@ -285,6 +288,7 @@ class PipelineTrainer : public Trainer {
   std::unique_ptr<Model> copy_;
   std::vector<Parameter*> copy_params_;
   std::unique_ptr<Optimizer> copy_optimizer_;
+  bool copy_stale_ = false;  // a checkpoint was loaded into the first copy since the last step
   std::unique_ptr<GradientReducer> reducer_;             // data parallel
   std::unordered_map<const Parameter*, int> owner_;       // parameter -> rank of its stage
   std::unique_ptr<comm::ThreadWorld> thread_world_;  // CPU ranks as threads of this process

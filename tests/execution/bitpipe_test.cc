@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "runtime/checkpoint/sharded_checkpoint.h"
 #include "runtime/execution/pipeline_trainer.h"
 #include "tests/execution/test_util.h"
 
@@ -94,6 +95,25 @@ TEST(BitPipe, ActivationPoliciesKeepBitwiseEquality) {
     popts.activation_policy = policy;
     EXPECT_EQ(compare(true, popts), "");
   }
+}
+
+// A checkpoint holds the first copy; loading it brings the second copy (values and optimizer
+// state) along before the next step, so a resumed run continues bitwise.
+TEST(BitPipe, ResumesFromACheckpointBitwise) {
+  PipelineOptions popts = bitpipe_options(2, 4, 0);  // AdamW: optimizer state matters
+  PipelineTrainer first(make_model(true), popts);
+  for (int step = 0; step < 2; ++step) first.step(data_for(first.model(), 4, step));
+  const std::string path = ::testing::TempDir() + "/bitpipe.ckpt";
+  save_trainer_checkpoint(first, path);
+  PipelineTrainer resumed(make_model(true), popts);
+  load_trainer_checkpoint(resumed, path);
+  for (int step = 2; step < 4; ++step) {
+    const Batch batch = data_for(first.model(), 4, step);
+    EXPECT_EQ(first.step(batch).loss, resumed.step(batch).loss) << "step " << step;
+  }
+  std::string diff;
+  EXPECT_TRUE(testing::parameters_bitwise_equal(first.model(), resumed.model(), &diff)) << diff;
+  EXPECT_TRUE(testing::parameters_bitwise_equal(*first.model_copy(), *resumed.model_copy(), &diff)) << diff;
 }
 
 TEST(BitPipe, EvaluatesWithTheFirstCopy) {

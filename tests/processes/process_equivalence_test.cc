@@ -16,6 +16,7 @@
 #include <string>
 
 #include "runtime/checkpoint/parameter_checksum.h"
+#include "runtime/checkpoint/sharded_checkpoint.h"
 #include "runtime/comm/mpi_world.h"
 #include "runtime/comm/process_grid.h"
 #include "runtime/core/error.h"
@@ -152,6 +153,26 @@ TEST(ProcessEquivalence, BitPipeTwoCopiesOfTheModel) {
       }
     }
   }
+}
+
+// Resuming would need the first copy's values in the second copy's processes: refused before
+// anything is read or changed.
+TEST(ProcessEquivalence, BitPipeRefusesToResumeAcrossProcesses) {
+  PipelineOptions o;
+  o.schedule = "bitpipe";
+  o.ranks = 2;
+  o.base.micro_batches = 4;
+  o.world = group_of(2);
+  PipelineTrainer pipe(make_model(ModelKind::kMlp), o);
+  const std::string before = pipe.parameter_checksum();
+  try {
+    load_trainer_checkpoint(pipe, "/nonexistent/bitpipe.ckpt");
+    ADD_FAILURE() << "loaded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnimplemented);
+    EXPECT_NE(std::string(e.what()).find("cannot resume from a checkpoint yet"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(pipe.parameter_checksum(), before);
 }
 
 TEST(ProcessEquivalence, ActivationPolicies) {
