@@ -4,6 +4,8 @@
 
 #include "runtime/kernels/cpu/vec8.h"
 
+PF_VEC8_NO_PSABI_WARNING
+
 namespace pf::cpu {
 
 namespace {
