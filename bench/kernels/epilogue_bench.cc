@@ -2,7 +2,8 @@
 // block's shapes: B x T = 8 x 64 rows, d_model 256 and 512, MLP hidden 4 x d_model, BLAS on one
 // thread. Each pair runs alternately (old, new, old, new, ...) so load from other processes falls on
 // both; the figure per side is the median over rounds of the thread CPU time per call. Prints one
-// JSON object: per shape and kernel, old_us, new_us and old/new.
+// JSON object: per shape and kernel, old_us, new_us and old/new; under "unchanged_us" the passes the
+// fusion kept (bias broadcast, GELU forward, LayerNorm weight gradients) and the MLP GEMMs alone.
 //
 // Kernels (old -> new):
 //  fc_bias_gelu_forward: bias broadcast + GEMM (beta 1) + GELU pass -> the same (kept; "epilogue"
@@ -57,6 +58,22 @@ double thread_seconds() {
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+// Microseconds per call, median over rounds.
+double time_us(const std::function<void()>& fn) {
+  fn();
+  const double t0 = thread_seconds();
+  fn();
+  const double one = std::max(thread_seconds() - t0, 1e-7);
+  const int calls = std::max(1, static_cast<int>(2e-3 / one));
+  std::vector<double> us;
+  for (int round = 0; round < kRounds; ++round) {
+    const double start = thread_seconds();
+    for (int c = 0; c < calls; ++c) fn();
+    us.push_back(1e6 * (thread_seconds() - start) / calls);
+  }
+  return median(us);
 }
 
 // Microseconds per call of old and new, alternating; calls per round chosen so a round of old
@@ -160,6 +177,20 @@ nlohmann::json bench_shape(int64_t d) {
         pf::cpu::layer_norm_backward_input(rows, d, xhat.data(), rstd.data(), gamma.data(), dy_d.data(),
                                            skip.data(), dx.data());
       });
+
+  // Passes the fusion left as they were, and the GEMMs, for the profile of where the block's time goes.
+  nlohmann::json& same = out["unchanged_us"];
+  same["fc_gemm"] = time_us([&] {
+    pf::cpu::gemm(false, true, rows, h, d, 1.0f, x.data(), w_fc.data(), 1.0f, pre.data());
+  });
+  same["fc_bias_broadcast"] = time_us([&] { pf::cpu::broadcast_rows(rows, h, b_h.data(), pre.data()); });
+  same["gelu_forward"] = time_us([&] { pf::cpu::gelu_forward(rows * h, hidden.data(), post.data()); });
+  same["proj_gemm"] = time_us([&] {
+    pf::cpu::gemm(false, true, rows, d, h, 1.0f, hidden.data(), w_proj.data(), 1.0f, m.data());
+  });
+  same["layer_norm_backward_weight"] = time_us([&] {
+    pf::cpu::layer_norm_backward_weight(rows, d, xhat.data(), dy_d.data(), t.data(), sum.data());
+  });
   return out;
 }
 
