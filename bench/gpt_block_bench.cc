@@ -3,6 +3,11 @@
 // BLAS on one thread. Counters: tokens/s and the achieved GFLOP/s of the block's matrix products
 // (forward 24 d^2 + 4 T d per token for the Linears and the dense attention products; backward
 // twice that), so the figure compares directly with gemm_bench.
+//
+// The parts/ benchmarks profile the block's F+B+W: the attention layer alone and the MLP's six
+// GEMMs alone (fc and proj: forward, input and weight gradients). The block's time minus those
+// two is what the LayerNorms, GELU, biases and residual adds cost (per pass:
+// bench/kernels:epilogue_bench).
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -10,6 +15,7 @@
 #include <vector>
 
 #include "runtime/kernels/cpu/blas.h"
+#include "runtime/layers/attention.h"
 #include "runtime/layers/transformer_block.h"
 #include "runtime/models/init.h"
 #include "runtime/tensor/tensor.h"
@@ -63,6 +69,40 @@ void run_block(benchmark::State& state, int64_t d, Phase phase) {
                  " d_model=" + std::to_string(d) + " heads=" + std::to_string(kHeads) + " blas_threads=1");
 }
 
+void run_attention(benchmark::State& state, int64_t d) {
+  pf::cpu::set_blas_threads_for_this_thread(1);
+  pf::CausalSelfAttention attn("blocks.0.attn", d, kHeads);
+  pf::initialize_parameters(attn.parameters(), 1234);
+  const pf::Tensor x = random_tensor({kBatch, kSeqLen, d}, 1);
+  const pf::Tensor dy = random_tensor({kBatch, kSeqLen, d}, 2);
+  for (auto _ : state) {
+    pf::SavedContext ctx;
+    pf::Tensor y = attn.forward(x, ctx);
+    pf::Tensor dx = attn.backward_input(ctx, dy);
+    attn.backward_weight(ctx);
+    benchmark::DoNotOptimize(dx.f32());
+    benchmark::ClobberMemory();
+  }
+}
+
+void run_mlp_gemms(benchmark::State& state, int64_t d) {
+  pf::cpu::set_blas_threads_for_this_thread(1);
+  const int64_t rows = kBatch * kSeqLen, h = 4 * d;
+  const pf::Tensor x = random_tensor({rows, d}, 1), w_fc = random_tensor({h, d}, 2), w_proj = random_tensor({d, h}, 3);
+  const pf::Tensor post = random_tensor({rows, h}, 4), dy = random_tensor({rows, d}, 5);
+  pf::Tensor pre = pf::Tensor::empty({rows, h}), y = pf::Tensor::empty({rows, d}), d_post = pf::Tensor::empty({rows, h});
+  pf::Tensor dx = pf::Tensor::empty({rows, d}), dw_fc = pf::Tensor::zeros({h, d}), dw_proj = pf::Tensor::zeros({d, h});
+  for (auto _ : state) {
+    pf::cpu::gemm(false, true, rows, h, d, 1.0f, x.f32(), w_fc.f32(), 1.0f, pre.f32());
+    pf::cpu::gemm(false, true, rows, d, h, 1.0f, post.f32(), w_proj.f32(), 1.0f, y.f32());
+    pf::cpu::gemm(false, false, rows, h, d, 1.0f, dy.f32(), w_proj.f32(), 0.0f, d_post.f32());
+    pf::cpu::gemm(false, false, rows, d, h, 1.0f, post.f32(), w_fc.f32(), 0.0f, dx.f32());
+    pf::cpu::gemm(true, false, d, h, rows, 1.0f, dy.f32(), post.f32(), 1.0f, dw_proj.f32());
+    pf::cpu::gemm(true, false, h, d, rows, 1.0f, post.f32(), x.f32(), 1.0f, dw_fc.f32());
+    benchmark::ClobberMemory();
+  }
+}
+
 const bool registered = [] {
   for (int64_t d : {128, 256}) {
     const std::string suffix = "/d" + std::to_string(d);
@@ -72,6 +112,12 @@ const bool registered = [] {
     benchmark::RegisterBenchmark(("transformer_block/forward_backward" + suffix).c_str(),
                                  [d](benchmark::State& s) { run_block(s, d, Phase::kForwardBackward); })
         ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("parts/attention_fbw" + suffix).c_str(), [d](benchmark::State& s) {
+      run_attention(s, d);
+    })->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("parts/mlp_gemms_fbw" + suffix).c_str(), [d](benchmark::State& s) {
+      run_mlp_gemms(s, d);
+    })->Unit(benchmark::kMillisecond);
   }
   return true;
 }();

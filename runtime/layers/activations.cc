@@ -1,7 +1,7 @@
 #include "runtime/layers/activations.h"
 
 #include "runtime/core/error.h"
-#include "runtime/kernels/cpu/fast_math.h"
+#include "runtime/kernels/cpu/gelu.h"
 #include "runtime/layers/cuda_dispatch.h"
 
 namespace pf {
@@ -22,9 +22,6 @@ void check_grad_output(const Layer& layer, const Tensor& input, const Tensor& gr
                shape_to_string(grad_output.shape()), " does not match the forward output ",
                shape_to_string(input.shape()));
 }
-
-constexpr float kSqrt2OverPi = 0.7978845608028654f;
-constexpr float kGeluCubic = 0.044715f;
 
 // Elementwise y = f(x), saving x; dx = dy * f'(x) via `grad(x, dy)`. The loops are plain so the
 // compiler vectorises them (f and grad are inlined lambdas).
@@ -87,20 +84,27 @@ GELU::GELU(std::string name) : Layer(std::move(name)) {}
 
 nlohmann::json GELU::config() const { return {{"type", type()}, {"name", name()}}; }
 
-// GPT-2's tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 Tensor GELU::forward(const Tensor& input, SavedContext& ctx) {
-  return pointwise_forward(*this, input, ctx, [](float v) {
-    const float t = cpu::fast_tanh(kSqrt2OverPi * (v + kGeluCubic * v * v * v));
-    return 0.5f * v * (1.0f + t);
-  }, &CudaBackend::gelu_forward);
+  return pointwise_forward(*this, input, ctx, [](float v) { return cpu::gelu(v); }, &CudaBackend::gelu_forward);
 }
 
 Tensor GELU::backward_input(SavedContext& ctx, const Tensor& grad_output) {
-  return pointwise_backward(*this, ctx, grad_output, [](float v, float dy) {
-    const float t = cpu::fast_tanh(kSqrt2OverPi * (v + kGeluCubic * v * v * v));
-    const float dt = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * v * v);
-    return dy * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * dt);
-  }, &CudaBackend::gelu_backward);
+  return pointwise_backward(*this, ctx, grad_output, [](float v, float dy) { return cpu::gelu_grad(v, dy); },
+                            &CudaBackend::gelu_backward);
+}
+
+Tensor GELU::backward_input_column_sums(SavedContext& ctx, const Tensor& grad_output, Tensor* column_sums) {
+  const Tensor input = ctx.get("input");
+  check_grad_output(*this, input, grad_output);
+  PF_INTERNAL_CHECK(!is_cuda(input) && !is_cuda(grad_output), "gelu '", name(),
+                    "': the fused bias gradient runs on CPU tensors only");
+  const int64_t cols = input.rank() == 0 ? 1 : input.dim(-1);
+  Tensor grad_input = Tensor::empty(input.shape());
+  *column_sums = Tensor::empty({cols});
+  cpu::gelu_backward_column_sums(cols == 0 ? 0 : input.numel() / cols, cols, input.f32(), grad_output.f32(),
+                                 grad_input.f32(), column_sums->f32());
+  ctx.clear();  // nothing left for backward_weight
+  return grad_input;
 }
 
 }  // namespace pf

@@ -16,7 +16,8 @@ class ReLU : public Layer {
   Tensor backward_input(SavedContext& ctx, const Tensor& grad_output) override;
 };
 
-// GPT-2's tanh approximation: y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+// GPT-2's tanh approximation: y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), on the CPU
+// runtime/kernels/cpu/gelu.h.
 class GELU : public Layer {
  public:
   explicit GELU(std::string name);
@@ -25,6 +26,10 @@ class GELU : public Layer {
 
   Tensor forward(const Tensor& input, SavedContext& ctx) override;
   Tensor backward_input(SavedContext& ctx, const Tensor& grad_output) override;
+  // backward_input, plus *column_sums = the input gradient summed over all but the last dimension
+  // ([last dim], in row order) in the same pass: the bias gradient of a Linear before this GELU
+  // (Linear::backward_input_bias_grad). CPU tensors only.
+  Tensor backward_input_column_sums(SavedContext& ctx, const Tensor& grad_output, Tensor* column_sums);
 };
 
 }  // namespace pf

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "runtime/core/error.h"
+#include "runtime/kernels/cpu/layer_norm.h"
 #include "runtime/layers/cuda_dispatch.h"
 
 namespace pf {
@@ -22,45 +23,39 @@ nlohmann::json LayerNorm::config() const {
 
 std::vector<Parameter*> LayerNorm::parameters() { return {&weight_, &bias_}; }
 
-Tensor LayerNorm::forward(const Tensor& input, SavedContext& ctx) {
+void LayerNorm::check_input(const Tensor& input) const {
   PF_CHECK_ARG(input.defined() && input.dtype() == DType::kF32 && input.rank() >= 1 &&
                    input.dim(-1) == dim_,
                "layernorm '", name(), "': expected f32 input [..., ", dim_, "], got ",
                input.defined() ? dtype_name(input.dtype()) : "undefined", " ",
                shape_to_string(input.shape()));
   check_same_device(type(), name(), "input", input.device(), "the parameters", weight_.value.device());
+}
+
+Tensor LayerNorm::forward(const Tensor& input, SavedContext& ctx) {
+  check_input(input);
   if (is_cuda(input)) return forward_cuda(input, ctx);
+  return forward_cpu(input, nullptr, nullptr, ctx);
+}
+
+Tensor LayerNorm::forward_residual(const Tensor& input, const Tensor& skip, SavedContext& ctx, Tensor* sum) {
+  check_input(input);
+  PF_CHECK_ARG(skip.defined() && skip.dtype() == DType::kF32 && skip.shape() == input.shape(), "layernorm '",
+               name(), "': residual ", skip.defined() ? shape_to_string(skip.shape()) : "undefined",
+               " does not match the input ", shape_to_string(input.shape()));
+  PF_INTERNAL_CHECK(!is_cuda(input) && !is_cuda(skip), "layernorm '", name(),
+           "': the folded residual runs on CPU tensors only");
+  return forward_cpu(input, &skip, sum, ctx);
+}
+
+Tensor LayerNorm::forward_cpu(const Tensor& input, const Tensor* skip, Tensor* sum, SavedContext& ctx) {
   const int64_t rows = input.numel() / dim_;
   Tensor output = Tensor::empty(input.shape());
   Tensor xhat = Tensor::empty(input.shape());
   Tensor rstd = Tensor::empty({rows});
-  const float* x = input.f32();
-  const float* w = weight_.value.f32();
-  const float* b = bias_.value.f32();
-  float* y = output.f32();
-  float* xh = xhat.f32();
-  float* rs = rstd.f32();
-  const float inv_dim = 1.0f / static_cast<float>(dim_);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * dim_;
-    float* xhr = xh + r * dim_;
-    float* yr = y + r * dim_;
-    // Two passes (mean, then variance of the centred values) for accuracy.
-    float sum = 0.0f;
-    for (int64_t i = 0; i < dim_; ++i) sum += xr[i];
-    const float mean = sum * inv_dim;
-    float sq = 0.0f;
-    for (int64_t i = 0; i < dim_; ++i) {
-      const float c = xr[i] - mean;
-      sq += c * c;
-    }
-    const float s = 1.0f / std::sqrt(sq * inv_dim + eps_);
-    for (int64_t i = 0; i < dim_; ++i) {
-      xhr[i] = (xr[i] - mean) * s;
-      yr[i] = xhr[i] * w[i] + b[i];
-    }
-    rs[r] = s;
-  }
+  if (skip != nullptr) *sum = Tensor::empty(input.shape());
+  cpu::layer_norm_forward(rows, dim_, input.f32(), skip ? skip->f32() : nullptr, skip ? sum->f32() : nullptr,
+                          weight_.value.f32(), bias_.value.f32(), eps_, output.f32(), xhat.f32(), rstd.f32());
   ctx.save("xhat", xhat);
   ctx.child(0).save("rstd", rstd);
   return output;
@@ -68,6 +63,21 @@ Tensor LayerNorm::forward(const Tensor& input, SavedContext& ctx) {
 
 Tensor LayerNorm::backward_input(SavedContext& ctx, const Tensor& grad_output) {
   if (ctx.has("input")) return backward_input_cuda(ctx, grad_output);
+  return backward_input_cpu(ctx, grad_output, nullptr);
+}
+
+Tensor LayerNorm::backward_input_residual(SavedContext& ctx, const Tensor& grad_output, const Tensor& skip_grad) {
+  PF_INTERNAL_CHECK(!ctx.has("input") && !is_cuda(skip_grad), "layernorm '", name(),
+           "': the folded residual runs on CPU tensors only");
+  PF_CHECK_ARG(skip_grad.defined() && skip_grad.dtype() == DType::kF32 &&
+                   skip_grad.shape() == grad_output.shape(),
+               "layernorm '", name(), "': residual gradient ",
+               skip_grad.defined() ? shape_to_string(skip_grad.shape()) : "undefined",
+               " does not match the output gradient ", shape_to_string(grad_output.shape()));
+  return backward_input_cpu(ctx, grad_output, &skip_grad);
+}
+
+Tensor LayerNorm::backward_input_cpu(SavedContext& ctx, const Tensor& grad_output, const Tensor* skip_grad) {
   const Tensor& xhat = ctx.get("xhat");
   const Tensor& rstd = ctx.child(0).get("rstd");
   PF_CHECK_ARG(grad_output.defined() && grad_output.dtype() == DType::kF32 &&
@@ -76,27 +86,8 @@ Tensor LayerNorm::backward_input(SavedContext& ctx, const Tensor& grad_output) {
                " does not match the forward output ", shape_to_string(xhat.shape()));
   const int64_t rows = xhat.numel() / dim_;
   Tensor grad_input = Tensor::empty(xhat.shape());
-  const float* xh = xhat.f32();
-  const float* rs = rstd.f32();
-  const float* dy = grad_output.f32();
-  const float* w = weight_.value.f32();
-  float* dx = grad_input.f32();
-  const float inv_dim = 1.0f / static_cast<float>(dim_);
-  // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dy * weight.
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xhr = xh + r * dim_;
-    const float* dyr = dy + r * dim_;
-    float* dxr = dx + r * dim_;
-    float sum_dxhat = 0.0f, sum_dxhat_xhat = 0.0f;
-    for (int64_t i = 0; i < dim_; ++i) {
-      const float d = dyr[i] * w[i];
-      sum_dxhat += d;
-      sum_dxhat_xhat += d * xhr[i];
-    }
-    const float mean_d = sum_dxhat * inv_dim;
-    const float mean_dx = sum_dxhat_xhat * inv_dim;
-    for (int64_t i = 0; i < dim_; ++i) dxr[i] = rs[r] * (dyr[i] * w[i] - mean_d - xhr[i] * mean_dx);
-  }
+  cpu::layer_norm_backward_input(rows, dim_, xhat.f32(), rstd.f32(), weight_.value.f32(), grad_output.f32(),
+                                 skip_grad ? skip_grad->f32() : nullptr, grad_input.f32());
   ctx.child(0).clear();  // rstd: backward_weight needs only xhat and the output gradient
   ctx.save("grad_output", grad_output);
   return grad_input;
@@ -110,19 +101,8 @@ void LayerNorm::backward_weight(SavedContext& ctx) {
     return;
   }
   const Tensor& xhat = ctx.get("xhat");
-  const Tensor& grad_output = ctx.get("grad_output");
-  const int64_t rows = xhat.numel() / dim_;
-  const float* xh = xhat.f32();
-  const float* dy = grad_output.f32();
-  float* dw = weight_.grad.f32();
-  float* db = bias_.grad.f32();
-  // Row order, so the sum order is fixed.
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t i = 0; i < dim_; ++i) {
-      dw[i] += dy[r * dim_ + i] * xh[r * dim_ + i];
-      db[i] += dy[r * dim_ + i];
-    }
-  }
+  cpu::layer_norm_backward_weight(xhat.numel() / dim_, dim_, xhat.f32(), ctx.get("grad_output").f32(),
+                                  weight_.grad.f32(), bias_.grad.f32());
   ctx.clear();
 }
 

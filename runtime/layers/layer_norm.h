@@ -2,7 +2,7 @@
 // backward_input keeps xhat (the normalised input) and the output gradient for backward_weight;
 // the per-row 1/std, which only backward_input needs, lives in child context 0 so it can be
 // dropped on its own. On CUDA tensors (cuda_dispatch.h) the context holds the input and the per-row
-// mean and rstd instead, until backward_weight.
+// mean and rstd instead, until backward_weight. The CPU arithmetic is runtime/kernels/cpu/layer_norm.h.
 #pragma once
 
 #include "runtime/layers/layer.h"
@@ -20,10 +20,21 @@ class LayerNorm : public Layer {
   Tensor backward_input(SavedContext& ctx, const Tensor& grad_output) override;
   void backward_weight(SavedContext& ctx) override;
 
+  // A residual add folded into the LayerNorm's passes (CPU tensors only; TransformerBlock uses them).
+  // forward_residual normalises input + skip, returns the normalised rows and stores input + skip
+  // in *sum; the context is the one forward(input + skip) leaves, and both are bitwise equal.
+  Tensor forward_residual(const Tensor& input, const Tensor& skip, SavedContext& ctx, Tensor* sum);
+  // backward_input(ctx, grad_output) + skip_grad, in one pass.
+  Tensor backward_input_residual(SavedContext& ctx, const Tensor& grad_output, const Tensor& skip_grad);
+
   int64_t dim() const { return dim_; }
   float eps() const { return eps_; }
 
  private:
+  void check_input(const Tensor& input) const;
+  // skip and sum: both null, or the residual of forward_residual.
+  Tensor forward_cpu(const Tensor& input, const Tensor* skip, Tensor* sum, SavedContext& ctx);
+  Tensor backward_input_cpu(SavedContext& ctx, const Tensor& grad_output, const Tensor* skip_grad);
   Tensor forward_cuda(const Tensor& input, SavedContext& ctx);
   Tensor backward_input_cuda(SavedContext& ctx, const Tensor& grad_output);
 

@@ -2,6 +2,7 @@
 
 #include "runtime/core/error.h"
 #include "runtime/kernels/cpu/blas.h"
+#include "runtime/kernels/cpu/rows.h"
 #include "runtime/layers/cuda_dispatch.h"
 
 namespace pf {
@@ -30,27 +31,52 @@ std::vector<Parameter*> Linear::parameters() {
   return {&weight_};
 }
 
-Tensor Linear::forward(const Tensor& input, SavedContext& ctx) {
+void Linear::check_input(const Tensor& input) const {
   PF_CHECK_ARG(input.dtype() == DType::kF32 && input.rank() >= 1 && input.dim(-1) == in_, "linear '",
                name(), "': expected f32 input [..., ", in_, "], got ", dtype_name(input.dtype()), " ",
                shape_to_string(input.shape()));
   check_same_device(type(), name(), "input", input.device(), "the parameters", weight_.value.device());
+}
+
+Tensor Linear::forward(const Tensor& input, SavedContext& ctx) {
+  check_input(input);
   if (is_cuda(input)) {
     Tensor output = cuda_backend().linear_forward(input, weight_.value, has_bias_ ? bias_.value : Tensor());
     ctx.save("input", input);
     return output;
   }
+  return forward_cpu(input, nullptr, ctx);
+}
+
+Tensor Linear::forward_residual(const Tensor& input, const Tensor& residual, SavedContext& ctx) {
+  check_input(input);
+  Shape out_shape = input.shape();
+  out_shape.back() = out_;
+  PF_CHECK_ARG(residual.defined() && residual.dtype() == DType::kF32 && residual.shape() == out_shape,
+               "linear '", name(), "': residual ", residual.defined() ? shape_to_string(residual.shape()) : "undefined",
+               " does not match the output ", shape_to_string(out_shape));
+  PF_INTERNAL_CHECK(!is_cuda(input) && !is_cuda(residual), "linear '", name(),
+                    "': the folded residual runs on CPU tensors only");
+  return forward_cpu(input, &residual, ctx);
+}
+
+Tensor Linear::forward_cpu(const Tensor& input, const Tensor* residual, SavedContext& ctx) {
   const int64_t rows = input.numel() / in_;
   Shape out_shape = input.shape();
   out_shape.back() = out_;
   Tensor output = Tensor::empty(out_shape);
   float* y = output.f32();
-  if (has_bias_) {
-    const float* b = bias_.value.f32();
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t o = 0; o < out_; ++o) y[r * out_ + o] = b[o];
+  float beta = 1.0f;
+  if (residual != nullptr && has_bias_) {
+    cpu::add_broadcast_rows(rows, out_, residual->f32(), bias_.value.f32(), y);
+  } else if (residual != nullptr) {
+    output.copy_from(*residual);
+  } else if (has_bias_) {
+    cpu::broadcast_rows(rows, out_, bias_.value.f32(), y);
+  } else {
+    beta = 0.0f;
   }
-  cpu::gemm(false, true, rows, out_, in_, 1.0f, input.f32(), weight_.value.f32(), has_bias_ ? 1.0f : 0.0f, y);
+  cpu::gemm(false, true, rows, out_, in_, 1.0f, input.f32(), weight_.value.f32(), beta, y);
   ctx.save("input", input);
   return output;
 }
@@ -74,6 +100,17 @@ Tensor Linear::backward_input(SavedContext& ctx, const Tensor& grad_output) {
   return grad_input;
 }
 
+Tensor Linear::backward_input_bias_grad(SavedContext& ctx, const Tensor& grad_output, const Tensor& bias_grad) {
+  PF_CHECK_ARG(bias_grad.defined() && bias_grad.dtype() == DType::kF32 && bias_grad.numel() == out_, "linear '",
+               name(), "': bias gradient ", bias_grad.defined() ? shape_to_string(bias_grad.shape()) : "undefined",
+               " does not match ", out_, " outputs");
+  PF_INTERNAL_CHECK(!is_cuda(grad_output) && !is_cuda(bias_grad), "linear '", name(),
+                    "': the folded bias gradient runs on CPU tensors only");
+  Tensor grad_input = backward_input(ctx, grad_output);
+  if (has_bias_) ctx.save("bias_grad", bias_grad);
+  return grad_input;
+}
+
 void Linear::backward_weight(SavedContext& ctx) {
   const Tensor& input = ctx.get("input");
   const Tensor& grad_output = ctx.get("grad_output");
@@ -84,13 +121,13 @@ void Linear::backward_weight(SavedContext& ctx) {
     return;
   }
   const int64_t rows = input.numel() / in_;
-  // dW += dY^T X ; db += column sums of dY (in row order, so the sum order is fixed).
+  // dW += dY^T X ; db += column sums of dY (in row order, so the sum order is fixed), or the sums
+  // backward_input_bias_grad was given.
   cpu::gemm(true, false, out_, in_, rows, 1.0f, grad_output.f32(), input.f32(), 1.0f, weight_.grad.f32());
-  if (has_bias_) {
-    float* db = bias_.grad.f32();
-    const float* dy = grad_output.f32();
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t o = 0; o < out_; ++o) db[o] += dy[r * out_ + o];
+  if (has_bias_ && ctx.has("bias_grad")) {
+    cpu::add(out_, bias_.grad.f32(), ctx.get("bias_grad").f32(), bias_.grad.f32());
+  } else if (has_bias_) {
+    cpu::accumulate_column_sums(rows, out_, grad_output.f32(), bias_.grad.f32());
   }
   ctx.clear();
 }

@@ -1,4 +1,5 @@
-// y = x W^T + b over the last dimension; x is [..., in], W is [out, in], b is [out].
+// y = x W^T + b over the last dimension; x is [..., in], W is [out, in], b is [out]. On the CPU the
+// bias is broadcast into the output and the GEMM accumulates onto it (beta = 1).
 #pragma once
 
 #include "runtime/layers/layer.h"
@@ -17,10 +18,23 @@ class Linear : public Layer {
   Tensor backward_input(SavedContext& ctx, const Tensor& grad_output) override;
   void backward_weight(SavedContext& ctx) override;
 
+  // Epilogues folded into neighbours' passes (CPU tensors only; TransformerBlock uses them).
+  // forward_residual: residual + forward(input), the residual and bias broadcast into the output
+  // before the GEMM accumulates onto them (rounding: acc + (residual + b), not (acc + b) + residual).
+  Tensor forward_residual(const Tensor& input, const Tensor& residual, SavedContext& ctx);
+  // backward_input, taking the bias gradient (grad_output summed over rows, computed by the caller
+  // in a pass it makes anyway: GELU::backward_input_column_sums); backward_weight adds it to the
+  // bias gradient instead of summing grad_output again.
+  Tensor backward_input_bias_grad(SavedContext& ctx, const Tensor& grad_output, const Tensor& bias_grad);
+
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }
 
  private:
+  void check_input(const Tensor& input) const;
+  // output = (residual or 0) + bias + input W^T.
+  Tensor forward_cpu(const Tensor& input, const Tensor* residual, SavedContext& ctx);
+
   int64_t in_, out_;
   bool has_bias_;
   float init_stddev_;

@@ -3,6 +3,7 @@
 #include "runtime/core/error.h"
 #include "runtime/layers/activations.h"
 #include "runtime/layers/attention.h"
+#include "runtime/layers/cuda_dispatch.h"
 #include "runtime/layers/layer_norm.h"
 #include "runtime/layers/linear.h"
 #include "runtime/layers/residual.h"
@@ -33,16 +34,22 @@ TransformerBlock::TransformerBlock(std::string name, int64_t dim, int64_t heads,
   const std::string attn_residual = join_name(n, "attn_residual");
   const std::string mlp_residual = join_name(n, "mlp_residual");
   const std::string mlp = join_name(n, "mlp");
-  auto attn_body = sequential(
-      join_name(attn_residual, "body"),
-      list(std::make_unique<LayerNorm>(join_name(n, "ln1"), dim_),
-           std::make_unique<CausalSelfAttention>(join_name(n, "attn"), dim_, heads_)));
+  auto ln1 = std::make_unique<LayerNorm>(join_name(n, "ln1"), dim_);
+  auto attn = std::make_unique<CausalSelfAttention>(join_name(n, "attn"), dim_, heads_);
+  auto ln2 = std::make_unique<LayerNorm>(join_name(n, "ln2"), dim_);
+  auto fc = std::make_unique<Linear>(join_name(mlp, "fc"), dim_, mlp_hidden_);
+  auto act = std::make_unique<GELU>(join_name(mlp, "act"));
+  auto proj = std::make_unique<Linear>(join_name(mlp, "proj"), mlp_hidden_, dim_);
+  ln1_ = ln1.get();
+  attn_ = attn.get();
+  ln2_ = ln2.get();
+  fc_ = fc.get();
+  act_ = act.get();
+  proj_ = proj.get();
+  auto attn_body = sequential(join_name(attn_residual, "body"), list(std::move(ln1), std::move(attn)));
   auto mlp_body = sequential(
       join_name(mlp_residual, "body"),
-      list(std::make_unique<LayerNorm>(join_name(n, "ln2"), dim_),
-           sequential(mlp, list(std::make_unique<Linear>(join_name(mlp, "fc"), dim_, mlp_hidden_),
-                                std::make_unique<GELU>(join_name(mlp, "act")),
-                                std::make_unique<Linear>(join_name(mlp, "proj"), mlp_hidden_, dim_)))));
+      list(std::move(ln2), sequential(mlp, list(std::move(fc), std::move(act), std::move(proj)))));
   body_ = std::make_unique<Sequential>(
       n, list(std::make_unique<Residual>(attn_residual, std::move(attn_body)),
               std::make_unique<Residual>(mlp_residual, std::move(mlp_body))));
@@ -54,17 +61,47 @@ nlohmann::json TransformerBlock::config() const {
 
 std::vector<Parameter*> TransformerBlock::parameters() { return body_->parameters(); }
 
+// Contexts as the composition keeps them: child(0) = attention Residual (its child(0) the
+// Sequential [ln1, attn]), child(1) = MLP Residual (its child(0) the Sequential [ln2, mlp], mlp's
+// children fc, act, proj). The Residuals' "numel" is set too, so either path can read them.
 Tensor TransformerBlock::forward(const Tensor& input, SavedContext& ctx) {
   PF_CHECK_ARG(input.defined() && input.dtype() == DType::kF32 && input.rank() == 3 &&
                    input.dim(2) == dim_,
                "transformer_block '", name(), "': expected f32 input [B, T, ", dim_, "], got ",
                input.defined() ? dtype_name(input.dtype()) : "undefined", " ",
                shape_to_string(input.shape()));
-  return body_->forward(input, ctx);
+  if (is_cuda(input)) return body_->forward(input, ctx);
+  SavedContext& attn_residual = ctx.child(0);
+  SavedContext& attn_body = attn_residual.child(0);
+  const Tensor a = attn_->forward(ln1_->forward(input, attn_body.child(0)), attn_body.child(1));
+  attn_residual.set_int("numel", input.numel());
+  SavedContext& mlp_residual = ctx.child(1);
+  SavedContext& mlp_body = mlp_residual.child(0);
+  Tensor h;  // input + a
+  const Tensor z = ln2_->forward_residual(input, a, mlp_body.child(0), &h);
+  SavedContext& mlp = mlp_body.child(1);
+  const Tensor post = act_->forward(fc_->forward(z, mlp.child(0)), mlp.child(1));
+  Tensor output = proj_->forward_residual(post, h, mlp.child(2));
+  mlp_residual.set_int("numel", h.numel());
+  return output;
 }
 
 Tensor TransformerBlock::backward_input(SavedContext& ctx, const Tensor& grad_output) {
-  return body_->backward_input(ctx, grad_output);
+  if (is_cuda(grad_output)) return body_->backward_input(ctx, grad_output);
+  SavedContext& attn_body = ctx.child(0).child(0);
+  SavedContext& mlp_body = ctx.child(1).child(0);
+  SavedContext& mlp = mlp_body.child(1);
+  const int64_t numel = ctx.child(1).get_int("numel");
+  PF_CHECK_ARG(grad_output.defined() && grad_output.dtype() == DType::kF32 && grad_output.numel() == numel,
+               "transformer_block '", name(), "': output gradient ", shape_to_string(grad_output.shape()),
+               " does not match the forward output (", numel, " elements)");
+  const Tensor d_post = proj_->backward_input(mlp.child(2), grad_output);
+  Tensor fc_bias_grad;
+  const Tensor d_pre = act_->backward_input_column_sums(mlp.child(1), d_post, &fc_bias_grad);
+  const Tensor d_z = fc_->backward_input_bias_grad(mlp.child(0), d_pre, fc_bias_grad);
+  const Tensor d_h = ln2_->backward_input_residual(mlp_body.child(0), d_z, grad_output.reshape(d_z.shape()));
+  const Tensor d_a = attn_->backward_input(attn_body.child(1), d_h);
+  return ln1_->backward_input_residual(attn_body.child(0), d_a, d_h);
 }
 
 void TransformerBlock::backward_weight(SavedContext& ctx) { body_->backward_weight(ctx); }

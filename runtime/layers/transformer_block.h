@@ -1,11 +1,23 @@
 // A pre-LayerNorm GPT-2 block: h = x + attn(ln1(x)); y = h + mlp(ln2(h)), mlp = fc, GELU, proj.
 // Built from Residual and Sequential; sub-layers are named <name>.ln1, <name>.attn, <name>.ln2,
 // <name>.mlp.fc, <name>.mlp.act and <name>.mlp.proj, so parameters read e.g. "<name>.attn.qkv.weight".
+//
+// On CPU tensors the block runs the sub-layers itself, folding the element-wise passes between
+// them into their neighbours: the attention residual into ln2's forward, the MLP residual into
+// proj's GEMM (beta = 1 onto residual + bias), the fc bias gradient into the GELU backward, and
+// both residual gradients into the LayerNorm backwards. The contexts are laid out as the
+// Residual/Sequential composition lays them out, and W is the composition's W, so B and W stay
+// separate. On CUDA tensors the composition runs as it is.
 #pragma once
 
 #include "runtime/layers/sequential.h"
 
 namespace pf {
+
+class CausalSelfAttention;
+class GELU;
+class LayerNorm;
+class Linear;
 
 class TransformerBlock : public Layer {
  public:
@@ -26,6 +38,13 @@ class TransformerBlock : public Layer {
   int64_t dim_, heads_, mlp_hidden_;
   // [Residual(ln1, attn), Residual(ln2, mlp)], sharing this layer's context.
   std::unique_ptr<Sequential> body_;
+  // The sub-layers inside body_, for the fused CPU passes.
+  LayerNorm* ln1_;
+  CausalSelfAttention* attn_;
+  LayerNorm* ln2_;
+  Linear* fc_;
+  GELU* act_;
+  Linear* proj_;
 };
 
 }  // namespace pf

@@ -15,6 +15,7 @@
 #include "runtime/kernels/cpu/blas.h"
 #include "runtime/kernels/cpu/fast_math.h"
 #include "runtime/kernels/cpu/flash_attention.h"
+#include "runtime/kernels/cpu/layer_norm.h"
 #include "runtime/layers/activations.h"
 #include "runtime/layers/attention.h"
 #include "runtime/layers/cross_entropy.h"
@@ -87,8 +88,8 @@ TEST(ElementOps, ReluAndGeluMatchTheLayers) {
   }
 }
 
-// LayerNorm F/B/W with the kernels' element functions and sequential sums (standing in for the
-// block reductions) against the CPU layer.
+// LayerNorm F/B/W with the kernels' element functions and the CPU kernels' row reductions
+// (runtime/kernels/cpu/layer_norm.h, standing in for the block reductions) against the CPU layer.
 TEST(ElementOps, LayerNormMatchesTheLayer) {
   const int64_t rows = 5, dim = 37;
   const float eps = 1e-5f;
@@ -109,20 +110,16 @@ TEST(ElementOps, LayerNormMatchesTheLayer) {
   std::vector<float> my_dgamma(dim, 0.0f), my_dbeta(dim, 0.0f);
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x.data() + r * dim;
-    float sum = 0.0f;
-    for (int64_t i = 0; i < dim; ++i) sum += xr[i];
-    const float mean = sum * inv_dim;
-    float sq = 0.0f;
-    for (int64_t i = 0; i < dim; ++i) sq += (xr[i] - mean) * (xr[i] - mean);
+    float mean, sq;
+    cpu::row_moments(dim, xr, nullptr, nullptr, &mean, &sq);
     const float rstd = cuda::layer_norm_rstd(sq, inv_dim, eps);
-    float sum_d = 0.0f, sum_d_xhat = 0.0f;
+    std::vector<float> xhat_row(dim);
     for (int64_t i = 0; i < dim; ++i) {
-      const float xhat = cuda::layer_norm_xhat(xr[i], mean, rstd);
-      EXPECT_SAME_FLOAT(cuda::layer_norm_output(xhat, gamma[i], beta[i]), y[r * dim + i]);
-      const float d = dy[r * dim + i] * gamma[i];
-      sum_d += d;
-      sum_d_xhat += d * xhat;
+      xhat_row[i] = cuda::layer_norm_xhat(xr[i], mean, rstd);
+      EXPECT_SAME_FLOAT(cuda::layer_norm_output(xhat_row[i], gamma[i], beta[i]), y[r * dim + i]);
     }
+    float sum_d, sum_d_xhat;
+    cpu::row_grad_sums(dim, dy.data() + r * dim, gamma.data(), xhat_row.data(), &sum_d, &sum_d_xhat);
     for (int64_t i = 0; i < dim; ++i) {
       const float xhat = cuda::layer_norm_xhat(xr[i], mean, rstd);
       // Not bitwise: the CPU build (-O3 -march=x86-64-v3) lets GCC contract a*b+c into FMAs, and

@@ -39,6 +39,25 @@ TEST(GELU, GradientsMatchFiniteDifferences) {
   check_layer_gradients(gelu, uniform_tensor({2, 3, 4}, 5, -3.0f, 3.0f), {});
 }
 
+// backward_input_column_sums: the input gradient of backward_input bitwise, and its sums over rows.
+TEST(GELU, BackwardColumnSumsAreTheBiasGradient) {
+  GELU act("act");
+  const Tensor x = uniform_tensor({2, 3, 5}, 1, -3.0f, 3.0f), dy = uniform_tensor({2, 3, 5}, 2);
+  SavedContext c1, c2;
+  act.forward(x, c1);
+  act.forward(x, c2);
+  Tensor sums;
+  const Tensor dx = act.backward_input_column_sums(c1, dy, &sums);
+  EXPECT_TRUE(bitwise_equal(dx, act.backward_input(c2, dy)));
+  EXPECT_TRUE(c1.empty());
+  ASSERT_EQ(sums.shape(), (Shape{5}));
+  for (int64_t c = 0; c < 5; ++c) {
+    double want = 0.0;
+    for (int64_t r = 0; r < 6; ++r) want += dx.f32()[r * 5 + c];
+    EXPECT_NEAR(sums.f32()[c], want, 1e-6 * (1.0 + std::fabs(want))) << c;
+  }
+}
+
 TEST(Activations, FusedBackwardEqualsSplit) {
   const std::vector<Tensor> inputs = {uniform_tensor({2, 7}, 1, -3, 3), uniform_tensor({5}, 2, -3, 3)};
   check_fused_equals_split([] { return std::make_unique<ReLU>("relu"); }, inputs, 3);

@@ -1,5 +1,6 @@
 #include "runtime/layers/layer_norm.h"
 
+#include <cfloat>
 #include <cmath>
 
 #include <gtest/gtest.h>
@@ -27,10 +28,47 @@ TEST(LayerNorm, ParametersAndForward) {
   for (int i = 0; i < 4; ++i) EXPECT_NEAR(y[i], expected[i], 1e-6);
 }
 
+// dim 6 runs only the kernels' scalar tail, 37 two 16-wide vector steps and a tail.
 TEST(LayerNorm, GradientsMatchFiniteDifferences) {
-  LayerNorm ln("ln", 6);
-  randomize_parameters(ln, 2);
-  check_layer_gradients(ln, uniform_tensor({2, 3, 6}, 9, -2.0f, 2.0f), {});
+  for (int64_t dim : {6, 37}) {
+    LayerNorm ln("ln", dim);
+    randomize_parameters(ln, 2);
+    check_layer_gradients(ln, uniform_tensor({2, 3, dim}, 9, -2.0f, 2.0f), {});
+  }
+}
+
+// The folded residual: forward_residual(x, a) is forward(x + a) bitwise, with x + a in *sum and
+// the same context.
+TEST(LayerNorm, ForwardResidualEqualsForwardOfTheSum) {
+  LayerNorm ln("ln", 37);
+  randomize_parameters(ln, 3);
+  const Tensor x = uniform_tensor({2, 3, 37}, 4), a = uniform_tensor({2, 3, 37}, 5);
+  Tensor want_sum = x.clone();
+  for (int64_t i = 0; i < x.numel(); ++i) want_sum.f32()[i] += a.f32()[i];
+  SavedContext c1, c2;
+  Tensor sum;
+  EXPECT_TRUE(bitwise_equal(ln.forward_residual(x, a, c1, &sum), ln.forward(want_sum, c2)));
+  EXPECT_TRUE(bitwise_equal(sum, want_sum));
+  EXPECT_EQ(c1.bytes(), c2.bytes());
+  EXPECT_TRUE(bitwise_equal(c1.get("xhat"), c2.get("xhat")));
+  expect_invalid_argument([&] { ln.forward_residual(x, uniform_tensor({2, 37}, 1), c1, &sum); }, {"ln", "[2, 37]"});
+}
+
+// backward_input_residual = backward_input + skip_grad, to the rounding of that add (it may be
+// fused into a multiply-add): |d| <= 2 eps (|skip| + 2 |plain|).
+TEST(LayerNorm, BackwardInputResidualAddsTheSkipGradient) {
+  LayerNorm ln("ln", 37);
+  randomize_parameters(ln, 3);
+  const Tensor x = uniform_tensor({4, 37}, 6), dy = uniform_tensor({4, 37}, 7), skip = uniform_tensor({4, 37}, 8);
+  SavedContext c1, c2;
+  ln.forward(x, c1);
+  ln.forward(x, c2);
+  const Tensor folded = ln.backward_input_residual(c1, dy, skip), plain = ln.backward_input(c2, dy);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const float s = skip.f32()[i], p = plain.f32()[i];
+    EXPECT_NEAR(folded.f32()[i], s + p, 2 * FLT_EPSILON * (std::fabs(s) + 2 * std::fabs(p))) << i;
+  }
+  EXPECT_EQ(c1.bytes(), c2.bytes());
 }
 
 TEST(LayerNorm, FusedBackwardEqualsSplit) {
