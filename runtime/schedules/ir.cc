@@ -48,6 +48,8 @@ bool is_compute(ActionKind kind) {
   return valid_kind(kind) && action_kind_info(kind).action_class == ActionClass::kCompute;
 }
 
+bool is_pass(ActionKind kind) { return is_compute(kind) && kind != ActionKind::kRecompute; }
+
 bool is_background_copy(ActionKind kind) { return kind == ActionKind::kOffload || kind == ActionKind::kReload; }
 
 bool is_communication(ActionKind kind) {

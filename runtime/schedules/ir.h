@@ -46,6 +46,9 @@ constexpr int kNumActionKinds = 17;
 // "OFFLOAD", "RELOAD", "RECOMPUTE", "STEP", "ALLREDUCE", "HOLD", "RETURN", "UPDATE", "HEAD".
 const char* action_kind_name(ActionKind kind);
 bool is_compute(ActionKind kind);        // F, B, W, BW, RECOMPUTE
+// F, B, W, BW: the kinds among which an F with overlaps_next finds its partner, the next one on its
+// rank (a RECOMPUTE, like memory actions and transfers, may run between the two halves).
+bool is_pass(ActionKind kind);
 bool is_communication(ActionKind kind);  // SEND_*, RECV_*
 // OFFLOAD, RELOAD: copies the executor hands to the activation store's copy worker; the simulator
 // runs them on the rank's copy lane, beside its compute, and the renderers draw them there.
@@ -55,9 +58,10 @@ struct Action {
   ActionKind kind = ActionKind::kForward;
   int stage = 0;
   int micro_batch = -1;  // -1 for STEP and ALLREDUCE (they act on the whole stage)
-  // PyTorch's OVERLAP_F_B compound action (dualpipe-v): set on an F, it and the next compute action
-  // of its rank, a B or BW, are one action, run back to back (the transfers lowering puts between
-  // them run in between). Text "2F3+" (the compound form); the validator checks the partner.
+  // PyTorch's OVERLAP_F_B compound action (dualpipe-v): set on an F, it and the next F, B, W or BW of
+  // its rank, which must be a B or BW, are one action, run back to back (transfers, memory actions
+  // and a RECOMPUTE placed between them run in between). Text "2F3+"; the validator checks the
+  // partner.
   bool overlaps_next = false;
 
   bool operator==(const Action& o) const {

@@ -360,7 +360,7 @@ std::string to_svg(const Timeline& timeline, const SvgOptions& options) {
     for (size_t i = 0; i < actions.size(); ++i) {
       if (!actions[i].action.overlaps_next) continue;
       size_t j = i + 1;
-      while (j < actions.size() && !is_compute(actions[j].action.kind)) ++j;
+      while (j < actions.size() && !is_pass(actions[j].action.kind)) ++j;
       if (j == actions.size()) continue;
       // Inset by 2 px at each end, so that back-to-back pairs show as separate bars.
       const double w = std::max(0.0, (actions[j].end - actions[i].start) * scale - 4.0);

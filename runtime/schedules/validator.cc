@@ -171,7 +171,7 @@ class Checker {
       return;
     }
     for (size_t j = static_cast<size_t>(i) + 1; j < list.size(); ++j) {
-      if (!is_compute(list[j].kind)) continue;
+      if (!is_pass(list[j].kind)) continue;
       if (list[j].kind != ActionKind::kBackwardInput && list[j].kind != ActionKind::kBackward)
         error(r, i, "overlaps the next compute action (OVERLAP_F_B), which must be a B or BW, not " +
                         action_to_string(list[j]));
