@@ -12,6 +12,7 @@
 #include "runtime/core/error.h"
 #include "runtime/kernels/cpu/blas.h"
 #include "runtime/kernels/cpu/fast_math.h"
+#include "runtime/kernels/cpu/vec8.h"
 
 // The portable build (no AVX) passes the 8-lane vectors of the internal helpers below in two SSE
 // registers and GCC notes the ABI change; nothing outside this file sees them.
@@ -33,15 +34,8 @@ constexpr int64_t kLanes = 8;  // floats per vector
 // Row reductions in 8 lanes (GCC/Clang vector extensions: AVX under -march=x86-64-v3, SSE in the
 // portable build) instead of one serial chain of dependent adds; lanes and the tail combine in a
 // fixed order, so results do not depend on anything but the inputs.
-typedef float Vec __attribute__((vector_size(kLanes * sizeof(float))));
-
-inline Vec load(const float* p) {
-  Vec v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-
-inline void store(float* p, Vec v) { std::memcpy(p, &v, sizeof(v)); }
+using Vec = v8f;  // runtime/kernels/cpu/vec8.h: load8, store8
+static_assert(sizeof(Vec) == kLanes * sizeof(float), "eight lanes");
 
 // cpu::fast_exp on 8 lanes: the same operations, with the clamps as max/min instructions where AVX
 // has them (GCC compiles the scalar form's selects to slower blends); NaN stays NaN either way. In
@@ -74,13 +68,13 @@ inline Vec exp_lanes(Vec x) {
 
 // p[j] = e^(p[j] - m) for j < n rounded up to whole vectors (the caller's row has room).
 inline void exp_minus(float* p, int64_t n, float m) {
-  for (int64_t j = 0; j < n; j += kLanes) store(p + j, exp_lanes(load(p + j) - m));
+  for (int64_t j = 0; j < n; j += kLanes) store8(p + j, exp_lanes(load8(p + j) - m));
 }
 
 // n floats of zero (a plain loop becomes a memset call, slow for a few dozen floats).
 inline void zero(float* p, int64_t n) {
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) store(p + i, Vec{});
+  for (; i + kLanes <= n; i += kLanes) store8(p + i, Vec{});
   for (; i < n; ++i) p[i] = 0.0f;
 }
 
@@ -94,9 +88,9 @@ float row_max_of(const float* p, int64_t n) {
   float m = p[0];
   int64_t j = 0;
   if (n >= kLanes) {
-    Vec acc = load(p);
+    Vec acc = load8(p);
     for (j = kLanes; j + kLanes <= n; j += kLanes) {
-      const Vec x = load(p + j);
+      const Vec x = load8(p + j);
       acc = x > acc ? x : acc;
     }
     for (int i = 0; i < kLanes; ++i) m = acc[i] > m ? acc[i] : m;
@@ -108,7 +102,7 @@ float row_max_of(const float* p, int64_t n) {
 float row_sum_of(const float* p, int64_t n) {
   Vec acc{};
   int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes) acc += load(p + j);
+  for (; j + kLanes <= n; j += kLanes) acc += load8(p + j);
   float s = lanes_sum(acc);
   for (; j < n; ++j) s += p[j];
   return s;
@@ -117,7 +111,7 @@ float row_sum_of(const float* p, int64_t n) {
 float row_dot(const float* a, const float* b, int64_t n) {
   Vec acc{};
   int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes) acc += load(a + j) * load(b + j);
+  for (; j + kLanes <= n; j += kLanes) acc += load8(a + j) * load8(b + j);
   float s = lanes_sum(acc);
   for (; j < n; ++j) s += a[j] * b[j];
   return s;
@@ -131,7 +125,7 @@ void transpose(ConstRows src, int64_t rows, int64_t hd, float* dst, int64_t ld) 
     int64_t c0 = 0;
     for (; c0 + kLanes <= hd; c0 += kLanes) {
       Vec r[kLanes];
-      for (int i = 0; i < kLanes; ++i) r[i] = load(src.data + (j0 + i) * src.stride + c0);
+      for (int i = 0; i < kLanes; ++i) r[i] = load8(src.data + (j0 + i) * src.stride + c0);
       Vec t[kLanes], u[kLanes];
       for (int i = 0; i < kLanes; i += 2) {
         t[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
@@ -144,8 +138,8 @@ void transpose(ConstRows src, int64_t rows, int64_t hd, float* dst, int64_t ld) 
         u[i + 3] = __builtin_shufflevector(t[i + 1], t[i + 3], 2, 3, 10, 11, 6, 7, 14, 15);
       }
       for (int i = 0; i < 4; ++i) {  // column c0 + i from u[i] and u[i + 4], and c0 + i + 4
-        store(dst + (c0 + i) * ld + j0, __builtin_shufflevector(u[i], u[i + 4], 0, 1, 2, 3, 8, 9, 10, 11));
-        store(dst + (c0 + i + 4) * ld + j0, __builtin_shufflevector(u[i], u[i + 4], 4, 5, 6, 7, 12, 13, 14, 15));
+        store8(dst + (c0 + i) * ld + j0, __builtin_shufflevector(u[i], u[i + 4], 0, 1, 2, 3, 8, 9, 10, 11));
+        store8(dst + (c0 + i + 4) * ld + j0, __builtin_shufflevector(u[i], u[i + 4], 4, 5, 6, 7, 12, 13, 14, 15));
       }
     }
     for (int64_t c = c0; c < hd; ++c)
