@@ -1107,7 +1107,7 @@ std::vector<float> PipelineTrainer::last_stage_losses(int units) const {
   const int per = schedule_.micro_batches_per_pipeline();
   std::vector<float> losses(static_cast<size_t>(units), 0.0f);
   for (int k = 0; k < schedule_.pipelines; ++k) {
-    const int last = (k + 1) * schedule_.stages_per_pipeline() - 1;
+    const int last = schedule_.last_stage_of_pipeline(k);
     const std::vector<float>& got = state_->outputs[static_cast<size_t>(schedule_.placement.rank_of(last))].losses;
     const int begin = schedule_.pipelines > 1 ? k * per : 0, end = schedule_.pipelines > 1 ? (k + 1) * per : units;
     for (int i = begin; i < end && i < static_cast<int>(got.size()); ++i) losses[static_cast<size_t>(i)] = got[static_cast<size_t>(i)];
@@ -1120,7 +1120,7 @@ void PipelineTrainer::broadcast_losses(std::vector<float>* losses) {
   if (schedule_.pipelines > 1) {  // each pipeline's share from its last stage's process
     const int per = schedule_.micro_batches_per_pipeline();
     for (int k = 0; k < schedule_.pipelines; ++k) {
-      const int last = (k + 1) * schedule_.stages_per_pipeline() - 1;
+      const int last = schedule_.last_stage_of_pipeline(k);
       options_.world->broadcast(losses->data() + static_cast<size_t>(k) * per, static_cast<size_t>(per) * sizeof(float),
                                 schedule_.placement.rank_of(last), timeout);
     }

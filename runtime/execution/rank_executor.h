@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/comm/transport.h"
+#include "runtime/execution/sibling_gradients.h"
 #include "runtime/execution/weight_versions.h"
 #include "runtime/layers/saved_context.h"
 #include "runtime/memory/activation_store.h"
@@ -17,7 +18,6 @@
 #include "runtime/schedules/ir.h"
 #include "runtime/schedules/timeline.h"
 #include "runtime/train/batch.h"
-#include "runtime/execution/sibling_gradients.h"
 #include "runtime/train/stage.h"
 
 namespace pf::exec {

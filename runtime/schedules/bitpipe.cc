@@ -24,22 +24,22 @@ struct Switches {
 class Builder {
  public:
   Builder(int p, int m, const CostModel& c, Switches sw)
-      : p_(p), m_(m), half_(m / 2), per_(2 * p), c_(c), sw_(sw), placement_(bitpipe_placement(p)) {
+      : p_(p), c_(c), sw_(sw), s_(gen::make_schedule("bitpipe", m, bitpipe_placement(p))) {
+    s_.pipelines = 2;
     const size_t S = static_cast<size_t>(4 * p);
     f_end_.assign(S, std::vector<double>(static_cast<size_t>(m), kUnknown));
     bw_end_ = f_end_;
     next_f_.resize(S);
     next_bw_.resize(S);
-    for (int s = 0; s < 4 * p; ++s) next_f_[static_cast<size_t>(s)] = next_bw_[static_cast<size_t>(s)] = first_mb(s);
+    for (int s = 0; s < 4 * p; ++s) next_f_[static_cast<size_t>(s)] = next_bw_[static_cast<size_t>(s)] = s_.first_micro_batch(s);
     free_at_.assign(static_cast<size_t>(p), 0.0);
     in_flight_.assign(static_cast<size_t>(p), 0);
     peak_.assign(static_cast<size_t>(p), 0);
   }
 
   Schedule build() {
-    Schedule s = gen::make_schedule("bitpipe", m_, placement_);
-    s.pipelines = 2;
-    const int total = 2 * 4 * p_ * half_;  // an F and a BW per stage and micro-batch of its pipeline
+    // An F and a BW per stage and micro-batch of its pipeline.
+    const int total = 2 * s_.num_stages() * s_.micro_batches_per_pipeline();
     for (int done = 0; done < total; ++done) {
       Pick best;
       for (int r = 0; r < p_; ++r) {
@@ -47,12 +47,12 @@ class Builder {
         if (pick.stage >= 0 && (best.stage < 0 || pick.start < best.start)) best = pick;
       }
       PF_INTERNAL_CHECK(best.stage >= 0, "bitpipe: no rank can run anything (cap ", sw_.cap, ")");
-      run(best, s.ranks[static_cast<size_t>(placement_.rank_of(best.stage))]);
+      run(best);
     }
-    insert_after_last_weight_gradient(s, ActionKind::kAllReduce);
+    insert_after_last_weight_gradient(s_, ActionKind::kAllReduce);
     for (int r = 0; r < p_; ++r)
-      for (int st : placement_.stages_of(r)) s.ranks[static_cast<size_t>(r)].push_back(Action{ActionKind::kStep, st, -1});
-    return s;
+      for (int st : s_.placement.stages_of(r)) s_.ranks[static_cast<size_t>(r)].push_back(Action{ActionKind::kStep, st, -1});
+    return std::move(s_);
   }
 
   double makespan() const { return *std::max_element(free_at_.begin(), free_at_.end()); }
@@ -65,18 +65,17 @@ class Builder {
     double start = 0.0;
   };
 
-  int first_mb(int stage) const { return stage < per_ ? 0 : half_; }
-  int end_mb(int stage) const { return first_mb(stage) + half_; }
-  int model_stage(int stage) const { return stage % per_; }
-  int rank_of(int stage) const { return placement_.rank_of(stage); }
+  int end_mb(int stage) const { return s_.first_micro_batch(stage) + s_.micro_batches_per_pipeline(); }
+  int model_stage(int stage) const { return s_.model_stage(stage); }
+  int rank_of(int stage) const { return s_.placement.rank_of(stage); }
   double latency(int from, int to) const { return rank_of(from) != rank_of(to) ? c_.t_comm : 0.0; }
 
   // When the next F of `stage` may start (kUnknown: its input is not scheduled yet, or the cap).
   double forward_ready(int stage) const {
     const int mb = next_f_[static_cast<size_t>(stage)];
     if (mb >= end_mb(stage)) return kUnknown;
-    if (model_stage(stage) == 0) {
-      const int k = mb - first_mb(stage);  // the k-th micro-batch of this pipeline
+    if (s_.first_in_pipeline(stage)) {
+      const int k = mb - s_.first_micro_batch(stage);  // the k-th micro-batch of this pipeline
       if (k < sw_.cap) return 0.0;
       return bw_end_[static_cast<size_t>(stage)][static_cast<size_t>(mb - sw_.cap)];  // the slot frees
     }
@@ -88,7 +87,7 @@ class Builder {
     const int mb = next_bw_[static_cast<size_t>(stage)];
     if (mb >= end_mb(stage) || mb >= next_f_[static_cast<size_t>(stage)]) return kUnknown;
     const double f = f_end_[static_cast<size_t>(stage)][static_cast<size_t>(mb)];
-    if (model_stage(stage) == per_ - 1) return f;
+    if (s_.last_in_pipeline(stage)) return f;
     const double g = bw_end_[static_cast<size_t>(stage + 1)][static_cast<size_t>(mb)];
     return g < 0 ? kUnknown : std::max(f, g + latency(stage + 1, stage));
   }
@@ -98,7 +97,7 @@ class Builder {
     const double free = free_at_[static_cast<size_t>(r)];
     std::vector<Pick> cands;
     double earliest = std::numeric_limits<double>::infinity();
-    for (int st : placement_.stages_of(r)) {
+    for (int st : s_.placement.stages_of(r)) {
       for (bool fwd : {true, false}) {
         const double ready = fwd ? forward_ready(st) : backward_ready(st);
         if (ready < 0) continue;
@@ -120,7 +119,7 @@ class Builder {
     const int mb_a = a.forward ? next_f_[static_cast<size_t>(a.stage)] : next_bw_[static_cast<size_t>(a.stage)];
     const int mb_b = b.forward ? next_f_[static_cast<size_t>(b.stage)] : next_bw_[static_cast<size_t>(b.stage)];
     // Micro-batches counted from their pipeline's first, so the two pipelines alternate.
-    const int age_a = mb_a - first_mb(a.stage), age_b = mb_b - first_mb(b.stage);
+    const int age_a = mb_a - s_.first_micro_batch(a.stage), age_b = mb_b - s_.first_micro_batch(b.stage);
     if (a.forward && sw_.deepest_first && model_stage(a.stage) != model_stage(b.stage))
       return model_stage(a.stage) > model_stage(b.stage);
     if (!a.forward && model_stage(a.stage) != model_stage(b.stage))
@@ -129,9 +128,11 @@ class Builder {
     return a.stage < b.stage;
   }
 
-  void run(const Pick& pick, std::vector<Action>& list) {
+  // Appends the pick to its rank's list and books its end.
+  void run(const Pick& pick) {
     const int st = pick.stage;
     const int r = rank_of(st);
+    std::vector<Action>& list = s_.ranks[static_cast<size_t>(r)];
     const size_t s = static_cast<size_t>(st);
     const double dur = pick.forward ? c_.t_f[s] : c_.t_b[s] + c_.t_w[s];
     const double end = pick.start + dur;
@@ -149,10 +150,10 @@ class Builder {
     free_at_[static_cast<size_t>(r)] = end;
   }
 
-  const int p_, m_, half_, per_;
+  const int p_;
   const CostModel& c_;
   const Switches sw_;
-  const Placement placement_;
+  Schedule s_;  // the placement and pipelines from the start; the lists as they are built
   std::vector<std::vector<double>> f_end_, bw_end_;  // [stage][mb]
   std::vector<int> next_f_, next_bw_;                // [stage]: its next micro-batch
   std::vector<double> free_at_;                      // [rank]

@@ -50,6 +50,12 @@ bool is_compute(ActionKind kind) {
 
 bool is_pass(ActionKind kind) { return is_compute(kind) && kind != ActionKind::kRecompute; }
 
+size_t next_pass(const std::vector<Action>& list, size_t i) {
+  size_t j = i + 1;
+  while (j < list.size() && !is_pass(list[j].kind)) ++j;
+  return j;
+}
+
 bool is_background_copy(ActionKind kind) { return kind == ActionKind::kOffload || kind == ActionKind::kReload; }
 
 bool is_communication(ActionKind kind) {

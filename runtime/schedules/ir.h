@@ -70,6 +70,10 @@ struct Action {
   bool operator!=(const Action& o) const { return !(*this == o); }
 };
 
+// The index of the first F, B, W or BW after index i of `list` (an overlapped F's partner), or
+// list.size() when there is none.
+size_t next_pass(const std::vector<Action>& list, size_t i);
+
 // Compact text of one action, PyTorch style: "<stage><KIND><mb>", e.g. "2F0", "1B3", "0W5",
 // "1SEND_F2", "3BW1"; STEP and ALLREDUCE carry only the stage: "2STEP", "0ALLREDUCE"; an F that
 // overlaps the next compute action (Action::overlaps_next) ends in '+': "2F0+".
@@ -144,6 +148,9 @@ struct Schedule {
   int pipeline_of_micro_batch(int mb) const {
     return micro_batches_per_pipeline() > 0 ? mb / micro_batches_per_pipeline() : 0;
   }
+  // The first micro-batch through `stage` (its pipeline's first) and the last stage of pipeline k.
+  int first_micro_batch(int stage) const { return pipeline_of_stage(stage) * micro_batches_per_pipeline(); }
+  int last_stage_of_pipeline(int k) const { return (k + 1) * stages_per_pipeline() - 1; }
   bool first_in_pipeline(int stage) const { return model_stage(stage) == 0; }
   bool last_in_pipeline(int stage) const { return model_stage(stage) == stages_per_pipeline() - 1; }
   // pipelines == 2: the stage of the other copy that runs the same model stage.

@@ -242,8 +242,7 @@ std::string schedule_to_pytorch_csv(const Schedule& schedule, bool with_comms) {
       }
       // OVERLAP_F_B: the F and its backward in one cell; the transfers between them go around it
       // as PyTorch's lowering puts them, receives before and sends after.
-      size_t j = i + 1;
-      while (j < list.size() && !is_pass(list[j].kind)) ++j;
+      const size_t j = next_pass(list, i);
       PF_CHECK_ARG(j < list.size(), "schedule_to_pytorch_csv: rank ", r, ", action ", i, " (",
                    action_to_string(list[i]), ") overlaps a next backward that the rank does not have");
       std::vector<std::string> after;

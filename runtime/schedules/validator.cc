@@ -170,14 +170,13 @@ class Checker {
       error(r, i, "only an F can overlap the next backward (OVERLAP_F_B)");
       return;
     }
-    for (size_t j = static_cast<size_t>(i) + 1; j < list.size(); ++j) {
-      if (!is_pass(list[j].kind)) continue;
-      if (list[j].kind != ActionKind::kBackwardInput && list[j].kind != ActionKind::kBackward)
-        error(r, i, "overlaps the next compute action (OVERLAP_F_B), which must be a B or BW, not " +
-                        action_to_string(list[j]));
-      return;
+    const size_t j = next_pass(list, static_cast<size_t>(i));
+    if (j == list.size()) {
+      error(r, i, "overlaps the next compute action (OVERLAP_F_B), but it is the rank's last");
+    } else if (list[j].kind != ActionKind::kBackwardInput && list[j].kind != ActionKind::kBackward) {
+      error(r, i, "overlaps the next compute action (OVERLAP_F_B), which must be a B or BW, not " +
+                      action_to_string(list[j]));
     }
-    error(r, i, "overlaps the next compute action (OVERLAP_F_B), but it is the rank's last");
   }
 
   void check_action(int r, int i, const Action& a) {
@@ -264,7 +263,7 @@ class Checker {
   void check_micro_batches(const ActionIndex& index) {
     const int per = s_.micro_batches_per_pipeline();
     for (int st = 0; st < S(); ++st) {
-      const int first_mb = s_.pipeline_of_stage(st) * per;
+      const int first_mb = s_.first_micro_batch(st);
       for (int mb = first_mb; mb < first_mb + per; ++mb) {
         const ActionSlot* f = index.find(ActionKind::kForward, st, mb);
         const ActionSlot* b = index.find(ActionKind::kBackwardInput, st, mb);
@@ -414,7 +413,7 @@ class Checker {
     const int per = s_.micro_batches_per_pipeline();
     for (int st = 0; st + 1 < S(); ++st) {
       if (s_.last_in_pipeline(st) || rank_of(st) == rank_of(st + 1)) continue;
-      const int first_mb = s_.pipeline_of_stage(st) * per;
+      const int first_mb = s_.first_micro_batch(st);
       for (int mb = first_mb; mb < first_mb + per; ++mb) {
         // Forward: F(mb, st) -> SEND_F(mb, st) ... RECV_F(mb, st+1) -> F(mb, st+1).
         check_pair(index.find(ActionKind::kForward, st, mb), act(ActionKind::kForward, st, mb),
@@ -744,7 +743,7 @@ std::optional<Action> stage_dependency(const ActionIndex& index, const Action& a
 }
 
 std::vector<int> reference_weight_gradient_order(const Schedule& schedule, int stage) {
-  const int per = schedule.micro_batches_per_pipeline(), first = schedule.pipeline_of_stage(stage) * per;
+  const int per = schedule.micro_batches_per_pipeline(), first = schedule.first_micro_batch(stage);
   const int slices = std::max(1, schedule.seq_slices);
   std::vector<int> out;
   for (int mb = first; mb < first + per; mb += slices)
