@@ -12,6 +12,7 @@
 #include "c_api/pipeforge.h"
 #include "runtime/core/suggest.h"
 #include "tools/cli/compare_command.h"
+#include "tools/cli/plan_command.h"
 #include "tools/cli/schedule_command.h"
 #include "tools/cli/train_command.h"
 #include "tools/cli/train_config.h"
@@ -74,6 +75,8 @@ int run(int argc, char** argv) {
   CLI::App* simulate = add_simulate_command(app, simulate_args);
   CompareArgs compare_args;
   CLI::App* compare = add_compare_command(app, compare_args);
+  PlanArgs plan_args;
+  CLI::App* plan = add_plan_command(app, plan_args);
 
   // A first word that is no subcommand: say so, with the closest one (CLI11 would only say that a
   // subcommand is required).
@@ -119,6 +122,7 @@ int run(int argc, char** argv) {
     if (schedule->parsed()) return run_schedule(schedule_args);
     if (simulate->parsed()) return run_simulate(simulate_args);
     if (compare->parsed()) return run_compare(compare_args);
+    if (plan->parsed()) return run_plan(plan_args);
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::cerr << "pipeforge: error: " << e.what() << "\n";

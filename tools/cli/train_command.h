@@ -15,6 +15,7 @@ namespace pf::cli {
 
 struct TrainArgs {
   std::string config;          // a config file (train_config.h); the command line wins over it
+  std::string plan;            // a plan of `pipeforge plan` (plan_command.h); the command line wins over it
   bool print_config = false;   // print the effective config as JSON and exit
   bool describe = false;       // print the model's top-level layers (the partition units) and exit
   std::string model = "gpt";
@@ -85,6 +86,10 @@ struct TrainArgs {
 constexpr double kDefaultAdamWLr = 3e-3;
 constexpr double kDefaultSgdLr = 0.05;
 
+// The model's options (--model, --model-file, --layers, --d-model, ... --data) and the
+// optimizer's (--optimizer, --lr, --momentum, --weight-decay, --clip-norm), which `plan` shares.
+void add_model_options(CLI::App* cmd, TrainArgs& args);
+void add_optimizer_options(CLI::App* cmd, TrainArgs& args);
 // Registers the train subcommand and its options (train_options.cc).
 CLI::App* add_train_command(CLI::App& app, TrainArgs& args);
 // Runs the command; returns the process exit code. Throws only for unexpected failures.

@@ -231,20 +231,33 @@ void set_path(nlohmann::ordered_json& root, const std::string& path, const json&
   (*node)[path.substr(start)] = nlohmann::ordered_json::parse(value.dump());
 }
 
-}  // namespace
-
-void apply_train_config(CLI::App& train, TrainArgs& args) {
-  if (args.config.empty()) return;
-  const std::string& file = args.config;
+json read_json(const std::string& file, const char* what) {
   std::ifstream in(file);
-  if (!in) fail(ErrorCode::kNotFound, "config file '", file, "' cannot be read");
+  if (!in) fail(ErrorCode::kNotFound, what, " '", file, "' cannot be read");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  json config;
   try {
-    config = json::parse(text);
+    return json::parse(text);
   } catch (const json::parse_error& e) {
     fail(ErrorCode::kInvalidArgument, file, ": not valid JSON: ", e.what());
   }
+}
+
+}  // namespace
+
+// The plan first: an option it sets counts as given, so the config file fills only the rest.
+void apply_train_config(CLI::App& train, TrainArgs& args) {
+  if (!args.plan.empty()) {
+    const std::string& file = args.plan;
+    const json plan = read_json(file, "plan file");
+    PF_CHECK_ARG(plan.is_object() && plan.value("format", std::string()) == "pipeforge.plan/1", file,
+                 ": not a plan of `pipeforge plan` (format pipeforge.plan/1)");
+    PF_CHECK_ARG(plan.contains("train_config") && plan["train_config"].is_object(), file,
+                 ": train_config: missing (the plan found nothing that fits)");
+    apply_object(train, args, plan["train_config"], "", file + ": train_config");
+  }
+  if (args.config.empty()) return;
+  const std::string& file = args.config;
+  const json config = read_json(file, "config file");
   PF_CHECK_ARG(config.is_object(), file, ": expected a JSON object with the sections model, data, trainer, ...");
   apply_object(train, args, config, "", file);
 }

@@ -8,14 +8,7 @@
 
 namespace pf::cli {
 
-CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
-  CLI::App* cmd = app.add_subcommand("train", "Train the MLP, the small GPT or a model file, sequentially or pipelined");
-  cmd->add_option("--config", a.config,
-                  "read options from this JSON file (docs/TRAINING.md, \"Config files\"); options given here win")
-      ->check(CLI::ExistingFile);
-  cmd->add_flag("--print-config", a.print_config, "print the effective config as JSON (a --config file) and exit");
-  cmd->add_flag("--describe", a.describe,
-                "print the model's top-level layers (what --layers-per-stage counts) and their parameters, and exit");
+void add_model_options(CLI::App* cmd, TrainArgs& a) {
   auto* model = cmd->add_option("--model", a.model, "mlp (synthetic classification) or gpt (character text)")
                     ->check(CLI::IsMember({"mlp", "gpt"}))
                     ->capture_default_str();
@@ -24,30 +17,6 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
                   "feature input: synthetic classification)")
       ->check(CLI::ExistingFile)
       ->excludes(model);
-  cmd->add_option("--steps", a.steps, "optimizer steps to run (after --resume: further steps)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
-      ->capture_default_str();
-  cmd->add_option("--microbatches,--micro-batches", a.micro_batches, "micro-batches per step (per replica with --data-parallel)")
-      ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
-  cmd->add_option("--batch-size", a.batch_size, "rows per step, per replica (a multiple of --microbatches)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
-      ->capture_default_str();
-  cmd->add_option("--seed", a.seed, "seed of the initial parameters and of the data")->capture_default_str();
-  cmd->add_option("--optimizer", a.optimizer, "sgd or adamw")
-      ->check(CLI::IsMember({"sgd", "adamw"}))
-      ->capture_default_str();
-  cmd->add_option("--lr", a.lr, "learning rate (default 3e-3 for adamw, 0.05 for sgd)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--momentum", a.momentum, "SGD momentum")
-      ->check(CLI::Range(0.0, 1.0))
-      ->capture_default_str();
-  cmd->add_option("--weight-decay", a.weight_decay, "SGD: L2 added to the gradient; AdamW: decoupled")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd->add_option("--clip-norm", a.clip_norm, "clip gradients to this global L2 norm (0: off)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
   cmd->add_option("--layers", a.layers, "GPT: transformer blocks; MLP: hidden layers (default 2, or enough for one top-level layer per stage of the schedule)")
       ->check(CLI::Range(int64_t{0}, int64_t{1024}));
   cmd->add_option("--d-model", a.d_model, "GPT: model width")
@@ -69,6 +38,49 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
       ->capture_default_str();
   cmd->add_option("--data", a.data, "GPT: text files (default: /usr/share/common-licenses/*)")
       ->check(CLI::ExistingFile);
+}
+
+void add_optimizer_options(CLI::App* cmd, TrainArgs& a) {
+  cmd->add_option("--optimizer", a.optimizer, "sgd or adamw")
+      ->check(CLI::IsMember({"sgd", "adamw"}))
+      ->capture_default_str();
+  cmd->add_option("--lr", a.lr, "learning rate (default 3e-3 for adamw, 0.05 for sgd)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--momentum", a.momentum, "SGD momentum")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  cmd->add_option("--weight-decay", a.weight_decay, "SGD: L2 added to the gradient; AdamW: decoupled")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--clip-norm", a.clip_norm, "clip gradients to this global L2 norm (0: off)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+}
+
+CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
+  CLI::App* cmd = app.add_subcommand("train", "Train the MLP, the small GPT or a model file, sequentially or pipelined");
+  cmd->add_option("--config", a.config,
+                  "read options from this JSON file (docs/TRAINING.md, \"Config files\"); options given here win")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--plan", a.plan,
+                  "train as this plan of `pipeforge plan` says (its schedule, ranks, chunks, micro-batches, "
+                  "partition, activation policy, data-parallel degree, model and batch); options given here win")
+      ->check(CLI::ExistingFile);
+  cmd->add_flag("--print-config", a.print_config, "print the effective config as JSON (a --config file) and exit");
+  cmd->add_flag("--describe", a.describe,
+                "print the model's top-level layers (what --layers-per-stage counts) and their parameters, and exit");
+  add_model_options(cmd, a);
+  cmd->add_option("--steps", a.steps, "optimizer steps to run (after --resume: further steps)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->capture_default_str();
+  cmd->add_option("--microbatches,--micro-batches", a.micro_batches, "micro-batches per step (per replica with --data-parallel)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--batch-size", a.batch_size, "rows per step, per replica (a multiple of --microbatches)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
+      ->capture_default_str();
+  cmd->add_option("--seed", a.seed, "seed of the initial parameters and of the data")->capture_default_str();
+  add_optimizer_options(cmd, a);
   cmd->add_option("--held-out", a.held_out,
                   "GPT: share of the text held out for evaluation (default 0.1 with --eval-every, else 0); MLP: "
                   "the held-out samples are drawn apart from the training ones")

@@ -1,0 +1,335 @@
+#include "runtime/planner/candidates.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "runtime/core/error.h"
+#include "runtime/planner/stage_partition.h"
+#include "runtime/schedules/activation_policy.h"
+#include "runtime/schedules/async_schedules.h"
+#include "runtime/schedules/validator.h"
+#include "runtime/schedules/generators.h"
+#include "runtime/schedules/local_schedules.h"
+#include "runtime/schedules/schedule_request.h"
+#include "runtime/schedules/simulator.h"
+#include "runtime/schedules/stage_actions.h"
+
+namespace pf::plan {
+namespace {
+
+// Bytes a parameter element takes: value, gradient and the optimizer's state, in f32.
+double bytes_per_parameter(const ModelProfile& profile) { return 4.0 * (2 + profile.optimizer_state_floats); }
+
+// Per stage: the most contexts of one micro-batch it holds at once (F +1, B/BW -1 along its rank's list).
+std::vector<double> stage_context_peaks(const sched::Schedule& schedule) {
+  std::vector<double> live(static_cast<size_t>(schedule.num_stages()), 0), peak(live.size(), 0);
+  for (const auto& list : schedule.ranks) {
+    for (const sched::Action& a : list) {
+      double& l = live[static_cast<size_t>(a.stage)];
+      if (a.kind == sched::ActionKind::kForward) l += 1;
+      if (a.kind == sched::ActionKind::kBackwardInput || a.kind == sched::ActionKind::kBackward) l -= 1;
+      peak[static_cast<size_t>(a.stage)] = std::max(peak[static_cast<size_t>(a.stage)], l);
+    }
+  }
+  return peak;
+}
+
+// The device of pipeline rank `rank` of replica `replica`: a replica's ranks are neighbours.
+int device_of(int replica, int rank, int ranks) { return replica * ranks + rank; }
+
+sched::UniformCosts mean_stage_costs(const MicroBatchCosts& costs, int stages) {
+  sched::UniformCosts u;
+  double f = 0, b = 0, w = 0;
+  for (const LayerCosts& l : costs.layers) {
+    f += l.forward_s;
+    b += l.backward_input_s;
+    w += l.backward_weight_s;
+  }
+  u.t_f = f / stages;
+  u.t_b = b / stages;
+  u.t_w = w / stages;
+  return u;
+}
+
+std::vector<int> divisors_up_to(int64_t n, int64_t cap) {
+  std::vector<int> out;
+  for (int64_t d = 1; d <= n && d <= cap; ++d)
+    if (n % d == 0) out.push_back(static_cast<int>(d));
+  return out;
+}
+
+bool is_v_schedule(const std::string& name) {
+  return name == "zb-v" || name == "dualpipe-v" || name == "v-half" || name == "v-min" || name == "bitpipe";
+}
+
+// The same schedule, degrees, chunks and micro-batches (the policy aside).
+bool same_run(const Candidate& a, const Candidate& b) {
+  return a.schedule == b.schedule && a.data_parallel == b.data_parallel && a.ranks == b.ranks && a.chunks == b.chunks &&
+         a.micro_batches == b.micro_batches;
+}
+
+}  // namespace
+
+std::string Candidate::describe() const {
+  std::ostringstream s;
+  s << schedule << " P=" << ranks << " v=" << chunks << " m=" << micro_batches << " D=" << data_parallel << " "
+    << activation_policy;
+  return s.str();
+}
+
+double PlanRequest::limit() const {
+  return memory_limit_bytes > 0 ? memory_limit_bytes : static_cast<double>(cluster.device_memory_bytes);
+}
+
+std::vector<std::string> plannable_schedules() {
+  std::vector<std::string> out = {"sequential"};
+  for (const std::string& name : sched::generator_names()) {
+    // Asynchronous and local-learning schedules change what is computed; seq1f1b's sliced
+    // attention rounds differently. A plan must not change the result.
+    if (sched::is_async_schedule_name(name) || sched::is_local_schedule_name(name) || name == "seq1f1b") continue;
+    out.push_back(name);
+  }
+  return out;
+}
+
+std::vector<int64_t> needed_micro_batch_rows(const PlanRequest& request) {
+  std::vector<int64_t> rows;
+  const int n = request.cluster.devices();
+  for (int d = 1; d <= n; ++d) {
+    if (request.batch_rows % d != 0) continue;
+    for (int m : divisors_up_to(request.batch_rows / d, request.max_micro_batches)) rows.push_back(request.batch_rows / d / m);
+  }
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  return rows;
+}
+
+Prediction predict(const PlanRequest& request, const Candidate& c) {
+  const int D = c.data_parallel, P = c.ranks, m = c.micro_batches;
+  PF_CHECK_ARG(D >= 1 && P >= 1 && m >= 1 && c.chunks >= 1, "data_parallel, ranks, chunks and micro_batches must be >= 1");
+  PF_CHECK_ARG(static_cast<int64_t>(D) * P <= request.cluster.devices(), "D x P = ", D * P, " is more than the ",
+               request.cluster.devices(), " devices of the cluster");
+  PF_CHECK_ARG(request.batch_rows >= 1 && request.batch_rows % (static_cast<int64_t>(D) * m) == 0, "batch_rows ",
+               request.batch_rows, " is not a multiple of D x m = ", static_cast<int64_t>(D) * m);
+  const MicroBatchCosts costs = request.profile.at_rows(request.batch_rows / D / m);
+  const int L = static_cast<int>(costs.layers.size());
+  const double bpp = bytes_per_parameter(request.profile);
+  const double upd = request.profile.update_seconds_per_parameter;
+  Prediction p;
+  p.candidate = c;
+  p.micro_batch_rows = costs.rows;
+  const double tokens = static_cast<double>(costs.tokens) * m * D;
+
+  if (c.schedule == "sequential") {
+    PF_CHECK_ARG(D == 1 && P == 1 && c.chunks == 1, "the sequential trainer runs on one device (D = P = v = 1)");
+    PF_CHECK_ARG(c.activation_policy == "none", "the sequential trainer has no activation policy");
+    const StageCosts all = stage_costs(costs, 0, L);
+    p.candidate.layers_per_stage = {L};
+    p.pipeline_seconds = m * all.seconds();
+    p.update_seconds = static_cast<double>(all.parameters) * upd;
+    p.activation_bytes = {all.activation_bytes};
+    p.memory_bytes = {static_cast<double>(all.parameters) * bpp + all.activation_bytes};
+  } else {
+    PF_CHECK_ARG(sched::has_generator(c.schedule), "unknown schedule '", c.schedule, "'");
+    sched::ScheduleRequest r;
+    r.name = c.schedule;
+    r.ranks = P;
+    r.micro_batches = m;
+    r.chunks = c.chunks;
+    sched::Schedule schedule = sched::make_schedule(r);
+    const int chain = schedule.stages_per_pipeline();
+    PF_CHECK_ARG(chain <= L, c.schedule, " with P = ", P, ", v = ", c.chunks, " has ", chain, " stages but the model only ",
+                 L, " top-level layers");
+    PF_CHECK_ARG(!(D > 1 && schedule.pipelines > 1), "the trainer does not run two pipelines (", c.schedule,
+                 ") with data parallelism");
+    if (c.schedule == "zb-auto" || c.schedule == "v-half" || c.schedule == "v-min") {
+      r.costs = mean_stage_costs(costs, schedule.num_stages());
+      schedule = sched::make_schedule(r);
+    }
+    const int S = schedule.num_stages();
+    // The partition: per model stage, the contexts its busiest copy holds.
+    std::vector<int> counts = c.layers_per_stage;
+    if (counts.empty()) {
+      const std::vector<double> peaks = stage_context_peaks(schedule);
+      PartitionLimits limits;
+      limits.contexts.assign(static_cast<size_t>(chain), 0.0);
+      for (int s = 0; s < S; ++s) {
+        double& k = limits.contexts[static_cast<size_t>(schedule.model_stage(s))];
+        k = std::max(k, peaks[static_cast<size_t>(s)]);
+      }
+      limits.bytes_per_parameter = bpp;
+      limits.stage_limit_bytes = request.limit() * P / S;  // a rank's memory, shared by its stages
+      counts = partition_for_plan(costs, chain, limits);
+      if (counts.empty()) counts = partition_for_plan(costs, chain, PartitionLimits());
+    }
+    PF_CHECK_ARG(static_cast<int>(counts.size()) == chain, "layers_per_stage has ", counts.size(), " entries for ",
+                 chain, " stages");
+    std::vector<int> begin(static_cast<size_t>(chain) + 1, 0);
+    for (int j = 0; j < chain; ++j) {
+      PF_CHECK_ARG(counts[static_cast<size_t>(j)] >= 1, "layers_per_stage[", j, "] must be >= 1");
+      begin[static_cast<size_t>(j) + 1] = begin[static_cast<size_t>(j)] + counts[static_cast<size_t>(j)];
+    }
+    PF_CHECK_ARG(begin.back() == L, "layers_per_stage adds up to ", begin.back(), ", not the model's ", L, " layers");
+    p.candidate.layers_per_stage = counts;
+
+    std::vector<StageCosts> stage(static_cast<size_t>(S));
+    sched::CostModel cm;
+    for (int s = 0; s < S; ++s) {
+      const int j = schedule.model_stage(s);
+      stage[static_cast<size_t>(s)] = stage_costs(costs, begin[static_cast<size_t>(j)], begin[static_cast<size_t>(j) + 1]);
+      const StageCosts& sc = stage[static_cast<size_t>(s)];
+      cm.t_f.push_back(sc.forward_s);
+      cm.t_b.push_back(sc.backward_input_s);
+      cm.t_w.push_back(sc.backward_weight_s);
+      cm.m_b.push_back(sc.activation_bytes);
+      cm.m_w.push_back(sc.weight_pending_bytes);
+      cm.m_in.push_back(j == 0 ? 0.0 : sc.input_bytes);
+    }
+    // One latency for every cross-rank activation or gradient: the slowest boundary's.
+    for (int s = 0; s < S; ++s) {
+      if (schedule.last_in_pipeline(s)) continue;
+      const int a = schedule.placement.rank_of(s), b = schedule.placement.rank_of(s + 1);
+      if (a == b) continue;
+      const Link& link = request.cluster.link(device_of(0, a, P), device_of(0, b, P));
+      cm.t_comm = std::max(cm.t_comm, link.transfer_seconds(stage[static_cast<size_t>(s) + 1].input_bytes));
+    }
+    const Link& host = request.cluster.intra_node;  // offload copies: the host link
+    cm.transfer_bandwidth = host.bandwidth_bytes_per_s;
+    const sched::ActivationPolicy policy = sched::parse_activation_policy(c.activation_policy);
+    PF_CHECK_ARG(policy == sched::ActivationPolicy::kNone || policy == sched::ActivationPolicy::kRecompute ||
+                     policy == sched::ActivationPolicy::kOffloadHost,
+                 "the planner searches the activation policies none, recompute and offload-host, not '",
+                 c.activation_policy, "'");
+    if (policy != sched::ActivationPolicy::kNone) schedule = sched::apply_activation_policy(schedule, policy, cm);
+    if (D > 1) {
+      schedule = sched::add_gradient_allreduce(schedule);
+      for (int s = 0; s < S; ++s) {
+        const int rank = schedule.placement.rank_of(s);
+        const Link& link = request.cluster.link(device_of(0, rank, P), device_of(D - 1, rank, P));
+        cm.t_allreduce_stage.push_back(sched::ring_allreduce_time(4.0 * stage[static_cast<size_t>(s)].parameters, D,
+                                                                  link.bandwidth_bytes_per_s, link.latency_s));
+      }
+    } else if (schedule.pipelines > 1) {  // two copies: each stage sends its gradients to its sibling
+      for (int s = 0; s < S; ++s) {
+        const int a = schedule.placement.rank_of(s), b = schedule.placement.rank_of(schedule.sibling_stage(s));
+        const double bytes = 4.0 * stage[static_cast<size_t>(s)].parameters;
+        cm.t_allreduce_stage.push_back(a == b ? 0.0 : request.cluster.link(a, b).transfer_seconds(bytes));
+      }
+    }
+    sched::SimulationOptions so;
+    so.comm = sched::communication_semantics(schedule);
+    const sched::SimulationResult sim = sched::simulate(schedule, cm, so);
+    p.pipeline_seconds = sim.makespan;
+    p.bubble_rate = sim.bubble_rate;
+    p.memory_bytes.assign(static_cast<size_t>(P), 0.0);
+    p.activation_bytes = sim.peak_activation_bytes;
+    std::vector<double> rank_parameters(static_cast<size_t>(P), 0.0);
+    for (int s = 0; s < S; ++s)
+      rank_parameters[static_cast<size_t>(schedule.placement.rank_of(s))] +=
+          static_cast<double>(stage[static_cast<size_t>(s)].parameters);
+    for (int rank = 0; rank < P; ++rank) {
+      const double params = rank_parameters[static_cast<size_t>(rank)];
+      p.update_seconds = std::max(p.update_seconds, params * upd);
+      p.memory_bytes[static_cast<size_t>(rank)] = params * bpp + sim.peak_activation_bytes[static_cast<size_t>(rank)];
+    }
+  }
+  p.step_seconds = p.pipeline_seconds + p.update_seconds;
+  p.tokens_per_second = p.step_seconds > 0 ? tokens / p.step_seconds : 0.0;
+  p.peak_memory_bytes = *std::max_element(p.memory_bytes.begin(), p.memory_bytes.end());
+  p.fits = p.peak_memory_bytes <= request.limit();
+  return p;
+}
+
+Plan make_plan(const PlanRequest& request) {
+  PF_CHECK_ARG(request.batch_rows >= 1, "batch_rows must be >= 1, got ", request.batch_rows);
+  PF_CHECK_ARG(request.max_micro_batches >= 1, "max_micro_batches must be >= 1, got ", request.max_micro_batches);
+  PF_CHECK_ARG(request.max_chunks >= 1, "max_chunks must be >= 1, got ", request.max_chunks);
+  const std::vector<std::string> known = plannable_schedules();
+  const std::vector<std::string> schedules = request.schedules.empty() ? known : request.schedules;
+  for (const std::string& s : schedules)
+    PF_CHECK_ARG(std::find(known.begin(), known.end(), s) != known.end(), "schedules: '", s,
+                 "' is not a schedule the planner searches (synchronous ones only)");
+  std::vector<std::string> policies = request.policies;
+  if (policies.empty()) {
+    policies = {"none", "recompute"};
+    if (request.cluster.device_kind == "cuda") policies.push_back("offload-host");
+  }
+  Plan plan;
+  const int n = request.cluster.devices();
+  Prediction without_policy;  // the last "none" prediction: the policies loop follows it
+  auto consider = [&](const Candidate& c) {
+    try {
+      Prediction p = predict(request, c);
+      if (c.activation_policy == "none") {
+        without_policy = p;
+      } else if (same_run(without_policy.candidate, c) && without_policy.step_seconds == p.step_seconds &&
+                 without_policy.memory_bytes == p.memory_bytes) {
+        return;  // the policy changed nothing here (no context waits long enough): the same candidate
+      }
+      (p.fits ? plan.ranked : plan.too_big).push_back(std::move(p));
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kInvalidArgument) throw;
+      if (plan.refused++ == 0) plan.first_refusal = c.describe() + ": " + e.what();
+    }
+  };
+  for (int D = 1; D <= n; ++D) {
+    if (request.batch_rows % D != 0) continue;
+    for (int P = 1; D * P <= n; ++P) {
+      for (const std::string& name : schedules) {
+        if ((name == "sequential") != (D == 1 && P == 1)) continue;
+        if (P == 1 && name != "sequential" && name != "1f1b") continue;  // one rank: 1f1b stands for them all
+        std::vector<int> chunk_options = {1};
+        if (sched::takes_any_chunks(name))
+          for (int v = 2; v <= request.max_chunks; v *= 2) chunk_options.push_back(v);
+        for (int v : chunk_options) {
+          for (int m : divisors_up_to(request.batch_rows / D, request.max_micro_batches)) {
+            for (const std::string& policy : policies) {
+              if (name == "sequential" && policy != "none") continue;
+              Candidate c;
+              c.data_parallel = D;
+              c.ranks = P;
+              c.chunks = v;
+              c.micro_batches = m;
+              c.schedule = name;
+              c.activation_policy = policy;
+              consider(c);
+            }
+          }
+        }
+      }
+    }
+  }
+  PF_CHECK_ARG(!plan.ranked.empty() || !plan.too_big.empty(), "no candidate could be evaluated",
+               plan.first_refusal.empty() ? std::string() : " (first refusal: " + plan.first_refusal + ")");
+  std::stable_sort(plan.ranked.begin(), plan.ranked.end(), [](const Prediction& a, const Prediction& b) {
+    if (a.step_seconds != b.step_seconds) return a.step_seconds < b.step_seconds;
+    return a.peak_memory_bytes < b.peak_memory_bytes;
+  });
+  std::stable_sort(plan.too_big.begin(), plan.too_big.end(), [](const Prediction& a, const Prediction& b) {
+    return a.peak_memory_bytes < b.peak_memory_bytes;
+  });
+  return plan;
+}
+
+std::vector<size_t> pareto_front(const std::vector<Prediction>& predictions) {
+  std::vector<size_t> order(predictions.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (predictions[a].peak_memory_bytes != predictions[b].peak_memory_bytes)
+      return predictions[a].peak_memory_bytes < predictions[b].peak_memory_bytes;
+    return predictions[a].step_seconds < predictions[b].step_seconds;
+  });
+  std::vector<size_t> front;
+  double best_time = std::numeric_limits<double>::infinity();
+  for (size_t i : order) {
+    if (predictions[i].step_seconds < best_time) {
+      front.push_back(i);
+      best_time = predictions[i].step_seconds;
+    }
+  }
+  return front;
+}
+
+}  // namespace pf::plan

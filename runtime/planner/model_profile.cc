@@ -1,0 +1,279 @@
+#include "runtime/planner/model_profile.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "runtime/core/error.h"
+#include "runtime/core/json_object.h"
+#include "runtime/core/limits.h"
+#include "runtime/layers/saved_context.h"
+#include "runtime/tensor/memory_tracker.h"
+
+namespace pf::plan {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+int64_t bytes_of(const std::vector<SavedContext>& contexts) { return static_cast<int64_t>(context_bytes(contexts)); }
+
+// One F, B, W pass over the layers; adds each layer's times to the runs and, on the first pass,
+// records the bytes.
+void profile_pass(Model& model, const Batch& micro_batch, bool record_bytes, MicroBatchCosts* out,
+                  std::vector<std::vector<double>>* f, std::vector<std::vector<double>>* b,
+                  std::vector<std::vector<double>>* w) {
+  const auto& layers = model.layers();
+  const size_t n = layers.size();
+  std::vector<std::vector<SavedContext>> ctx(n);
+  for (auto& c : ctx) c.resize(1);
+  SavedContext loss_ctx;
+  Tensor x = micro_batch.inputs;
+  {
+    MemoryCategoryScope scope(MemoryCategory::kActivations);
+    for (size_t i = 0; i < n; ++i) {
+      if (record_bytes) out->layers[i].input_bytes = i == 0 ? 0 : static_cast<int64_t>(x.nbytes());
+      const auto t0 = clock_type::now();
+      x = layers[i]->forward(x, ctx[i][0]);
+      if (i + 1 == n) model.loss().forward(x, micro_batch.targets, 1.0f, loss_ctx);
+      (*f)[i].push_back(seconds_since(t0));
+    }
+  }
+  if (record_bytes) {
+    for (size_t i = 0; i < n; ++i) {
+      LayerCosts& l = out->layers[i];
+      // The loss's context lives only from the last F to its backward, which follows at once.
+      l.activation_bytes = bytes_of(ctx[i]);
+      if (i > 0) {
+        std::vector<SavedContext> both(2);
+        both[0] = ctx[i - 1][0];
+        both[1] = ctx[i][0];
+        l.shared_with_previous_bytes =
+            std::max<int64_t>(0, bytes_of(ctx[i - 1]) + bytes_of(ctx[i]) - bytes_of(both));
+      }
+    }
+  }
+  MemoryCategoryScope scope(MemoryCategory::kWorkspace);
+  auto t0 = clock_type::now();
+  Tensor g = model.loss().backward(loss_ctx);
+  double loss_backward = seconds_since(t0);
+  for (size_t i = n; i-- > 0;) {
+    t0 = clock_type::now();
+    g = layers[i]->backward_input(ctx[i][0], g);
+    (*b)[i].push_back(seconds_since(t0) + (i + 1 == n ? loss_backward : 0.0));
+    if (record_bytes) out->layers[i].weight_pending_bytes = bytes_of(ctx[i]);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    t0 = clock_type::now();
+    layers[i]->backward_weight(ctx[i][0]);
+    (*w)[i].push_back(seconds_since(t0));
+  }
+}
+
+}  // namespace
+
+int ModelProfile::num_layers() const { return sizes.empty() ? 0 : static_cast<int>(sizes[0].layers.size()); }
+
+int64_t ModelProfile::parameter_elements() const {
+  int64_t n = 0;
+  if (!sizes.empty())
+    for (const LayerCosts& l : sizes[0].layers) n += l.parameters;
+  return n;
+}
+
+MicroBatchCosts ModelProfile::at_rows(int64_t rows) const {
+  PF_CHECK_ARG(!sizes.empty(), "the profile has no micro-batch sizes");
+  PF_CHECK_ARG(rows >= 1, "micro-batch rows must be >= 1, got ", rows);
+  const MicroBatchCosts* nearest = &sizes[0];
+  for (const MicroBatchCosts& s : sizes) {
+    if (s.rows == rows) return s;
+    if (std::llabs(s.rows - rows) < std::llabs(nearest->rows - rows)) nearest = &s;
+  }
+  MicroBatchCosts scaled = *nearest;
+  const double k = static_cast<double>(rows) / static_cast<double>(nearest->rows);
+  auto scale_bytes = [k](int64_t b) { return static_cast<int64_t>(std::llround(static_cast<double>(b) * k)); };
+  scaled.rows = rows;
+  scaled.tokens = scale_bytes(nearest->tokens);
+  for (LayerCosts& l : scaled.layers) {
+    l.forward_s *= k;
+    l.backward_input_s *= k;
+    l.backward_weight_s *= k;
+    l.activation_bytes = scale_bytes(l.activation_bytes);
+    l.shared_with_previous_bytes = scale_bytes(l.shared_with_previous_bytes);
+    l.weight_pending_bytes = scale_bytes(l.weight_pending_bytes);
+    l.input_bytes = scale_bytes(l.input_bytes);
+  }
+  return scaled;
+}
+
+int optimizer_state_floats(const OptimizerConfig& config) {
+  if (config.kind == OptimizerConfig::Kind::kAdamW) return 2;
+  return config.momentum > 0 ? 1 : 0;
+}
+
+MicroBatchCosts measure_micro_batch(Model& model, const Batch& micro_batch, int repeats) {
+  PF_CHECK_ARG(repeats >= 1, "profile: repeats must be >= 1, got ", repeats);
+  model.check_batch(micro_batch.inputs, micro_batch.targets, "profile micro-batch");
+  const auto& layers = model.layers();
+  const size_t n = layers.size();
+  MicroBatchCosts out;
+  out.rows = micro_batch.rows();
+  out.tokens = micro_batch.targets.numel();
+  out.layers.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    LayerCosts& l = out.layers[i];
+    l.name = layers[i]->name();
+    l.type = layers[i]->type();
+    for (const Parameter* p : layers[i]->parameters()) l.parameters += shape_numel(p->shape);
+  }
+  std::vector<std::vector<double>> f(n), b(n), w(n);
+  // One untimed pass first: the first touches of fresh memory and BLAS's start-up are not a step's.
+  profile_pass(model, micro_batch, true, &out, &f, &b, &w);
+  for (auto* runs : {&f, &b, &w})
+    for (auto& r : *runs) r.clear();
+  for (int r = 0; r < repeats; ++r) profile_pass(model, micro_batch, false, &out, &f, &b, &w);
+  for (size_t i = 0; i < n; ++i) {
+    out.layers[i].forward_s = median(f[i]);
+    out.layers[i].backward_input_s = median(b[i]);
+    out.layers[i].backward_weight_s = median(w[i]);
+  }
+  return out;
+}
+
+double measure_update_seconds(Model& model, const OptimizerConfig& config, int repeats) {
+  PF_CHECK_ARG(repeats >= 1, "profile: repeats must be >= 1, got ", repeats);
+  const std::vector<Parameter*>& params = model.parameters();
+  const int64_t elements = model.num_parameter_elements();
+  if (elements == 0) return 0.0;
+  std::unique_ptr<Optimizer> optimizer = make_optimizer(config);
+  std::vector<double> runs;
+  for (int r = 0; r <= repeats; ++r) {  // the first creates the optimizer state: not timed
+    const auto t0 = clock_type::now();
+    for (Parameter* p : params) std::memset(p->grad.data<char>(), 0, p->grad.nbytes());
+    optimizer->step(params);
+    if (r > 0) runs.push_back(seconds_since(t0));
+  }
+  return median(runs) / static_cast<double>(elements);
+}
+
+nlohmann::json profile_to_json(const ModelProfile& profile) {
+  nlohmann::json sizes = nlohmann::json::array();
+  for (const MicroBatchCosts& s : profile.sizes) {
+    nlohmann::json layers = nlohmann::json::array();
+    for (const LayerCosts& l : s.layers) {
+      layers.push_back({{"name", l.name},
+                        {"type", l.type},
+                        {"parameters", l.parameters},
+                        {"forward_s", l.forward_s},
+                        {"backward_input_s", l.backward_input_s},
+                        {"backward_weight_s", l.backward_weight_s},
+                        {"activation_bytes", l.activation_bytes},
+                        {"shared_with_previous_bytes", l.shared_with_previous_bytes},
+                        {"weight_pending_bytes", l.weight_pending_bytes},
+                        {"input_bytes", l.input_bytes}});
+    }
+    sizes.push_back({{"rows", s.rows}, {"tokens", s.tokens}, {"layers", layers}});
+  }
+  return {{"format", "pipeforge.profile/1"},
+          {"model", profile.model},
+          {"optimizer", profile.optimizer},
+          {"optimizer_state_floats", profile.optimizer_state_floats},
+          {"update_seconds_per_parameter", profile.update_seconds_per_parameter},
+          {"micro_batch_sizes", sizes}};
+}
+
+namespace {
+
+double get_seconds(const JsonObject& o, const std::string& key) {
+  PF_CHECK_ARG(o.has(key), o.path_of(key), ": missing");
+  const nlohmann::json& v = o.get(key);
+  PF_CHECK_ARG(v.is_number(), o.path_of(key), ": expected a number of seconds, got ", v.type_name());
+  const double s = v.get<double>();
+  PF_CHECK_ARG(std::isfinite(s) && s >= 0 && s < 1e6, o.path_of(key), ": ", s, " is not a time in [0, 1e6) s");
+  return s;
+}
+
+int64_t get_bytes(const JsonObject& o, const std::string& key) {
+  return o.get_int_in(key, 0, 0, int64_t{1} << 50);
+}
+
+}  // namespace
+
+namespace {
+
+ModelProfile profile_from_json_fields(const nlohmann::json& value) {
+  JsonObject root(value, "");
+  const std::string format = root.get_string("format");
+  PF_CHECK_ARG(format == "pipeforge.profile/1", root.path_of("format"), ": '", format,
+               "' is not a profile of this version (pipeforge.profile/1)");
+  ModelProfile p;
+  p.model = root.has("model") ? root.get("model") : nlohmann::json::object();
+  p.optimizer = root.get_string("optimizer", "adamw");
+  PF_CHECK_ARG(p.optimizer == "adamw" || p.optimizer == "sgd", root.path_of("optimizer"), ": '", p.optimizer,
+               "' is not adamw or sgd");
+  p.optimizer_state_floats = static_cast<int>(root.get_int_in("optimizer_state_floats", 2, 0, 2));
+  p.update_seconds_per_parameter = get_seconds(root, "update_seconds_per_parameter");
+  const nlohmann::json& sizes = root.get_array("micro_batch_sizes");
+  PF_CHECK_ARG(!sizes.empty() && sizes.size() <= 64, root.path_of("micro_batch_sizes"),
+               ": expected 1 to 64 sizes, got ", sizes.size());
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    JsonObject s(sizes[i], root.path_of("micro_batch_sizes") + "[" + std::to_string(i) + "]");
+    MicroBatchCosts m;
+    m.rows = s.get_int_in("rows", 1, int64_t{1} << 30);
+    m.tokens = s.get_int_in("tokens", 1, int64_t{1} << 40);
+    const nlohmann::json& layers = s.get_array("layers");
+    PF_CHECK_ARG(!layers.empty() && static_cast<int64_t>(layers.size()) <= limits::kMaxLayers, s.path_of("layers"),
+                 ": expected 1 to ", limits::kMaxLayers, " layers, got ", layers.size());
+    if (!p.sizes.empty())
+      PF_CHECK_ARG(layers.size() == p.sizes[0].layers.size(), s.path_of("layers"), ": ", layers.size(),
+                   " layers, but micro_batch_sizes[0] has ", p.sizes[0].layers.size());
+    for (size_t j = 0; j < layers.size(); ++j) {
+      JsonObject l(layers[j], s.path_of("layers") + "[" + std::to_string(j) + "]");
+      LayerCosts c;
+      c.name = l.get_string("name", "");
+      c.type = l.get_string("type", "");
+      PF_CHECK_ARG(c.name.size() <= limits::kMaxNameBytes, l.path_of("name"), ": longer than ",
+                   limits::kMaxNameBytes, " bytes");
+      PF_CHECK_ARG(c.type.size() <= limits::kMaxNameBytes, l.path_of("type"), ": longer than ",
+                   limits::kMaxNameBytes, " bytes");
+      c.parameters = l.get_int_in("parameters", 0, 0, int64_t{1} << 40);
+      c.forward_s = get_seconds(l, "forward_s");
+      c.backward_input_s = get_seconds(l, "backward_input_s");
+      c.backward_weight_s = get_seconds(l, "backward_weight_s");
+      c.activation_bytes = get_bytes(l, "activation_bytes");
+      c.shared_with_previous_bytes = get_bytes(l, "shared_with_previous_bytes");
+      c.weight_pending_bytes = get_bytes(l, "weight_pending_bytes");
+      c.input_bytes = get_bytes(l, "input_bytes");
+      l.reject_unknown();
+      m.layers.push_back(std::move(c));
+    }
+    s.reject_unknown();
+    PF_CHECK_ARG(p.sizes.empty() || m.rows > p.sizes.back().rows, s.path_of("rows"),
+                 ": sizes must be in ascending rows, each once");
+    p.sizes.push_back(std::move(m));
+  }
+  root.reject_unknown();
+  return p;
+}
+
+}  // namespace
+
+ModelProfile profile_from_json(const nlohmann::json& value, const std::string& where) {
+  PF_CHECK_ARG(value.is_object(), where, ": expected a JSON object, got ", value.type_name());
+  try {
+    return profile_from_json_fields(value);
+  } catch (const Error& e) {
+    throw Error(e.code(), where + ": " + e.what());
+  }
+}
+
+}  // namespace pf::plan

@@ -1,0 +1,72 @@
+// Measured costs of a model, per top-level layer, for the planner: the forward, input-gradient (B)
+// and weight-gradient (W) times of one micro-batch, the bytes each pass keeps, and what the
+// parameters, gradients and optimizer state take. One profile holds several micro-batch sizes,
+// because a candidate's micro-batch rows (batch / (D x m)) decide its layer times. A profile is
+// saved as JSON ("pipeforge.profile/1") and read back strictly: every error names the JSON path.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/models/model.h"
+#include "runtime/optim/optimizer.h"
+#include "runtime/train/batch.h"
+
+namespace pf::plan {
+
+struct LayerCosts {
+  std::string name;
+  std::string type;
+  int64_t parameters = 0;           // elements
+  double forward_s = 0;             // F of one micro-batch (the last layer: with the loss)
+  double backward_input_s = 0;      // B (the last layer: with the loss's backward)
+  double backward_weight_s = 0;     // W
+  int64_t activation_bytes = 0;     // kept from F until B (the simulator's m_b), the layer alone
+  // Of activation_bytes, what the previous layer's context holds too (the tensor between them,
+  // saved by both): a stage of layers [a, b) keeps sum activation_bytes - sum over (a, b) of this.
+  int64_t shared_with_previous_bytes = 0;
+  int64_t weight_pending_bytes = 0; // kept from B until W (m_w)
+  int64_t input_bytes = 0;          // the layer's input: what crosses a stage boundary before it (m_in)
+};
+
+// The layers at one micro-batch size.
+struct MicroBatchCosts {
+  int64_t rows = 0;
+  int64_t tokens = 0;  // targets per micro-batch (GPT: rows x seq_len; MLP: rows)
+  std::vector<LayerCosts> layers;
+};
+
+struct ModelProfile {
+  nlohmann::json model;                    // what was profiled (the CLI's model options), for reports
+  std::string optimizer = "adamw";
+  int optimizer_state_floats = 2;          // per parameter element (AdamW 2, SGD with momentum 1)
+  double update_seconds_per_parameter = 0; // zeroing the gradient plus one optimizer update, per element
+  std::vector<MicroBatchCosts> sizes;      // ascending rows
+
+  int num_layers() const;
+  int64_t parameter_elements() const;
+  // The costs at `rows`: the measured size when there is one, else the nearest measured size with
+  // times and bytes scaled by rows / its rows (kInvalidArgument when the profile is empty).
+  MicroBatchCosts at_rows(int64_t rows) const;
+};
+
+// Floats of optimizer state per parameter element for `config` (AdamW 2, SGD 1 with momentum, 0 without).
+int optimizer_state_floats(const OptimizerConfig& config);
+
+// Runs each top-level layer of `model` on `micro_batch` (one thread, the BLAS threads as set):
+// F, B and W timed separately, the median of `repeats` runs, and the bytes of each layer's saved
+// context after F and after B. The model's gradients are left modified.
+MicroBatchCosts measure_micro_batch(Model& model, const Batch& micro_batch, int repeats);
+
+// Seconds per parameter element of zeroing the gradients and one `config` update of every
+// parameter of `model` (median of `repeats`). Parameter values change; optimizer state is thrown away.
+double measure_update_seconds(Model& model, const OptimizerConfig& config, int repeats);
+
+nlohmann::json profile_to_json(const ModelProfile& profile);
+// Strict: kInvalidArgument naming `where` and the JSON path of the first bad or unknown field.
+ModelProfile profile_from_json(const nlohmann::json& value, const std::string& where);
+
+}  // namespace pf::plan

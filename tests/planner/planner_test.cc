@@ -1,0 +1,359 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/core/error.h"
+#include "runtime/planner/candidates.h"
+#include "runtime/planner/cluster.h"
+#include "runtime/planner/model_profile.h"
+#include "runtime/planner/plan_report.h"
+#include "runtime/planner/stage_partition.h"
+#include "runtime/schedules/simulator.h"
+
+namespace pf::plan {
+namespace {
+
+// Layers with the given F times (B = 2F, W = F), parameters and activation bytes.
+MicroBatchCosts layers_with(const std::vector<double>& forward, int64_t parameters = 100, int64_t bytes = 1000) {
+  MicroBatchCosts m;
+  m.rows = 4;
+  m.tokens = 4;
+  for (size_t i = 0; i < forward.size(); ++i) {
+    LayerCosts l;
+    l.name = "layer" + std::to_string(i);
+    l.forward_s = forward[i];
+    l.backward_input_s = 2 * forward[i];
+    l.backward_weight_s = forward[i];
+    l.parameters = parameters;
+    l.activation_bytes = bytes;
+    l.input_bytes = i == 0 ? 0 : 64;
+    m.layers.push_back(l);
+  }
+  return m;
+}
+
+ModelProfile profile_of(const MicroBatchCosts& costs, double update_seconds_per_parameter = 0) {
+  ModelProfile p;
+  p.sizes = {costs};
+  p.update_seconds_per_parameter = update_seconds_per_parameter;
+  return p;
+}
+
+Cluster free_links(int devices) {
+  Cluster c;
+  c.devices_per_node = devices;
+  c.intra_node.latency_s = 0;
+  c.intra_node.bandwidth_bytes_per_s = 1e300;
+  c.inter_node = c.intra_node;
+  c.device_memory_bytes = int64_t{1} << 40;
+  return c;
+}
+
+// Every split of n layers into s non-empty stages.
+void compositions(int n, int s, std::vector<int>& prefix, const std::function<void(const std::vector<int>&)>& fn) {
+  if (s == 1) {
+    prefix.push_back(n);
+    fn(prefix);
+    prefix.pop_back();
+    return;
+  }
+  for (int k = 1; k <= n - s + 1; ++k) {
+    prefix.push_back(k);
+    compositions(n - k, s - 1, prefix, fn);
+    prefix.pop_back();
+  }
+}
+
+double slowest_stage(const MicroBatchCosts& costs, const std::vector<int>& counts) {
+  double worst = 0;
+  int begin = 0;
+  for (int c : counts) {
+    worst = std::max(worst, stage_costs(costs, begin, begin + c).seconds());
+    begin += c;
+  }
+  return worst;
+}
+
+TEST(PartitionForPlan, FindsTheBruteForceOptimum) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> time(0.1, 3.0);
+  for (int trial = 0; trial < 30; ++trial) {
+    std::vector<double> f(7);
+    for (double& x : f) x = time(rng);
+    const MicroBatchCosts costs = layers_with(f);
+    for (int s = 1; s <= 5; ++s) {
+      double best = std::numeric_limits<double>::infinity();
+      std::vector<int> prefix;
+      compositions(7, s, prefix, [&](const std::vector<int>& c) { best = std::min(best, slowest_stage(costs, c)); });
+      const std::vector<int> got = partition_for_plan(costs, s, PartitionLimits());
+      ASSERT_EQ(static_cast<int>(got.size()), s);
+      EXPECT_DOUBLE_EQ(slowest_stage(costs, got), best) << "trial " << trial << ", " << s << " stages";
+    }
+  }
+}
+
+TEST(PartitionForPlan, KeepsEveryStageUnderTheMemoryLimitOrReturnsNothing) {
+  // One slow layer at the end: time alone puts it on a stage of its own; memory then limits how
+  // many layers the first stage may take.
+  const MicroBatchCosts costs = layers_with({1, 1, 1, 1, 1, 6}, 100, 1000);
+  const std::vector<int> by_time = partition_for_plan(costs, 2, PartitionLimits());
+  EXPECT_EQ(by_time, (std::vector<int>{5, 1}));
+  PartitionLimits limits;
+  limits.contexts = {2, 1};          // the first stage holds two micro-batches, the second one
+  limits.bytes_per_parameter = 16;   // 1600 bytes per layer of parameters and state
+  limits.stage_limit_bytes = 3 * (1600 + 2 * 1000);  // three layers on the first stage at most
+  const std::vector<int> limited = partition_for_plan(costs, 2, limits);
+  EXPECT_EQ(limited, (std::vector<int>{3, 3}));
+  limits.stage_limit_bytes = 1000;  // not even one layer fits
+  EXPECT_TRUE(partition_for_plan(costs, 2, limits).empty());
+  EXPECT_TRUE(partition_for_plan(costs, 7, PartitionLimits()).empty());  // more stages than layers
+}
+
+TEST(StageCosts, CountsATensorTwoLayersShareOnce) {
+  MicroBatchCosts costs = layers_with({1, 1, 1});
+  costs.layers[1].shared_with_previous_bytes = 300;
+  costs.layers[2].shared_with_previous_bytes = 200;
+  EXPECT_DOUBLE_EQ(stage_costs(costs, 0, 3).activation_bytes, 3000 - 300 - 200);
+  EXPECT_DOUBLE_EQ(stage_costs(costs, 1, 3).activation_bytes, 2000 - 200);  // layer 1's input is its own here
+  EXPECT_DOUBLE_EQ(stage_costs(costs, 1, 3).input_bytes, 64);
+  EXPECT_THROW(stage_costs(costs, 2, 2), Error);
+}
+
+PlanRequest request_for(const MicroBatchCosts& costs, int devices, int64_t batch_rows) {
+  PlanRequest r;
+  r.profile = profile_of(costs);
+  r.cluster = free_links(devices);
+  r.batch_rows = batch_rows;
+  return r;
+}
+
+TEST(Predict, OneFOneBOnEqualStagesTakesTheClosedForm) {
+  // 4 equal layers on 2 ranks: stages of F = 2, B = 4, W = 2; fused BW. 1F1B without
+  // communication time takes (m + p - 1)(F + B + W).
+  const MicroBatchCosts costs = layers_with({1, 1, 1, 1});
+  PlanRequest r = request_for(costs, 2, 16);  // m = 4 micro-batches of 4 rows
+  r.profile.update_seconds_per_parameter = 0.01;
+  Candidate c;
+  c.schedule = "1f1b";
+  c.ranks = 2;
+  c.micro_batches = 4;
+  const Prediction p = predict(r, c);
+  EXPECT_EQ(p.candidate.layers_per_stage, (std::vector<int>{2, 2}));
+  EXPECT_NEAR(p.pipeline_seconds, (4 + 2 - 1) * 8.0, 1e-9);
+  EXPECT_NEAR(p.update_seconds, 200 * 0.01, 1e-12);  // each rank steps its own 200 parameters
+  EXPECT_NEAR(p.step_seconds, p.pipeline_seconds + p.update_seconds, 1e-12);
+  EXPECT_NEAR(p.tokens_per_second, 16 / p.step_seconds, 1e-9);
+  // Rank 0 holds p = 2 micro-batches' contexts of its 2 layers at its peak, rank 1 one.
+  ASSERT_EQ(p.memory_bytes.size(), 2u);
+  const double statics = 200 * 4.0 * 4;  // value, gradient and AdamW's two moments
+  EXPECT_DOUBLE_EQ(p.memory_bytes[0], statics + 2 * 2000);
+  EXPECT_DOUBLE_EQ(p.memory_bytes[1], statics + 1 * 2000);
+  EXPECT_DOUBLE_EQ(p.peak_memory_bytes, p.memory_bytes[0]);
+  // GPipe keeps all m.
+  c.schedule = "gpipe";
+  EXPECT_DOUBLE_EQ(predict(r, c).memory_bytes[0], statics + 4 * 2000);
+}
+
+TEST(Predict, CommunicationAddsItsLatencyOnEveryCrossing) {
+  const MicroBatchCosts costs = layers_with({1, 1});
+  PlanRequest r = request_for(costs, 2, 4);
+  r.cluster.intra_node.latency_s = 0.5;
+  r.cluster.intra_node.bandwidth_bytes_per_s = 64;  // the 64-byte boundary: 1 s more
+  Candidate c;
+  c.schedule = "1f1b";
+  c.ranks = 2;
+  c.micro_batches = 1;
+  // One micro-batch: F0, (comm), F1 BW1, (comm), BW0 = 1 + 1.5 + 4 + 1.5 + 3 - wait for BW0 = 3.
+  EXPECT_NEAR(predict(r, c).pipeline_seconds, 1 + 1.5 + 4 + 1.5 + 3, 1e-9);
+}
+
+TEST(Predict, DataParallelWaitsForTheRingAllReduce) {
+  const MicroBatchCosts costs = layers_with({1, 1}, 1000);
+  PlanRequest r = request_for(costs, 2, 8);
+  r.cluster.intra_node.latency_s = 0.25;
+  r.cluster.intra_node.bandwidth_bytes_per_s = 4000;  // 8000 gradient bytes: 2 s
+  Candidate c;
+  c.schedule = "1f1b";
+  c.data_parallel = 2;
+  c.micro_batches = 2;  // per replica, of 2 rows: half the profiled 4, so F + B + W = 2 x 2 s
+  const Prediction p = predict(r, c);
+  const double ring = sched::ring_allreduce_time(8000, 2, 4000, 0.25);
+  EXPECT_NEAR(ring, 2 * 0.5 * 8000 / 4000 + 2 * 0.25, 1e-12);
+  EXPECT_NEAR(p.pipeline_seconds, 2 * 4.0 + ring, 1e-9);
+  EXPECT_NEAR(p.tokens_per_second, 8 / p.step_seconds, 1e-9);
+}
+
+TEST(Predict, RefusesWhatCannotRunNamingWhy) {
+  const MicroBatchCosts costs = layers_with({1, 1, 1});
+  PlanRequest r = request_for(costs, 2, 8);
+  Candidate c;
+  c.schedule = "zb-v";  // 4 stages on 2 ranks, but 3 layers
+  c.ranks = 2;
+  c.micro_batches = 2;
+  try {
+    predict(r, c);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("3 top-level layers"), std::string::npos) << e.what();
+  }
+  c.schedule = "1f1b";
+  c.ranks = 4;  // more than the 2 devices
+  EXPECT_THROW(predict(r, c), Error);
+  c.ranks = 2;
+  c.micro_batches = 3;  // 8 rows do not split into 3
+  EXPECT_THROW(predict(r, c), Error);
+}
+
+TEST(MakePlan, RanksFitsFastestFirstAndSaysWhatNothingFitsNeeds) {
+  const MicroBatchCosts costs = layers_with({1, 2, 1, 3, 1, 1});
+  PlanRequest r = request_for(costs, 2, 8);
+  const Plan plan = make_plan(r);
+  ASSERT_FALSE(plan.ranked.empty());
+  for (size_t i = 1; i < plan.ranked.size(); ++i)
+    EXPECT_LE(plan.ranked[i - 1].step_seconds, plan.ranked[i].step_seconds);
+  for (const Prediction& p : plan.ranked) EXPECT_TRUE(p.fits);
+  // Every candidate searched is a real one: re-predicting it with its partition gives the same.
+  for (size_t i = 0; i < plan.ranked.size() && i < 10; ++i)
+    EXPECT_DOUBLE_EQ(predict(r, plan.ranked[i].candidate).step_seconds, plan.ranked[i].step_seconds);
+  // A pipeline beats the sequential trainer on two devices with no communication cost.
+  EXPECT_NE(plan.ranked[0].candidate.schedule, "sequential");
+
+  r.memory_limit_bytes = 100;  // nothing fits
+  const Plan none = make_plan(r);
+  EXPECT_TRUE(none.ranked.empty());
+  ASSERT_FALSE(none.too_big.empty());
+  for (size_t i = 1; i < none.too_big.size(); ++i)
+    EXPECT_LE(none.too_big[i - 1].peak_memory_bytes, none.too_big[i].peak_memory_bytes);
+  const std::string table = ranked_table(none, r.limit(), 10);
+  EXPECT_NE(table.find("smallest memory that works"), std::string::npos) << table;
+
+  r.memory_limit_bytes = none.too_big[0].peak_memory_bytes;  // exactly the smallest: one fits
+  EXPECT_FALSE(make_plan(r).ranked.empty());
+
+  r.schedules = {"pipedream"};
+  EXPECT_THROW(make_plan(r), Error);  // asynchronous: not searched
+}
+
+TEST(MakePlan, DropsAPolicyThatChangesNothing) {
+  const MicroBatchCosts costs = layers_with({1, 1});
+  PlanRequest r = request_for(costs, 1, 4);
+  r.schedules = {"sequential"};
+  const Plan plan = make_plan(r);
+  for (const Prediction& p : plan.ranked) EXPECT_EQ(p.candidate.activation_policy, "none");
+}
+
+TEST(ParetoFront, NoPredictionBeatsAPointOfTheFrontInBoth) {
+  const MicroBatchCosts costs = layers_with({1, 2, 1, 3, 1, 1});
+  const Plan plan = make_plan(request_for(costs, 2, 8));
+  const std::vector<size_t> front = pareto_front(plan.ranked);
+  ASSERT_FALSE(front.empty());
+  for (size_t f : front) {
+    for (const Prediction& p : plan.ranked) {
+      const Prediction& q = plan.ranked[f];
+      EXPECT_FALSE(p.step_seconds < q.step_seconds && p.peak_memory_bytes < q.peak_memory_bytes)
+          << p.candidate.describe() << " beats " << q.candidate.describe();
+    }
+  }
+  // The fastest is on it.
+  EXPECT_NE(std::find(front.begin(), front.end(), size_t{0}), front.end());
+  const std::string svg = plan_svg(plan, 1e6, "test <chart>");
+  EXPECT_NE(svg.find("class=\"front\""), std::string::npos);
+  EXPECT_NE(svg.find("test &lt;chart&gt;"), std::string::npos);
+}
+
+nlohmann::json example_cluster() {
+  return nlohmann::json::parse(R"({"nodes": 2, "devices_per_node": 4,
+    "device": {"kind": "cuda", "memory_gib": 80},
+    "intra_node": {"bandwidth_gb_per_s": 300, "latency_us": 3},
+    "inter_node": {"bandwidth_gb_per_s": 25, "latency_us": 10}})");
+}
+
+std::string error_of(const nlohmann::json& value) {
+  try {
+    cluster_from_json(value, "c.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Cluster, ReadsADescriptionAndNamesTheFieldAtFault) {
+  const Cluster c = cluster_from_json(example_cluster(), "c.json");
+  EXPECT_EQ(c.devices(), 8);
+  EXPECT_EQ(c.device_memory_bytes, int64_t{80} << 30);
+  EXPECT_DOUBLE_EQ(c.intra_node.bandwidth_bytes_per_s, 300e9);
+  EXPECT_DOUBLE_EQ(c.inter_node.latency_s, 10e-6);
+  EXPECT_EQ(&c.link(0, 3), &c.intra_node);
+  EXPECT_EQ(&c.link(3, 4), &c.inter_node);
+  EXPECT_EQ(cluster_from_json(cluster_to_json(c), "again").devices(), 8);
+
+  nlohmann::json j = example_cluster();
+  j["device"]["kind"] = "tpu";
+  EXPECT_NE(error_of(j).find("c.json: device.kind: unknown device kind 'tpu'"), std::string::npos) << error_of(j);
+  j = example_cluster();
+  j["intra_node"]["latency"] = 3;
+  EXPECT_NE(error_of(j).find("intra_node.latency: unknown field"), std::string::npos) << error_of(j);
+  j = example_cluster();
+  j["inter_node"]["bandwidth_gb_per_s"] = -1;
+  EXPECT_NE(error_of(j).find("inter_node.bandwidth_gb_per_s"), std::string::npos) << error_of(j);
+  j = example_cluster();
+  j.erase("inter_node");
+  EXPECT_NE(error_of(j).find("inter_node: missing (2 nodes"), std::string::npos) << error_of(j);
+  j = example_cluster();
+  j["device"]["memory_gib"] = "lots";
+  EXPECT_NE(error_of(j).find("device.memory_gib: expected a number"), std::string::npos) << error_of(j);
+  EXPECT_NE(error_of(nlohmann::json::array()).find("c.json: expected a JSON object"), std::string::npos);
+}
+
+TEST(Cluster, MeasuresThisMachine) {
+  const Cluster c = measure_this_machine(2);
+  EXPECT_EQ(c.devices(), 2);
+  EXPECT_GT(c.device_memory_bytes, 0);
+  EXPECT_GT(c.intra_node.bandwidth_bytes_per_s, 1e8);  // any machine copies faster than 100 MB/s
+  EXPECT_GT(c.intra_node.latency_s, 0);
+  EXPECT_LT(c.intra_node.latency_s, 0.1);
+}
+
+TEST(ModelProfile, RoundTripsAndNamesTheFieldAtFault) {
+  ModelProfile p = profile_of(layers_with({1, 2}), 1e-9);
+  p.sizes.push_back(layers_with({2, 4}));
+  p.sizes[1].rows = 8;
+  const ModelProfile back = profile_from_json(profile_to_json(p), "p.json");
+  ASSERT_EQ(back.sizes.size(), 2u);
+  EXPECT_DOUBLE_EQ(back.sizes[1].layers[1].forward_s, 4);
+  EXPECT_EQ(back.sizes[0].layers[0].activation_bytes, 1000);
+  EXPECT_DOUBLE_EQ(back.update_seconds_per_parameter, 1e-9);
+  // A size between two measured ones scales the nearest.
+  EXPECT_DOUBLE_EQ(back.at_rows(6).layers[0].forward_s, 1.0 * 6 / 4);
+  EXPECT_DOUBLE_EQ(back.at_rows(8).layers[0].forward_s, 2);
+
+  nlohmann::json j = profile_to_json(p);
+  j["micro_batch_sizes"][1]["layers"][0]["forward_s"] = -3;
+  try {
+    profile_from_json(j, "p.json");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("p.json: micro_batch_sizes[1].layers[0].forward_s"), std::string::npos)
+        << e.what();
+  }
+  j = profile_to_json(p);
+  j["micro_batch_sizes"][0]["layers"][1]["colour"] = "red";
+  EXPECT_THROW(profile_from_json(j, "p.json"), Error);
+  j = profile_to_json(p);
+  j["micro_batch_sizes"][1]["layers"].erase(1);  // sizes disagree on the layers
+  EXPECT_THROW(profile_from_json(j, "p.json"), Error);
+  j = profile_to_json(p);
+  j["format"] = "something/2";
+  EXPECT_THROW(profile_from_json(j, "p.json"), Error);
+}
+
+}  // namespace
+}  // namespace pf::plan

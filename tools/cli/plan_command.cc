@@ -1,0 +1,221 @@
+#include "tools/cli/plan_command.h"
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/core/error.h"
+#include "runtime/kernels/cpu/blas.h"
+#include "runtime/planner/candidates.h"
+#include "runtime/planner/cluster.h"
+#include "runtime/planner/model_profile.h"
+#include "runtime/planner/plan_report.h"
+#include "runtime/schedules/activation_policy.h"
+#include "tools/cli/cli.h"
+#include "tools/cli/train_config.h"
+#include "tools/cli/train_setup.h"
+
+namespace pf::cli {
+namespace {
+
+nlohmann::json read_json_file(const std::string& file, const std::string& option) {
+  std::ifstream in(file);
+  if (!in) fail(ErrorCode::kNotFound, option, " '", file, "' cannot be read");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    fail(ErrorCode::kInvalidArgument, file, ": not valid JSON: ", e.what());
+  }
+}
+
+void write_file(const std::string& file, const std::string& text, const std::string& option) {
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  out << text;
+  if (!out.good()) fail(ErrorCode::kInvalidArgument, option, " '", file, "' cannot be written");
+}
+
+void note(const PlanArgs& a, const std::string& line) {
+  if (!a.quiet) std::cerr << line << std::endl;
+}
+
+// The profile: read from --profile (checked against the model), or measured at every micro-batch
+// size the candidates need.
+plan::ModelProfile model_profile(const PlanArgs& a, const std::vector<int64_t>& rows, nlohmann::json* description) {
+  TrainArgs t = a.model;
+  t.micro_batches = 1;
+  t.batch_size = rows.front();
+  Setup first = make_setup(t);
+  *description = first.description;
+  (*description)["model"] = model_name(t);
+  (*description)["num_parameters"] = first.model->num_parameter_elements();
+  const OptimizerConfig optimizer = optimizer_config(t);
+  if (!a.profile.empty()) {
+    plan::ModelProfile p = plan::profile_from_json(read_json_file(a.profile, "--profile"), a.profile);
+    const size_t layers = first.model->layers().size();
+    PF_CHECK_ARG(static_cast<size_t>(p.num_layers()) == layers, a.profile, ": the profile has ", p.num_layers(),
+                 " layers but ", model_name(t), " has ", layers, " (profile the same model options)");
+    return p;
+  }
+  plan::ModelProfile p;
+  p.model = *description;
+  p.optimizer = t.optimizer;
+  p.optimizer_state_floats = plan::optimizer_state_floats(optimizer);
+  for (int64_t r : rows) {
+    note(a, "profiling " + model_name(t) + " at " + std::to_string(r) + " rows per micro-batch");
+    t.batch_size = r;
+    Setup s = make_setup(t);
+    p.sizes.push_back(plan::measure_micro_batch(*first.model, s.data->next(), a.repeats));
+  }
+  p.update_seconds_per_parameter = plan::measure_update_seconds(*first.model, optimizer, a.repeats);
+  return p;
+}
+
+// The `train` arguments that run `choice`: the model options of the plan plus its schedule.
+TrainArgs train_args_for(const PlanArgs& a, const plan::Prediction& choice) {
+  TrainArgs t = a.model;
+  const plan::Candidate& c = choice.candidate;
+  t.batch_size = a.batch_size / c.data_parallel;
+  t.micro_batches = c.micro_batches;
+  t.data_parallel = c.data_parallel;
+  if (c.schedule != "sequential") {
+    t.schedule = c.schedule;
+    t.stages = c.ranks;
+    t.chunks = c.chunks;
+    t.layers_per_stage = c.layers_per_stage;
+    t.activation_policy = c.activation_policy;
+  }
+  return t;
+}
+
+}  // namespace
+
+CLI::App* add_plan_command(CLI::App& app, PlanArgs& a) {
+  CLI::App* cmd = app.add_subcommand(
+      "plan", "choose data x pipeline degrees, schedule, chunks, micro-batches, partition and memory policy");
+  add_model_options(cmd, a.model);
+  add_optimizer_options(cmd, a.model);
+  cmd->add_option("--seed", a.model.seed, "seed of the initial parameters and of the data")->capture_default_str();
+  cmd->add_option("--blas-threads", a.model.blas_threads, "BLAS threads per rank while profiling")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  cmd->add_option("--batch-size", a.batch_size, "rows per step, all data-parallel replicas together")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
+      ->capture_default_str();
+  auto* cluster = cmd->add_option("--cluster", a.cluster, "cluster description (JSON; docs/PLANNING.md)")
+                      ->check(CLI::ExistingFile);
+  auto* measure = cmd->add_flag("--measure", a.measure, "describe this machine instead: a device per core, its memory "
+                                                         "shared, the link between two threads measured");
+  cluster->excludes(measure);
+  cmd->add_option("--devices", a.devices, "--measure: the number of devices (default: the cores)")
+      ->check(CLI::Range(1, 4096))
+      ->needs(measure);
+  cmd->add_option("--memory-limit-gib", a.memory_limit_gib, "memory per device (default: the cluster's)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--profile", a.profile, "read the per-layer profile from this file instead of profiling")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--save-profile", a.save_profile, "write the per-layer profile to this file");
+  cmd->add_option("--schedules", a.schedules, "search only these schedules (default: every synchronous one, and "
+                                              "sequential)")
+      ->delimiter(',');
+  cmd->add_option("--policies", a.policies, "search only these activation policies (none, recompute, offload-host)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"none", "recompute", "offload-host"}));
+  cmd->add_option("--max-microbatches", a.max_micro_batches, "the most micro-batches per replica to try")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  cmd->add_option("--max-chunks", a.max_chunks, "the most chunks per rank for the looped schedules (1, 2, 4, ...)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--repeats", a.repeats, "profile: runs per measurement (the median counts)")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  cmd->add_option("--top", a.top, "rows of the ranked table (and candidates in plan.json)")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  cmd->add_option("--out", a.out, "write the plan here (for train --plan)")->capture_default_str();
+  cmd->add_option("--svg", a.svg, "write the step time vs peak memory chart here")->capture_default_str();
+  cmd->add_flag("--json", a.json, "print one JSON object on stdout instead of the table");
+  cmd->add_flag("--quiet", a.quiet, "no progress on stderr");
+  return cmd;
+}
+
+int run_plan(const PlanArgs& a) {
+  try {
+    PF_CHECK_ARG(a.measure || !a.cluster.empty(), "--cluster FILE or --measure is needed: the planner plans for "
+                                                    "machines it knows");
+    cpu::set_blas_threads_for_this_thread(a.model.blas_threads);
+    plan::PlanRequest request;
+    if (a.measure) {
+      note(a, "measuring this machine");
+      request.cluster = plan::measure_this_machine(a.devices);
+    } else {
+      request.cluster = plan::cluster_from_json(read_json_file(a.cluster, "--cluster"), a.cluster);
+    }
+    request.batch_rows = a.batch_size;
+    request.schedules = a.schedules;
+    request.policies = a.policies;
+    request.max_micro_batches = a.max_micro_batches;
+    request.max_chunks = a.max_chunks;
+    request.memory_limit_bytes = a.memory_limit_gib * 1024.0 * 1024.0 * 1024.0;
+    nlohmann::json model;
+    request.profile = model_profile(a, plan::needed_micro_batch_rows(request), &model);
+    if (!a.save_profile.empty()) write_file(a.save_profile, plan::profile_to_json(request.profile).dump(2) + "\n", "--save-profile");
+    const plan::Plan plan = plan::make_plan(request);
+    const double limit = request.limit();
+    const std::string title = model.value("model", std::string("model")) + ", batch " + std::to_string(a.batch_size) +
+                              ", " + std::to_string(request.cluster.devices()) + " " + request.cluster.device_kind +
+                              " devices";
+    if (!a.svg.empty()) write_file(a.svg, plan::plan_svg(plan, limit, title), "--svg");
+    nlohmann::json candidates = nlohmann::json::array();
+    for (size_t i = 0; i < plan.ranked.size() && i < static_cast<size_t>(a.top); ++i)
+      candidates.push_back(plan::prediction_to_json(plan.ranked[i]));
+    nlohmann::json out = {{"format", "pipeforge.plan/1"},
+                          {"model", model},
+                          {"batch_size", a.batch_size},
+                          {"cluster", plan::cluster_to_json(request.cluster)},
+                          {"memory_limit_bytes", limit},
+                          {"fitting", plan.ranked.size()},
+                          {"over_the_limit", plan.too_big.size()},
+                          {"refused", plan.refused},
+                          {"candidates", candidates}};
+    if (!plan.ranked.empty()) {
+      out["choice"] = plan::prediction_to_json(plan.ranked[0]);
+      out["train_config"] = effective_train_config(train_args_for(a, plan.ranked[0]));
+      if (!a.out.empty()) write_file(a.out, out.dump(2) + "\n", "--out");
+    } else if (!plan.too_big.empty()) {
+      out["smallest_memory_that_works_bytes"] = plan.too_big[0].peak_memory_bytes;
+    }
+    if (a.json) {
+      std::cout << out.dump() << std::endl;
+    } else {
+      std::cout << title << "; memory limit " << limit / (1024.0 * 1024.0) << " MiB per device\n";
+      std::cout << plan::ranked_table(plan, limit, static_cast<size_t>(a.top));
+      if (!plan.ranked.empty() && !a.out.empty())
+        std::cout << "plan: " << a.out << " (pipeforge train --plan " << a.out << ")\n";
+      if (!a.svg.empty()) std::cout << "chart: " << a.svg << "\n";
+    }
+    if (plan.ranked.empty()) {
+      std::fflush(stdout);
+      std::cerr << "pipeforge plan: no candidate fits in " << limit / (1024.0 * 1024.0) << " MiB per device ("
+                << (a.memory_limit_gib > 0 ? "--memory-limit-gib" : a.measure ? "this machine's memory" : a.cluster + ": device.memory_gib");
+      if (!plan.too_big.empty())
+        std::cerr << "); the smallest that works: " << plan.too_big[0].peak_memory_bytes / (1024.0 * 1024.0)
+                  << " MiB per device (" << plan.too_big[0].candidate.describe() << ")";
+      else
+        std::cerr << ")";
+      std::cerr << "\n";
+      return kExitFailure;
+    }
+    return kExitOk;
+  } catch (const Error& e) {
+    std::fflush(stdout);
+    std::cerr << "pipeforge plan: " << e.what() << "\n";
+    return e.code() == ErrorCode::kInvalidArgument || e.code() == ErrorCode::kNotFound ? kExitUsage : kExitFailure;
+  }
+}
+
+}  // namespace pf::cli

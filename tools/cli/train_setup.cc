@@ -1,0 +1,172 @@
+#include "tools/cli/train_setup.h"
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+
+#include "runtime/core/error.h"
+#include "runtime/data/char_text_dataset.h"
+#include "runtime/data/synthetic_classification.h"
+#include "runtime/models/builders.h"
+#include "runtime/schedules/schedule_request.h"
+#include "runtime/schedules/text_format.h"
+
+namespace pf::cli {
+
+namespace {
+
+// --layers when not given: 2, or enough for one top-level layer per stage of the schedule (GPT:
+// blocks + embedding, final LayerNorm and head; MLP: a Linear and an activation per hidden layer,
+// and the head).
+int64_t default_layers(const TrainArgs& a) {
+  const int64_t stages = schedule_stages(a);
+  return a.model == "gpt" ? std::max<int64_t>(2, stages - 3) : std::max<int64_t>(2, stages / 2);
+}
+// The share of the text held out: --held-out, or 0.1 when evaluating.
+double held_out_fraction(const TrainArgs& a) {
+  if (a.held_out >= 0) return a.held_out;
+  return a.eval_every > 0 ? 0.1 : 0.0;
+}
+// A model from --model-file or the config's inline model; null when neither is given.
+std::shared_ptr<Model> model_from_json(const TrainArgs& a) {
+  if (!a.model_json.empty()) return build_model_from_json_text(a.model_json);
+  if (a.model_file.empty()) return nullptr;
+  std::ifstream in(a.model_file);
+  if (!in) fail(ErrorCode::kNotFound, "--model-file '", a.model_file, "' cannot be read");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  try {
+    return build_model_from_json_text(text);
+  } catch (const Error& e) {
+    throw Error(e.code(), "--model-file '" + a.model_file + "': " + e.what());
+  }
+}
+// The character-text training data of `rows` rows (its held-out split: with_split).
+std::unique_ptr<CharTextDataset> char_text(const TrainArgs& a, int64_t rows, int64_t seq_len) {
+  CharTextOptions data;
+  data.files = a.data;
+  data.rows = rows;
+  data.seq_len = seq_len;
+  data.seed = a.seed;
+  data.held_out_fraction = held_out_fraction(a);
+  return std::make_unique<CharTextDataset>(data);
+}
+std::unique_ptr<SyntheticClassification> synthetic(const TrainArgs& a, int64_t rows, int64_t features,
+                                                   int64_t classes, bool held_out) {
+  SyntheticClassificationOptions data;
+  data.rows = rows;
+  data.features = features;
+  data.classes = classes;
+  data.seed = a.seed;
+  data.held_out = held_out;
+  return std::make_unique<SyntheticClassification>(data);
+}
+
+}  // namespace
+
+// The model stages of the schedule the arguments ask for (1 without one; one pipeline's with two).
+int schedule_stages(const TrainArgs& a) {
+  if (!a.schedule_file.empty()) return sched::read_schedule_file(a.schedule_file).stages_per_pipeline();
+  if (a.schedule.empty()) return 1;
+  sched::ScheduleRequest request;
+  request.name = a.schedule;
+  request.ranks = a.stages;
+  request.micro_batches = a.micro_batches;
+  request.chunks = a.chunks;
+  request.seq_slices = a.seq_slices;
+  return sched::make_schedule(request).stages_per_pipeline();
+}
+
+// The ranks of the schedule the arguments ask for.
+int schedule_ranks(const TrainArgs& a) {
+  if (!a.schedule_file.empty()) return sched::read_schedule_file(a.schedule_file).num_ranks();
+  return a.stages;
+}
+
+
+
+
+
+
+Setup make_setup(const TrainArgs& a) {
+  Setup s;
+  const int64_t rows = a.batch_size / a.micro_batches;
+  const bool evaluate = a.eval_every > 0;
+  if (std::shared_ptr<Model> model = model_from_json(a)) {
+    const InputSpec& in = model->input_spec();
+    if (in.kind == InputSpec::Kind::kTokens) {
+      auto text = char_text(a, rows, in.seq_len);
+      PF_CHECK_ARG(text->vocab_size() <= in.vocab && text->vocab_size() <= in.classes, "the model's vocabulary (",
+                   in.vocab, " tokens, ", in.classes, " classes) is smaller than the text's (", text->vocab_size(),
+                   " distinct bytes)");
+      s.description = {{"vocab", in.vocab}, {"seq_len", in.seq_len}, {"data_files", text->files()}};
+      if (evaluate) s.held_out = text->with_split(CharTextOptions::Split::kHeldOut);
+      s.data = std::move(text);
+    } else {
+      s.data = synthetic(a, rows, in.features, in.classes, false);
+      if (evaluate) s.held_out = synthetic(a, rows, in.features, in.classes, true);
+      s.description = {{"features", in.features}, {"classes", in.classes}};
+    }
+    s.description["layers"] = model->layers().size();
+    s.model = std::move(model);
+    return s;
+  }
+  const int64_t layers = a.layers < 0 ? default_layers(a) : a.layers;
+  if (a.model == "mlp") {
+    s.data = synthetic(a, rows, a.features, a.classes, false);
+    if (evaluate) s.held_out = synthetic(a, rows, a.features, a.classes, true);
+    MlpConfig config;
+    config.input_dim = a.features;
+    config.classes = a.classes;
+    config.hidden.assign(static_cast<size_t>(layers), a.hidden < 0 ? 64 : a.hidden);
+    s.model = build_mlp(config);
+    s.description = {{"features", config.input_dim}, {"hidden", config.hidden}, {"classes", config.classes}};
+  } else {
+    auto text = char_text(a, rows, a.seq_len);
+    GptConfig config;
+    config.vocab = text->vocab_size();
+    config.seq_len = a.seq_len;
+    config.d_model = a.d_model;
+    config.heads = a.heads;
+    config.layers = layers;
+    config.mlp_hidden = a.hidden < 0 ? 0 : a.hidden;
+    s.description = {{"vocab", config.vocab},       {"seq_len", config.seq_len},
+                     {"d_model", config.d_model},   {"heads", config.heads},
+                     {"layers", config.layers},     {"mlp_hidden", config.mlp_hidden},
+                     {"data_files", text->files()}, {"data_tokens", text->tokens().size()}};
+    if (evaluate) s.held_out = text->with_split(CharTextOptions::Split::kHeldOut);
+    s.data = std::move(text);
+    s.model = build_gpt(config);
+  }
+  return s;
+}
+
+// "gpt model", "the model of m.json".
+std::string model_name(const TrainArgs& a) {
+  if (!a.model_file.empty()) return "the model of " + a.model_file;
+  if (!a.model_json.empty()) return "the config's model";
+  return a.model + " model";
+}
+
+// The learning-rate schedule of the arguments.
+LrSchedule lr_schedule(const TrainArgs& a) {
+  LrSchedule s;
+  s.kind = parse_lr_schedule_kind(a.lr_schedule);
+  s.warmup_steps = a.warmup_steps;
+  if (s.kind != LrSchedule::Kind::kConstant) {
+    s.decay_steps = a.decay_steps > 0 ? a.decay_steps : std::max<int64_t>(1, a.steps - a.warmup_steps);
+    s.min_lr = a.min_lr;
+  }
+  return s;
+}
+
+OptimizerConfig optimizer_config(const TrainArgs& a) {
+  OptimizerConfig c;
+  c.kind = a.optimizer == "sgd" ? OptimizerConfig::Kind::kSgd : OptimizerConfig::Kind::kAdamW;
+  c.lr = static_cast<float>(a.lr > 0 ? a.lr : (a.optimizer == "sgd" ? kDefaultSgdLr : kDefaultAdamWLr));
+  c.momentum = static_cast<float>(a.momentum);
+  c.weight_decay = static_cast<float>(a.weight_decay);
+  c.clip_norm = static_cast<float>(a.clip_norm);
+  return c;
+}
+
+}  // namespace pf::cli
