@@ -274,9 +274,13 @@ Plan make_plan(const PlanRequest& request) {
       if (plan.refused++ == 0) plan.first_refusal = c.describe() + ": " + e.what();
     }
   };
+  auto allowed = [](const std::vector<int>& list, int x) {
+    return list.empty() || std::find(list.begin(), list.end(), x) != list.end();
+  };
   for (int D = 1; D <= n; ++D) {
-    if (request.batch_rows % D != 0) continue;
+    if (request.batch_rows % D != 0 || !allowed(request.data_parallel, D)) continue;
     for (int P = 1; D * P <= n; ++P) {
+      if (!allowed(request.ranks, P)) continue;
       for (const std::string& name : schedules) {
         if ((name == "sequential") != (D == 1 && P == 1)) continue;
         if (P == 1 && name != "sequential" && name != "1f1b") continue;  // one rank: 1f1b stands for them all

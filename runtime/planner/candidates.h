@@ -47,6 +47,8 @@ struct PlanRequest {
   int64_t batch_rows = 0;                // rows per step, all replicas together
   std::vector<std::string> schedules;    // empty: every synchronous generator and "sequential"
   std::vector<std::string> policies;     // empty: none, recompute (and offload-host on cuda devices)
+  std::vector<int> data_parallel;        // the degrees D to try; empty: every D with D x P <= devices
+  std::vector<int> ranks;                // the pipeline degrees P to try; empty: likewise
   int max_micro_batches = 64;
   int max_chunks = 4;
   double memory_limit_bytes = 0;         // per device; 0: the cluster's device memory

@@ -124,6 +124,11 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& a) {
   cmd->add_option("--policies", a.policies, "search only these activation policies (none, recompute, offload-host)")
       ->delimiter(',')
       ->check(CLI::IsMember({"none", "recompute", "offload-host"}));
+  cmd->add_option("--data-parallel", a.data_parallel, "try only these data-parallel degrees D (default: every D "
+                                                     "with D x P <= devices; D > 1 trains under mpirun)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--ranks", a.ranks, "try only these pipeline degrees P")->delimiter(',')->check(CLI::Range(1, 4096));
   cmd->add_option("--max-microbatches", a.max_micro_batches, "the most micro-batches per replica to try")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
@@ -158,6 +163,8 @@ int run_plan(const PlanArgs& a) {
     request.batch_rows = a.batch_size;
     request.schedules = a.schedules;
     request.policies = a.policies;
+    request.data_parallel = a.data_parallel;
+    request.ranks = a.ranks;
     request.max_micro_batches = a.max_micro_batches;
     request.max_chunks = a.max_chunks;
     request.memory_limit_bytes = a.memory_limit_gib * 1024.0 * 1024.0 * 1024.0;

@@ -25,6 +25,8 @@ struct PlanArgs {
   std::string save_profile;       // write the profile here
   std::vector<std::string> schedules;
   std::vector<std::string> policies;
+  std::vector<int> data_parallel;  // degrees to try (empty: all)
+  std::vector<int> ranks;          // pipeline degrees to try (empty: all)
   int max_micro_batches = 16;
   int max_chunks = 2;
   int repeats = 3;
