@@ -129,6 +129,7 @@ Prediction predict(const PlanRequest& request, const Candidate& c) {
     p.candidate.layers_per_stage = {L};
     p.pipeline_seconds = m * all.seconds();
     p.update_seconds = static_cast<double>(all.parameters) * upd;
+    p.pipeline_seconds += request.profile.calibration.sequential_step_overhead_s;
     p.activation_bytes = {all.activation_bytes};
     p.memory_bytes = {static_cast<double>(all.parameters) * bpp + all.activation_bytes};
   } else {
@@ -174,15 +175,16 @@ Prediction predict(const PlanRequest& request, const Candidate& c) {
     PF_CHECK_ARG(begin.back() == L, "layers_per_stage adds up to ", begin.back(), ", not the model's ", L, " layers");
     p.candidate.layers_per_stage = counts;
 
+    const Calibration& calibration = request.profile.calibration;
     std::vector<StageCosts> stage(static_cast<size_t>(S));
     sched::CostModel cm;
     for (int s = 0; s < S; ++s) {
       const int j = schedule.model_stage(s);
       stage[static_cast<size_t>(s)] = stage_costs(costs, begin[static_cast<size_t>(j)], begin[static_cast<size_t>(j) + 1]);
       const StageCosts& sc = stage[static_cast<size_t>(s)];
-      cm.t_f.push_back(sc.forward_s);
-      cm.t_b.push_back(sc.backward_input_s);
-      cm.t_w.push_back(sc.backward_weight_s);
+      cm.t_f.push_back(sc.forward_s * calibration.compute_scale + calibration.action_overhead_s);
+      cm.t_b.push_back(sc.backward_input_s * calibration.compute_scale + calibration.action_overhead_s);
+      cm.t_w.push_back(sc.backward_weight_s * calibration.compute_scale + calibration.action_overhead_s);
       cm.m_b.push_back(sc.activation_bytes);
       cm.m_w.push_back(sc.weight_pending_bytes);
       cm.m_in.push_back(j == 0 ? 0.0 : sc.input_bytes);
@@ -221,7 +223,7 @@ Prediction predict(const PlanRequest& request, const Candidate& c) {
     sched::SimulationOptions so;
     so.comm = sched::communication_semantics(schedule);
     const sched::SimulationResult sim = sched::simulate(schedule, cm, so);
-    p.pipeline_seconds = sim.makespan;
+    p.pipeline_seconds = sim.makespan + calibration.step_overhead_s;
     p.bubble_rate = sim.bubble_rate;
     p.memory_bytes.assign(static_cast<size_t>(P), 0.0);
     p.activation_bytes = sim.peak_activation_bytes;

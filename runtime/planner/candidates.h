@@ -30,7 +30,8 @@ struct Candidate {
 struct Prediction {
   Candidate candidate;
   double step_seconds = 0;      // pipeline + update
-  double pipeline_seconds = 0;  // the simulated makespan of the schedule (or the sequential passes)
+  double pipeline_seconds = 0;  // the simulated makespan of the schedule (or the sequential passes), with
+                                // the profile's calibrated per-step overhead
   double update_seconds = 0;    // zeroing the gradients and the optimizer, the slowest rank
   double tokens_per_second = 0;
   double bubble_rate = 0;

@@ -183,8 +183,17 @@ nlohmann::json profile_to_json(const ModelProfile& profile) {
     }
     sizes.push_back({{"rows", s.rows}, {"tokens", s.tokens}, {"layers", layers}});
   }
+  const Calibration& c = profile.calibration;
+  nlohmann::json calibration = nlohmann::json::object();
+  if (c.measured) {
+    calibration = {{"sequential_step_overhead_s", c.sequential_step_overhead_s},
+                   {"compute_scale", c.compute_scale},
+                   {"action_overhead_s", c.action_overhead_s},
+                   {"step_overhead_s", c.step_overhead_s}};
+  }
   return {{"format", "pipeforge.profile/1"},
           {"model", profile.model},
+          {"calibration", calibration},
           {"optimizer", profile.optimizer},
           {"optimizer_state_floats", profile.optimizer_state_floats},
           {"update_seconds_per_parameter", profile.update_seconds_per_parameter},
@@ -222,6 +231,20 @@ ModelProfile profile_from_json_fields(const nlohmann::json& value) {
                "' is not adamw or sgd");
   p.optimizer_state_floats = static_cast<int>(root.get_int_in("optimizer_state_floats", 2, 0, 2));
   p.update_seconds_per_parameter = get_seconds(root, "update_seconds_per_parameter");
+  if (root.has("calibration")) {
+    JsonObject c(root.get("calibration"), "calibration");
+    Calibration& k = p.calibration;
+    k.measured = c.has("compute_scale");
+    if (k.measured) {
+      k.sequential_step_overhead_s = get_seconds(c, "sequential_step_overhead_s");
+      k.compute_scale = get_seconds(c, "compute_scale");
+      PF_CHECK_ARG(k.compute_scale >= 0.1 && k.compute_scale <= 100, c.path_of("compute_scale"), ": ", k.compute_scale,
+                   " is not in [0.1, 100]");
+      k.action_overhead_s = get_seconds(c, "action_overhead_s");
+      k.step_overhead_s = get_seconds(c, "step_overhead_s");
+    }
+    c.reject_unknown();
+  }
   const nlohmann::json& sizes = root.get_array("micro_batch_sizes");
   PF_CHECK_ARG(!sizes.empty() && sizes.size() <= 64, root.path_of("micro_batch_sizes"),
                ": expected 1 to 64 sizes, got ", sizes.size());

@@ -39,12 +39,23 @@ struct MicroBatchCosts {
   std::vector<LayerCosts> layers;
 };
 
+// How the real runtime differs from the simulation on the machine profiled (calibration.h); the
+// identity when not measured.
+struct Calibration {
+  bool measured = false;
+  double sequential_step_overhead_s = 0;  // the sequential trainer: per step, beyond its passes and update
+  double compute_scale = 1;               // pipelined: layer times with ranks computing side by side
+  double action_overhead_s = 0;           // pipelined: per F, B and W (a fused BW pays it twice)
+  double step_overhead_s = 0;             // pipelined: per step, beyond the makespan and the update
+};
+
 struct ModelProfile {
   nlohmann::json model;                    // what was profiled (the CLI's model options), for reports
   std::string optimizer = "adamw";
   int optimizer_state_floats = 2;          // per parameter element (AdamW 2, SGD with momentum 1)
   double update_seconds_per_parameter = 0; // zeroing the gradient plus one optimizer update, per element
   std::vector<MicroBatchCosts> sizes;      // ascending rows
+  Calibration calibration;
 
   int num_layers() const;
   int64_t parameter_elements() const;

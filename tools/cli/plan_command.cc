@@ -9,6 +9,7 @@
 
 #include "runtime/core/error.h"
 #include "runtime/kernels/cpu/blas.h"
+#include "runtime/planner/calibration.h"
 #include "runtime/planner/candidates.h"
 #include "runtime/planner/cluster.h"
 #include "runtime/planner/model_profile.h"
@@ -72,6 +73,19 @@ plan::ModelProfile model_profile(const PlanArgs& a, const std::vector<int64_t>& 
   }
   p.update_seconds_per_parameter = plan::measure_update_seconds(*first.model, optimizer, a.repeats);
   return p;
+}
+
+// Trains the sequential trainer and 1F1B on two ranks for a few steps to calibrate the profile
+// (calibration.h), on the micro-batch size of m = 4 when the batch has it.
+plan::Calibration calibration(const PlanArgs& a, const plan::PlanRequest& request) {
+  TrainArgs t = a.model;
+  const int64_t rows = a.batch_size % 4 == 0 ? a.batch_size / 4 : request.profile.sizes.front().rows;
+  t.micro_batches = 1;
+  t.batch_size = 4 * rows;
+  note(a, "calibrating with " + std::to_string(a.calibration_steps) + " steps of " + std::to_string(4 * rows) +
+              " rows (the sequential trainer, then 1f1b on 2 ranks)");
+  Setup s = make_setup(t);
+  return plan::calibrate(request, s.model, s.data->next(), optimizer_config(t), a.calibration_steps);
 }
 
 // The `train` arguments that run `choice`: the model options of the plan plus its schedule.
@@ -138,6 +152,11 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& a) {
   cmd->add_option("--repeats", a.repeats, "profile: runs per measurement (the median counts)")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
+  cmd->add_option("--calibration-steps", a.calibration_steps,
+                  "train the sequential trainer and 1f1b on 2 ranks this many steps to measure the runtime's "
+                  "overheads (0: predict from the layer profile alone; a saved profile keeps its calibration)")
+      ->check(CLI::Range(0, 1000))
+      ->capture_default_str();
   cmd->add_option("--top", a.top, "rows of the ranked table (and candidates in plan.json)")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
@@ -170,6 +189,8 @@ int run_plan(const PlanArgs& a) {
     request.memory_limit_bytes = a.memory_limit_gib * 1024.0 * 1024.0 * 1024.0;
     nlohmann::json model;
     request.profile = model_profile(a, plan::needed_micro_batch_rows(request), &model);
+    if (a.calibration_steps > 0 && !request.profile.calibration.measured)
+      request.profile.calibration = calibration(a, request);
     if (!a.save_profile.empty()) write_file(a.save_profile, plan::profile_to_json(request.profile).dump(2) + "\n", "--save-profile");
     const plan::Plan plan = plan::make_plan(request);
     const double limit = request.limit();

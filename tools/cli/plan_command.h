@@ -30,6 +30,7 @@ struct PlanArgs {
   int max_micro_batches = 16;
   int max_chunks = 2;
   int repeats = 3;
+  int calibration_steps = 5;      // steps of each calibration run (0: none)
   int top = 15;
   std::string out = "plan.json";
   std::string svg = "plan.svg";
