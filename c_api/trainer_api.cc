@@ -9,6 +9,7 @@
 
 #include "c_api/guard.h"
 #include "c_api/handles.h"
+#include "c_api/trainer_options.h"
 #include "c_api/process_launch.h"
 #include "c_api/struct_io.h"
 #include "c_api/tensor_view.h"
@@ -319,6 +320,18 @@ std::vector<pf::Device> trainer_devices(const pf_trainer& trainer) {
 }
 
 }  // namespace
+
+namespace pf::capi {
+
+pf::TrainerOptions read_trainer_options(const pf_trainer_options* options) {
+  const pf_trainer_options o =
+      options == nullptr ? default_options()
+                         : read_struct(*options, kTrainerOptionsV1Size, "options", "pf_trainer_options", default_options());
+  return convert(o);
+}
+
+}  // namespace pf::capi
+
 
 extern "C" {
 

@@ -165,6 +165,18 @@ double measure_update_seconds(Model& model, const OptimizerConfig& config, int r
   return median(runs) / static_cast<double>(elements);
 }
 
+ModelProfile profile_model(Model& model, const std::vector<int64_t>& rows,
+                           const std::function<Batch(int64_t rows)>& micro_batch, const OptimizerConfig& optimizer,
+                           int repeats) {
+  PF_CHECK_ARG(!rows.empty(), "profile: no micro-batch sizes to measure");
+  ModelProfile p;
+  p.optimizer = optimizer.kind == OptimizerConfig::Kind::kAdamW ? "adamw" : "sgd";
+  p.optimizer_state_floats = optimizer_state_floats(optimizer);
+  for (int64_t r : rows) p.sizes.push_back(measure_micro_batch(model, micro_batch(r), repeats));
+  p.update_seconds_per_parameter = measure_update_seconds(model, optimizer, repeats);
+  return p;
+}
+
 nlohmann::json profile_to_json(const ModelProfile& profile) {
   nlohmann::json sizes = nlohmann::json::array();
   for (const MicroBatchCosts& s : profile.sizes) {

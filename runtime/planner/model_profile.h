@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,12 @@ MicroBatchCosts measure_micro_batch(Model& model, const Batch& micro_batch, int 
 // Seconds per parameter element of zeroing the gradients and one `config` update of every
 // parameter of `model` (median of `repeats`). Parameter values change; optimizer state is thrown away.
 double measure_update_seconds(Model& model, const OptimizerConfig& config, int repeats);
+
+// The whole profile: measure_micro_batch at each of `rows` (ascending; micro_batch(r) returns a
+// micro-batch of r rows) and measure_update_seconds.
+ModelProfile profile_model(Model& model, const std::vector<int64_t>& rows,
+                           const std::function<Batch(int64_t rows)>& micro_batch, const OptimizerConfig& optimizer,
+                           int repeats);
 
 nlohmann::json profile_to_json(const ModelProfile& profile);
 // Strict: kInvalidArgument naming `where` and the JSON path of the first bad or unknown field.

@@ -3,11 +3,11 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-#include <iterator>
 
 #include <nlohmann/json.hpp>
 
 #include "runtime/core/error.h"
+#include "runtime/core/json_text.h"
 #include "runtime/kernels/cpu/blas.h"
 #include "runtime/planner/calibration.h"
 #include "runtime/planner/candidates.h"
@@ -22,15 +22,19 @@
 namespace pf::cli {
 namespace {
 
+// A JSON input file (cluster, profile), refused with a message naming it when it is too large,
+// nested too deeply or malformed.
 nlohmann::json read_json_file(const std::string& file, const std::string& option) {
-  std::ifstream in(file);
+  std::ifstream in(file, std::ios::binary);
   if (!in) fail(ErrorCode::kNotFound, option, " '", file, "' cannot be read");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    fail(ErrorCode::kInvalidArgument, file, ": not valid JSON: ", e.what());
+  std::string text;
+  char buffer[65536];
+  constexpr size_t kMaxBytes = size_t{64} << 20;
+  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
+    text.append(buffer, static_cast<size_t>(in.gcount()));
+    PF_CHECK_ARG(text.size() <= kMaxBytes, file, ": larger than ", kMaxBytes, " bytes");
   }
+  return parse_json_text(text, file, kMaxBytes);
 }
 
 void write_file(const std::string& file, const std::string& text, const std::string& option) {
@@ -61,17 +65,15 @@ plan::ModelProfile model_profile(const PlanArgs& a, const std::vector<int64_t>& 
                  " layers but ", model_name(t), " has ", layers, " (profile the same model options)");
     return p;
   }
-  plan::ModelProfile p;
+  plan::ModelProfile p = plan::profile_model(
+      *first.model, rows,
+      [&](int64_t r) {
+        note(a, "profiling " + model_name(t) + " at " + std::to_string(r) + " rows per micro-batch");
+        t.batch_size = r;
+        return make_setup(t).data->next();
+      },
+      optimizer, a.repeats);
   p.model = *description;
-  p.optimizer = t.optimizer;
-  p.optimizer_state_floats = plan::optimizer_state_floats(optimizer);
-  for (int64_t r : rows) {
-    note(a, "profiling " + model_name(t) + " at " + std::to_string(r) + " rows per micro-batch");
-    t.batch_size = r;
-    Setup s = make_setup(t);
-    p.sizes.push_back(plan::measure_micro_batch(*first.model, s.data->next(), a.repeats));
-  }
-  p.update_seconds_per_parameter = plan::measure_update_seconds(*first.model, optimizer, a.repeats);
   return p;
 }
 
