@@ -42,6 +42,7 @@
 %newobject pipeforge::Schedule::apply_activation_policy;
 %newobject pipeforge::Schedule::simulate;
 %newobject pipeforge::Schedule::simulate_comm;
+%newobject pipeforge::Plan::create;
 
 // Serves micro-batches from the language: a director class.
 %feature("director") pipeforge::LoaderCallback;

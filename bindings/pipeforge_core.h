@@ -769,6 +769,94 @@ inline DataInfo builtin_data_info(const DataOptions& options, Status* status) {
   return info;
 }
 
+#ifndef SWIG
+namespace detail {
+// The C API's trainer options for `options` (strings point into it; the partition into `layers`,
+// which must outlive `o`). False after reporting a value the C struct cannot carry.
+inline bool to_c(const TrainerOptions& options, pf_trainer_options& o, std::vector<int32_t>& layers, Status* status) {
+  pf_trainer_options_init(&o);
+  o.micro_batches = options.micro_batches;
+  o.seed = static_cast<uint64_t>(options.seed);
+  o.blas_threads = options.blas_threads;
+  if (options.optimizer == "adamw") {
+    o.optimizer = PF_OPTIMIZER_ADAMW;
+  } else if (options.optimizer == "sgd") {
+    o.optimizer = PF_OPTIMIZER_SGD;
+  } else {
+    detail::report(status, PF_INVALID_ARGUMENT,
+                   "optimizer is '" + options.optimizer + "' (expected \"adamw\" or \"sgd\")");
+    return false;
+  }
+  o.lr = options.lr;
+  o.momentum = options.momentum;
+  o.weight_decay = options.weight_decay;
+  o.beta1 = options.beta1;
+  o.beta2 = options.beta2;
+  o.eps = options.eps;
+  o.clip_norm = options.clip_norm;
+  o.schedule = options.schedule.empty() ? nullptr : options.schedule.c_str();
+  o.schedule_text = options.schedule_text.empty() ? nullptr : options.schedule_text.c_str();
+  o.stages = options.stages;
+  o.chunks = options.chunks;
+  o.recv_timeout_seconds = options.recv_timeout_seconds;
+  o.activation_policy = options.activation_policy.empty() ? nullptr : options.activation_policy.c_str();
+  o.activation_budget_bytes = options.activation_budget_bytes;
+  o.offload_dir = options.offload_dir.empty() ? nullptr : options.offload_dir.c_str();
+  o.devices = options.devices.empty() ? nullptr : options.devices.c_str();
+  if (options.processes.empty() || options.processes == "auto") {
+    o.processes = PF_PROCESSES_AUTO;
+  } else if (options.processes == "threads") {
+    o.processes = PF_PROCESSES_THREADS;
+  } else if (options.processes == "mpi") {
+    o.processes = PF_PROCESSES_MPI;
+  } else {
+    detail::report(status, PF_INVALID_ARGUMENT,
+                   "processes is '" + options.processes + "' (expected \"auto\", \"threads\" or \"mpi\")");
+    return false;
+  }
+  o.data_parallel = options.data_parallel;
+  o.gradient_reduction = options.gradient_reduction.empty() ? nullptr : options.gradient_reduction.c_str();
+  o.ranks = options.ranks;
+  // The C fields take 0 for the default and -1 for the runtime's 0.
+  o.vertical_sync = options.vertical_sync ? 1 : 0;
+  o.spectrain_version = options.spectrain_version;
+  if (options.pipemare_anneal_updates < 0) {
+    detail::report(status, PF_INVALID_ARGUMENT,
+                   "pipemare_anneal_updates is " + std::to_string(options.pipemare_anneal_updates) +
+                       " (expected >= 0; 0 = no annealing)");
+    return false;
+  }
+  o.pipemare_anneal_updates = options.pipemare_anneal_updates == 0 ? -1 : options.pipemare_anneal_updates;
+  if (!(options.pipemare_decay >= 0.0f && options.pipemare_decay < 1.0f)) {
+    detail::report(status, PF_INVALID_ARGUMENT,
+                   "pipemare_decay is " + std::to_string(options.pipemare_decay) + " (expected [0, 1))");
+    return false;
+  }
+  o.pipemare_decay = options.pipemare_decay == 0.0f ? -1.0f : options.pipemare_decay;
+  o.local_head = options.local_head.empty() ? nullptr : options.local_head.c_str();
+  o.lr_schedule = options.lr_schedule.empty() ? nullptr : options.lr_schedule.c_str();
+  o.warmup_steps = options.warmup_steps;
+  o.decay_steps = options.decay_steps;
+  o.min_lr = options.min_lr;
+  o.seq_slices = options.seq_slices;
+  layers.clear();
+  for (size_t i = 0; i < options.layers_per_stage.size(); ++i) {
+    const int64_t n = options.layers_per_stage[i];
+    if (n < INT32_MIN || n > INT32_MAX) {
+      detail::report(status, PF_INVALID_ARGUMENT,
+                     "layers_per_stage[" + std::to_string(i) + "] is " + std::to_string(n) +
+                         ", outside the int32 range");
+      return false;
+    }
+    layers.push_back(static_cast<int32_t>(n));
+  }
+  o.layers_per_stage = layers.empty() ? nullptr : layers.data();
+  o.num_layers_per_stage = layers.size();
+  return true;
+}
+}  // namespace detail
+#endif  // SWIG
+
 class Trainer {
  public:
   // Returns a new Trainer on `model` (the trainer retains it), or NULL after reporting the error.
@@ -778,84 +866,8 @@ class Trainer {
       return nullptr;
     }
     pf_trainer_options o;
-    pf_trainer_options_init(&o);
-    o.micro_batches = options.micro_batches;
-    o.seed = static_cast<uint64_t>(options.seed);
-    o.blas_threads = options.blas_threads;
-    if (options.optimizer == "adamw") {
-      o.optimizer = PF_OPTIMIZER_ADAMW;
-    } else if (options.optimizer == "sgd") {
-      o.optimizer = PF_OPTIMIZER_SGD;
-    } else {
-      detail::report(status, PF_INVALID_ARGUMENT,
-                     "optimizer is '" + options.optimizer + "' (expected \"adamw\" or \"sgd\")");
-      return nullptr;
-    }
-    o.lr = options.lr;
-    o.momentum = options.momentum;
-    o.weight_decay = options.weight_decay;
-    o.beta1 = options.beta1;
-    o.beta2 = options.beta2;
-    o.eps = options.eps;
-    o.clip_norm = options.clip_norm;
-    o.schedule = options.schedule.empty() ? nullptr : options.schedule.c_str();
-    o.schedule_text = options.schedule_text.empty() ? nullptr : options.schedule_text.c_str();
-    o.stages = options.stages;
-    o.chunks = options.chunks;
-    o.recv_timeout_seconds = options.recv_timeout_seconds;
-    o.activation_policy = options.activation_policy.empty() ? nullptr : options.activation_policy.c_str();
-    o.activation_budget_bytes = options.activation_budget_bytes;
-    o.offload_dir = options.offload_dir.empty() ? nullptr : options.offload_dir.c_str();
-    o.devices = options.devices.empty() ? nullptr : options.devices.c_str();
-    if (options.processes.empty() || options.processes == "auto") {
-      o.processes = PF_PROCESSES_AUTO;
-    } else if (options.processes == "threads") {
-      o.processes = PF_PROCESSES_THREADS;
-    } else if (options.processes == "mpi") {
-      o.processes = PF_PROCESSES_MPI;
-    } else {
-      detail::report(status, PF_INVALID_ARGUMENT,
-                     "processes is '" + options.processes + "' (expected \"auto\", \"threads\" or \"mpi\")");
-      return nullptr;
-    }
-    o.data_parallel = options.data_parallel;
-    o.gradient_reduction = options.gradient_reduction.empty() ? nullptr : options.gradient_reduction.c_str();
-    o.ranks = options.ranks;
-    // The C fields take 0 for the default and -1 for the runtime's 0.
-    o.vertical_sync = options.vertical_sync ? 1 : 0;
-    o.spectrain_version = options.spectrain_version;
-    if (options.pipemare_anneal_updates < 0) {
-      detail::report(status, PF_INVALID_ARGUMENT,
-                     "pipemare_anneal_updates is " + std::to_string(options.pipemare_anneal_updates) +
-                         " (expected >= 0; 0 = no annealing)");
-      return nullptr;
-    }
-    o.pipemare_anneal_updates = options.pipemare_anneal_updates == 0 ? -1 : options.pipemare_anneal_updates;
-    if (!(options.pipemare_decay >= 0.0f && options.pipemare_decay < 1.0f)) {
-      detail::report(status, PF_INVALID_ARGUMENT,
-                     "pipemare_decay is " + std::to_string(options.pipemare_decay) + " (expected [0, 1))");
-      return nullptr;
-    }
-    o.pipemare_decay = options.pipemare_decay == 0.0f ? -1.0f : options.pipemare_decay;
-    o.local_head = options.local_head.empty() ? nullptr : options.local_head.c_str();
-    o.lr_schedule = options.lr_schedule.empty() ? nullptr : options.lr_schedule.c_str();
-    o.warmup_steps = options.warmup_steps;
-    o.decay_steps = options.decay_steps;
-    o.min_lr = options.min_lr;
-    o.seq_slices = options.seq_slices;
     std::vector<int32_t> layers;
-    for (size_t i = 0; i < options.layers_per_stage.size(); ++i) {
-      const int64_t n = options.layers_per_stage[i];
-      if (n < INT32_MIN || n > INT32_MAX) {
-        detail::report(status, PF_INVALID_ARGUMENT,
-                       "layers_per_stage[" + std::to_string(i) + "] is " + std::to_string(n) +
-                           ", outside the int32 range");
-        return nullptr;
-      }
-      layers.push_back(static_cast<int32_t>(n));
-    }
-    o.layers_per_stage = layers.empty() ? nullptr : layers.data();
-    o.num_layers_per_stage = layers.size();
+    if (!detail::to_c(options, o, layers, status)) return nullptr;
     pf_trainer* t = nullptr;
     return detail::ok(pf_trainer_create(model.handle(), &o, &t), status) ? new Trainer(t) : nullptr;
   }
@@ -1356,6 +1368,95 @@ class Schedule {
   explicit Schedule(pf_schedule* schedule) : handle_(schedule, "schedule") {}
 
   detail::OwnedHandle<pf_schedule, pf_schedule_destroy> handle_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Planning (C API 0.8 "Planning", docs/PLANNING.md)
+
+// Plan options (pf_plan_options); the constructor takes the C API's defaults.
+struct PlanOptions {
+  std::string cluster_json;   // the cluster description (docs/PLANNING.md); "" = measure this machine
+  int32_t devices;            // cluster_json "": this machine's devices; 0 = one per core
+  double memory_limit_bytes;  // per device; 0 = the cluster's
+  std::string schedules;      // comma-separated schedules to search; "" = every synchronous one
+  std::string policies;       // comma-separated activation policies; "" = none and recompute
+  int32_t max_micro_batches, max_chunks, repeats, calibration_steps;
+
+  PlanOptions() {
+    pf_plan_options o;
+    pf_plan_options_init(&o);
+    devices = o.devices;
+    memory_limit_bytes = o.memory_limit_bytes;
+    max_micro_batches = o.max_micro_batches;
+    max_chunks = o.max_chunks;
+    repeats = o.repeats;
+    calibration_steps = o.calibration_steps;
+  }
+};
+
+// A plan: the candidates that fit, fastest first, each as JSON (schedule, ranks, chunks,
+// micro_batches, data_parallel, activation_policy, layers_per_stage, step_seconds,
+// tokens_per_second, peak_memory_bytes, ...), the whole plan as JSON and as an SVG chart.
+class Plan {
+ public:
+  // Profiles and calibrates a copy of `model` on row slices of one step's batch (all replicas'
+  // rows) with the optimizer of `trainer_options`, and plans. A new Plan, or NULL after reporting.
+  static Plan* create(Model& model, const Tensor& inputs, const Tensor& targets, const TrainerOptions& trainer_options,
+                      const PlanOptions& options, Status* status) {
+    if (model.closed()) {
+      detail::report(status, PF_FAILED_PRECONDITION, "the model is closed");
+      return nullptr;
+    }
+    pf_trainer_options t;
+    std::vector<int32_t> layers;
+    if (!detail::to_c(trainer_options, t, layers, status)) return nullptr;
+    pf_plan_options o;
+    pf_plan_options_init(&o);
+    o.cluster_json = options.cluster_json.empty() ? nullptr : options.cluster_json.c_str();
+    o.devices = options.devices;
+    o.memory_limit_bytes = options.memory_limit_bytes;
+    o.schedules = options.schedules.empty() ? nullptr : options.schedules.c_str();
+    o.policies = options.policies.empty() ? nullptr : options.policies.c_str();
+    o.max_micro_batches = options.max_micro_batches;
+    o.max_chunks = options.max_chunks;
+    o.repeats = options.repeats;
+    o.calibration_steps = options.calibration_steps;
+    const pf_tensor_view in = inputs.view(), tg = targets.view();
+    pf_plan* p = nullptr;
+    return detail::ok(pf_plan_create(model.handle(), &in, &tg, &t, &o, &p), status) ? new Plan(p) : nullptr;
+  }
+
+  // Destroys the plan; so does the destructor. Later calls fail with PF_FAILED_PRECONDITION. Idempotent.
+  void close() { handle_.close(); }
+  bool closed() const { return handle_.closed(); }
+
+  int32_t num_candidates(Status* status) const { return handle_.read<int32_t>(status, pf_plan_num_candidates); }
+  // Candidate `index` in [0, num_candidates) as JSON.
+  std::string candidate_json(int32_t index, Status* status) {
+    return handle_.read_string(status, pf_plan_candidate_json, index);
+  }
+  std::string to_json(Status* status) { return handle_.read_string(status, pf_plan_to_json); }
+  std::string to_svg(Status* status) { return handle_.read_string(status, pf_plan_to_svg); }
+  // Sets the fields of `options` that run candidate `index` (micro_batches, data_parallel,
+  // schedule, ranks, stages, chunks, layers_per_stage, activation_policy); the rest stay.
+  void apply(int32_t index, TrainerOptions& options, Status* status) const {
+    pf_trainer_options o;
+    pf_trainer_options_init(&o);
+    if (!handle_.call(status, pf_plan_apply, index, &o)) return;
+    options.micro_batches = o.micro_batches;
+    options.data_parallel = o.data_parallel;
+    options.schedule = o.schedule != nullptr ? o.schedule : "";
+    options.stages = o.stages;
+    options.ranks = o.ranks;
+    options.chunks = o.chunks;
+    options.layers_per_stage.assign(o.layers_per_stage, o.layers_per_stage + o.num_layers_per_stage);
+    options.activation_policy = o.activation_policy != nullptr ? o.activation_policy : "none";
+  }
+
+ private:
+  explicit Plan(pf_plan* plan) : handle_(plan, "plan") {}
+
+  detail::OwnedHandle<pf_plan, pf_plan_destroy> handle_;
 };
 
 }  // namespace pipeforge

@@ -7,6 +7,7 @@ MODULE_FILES = {
     "errors.go": "//bindings/go:errors.go",
     "loader.go": "//bindings/go:loader.go",
     "model.go": "//bindings/go:model.go",
+    "plan.go": "//bindings/go:plan.go",
     "run.go": "//bindings/go:run.go",
     "schedule.go": "//bindings/go:schedule.go",
     "tensor.go": "//bindings/go:tensor.go",

@@ -144,95 +144,11 @@ func NewTrainer(model *Model, opts TrainerOptions) (*Trainer, error) {
 		return nil, errClosed("model")
 	}
 	defer runtime.KeepAlive(model) // model.m is used below; its finalizer must wait
-	o := core.NewTrainerOptions()
+	o, err := opts.toCore()
+	if err != nil {
+		return nil, err
+	}
 	defer core.DeleteTrainerOptions(o)
-	if opts.MicroBatches != 0 {
-		o.SetMicroBatches(opts.MicroBatches)
-	}
-	if opts.Seed != 0 {
-		o.SetSeed(opts.Seed)
-	}
-	if opts.Optimizer != "" {
-		o.SetOptimizer(opts.Optimizer)
-	}
-	for _, f := range []struct {
-		v   float32
-		set func(float32)
-	}{
-		{opts.LR, o.SetLr}, {opts.Momentum, o.SetMomentum}, {opts.WeightDecay, o.SetWeightDecay},
-		{opts.Beta1, o.SetBeta1}, {opts.Beta2, o.SetBeta2}, {opts.Eps, o.SetEps}, {opts.ClipNorm, o.SetClipNorm},
-	} {
-		if f.v != 0 {
-			f.set(f.v)
-		}
-	}
-	if opts.BLASThreads != 0 {
-		o.SetBlasThreads(opts.BLASThreads)
-	}
-	o.SetSchedule(opts.Schedule)
-	o.SetScheduleText(opts.ScheduleText)
-	for _, f := range []struct {
-		name string
-		v    int
-		set  func(int)
-	}{{"Stages", opts.Stages, o.SetStages}, {"Chunks", opts.Chunks, o.SetChunks},
-		{"DataParallel", opts.DataParallel, o.SetDataParallel}, {"Ranks", opts.Ranks, o.SetRanks},
-		{"SpectrainVersion", opts.SpectrainVersion, o.SetSpectrainVersion},
-		{"SeqSlices", opts.SeqSlices, o.SetSeqSlices}} {
-		if err := checkInt32(f.name, f.v); err != nil {
-			return nil, err
-		}
-		if f.v != 0 {
-			f.set(f.v)
-		}
-	}
-	if opts.LayersPerStage != nil {
-		layers := make([]int64, len(opts.LayersPerStage))
-		for i, n := range opts.LayersPerStage {
-			if err := checkInt32(fmt.Sprintf("LayersPerStage[%d]", i), n); err != nil {
-				return nil, err
-			}
-			layers[i] = int64(n)
-		}
-		o.SetLayersPerStage(layers)
-	}
-	if opts.RecvTimeout != 0 {
-		o.SetRecvTimeoutSeconds(opts.RecvTimeout.Seconds())
-	}
-	o.SetActivationPolicy(opts.ActivationPolicy)
-	if opts.ActivationBudgetBytes != 0 {
-		o.SetActivationBudgetBytes(opts.ActivationBudgetBytes)
-	}
-	o.SetOffloadDir(opts.OffloadDir)
-	o.SetDevices(opts.Devices)
-	if opts.Processes != "" {
-		o.SetProcesses(opts.Processes)
-	}
-	o.SetGradientReduction(opts.GradientReduction)
-	o.SetVerticalSync(opts.VerticalSync)
-	// -1 is the C API's "none": the core layer's 0 (the runtime's terms).
-	switch {
-	case opts.PipemareAnnealUpdates == -1:
-		o.SetPipemareAnnealUpdates(0)
-	case opts.PipemareAnnealUpdates < -1:
-		return nil, &Error{Code: InvalidArgument, Message: fmt.Sprintf(
-			"PipemareAnnealUpdates is %d (expected > 0, 0 for the default or -1 for none)", opts.PipemareAnnealUpdates)}
-	case opts.PipemareAnnealUpdates != 0:
-		o.SetPipemareAnnealUpdates(opts.PipemareAnnealUpdates)
-	}
-	switch {
-	case opts.PipemareDecay == -1:
-		o.SetPipemareDecay(0)
-	case opts.PipemareDecay != 0:
-		o.SetPipemareDecay(opts.PipemareDecay) // outside (0, 1): refused by the core layer
-	}
-	o.SetLocalHead(opts.LocalHead)
-	if opts.LRSchedule != "" {
-		o.SetLrSchedule(opts.LRSchedule)
-	}
-	o.SetWarmupSteps(opts.WarmupSteps)
-	o.SetDecaySteps(opts.DecaySteps)
-	o.SetMinLr(opts.MinLR)
 	var t core.Trainer
 	if err := call(func(s core.Status) { t = core.TrainerCreate(model.m, o, s) }); err != nil {
 		return nil, err
@@ -494,4 +410,101 @@ func (t *Trainer) TimelineToSVG() (string, error) {
 	var text string
 	err := call(func(s core.Status) { text = t.t.TimelineToSvg(s) })
 	return text, err
+}
+
+// toCore returns the native trainer options (the caller deletes them), or an error for a value
+// they cannot carry.
+func (opts TrainerOptions) toCore() (core.TrainerOptions, error) {
+	o := core.NewTrainerOptions()
+	if opts.MicroBatches != 0 {
+		o.SetMicroBatches(opts.MicroBatches)
+	}
+	if opts.Seed != 0 {
+		o.SetSeed(opts.Seed)
+	}
+	if opts.Optimizer != "" {
+		o.SetOptimizer(opts.Optimizer)
+	}
+	for _, f := range []struct {
+		v   float32
+		set func(float32)
+	}{
+		{opts.LR, o.SetLr}, {opts.Momentum, o.SetMomentum}, {opts.WeightDecay, o.SetWeightDecay},
+		{opts.Beta1, o.SetBeta1}, {opts.Beta2, o.SetBeta2}, {opts.Eps, o.SetEps}, {opts.ClipNorm, o.SetClipNorm},
+	} {
+		if f.v != 0 {
+			f.set(f.v)
+		}
+	}
+	if opts.BLASThreads != 0 {
+		o.SetBlasThreads(opts.BLASThreads)
+	}
+	o.SetSchedule(opts.Schedule)
+	o.SetScheduleText(opts.ScheduleText)
+	for _, f := range []struct {
+		name string
+		v    int
+		set  func(int)
+	}{{"Stages", opts.Stages, o.SetStages}, {"Chunks", opts.Chunks, o.SetChunks},
+		{"DataParallel", opts.DataParallel, o.SetDataParallel}, {"Ranks", opts.Ranks, o.SetRanks},
+		{"SpectrainVersion", opts.SpectrainVersion, o.SetSpectrainVersion},
+		{"SeqSlices", opts.SeqSlices, o.SetSeqSlices}} {
+		if err := checkInt32(f.name, f.v); err != nil {
+			core.DeleteTrainerOptions(o)
+			return nil, err
+		}
+		if f.v != 0 {
+			f.set(f.v)
+		}
+	}
+	if opts.LayersPerStage != nil {
+		layers := make([]int64, len(opts.LayersPerStage))
+		for i, n := range opts.LayersPerStage {
+			if err := checkInt32(fmt.Sprintf("LayersPerStage[%d]", i), n); err != nil {
+				core.DeleteTrainerOptions(o)
+				return nil, err
+			}
+			layers[i] = int64(n)
+		}
+		o.SetLayersPerStage(layers)
+	}
+	if opts.RecvTimeout != 0 {
+		o.SetRecvTimeoutSeconds(opts.RecvTimeout.Seconds())
+	}
+	o.SetActivationPolicy(opts.ActivationPolicy)
+	if opts.ActivationBudgetBytes != 0 {
+		o.SetActivationBudgetBytes(opts.ActivationBudgetBytes)
+	}
+	o.SetOffloadDir(opts.OffloadDir)
+	o.SetDevices(opts.Devices)
+	if opts.Processes != "" {
+		o.SetProcesses(opts.Processes)
+	}
+	o.SetGradientReduction(opts.GradientReduction)
+	o.SetVerticalSync(opts.VerticalSync)
+	// -1 is the C API's "none": the core layer's 0 (the runtime's terms).
+	switch {
+	case opts.PipemareAnnealUpdates == -1:
+		o.SetPipemareAnnealUpdates(0)
+	case opts.PipemareAnnealUpdates < -1:
+		core.DeleteTrainerOptions(o)
+		return nil, &Error{Code: InvalidArgument, Message: fmt.Sprintf(
+			"PipemareAnnealUpdates is %d (expected > 0, 0 for the default or -1 for none)", opts.PipemareAnnealUpdates)}
+	case opts.PipemareAnnealUpdates != 0:
+		o.SetPipemareAnnealUpdates(opts.PipemareAnnealUpdates)
+	}
+	switch {
+	case opts.PipemareDecay == -1:
+		o.SetPipemareDecay(0)
+	case opts.PipemareDecay != 0:
+		o.SetPipemareDecay(opts.PipemareDecay) // outside (0, 1): refused by the core layer
+	}
+	o.SetLocalHead(opts.LocalHead)
+	if opts.LRSchedule != "" {
+		o.SetLrSchedule(opts.LRSchedule)
+	}
+	o.SetWarmupSteps(opts.WarmupSteps)
+	o.SetDecaySteps(opts.DecaySteps)
+	o.SetMinLr(opts.MinLR)
+	return o, nil
 }

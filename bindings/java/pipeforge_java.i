@@ -422,6 +422,32 @@ PF_JAVA_ARRAY((int32_t* out, size_t count), jint, int[], int[], jintArray, Int, 
   }
 %}
 
+// ---- planning ---------------------------------------------------------------------------------
+%typemap(javainterfaces) pipeforge::Plan "AutoCloseable"
+%ignore pipeforge::Plan::close;
+%ignore pipeforge::Plan::closed;
+%javamethodmodifiers pipeforge::Plan::create "private";
+%typemap(javacode) pipeforge::Plan %{
+  /**
+   * Plans how to train {@code model} (on a copy) from one step's batch {@code inputs}, {@code
+   * targets} (all replicas' rows), with the optimizer of {@code trainerOptions} (docs/PLANNING.md).
+   */
+  public Plan(Model model, Tensor inputs, Tensor targets, TrainerOptions trainerOptions, PlanOptions options) {
+    this(create(model, inputs, targets, trainerOptions, options));
+  }
+
+  private Plan(Plan created) {
+    this(getCPtr(created), true);
+    created.swigCMemOwn = false;  // this proxy owns the native plan now
+  }
+
+  /** Frees the native plan. Idempotent. */
+  @Override
+  public void close() {
+    delete();
+  }
+%}
+
 // Implementation details of the data-loader bridge.
 %typemap(javaclassmodifiers) pipeforge::LoaderCallback "abstract class"
 %typemap(javaclassmodifiers) pipeforge::MicroBatch "final class"

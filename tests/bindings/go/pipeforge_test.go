@@ -1441,3 +1441,79 @@ func TestEvaluationThroughThePipelineAndTheScheduledRate(t *testing.T) {
 		t.Fatal("an unknown data kind was accepted")
 	}
 }
+
+// ---- planning (C API 0.8) ----
+
+const planCluster = `{"devices_per_node": 2, "device": {"kind": "cpu", "memory_gib": 1},
+  "intra_node": {"bandwidth_gb_per_s": 10, "latency_us": 5}}`
+
+func trainThreeSteps(t *testing.T, opts pipeforge.TrainerOptions) string {
+	t.Helper()
+	tr := trainerWith(t, opts)
+	defer tr.Close()
+	for s := uint64(0); s < steps; s++ {
+		inputs, targets := batchRows(s, 0, rows)
+		if _, err := tr.Step(inputs, targets); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sum, err := tr.Checksum()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sum
+}
+
+func TestPlanRanksCandidatesAndItsChoiceTrainsBitwise(t *testing.T) {
+	m := referenceModel(t)
+	defer m.Close()
+	inputs, targets := batchRows(0, 0, rows)
+	plan, err := pipeforge.NewPlan(m, inputs, targets, referenceOptions(), pipeforge.PlanOptions{
+		ClusterJSON: planCluster, Schedules: []string{"1f1b", "zb-h1", "gpipe"}, Repeats: 1, CalibrationSteps: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plan.Close()
+	n, err := plan.NumCandidates()
+	if err != nil || n <= 3 {
+		t.Fatalf("%d candidates (%v), want more than 3", n, err)
+	}
+	if j, err := plan.CandidateJSON(0); err != nil || !strings.Contains(j, `"step_seconds"`) {
+		t.Errorf("candidate 0: %q (%v)", j, err)
+	}
+	if svg, err := plan.SVG(); err != nil || !strings.Contains(svg, "Pareto front") {
+		t.Errorf("the chart has no Pareto front (%v)", err)
+	}
+	compared := false
+	for i := 0; i < n && !compared; i++ {
+		opts := referenceOptions()
+		if err := plan.Apply(i, &opts); err != nil {
+			t.Fatal(err)
+		}
+		if opts.Schedule == "" || opts.DataParallel != 1 {
+			continue
+		}
+		sequential := referenceOptions()
+		sequential.MicroBatches = opts.MicroBatches
+		if a, b := trainThreeSteps(t, opts), trainThreeSteps(t, sequential); a != b {
+			t.Errorf("%s: checksum %s, sequential %s", opts.Schedule, a, b)
+		}
+		compared = true
+	}
+	if !compared {
+		t.Error("no pipelined candidate on one replica")
+	}
+}
+
+func TestPlanNamesABadClusterField(t *testing.T) {
+	m := referenceModel(t)
+	defer m.Close()
+	inputs, targets := batchRows(0, 0, rows)
+	_, err := pipeforge.NewPlan(m, inputs, targets, referenceOptions(), pipeforge.PlanOptions{
+		ClusterJSON: strings.Replace(planCluster, `"cpu"`, `"tpu"`, 1), Repeats: 1, CalibrationSteps: -1})
+	var e *pipeforge.Error
+	if !errors.As(err, &e) || e.Code != pipeforge.InvalidArgument ||
+		!strings.Contains(e.Message, "device.kind: unknown device kind 'tpu'") {
+		t.Errorf("error %v, want InvalidArgument naming device.kind", err)
+	}
+}

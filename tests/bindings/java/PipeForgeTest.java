@@ -34,6 +34,8 @@ import org.pipeforge.MlpConfig;
 import org.pipeforge.Model;
 import org.pipeforge.PipeForge;
 import org.pipeforge.PipeForgeException;
+import org.pipeforge.Plan;
+import org.pipeforge.PlanOptions;
 import org.pipeforge.ProcessInfo;
 import org.pipeforge.RankStats;
 import org.pipeforge.RunOptions;
@@ -1272,5 +1274,72 @@ public class PipeForgeTest {
     assertTrue(PipeForge.version().matches("\\d+\\.\\d+\\.\\d+"));
     assertEquals(PipeForge.headerAbiVersion(), PipeForge.libraryAbiVersion());
     assertSame(Tensor.class, Tensor.fromInts(new int[] {1}, 1).getClass());
+  }
+
+  // ---- planning (C API 0.8) ----
+
+  static TrainerOptions planTrainerOptions(int microBatches) {
+    TrainerOptions options = new TrainerOptions();
+    options.setMicroBatches(microBatches);
+    options.setSeed(42);
+    options.setOptimizer("adamw");
+    options.setLr(0.01f);
+    options.setClipNorm(1.0f);
+    return options;
+  }
+
+  static PlanOptions planOptions() {
+    PlanOptions options = new PlanOptions();
+    options.setClusterJson("{\"devices_per_node\": 2, \"device\": {\"kind\": \"cpu\", \"memory_gib\": 1},"
+        + " \"intra_node\": {\"bandwidth_gb_per_s\": 10, \"latency_us\": 5}}");
+    options.setSchedules("1f1b,zb-h1,gpipe");
+    options.setRepeats(1);
+    options.setCalibrationSteps(1);
+    return options;
+  }
+
+  static String trainThreeSteps(TrainerOptions options) {
+    try (Model model = referenceModel(); Trainer trainer = new Trainer(model, options)) {
+      for (int step = 0; step < STEPS; ++step) {
+        Batch b = rows(step, 0, ROWS);
+        trainer.step(b.inputs(), b.targets());
+      }
+      return trainer.checksum();
+    }
+  }
+
+  @Test
+  public void planRanksCandidatesAndItsChoiceTrainsBitwise() {
+    Batch b = rows(0, 0, ROWS);
+    try (Model model = referenceModel();
+        Plan plan = new Plan(model, b.inputs(), b.targets(), planTrainerOptions(2), planOptions())) {
+      int n = plan.numCandidates();
+      assertTrue(n > 3);
+      assertTrue(plan.candidateJson(0).contains("\"step_seconds\""));
+      assertTrue(plan.toSvg().contains("Pareto front"));
+      boolean compared = false;
+      for (int i = 0; i < n && !compared; ++i) {
+        TrainerOptions options = planTrainerOptions(2);
+        plan.apply(i, options);
+        if (options.getSchedule().isEmpty() || options.getDataParallel() != 1) continue;
+        assertEquals(trainThreeSteps(planTrainerOptions(options.getMicroBatches())), trainThreeSteps(options));
+        compared = true;
+      }
+      assertTrue("no pipelined candidate on one replica", compared);
+    }
+  }
+
+  @Test
+  public void planNamesABadClusterField() {
+    Batch b = rows(0, 0, ROWS);
+    PlanOptions options = planOptions();
+    options.setClusterJson("{\"devices_per_node\": 2, \"device\": {\"kind\": \"tpu\", \"memory_gib\": 1},"
+        + " \"intra_node\": {\"bandwidth_gb_per_s\": 10, \"latency_us\": 5}}");
+    try (Model model = referenceModel()) {
+      PipeForgeException e = assertThrows(PipeForgeException.class,
+          () -> new Plan(model, b.inputs(), b.targets(), planTrainerOptions(2), options));
+      assertEquals(PipeForgeException.INVALID_ARGUMENT, e.getCode());
+      assertTrue(e.getMessage(), e.getMessage().contains("device.kind: unknown device kind 'tpu'"));
+    }
   }
 }

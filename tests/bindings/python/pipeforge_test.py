@@ -1010,6 +1010,54 @@ class SeqSlicesTest(unittest.TestCase):
             self.trainer("seq1f1b", seq_slices=1.5)
 
 
+class PlanTest(unittest.TestCase):
+    """The planner (C API 0.8): ranked candidates, and the choice trains bitwise equal to the
+    sequential trainer with the same micro-batches; bad options named."""
+
+    CLUSTER = {"devices_per_node": 2, "device": {"kind": "cpu", "memory_gib": 1},
+               "intra_node": {"bandwidth_gb_per_s": 10, "latency_us": 5}}
+
+    def plan(self, **options):
+        options.setdefault("cluster", self.CLUSTER)
+        options.setdefault("repeats", 1)
+        options.setdefault("calibration_steps", 1)
+        return pipeforge.Plan(reference_model(), *BATCHES[0], seed=42, optimizer="adamw", lr=0.01, clip_norm=1.0,
+                              **options)
+
+    def test_candidates_are_ranked_and_the_choice_trains_bitwise(self):
+        with self.plan(schedules=["1f1b", "zb-h1", "gpipe"]) as plan:
+            steps = [c["step_seconds"] for c in plan.candidates]
+            self.assertGreater(len(steps), 3)
+            self.assertEqual(steps, sorted(steps))
+            self.assertEqual(len(plan.to_json()["candidates"]), len(steps))
+            self.assertIn("Pareto front", plan.to_svg())
+            index = next(i for i, c in enumerate(plan.candidates)
+                         if c["data_parallel"] == 1 and c["schedule"] != "sequential")
+            options = plan.trainer_options(index)
+        self.assertEqual(options["schedule"], plan.candidates[index]["schedule"])
+        common = dict(seed=42, optimizer="adamw", lr=0.01, clip_norm=1.0)
+        with pipeforge.Trainer(reference_model(), **options, **common) as pipelined, \
+                pipeforge.Trainer(reference_model(), micro_batches=options["micro_batches"], **common) as sequential:
+            for inputs, targets in BATCHES:
+                a, b = pipelined.step(inputs, targets), sequential.step(inputs, targets)
+                self.assertEqual(bits(a.loss), bits(b.loss))
+            self.assertEqual(pipelined.checksum(), sequential.checksum())
+
+    def test_bad_options_are_named(self):
+        bad = dict(self.CLUSTER, device={"kind": "tpu", "memory_gib": 1})
+        with self.assertRaisesRegex(pipeforge.InvalidArgumentError, "device.kind: unknown device kind 'tpu'"):
+            self.plan(cluster=bad)
+        with self.assertRaisesRegex(pipeforge.InvalidArgumentError, "schedules: 'pipedream'"):
+            self.plan(schedules=["pipedream"])
+        with self.assertRaises(TypeError):
+            self.plan(schedules="1f1b")
+        with self.assertRaises(TypeError):
+            self.plan(colour="red")
+        with self.plan(memory_limit_bytes=10) as plan:  # nothing fits: no candidates, and what would
+            self.assertEqual(plan.candidates, [])
+            self.assertGreater(plan.to_json()["smallest_memory_that_works_bytes"], 10)
+
+
 class GilTest(unittest.TestCase):
     def test_step_releases_the_gil(self):
         # A step of a wide MLP takes about 0.1 s. While steps run on a worker thread, this thread

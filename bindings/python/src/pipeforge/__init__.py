@@ -16,6 +16,10 @@
     # The same under `mpirun -np 2 python3 this.py`: one process per rank, the same parameters;
     # trainer.process() is (rank, 2) there and every process must call trainer.checksum().
 
+    # Let the planner choose the schedule, ranks, chunks, micro-batches and partition.
+    plan = pipeforge.Plan(model, np.zeros((16, 8), np.float32), np.zeros(16, np.int32), seed=1, lr=1e-2)
+    print(plan.candidates[0], plan.trainer_options(0))
+
     schedule = pipeforge.Schedule.generate("1f1b", stages=4, micro_batches=8)
     with schedule.simulate(t_f=1, t_b=1, t_w=1) as simulation:
         print(simulation.bubble_rate, [r.peak_activations for r in simulation.ranks])
@@ -26,6 +30,7 @@ runtime's message. docs/BINDINGS.md has the details.
 
 from . import core as _core
 from ._api import BuiltinData, EvalResult, Metrics, Model, ProcessInfo, RankStats, RunResult, StepResult, Trainer
+from ._plan import Plan
 from ._schedule import ACTIVATION_POLICIES, COMM_SEMANTICS, SCHEDULE_NAMES, Schedule, Simulation
 from ._errors import (CallbackError, CancelledError, CublasError, CudaError, DataLossError, Error,
                       FailedPreconditionError, InternalError, InvalidArgumentError, IoError, MpiError, NcclError,
@@ -38,6 +43,6 @@ ABI_VERSION = _core.header_abi_version()
 __all__ = [
     "ABI_VERSION", "ACTIVATION_POLICIES", "BuiltinData", "COMM_SEMANTICS", "CallbackError", "CancelledError", "CublasError", "CudaError", "DataLossError", "Error", "EvalResult",
     "FailedPreconditionError", "InternalError", "InvalidArgumentError", "IoError", "Metrics", "Model", "MpiError",
-    "NcclError", "NotFoundError", "OutOfMemoryError", "ProcessInfo", "RankStats", "RunResult", "SCHEDULE_NAMES", "Schedule", "Simulation",
+    "NcclError", "NotFoundError", "OutOfMemoryError", "Plan", "ProcessInfo", "RankStats", "RunResult", "SCHEDULE_NAMES", "Schedule", "Simulation",
     "StepResult", "TimeoutError", "Trainer", "UnimplementedError",
 ]

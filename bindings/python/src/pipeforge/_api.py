@@ -297,6 +297,50 @@ class _LoaderAdapter(core.LoaderCallback):
         return f"{name}: {text}" if text else name
 
 
+def _core_trainer_options(options):
+    """core.TrainerOptions from Trainer's keyword options (checked by name: see Trainer)."""
+    core_options = core.TrainerOptions()
+    for name, value in options.items():
+        if value is None:
+            continue
+        if name in ("schedule", "schedule_text", "activation_policy", "offload_dir", "devices", "processes",
+                    "gradient_reduction", "local_head", "lr_schedule"):
+            if name == "offload_dir" and isinstance(value, os.PathLike):
+                value = os.fspath(value)
+            if name == "devices" and not isinstance(value, (str, bytes)):
+                try:
+                    entries = list(value)
+                except TypeError:
+                    raise TypeError(f"devices must be a str or a list of str, not {type(value).__name__}") from None
+                for entry in entries:
+                    if not isinstance(entry, str):
+                        raise TypeError(f"devices must be a str or a list of str, not a list holding "
+                                        f"{type(entry).__name__}")
+                value = ",".join(entries)
+            if not isinstance(value, str):
+                raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+            if not value:
+                default = "the default" if name == "local_head" else "none"
+                raise ValueError(f"{name} is empty (leave it out, or None, for {default})")
+            setattr(core_options, name, value)
+        elif name in ("stages", "chunks", "data_parallel", "ranks", "spectrain_version", "pipemare_anneal_updates",
+                      "warmup_steps", "decay_steps", "seq_slices"):
+            setattr(core_options, name, operator.index(value))
+        elif name in ("recv_timeout_seconds", "activation_budget_bytes", "pipemare_decay", "min_lr"):
+            setattr(core_options, name, float(value))
+        elif name == "vertical_sync":
+            if not isinstance(value, (bool, np.bool_)):
+                raise TypeError(f"vertical_sync must be a bool, not {type(value).__name__}")
+            core_options.vertical_sync = bool(value)
+        elif name == "layers_per_stage":
+            if isinstance(value, (str, bytes)):
+                raise TypeError("layers_per_stage must be a sequence of ints")
+            core_options.set_layers_per_stage([operator.index(n) for n in value])
+        else:
+            setattr(core_options, name, value)
+    return core_options
+
+
 class Trainer(_Closeable):
     """Trains a model: parameters, optimizer state and an optional data loader.
 
@@ -383,45 +427,7 @@ class Trainer(_Closeable):
         unknown = sorted(set(options) - set(self._OPTIONS))
         if unknown:
             raise TypeError(f"unknown trainer option(s): {', '.join(unknown)}")
-        core_options = core.TrainerOptions()
-        for name, value in options.items():
-            if value is None:
-                continue
-            if name in ("schedule", "schedule_text", "activation_policy", "offload_dir", "devices", "processes",
-                        "gradient_reduction", "local_head", "lr_schedule"):
-                if name == "offload_dir" and isinstance(value, os.PathLike):
-                    value = os.fspath(value)
-                if name == "devices" and not isinstance(value, (str, bytes)):
-                    try:
-                        entries = list(value)
-                    except TypeError:
-                        raise TypeError(f"devices must be a str or a list of str, not {type(value).__name__}") from None
-                    for entry in entries:
-                        if not isinstance(entry, str):
-                            raise TypeError(f"devices must be a str or a list of str, not a list holding "
-                                            f"{type(entry).__name__}")
-                    value = ",".join(entries)
-                if not isinstance(value, str):
-                    raise TypeError(f"{name} must be a str, not {type(value).__name__}")
-                if not value:
-                    default = "the default" if name == "local_head" else "none"
-                    raise ValueError(f"{name} is empty (leave it out, or None, for {default})")
-                setattr(core_options, name, value)
-            elif name in ("stages", "chunks", "data_parallel", "ranks", "spectrain_version", "pipemare_anneal_updates",
-                          "warmup_steps", "decay_steps", "seq_slices"):
-                setattr(core_options, name, operator.index(value))
-            elif name in ("recv_timeout_seconds", "activation_budget_bytes", "pipemare_decay", "min_lr"):
-                setattr(core_options, name, float(value))
-            elif name == "vertical_sync":
-                if not isinstance(value, (bool, np.bool_)):
-                    raise TypeError(f"vertical_sync must be a bool, not {type(value).__name__}")
-                core_options.vertical_sync = bool(value)
-            elif name == "layers_per_stage":
-                if isinstance(value, (str, bytes)):
-                    raise TypeError("layers_per_stage must be a sequence of ints")
-                core_options.set_layers_per_stage([operator.index(n) for n in value])
-            else:
-                setattr(core_options, name, value)
+        core_options = _core_trainer_options(options)
         if model._handle is None:
             raise ValueError("the model has no native object")
         self._loader = None
