@@ -157,6 +157,7 @@ def main():
                     "last_loss_torch": runs["torch"][0]["losses"][-1],
                     "pipeforge_runs": [round(r["steady_tokens_per_s"]) for r in runs[main_side]],
                     "torch_runs": [round(r["tokens_per_s"]) for r in runs["torch"]],
+                    "load_average_after": load_average(),
                 }
                 if mode != "sequential":
                     entry["partition"] = partition
