@@ -28,14 +28,16 @@ PIPEFORGE = os.path.join(ROOT, "bazel-bin", "pipeforge")
 DEFAULT_VENV = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")),
                             "pipeforge", "peer-venv")
 
-# name, d_model, layers, seq_len, batch_size, micro-batches, warm-up steps, measured steps
+# name, d_model, layers, seq_len, batch_size, micro-batches, warm-up steps, measured steps. Every
+# micro-batch holds 512 tokens (8 rows of 64, or 1 of 512); 4 micro-batches per step (zb-v on 2
+# ranks needs m >= 4).
 ROWS = [
-    ("d64-L2-seq64", 64, 2, 64, 8, 4, 3, 20),
-    ("d256-L8-seq64", 256, 8, 64, 8, 4, 1, 5),
-    ("d512-L8-seq64", 512, 8, 64, 8, 4, 1, 3),
+    ("d64-L2-seq64", 64, 2, 64, 32, 4, 3, 15),
+    ("d256-L8-seq64", 256, 8, 64, 32, 4, 1, 4),
+    ("d512-L8-seq64", 512, 8, 64, 32, 4, 1, 2),
     ("d512-L4-seq512", 512, 4, 512, 4, 4, 1, 2),
 ]
-QUICK_ROWS = [("d64-L2-seq64", 64, 2, 64, 8, 4, 2, 8), ("d256-L8-seq64", 256, 8, 64, 8, 4, 1, 2)]
+QUICK_ROWS = [("d64-L2-seq64", 64, 2, 64, 32, 4, 2, 6), ("d256-L8-seq64", 256, 8, 64, 32, 4, 1, 2)]
 MODES = ["sequential", "1f1b", "zb-v"]
 HEADS = 4  # pipeforge train's default
 
