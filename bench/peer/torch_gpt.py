@@ -25,9 +25,7 @@ Prints one JSON object: tokens_per_s over the steps after --warmup-steps, first_
 """
 import argparse
 import json
-import math
 import os
-import sys
 import time
 
 import numpy as np
@@ -194,15 +192,12 @@ def parameter_names(torch, layers):
     return [f"{lname}.{pname}" for lname, layer in layers for pname, _ in layer.named_parameters()]
 
 
-class Stage:
-    """A run of top-level layers as one module."""
-
-    @staticmethod
-    def make(torch, named):
-        seq = torch.nn.Sequential()
-        for name, m in named:
-            seq.add_module(name.replace(".", "_"), m)
-        return seq
+def as_module(torch, named):
+    """A run of top-level layers as one module (a stage, or the whole model)."""
+    seq = torch.nn.Sequential()
+    for name, m in named:
+        seq.add_module(name.replace(".", "_"), m)
+    return seq
 
 
 def loss_fn(torch, vocab):
@@ -220,11 +215,12 @@ def step_batches(torch, data, cfg, steps):
     return out
 
 
+LR = 3e-3  # pipeforge train's AdamW default (tools/cli/train_command.h)
+
+
 def adamw(torch, params):
-    return torch.optim.AdamW(params, lr=cfg_lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
-
-
-cfg_lr = 3e-3
+    """PipeForge's AdamW defaults (runtime/optim/optimizer.h; weight decay: the CLI's 0)."""
+    return torch.optim.AdamW(params, lr=LR, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
 
 
 def result_json(cfg, losses, times):
@@ -243,7 +239,7 @@ def run_sequential(cfg):
     cfg.vocab = data.vocab
     layers = build_layers(torch, cfg)
     initialize(torch, layers, cfg.seed)
-    model = Stage.make(torch, layers)
+    model = as_module(torch, layers)
     opt = adamw(torch, model.parameters())
     lf = loss_fn(torch, cfg.vocab)
     batches = step_batches(torch, data, cfg, cfg.steps)
@@ -282,7 +278,7 @@ def pipeline_worker(rank, cfg, port, queue):
     mine = [s for s in range(num_stages) if stage_ranks[s] == rank]
     stages, modules = [], []
     for s in mine:
-        mod = Stage.make(torch, layers[bounds[s]:bounds[s + 1]])
+        mod = as_module(torch, layers[bounds[s]:bounds[s + 1]])
         modules.append(mod)
         stages.append(PipelineStage(mod, s, num_stages, torch.device("cpu"), group=dist.group.WORLD))
     lf = loss_fn(torch, cfg.vocab)
