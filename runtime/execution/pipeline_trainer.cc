@@ -41,6 +41,7 @@ using sched::ActionKind;
 
 void PipelineOptions::validate() const {
   base.validate();
+  PF_CHECK_ARG(std::isfinite(slow_factor) && slow_factor >= 1.0, "slow_factor must be >= 1, got ", slow_factor);
   if (schedule_text.empty()) {
     PF_CHECK_ARG(!schedule.empty(), "schedule: give a generator name or schedule_text");
     PF_CHECK_ARG(ranks >= 1, "ranks must be >= 1, got ", ranks);
@@ -198,8 +199,11 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
       reducer_->submit(stage, model_stages_[static_cast<size_t>(stage)].parameters());
     };
   }
-  for (int r = 0; r < schedule_.num_ranks(); ++r)
-    executors_.push_back(is_local_rank(r) ? std::make_unique<RankExecutor>(r, &model_stages_, eopts) : nullptr);
+  for (int r = 0; r < schedule_.num_ranks(); ++r) {
+    RankExecutor::Options rank_options = eopts;
+    if (r == options_.slow_rank) rank_options.slow_factor = options_.slow_factor;
+    executors_.push_back(is_local_rank(r) ? std::make_unique<RankExecutor>(r, &model_stages_, rank_options) : nullptr);
+  }
   make_stores();
   if (local_) make_local_heads();
   if (windowed_) make_async_weights();

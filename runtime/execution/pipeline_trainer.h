@@ -122,6 +122,11 @@ struct PipelineOptions {
   // forwarded, one step behind at most. local_head: "auto" (token models: LayerNorm + linear to the
   // classes; feature models: linear), "linear", "layernorm-linear" or "mlp" (linear, GELU, linear).
   std::string local_head = "auto";
+  // A fail-slow device, for tests and benchmarks of adaptation (docs/PLANNING.md): rank
+  // slow_rank's compute actions take slow_factor (>= 1) times as long (it waits out the extra).
+  // -1: none.
+  int slow_rank = -1;
+  double slow_factor = 1.0;
   void validate() const;               // kInvalidArgument naming the field
 };
 

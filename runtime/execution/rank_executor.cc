@@ -1,6 +1,7 @@
 #include "runtime/execution/rank_executor.h"
 
 #include <algorithm>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 
@@ -262,6 +263,8 @@ void RankExecutor::run_actions(const std::vector<Action>& actions, const std::ve
     } catch (const Error& e) {
       throw Error(e.code(), std::string(e.what()) + " [" + where() + "]");
     }
+    if (options_.slow_factor > 1.0 && sched::is_compute(a.kind))
+      std::this_thread::sleep_for((clock_type::now() - t_start) * (options_.slow_factor - 1.0));
     // Peaks at action boundaries, after every action (F, B, RECOMPUTE, RELOAD and HOLD are the
     // ones that can raise them).
     rs.peak_activation_bytes = std::max(rs.peak_activation_bytes, live_bytes_);

@@ -63,6 +63,9 @@ class RankExecutor {
     // RECV_F / RECV_B are posted (irecv, retired by the consumer) instead of receiving at once;
     // the trainer sets it for schedules that are deadlock-free only under posted semantics.
     bool posted_receives = false;
+    // >= 1: every compute action (F, B, W, BW, RECOMPUTE) is followed by a wait of (slow_factor -
+    // 1) x its duration, counted in it: a fail-slow device (PipelineOptions::slow_rank).
+    double slow_factor = 1.0;
   };
   // What one step of this rank produced.
   struct StepOutput {

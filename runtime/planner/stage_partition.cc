@@ -29,7 +29,13 @@ std::vector<int> partition_for_plan(const MicroBatchCosts& costs, int num_stages
   if (num_stages < 1 || n < num_stages) return {};
   PF_CHECK_ARG(limits.contexts.empty() || static_cast<int>(limits.contexts.size()) == num_stages,
                "partition: ", limits.contexts.size(), " context counts for ", num_stages, " stages");
+  PF_CHECK_ARG(limits.stage_time_factor.empty() || static_cast<int>(limits.stage_time_factor.size()) == num_stages,
+               "partition: ", limits.stage_time_factor.size(), " time factors for ", num_stages, " stages");
   const double inf = std::numeric_limits<double>::infinity();
+  auto seconds = [&](int stage, int begin, int end) {
+    const double k = limits.stage_time_factor.empty() ? 1.0 : limits.stage_time_factor[static_cast<size_t>(stage)];
+    return k * stage_costs(costs, begin, end).seconds();
+  };
   auto fits = [&](int stage, int begin, int end) {
     if (limits.contexts.empty() || limits.stage_limit_bytes <= 0) return true;
     const StageCosts c = stage_costs(costs, begin, end);
@@ -41,12 +47,12 @@ std::vector<int> partition_for_plan(const MicroBatchCosts& costs, int num_stages
   std::vector<std::vector<double>> best(static_cast<size_t>(num_stages), std::vector<double>(n + 1, inf));
   std::vector<std::vector<int>> cut(static_cast<size_t>(num_stages), std::vector<int>(n + 1, -1));
   for (int i = 1; i <= n; ++i)
-    if (fits(0, 0, i)) best[0][i] = stage_costs(costs, 0, i).seconds();
+    if (fits(0, 0, i)) best[0][i] = seconds(0, 0, i);
   for (int s = 1; s < num_stages; ++s) {
     for (int i = s + 1; i <= n; ++i) {
       for (int j = s; j < i; ++j) {
         if (best[s - 1][j] == inf || !fits(s, j, i)) continue;
-        const double t = std::max(best[s - 1][j], stage_costs(costs, j, i).seconds());
+        const double t = std::max(best[s - 1][j], seconds(s, j, i));
         if (t < best[s][i]) {
           best[s][i] = t;
           cut[s][i] = j;

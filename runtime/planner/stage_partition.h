@@ -27,6 +27,8 @@ struct PartitionLimits {
   std::vector<double> contexts;
   double bytes_per_parameter = 0;  // value, gradient and optimizer state
   double stage_limit_bytes = 0;    // what one stage may take; 0: no limit
+  // Per stage: a factor on its F + B + W (its rank's slowdown: a fail-slow device); empty: 1.
+  std::vector<double> stage_time_factor;
 };
 
 // Layer counts of `num_stages` contiguous non-empty stages (O(stages x layers^2)); ties go to the

@@ -1,0 +1,93 @@
+// Fail-slow adaptation (ResiHP, docs/PLANNING.md "Adapting to a slow rank"): a pipelined trainer
+// whose step compares each rank's measured busy time with what the partition predicts; a rank
+// persistently slower than the others by a factor triggers a new partition for the measured
+// speeds, and the trainer moves to it live: parameters, optimizer state and progress go through an
+// in-process checkpoint into a new PipelineTrainer over the same model, without a restart. The
+// arithmetic does not depend on the partition, so training stays bitwise equal to the sequential
+// trainer across the move.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/execution/pipeline_trainer.h"
+#include "runtime/planner/model_profile.h"
+#include "runtime/train/trainer.h"
+
+namespace pf::plan {
+
+struct FailSlowOptions {
+  double threshold = 1.5;  // a rank this much slower than the fastest (each against its prediction)
+  int patience = 3;        // for this many steps in a row triggers a re-partition
+};
+
+// Per step: measured busy time per rank against the predicted; says when a rank is fail-slow.
+class FailSlowDetector {
+ public:
+  FailSlowDetector(std::vector<double> predicted_busy, FailSlowOptions options);
+  // Feeds one step's measured busy time per rank; true when some rank has been at least
+  // `threshold` times slower than the fastest for `patience` steps in a row.
+  bool observe(const std::vector<double>& measured_busy);
+  // Per rank, the last step's measured / predicted over the fastest rank's (1 for the fastest).
+  const std::vector<double>& slowdown() const { return slowdown_; }
+
+ private:
+  std::vector<double> predicted_;
+  FailSlowOptions options_;
+  std::vector<double> slowdown_;
+  int streak_ = 0;
+};
+
+// Per rank: the F + B + W time its stages take for one step of `micro_batches`, from `costs` and
+// the partition `layers_per_stage` of `schedule` (one pipeline).
+std::vector<double> predicted_busy_per_rank(const MicroBatchCosts& costs, const sched::Schedule& schedule,
+                                            const std::vector<int>& layers_per_stage);
+
+// The partition that minimises the slowest stage when each rank r runs `slowdown[r]` times slower.
+std::vector<int> partition_for_slowdown(const MicroBatchCosts& costs, const sched::Schedule& schedule,
+                                        const std::vector<double>& slowdown);
+
+struct Adaptation {
+  int64_t step = 0;                   // the steps taken when it moved
+  std::vector<double> slowdown;       // per rank, what triggered it
+  std::vector<int> from, to;          // layers per stage
+};
+
+// A PipelineTrainer that re-partitions itself when a rank turns fail-slow (one pipeline, threads,
+// synchronous schedules). `costs`: the profile at its micro-batch rows; `scratch_dir`: where the
+// in-process checkpoint of a move is written (and removed).
+class AdaptiveTrainer : public Trainer {
+ public:
+  AdaptiveTrainer(std::shared_ptr<Model> model, exec::PipelineOptions options, MicroBatchCosts costs,
+                  FailSlowOptions fail_slow, std::string scratch_dir);
+
+  StepResult step(const Batch& batch) override;
+  StepResult step(DataSource& source) override;
+  EvalResult evaluate(DataSource& source, int micro_batches) override { return trainer_->evaluate(source, micro_batches); }
+  Model& model() const override { return trainer_->model(); }
+  Optimizer& optimizer() const override { return trainer_->optimizer(); }
+  const TrainerMetrics& metrics() const override { return trainer_->metrics(); }
+  void restore_progress(int64_t step, int64_t data_position) override { trainer_->restore_progress(step, data_position); }
+
+  exec::PipelineTrainer& pipeline() const { return *trainer_; }
+  const std::vector<Adaptation>& adaptations() const { return adaptations_; }
+  std::vector<int> layers_per_stage() const;
+
+ private:
+  StepResult after_step(StepResult result);
+  void move_to(const std::vector<int>& layers_per_stage);
+  void watch();
+
+  std::shared_ptr<Model> model_;
+  exec::PipelineOptions options_;
+  MicroBatchCosts costs_;
+  FailSlowOptions fail_slow_;
+  std::string scratch_dir_;
+  std::unique_ptr<exec::PipelineTrainer> trainer_;
+  std::unique_ptr<FailSlowDetector> detector_;
+  std::vector<double> known_slowdown_;  // per rank, what the current partition was made for
+  std::vector<Adaptation> adaptations_;
+};
+
+}  // namespace pf::plan
