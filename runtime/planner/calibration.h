@@ -1,5 +1,6 @@
 // What the runtime's real steps add to the simulated ones on this machine, measured once by
-// training two small candidates for a few steps: the sequential trainer, and 1F1B on two ranks.
+// training three small candidates for a few steps: the sequential trainer, and 1F1B on two ranks
+// with 2 and with 4 micro-batches.
 // Layer times profiled one at a time run slower when ranks compute side by side (shared caches and
 // memory bandwidth, a loaded machine), every pipelined action costs a hand-off, and every step has
 // fixed work outside the schedule (zeroing gradients, splitting the batch, waking the workers).
