@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <ostream>
 #include <string>
 #include <tuple>
 
@@ -90,6 +91,7 @@ struct Case {
   std::string schedule;
   int ranks, chunks, m;
 };
+void PrintTo(const Case& c, std::ostream* os) { *os << c.schedule << " p" << c.ranks << " m" << c.m; }
 
 class RankOptimizer : public ::testing::TestWithParam<std::tuple<Case, bool, bool, bool>> {};
 
