@@ -20,20 +20,10 @@ using testing::data_for;
 
 std::shared_ptr<Model> make_model(bool gpt) { return gpt ? testing::tiny_gpt(6) : testing::tiny_mlp(8); }
 
+// AdamW or SGD with momentum (the suites' varied options), weight decay, a small clip norm or none.
 TrainerOptions options(int m, bool adamw, bool clip) {
-  TrainerOptions o;
-  o.micro_batches = m;
-  o.seed = 5;
-  if (adamw) {
-    o.optimizer.kind = OptimizerConfig::Kind::kAdamW;
-    o.optimizer.lr = 1e-2f;
-    o.optimizer.weight_decay = 0.01f;
-  } else {
-    o.optimizer.kind = OptimizerConfig::Kind::kSgd;
-    o.optimizer.lr = 0.1f;
-    o.optimizer.momentum = 0.9f;
-    o.optimizer.weight_decay = 1e-4f;
-  }
+  TrainerOptions o = testing::varied_options(m, adamw ? 0 : 1);
+  o.optimizer.weight_decay = adamw ? 0.01f : 1e-4f;
   o.optimizer.clip_norm = clip ? 0.05f : 0.0f;  // small: clipping really happens
   return o;
 }
