@@ -1182,7 +1182,8 @@ void PipelineTrainer::collect_stats(const std::vector<mem::StoreStats>& store_st
 // The last stage's process broadcasts the per-micro-batch losses; with clipping on, every process
 // gathers every parameter's squared gradient norm from its owner and adds them in model order, as
 // clip_grad_norm does in one process, so the norm (and the clipping scale) is bitwise the same
-// everywhere; each process scales its own gradients (clipping off: no norm is computed). The per-rank stats are gathered too.
+// everywhere; each process scales its own gradients (clipping off: no norm is computed). The
+// per-rank stats are gathered too.
 // (Data parallel: the replicas' gradients are equal by now, so the pipeline group's norm is every
 // replica's; only the losses are gathered across replicas.)
 std::vector<float> PipelineTrainer::last_stage_losses(int units) const {

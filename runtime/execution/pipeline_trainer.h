@@ -272,7 +272,7 @@ class PipelineTrainer : public Trainer {
   int replica() const { return options_.data_parallel_world ? options_.data_parallel_world->rank() : 0; }
   void worker_main(int rank);
   void run_rank(int rank);
-  // optimizer_on_workers(): rank_params_ and rank_norm_index_; whether every parameter has one rank.
+  // optimizer_on_workers(): rank_params_, rank_copy_params_ and rank_norm_index_ (owner_rank's).
   void make_rank_parameter_lists();
   // Worker, after its action list (clipping on): its first-copy parameters' squared gradient norms
   // into state_->squared_norms.
