@@ -194,13 +194,14 @@ StepTiming time_steps(exec::PipelineTrainer& trainer, const std::vector<Batch>& 
 
 std::unique_ptr<exec::PipelineTrainer> make_gpt_pipeline(const GptPipelineBench& b, const std::string& schedule,
                                                          int ranks, std::shared_ptr<comm::World> world,
-                                                         const OptimizerConfig& optimizer) {
+                                                         const OptimizerConfig& optimizer, bool rank_optimizer) {
   exec::PipelineOptions po;
   po.base = b.options();
   po.base.optimizer = optimizer;
   po.schedule = schedule;
   po.ranks = ranks;
   po.world = world;
+  po.rank_optimizer = rank_optimizer;
   if (!world) po.cpu_affinity = {0, 1};
   std::shared_ptr<Model> model;
   {

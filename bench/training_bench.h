@@ -90,10 +90,11 @@ StepTiming time_steps(exec::PipelineTrainer& trainer, const std::vector<Batch>& 
                       std::vector<sched::CostModel>* measured = nullptr);
 
 // The pipeline GPT of bench/pipeline under `schedule` on `ranks` ranks: threads pinned to cores 0
-// and 1, or (with `world`) this process's rank, only its stages allocated.
+// and 1, or (with `world`) this process's rank, only its stages allocated. `rank_optimizer`:
+// PipelineOptions::rank_optimizer (false: the main thread steps every parameter).
 std::unique_ptr<exec::PipelineTrainer> make_gpt_pipeline(const GptPipelineBench& b, const std::string& schedule,
                                                          int ranks, std::shared_ptr<comm::World> world,
-                                                         const OptimizerConfig& optimizer);
+                                                         const OptimizerConfig& optimizer, bool rank_optimizer = true);
 
 // 1F1B with a flush on that GPT: its step time, measured and predicted (the simulated makespan
 // plus the measured optimizer step).

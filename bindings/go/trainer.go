@@ -107,7 +107,7 @@ type TrainerOptions struct {
 // StepResult is the result of one optimizer step.
 type StepResult struct {
 	Loss       float64 // mean loss over the batch
-	GradNorm   float64 // global gradient L2 norm before clipping
+	GradNorm   float64 // global gradient L2 norm before clipping; 0 with ClipNorm 0 (not computed)
 	Samples    int64   // rows in the batch
 	Tokens     int64   // target elements in the batch
 	Seconds    float64 // wall time of the step

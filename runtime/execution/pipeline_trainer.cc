@@ -83,6 +83,11 @@ struct PipelineTrainer::StepState {
   std::vector<RankExecutor::StepOutput> outputs;  // per rank
   bool drain = false;  // asynchronous schedules: run the drain instead of a window
   const sched::Schedule* evaluation = nullptr;  // evaluate(): run this forward-only schedule instead
+  // optimizer_on_workers(): the second phase (each worker scales by clip_scale and steps its
+  // parameters), and the squared gradient norms the first phase leaves [model parameter index].
+  bool optimizer_phase = false;
+  float clip_scale = 1.0f;
+  std::vector<double> squared_norms;
   std::mutex error_mutex;
   std::exception_ptr error;
 };
@@ -173,6 +178,9 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
   if (schedule_.pipelines > 1) check_two_pipelines();
   make_model_stages();
   place_on_processes();
+  rank_optimizer_ =
+      options_.rank_optimizer && !options_.world && !gpu_ && !windowed_ && !parameters_shared_across_ranks_;
+  if (rank_optimizer_) make_rank_parameter_lists();
   optimizer_ = make_optimizer(options_.base.optimizer);
   initialize_parameters(local_params_, options_.base.seed);
   if (copy_) {
@@ -594,6 +602,7 @@ void PipelineTrainer::place_on_processes() {
     for (Parameter* p : stage.parameters()) {
       const int rank = schedule_.placement.rank_of(stage.index());
       auto [it, inserted] = owner_.emplace(p, rank);
+      if (!inserted && it->second != rank) parameters_shared_across_ranks_ = true;
       PF_CHECK_ARG(inserted || it->second == rank || !options_.world, "pipeline trainer: parameter '", p->name,
                    "' is used by stage ", stage.index(), " on rank ", rank, " and by a stage on rank ", it->second,
                    " (parameters shared across processes are not supported)");
@@ -610,6 +619,64 @@ void PipelineTrainer::place_on_processes() {
         release_parameter(*p);
       }
     }
+  }
+}
+
+void PipelineTrainer::make_rank_parameter_lists() {
+  const size_t p = static_cast<size_t>(schedule_.num_ranks());
+  rank_params_.assign(p, {});
+  rank_copy_params_.assign(p, {});
+  rank_norm_index_.assign(p, {});
+  const auto& all = model_->parameters();
+  for (size_t i = 0; i < all.size(); ++i) {
+    const size_t r = static_cast<size_t>(owner_rank(all[i]));
+    rank_params_[r].push_back(all[i]);
+    rank_norm_index_[r].push_back(i);
+  }
+  if (copy_)
+    for (Parameter* q : copy_->parameters()) rank_copy_params_[static_cast<size_t>(owner_rank(q))].push_back(q);
+}
+
+void PipelineTrainer::rank_squared_norms(int rank) {
+  const auto start = clock_type::now();
+  const auto& params = rank_params_[static_cast<size_t>(rank)];
+  const auto& index = rank_norm_index_[static_cast<size_t>(rank)];
+  for (size_t k = 0; k < params.size(); ++k) state_->squared_norms[index[k]] = grad_squared_norm(*params[k]);
+  state_->outputs[static_cast<size_t>(rank)].stats.optimizer_us +=
+      std::chrono::duration<double, std::micro>(clock_type::now() - start).count();
+}
+
+void PipelineTrainer::step_rank_parameters(int rank) {
+  const auto start = clock_type::now();
+  StepState& st = *state_;
+  const auto& params = rank_params_[static_cast<size_t>(rank)];
+  const auto& copies = rank_copy_params_[static_cast<size_t>(rank)];
+  if (st.clip_scale != 1.0f) {
+    scale_gradients(params, st.clip_scale);
+    scale_gradients(copies, st.clip_scale);  // two pipelines: the copy's gradients equal the first's
+  }
+  optimizer_->update_parameters(params);
+  if (copy_optimizer_) copy_optimizer_->update_parameters(copies);
+  st.outputs[static_cast<size_t>(rank)].stats.optimizer_us +=
+      std::chrono::duration<double, std::micro>(clock_type::now() - start).count();
+}
+
+void PipelineTrainer::step_on_workers(float scale) {
+  // Every slot exists before the workers read the state maps concurrently.
+  optimizer_->begin_step(local_params_);
+  if (copy_optimizer_) copy_optimizer_->begin_step(copy_params_);
+  StepState& st = *state_;
+  st.clip_scale = scale;
+  st.optimizer_phase = true;
+  st.error = nullptr;
+  run_workers();
+  st.optimizer_phase = false;
+  if (st.error) {
+    std::exception_ptr e = st.error;
+    st.error = nullptr;
+    st.micro = nullptr;
+    reset_transport();
+    std::rethrow_exception(e);
   }
 }
 
@@ -753,6 +820,10 @@ void PipelineTrainer::worker_main(int rank) {
 
 void PipelineTrainer::run_rank(int rank) {
   StepState& st = *state_;
+  if (st.optimizer_phase) {
+    step_rank_parameters(rank);
+    return;
+  }
   RankExecutor& executor = *executors_[static_cast<size_t>(rank)];
   auto cancelled = [this] { return cancel_cause(); };
   if (st.evaluation) {
@@ -766,13 +837,15 @@ void PipelineTrainer::run_rank(int rank) {
   }
   mem::ActivationStore* store = stores_.empty() ? nullptr : stores_[static_cast<size_t>(rank)].get();
   executor.run_step(*st.micro, st.t0, endpoint(rank), store, cancelled, &st.outputs[static_cast<size_t>(rank)]);
+  // Its gradients are final: the squared norms overlap the other ranks' remaining work.
+  if (rank_optimizer_ && options_.base.optimizer.clip_norm > 0.0f) rank_squared_norms(rank);
 }
 
 void PipelineTrainer::run_workers() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     running_ = static_cast<int>(threads_.size());
-    state_->t0 = clock_type::now();
+    if (!state_->optimizer_phase) state_->t0 = clock_type::now();
     generation_ += 1;
   }
   start_cv_.notify_all();
@@ -949,6 +1022,8 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batche
   st.micro = gpu_ ? &device_micro : options_.seq_slices > 1 ? &units : &micro_batches;
   st.outputs.assign(static_cast<size_t>(num_ranks), RankExecutor::StepOutput());
   st.error = nullptr;
+  const float clip = options_.base.optimizer.clip_norm;
+  if (rank_optimizer_ && clip > 0.0f) st.squared_norms.assign(model_->parameters().size(), 0.0);
   // Asynchronous schedules: messages sent at the end of the last step are still to be received.
   if (!windowed_) reset_transport();
   for (auto& store : stores_)
@@ -1010,11 +1085,16 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batche
     if (loss_scale_ == 1.0f) result.loss = count > 0 ? sum / count : 0.0;
     else result.loss = count == m ? sum : sum / (static_cast<double>(loss_scale_) * count);
   } else {
-    result.grad_norm = options_.world ? reduce_and_clip(&losses)
-                                      : clip_grad_norm(params, options_.base.optimizer.clip_norm);
-    // Two pipelines: the second copy's gradients equal the first's; the same scale keeps them so.
-    const float copy_scale = clip_scale(result.grad_norm, options_.base.optimizer.clip_norm);
-    if (copy_scale != 1.0f) scale_gradients(copy_params_, copy_scale);
+    // With clipping off no norm is computed (grad_norm 0). On the workers: the squared norms
+    // they left, added in model order as clip_grad_norm adds them; they scale in the next phase.
+    if (rank_optimizer_) {
+      result.grad_norm = clip > 0.0f ? global_norm(st.squared_norms) : 0.0;
+    } else {
+      result.grad_norm = options_.world ? reduce_and_clip(&losses) : clip_gradients(params, clip);
+      // Two pipelines: the second copy's gradients equal the first's; the same scale keeps them so.
+      const float copy_scale = clip_scale(result.grad_norm, clip);
+      if (copy_scale != 1.0f) scale_gradients(copy_params_, copy_scale);
+    }
     for (float loss : losses) result.loss += loss;  // every replica's, in micro-batch order
   }
   for (const Batch& b : step_micro_batches) {
@@ -1024,10 +1104,12 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batche
   if (!windowed_) {
     result.lr = options_.base.lr_at(metrics_.step);
     optimizer_->set_lr(static_cast<float>(result.lr));
-    optimizer_->step(params);
-    if (copy_optimizer_) {
-      copy_optimizer_->set_lr(static_cast<float>(result.lr));
-      copy_optimizer_->step(copy_params_);
+    if (copy_optimizer_) copy_optimizer_->set_lr(static_cast<float>(result.lr));
+    if (rank_optimizer_) {
+      step_on_workers(clip_scale(result.grad_norm, clip));
+    } else {
+      optimizer_->step(params);
+      if (copy_optimizer_) copy_optimizer_->step(copy_params_);
     }
   } else {
     result.lr = options_.base.optimizer.lr;
@@ -1037,6 +1119,7 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batche
   result.seconds = std::chrono::duration<double>(end - start).count();
 
   collect_stats(store_stats);
+  stats_.optimizer_on_workers = rank_optimizer_;
   result.bubble_rate = stats_.bubble_rate;
   for (const RankStats& rs : stats_.ranks) result.peak_activation_bytes.push_back(static_cast<int64_t>(rs.peak_activation_bytes));
   stats_.step_us = std::chrono::duration<double, std::micro>(end - start).count();
@@ -1100,10 +1183,11 @@ void PipelineTrainer::collect_stats(const std::vector<mem::StoreStats>& store_st
   st.outputs.clear();
 }
 
-// The last stage's process broadcasts the per-micro-batch losses; every process gathers every
-// parameter's squared gradient norm from its owner and adds them in model order, as
+// The last stage's process broadcasts the per-micro-batch losses; with clipping on, every process
+// gathers every parameter's squared gradient norm from its owner and adds them in model order, as
 // clip_grad_norm does in one process, so the norm (and the clipping scale) is bitwise the same
-// everywhere; each process scales its own gradients. The per-rank stats are gathered too.
+// everywhere; each process scales its own gradients (clipping off: no norm is computed). The
+// per-rank stats are gathered too.
 // (Data parallel: the replicas' gradients are equal by now, so the pipeline group's norm is every
 // replica's; only the losses are gathered across replicas.)
 std::vector<float> PipelineTrainer::last_stage_losses(int units) const {
@@ -1144,19 +1228,17 @@ double PipelineTrainer::reduce_and_clip(std::vector<float>* losses) {
   comm::World& world = *options_.world;
   const double timeout = options_.recv_timeout_seconds;
   broadcast_losses(losses);
+  if (options_.base.optimizer.clip_norm <= 0.0f) return 0.0;  // clipping off: no norm
   const auto& all = model_->parameters();
   std::vector<double> partial(all.size(), 0.0);
   for (size_t i = 0; i < all.size(); ++i)
     if (is_local_rank(owner_rank(all[i]))) partial[i] = grad_squared_norm(*all[i]);
   const std::vector<char> gathered = world.all_gather(partial.data(), partial.size() * sizeof(double), timeout);
-  double sum = 0.0;
-  for (size_t i = 0; i < all.size(); ++i) {
-    double v;
-    std::memcpy(&v, gathered.data() + (static_cast<size_t>(owner_rank(all[i])) * all.size() + i) * sizeof(double),
+  for (size_t i = 0; i < all.size(); ++i)
+    std::memcpy(&partial[i],
+                gathered.data() + (static_cast<size_t>(owner_rank(all[i])) * all.size() + i) * sizeof(double),
                 sizeof(double));
-    sum += v;
-  }
-  const double norm = std::sqrt(sum);
+  const double norm = global_norm(partial);
   const float scale = clip_scale(norm, options_.base.optimizer.clip_norm);
   if (scale != 1.0f) scale_gradients(local_params_, scale);  // (run_step scales copy_params_)
   return norm;

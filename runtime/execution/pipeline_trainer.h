@@ -127,13 +127,24 @@ struct PipelineOptions {
   // -1: none.
   int slow_rank = -1;
   double slow_factor = 1.0;
+  // Synchronous schedules with every rank a CPU thread of this process (no world, no devices):
+  // true lets each rank's worker clip and step its own stages' parameters (docs/EXECUTION.md,
+  // "The optimizer on the ranks"), bitwise what the main thread would do; false steps them all on
+  // the main thread after the workers finished (the baseline bench/pipeline:rank_optimizer
+  // measures). Ignored elsewhere: processes step their own parameters anyway, CUDA ranks and
+  // asynchronous schedules keep their own paths.
+  bool rank_optimizer = true;
   void validate() const;               // kInvalidArgument naming the field
 };
 
 struct PipelineStats {
   double makespan_us = 0;     // latest action end
   double step_us = 0;         // the whole step (data split, workers, clipping, optimizer)
-  double optimizer_us = 0;    // clipping + optimizer step
+  // Clipping + optimizer step as the main thread waits for them: with optimizer_on_workers, the
+  // workers' parallel scale-and-step phase (their squared norms overlap the pipeline's tail and
+  // count in RankStats::optimizer_us only).
+  double optimizer_us = 0;
+  bool optimizer_on_workers = false;  // PipelineTrainer::optimizer_on_workers() for this step
   double bubble_rate = 0;     // (makespan - max busy) / makespan
   size_t offloaded_bytes = 0; // sum over ranks of RankStats::offloaded_bytes
   std::vector<RankStats> ranks;
@@ -160,6 +171,10 @@ class PipelineTrainer : public Trainer {
   Model& model() const override { return *model_; }
   std::shared_ptr<Model> shared_model() const { return model_; }
   Optimizer& optimizer() const override { return *optimizer_; }
+  // True when each rank's worker clips and steps its own stages' parameters (options().
+  // rank_optimizer with CPU threads and a synchronous schedule whose ranks share no parameter);
+  // false when the main thread steps them all after the workers finished.
+  bool optimizer_on_workers() const { return rank_optimizer_; }
   const PipelineOptions& options() const { return options_; }
   const TrainerMetrics& metrics() const override { return metrics_; }
   void restore_progress(int64_t step, int64_t data_position) override;
@@ -262,6 +277,16 @@ class PipelineTrainer : public Trainer {
   int replica() const { return options_.data_parallel_world ? options_.data_parallel_world->rank() : 0; }
   void worker_main(int rank);
   void run_rank(int rank);
+  // optimizer_on_workers(): rank_params_, rank_copy_params_ and rank_norm_index_ (owner_rank's).
+  void make_rank_parameter_lists();
+  // Worker, after its action list (clipping on): its first-copy parameters' squared gradient norms
+  // into state_->squared_norms.
+  void rank_squared_norms(int rank);
+  // Worker, second phase: scales its parameters' gradients by state_->clip_scale and applies the
+  // optimizers' update to them (both copies with two pipelines).
+  void step_rank_parameters(int rank);
+  // Main thread: begin_step on the optimizers, then the workers' second phase; rethrows a failure.
+  void step_on_workers(float scale);
   void make_stores();
   void place_on_processes();     // local_params_ and owner_; allocates / releases with a world
   void make_model_stages();      // stages_ and model_stages_ (two pipelines: copy_ too)
@@ -295,6 +320,12 @@ class PipelineTrainer : public Trainer {
   std::unique_ptr<Optimizer> copy_optimizer_;
   bool copy_stale_ = false;  // a checkpoint was loaded into the first copy since the last step
   std::unique_ptr<GradientReducer> reducer_;             // data parallel
+  // optimizer_on_workers(): [rank] its parameters in model order, the second copy's, and the
+  // index in model_->parameters() of each of the first.
+  bool rank_optimizer_ = false;
+  bool parameters_shared_across_ranks_ = false;  // a parameter used by stages on two ranks
+  std::vector<std::vector<Parameter*>> rank_params_, rank_copy_params_;
+  std::vector<std::vector<size_t>> rank_norm_index_;
   std::unordered_map<const Parameter*, int> owner_;       // parameter -> rank of its stage
   std::unique_ptr<comm::ThreadWorld> thread_world_;  // CPU ranks as threads of this process
   // CUDA ranks.

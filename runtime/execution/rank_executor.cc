@@ -507,7 +507,8 @@ void RankExecutor::on_return(const Action& a) {
 }
 
 void RankExecutor::on_step(const Action& a) {
-  // The optimizer runs once every rank has finished (PipelineTrainer::run_step). Two pipelines:
+  // The optimizer runs once every rank has finished (PipelineTrainer::run_step: the workers' second
+  // phase, or the calling thread). Two pipelines:
   // the stage adds the gradients its sibling sent (sibling_gradients.h).
   if (schedule_->pipelines > 1)
     siblings_.add(*schedule_, a.stage, (*stages_)[static_cast<size_t>(a.stage)], *transport_, options_.timeout_seconds);

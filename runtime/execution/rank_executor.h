@@ -44,6 +44,10 @@ struct RankStats {
   // stages, counting the current weights) and their bytes; 0 for synchronous schedules.
   int peak_weight_versions = 0;
   size_t peak_weight_version_bytes = 0;
+  // PipelineTrainer::optimizer_on_workers(): this rank's worker computing its squared gradient
+  // norms (clipping on), scaling its gradients and stepping its parameters; 0 when the main
+  // thread steps.
+  double optimizer_us = 0;
 };
 
 // The activation store's key of (stage, micro-batch).

@@ -13,6 +13,7 @@ class AdamW : public Optimizer {
 
  protected:
   void update(Parameter& param, int64_t step) override;
+  std::vector<const char*> slots_in_use() const override { return {"exp_avg", "exp_avg_sq"}; }
 };
 
 }  // namespace pf

@@ -69,28 +69,41 @@ void OptimizerConfig::validate() const {
 }
 
 void Optimizer::step(const std::vector<Parameter*>& params) {
+  begin_step(params);
+  update_parameters(params);
+}
+
+void Optimizer::begin_step(const std::vector<Parameter*>& params) {
   for (Parameter* p : params) {
     PF_CHECK_ARG(p->value.device() == p->grad.device(), "optimizer: parameter '", p->name, "': value (on ",
                  p->value.device().to_string(), ") and grad (on ", p->grad.device().to_string(),
                  ") are on different devices; one op cannot mix devices");
   }
+  MemoryCategoryScope scope(MemoryCategory::kOptimizerState);
+  for (Parameter* p : params) {
+    const Device& device = p->value.device();
+    for (const char* name : slots_in_use()) {
+      auto it = state_.find(p->name + "/" + name);
+      if (it == state_.end()) {
+        state_.emplace(p->name + "/" + name, Tensor::zeros(p->value.shape(), DType::kF32, device));
+      } else if (it->second.device() != device) {
+        // The parameter moved (Model::to_device) or the state came from a checkpoint on the host: the
+        // state follows the parameter.
+        it->second = it->second.to_device(device);
+      }
+    }
+  }
   ++steps_;
+}
+
+void Optimizer::update_parameters(const std::vector<Parameter*>& params) {
   for (Parameter* p : params) update(*p, steps_);
 }
 
 Tensor& Optimizer::slot(const Parameter& param, const char* slot_name) {
-  const std::string key = param.name + "/" + slot_name;
-  auto it = state_.find(key);
-  const Device& device = param.value.device();
-  if (it == state_.end()) {
-    MemoryCategoryScope scope(MemoryCategory::kOptimizerState);
-    it = state_.emplace(key, Tensor::zeros(param.value.shape(), DType::kF32, device)).first;
-  } else if (it->second.device() != device) {
-    // The parameter moved (Model::to_device) or the state came from a checkpoint on the host: the
-    // state follows the parameter.
-    MemoryCategoryScope scope(MemoryCategory::kOptimizerState);
-    it->second = it->second.to_device(device);
-  }
+  auto it = state_.find(param.name + "/" + slot_name);
+  PF_INTERNAL_CHECK(it != state_.end() && it->second.device() == param.value.device(), "optimizer: slot '",
+                    param.name, "/", slot_name, "' was not prepared by begin_step");
   return it->second;
 }
 
@@ -113,13 +126,24 @@ float clip_scale(double total_norm, float max_norm) {
   return static_cast<float>(max_norm / (total_norm + 1e-6));
 }
 
-double clip_grad_norm(const std::vector<Parameter*>& params, float max_norm) {
+double global_norm(const std::vector<double>& squared_norms) {
   double sum = 0.0;
-  for (Parameter* p : params) sum += grad_squared_norm(*p);
-  const double norm = std::sqrt(sum);
+  for (double v : squared_norms) sum += v;
+  return std::sqrt(sum);
+}
+
+double clip_grad_norm(const std::vector<Parameter*>& params, float max_norm) {
+  std::vector<double> squared;
+  squared.reserve(params.size());
+  for (Parameter* p : params) squared.push_back(grad_squared_norm(*p));
+  const double norm = global_norm(squared);
   const float scale = clip_scale(norm, max_norm);
   if (scale != 1.0f) scale_gradients(params, scale);
   return norm;
+}
+
+double clip_gradients(const std::vector<Parameter*>& params, float max_norm) {
+  return max_norm > 0.0f ? clip_grad_norm(params, max_norm) : 0.0;
 }
 
 void scale_gradients(const std::vector<Parameter*>& params, float scale) {

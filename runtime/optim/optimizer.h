@@ -37,8 +37,17 @@ class Optimizer {
   void set_lr(float lr) { config_.lr = lr; }
   int64_t steps_taken() const { return steps_; }
 
-  // Applies one update to every parameter in `params` (gradients already clipped if wanted).
+  // Applies one update to every parameter in `params` (gradients already clipped if wanted):
+  // begin_step(params), then update_parameters(params).
   void step(const std::vector<Parameter*>& params);
+  // One update split over threads (PipelineTrainer: each rank's worker steps its own stages).
+  // begin_step runs on one thread: it checks every parameter, creates the state slots they lack
+  // (the state follows a parameter that moved to another device) and counts the step. Then
+  // update_parameters may run concurrently from several threads on disjoint subsets of those
+  // parameters: each call writes only its parameters' values and slots and only reads the state
+  // map. The bits equal step(params)'s however the parameters are split.
+  void begin_step(const std::vector<Parameter*>& params);
+  void update_parameters(const std::vector<Parameter*>& params);
 
   // State for checkpoints: "<param>/<slot>" -> tensor (e.g. "fc0.weight/exp_avg").
   std::map<std::string, Tensor>& state() { return state_; }
@@ -48,7 +57,10 @@ class Optimizer {
   explicit Optimizer(OptimizerConfig config) : config_(config) {}
   // Updates one parameter; `step` counts from 1.
   virtual void update(Parameter& param, int64_t step) = 0;
-  // The state slot tensor for (param, slot), created zeroed (charged to kOptimizerState).
+  // The slots update() reads for a parameter with this config (a subset of optimizer_slot_names).
+  virtual std::vector<const char*> slots_in_use() const = 0;
+  // The state slot tensor for (param, slot), which begin_step created (zeroed, charged to
+  // kOptimizerState) on the parameter's device.
   Tensor& slot(const Parameter& param, const char* slot_name);
 
   OptimizerConfig config_;
@@ -66,9 +78,14 @@ const std::vector<std::string>& optimizer_slot_names(OptimizerConfig::Kind kind)
 
 // Sum of squares of one parameter's gradient, accumulated in double in element order.
 double grad_squared_norm(const Parameter& param);
+// sqrt of the sum of `squared_norms` added in the given order (what clip_grad_norm sums).
+double global_norm(const std::vector<double>& squared_norms);
 // Global L2 norm over params (summed in the given order) and, if > max_norm > 0, scales every
 // gradient by max_norm / norm. Returns the norm before clipping.
 double clip_grad_norm(const std::vector<Parameter*>& params, float max_norm);
+// Clipping as the trainers apply it: clip_grad_norm when max_norm > 0; with clipping off
+// (max_norm 0) no norm is computed, no gradient changes and it returns 0 (StepResult::grad_norm).
+double clip_gradients(const std::vector<Parameter*>& params, float max_norm);
 // The scale that clip_grad_norm applies for a given total norm (1 when no clipping happens).
 float clip_scale(double total_norm, float max_norm);
 // Multiplies every gradient by `scale` (what clip_grad_norm does when it clips).

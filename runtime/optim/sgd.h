@@ -12,6 +12,9 @@ class Sgd : public Optimizer {
 
  protected:
   void update(Parameter& param, int64_t step) override;
+  std::vector<const char*> slots_in_use() const override {
+    return config_.momentum == 0.0f ? std::vector<const char*>() : std::vector<const char*>{"momentum"};
+  }
 };
 
 }  // namespace pf

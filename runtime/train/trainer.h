@@ -40,7 +40,9 @@ inline void add_replica_gradient(float* sum, const float* replica, int64_t n) {
 
 struct StepResult {
   double loss = 0.0;          // mean loss over the batch (sum of the 1/m-scaled micro-batch losses)
-  double grad_norm = 0.0;     // global gradient norm before clipping
+  // The global gradient L2 norm before clipping, computed only when clipping is on
+  // (optimizer.clip_norm > 0); 0 with clipping off, where no norm is computed.
+  double grad_norm = 0.0;
   int64_t samples = 0;        // rows in the batch
   int64_t tokens = 0;         // target elements in the batch
   double seconds = 0.0;
@@ -63,7 +65,7 @@ struct EvalResult {
 struct TrainerMetrics {
   int64_t step = 0;           // optimizer steps taken
   double last_loss = 0.0;
-  double last_grad_norm = 0.0;
+  double last_grad_norm = 0.0;  // StepResult::grad_norm of the last step (0 with clipping off)
   double tokens_per_second = 0.0;  // of the last step
   int64_t total_tokens = 0;
   int64_t data_position = 0;       // micro-batches taken from the data source

@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <string>
+#include <thread>
 
 #include "runtime/core/error.h"
 #include "runtime/optim/optimizer.h"
@@ -77,6 +80,62 @@ TEST(ClipGradNorm, ScalesOnlyAboveTheThreshold) {
   EXPECT_NEAR(a.grad.f32()[0], 0.6f, 1e-6);
   EXPECT_NEAR(b.grad.f32()[0], 0.8f, 1e-6);
   EXPECT_EQ(clip_scale(5.0, 0.0f), 1.0f);
+}
+
+TEST(ClipGradients, WithClippingOffComputesNoNormAndLeavesTheGradients) {
+  Parameter a = make_param({0, 0}, {3.0f, 0.0f});
+  Parameter b = make_param({0}, {4.0f});
+  EXPECT_EQ(clip_gradients({&a, &b}, 0.0f), 0.0);
+  EXPECT_EQ(a.grad.f32()[0], 3.0f);
+  EXPECT_EQ(clip_gradients({&a, &b}, 1.0f), 5.0);
+  EXPECT_NEAR(a.grad.f32()[0], 0.6f, 1e-6);
+  EXPECT_EQ(global_norm({9.0, 16.0}), 5.0);
+}
+
+// Parameters named apart, with distinct values and gradients.
+std::vector<Parameter> named_params(int count, int64_t size) {
+  std::vector<Parameter> ps;
+  for (int i = 0; i < count; ++i) {
+    ps.push_back(make_parameter("p" + std::to_string(i), {size}, InitSpec::zeros()));
+    for (int64_t j = 0; j < size; ++j) {
+      ps.back().value.f32()[j] = 0.01f * static_cast<float>((i * 31 + j * 7) % 13) - 0.05f;
+      ps.back().grad.f32()[j] = 0.003f * static_cast<float>((i * 17 + j * 5) % 11) - 0.015f;
+    }
+  }
+  return ps;
+}
+
+// begin_step, then update_parameters on disjoint halves from two threads at once, gives step()'s bits
+// (values and state) for both optimizers; SGD without momentum keeps no state, as step() does.
+TEST(Optimizer, AStepSplitOverThreadsEqualsOneStep) {
+  for (int variant = 0; variant < 3; ++variant) {
+    OptimizerConfig c;
+    c.kind = variant == 0 ? OptimizerConfig::Kind::kAdamW : OptimizerConfig::Kind::kSgd;
+    c.momentum = variant == 1 ? 0.9f : 0.0f;
+    c.weight_decay = 0.01f;
+    auto whole = make_optimizer(c), split = make_optimizer(c);
+    std::vector<Parameter> a = named_params(6, 257), b = named_params(6, 257);
+    std::vector<Parameter*> pa, first, second;
+    for (auto& p : a) pa.push_back(&p);
+    for (size_t i = 0; i < b.size(); ++i) (i % 2 == 0 ? first : second).push_back(&b[i]);
+    std::vector<Parameter*> pb = first;
+    pb.insert(pb.end(), second.begin(), second.end());
+    for (int step = 0; step < 3; ++step) {
+      whole->step(pa);
+      split->begin_step(pb);
+      std::thread t([&] { split->update_parameters(second); });
+      split->update_parameters(first);
+      t.join();
+    }
+    EXPECT_EQ(split->steps_taken(), whole->steps_taken());
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_EQ(std::memcmp(a[i].value.data<char>(), b[i].value.data<char>(), a[i].value.nbytes()), 0)
+          << "variant " << variant << " parameter " << i;
+    ASSERT_EQ(split->state().size(), whole->state().size()) << "variant " << variant;
+    EXPECT_EQ(whole->state().empty(), variant == 2);
+    for (const auto& [key, tensor] : whole->state())
+      EXPECT_EQ(std::memcmp(tensor.data<char>(), split->state().at(key).data<char>(), tensor.nbytes()), 0) << key;
+  }
 }
 
 TEST(OptimizerConfig, RejectsBadValuesNamingTheField) {

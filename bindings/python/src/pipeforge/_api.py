@@ -35,7 +35,7 @@ class StepResult:
     """The result of one optimizer step."""
 
     loss: float  # mean loss over the batch
-    grad_norm: float  # global gradient L2 norm before clipping
+    grad_norm: float  # global gradient L2 norm before clipping; 0.0 with clip_norm 0 (not computed)
     samples: int  # rows in the batch
     tokens: int  # target elements in the batch
     seconds: float  # wall time of the step
