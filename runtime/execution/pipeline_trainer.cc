@@ -23,6 +23,7 @@
 #include "runtime/kernels/cpu/blas.h"
 #include "runtime/models/init.h"
 #include "runtime/schedules/async_schedules.h"
+#include "runtime/schedules/bubbles.h"
 #include "runtime/schedules/forward_only.h"
 #include "runtime/schedules/local_schedules.h"
 #include "runtime/train/local_heads.h"
@@ -42,6 +43,8 @@ using sched::ActionKind;
 void PipelineOptions::validate() const {
   base.validate();
   PF_CHECK_ARG(std::isfinite(slow_factor) && slow_factor >= 1.0, "slow_factor must be >= 1, got ", slow_factor);
+  PF_CHECK_ARG(std::isfinite(bubble_fill_safety) && bubble_fill_safety > 0 && bubble_fill_safety <= 1,
+               "bubble_fill_safety must be in (0, 1], got ", bubble_fill_safety);
   if (schedule_text.empty()) {
     PF_CHECK_ARG(!schedule.empty(), "schedule: give a generator name or schedule_text");
     PF_CHECK_ARG(ranks >= 1, "ranks must be >= 1, got ", ranks);
@@ -210,6 +213,7 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
   for (int r = 0; r < schedule_.num_ranks(); ++r) {
     RankExecutor::Options rank_options = eopts;
     if (r == options_.slow_rank) rank_options.slow_factor = options_.slow_factor;
+    if (options_.bubble_fill) rank_options.fill = [this, r](double seconds) { return options_.bubble_fill(r, seconds); };
     executors_.push_back(is_local_rank(r) ? std::make_unique<RankExecutor>(r, &model_stages_, rank_options) : nullptr);
   }
   make_stores();
@@ -1119,6 +1123,7 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batche
   result.seconds = std::chrono::duration<double>(end - start).count();
 
   collect_stats(store_stats);
+  if (options_.bubble_fill && !windowed_ && !gpu_ && !options_.world) plan_bubble_fill();
   stats_.optimizer_on_workers = rank_optimizer_;
   result.bubble_rate = stats_.bubble_rate;
   for (const RankStats& rs : stats_.ranks) result.peak_activation_bytes.push_back(static_cast<int64_t>(rs.peak_activation_bytes));
@@ -1132,6 +1137,18 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batche
   metrics_.tokens_per_second = result.seconds > 0 ? result.tokens / result.seconds : 0.0;
   metrics_.total_tokens += result.tokens;
   return result;
+}
+
+// The next step fills where this one waited (its measured timeline, in microseconds).
+void PipelineTrainer::plan_bubble_fill() {
+  const std::vector<sched::RankBubbles> bubbles = sched::timeline_bubbles(timeline_);
+  const double k = options_.bubble_fill_safety * 1e-6;
+  for (size_t r = 0; r < bubbles.size() && r < executors_.size(); ++r) {
+    if (!executors_[r]) continue;
+    std::vector<double> before = bubbles[r].before;
+    for (double& b : before) b *= k;
+    executors_[r]->set_fill_budgets(std::move(before), bubbles[r].after_last * k);
+  }
 }
 
 void PipelineTrainer::collect_stats(const std::vector<mem::StoreStats>& store_stats) {

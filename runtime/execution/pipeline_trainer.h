@@ -127,6 +127,14 @@ struct PipelineOptions {
   // -1: none.
   int slow_rank = -1;
   double slow_factor = 1.0;
+  // Bubble filling (PipeFill, docs/PLANNING.md "Filling the bubbles"): synchronous schedules,
+  // ranks as threads of this process. From the second step on, each rank calls
+  // bubble_fill(rank, seconds) where the last step's measured timeline had it waiting (before an
+  // action, or during a SEND/RECV) and after its last action until the last makespan, with
+  // bubble_fill_safety times that wait; the function runs other work for at most `seconds` and
+  // returns the seconds it took (RankStats::fill_us). The pipeline's results do not change.
+  std::function<double(int rank, double budget_seconds)> bubble_fill;
+  double bubble_fill_safety = 0.8;
   // Synchronous schedules with every rank a CPU thread of this process (no world, no devices):
   // true lets each rank's worker clip and step its own stages' parameters (docs/EXECUTION.md,
   // "The optimizer on the ranks"), bitwise what the main thread would do; false steps them all on
@@ -290,6 +298,7 @@ class PipelineTrainer : public Trainer {
   void make_stores();
   void place_on_processes();     // local_params_ and owner_; allocates / releases with a world
   void make_model_stages();      // stages_ and model_stages_ (two pipelines: copy_ too)
+  void plan_bubble_fill();       // bubble_fill: the next step's budgets from this step's timeline
   void check_two_pipelines() const;  // what a schedule with two copies of the model cannot do yet
   void sync_model_copy();        // copy_ and its optimizer state <- the first copy's (threads)
   // Losses, gradient norm (clipping) and rank stats reduced over the world (process mode).

@@ -151,7 +151,14 @@ void RankExecutor::run_step(const std::vector<Batch>& micro_batches, clock_type:
                             const std::function<std::string()>& cancelled, StepOutput* out) {
   PF_INTERNAL_CHECK(schedule_ != nullptr, "rank executor: no schedule");
   if (!async_) {
-    run_actions(schedule_->ranks[static_cast<size_t>(rank_)], micro_batches, t0, transport, store, cancelled, out);
+    const std::vector<Action>& list = schedule_->ranks[static_cast<size_t>(rank_)];
+    // Bubble filling applies to this list only, and only when the budgets were made for it.
+    struct Filling {
+      bool& on;
+      ~Filling() { on = false; }
+    } filling{filling_};
+    filling_ = options_.fill && fill_before_.size() == list.size();
+    run_actions(list, micro_batches, t0, transport, store, cancelled, out);
     return;
   }
   if (window_ == 0)
@@ -257,6 +264,7 @@ void RankExecutor::run_actions(const std::vector<Action>& actions, const std::ve
       const std::string cause = cancelled();
       if (!cause.empty()) fail(ErrorCode::kCancelled, where(), ": stopped: ", cause);
     }
+    if (filling_ && fill_before_[i] > 0) rs.fill_us += 1e6 * options_.fill(fill_before_[i]);
     const auto t_start = clock_type::now();
     try {
       (this->*table[static_cast<int>(a.kind)])(a);
@@ -276,6 +284,7 @@ void RankExecutor::run_actions(const std::vector<Action>& actions, const std::ve
     }
     rs.actions += 1;
   }
+  if (filling_ && fill_after_ > 0) rs.fill_us += 1e6 * options_.fill(fill_after_);
   for (StageWeights* w : weights_) {
     if (!w) continue;
     rs.peak_weight_versions += w->peak_versions();

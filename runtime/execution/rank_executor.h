@@ -48,6 +48,7 @@ struct RankStats {
   // norms (clipping on), scaling its gradients and stepping its parameters; 0 when the main
   // thread steps.
   double optimizer_us = 0;
+  double fill_us = 0;  // bubble filling: time spent on the fill job in this step's bubbles
 };
 
 // The activation store's key of (stage, micro-batch).
@@ -70,6 +71,9 @@ class RankExecutor {
     // >= 1: every compute action (F, B, W, BW, RECOMPUTE) is followed by a wait of (slow_factor -
     // 1) x its duration, counted in it: a fail-slow device (PipelineOptions::slow_rank).
     double slow_factor = 1.0;
+    // Bubble filling (PipelineOptions::bubble_fill): runs other work for at most the given seconds
+    // and returns the seconds it took; called where set_fill_budgets says the rank will wait.
+    std::function<double(double budget_seconds)> fill;
   };
   // What one step of this rank produced.
   struct StepOutput {
@@ -88,6 +92,12 @@ class RankExecutor {
   // unchanged while a step runs).
   void set_schedule(const sched::Schedule* schedule);
   void set_timeout_seconds(double seconds) { options_.timeout_seconds = seconds; }
+  // Bubble filling: the seconds to fill before each action of the next step's list (and after the
+  // last); empty: none. Ignored without Options::fill.
+  void set_fill_budgets(std::vector<double> before_action, double after_last) {
+    fill_before_ = std::move(before_action);
+    fill_after_ = after_last;
+  }
   // Asynchronous schedules: run_step runs the windows' lists (the first after an empty pipeline,
   // then the steady ones) instead of the schedule's, and keeps the micro-batches in flight between
   // steps; `weights[stage]` (this rank's stages; others null) picks the weights of every F and BW
@@ -199,6 +209,9 @@ class RankExecutor {
   SiblingGradients siblings_;  // two pipelines: the gradients ALLREDUCE sends and STEP adds
   mem::ActivationStore* store_ = nullptr;
   StepOutput* out_ = nullptr;
+  std::vector<double> fill_before_;  // set_fill_budgets
+  double fill_after_ = 0;
+  bool filling_ = false;             // run_step's synchronous list is running with fill budgets
   float loss_scale_ = 1.0f;
   bool evaluating_ = false;  // run_evaluation in progress
   size_t live_bytes_ = 0;
