@@ -10,8 +10,8 @@
 //   batch row and head, the 6 dense attention products, each once, as one timed sequence; and one
 //   1024^3 product. OpenBLAS on one thread: "blas_threads" is the calling thread's OpenMP count
 //   (the OpenMP OpenBLAS uses it per call; "openblas_pool_threads" is only the pool's size), and
-//   "process_cpu_per_wall_*" (all threads' CPU time over elapsed time) stays near 1 only if no
-//   second thread computes.
+//   "process_cpu_per_thread_cpu_*" (all threads' CPU time over the calling thread's) stays at 1
+//   only if no second thread computes.
 // * the block's F+B+W with the allocator's cache on and with it off (PF_CPU_ALLOCATOR_CACHE_BYTES=0;
 //   the order swaps every round), each in a fresh child process (this program with --block_steps):
 //   glibc's heap state, which decides how many pages fault in again, depends on everything the
@@ -168,7 +168,7 @@ int time_block(int64_t d, int steps) {
 
 // Runs this program as a child timing the block with the given cache limit; adds its figures.
 void run_child(const std::string& exe, int64_t d, int steps, size_t cache_limit, BlockRun& out,
-               double& process_cpu_sum, double& wall_sum) {
+               double& process_cpu_sum, double& thread_cpu_sum) {
   const std::string command = "PF_CPU_ALLOCATOR_CACHE_BYTES=" + std::to_string(cache_limit) + " '" + exe +
                               "' --d_model " + std::to_string(d) + " --block_steps " + std::to_string(steps);
   FILE* pipe = popen(command.c_str(), "r");
@@ -183,13 +183,14 @@ void run_child(const std::string& exe, int64_t d, int steps, size_t cache_limit,
   out.faults.push_back(r.at("faults").get<double>());
   out.hits.push_back(r.at("hits").get<double>());
   process_cpu_sum += r.at("process_cpu").get<double>();
-  wall_sum += r.at("wall").get<double>();
+  thread_cpu_sum += r.at("cpu").get<double>();
 }
 
-// ns per allocate/free pair from `threads` threads at once, sizes cycling over a step's mix.
+// Thread-CPU ns per allocate/free pair from `threads` threads at once (the slowest thread), sizes
+// cycling over a step's mix.
 double alloc_free_ns(size_t limit, int threads) {
   pf::CpuAllocator a(limit);
-  constexpr int kPairs = 20000;
+  constexpr int kPairs = 100000;
   const size_t sizes[] = {256, 4096, 64 << 10, 512 << 10, 2 << 20};
   std::vector<double> ns(static_cast<size_t>(threads));
   std::vector<std::thread> pool;
@@ -202,7 +203,7 @@ double alloc_free_ns(size_t limit, int threads) {
         p[0] = 1;  // touch one page, as a tensor's first write would
         a.deallocate(p, bytes);
       }
-      ns[static_cast<size_t>(t)] = 1e9 * since(start).wall / kPairs;
+      ns[static_cast<size_t>(t)] = 1e9 * since(start).cpu / kPairs;
     });
   }
   for (std::thread& th : pool) th.join();
@@ -263,9 +264,9 @@ int main(int argc, char** argv) {
   exe[exe_length] = '\0';
 
   std::vector<double> shapes_cpu, shapes_wall, square_cpu;
-  // Process CPU over wall time of the sgemm reference and of the block: about 1 when BLAS runs
-  // on the calling thread alone (more than 1 would mean a second BLAS thread).
-  double ref_process_cpu = 0, ref_wall = 0, block_process_cpu = 0, block_wall = 0;
+  // Process CPU over thread CPU time of the sgemm reference and of the block: 1 when BLAS runs on
+  // the calling thread alone (more would mean a second BLAS thread).
+  double ref_process_cpu = 0, ref_thread_cpu = 0, block_process_cpu = 0, block_thread_cpu = 0;
   BlockRun on, off;
   for (int round = 0; round < o.rounds; ++round) {
     double cpu0 = process_cpu();
@@ -282,10 +283,10 @@ int main(int argc, char** argv) {
     run_case(square);
     square_cpu.push_back(since(start).cpu);
     ref_process_cpu += process_cpu() - cpu0;
-    ref_wall += since(start).wall + shapes.wall;
+    ref_thread_cpu += since(start).cpu + shapes.cpu;
     for (int half = 0; half < 2; ++half) {
       const bool cache_on = (round + half) % 2 == 0;
-      run_child(exe, d, o.steps, cache_on ? cache_limit : 0, cache_on ? on : off, block_process_cpu, block_wall);
+      run_child(exe, d, o.steps, cache_on ? cache_limit : 0, cache_on ? on : off, block_process_cpu, block_thread_cpu);
     }
   }
 
@@ -303,8 +304,8 @@ int main(int argc, char** argv) {
       {"steps_per_round", o.steps},
       {"blas_threads", blas_threads},
       {"openblas_pool_threads", openblas_threads},
-      {"process_cpu_per_wall_sgemm", ref_process_cpu / ref_wall},
-      {"process_cpu_per_wall_block", block_process_cpu / block_wall},
+      {"process_cpu_per_thread_cpu_sgemm", ref_process_cpu / ref_thread_cpu},
+      {"process_cpu_per_thread_cpu_block", block_process_cpu / block_thread_cpu},
       {"flops_fbw", block_flops},
       {"flops_fbw_linears", linear_flops},
       {"flops_fbw_attention_dense", attention_flops},
