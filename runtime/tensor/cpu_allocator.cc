@@ -125,6 +125,7 @@ void CpuAllocator::deallocate(void* data, size_t bytes) {
       cached_blocks_.fetch_add(1, std::memory_order_relaxed);
       return;
     } catch (...) {  // the free list could not grow: the block goes back to the system
+      cached_bytes_.fetch_sub(size, std::memory_order_relaxed);
       unpoison(data, size);
     }
   } else if (bytes <= kMaxCachedBlock && size <= limit) {
