@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/gemm_shapes.h"
 #include "runtime/kernels/cpu/blas.h"
 
 namespace {
@@ -18,38 +19,13 @@ constexpr int64_t kSeqLen = 64;
 constexpr int64_t kHeads = 4;
 constexpr int64_t kVocab = 86;  // the distinct bytes of the default text (the licence texts)
 
-struct GemmShape {
-  std::string name;
-  bool trans_a, trans_b;
-  int64_t m, n, k;
-  float beta;
-};
-
-void add_linear(std::vector<GemmShape>& out, const std::string& prefix, int64_t in, int64_t outf) {
-  // Linear: y[N,out] = x[N,in] W[out,in]^T; B: dx = dy W; W: dW += dy^T x.
-  out.push_back({prefix + "/fwd", false, true, kTokens, outf, in, 0.0f});
-  out.push_back({prefix + "/bwd_input", false, false, kTokens, in, outf, 0.0f});
-  out.push_back({prefix + "/bwd_weight", true, false, outf, in, kTokens, 1.0f});
-}
+using pf::bench::GemmShape;
 
 std::vector<GemmShape> gpt_shapes(int64_t d) {
-  std::vector<GemmShape> s;
   const std::string p = "d" + std::to_string(d) + "/";
-  add_linear(s, p + "qkv", d, 3 * d);
-  add_linear(s, p + "attn_proj", d, d);
-  add_linear(s, p + "fc", d, 4 * d);
-  add_linear(s, p + "mlp_proj", 4 * d, d);
-  add_linear(s, p + "head", d, kVocab);
-  // Per head and row, unfused: scores = q k^T, out = p v, and their backward
-  // (cpu::attention_reference_*; the layer's fused kernel runs them in 32 x 128 blocks,
-  // bench/kernels:attention_bench).
-  const int64_t t = kSeqLen, hd = d / kHeads;
-  s.push_back({p + "attn_scores/fwd", false, true, t, t, hd, 0.0f});
-  s.push_back({p + "attn_values/fwd", false, false, t, hd, t, 0.0f});
-  s.push_back({p + "attn_values/bwd_dv", true, false, t, hd, t, 0.0f});
-  s.push_back({p + "attn_scores/bwd_dp", false, true, t, t, hd, 0.0f});
-  s.push_back({p + "attn_scores/bwd_dq", false, false, t, hd, t, 0.0f});
-  s.push_back({p + "attn_scores/bwd_dk", true, false, t, hd, t, 0.0f});
+  std::vector<GemmShape> s = pf::bench::block_linear_gemms(p, d, kTokens);
+  pf::bench::add_linear(s, p + "head", kTokens, d, kVocab);
+  for (GemmShape& g : pf::bench::attention_head_gemms(p, kSeqLen, d / kHeads)) s.push_back(g);
   return s;
 }
 
@@ -73,8 +49,7 @@ void run_gemm(benchmark::State& state, const GemmShape& g) {
     benchmark::DoNotOptimize(c.data());
     benchmark::ClobberMemory();
   }
-  const double flops = 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k);
-  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(g.flops() * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel("M=" + std::to_string(g.m) + " N=" + std::to_string(g.n) + " K=" + std::to_string(g.k) +
                  (g.trans_a ? " At" : "") + (g.trans_b ? " Bt" : "") + " blas_threads=1");
 }

@@ -21,6 +21,7 @@
 #include "runtime/schedules/text_format.h"
 #include "runtime/schedules/timeline.h"
 #include "runtime/tensor/allocator.h"
+#include "runtime/tensor/cpu_allocator.h"
 #include "runtime/tensor/device.h"
 #include "runtime/tensor/memory_tracker.h"
 #include "runtime/train/local_heads.h"
@@ -654,7 +655,11 @@ pf_status* pf_trainer_timeline_to_svg(pf_trainer* trainer, const char** out) {
 }
 
 void pf_trainer_destroy(pf_trainer* trainer) {
-  guard_void(__func__, [&] { delete trainer; });
+  if (trainer == nullptr) return;
+  guard_void(__func__, [&] {
+    delete trainer;
+    pf::cpu_allocator().release_cache();  // the freed tensors' blocks go back to the system
+  });
 }
 
 }  // extern "C"

@@ -41,6 +41,7 @@ TSAN_TARGETS=(
   //tests/cli/...
   //tests/bindings:core_test
   //tests/runtime:blas_test
+  //tests/runtime:cpu_allocator_test
 )
 
 targets=() options=()

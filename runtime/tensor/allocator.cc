@@ -1,26 +1,14 @@
 #include "runtime/tensor/allocator.h"
 
 #include <atomic>
-#include <cstdlib>
 #include <cstring>
-#include <new>
 
 #include "runtime/backend/loader.h"
 #include "runtime/core/error.h"
+#include "runtime/tensor/cpu_allocator.h"
 
 namespace pf {
 namespace {
-
-class CpuAllocator : public Allocator {
- public:
-  void* allocate(size_t bytes) override {
-    size_t rounded = (bytes + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-    if (!p) fail(ErrorCode::kOutOfMemory, "cpu allocator: cannot allocate ", bytes, " bytes");
-    return p;
-  }
-  void deallocate(void* data, size_t) override { std::free(data); }
-};
 
 // Hooks per device kind; function-local so that registration from static initializers in other
 // translation units never runs before the table exists.
@@ -47,8 +35,7 @@ DeviceHooks& hooks(DeviceKind kind) {
 }  // namespace
 
 Allocator& allocator_for(const Device& device) {
-  static CpuAllocator* cpu = new CpuAllocator();
-  if (device.kind == DeviceKind::kCpu) return *cpu;
+  if (device.kind == DeviceKind::kCpu) return cpu_allocator();
   DeviceAllocatorFn fn = hooks(device.kind).allocator.load(std::memory_order_acquire);
   std::string load_error;
   if (fn == nullptr && device.kind == DeviceKind::kCuda) {

@@ -37,7 +37,8 @@ class Allocator {
   virtual void deallocate(void* data, size_t bytes) = 0;
 };
 
-// The allocator of a device. CPU: 64-byte aligned host memory. Other kinds: whatever was registered
+// The allocator of a device. CPU: 64-byte aligned host memory with a bounded cache of freed blocks
+// (cpu_allocator.h: PF_CPU_ALLOCATOR_CACHE_BYTES, stats, release_cache). Other kinds: whatever was registered
 // with register_device_allocator (the CUDA backend registers its caching allocator when it is
 // linked in or loaded; the first CUDA allocation loads it, runtime/backend/loader.h);
 // kUnimplemented naming the device and why when there is none.
