@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/data/char_text_dataset.h"
+#include "bench/planner/bench_gpt.h"
 #include "runtime/execution/pipeline_trainer.h"
 #include "runtime/models/builders.h"
 #include "runtime/planner/bubble_fill.h"
@@ -36,23 +36,14 @@ int main(int argc, char** argv) {
   }
   using namespace pf;
   constexpr int m = 4;
-  CharTextOptions data;
-  data.rows = 8 * m;
-  data.seq_len = 64;
-  data.held_out_fraction = 0.1;
-  CharTextDataset text(data);
-  std::unique_ptr<CharTextDataset> held = text.with_split(CharTextOptions::Split::kHeldOut);
-  GptConfig main_model;
-  main_model.vocab = text.vocab_size();
-  main_model.seq_len = 64;
-  main_model.d_model = 128;
-  main_model.heads = 4;
-  main_model.layers = 6;
+  const bench::BenchGpt main_job = bench::bench_gpt(steps, m);
+  const GptConfig& main_model = main_job.config;
+  const std::vector<Batch>& batches = main_job.batches;
+  std::unique_ptr<CharTextDataset> held = main_job.text->with_split(CharTextOptions::Split::kHeldOut);
   GptConfig fill_model = main_model;
   fill_model.d_model = 64;
   fill_model.layers = 2;
-  std::vector<Batch> batches, held_out;
-  for (int s = 0; s < steps; ++s) batches.push_back(text.next());
+  std::vector<Batch> held_out;
   for (int i = 0; i < 4; ++i) held_out.push_back(held->next().micro_batch(0, 16));  // 2 rows each
 
   exec::PipelineOptions options;

@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/data/char_text_dataset.h"
+#include "bench/planner/bench_gpt.h"
 #include "runtime/execution/pipeline_trainer.h"
 #include "runtime/models/builders.h"
 #include "runtime/planner/fail_slow.h"
@@ -44,18 +44,9 @@ int main(int argc, char** argv) {
   }
   using namespace pf;
   constexpr int m = 4;
-  CharTextOptions data;
-  data.rows = 8 * m;
-  data.seq_len = 64;
-  CharTextDataset text(data);
-  GptConfig g;
-  g.vocab = text.vocab_size();
-  g.seq_len = 64;
-  g.d_model = 128;
-  g.heads = 4;
-  g.layers = 6;
-  std::vector<Batch> batches;
-  for (int s = 0; s < steps; ++s) batches.push_back(text.next());
+  const bench::BenchGpt main_job = bench::bench_gpt(steps, m);
+  const GptConfig& g = main_job.config;
+  const std::vector<Batch>& batches = main_job.batches;
 
   exec::PipelineOptions options;
   options.schedule = "1f1b";

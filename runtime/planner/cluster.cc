@@ -14,6 +14,7 @@
 
 #include "runtime/core/error.h"
 #include "runtime/core/json_object.h"
+#include "runtime/planner/json_input.h"
 
 namespace pf::plan {
 namespace {
@@ -130,12 +131,7 @@ Cluster cluster_from_json_fields(const nlohmann::json& value) {
 }  // namespace
 
 Cluster cluster_from_json(const nlohmann::json& value, const std::string& where) {
-  PF_CHECK_ARG(value.is_object(), where, ": expected a JSON object, got ", value.type_name());
-  try {
-    return cluster_from_json_fields(value);
-  } catch (const Error& e) {
-    throw Error(e.code(), where + ": " + e.what());
-  }
+  return read_json_input(value, where, cluster_from_json_fields);
 }
 
 nlohmann::json cluster_to_json(const Cluster& c) {

@@ -7,6 +7,7 @@
 
 #include "runtime/core/error.h"
 #include "runtime/core/json_object.h"
+#include "runtime/planner/json_input.h"
 #include "runtime/core/limits.h"
 #include "runtime/layers/saved_context.h"
 #include "runtime/tensor/memory_tracker.h"
@@ -303,12 +304,7 @@ ModelProfile profile_from_json_fields(const nlohmann::json& value) {
 }  // namespace
 
 ModelProfile profile_from_json(const nlohmann::json& value, const std::string& where) {
-  PF_CHECK_ARG(value.is_object(), where, ": expected a JSON object, got ", value.type_name());
-  try {
-    return profile_from_json_fields(value);
-  } catch (const Error& e) {
-    throw Error(e.code(), where + ": " + e.what());
-  }
+  return read_json_input(value, where, profile_from_json_fields);
 }
 
 }  // namespace pf::plan
