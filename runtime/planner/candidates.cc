@@ -60,10 +60,6 @@ std::vector<int> divisors_up_to(int64_t n, int64_t cap) {
   return out;
 }
 
-bool is_v_schedule(const std::string& name) {
-  return name == "zb-v" || name == "dualpipe-v" || name == "v-half" || name == "v-min" || name == "bitpipe";
-}
-
 // The same schedule, degrees, chunks and micro-batches (the policy aside).
 bool same_run(const Candidate& a, const Candidate& b) {
   return a.schedule == b.schedule && a.data_parallel == b.data_parallel && a.ranks == b.ranks && a.chunks == b.chunks &&
