@@ -4,7 +4,7 @@
 // the same data. One JSON object: the main job's step time with and without the fill (median of
 // the steps after the first two), the slowdown, the fill passes and samples per step, and the
 // bubble the timeline measured.
-//   bazel run -c opt //bench/planner:bubble_fill_bench [-- --steps 20 --safety 0.8]
+//   bazel run -c opt //bench/planner:bubble_fill_bench [-- --steps 30 --safety 0.65]
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -29,7 +29,7 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   int steps = 20;
-  double safety = 0.8;
+  double safety = 0.65;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--steps") == 0) steps = std::atoi(argv[i + 1]);
     else if (std::strcmp(argv[i], "--safety") == 0) safety = std::atof(argv[i + 1]);

@@ -134,7 +134,7 @@ struct PipelineOptions {
   // bubble_fill_safety times that wait; the function runs other work for at most `seconds` and
   // returns the seconds it took (RankStats::fill_us). The pipeline's results do not change.
   std::function<double(int rank, double budget_seconds)> bubble_fill;
-  double bubble_fill_safety = 0.8;
+  double bubble_fill_safety = 0.65;
   // Synchronous schedules with every rank a CPU thread of this process (no world, no devices):
   // true lets each rank's worker clip and step its own stages' parameters (docs/EXECUTION.md,
   // "The optimizer on the ranks"), bitwise what the main thread would do; false steps them all on
