@@ -146,18 +146,7 @@ pf_status* pf_plan_to_json(pf_plan* plan, const char** out) {
   return guard(__func__, [&] {
     require(plan, "plan");
     require(out, "out");
-    nlohmann::json candidates = nlohmann::json::array();
-    for (const pf::plan::Prediction& p : plan->plan.ranked) candidates.push_back(pf::plan::prediction_to_json(p));
-    nlohmann::json j = {{"format", "pipeforge.plan/1"},
-                        {"batch_size", plan->request.batch_rows},
-                        {"cluster", pf::plan::cluster_to_json(plan->request.cluster)},
-                        {"memory_limit_bytes", plan->request.limit()},
-                        {"fitting", plan->plan.ranked.size()},
-                        {"over_the_limit", plan->plan.too_big.size()},
-                        {"refused", plan->plan.refused},
-                        {"candidates", candidates}};
-    if (!plan->plan.ranked.empty()) j["choice"] = candidates[0];
-    else if (!plan->plan.too_big.empty()) j["smallest_memory_that_works_bytes"] = plan->plan.too_big[0].peak_memory_bytes;
+    const nlohmann::json j = pf::plan::plan_to_json(plan->plan, plan->request, plan->plan.ranked.size());
     plan->json = j.dump();
     *out = plan->json.c_str();
   });

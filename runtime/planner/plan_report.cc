@@ -65,6 +65,22 @@ nlohmann::json prediction_to_json(const Prediction& p) {
           {"fits", p.fits}};
 }
 
+nlohmann::json plan_to_json(const Plan& plan, const PlanRequest& request, size_t top) {
+  nlohmann::json candidates = nlohmann::json::array();
+  for (size_t i = 0; i < plan.ranked.size() && i < top; ++i) candidates.push_back(prediction_to_json(plan.ranked[i]));
+  nlohmann::json out = {{"format", "pipeforge.plan/1"},
+                        {"batch_size", request.batch_rows},
+                        {"cluster", cluster_to_json(request.cluster)},
+                        {"memory_limit_bytes", request.limit()},
+                        {"fitting", plan.ranked.size()},
+                        {"over_the_limit", plan.too_big.size()},
+                        {"refused", plan.refused},
+                        {"candidates", candidates}};
+  if (!plan.ranked.empty()) out["choice"] = prediction_to_json(plan.ranked[0]);
+  else if (!plan.too_big.empty()) out["smallest_memory_that_works_bytes"] = plan.too_big[0].peak_memory_bytes;
+  return out;
+}
+
 std::string ranked_table(const Plan& plan, double limit_bytes, size_t rows) {
   std::ostringstream out;
   char line[256];

@@ -13,6 +13,12 @@ namespace pf::plan {
 
 nlohmann::json prediction_to_json(const Prediction& prediction);
 
+// The plan as JSON ("pipeforge.plan/1"): the batch, the cluster, the memory limit, the counts, the
+// first `top` fitting candidates and the choice (or, when nothing fits, the smallest memory that
+// works). What `pipeforge plan` writes (with the model and the train config added) and
+// pf_plan_to_json returns.
+nlohmann::json plan_to_json(const Plan& plan, const PlanRequest& request, size_t top);
+
 // The first `rows` of plan.ranked as a text table, with a line per omitted count and, when nothing
 // fits, the smallest memory that works.
 std::string ranked_table(const Plan& plan, double limit_bytes, size_t rows);

@@ -200,24 +200,11 @@ int run_plan(const PlanArgs& a) {
                               ", " + std::to_string(request.cluster.devices()) + " " + request.cluster.device_kind +
                               " devices";
     if (!a.svg.empty()) write_file(a.svg, plan::plan_svg(plan, limit, title), "--svg");
-    nlohmann::json candidates = nlohmann::json::array();
-    for (size_t i = 0; i < plan.ranked.size() && i < static_cast<size_t>(a.top); ++i)
-      candidates.push_back(plan::prediction_to_json(plan.ranked[i]));
-    nlohmann::json out = {{"format", "pipeforge.plan/1"},
-                          {"model", model},
-                          {"batch_size", a.batch_size},
-                          {"cluster", plan::cluster_to_json(request.cluster)},
-                          {"memory_limit_bytes", limit},
-                          {"fitting", plan.ranked.size()},
-                          {"over_the_limit", plan.too_big.size()},
-                          {"refused", plan.refused},
-                          {"candidates", candidates}};
+    nlohmann::json out = plan::plan_to_json(plan, request, static_cast<size_t>(a.top));
+    out["model"] = model;
     if (!plan.ranked.empty()) {
-      out["choice"] = plan::prediction_to_json(plan.ranked[0]);
       out["train_config"] = effective_train_config(train_args_for(a, plan.ranked[0]));
       if (!a.out.empty()) write_file(a.out, out.dump(2) + "\n", "--out");
-    } else if (!plan.too_big.empty()) {
-      out["smallest_memory_that_works_bytes"] = plan.too_big[0].peak_memory_bytes;
     }
     if (a.json) {
       std::cout << out.dump() << std::endl;
