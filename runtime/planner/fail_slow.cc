@@ -1,16 +1,13 @@
 #include "runtime/planner/fail_slow.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
-#include <cstdio>
 #include <limits>
 
-#include "runtime/checkpoint/checkpoint.h"
-#include "runtime/schedules/async_schedules.h"
+#include "runtime/comm/world.h"
 #include "runtime/core/error.h"
+#include "runtime/planner/repartition.h"
 #include "runtime/planner/stage_partition.h"
+#include "runtime/schedules/async_schedules.h"
 
 namespace pf::plan {
 namespace {
@@ -75,15 +72,12 @@ std::vector<int> partition_for_slowdown(const MicroBatchCosts& costs, const sche
 }
 
 AdaptiveTrainer::AdaptiveTrainer(std::shared_ptr<Model> model, exec::PipelineOptions options, MicroBatchCosts costs,
-                                 FailSlowOptions fail_slow, std::string scratch_dir)
-    : model_(std::move(model)),
-      options_(std::move(options)),
-      costs_(std::move(costs)),
-      fail_slow_(fail_slow),
-      scratch_dir_(std::move(scratch_dir)) {
+                                 FailSlowOptions fail_slow, std::string /*scratch_dir*/)
+    : model_(std::move(model)), options_(std::move(options)), costs_(std::move(costs)), fail_slow_(fail_slow) {
   PF_CHECK_ARG(static_cast<size_t>(costs_.layers.size()) == model_->layers().size(), "fail-slow: the profile has ",
                costs_.layers.size(), " layers, the model ", model_->layers().size());
-  PF_CHECK_ARG(options_.world == nullptr, "fail-slow adaptation runs the ranks as threads of one process");
+  PF_CHECK_ARG(!options_.world || !options_.data_parallel_world,
+               "fail-slow adaptation across processes moves one pipeline; data-parallel replicas are not supported");
   trainer_ = std::make_unique<exec::PipelineTrainer>(model_, options_);
   PF_CHECK_ARG(trainer_->schedule().pipelines == 1 && !sched::is_asynchronous(trainer_->schedule()),
                "fail-slow adaptation needs a synchronous schedule with one pipeline, not '", trainer_->schedule().name,
@@ -100,20 +94,37 @@ void AdaptiveTrainer::watch() {
   detector_ = std::make_unique<FailSlowDetector>(std::move(predicted), fail_slow_);
 }
 
-StepResult AdaptiveTrainer::step(const Batch& batch) { return after_step(trainer_->step(batch)); }
+void AdaptiveTrainer::check_usable() const {
+  if (!move_failure_.empty())
+    fail(ErrorCode::kFailedPrecondition, "fail-slow: the trainer is unusable after a failed move: ", move_failure_);
+}
 
-StepResult AdaptiveTrainer::step(DataSource& source) { return after_step(trainer_->step(source)); }
+StepResult AdaptiveTrainer::step(const Batch& batch) {
+  check_usable();
+  return after_step(trainer_->step(batch));
+}
+
+StepResult AdaptiveTrainer::step(DataSource& source) {
+  check_usable();
+  return after_step(trainer_->step(source));
+}
 
 StepResult AdaptiveTrainer::after_step(StepResult result) {
+  // With a world, last_stats().ranks is gathered over it: every process sees every rank's time.
   std::vector<double> busy;
   for (const exec::RankStats& r : trainer_->last_stats().ranks) busy.push_back(r.busy_us * 1e-6);
-  if (!detector_->observe(busy)) return result;
+  const bool slow = detector_->observe(busy);
   std::vector<double> slowdown = known_slowdown_;
-  for (size_t r = 0; r < slowdown.size(); ++r) slowdown[r] *= detector_->slowdown()[r];
-  const double fastest = *std::min_element(slowdown.begin(), slowdown.end());
-  for (double& k : slowdown) k /= fastest;
+  std::vector<int> to;
+  if (slow) {
+    for (size_t r = 0; r < slowdown.size(); ++r) slowdown[r] *= detector_->slowdown()[r];
+    const double fastest = *std::min_element(slowdown.begin(), slowdown.end());
+    for (double& k : slowdown) k /= fastest;
+    to = partition_for_slowdown(costs_, trainer_->schedule(), slowdown);
+  }
+  if (options_.world) check_same_decision(to);
+  if (!slow) return result;
   const std::vector<int> from = layers_per_stage();
-  const std::vector<int> to = partition_for_slowdown(costs_, trainer_->schedule(), slowdown);
   known_slowdown_ = slowdown;
   if (!to.empty() && to != from) {
     move_to(to);
@@ -123,19 +134,32 @@ StepResult AdaptiveTrainer::after_step(StepResult result) {
   return result;
 }
 
+void AdaptiveTrainer::check_same_decision(const std::vector<int>& to) const {
+  comm::World& world = *options_.world;
+  const size_t stages = static_cast<size_t>(trainer_->schedule().num_stages());
+  std::vector<int64_t> mine(stages, -1);  // -1: no move decided
+  for (size_t s = 0; s < to.size() && s < stages; ++s) mine[s] = to[s];
+  const std::vector<int64_t> all = comm::all_gather_int64s(world, mine, options_.recv_timeout_seconds);
+  auto text = [&](size_t r) {
+    std::string out;
+    for (size_t s = 0; s < stages; ++s) out += (s ? "," : "") + std::to_string(all[r * stages + s]);
+    return "{" + out + "}";
+  };
+  for (size_t r = 0; r < static_cast<size_t>(world.size()); ++r)
+    if (!std::equal(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(r * stages)))
+      fail(ErrorCode::kInternal, "rank ", world.rank(), ": fail-slow at step ", trainer_->metrics().step, ": rank ", r,
+           " decided ", text(r), " where rank ", world.rank(), " decided ", text(static_cast<size_t>(world.rank())),
+           " (-1: no move)");
+}
+
 void AdaptiveTrainer::move_to(const std::vector<int>& layers_per_stage) {
-  static std::atomic<int> serial{0};
-  const std::string path = scratch_dir_ + "/pipeforge-repartition-" + std::to_string(getpid()) + "-" +
-                           std::to_string(serial++) + ".pfckpt";
-  save_checkpoint(*trainer_, path);
-  struct Remove {
-    const std::string& path;
-    ~Remove() { std::remove(path.c_str()); }
-  } remove{path};
-  trainer_.reset();
+  try {
+    repartition(&trainer_, layers_per_stage);
+  } catch (const std::exception& e) {
+    move_failure_ = e.what();
+    throw;
+  }
   options_.layers_per_stage = layers_per_stage;
-  trainer_ = std::make_unique<exec::PipelineTrainer>(model_, options_);
-  load_checkpoint(*trainer_, path);
 }
 
 }  // namespace pf::plan

@@ -1,10 +1,10 @@
 // Fail-slow adaptation (ResiHP, docs/PLANNING.md "Adapting to a slow rank"): a pipelined trainer
 // whose step compares each rank's measured busy time with what the partition predicts; a rank
 // persistently slower than the others by a factor triggers a new partition for the measured
-// speeds, and the trainer moves to it live: parameters, optimizer state and progress go through an
-// in-process checkpoint into a new PipelineTrainer over the same model, without a restart. The
-// arithmetic does not depend on the partition, so training stays bitwise equal to the sequential
-// trainer across the move.
+// speeds, and the trainer moves to it live: parameters, optimizer state and progress go in memory
+// (between processes over the world) into a new PipelineTrainer over the same model, without a
+// restart (repartition.h). The arithmetic does not depend on the partition, so training stays
+// bitwise equal to the sequential trainer across the move.
 #pragma once
 
 #include <memory>
@@ -54,9 +54,17 @@ struct Adaptation {
   std::vector<int> from, to;          // layers per stage
 };
 
-// A PipelineTrainer that re-partitions itself when a rank turns fail-slow (one pipeline, threads,
-// synchronous schedules). `costs`: the profile at its micro-batch rows; `scratch_dir`: where the
-// in-process checkpoint of a move is written (and removed).
+// A PipelineTrainer that re-partitions itself when a rank turns fail-slow (one pipeline,
+// synchronous schedules; ranks as threads, or one process per rank with options.world and no
+// data-parallel replicas). `costs`: the profile at its micro-batch rows. `scratch_dir` is not used
+// (moves go in memory); it stays for source compatibility.
+//
+// One process per rank: every process constructs it with the same options and costs and steps it
+// on the same data. The detector reads last_stats().ranks, which the pipeline gathers over the
+// world every step, so every process feeds it the same bits and decides the same move at the same
+// step; the decision is all-gathered and compared each step (a disagreement is kInternal naming
+// the ranks, never a hang). A failed move (a peer died, a timeout) throws the Error naming the
+// rank and the parameter, and every later step throws kFailedPrecondition.
 class AdaptiveTrainer : public Trainer {
  public:
   AdaptiveTrainer(std::shared_ptr<Model> model, exec::PipelineOptions options, MicroBatchCosts costs,
@@ -75,7 +83,10 @@ class AdaptiveTrainer : public Trainer {
   std::vector<int> layers_per_stage() const;
 
  private:
+  void check_usable() const;  // kFailedPrecondition after a failed move
   StepResult after_step(StepResult result);
+  // Processes: every process's decision (`to`; empty: none) equals this one's.
+  void check_same_decision(const std::vector<int>& to) const;
   void move_to(const std::vector<int>& layers_per_stage);
   void watch();
 
@@ -83,7 +94,7 @@ class AdaptiveTrainer : public Trainer {
   exec::PipelineOptions options_;
   MicroBatchCosts costs_;
   FailSlowOptions fail_slow_;
-  std::string scratch_dir_;
+  std::string move_failure_;  // why the last move failed ("" while none did)
   std::unique_ptr<exec::PipelineTrainer> trainer_;
   std::unique_ptr<FailSlowDetector> detector_;
   std::vector<double> known_slowdown_;  // per rank, what the current partition was made for
