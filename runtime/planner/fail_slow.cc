@@ -18,6 +18,35 @@ std::vector<int> stage_begins(const std::vector<int>& layers_per_stage) {
   return begin;
 }
 
+// Rank 0's costs on every process of `world` (each process's own measurement differs, and the
+// processes must predict and partition with the same numbers).
+MicroBatchCosts costs_of_rank_0(comm::World& world, MicroBatchCosts costs, double timeout) {
+  std::vector<double> times;
+  std::vector<int64_t> counts = {costs.rows, costs.tokens};
+  for (const LayerCosts& l : costs.layers) {
+    times.insert(times.end(), {l.forward_s, l.backward_input_s, l.backward_weight_s});
+    counts.insert(counts.end(), {l.parameters, l.activation_bytes, l.shared_with_previous_bytes,
+                                 l.weight_pending_bytes, l.input_bytes});
+  }
+  world.broadcast(times.data(), times.size() * sizeof(double), 0, timeout);
+  world.broadcast(counts.data(), counts.size() * sizeof(int64_t), 0, timeout);
+  costs.rows = counts[0];
+  costs.tokens = counts[1];
+  for (size_t i = 0; i < costs.layers.size(); ++i) {
+    LayerCosts& l = costs.layers[i];
+    l.forward_s = times[3 * i];
+    l.backward_input_s = times[3 * i + 1];
+    l.backward_weight_s = times[3 * i + 2];
+    const int64_t* c = &counts[2 + 5 * i];
+    l.parameters = c[0];
+    l.activation_bytes = c[1];
+    l.shared_with_previous_bytes = c[2];
+    l.weight_pending_bytes = c[3];
+    l.input_bytes = c[4];
+  }
+  return costs;
+}
+
 }  // namespace
 
 FailSlowDetector::FailSlowDetector(std::vector<double> predicted_busy, FailSlowOptions options)
@@ -78,6 +107,7 @@ AdaptiveTrainer::AdaptiveTrainer(std::shared_ptr<Model> model, exec::PipelineOpt
                costs_.layers.size(), " layers, the model ", model_->layers().size());
   PF_CHECK_ARG(!options_.world || !options_.data_parallel_world,
                "fail-slow adaptation across processes moves one pipeline; data-parallel replicas are not supported");
+  if (options_.world) costs_ = costs_of_rank_0(*options_.world, std::move(costs_), options_.recv_timeout_seconds);
   trainer_ = std::make_unique<exec::PipelineTrainer>(model_, options_);
   PF_CHECK_ARG(trainer_->schedule().pipelines == 1 && !sched::is_asynchronous(trainer_->schedule()),
                "fail-slow adaptation needs a synchronous schedule with one pipeline, not '", trainer_->schedule().name,

@@ -59,8 +59,8 @@ struct Adaptation {
 // data-parallel replicas). `costs`: the profile at its micro-batch rows. `scratch_dir` is not used
 // (moves go in memory); it stays for source compatibility.
 //
-// One process per rank: every process constructs it with the same options and costs and steps it
-// on the same data. The detector reads last_stats().ranks, which the pipeline gathers over the
+// One process per rank: every process constructs it with the same options and steps it on the
+// same data; rank 0's `costs` are broadcast and used by every process (measurements differ). The detector reads last_stats().ranks, which the pipeline gathers over the
 // world every step, so every process feeds it the same bits and decides the same move at the same
 // step; the decision is all-gathered and compared each step (a disagreement is kInternal naming
 // the ranks, never a hang). A failed move (a peer died, a timeout) throws the Error naming the

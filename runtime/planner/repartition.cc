@@ -131,7 +131,7 @@ void agree(comm::World& world, double timeout, const std::string& problem, const
     if (all[r]) continue;
     std::string text = problem;
     comm::broadcast_string(world, &text, static_cast<int>(r), timeout);
-    fail(ErrorCode::kInvalidArgument, move, ": rank ", r, ": ", text);
+    fail(ErrorCode::kInvalidArgument, move, ": rank ", r, " found: ", text);
   }
 }
 

@@ -1,0 +1,199 @@
+// Fail-slow adaptation with one process per rank (run under mpirun -np N, one rank per process):
+// 1F1B with rank 1 four times slower. Every process decides to move layers off rank 1 at the same
+// step, the parameters and AdamW state move between processes over the world, and every step's
+// loss, the final parameters and the optimizer state stay bitwise equal to the sequential trainer
+// that each process also runs on the same data. A parameter whose shape differs on the new owner is
+// an error naming it on every process.
+// That a peer dying mid-move ends every process is the World's abort (docs/COMM.md): the move
+// aborts the world on any failure of its calls.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/checkpoint/parameter_checksum.h"
+#include "runtime/comm/mpi_world.h"
+#include "runtime/core/error.h"
+#include "runtime/models/builders.h"
+#include "runtime/planner/fail_slow.h"
+#include "runtime/train/sequential_trainer.h"
+#include "tests/execution/test_util.h"
+
+namespace pf::plan {
+namespace {
+
+using exec::testing::data_for;
+
+// 2 rows x 8 tokens, d_model 16, 5 blocks: 8 top-level layers. `mlp_hidden` 0: 4 x d_model.
+std::shared_ptr<Model> gpt(int64_t mlp_hidden = 0) {
+  GptConfig c;
+  c.vocab = 96;
+  c.seq_len = 8;
+  c.d_model = 16;
+  c.heads = 2;
+  c.layers = 5;
+  c.mlp_hidden = mlp_hidden;
+  return build_gpt(c);
+}
+
+// As the CLI builds it under mpirun: nothing allocated until the trainer places its stages.
+std::shared_ptr<Model> deferred_gpt(int64_t mlp_hidden = 0) {
+  DeferParameterAllocation defer;
+  return gpt(mlp_hidden);
+}
+
+exec::PipelineOptions slow_rank_1(int m) {
+  exec::PipelineOptions o;
+  o.schedule = "1f1b";
+  o.world = comm::MpiWorld::world();
+  o.ranks = o.world->size();
+  o.base.micro_batches = m;
+  o.base.seed = 7;
+  o.base.optimizer.weight_decay = 0.01f;  // AdamW (the default kind)
+  o.base.optimizer.clip_norm = 0.5f;
+  o.slow_rank = 1;
+  o.slow_factor = 4.0;
+  o.recv_timeout_seconds = 60;
+  return o;
+}
+
+MicroBatchCosts costs_for(int m) {
+  auto model = gpt();
+  return measure_micro_batch(*model, data_for(*model, m, 0).micro_batch(0, m), 3);
+}
+
+std::string text(const std::vector<int64_t>& v) {
+  std::string out;
+  for (int64_t x : v) out += (out.empty() ? "" : ",") + std::to_string(x);
+  return "{" + out + "}";
+}
+
+// Every process makes the same collective calls whatever it finds: EXPECT, never ASSERT.
+TEST(ProcessAdaptation, MovesLayersOffTheSlowRankBitwiseEqualToSequential) {
+  const int m = 8, steps = 10;
+  const exec::PipelineOptions options = slow_rank_1(m);
+  comm::World& world = *options.world;
+  AdaptiveTrainer adaptive(deferred_gpt(), options, costs_for(m), FailSlowOptions{1.5, 2}, "");
+  auto reference = gpt();
+  SequentialTrainer sequential(reference, options.base);
+  const std::vector<int> before = adaptive.layers_per_stage();
+  for (int step = 0; step < steps; ++step) {
+    const Batch batch = data_for(*reference, m, step);
+    const StepResult a = adaptive.step(batch);
+    const StepResult b = sequential.step(batch);
+    EXPECT_EQ(a.loss, b.loss) << "step " << step << " " << world.describe();
+    EXPECT_EQ(a.grad_norm, b.grad_norm) << "step " << step;
+  }
+  const std::vector<Adaptation>& moves = adaptive.adaptations();
+  EXPECT_FALSE(moves.empty()) << "rank 1 at 4x never triggered a re-partition on " << world.describe();
+  // The first move: off rank 1, and the same step and partition on every process.
+  std::vector<int64_t> first = {-1};
+  if (!moves.empty()) {
+    EXPECT_EQ(moves.front().from, before);
+    EXPECT_LT(moves.front().to[1], moves.front().from[1]) << "the slow rank should get fewer layers";
+    first = {moves.front().step};
+    first.insert(first.end(), moves.front().to.begin(), moves.front().to.end());
+  }
+  first.resize(1 + before.size(), -1);
+  const std::vector<int64_t> all = comm::all_gather_int64s(world, first, 60);
+  for (int r = 0; r < world.size(); ++r) {
+    const std::vector<int64_t> theirs(all.begin() + r * static_cast<std::ptrdiff_t>(first.size()),
+                                      all.begin() + (r + 1) * static_cast<std::ptrdiff_t>(first.size()));
+    EXPECT_EQ(theirs, first) << "rank " << r << " moved at step/to " << text(theirs) << ", rank " << world.rank()
+                             << " at " << text(first);
+  }
+  EXPECT_EQ(adaptive.metrics().step, steps);
+  EXPECT_EQ(adaptive.optimizer().steps_taken(), sequential.optimizer().steps_taken());
+  // This process holds exactly its new stages' parameters and their AdamW state, bitwise the
+  // sequential trainer's; every other parameter is released and has no state here.
+  const exec::PipelineTrainer& pipe = adaptive.pipeline();
+  const auto& mine = adaptive.model().parameters();
+  const auto& theirs = reference->parameters();
+  auto& state = adaptive.optimizer().state();
+  const auto& reference_state = sequential.optimizer().state();
+  size_t local = 0;
+  for (size_t i = 0; i < mine.size(); ++i) {
+    const bool owned = pipe.is_local_rank(pipe.owner_rank(mine[i]));
+    EXPECT_EQ(mine[i]->allocated(), owned) << mine[i]->name;
+    for (const std::string slot : {"exp_avg", "exp_avg_sq"}) {
+      const std::string key = mine[i]->name + "/" + slot;
+      const auto it = state.find(key);
+      EXPECT_EQ(it != state.end(), owned) << key;
+      if (!owned || it == state.end()) continue;
+      const Tensor& expected = reference_state.at(key);
+      EXPECT_EQ(std::memcmp(it->second.data<char>(), expected.data<char>(), expected.nbytes()), 0) << key;
+    }
+    if (!owned || !mine[i]->allocated()) continue;
+    ++local;
+    EXPECT_EQ(std::memcmp(mine[i]->value.data<char>(), theirs[i]->value.data<char>(), theirs[i]->value.nbytes()), 0)
+        << "parameter " << mine[i]->name << " differs on " << world.describe();
+  }
+  EXPECT_EQ(local, pipe.local_parameters().size());
+  EXPECT_EQ(pipe.parameter_checksum(), parameter_checksum(reference->parameters()));
+}
+
+// Every rank but rank 1 builds its blocks with another MLP width: the stages train, but a block
+// moving off rank 1 does not fit where it arrives. Every process throws the same kInvalidArgument naming the parameter, and the
+// trainer refuses later steps.
+TEST(ProcessAdaptation, AParameterOfAnotherShapeOnTheNewOwnerIsAnErrorNamingIt) {
+  const int m = 8;
+  const exec::PipelineOptions options = slow_rank_1(m);
+  comm::World& world = *options.world;
+  AdaptiveTrainer adaptive(deferred_gpt(world.rank() == 1 ? 0 : 32), options, costs_for(m), FailSlowOptions{1.5, 2},
+                           "");
+  std::string error;
+  ErrorCode code = ErrorCode::kOk;
+  for (int step = 0; step < 10 && error.empty(); ++step) {
+    try {
+      adaptive.step(data_for(adaptive.model(), m, step));
+    } catch (const Error& e) {
+      error = e.what();
+      code = e.code();
+    }
+  }
+  EXPECT_EQ(code, ErrorCode::kInvalidArgument) << error;
+  EXPECT_NE(error.find("repartition to {"), std::string::npos) << error;
+  EXPECT_NE(error.find(" found: parameter 'blocks."), std::string::npos) << error;
+  EXPECT_NE(error.find("from rank 1 to rank"), std::string::npos) << error;
+  EXPECT_NE(error.find(" values, rank "), std::string::npos) << error;
+  // The same words on every process.
+  std::string rank_0s = error;
+  comm::broadcast_string(world, &rank_0s, 0, 60);
+  EXPECT_EQ(error, rank_0s);
+  try {
+    adaptive.step(data_for(adaptive.model(), m, 10));
+    ADD_FAILURE() << "stepped after a failed move";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kFailedPrecondition) << e.what();
+  }
+}
+
+// Processes that would decide differently (here rank 1 with another patience) stop at the step
+// where they first disagree with kInternal naming the ranks and both decisions, instead of one
+// waiting in a move the others never start.
+TEST(ProcessAdaptation, ProcessesThatDecideDifferentlyStopNamingTheRanks) {
+  const int m = 8;
+  const exec::PipelineOptions options = slow_rank_1(m);
+  comm::World& world = *options.world;
+  const FailSlowOptions fail_slow{1.5, world.rank() == 1 ? 1000 : 2};
+  AdaptiveTrainer adaptive(deferred_gpt(), options, costs_for(m), fail_slow, "");
+  std::string error;
+  ErrorCode code = ErrorCode::kOk;
+  for (int step = 0; step < 10 && error.empty(); ++step) {
+    try {
+      adaptive.step(data_for(adaptive.model(), m, step));
+    } catch (const Error& e) {
+      error = e.what();
+      code = e.code();
+    }
+  }
+  EXPECT_EQ(code, ErrorCode::kInternal) << error;
+  EXPECT_NE(error.find("fail-slow at step "), std::string::npos) << error;
+  EXPECT_NE(error.find(" decided {-1,"), std::string::npos) << error;
+  EXPECT_TRUE(adaptive.adaptations().empty());
+}
+
+}  // namespace
+}  // namespace pf::plan
