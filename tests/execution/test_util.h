@@ -33,13 +33,15 @@ inline std::shared_ptr<Model> tiny_mlp(int hidden_layers = 8) {
   return build_mlp(c);
 }
 
-inline std::shared_ptr<Model> tiny_gpt(int blocks = 5) {
+// `mlp_hidden` 0: 4 x d_model.
+inline std::shared_ptr<Model> tiny_gpt(int blocks = 5, int64_t mlp_hidden = 0) {
   GptConfig c;
   c.vocab = 96;
   c.seq_len = 8;
   c.d_model = 16;
   c.heads = 2;
   c.layers = blocks;
+  c.mlp_hidden = mlp_hidden;
   return build_gpt(c);
 }
 

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/checkpoint/parameter_checksum.h"
@@ -26,22 +27,13 @@ namespace {
 
 using exec::testing::data_for;
 
-// 2 rows x 8 tokens, d_model 16, 5 blocks: 8 top-level layers. `mlp_hidden` 0: 4 x d_model.
-std::shared_ptr<Model> gpt(int64_t mlp_hidden = 0) {
-  GptConfig c;
-  c.vocab = 96;
-  c.seq_len = 8;
-  c.d_model = 16;
-  c.heads = 2;
-  c.layers = 5;
-  c.mlp_hidden = mlp_hidden;
-  return build_gpt(c);
-}
+using exec::testing::tiny_gpt;
 
 // As the CLI builds it under mpirun: nothing allocated until the trainer places its stages.
+// tiny_gpt: 8 top-level layers (5 blocks).
 std::shared_ptr<Model> deferred_gpt(int64_t mlp_hidden = 0) {
   DeferParameterAllocation defer;
-  return gpt(mlp_hidden);
+  return tiny_gpt(5, mlp_hidden);
 }
 
 exec::PipelineOptions slow_rank_1(int m) {
@@ -60,7 +52,7 @@ exec::PipelineOptions slow_rank_1(int m) {
 }
 
 MicroBatchCosts costs_for(int m) {
-  auto model = gpt();
+  auto model = tiny_gpt();
   return measure_micro_batch(*model, data_for(*model, m, 0).micro_batch(0, m), 3);
 }
 
@@ -70,13 +62,25 @@ std::string text(const std::vector<int64_t>& v) {
   return "{" + out + "}";
 }
 
+// Steps until a step throws (10 at most): its code and message (kOk, "" when none did).
+std::pair<ErrorCode, std::string> first_error(AdaptiveTrainer& adaptive, int m) {
+  for (int step = 0; step < 10; ++step) {
+    try {
+      adaptive.step(data_for(adaptive.model(), m, step));
+    } catch (const Error& e) {
+      return {e.code(), e.what()};
+    }
+  }
+  return {ErrorCode::kOk, ""};
+}
+
 // Every process makes the same collective calls whatever it finds: EXPECT, never ASSERT.
 TEST(ProcessAdaptation, MovesLayersOffTheSlowRankBitwiseEqualToSequential) {
   const int m = 8, steps = 10;
   const exec::PipelineOptions options = slow_rank_1(m);
   comm::World& world = *options.world;
   AdaptiveTrainer adaptive(deferred_gpt(), options, costs_for(m), FailSlowOptions{1.5, 2}, "");
-  auto reference = gpt();
+  auto reference = tiny_gpt();
   SequentialTrainer sequential(reference, options.base);
   const std::vector<int> before = adaptive.layers_per_stage();
   for (int step = 0; step < steps; ++step) {
@@ -143,16 +147,7 @@ TEST(ProcessAdaptation, AParameterOfAnotherShapeOnTheNewOwnerIsAnErrorNamingIt) 
   comm::World& world = *options.world;
   AdaptiveTrainer adaptive(deferred_gpt(world.rank() == 1 ? 0 : 32), options, costs_for(m), FailSlowOptions{1.5, 2},
                            "");
-  std::string error;
-  ErrorCode code = ErrorCode::kOk;
-  for (int step = 0; step < 10 && error.empty(); ++step) {
-    try {
-      adaptive.step(data_for(adaptive.model(), m, step));
-    } catch (const Error& e) {
-      error = e.what();
-      code = e.code();
-    }
-  }
+  const auto [code, error] = first_error(adaptive, m);
   EXPECT_EQ(code, ErrorCode::kInvalidArgument) << error;
   EXPECT_NE(error.find("repartition to {"), std::string::npos) << error;
   EXPECT_NE(error.find(" found: parameter 'blocks."), std::string::npos) << error;
@@ -179,16 +174,7 @@ TEST(ProcessAdaptation, ProcessesThatDecideDifferentlyStopNamingTheRanks) {
   comm::World& world = *options.world;
   const FailSlowOptions fail_slow{1.5, world.rank() == 1 ? 1000 : 2};
   AdaptiveTrainer adaptive(deferred_gpt(), options, costs_for(m), fail_slow, "");
-  std::string error;
-  ErrorCode code = ErrorCode::kOk;
-  for (int step = 0; step < 10 && error.empty(); ++step) {
-    try {
-      adaptive.step(data_for(adaptive.model(), m, step));
-    } catch (const Error& e) {
-      error = e.what();
-      code = e.code();
-    }
-  }
+  const auto [code, error] = first_error(adaptive, m);
   EXPECT_EQ(code, ErrorCode::kInternal) << error;
   EXPECT_NE(error.find("fail-slow at step "), std::string::npos) << error;
   EXPECT_NE(error.find(" decided {-1,"), std::string::npos) << error;
