@@ -123,16 +123,17 @@ std::string move_parameter(comm::World& world, double timeout, exec::PipelineTra
   return problem;
 }
 
-// Every process learns the first problem any found; each throws the same kInvalidArgument.
-void agree(comm::World& world, double timeout, const std::string& problem, const std::string& move) {
+// Every process learns the first problem any found: "rank <r> found: <problem>" ("" when none).
+std::string agree(comm::World& world, double timeout, const std::string& problem) {
   const char ok = problem.empty() ? 1 : 0;
   const std::vector<char> all = world.all_gather(&ok, 1, timeout);
   for (size_t r = 0; r < all.size(); ++r) {
     if (all[r]) continue;
     std::string text = problem;
     comm::broadcast_string(world, &text, static_cast<int>(r), timeout);
-    fail(ErrorCode::kInvalidArgument, move, ": rank ", r, " found: ", text);
+    return "rank " + std::to_string(r) + " found: " + text;
   }
+  return "";
 }
 
 std::string partition_text(const std::vector<int>& layers_per_stage) {
@@ -156,6 +157,12 @@ void repartition(std::unique_ptr<exec::PipelineTrainer>* trainer, const std::vec
   comm::World* world = options.world.get();
   const double timeout = options.recv_timeout_seconds;
   const std::string move = "repartition to " + partition_text(layers_per_stage) + " at step " + std::to_string(s.step);
+  // A World call that fails: this process tells the others (abort) and throws naming what it did.
+  auto failed = [&](const Error& e, const std::string& doing) {
+    const std::string message = "rank " + std::to_string(world->rank()) + ": " + move + ": " + doing + ": " + e.what();
+    world->abort(message);
+    return Error(e.code(), message);
+  };
   std::string problem;
   for (size_t i = 0; i < params.size(); ++i) {
     Parameter& p = *params[i];
@@ -167,16 +174,22 @@ void repartition(std::unique_ptr<exec::PipelineTrainer>* trainer, const std::vec
         const std::string found = move_parameter(*world, timeout, to, p, from, to_rank, s.held[i]);
         if (problem.empty()) problem = found;
       } catch (const Error& e) {
-        const std::string message = "rank " + std::to_string(world->rank()) + ": " + move + ": moving parameter '" +
-                                    p.name + "' from rank " + std::to_string(from) + " to rank " +
-                                    std::to_string(to_rank) + ": " + e.what();
-        world->abort(message);
-        throw Error(e.code(), message);
+        throw failed(e, "moving parameter '" + p.name + "' from rank " + std::to_string(from) + " to rank " +
+                            std::to_string(to_rank));
       }
     }
     s.held[i] = Held();  // what moved away is freed as the move goes
   }
-  if (world) agree(*world, timeout, problem, move);
+  if (world) {
+    std::string agreed;
+    try {
+      agreed = agree(*world, timeout, problem);
+    } catch (const Error& e) {
+      throw failed(e, "agreeing that every parameter arrived");
+    }
+    // Every process throws the same words; the world stays usable.
+    if (!agreed.empty()) fail(ErrorCode::kInvalidArgument, move, ": ", agreed);
+  }
   to.restore_progress(s.step, s.data_position);
   to.optimizer().set_steps_taken(s.optimizer_steps);
 }

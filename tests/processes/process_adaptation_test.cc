@@ -4,10 +4,11 @@
 // loss, the final parameters and the optimizer state stay bitwise equal to the sequential trainer
 // that each process also runs on the same data. A parameter whose shape differs on the new owner is
 // an error naming it on every process.
-// That a peer dying mid-move ends every process is the World's abort (docs/COMM.md): the move
-// aborts the world on any failure of its calls.
+// A peer that never joins the move is a timeout naming the rank and the parameter, and the
+// others stop at the abort.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -19,6 +20,7 @@
 #include "runtime/core/error.h"
 #include "runtime/models/builders.h"
 #include "runtime/planner/fail_slow.h"
+#include "runtime/planner/repartition.h"
 #include "runtime/train/sequential_trainer.h"
 #include "tests/execution/test_util.h"
 
@@ -179,6 +181,40 @@ TEST(ProcessAdaptation, ProcessesThatDecideDifferentlyStopNamingTheRanks) {
   EXPECT_NE(error.find("fail-slow at step "), std::string::npos) << error;
   EXPECT_NE(error.find(" decided {-1,"), std::string::npos) << error;
   EXPECT_TRUE(adaptive.adaptations().empty());
+}
+
+// A peer that never joins the move (rank 1 waits on a message instead): rank 0 times out in the
+// move within its timeout, with an error naming itself, the move and the parameter, and aborts
+// the world, which ends rank 1's wait with kCancelled naming rank 0. Run in a launch of its own
+// (an aborted world stays aborted), 2 processes.
+TEST(ProcessAdaptationFailures, APeerThatNeverJoinsTheMoveEndsItNamingTheRankAndTheParameter) {
+  exec::PipelineOptions options = slow_rank_1(4);
+  if (options.world->size() != 2) GTEST_SKIP() << "needs 2 processes";
+  options.slow_rank = -1;
+  options.recv_timeout_seconds = 1.0;
+  comm::World& world = *options.world;
+  auto trainer = std::make_unique<exec::PipelineTrainer>(deferred_gpt(), options);
+  trainer->step(data_for(trainer->model(), 4, 0));
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    if (world.rank() == 1) {
+      world.endpoint().recv(0, comm::MessageKey{}, 30);
+    } else {
+      repartition(&trainer, {6, 2});
+    }
+    ADD_FAILURE() << world.describe() << ": nothing failed";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (world.rank() == 0) {
+      EXPECT_EQ(e.code(), ErrorCode::kTimeout) << what;
+      EXPECT_EQ(what.rfind("rank 0: repartition to {6,2} at step 1: moving parameter 'blocks.", 0), 0u) << what;
+      EXPECT_NE(what.find("' from rank 1 to rank 0: "), std::string::npos) << what;
+    } else {
+      EXPECT_EQ(e.code(), ErrorCode::kCancelled) << what;
+      EXPECT_NE(what.find("rank 0 failed: rank 0: repartition to {6,2}"), std::string::npos) << what;
+    }
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
 }
 
 }  // namespace
