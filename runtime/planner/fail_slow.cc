@@ -76,15 +76,20 @@ std::vector<int> partition_for_slowdown(const MicroBatchCosts& costs, const sche
 
 AdaptiveTrainer::AdaptiveTrainer(std::shared_ptr<Model> model, exec::PipelineOptions options, MicroBatchCosts costs,
                                  FailSlowOptions fail_slow, std::string scratch_dir)
-    : model_(std::move(model)),
-      options_(std::move(options)),
+    : AdaptiveTrainer(std::make_unique<exec::PipelineTrainer>(std::move(model), options), std::move(costs), fail_slow,
+                      std::move(scratch_dir)) {}
+
+AdaptiveTrainer::AdaptiveTrainer(std::unique_ptr<exec::PipelineTrainer> trainer, MicroBatchCosts costs,
+                                 FailSlowOptions fail_slow, std::string scratch_dir)
+    : model_(trainer->shared_model()),
+      options_(trainer->options()),
       costs_(std::move(costs)),
       fail_slow_(fail_slow),
-      scratch_dir_(std::move(scratch_dir)) {
+      scratch_dir_(std::move(scratch_dir)),
+      trainer_(std::move(trainer)) {
   PF_CHECK_ARG(static_cast<size_t>(costs_.layers.size()) == model_->layers().size(), "fail-slow: the profile has ",
                costs_.layers.size(), " layers, the model ", model_->layers().size());
   PF_CHECK_ARG(options_.world == nullptr, "fail-slow adaptation runs the ranks as threads of one process");
-  trainer_ = std::make_unique<exec::PipelineTrainer>(model_, options_);
   PF_CHECK_ARG(trainer_->schedule().pipelines == 1 && !sched::is_asynchronous(trainer_->schedule()),
                "fail-slow adaptation needs a synchronous schedule with one pipeline, not '", trainer_->schedule().name,
                "'");
@@ -100,9 +105,15 @@ void AdaptiveTrainer::watch() {
   detector_ = std::make_unique<FailSlowDetector>(std::move(predicted), fail_slow_);
 }
 
-StepResult AdaptiveTrainer::step(const Batch& batch) { return after_step(trainer_->step(batch)); }
+StepResult AdaptiveTrainer::step(const Batch& batch) {
+  move_if_decided();
+  return after_step(trainer_->step(batch));
+}
 
-StepResult AdaptiveTrainer::step(DataSource& source) { return after_step(trainer_->step(source)); }
+StepResult AdaptiveTrainer::step(DataSource& source) {
+  move_if_decided();
+  return after_step(trainer_->step(source));
+}
 
 StepResult AdaptiveTrainer::after_step(StepResult result) {
   std::vector<double> busy;
@@ -116,11 +127,20 @@ StepResult AdaptiveTrainer::after_step(StepResult result) {
   const std::vector<int> to = partition_for_slowdown(costs_, trainer_->schedule(), slowdown);
   known_slowdown_ = slowdown;
   if (!to.empty() && to != from) {
-    move_to(to);
+    decided_ = to;  // the next step moves: until then pipeline() is the trainer that ran this one
     adaptations_.push_back({trainer_->metrics().step, slowdown, from, to});
+    return result;
   }
   watch();
   return result;
+}
+
+void AdaptiveTrainer::move_if_decided() {
+  if (decided_.empty()) return;
+  const std::vector<int> to = std::move(decided_);
+  decided_.clear();
+  move_to(to);
+  watch();
 }
 
 void AdaptiveTrainer::move_to(const std::vector<int>& layers_per_stage) {
@@ -136,6 +156,22 @@ void AdaptiveTrainer::move_to(const std::vector<int>& layers_per_stage) {
   options_.layers_per_stage = layers_per_stage;
   trainer_ = std::make_unique<exec::PipelineTrainer>(model_, options_);
   load_checkpoint(*trainer_, path);
+}
+
+nlohmann::json adaptation_to_json(const Adaptation& a) {
+  return {{"step", a.step}, {"slowdown", a.slowdown}, {"from", a.from}, {"to", a.to}};
+}
+
+nlohmann::json adaptations_to_json(const std::vector<Adaptation>& adaptations) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const Adaptation& a : adaptations) out.push_back(adaptation_to_json(a));
+  return out;
+}
+
+nlohmann::json adaptation_log_fields(const std::vector<Adaptation>& adaptations, int64_t step) {
+  for (const Adaptation& a : adaptations)
+    if (a.step == step) return {{"adaptation", adaptation_to_json(a)}};
+  return nullptr;
 }
 
 }  // namespace pf::plan

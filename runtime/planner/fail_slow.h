@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/execution/pipeline_trainer.h"
 #include "runtime/planner/model_profile.h"
 #include "runtime/train/trainer.h"
@@ -54,13 +56,27 @@ struct Adaptation {
   std::vector<int> from, to;          // layers per stage
 };
 
+// {"step": 4, "slowdown": [1, 2.9], "from": [5, 4], "to": [6, 3]}: what `pipeforge train --json`,
+// its metrics log and pf_trainer_adaptations_json report.
+nlohmann::json adaptation_to_json(const Adaptation& adaptation);
+nlohmann::json adaptations_to_json(const std::vector<Adaptation>& adaptations);
+// The metrics-log fields of `step` (TrainingLoopOptions::log_fields): {"adaptation": {...}} when
+// the adaptive trainer moved in that step, else null.
+nlohmann::json adaptation_log_fields(const std::vector<Adaptation>& adaptations, int64_t step);
+
 // A PipelineTrainer that re-partitions itself when a rank turns fail-slow (one pipeline, threads,
-// synchronous schedules). `costs`: the profile at its micro-batch rows; `scratch_dir`: where the
+// synchronous schedules). The step that finds a rank slow records the Adaptation; the move
+// happens at the start of the next step, so that after any step pipeline() is the trainer that
+// ran it (its stats and timeline) and layers_per_stage() the partition it ran. `costs`: the profile at its micro-batch rows; `scratch_dir`: where the
 // in-process checkpoint of a move is written (and removed).
 class AdaptiveTrainer : public Trainer {
  public:
   AdaptiveTrainer(std::shared_ptr<Model> model, exec::PipelineOptions options, MicroBatchCosts costs,
                   FailSlowOptions fail_slow, std::string scratch_dir);
+  // Adopts `trainer` with its parameters, optimizer state and progress as they are (the C API
+  // profiles on the first step, after the trainer exists).
+  AdaptiveTrainer(std::unique_ptr<exec::PipelineTrainer> trainer, MicroBatchCosts costs, FailSlowOptions fail_slow,
+                  std::string scratch_dir);
 
   StepResult step(const Batch& batch) override;
   StepResult step(DataSource& source) override;
@@ -76,6 +92,7 @@ class AdaptiveTrainer : public Trainer {
 
  private:
   StepResult after_step(StepResult result);
+  void move_if_decided();
   void move_to(const std::vector<int>& layers_per_stage);
   void watch();
 
@@ -88,6 +105,7 @@ class AdaptiveTrainer : public Trainer {
   std::unique_ptr<FailSlowDetector> detector_;
   std::vector<double> known_slowdown_;  // per rank, what the current partition was made for
   std::vector<Adaptation> adaptations_;
+  std::vector<int> decided_;  // the partition the next step moves to, or empty
 };
 
 }  // namespace pf::plan
