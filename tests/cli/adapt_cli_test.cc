@@ -78,6 +78,29 @@ TEST(AdaptCli, ACheckpointAfterTheMoveResumes) {
   EXPECT_EQ(after["param_checksum"], sequential["param_checksum"]);
 }
 
+TEST(AdaptCli, ReadsASavedProfileAndAConfigFile) {
+  const std::string dir = tmp_dir();
+  const std::string model = " --model gpt --d-model 32 --heads 2 --seq-len 16 --layers 4 --seed 3 --batch-size 8";
+  const CommandResult saved = run("plan" + model + " --measure --ranks 2 --max-microbatches 4 --calibration-steps 0 "
+                                  "--save-profile '" + dir + "/profile.json' --out '' --svg '' --quiet");
+  ASSERT_EQ(saved.exit_code, 0) << saved.err;
+  const std::string args = kModel + kAdapt + " --steps 5 --partition balanced --profile '" + dir + "/profile.json'";
+  const nlohmann::json adapted = run_json(args + " --quiet");
+  ASSERT_FALSE(adapted["adaptations"].empty());
+  EXPECT_LT(adapted["adaptations"][0]["to"][1].get<int>(), adapted["adaptations"][0]["from"][1].get<int>());
+  EXPECT_EQ(adapted["losses"], run_json(kModel + " --steps 5 --quiet")["losses"]);
+  const CommandResult printed = run(args + " --print-config");
+  ASSERT_EQ(printed.exit_code, 0) << printed.err;
+  const nlohmann::json config = nlohmann::json::parse(printed.out);
+  EXPECT_EQ(config["adaptation"]["enabled"], true);
+  EXPECT_EQ(config["adaptation"]["slow_rank"], 1);
+  EXPECT_EQ(config["adaptation"]["patience"], 3);
+  std::ofstream(dir + "/run.json") << printed.out;
+  const nlohmann::json from_file = run_json("train --quiet --config '" + dir + "/run.json'");
+  EXPECT_EQ(from_file["losses"], adapted["losses"]);
+  EXPECT_FALSE(from_file["adaptations"].empty());
+}
+
 TEST(AdaptCli, RefusesWhatAdaptationDoesNotSupportNamingTheOption) {
   const struct {
     std::string args, named;
