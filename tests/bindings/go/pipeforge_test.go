@@ -1268,15 +1268,7 @@ func textTrainer(t *testing.T) *pipeforge.Trainer {
 // error of NewTrainer or a step.
 func seqSlicedRun(t *testing.T, schedule string, slices int) ([]float64, int64, error) {
 	t.Helper()
-	info, err := pipeforge.BuiltinDataInfo(textData(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := pipeforge.NewGPT(pipeforge.GPTConfig{Vocab: info.VocabSize, SeqLen: info.SeqLen, DModel: 16, Heads: 2,
-		Layers: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := textGPT(t, 16, 2)
 	defer m.Close()
 	tr, err := pipeforge.NewTrainer(m, pipeforge.TrainerOptions{MicroBatches: 2, Seed: 7, LR: 0.01, Schedule: schedule,
 		Ranks: 2, SeqSlices: slices})
@@ -1345,19 +1337,26 @@ func TestSeqSlicesTrainWithinToleranceOf1f1b(t *testing.T) {
 	}
 }
 
-// Six steps of a GPT of 7 top-level layers on the licence texts with opts; the losses and
-// AdaptationsJSON.
-func adaptRun(t *testing.T, opts pipeforge.TrainerOptions) ([]float64, string) {
+// A GPT of 2 heads for the licence texts' vocabulary and rows (the caller closes it).
+func textGPT(t *testing.T, dModel, layers int64) *pipeforge.Model {
 	t.Helper()
 	info, err := pipeforge.BuiltinDataInfo(textData(false))
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := pipeforge.NewGPT(pipeforge.GPTConfig{Vocab: info.VocabSize, SeqLen: info.SeqLen, DModel: 32, Heads: 2,
-		Layers: 4})
+	m, err := pipeforge.NewGPT(pipeforge.GPTConfig{Vocab: info.VocabSize, SeqLen: info.SeqLen, DModel: dModel,
+		Heads: 2, Layers: layers})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return m
+}
+
+// Six steps of a GPT of 7 top-level layers on the licence texts with opts; the losses and
+// AdaptationsJSON.
+func adaptRun(t *testing.T, opts pipeforge.TrainerOptions) ([]float64, string) {
+	t.Helper()
+	m := textGPT(t, 32, 4)
 	defer m.Close()
 	opts.MicroBatches, opts.Seed, opts.LR = 4, 7, 0.01
 	tr, err := pipeforge.NewTrainer(m, opts)

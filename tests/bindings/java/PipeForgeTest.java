@@ -1142,18 +1142,24 @@ public class PipeForgeTest {
     return trainer;
   }
 
+  /** A GPT of 2 heads for the licence texts' vocabulary and rows. */
+  static GptConfig textGpt(int dModel, int layers) {
+    DataInfo info = PipeForge.builtinDataInfo(text(false));
+    GptConfig config = new GptConfig();
+    config.setVocab(info.getVocabSize());
+    config.setSeqLen(info.getSeqLen());
+    config.setDModel(dModel);
+    config.setHeads(2);
+    config.setLayers(layers);
+    return config;
+  }
+
   /**
    * Three steps of a tiny GPT on the licence texts over 2 ranks with {@code schedule} and
    * setSeqSlices({@code slices}); rank 0's peak activations (units held at once) go to peak[0].
    */
   static double[] seqSlicedLosses(String schedule, int slices, long[] peak) {
-    DataInfo info = PipeForge.builtinDataInfo(text(false));
-    GptConfig config = new GptConfig();
-    config.setVocab(info.getVocabSize());
-    config.setSeqLen(info.getSeqLen());
-    config.setDModel(16);
-    config.setHeads(2);
-    config.setLayers(2);
+    GptConfig config = textGpt(16, 2);
     TrainerOptions options = TrainerOptions.pipelined(schedule, 2);
     options.setMicroBatches(2);
     options.setSeed(7);
@@ -1198,13 +1204,7 @@ public class PipeForgeTest {
    * ranks with rank 1 at 4x and adaptation on; moves[0] gets adaptationsJson().
    */
   static double[] adaptLosses(boolean adapt, String[] moves) {
-    DataInfo info = PipeForge.builtinDataInfo(text(false));
-    GptConfig config = new GptConfig();
-    config.setVocab(info.getVocabSize());
-    config.setSeqLen(info.getSeqLen());
-    config.setDModel(32);
-    config.setHeads(2);
-    config.setLayers(4);
+    GptConfig config = textGpt(32, 4);
     TrainerOptions options = adapt ? TrainerOptions.pipelined("1f1b", 2) : new TrainerOptions();
     options.setMicroBatches(4);
     options.setSeed(7);
