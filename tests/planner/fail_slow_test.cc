@@ -93,6 +93,40 @@ TEST(AdaptiveTrainer, MovesLayersOffASlowRankLiveAndStaysBitwiseEqualToSequentia
   EXPECT_TRUE(parameters_bitwise_equal(adaptive.model(), *reference, &diff)) << diff;
 }
 
+// The step that decides keeps the partition it ran (its stats stay readable); the next step runs
+// on the new one. The adopting constructor keeps the trainer's state as it is.
+TEST(AdaptiveTrainer, MovesAtTheStartOfTheNextStepAndAdoptsATrainer) {
+  constexpr int m = 4;
+  auto model = tiny_gpt(5);
+  auto reference = tiny_gpt(5);
+  const MicroBatchCosts costs = measure_micro_batch(*model, data_for(*model, m, 0).micro_batch(0, m), 3);
+  exec::PipelineOptions options;
+  options.schedule = "1f1b";
+  options.ranks = 2;
+  options.base.micro_batches = m;
+  options.slow_rank = 1;
+  options.slow_factor = 4.0;
+  auto pipeline = std::make_unique<exec::PipelineTrainer>(model, options);
+  SequentialTrainer sequential(reference, options.base);
+  ASSERT_EQ(pipeline->step(data_for(*model, m, 0)).loss, sequential.step(data_for(*model, m, 0)).loss);
+  AdaptiveTrainer adaptive(std::move(pipeline), costs, FailSlowOptions{1.5, 2}, ::testing::TempDir());
+  EXPECT_EQ(adaptive.metrics().step, 1);
+  for (int step = 1; step < 8 && adaptive.adaptations().empty(); ++step) {
+    const Batch batch = data_for(*model, m, step);
+    ASSERT_EQ(adaptive.step(batch).loss, sequential.step(batch).loss) << "step " << step;
+  }
+  ASSERT_FALSE(adaptive.adaptations().empty()) << "rank 1 at 4x never triggered a re-partition";
+  const Adaptation& move = adaptive.adaptations().back();
+  EXPECT_EQ(move.step, adaptive.metrics().step);
+  EXPECT_EQ(adaptive.layers_per_stage(), move.from);
+  EXPECT_EQ(adaptive.pipeline().last_stats().ranks.size(), 2u);
+  const Batch next = data_for(*model, m, static_cast<int>(move.step));
+  ASSERT_EQ(adaptive.step(next).loss, sequential.step(next).loss);
+  EXPECT_EQ(adaptive.layers_per_stage(), move.to);
+  std::string diff;
+  EXPECT_TRUE(parameters_bitwise_equal(adaptive.model(), *reference, &diff)) << diff;
+}
+
 TEST(AdaptiveTrainer, RefusesWhatItCannotMove) {
   auto model = tiny_gpt(5);
   const MicroBatchCosts costs = measure_micro_batch(*model, data_for(*model, 4, 0).micro_batch(0, 4), 1);
