@@ -227,8 +227,6 @@ nlohmann::json process_memory(comm::World* world) {
   return out;
 }
 
-}  // namespace
-
 // The AdaptiveTrainer of --adapt over pipeline options `p`: the profile from --profile or measured
 // now at the run's micro-batch rows.
 std::unique_ptr<plan::AdaptiveTrainer> adaptive_trainer(const TrainArgs& a, const exec::PipelineOptions& p,
@@ -262,6 +260,8 @@ std::string describe_adaptation(const plan::Adaptation& m, int patience) {
          " slower than predicted for " + std::to_string(patience) + " steps; re-partitioned " + counts(m.from) +
          " -> " + counts(m.to) + " layers";
 }
+
+}  // namespace
 
 int run_train(const TrainArgs& a) {
   Setup setup;
