@@ -62,18 +62,24 @@ TEST(PartitionForSlowdown, GivesTheSlowRankLessWork) {
   EXPECT_DOUBLE_EQ(busy[1], 4 * 2 * 3.0);
 }
 
-TEST(AdaptiveTrainer, MovesLayersOffASlowRankLiveAndStaysBitwiseEqualToSequential) {
-  constexpr int m = 4, steps = 8;
-  auto model = tiny_gpt(5);  // 8 top-level layers
-  auto reference = tiny_gpt(5);
-  const MicroBatchCosts costs = measure_micro_batch(*model, data_for(*model, m, 0).micro_batch(0, m), 3);
-
+// 1F1B on 2 ranks of `m` micro-batches, rank 1 emulated 4x slow.
+exec::PipelineOptions slow_rank_1(int m) {
   exec::PipelineOptions options;
   options.schedule = "1f1b";
   options.ranks = 2;
   options.base.micro_batches = m;
   options.slow_rank = 1;
   options.slow_factor = 4.0;
+  return options;
+}
+
+TEST(AdaptiveTrainer, MovesLayersOffASlowRankLiveAndStaysBitwiseEqualToSequential) {
+  constexpr int m = 4, steps = 8;
+  auto model = tiny_gpt(5);  // 8 top-level layers
+  auto reference = tiny_gpt(5);
+  const MicroBatchCosts costs = measure_micro_batch(*model, data_for(*model, m, 0).micro_batch(0, m), 3);
+
+  const exec::PipelineOptions options = slow_rank_1(m);
   AdaptiveTrainer adaptive(model, options, costs, FailSlowOptions{1.5, 2}, ::testing::TempDir());
   SequentialTrainer sequential(reference, options.base);
   const std::vector<int> before = adaptive.layers_per_stage();
@@ -100,12 +106,7 @@ TEST(AdaptiveTrainer, MovesAtTheStartOfTheNextStepAndAdoptsATrainer) {
   auto model = tiny_gpt(5);
   auto reference = tiny_gpt(5);
   const MicroBatchCosts costs = measure_micro_batch(*model, data_for(*model, m, 0).micro_batch(0, m), 3);
-  exec::PipelineOptions options;
-  options.schedule = "1f1b";
-  options.ranks = 2;
-  options.base.micro_batches = m;
-  options.slow_rank = 1;
-  options.slow_factor = 4.0;
+  const exec::PipelineOptions options = slow_rank_1(m);
   auto pipeline = std::make_unique<exec::PipelineTrainer>(model, options);
   SequentialTrainer sequential(reference, options.base);
   ASSERT_EQ(pipeline->step(data_for(*model, m, 0)).loss, sequential.step(data_for(*model, m, 0)).loss);
