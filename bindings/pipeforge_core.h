@@ -501,6 +501,16 @@ struct TrainerOptions {
   // within 1e-5 relative. Default 1 (0 means 1 too, as in the C API); anything the runtime cannot
   // slice is refused naming seq_slices.
   int32_t seq_slices;
+  // Fail-slow adaptation (C API 0.9, docs/PLANNING.md, "Adapting to a slow rank"): a synchronous
+  // schedule's trainer profiles the model on the first step's micro-batch and re-partitions live
+  // when a rank stays adapt_threshold times slower than predicted for adapt_patience steps; the
+  // results stay bitwise equal to the run without it. Trainer::adaptations_json lists the moves.
+  bool adapt;
+  double adapt_threshold;  // > 1; default 1.5
+  int32_t adapt_patience;  // >= 1; default 3
+  // Test and benchmark knobs: pipeline rank slow_rank's compute takes slow_factor times as long.
+  int32_t slow_rank;       // -1 (the default): none
+  double slow_factor;      // >= 1; default 1
 
   TrainerOptions() {
     pf_trainer_options o;
@@ -539,6 +549,11 @@ struct TrainerOptions {
     decay_steps = o.decay_steps;
     min_lr = o.min_lr;
     seq_slices = o.seq_slices;
+    adapt = o.adapt != 0;
+    adapt_threshold = o.adapt_threshold;
+    adapt_patience = o.adapt_patience;
+    slow_rank = o.slow_rank;
+    slow_factor = o.slow_factor;
   }
   // Top-level layers per stage (one entry per stage), instead of an even split.
   void set_layers_per_stage(const int64_t* values, size_t count) { layers_per_stage.assign(values, values + count); }
@@ -839,6 +854,11 @@ inline bool to_c(const TrainerOptions& options, pf_trainer_options& o, std::vect
   o.decay_steps = options.decay_steps;
   o.min_lr = options.min_lr;
   o.seq_slices = options.seq_slices;
+  o.adapt = options.adapt ? 1 : 0;
+  o.adapt_threshold = options.adapt_threshold;
+  o.adapt_patience = options.adapt_patience;
+  o.slow_rank = options.slow_rank;
+  o.slow_factor = options.slow_factor;
   layers.clear();
   for (size_t i = 0; i < options.layers_per_stage.size(); ++i) {
     const int64_t n = options.layers_per_stage[i];
@@ -1055,6 +1075,9 @@ class Trainer {
     return handle_.read_string(status, pf_trainer_timeline_to_chrome_trace);
   }
   std::string timeline_to_svg(Status* status) { return handle_.read_string(status, pf_trainer_timeline_to_svg); }
+  // The re-partitions of an adaptive trainer (TrainerOptions::adapt) so far, as a JSON array of
+  // {"step", "slowdown" (per rank), "from", "to" (layers per stage)}; "[]" without adaptation.
+  std::string adaptations_json(Status* status) { return handle_.read_string(status, pf_trainer_adaptations_json); }
 
  private:
   explicit Trainer(pf_trainer* trainer) : handle_(trainer, "trainer") {}

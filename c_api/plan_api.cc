@@ -7,11 +7,11 @@
 
 #include "c_api/guard.h"
 #include "c_api/handles.h"
+#include "c_api/profile_copy.h"
 #include "c_api/struct_io.h"
 #include "c_api/tensor_view.h"
 #include "c_api/trainer_options.h"
 #include "runtime/core/json_text.h"
-#include "runtime/models/builders.h"
 #include "runtime/planner/calibration.h"
 #include "runtime/planner/candidates.h"
 #include "runtime/planner/cluster.h"
@@ -110,12 +110,9 @@ pf_status* pf_plan_create(pf_model* model, const pf_tensor_view* inputs, const p
     request.max_micro_batches = o.max_micro_batches;
     request.max_chunks = o.max_chunks;
     request.memory_limit_bytes = o.memory_limit_bytes;
-    // A copy of the model: profiling leaves gradients behind and calibration trains.
-    std::shared_ptr<pf::Model> copy = pf::build_model_from_json_text(model->model->to_json().dump());
-    request.profile = pf::plan::profile_model(
-        *copy, pf::plan::needed_micro_batch_rows(request),
-        [&](int64_t rows) { return batch.micro_batch(0, static_cast<int>(batch.rows() / rows)); }, trainer.optimizer,
-        o.repeats);
+    std::shared_ptr<pf::Model> copy;  // calibration trains it
+    request.profile = pf::capi::profile_model_copy(*model->model, batch, pf::plan::needed_micro_batch_rows(request),
+                                                   trainer.optimizer, o.repeats, &copy);
     if (o.calibration_steps > 0 && batch.rows() % 4 == 0)
       request.profile.calibration = pf::plan::calibrate(request, copy, batch, trainer.optimizer, o.calibration_steps);
     plan->plan = pf::plan::make_plan(request);

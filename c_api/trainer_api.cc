@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "c_api/adaptation.h"
 #include "c_api/guard.h"
 #include "c_api/handles.h"
 #include "c_api/trainer_options.h"
@@ -34,8 +35,8 @@ using pf::capi::require;
 
 // Version-1 sizes: an older caller's struct must hold at least these fields (0.2 appended the
 // activation-memory and device fields to pf_trainer_options, 0.3 the process fields, 0.4 the
-// asynchronous-schedule fields, then local_head; 0.5 the learning-rate schedule, 0.7 seq_slices;
-// an older caller gets their defaults).
+// asynchronous-schedule fields, then local_head; 0.5 the learning-rate schedule, 0.7 seq_slices,
+// 0.9 adaptation; an older caller gets their defaults).
 constexpr size_t kTrainerOptionsV1Size = offsetof(pf_trainer_options, activation_policy);
 constexpr size_t kTrainerOptionsV2Size = offsetof(pf_trainer_options, processes);
 constexpr size_t kTrainerOptionsV3Size = offsetof(pf_trainer_options, pipemare_anneal_updates);
@@ -55,8 +56,12 @@ static_assert(offsetof(pf_trainer_options, lr_schedule) == 192 && offsetof(pf_tr
 // 0.7 appended seq_slices at the 0.5 (and 0.6) sizeof, 224: an older caller's struct ends before it
 // and means 1.
 constexpr size_t kTrainerOptionsV5Size = offsetof(pf_trainer_options, seq_slices);
-static_assert(kTrainerOptionsV5Size == 224 && sizeof(pf_trainer_options) == 232,
+static_assert(kTrainerOptionsV5Size == 224 && offsetof(pf_trainer_options, adapt_threshold) == 232,
               "the 0.7 pf_trainer_options layout changed");
+// 0.9 appended fail-slow adaptation and its test knobs at the 0.7 sizeof, 232 (after its padding).
+static_assert(offsetof(pf_trainer_options, adapt) == 240 && offsetof(pf_trainer_options, slow_factor) == 248 &&
+                  offsetof(pf_trainer_options, slow_rank) == 256 && sizeof(pf_trainer_options) == 264,
+              "the 0.9 pf_trainer_options layout changed");
 constexpr size_t kStepResultV1Size = offsetof(pf_step_result, lr);
 constexpr size_t kMetricsV1Size = sizeof(pf_metrics);
 constexpr size_t kMemoryStatsV1Size = sizeof(pf_memory_stats);
@@ -95,6 +100,12 @@ pf_trainer_options default_options() {
   o.local_head = nullptr;  // = "auto"
   o.lr_schedule = nullptr;  // = "constant"
   o.seq_slices = p.seq_slices;
+  const pf::plan::FailSlowOptions f;
+  o.adapt = 0;
+  o.adapt_threshold = f.threshold;
+  o.adapt_patience = f.patience;
+  o.slow_rank = p.slow_rank;
+  o.slow_factor = p.slow_factor;
   return o;
 }
 
@@ -216,6 +227,7 @@ pf::exec::PipelineOptions convert_pipeline(const pf_trainer_options& o, const pf
   if (o.gradient_reduction != nullptr) p.gradient_reduction = o.gradient_reduction;
   p.async = convert_async(o);
   p.local_head = local_head_option(o);
+  pf::capi::convert_slow_rank(o, schedule_ranks(o), &p);
   if (launch.per_rank) {
     for (const pf::Device& d : p.devices)
       PF_CHECK_ARG(d.kind == pf::DeviceKind::kCpu, "options->devices is '", o.devices, "': ", d.to_string(),
@@ -290,10 +302,10 @@ void check_count(const pf::Parameter& p, size_t count) {
 // With one process per rank, only the process of the parameter's stage holds its values.
 void check_local(const pf_trainer& trainer, const pf::Parameter& p) {
   if (!trainer.per_rank_processes) return;
-  const int owner = trainer.pipeline->owner_rank(&p);
-  PF_CHECK_STATE(trainer.pipeline->is_local_rank(owner), "parameter '", p.name, "' is held by pipeline rank ",
+  const int owner = trainer.pipeline()->owner_rank(&p);
+  PF_CHECK_STATE(trainer.pipeline()->is_local_rank(owner), "parameter '", p.name, "' is held by pipeline rank ",
                  owner, ", another process (this one, launch rank ", trainer.launch_rank, " of ",
-                 trainer.launch_size, ", runs pipeline rank ", trainer.pipeline->options().world->rank(),
+                 trainer.launch_size, ", runs pipeline rank ", trainer.pipeline()->options().world->rank(),
                  "): read or write it in that process; pf_trainer_parameter_checksum covers every parameter");
   PF_CHECK_STATE(p.allocated(), "parameter '", p.name, "' has no values in this process");
 }
@@ -311,9 +323,9 @@ std::vector<pf::Device> trainer_devices(const pf_trainer& trainer) {
   auto add = [&](const pf::Device& d) {
     if (std::find(devices.begin(), devices.end(), d) == devices.end()) devices.push_back(d);
   };
-  if (trainer.pipeline != nullptr) {
-    for (int r = 0; r < trainer.pipeline->schedule().num_ranks(); ++r)
-      if (trainer.pipeline->is_local_rank(r)) add(trainer.pipeline->rank_device(r));
+  if (trainer.pipeline() != nullptr) {
+    for (int r = 0; r < trainer.pipeline()->schedule().num_ranks(); ++r)
+      if (trainer.pipeline()->is_local_rank(r)) add(trainer.pipeline()->rank_device(r));
   } else {
     add(trainer.trainer->model().device());
   }
@@ -370,7 +382,8 @@ pf_status* pf_trainer_create(pf_model* model, const pf_trainer_options* options,
       pf::exec::PipelineOptions p = convert_pipeline(o, converted, launch);
       p.validate();
       auto pipeline = std::make_unique<pf::exec::PipelineTrainer>(model->model, p);
-      trainer->pipeline = pipeline.get();
+      trainer->adapt_pending = pf::capi::check_adaptation(o, pipeline.get());
+      trainer->pipelined = pipeline.get();
       trainer->trainer = std::move(pipeline);
     } else {
       PF_CHECK_ARG(o.activation_policy == nullptr || std::string(o.activation_policy) == "none",
@@ -380,6 +393,8 @@ pf_status* pf_trainer_create(pf_model* model, const pf_trainer_options* options,
       check_no_async_options(o);
       check_no_local_head(o);
       check_no_seq_slices(o);
+      pf::capi::convert_slow_rank(o, 1, nullptr);
+      pf::capi::check_adaptation(o, nullptr);
       if (o.devices != nullptr) {
         const std::vector<pf::Device> devices = pf::parse_device_list(o.devices);
         PF_CHECK_ARG(devices.size() == 1, "options->devices is '", o.devices,
@@ -406,6 +421,7 @@ pf_status* pf_trainer_step(pf_trainer* trainer, const pf_tensor_view* inputs, co
       batch.inputs = pf::capi::tensor_from_view(*inputs, "inputs");
       batch.targets = pf::capi::tensor_from_view(*targets, "targets");
     }
+    pf::capi::start_adapting(*trainer, batch);
     const pf::StepResult result = trainer->trainer->step(batch);
     if (out != nullptr) pf::capi::write_struct(out, convert(result));
   });
@@ -425,6 +441,7 @@ pf_status* pf_trainer_step_from_loader(pf_trainer* trainer, pf_step_result* out)
     require(trainer, "trainer");
     if (out != nullptr) pf::capi::check_out_struct(*out, kStepResultV1Size, "out", "pf_step_result");
     PF_CHECK_STATE(trainer->loader != nullptr, "the trainer has no data loader: call pf_trainer_set_data_loader");
+    pf::capi::start_adapting_from_loader(*trainer);
     pf::Trainer& t = *trainer->trainer;
     trainer->loader->begin_step(t.metrics().data_position, trainer->step_micro_batches);
     pf::StepResult result;
@@ -440,7 +457,7 @@ pf_status* pf_trainer_drain(pf_trainer* trainer) {
   return guard(__func__, [&] {
     require(trainer, "trainer");
     // Synchronous schedules and the sequential trainer have nothing in flight after a step.
-    if (trainer->pipeline != nullptr) trainer->pipeline->drain();
+    if (trainer->pipeline() != nullptr) trainer->pipeline()->drain();
   });
 }
 
@@ -512,7 +529,7 @@ pf_status* pf_trainer_parameter_checksum(const pf_trainer* trainer, char out_hex
     require(trainer, "trainer");
     require(out_hex, "out_hex");
     // A pipeline's own checksum: with one process per rank it gathers every parameter from its owner.
-    const std::string hex = trainer->pipeline != nullptr ? trainer->pipeline->parameter_checksum()
+    const std::string hex = trainer->pipeline() != nullptr ? trainer->pipeline()->parameter_checksum()
                                                          : pf::parameter_checksum(trainer->trainer->model().parameters());
     std::memcpy(out_hex, hex.c_str(), hex.size() + 1);
   });
@@ -586,16 +603,16 @@ pf_status* pf_trainer_process(const pf_trainer* trainer, int32_t* rank, int32_t*
 pf_status* pf_trainer_num_ranks(const pf_trainer* trainer, int32_t* out) {
   return guard(__func__, [&] {
     require(trainer, "trainer");
-    *require(out, "out") = trainer->pipeline ? trainer->pipeline->schedule().num_ranks() : 1;
+    *require(out, "out") = trainer->pipeline() ? trainer->pipeline()->schedule().num_ranks() : 1;
   });
 }
 
 namespace {
 
 const pf::exec::PipelineStats& last_pipeline_stats(const pf_trainer& trainer) {
-  PF_CHECK_STATE(trainer.pipeline != nullptr,
+  PF_CHECK_STATE(trainer.pipeline() != nullptr,
                  "the trainer is not pipelined (create it with options->schedule or options->schedule_text)");
-  const pf::exec::PipelineStats& stats = trainer.pipeline->last_stats();
+  const pf::exec::PipelineStats& stats = trainer.pipeline()->last_stats();
   PF_CHECK_STATE(!stats.ranks.empty(), "no step has run yet");
   return stats;
 }
@@ -611,7 +628,7 @@ pf_status* pf_trainer_get_rank_stats(const pf_trainer* trainer, int32_t rank, pf
     const int32_t ranks = static_cast<int32_t>(stats.ranks.size());
     PF_CHECK_ARG(rank >= 0 && rank < ranks, "rank ", rank, " is outside [0, ", ranks, ")");
     const pf::exec::RankStats& r = stats.ranks[rank];
-    const auto& actions = trainer->pipeline->last_timeline().ranks[rank];
+    const auto& actions = trainer->pipeline()->last_timeline().ranks[rank];
     pf_rank_stats value{};
     value.busy = r.busy_us;
     value.idle = r.idle_us;
@@ -621,7 +638,7 @@ pf_status* pf_trainer_get_rank_stats(const pf_trainer* trainer, int32_t rank, pf
     value.peak_activation_bytes = static_cast<double>(r.peak_activation_bytes);
     value.offloaded_bytes = static_cast<double>(r.offloaded_bytes);
     value.recomputes = r.recomputes;
-    value.local = trainer->pipeline->is_local_rank(rank) ? 1 : 0;
+    value.local = trainer->pipeline()->is_local_rank(rank) ? 1 : 0;
     pf::capi::write_struct(out, value);
   });
 }
@@ -639,7 +656,7 @@ pf_status* pf_trainer_timeline_to_chrome_trace(pf_trainer* trainer, const char**
     require(trainer, "trainer");
     require(out, "out");
     last_pipeline_stats(*trainer);
-    trainer->trace = pf::sched::to_chrome_trace(trainer->pipeline->last_timeline());
+    trainer->trace = pf::sched::to_chrome_trace(trainer->pipeline()->last_timeline());
     *out = trainer->trace.c_str();
   });
 }
@@ -649,7 +666,7 @@ pf_status* pf_trainer_timeline_to_svg(pf_trainer* trainer, const char** out) {
     require(trainer, "trainer");
     require(out, "out");
     last_pipeline_stats(*trainer);
-    trainer->svg = pf::sched::to_svg(trainer->pipeline->last_timeline());
+    trainer->svg = pf::sched::to_svg(trainer->pipeline()->last_timeline());
     *out = trainer->svg.c_str();
   });
 }

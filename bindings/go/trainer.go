@@ -102,6 +102,20 @@ type TrainerOptions struct {
 	MinLR       float64
 
 	SeqSlices int // seq1f1b: sequence slices per micro-batch S; 0 = 1
+
+	// Fail-slow adaptation (C API 0.9, docs/PLANNING.md, "Adapting to a slow rank"): with a
+	// synchronous schedule the trainer profiles the model on the first step's micro-batch and
+	// re-partitions live when a rank stays AdaptThreshold times slower than predicted for
+	// AdaptPatience steps in a row; the results stay bitwise equal to the run without it.
+	// Trainer.AdaptationsJSON lists the moves. What adaptation does not support is an
+	// InvalidArgument error naming adapt.
+	Adapt          bool
+	AdaptThreshold float64 // > 1; 0 = 1.5
+	AdaptPatience  int     // steps; 0 = 3
+	// Test and benchmark knobs: pipeline rank SlowRank's compute takes SlowFactor times as long
+	// (SlowFactor 0 = 1: no rank is slowed, and SlowRank is not used).
+	SlowRank   int
+	SlowFactor float64
 }
 
 // StepResult is the result of one optimizer step.
@@ -412,6 +426,19 @@ func (t *Trainer) TimelineToSVG() (string, error) {
 	return text, err
 }
 
+// AdaptationsJSON is the re-partitions of an adaptive trainer (TrainerOptions.Adapt) so far, as
+// a JSON array of {"step", "slowdown" (per rank), "from", "to" (layers per stage)}; "[]" without
+// adaptation.
+func (t *Trainer) AdaptationsJSON() (string, error) {
+	defer runtime.KeepAlive(t)
+	if t == nil || t.t == nil {
+		return "", errClosed("trainer")
+	}
+	var text string
+	err := call(func(s core.Status) { text = t.t.AdaptationsJson(s) })
+	return text, err
+}
+
 // toCore returns the native trainer options (the caller deletes them), or an error for a value
 // they cannot carry.
 func (opts TrainerOptions) toCore() (core.TrainerOptions, error) {
@@ -448,7 +475,7 @@ func (opts TrainerOptions) toCore() (core.TrainerOptions, error) {
 	}{{"Stages", opts.Stages, o.SetStages}, {"Chunks", opts.Chunks, o.SetChunks},
 		{"DataParallel", opts.DataParallel, o.SetDataParallel}, {"Ranks", opts.Ranks, o.SetRanks},
 		{"SpectrainVersion", opts.SpectrainVersion, o.SetSpectrainVersion},
-		{"SeqSlices", opts.SeqSlices, o.SetSeqSlices}} {
+		{"SeqSlices", opts.SeqSlices, o.SetSeqSlices}, {"AdaptPatience", opts.AdaptPatience, o.SetAdaptPatience}} {
 		if err := checkInt32(f.name, f.v); err != nil {
 			core.DeleteTrainerOptions(o)
 			return nil, err
@@ -506,5 +533,17 @@ func (opts TrainerOptions) toCore() (core.TrainerOptions, error) {
 	o.SetWarmupSteps(opts.WarmupSteps)
 	o.SetDecaySteps(opts.DecaySteps)
 	o.SetMinLr(opts.MinLR)
+	o.SetAdapt(opts.Adapt)
+	if opts.AdaptThreshold != 0 {
+		o.SetAdaptThreshold(opts.AdaptThreshold)
+	}
+	if opts.SlowFactor != 0 {
+		if err := checkInt32("SlowRank", opts.SlowRank); err != nil {
+			core.DeleteTrainerOptions(o)
+			return nil, err
+		}
+		o.SetSlowRank(opts.SlowRank)
+		o.SetSlowFactor(opts.SlowFactor)
+	}
 	return o, nil
 }

@@ -273,7 +273,9 @@ PF_JAVA_ARRAY((int32_t* out, size_t count), jint, int[], int[], jintArray, Int, 
 // learning ("ppll", "local-updates"): setLocalHead("auto" / "linear" / "layernorm-linear" /
 // "mlp"); the learning-rate schedule: setLrSchedule("constant" / "cosine" / "linear"),
 // setWarmupSteps, setDecaySteps, setMinLr; sequence-sliced 1F1B, since 0.7: setSeqSlices(S) with
-// schedule "seq1f1b"); the setters return nothing, as SWIG makes them. The
+// schedule "seq1f1b"; fail-slow adaptation, since 0.9: setAdapt(true), setAdaptThreshold,
+// setAdaptPatience, and the test knobs setSlowRank, setSlowFactor; Trainer.adaptationsJson()
+// lists the moves); the setters return nothing, as SWIG makes them. The
 // training loop: setBuiltinData / setBuiltinEvalData (a DataOptions: "char_text", "synthetic",
 // "csv"; PipeForge.builtinDataInfo says what a model for it needs), setEvalLoader, evaluate(n),
 // run(RunOptions), partition(); Model.partitionBalanced(inputs, targets, stages). Trainer.process() gives the launch rank

@@ -101,14 +101,22 @@ std::vector<int> partition_for_slowdown(const MicroBatchCosts& costs, const sche
 }
 
 AdaptiveTrainer::AdaptiveTrainer(std::shared_ptr<Model> model, exec::PipelineOptions options, MicroBatchCosts costs,
+                                 FailSlowOptions fail_slow, std::string scratch_dir)
+    : AdaptiveTrainer(std::make_unique<exec::PipelineTrainer>(std::move(model), options), std::move(costs), fail_slow,
+                      std::move(scratch_dir)) {}
+
+AdaptiveTrainer::AdaptiveTrainer(std::unique_ptr<exec::PipelineTrainer> trainer, MicroBatchCosts costs,
                                  FailSlowOptions fail_slow, std::string /*scratch_dir*/)
-    : model_(std::move(model)), options_(std::move(options)), costs_(std::move(costs)), fail_slow_(fail_slow) {
+    : model_(trainer->shared_model()),
+      options_(trainer->options()),
+      costs_(std::move(costs)),
+      fail_slow_(fail_slow),
+      trainer_(std::move(trainer)) {
   PF_CHECK_ARG(static_cast<size_t>(costs_.layers.size()) == model_->layers().size(), "fail-slow: the profile has ",
                costs_.layers.size(), " layers, the model ", model_->layers().size());
-  PF_CHECK_ARG(!options_.world || !options_.data_parallel_world,
+  PF_CHECK_ARG(!options_.world || !options_.data_parallel_world || options_.data_parallel_world->size() == 1,
                "fail-slow adaptation across processes moves one pipeline; data-parallel replicas are not supported");
   if (options_.world) costs_ = costs_of_rank_0(*options_.world, std::move(costs_), options_.recv_timeout_seconds);
-  trainer_ = std::make_unique<exec::PipelineTrainer>(model_, options_);
   PF_CHECK_ARG(trainer_->schedule().pipelines == 1 && !sched::is_asynchronous(trainer_->schedule()),
                "fail-slow adaptation needs a synchronous schedule with one pipeline, not '", trainer_->schedule().name,
                "'");
@@ -131,11 +139,13 @@ void AdaptiveTrainer::check_usable() const {
 
 StepResult AdaptiveTrainer::step(const Batch& batch) {
   check_usable();
+  move_if_decided();
   return after_step(trainer_->step(batch));
 }
 
 StepResult AdaptiveTrainer::step(DataSource& source) {
   check_usable();
+  move_if_decided();
   return after_step(trainer_->step(source));
 }
 
@@ -157,8 +167,9 @@ StepResult AdaptiveTrainer::after_step(StepResult result) {
   const std::vector<int> from = layers_per_stage();
   known_slowdown_ = slowdown;
   if (!to.empty() && to != from) {
-    move_to(to);
+    decided_ = to;  // the next step moves: until then pipeline() is the trainer that ran this one
     adaptations_.push_back({trainer_->metrics().step, slowdown, from, to});
+    return result;
   }
   watch();
   return result;
@@ -182,6 +193,14 @@ void AdaptiveTrainer::check_same_decision(const std::vector<int>& to) const {
            " (-1: no move)");
 }
 
+void AdaptiveTrainer::move_if_decided() {
+  if (decided_.empty()) return;
+  const std::vector<int> to = std::move(decided_);
+  decided_.clear();
+  move_to(to);
+  watch();
+}
+
 void AdaptiveTrainer::move_to(const std::vector<int>& layers_per_stage) {
   try {
     repartition(&trainer_, layers_per_stage);
@@ -190,6 +209,22 @@ void AdaptiveTrainer::move_to(const std::vector<int>& layers_per_stage) {
     throw;
   }
   options_.layers_per_stage = layers_per_stage;
+}
+
+nlohmann::json adaptation_to_json(const Adaptation& a) {
+  return {{"step", a.step}, {"slowdown", a.slowdown}, {"from", a.from}, {"to", a.to}};
+}
+
+nlohmann::json adaptations_to_json(const std::vector<Adaptation>& adaptations) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const Adaptation& a : adaptations) out.push_back(adaptation_to_json(a));
+  return out;
+}
+
+nlohmann::json adaptation_log_fields(const std::vector<Adaptation>& adaptations, int64_t step) {
+  for (const Adaptation& a : adaptations)
+    if (a.step == step) return {{"adaptation", adaptation_to_json(a)}};
+  return nullptr;
 }
 
 }  // namespace pf::plan

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/execution/pipeline_trainer.h"
 #include "runtime/planner/model_profile.h"
 #include "runtime/train/trainer.h"
@@ -54,21 +56,37 @@ struct Adaptation {
   std::vector<int> from, to;          // layers per stage
 };
 
+// {"step": 4, "slowdown": [1, 2.9], "from": [5, 4], "to": [6, 3]}: what `pipeforge train --json`,
+// its metrics log and pf_trainer_adaptations_json report.
+nlohmann::json adaptation_to_json(const Adaptation& adaptation);
+nlohmann::json adaptations_to_json(const std::vector<Adaptation>& adaptations);
+// The metrics-log fields of `step` (TrainingLoopOptions::log_fields): {"adaptation": {...}} when
+// the adaptive trainer moved in that step, else null.
+nlohmann::json adaptation_log_fields(const std::vector<Adaptation>& adaptations, int64_t step);
+
 // A PipelineTrainer that re-partitions itself when a rank turns fail-slow (one pipeline,
 // synchronous schedules; ranks as threads, or one process per rank with options.world and no
 // data-parallel replicas). `costs`: the profile at its micro-batch rows. `scratch_dir` is not used
-// (moves go in memory); it stays for source compatibility.
+// (moves go in memory); it stays for source compatibility. The step that finds a rank slow
+// records the Adaptation; the move happens at the start of the next step, so that after any step
+// pipeline() is the trainer that ran it (its stats and timeline) and layers_per_stage() the
+// partition it ran.
 //
 // One process per rank: every process constructs it with the same options and steps it on the
-// same data; rank 0's `costs` are broadcast and used by every process (measurements differ). The detector reads last_stats().ranks, which the pipeline gathers over the
-// world every step, so every process feeds it the same bits and decides the same move at the same
-// step; the decision is all-gathered and compared each step (a disagreement is kInternal naming
-// the ranks, never a hang). A failed move (a peer died, a timeout) throws the Error naming the
-// rank and the parameter, and every later step throws kFailedPrecondition.
+// same data; rank 0's `costs` are broadcast and used by every process (measurements differ). The
+// detector reads last_stats().ranks, which the pipeline gathers over the world every step, so
+// every process feeds it the same bits and decides the same move at the same step; the decision
+// is all-gathered and compared each step (a disagreement is kInternal naming the ranks, never a
+// hang). A failed move (a peer died, a timeout) throws the Error naming the rank and the
+// parameter, and every later step throws kFailedPrecondition.
 class AdaptiveTrainer : public Trainer {
  public:
   AdaptiveTrainer(std::shared_ptr<Model> model, exec::PipelineOptions options, MicroBatchCosts costs,
                   FailSlowOptions fail_slow, std::string scratch_dir);
+  // Adopts `trainer` with its parameters, optimizer state and progress as they are (the C API
+  // profiles on the first step, after the trainer exists).
+  AdaptiveTrainer(std::unique_ptr<exec::PipelineTrainer> trainer, MicroBatchCosts costs, FailSlowOptions fail_slow,
+                  std::string scratch_dir);
 
   StepResult step(const Batch& batch) override;
   StepResult step(DataSource& source) override;
@@ -87,6 +105,7 @@ class AdaptiveTrainer : public Trainer {
   StepResult after_step(StepResult result);
   // Processes: every process's decision (`to`; empty: none) equals this one's.
   void check_same_decision(const std::vector<int>& to) const;
+  void move_if_decided();
   void move_to(const std::vector<int>& layers_per_stage);
   void watch();
 
@@ -99,6 +118,7 @@ class AdaptiveTrainer : public Trainer {
   std::unique_ptr<FailSlowDetector> detector_;
   std::vector<double> known_slowdown_;  // per rank, what the current partition was made for
   std::vector<Adaptation> adaptations_;
+  std::vector<int> decided_;  // the partition the next step moves to, or empty
 };
 
 }  // namespace pf::plan

@@ -47,7 +47,8 @@ MetricsLog::MetricsLog(const std::string& path, int64_t first_step) : path_(path
   out_.flush();
 }
 
-void MetricsLog::write(int64_t step, const StepResult& r, const std::optional<EvalResult>& eval) {
+void MetricsLog::write(int64_t step, const StepResult& r, const std::optional<EvalResult>& eval,
+                       const nlohmann::json& extra) {
   nlohmann::ordered_json j;  // step first, then the rest in a fixed order
   j["step"] = step;
   j["loss"] = number_or_null(r.loss);
@@ -62,6 +63,9 @@ void MetricsLog::write(int64_t step, const StepResult& r, const std::optional<Ev
     j["eval_loss"] = number_or_null(eval->loss);
     j["eval_accuracy"] = eval->accuracy;
   }
+  PF_CHECK_ARG(extra.is_null() || extra.is_object(), "metrics log: extra fields must be an object");
+  if (extra.is_object())
+    for (auto it = extra.begin(); it != extra.end(); ++it) j[it.key()] = nlohmann::ordered_json::parse(it.value().dump());
   out_ << j.dump() << '\n';
   out_.flush();
   if (!out_) fail(ErrorCode::kIoError, "cannot write metrics log '", path_, "' at step ", step);

@@ -44,7 +44,7 @@ StepReport run_training(Trainer& trainer, DataSource& train, DataSource* held_ou
       held_out->seek(0);
       report.eval = trainer.evaluate(*held_out, o.eval_micro_batches);
     }
-    if (log) log->write(report.step, report.result, report.eval);
+    if (log) log->write(report.step, report.result, report.eval, o.log_fields ? o.log_fields(report.step) : nullptr);
     if (finite && series && (report.step % o.checkpoint_every == 0 || last)) {
       report.checkpoint = series->path_of(report.step);
       save_trainer_checkpoint(trainer, report.checkpoint);

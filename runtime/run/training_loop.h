@@ -9,6 +9,8 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/train/trainer.h"
 
 namespace pf {
@@ -21,6 +23,9 @@ struct TrainingLoopOptions {
   std::string checkpoint_dir;      // the series' folder (needed with checkpoint_every)
   int keep_checkpoints = 0;        // newest checkpoints kept (0 = all)
   std::string metrics_log;         // "" = none; a JSON Lines file (runtime/run/metrics_log.h)
+  // More fields for the metrics-log line of a step (called with the trainer's step count after it;
+  // an object, or null for none): e.g. the re-partition an adaptive trainer made in that step.
+  std::function<nlohmann::json(int64_t step)> log_fields;
   bool writes_files = true;        // false on processes other than the leader: they save their
                                    // shards collectively but write no log and remove nothing
   bool sharded_checkpoints = false;  // one process per rank: checkpoints are folders

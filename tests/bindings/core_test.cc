@@ -425,6 +425,28 @@ TEST(CoreTest, SeqSlicesOption) {
   trainer->step(Inputs(4), Targets(4), nullptr);
 }
 
+// Fail-slow adaptation (C API 0.9): the options reach the runtime (without a schedule it refuses
+// naming adapt); a trainer without adaptation reports no moves.
+TEST(CoreTest, AdaptOptions) {
+  const pipeforge::TrainerOptions defaults;
+  EXPECT_FALSE(defaults.adapt);
+  EXPECT_EQ(defaults.adapt_threshold, 1.5);
+  EXPECT_EQ(defaults.adapt_patience, 3);
+  EXPECT_EQ(defaults.slow_rank, -1);
+  EXPECT_EQ(defaults.slow_factor, 1.0);
+  auto model = Mlp();
+  pipeforge::TrainerOptions options;
+  options.adapt = true;
+  Status status;
+  EXPECT_EQ(pipeforge::Trainer::create(*model, options, &status), nullptr);
+  EXPECT_EQ(status.code(), PF_INVALID_ARGUMENT);
+  EXPECT_NE(status.message().find("options->adapt is 1 but no schedule is set"), std::string::npos) << status.message();
+  options.adapt = false;
+  std::unique_ptr<pipeforge::Trainer> trainer(pipeforge::Trainer::create(*model, options, &status));
+  ASSERT_NE(trainer, nullptr) << status.message();
+  EXPECT_EQ(trainer->adaptations_json(nullptr), "[]");
+}
+
 double PeakOfRank0(const pipeforge::Schedule& schedule, const pipeforge::CostModel& costs) {
   std::unique_ptr<pipeforge::Simulation> sim(schedule.simulate(costs, nullptr));
   return sim->rank_stats(0, nullptr).peak_activation_bytes;

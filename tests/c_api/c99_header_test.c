@@ -140,6 +140,12 @@ static pf_trainer* make_trainer(void) {
   options.local_head = NULL;
   /* Since 0.7 (the default, spelled out): one sequence slice per micro-batch. */
   options.seq_slices = 1;
+  /* Since 0.9 (the defaults, spelled out): no adaptation, no emulated slow rank. */
+  options.adapt = 0;
+  options.adapt_threshold = 1.5;
+  options.adapt_patience = 3;
+  options.slow_rank = -1;
+  options.slow_factor = 1.0;
   CHECK_OK(pf_trainer_create(model, &options, &trainer));
   pf_model_destroy(model); /* the trainer retains the model */
   {

@@ -62,18 +62,24 @@ TEST(PartitionForSlowdown, GivesTheSlowRankLessWork) {
   EXPECT_DOUBLE_EQ(busy[1], 4 * 2 * 3.0);
 }
 
-TEST(AdaptiveTrainer, MovesLayersOffASlowRankLiveAndStaysBitwiseEqualToSequential) {
-  constexpr int m = 4, steps = 8;
-  auto model = tiny_gpt(5);  // 8 top-level layers
-  auto reference = tiny_gpt(5);
-  const MicroBatchCosts costs = measure_micro_batch(*model, data_for(*model, m, 0).micro_batch(0, m), 3);
-
+// 1F1B on 2 ranks of `m` micro-batches, rank 1 emulated 4x slow.
+exec::PipelineOptions slow_rank_1(int m) {
   exec::PipelineOptions options;
   options.schedule = "1f1b";
   options.ranks = 2;
   options.base.micro_batches = m;
   options.slow_rank = 1;
   options.slow_factor = 4.0;
+  return options;
+}
+
+TEST(AdaptiveTrainer, MovesLayersOffASlowRankLiveAndStaysBitwiseEqualToSequential) {
+  constexpr int m = 4, steps = 8;
+  auto model = tiny_gpt(5);  // 8 top-level layers
+  auto reference = tiny_gpt(5);
+  const MicroBatchCosts costs = measure_micro_batch(*model, data_for(*model, m, 0).micro_batch(0, m), 3);
+
+  const exec::PipelineOptions options = slow_rank_1(m);
   AdaptiveTrainer adaptive(model, options, costs, FailSlowOptions{1.5, 2}, ::testing::TempDir());
   SequentialTrainer sequential(reference, options.base);
   const std::vector<int> before = adaptive.layers_per_stage();
@@ -89,6 +95,35 @@ TEST(AdaptiveTrainer, MovesLayersOffASlowRankLiveAndStaysBitwiseEqualToSequentia
   EXPECT_LT(first.to[1], first.from[1]) << "the slow rank should get fewer layers";
   EXPECT_GT(first.slowdown[1], 1.5);
   EXPECT_EQ(adaptive.metrics().step, steps);
+  std::string diff;
+  EXPECT_TRUE(parameters_bitwise_equal(adaptive.model(), *reference, &diff)) << diff;
+}
+
+// The step that decides keeps the partition it ran (its stats stay readable); the next step runs
+// on the new one. The adopting constructor keeps the trainer's state as it is.
+TEST(AdaptiveTrainer, MovesAtTheStartOfTheNextStepAndAdoptsATrainer) {
+  constexpr int m = 4;
+  auto model = tiny_gpt(5);
+  auto reference = tiny_gpt(5);
+  const MicroBatchCosts costs = measure_micro_batch(*model, data_for(*model, m, 0).micro_batch(0, m), 3);
+  const exec::PipelineOptions options = slow_rank_1(m);
+  auto pipeline = std::make_unique<exec::PipelineTrainer>(model, options);
+  SequentialTrainer sequential(reference, options.base);
+  ASSERT_EQ(pipeline->step(data_for(*model, m, 0)).loss, sequential.step(data_for(*model, m, 0)).loss);
+  AdaptiveTrainer adaptive(std::move(pipeline), costs, FailSlowOptions{1.5, 2}, ::testing::TempDir());
+  EXPECT_EQ(adaptive.metrics().step, 1);
+  for (int step = 1; step < 8 && adaptive.adaptations().empty(); ++step) {
+    const Batch batch = data_for(*model, m, step);
+    ASSERT_EQ(adaptive.step(batch).loss, sequential.step(batch).loss) << "step " << step;
+  }
+  ASSERT_FALSE(adaptive.adaptations().empty()) << "rank 1 at 4x never triggered a re-partition";
+  const Adaptation& move = adaptive.adaptations().back();
+  EXPECT_EQ(move.step, adaptive.metrics().step);
+  EXPECT_EQ(adaptive.layers_per_stage(), move.from);
+  EXPECT_EQ(adaptive.pipeline().last_stats().ranks.size(), 2u);
+  const Batch next = data_for(*model, m, static_cast<int>(move.step));
+  ASSERT_EQ(adaptive.step(next).loss, sequential.step(next).loss);
+  EXPECT_EQ(adaptive.layers_per_stage(), move.to);
   std::string diff;
   EXPECT_TRUE(parameters_bitwise_equal(adaptive.model(), *reference, &diff)) << diff;
 }

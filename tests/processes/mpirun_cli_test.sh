@@ -40,6 +40,26 @@ a=$(field "$work/seq_mlp.json" param_checksum)
 b=$(field "$work/mlp.json" param_checksum)
 [[ -n $a && $a == "$b" ]] || fail "1f1b mlp on 2 processes: checksum $b, sequential $a"
 
+# 2b. --adapt on 2 processes: rank 1 slowed 4x, the partition moves off it on every process at the
+#     same step, the losses and the checksum stay the sequential run's.
+"$pipeforge" train --model gpt --layers 4 --batch-size 8 --microbatches 4 --steps 8 --json --quiet \
+  >"$work/seq_adapt.json" || fail "sequential gpt for --adapt"
+run_mpi 2 default "$pipeforge" train --model gpt --layers 4 --batch-size 8 --microbatches 4 --steps 8 \
+  --schedule 1f1b --stages 2 --adapt --slow-rank 1 --slow-factor 4 --json --quiet \
+  >"$work/adapt.json" 2>"$work/adapt.err" || { cat "$work/adapt.err"; fail "mpirun -np 2 --adapt"; }
+a=$(field "$work/seq_adapt.json" param_checksum)
+b=$(field "$work/adapt.json" param_checksum)
+[[ -n $a && $a == "$b" ]] || fail "--adapt on 2 processes: checksum $b, sequential $a"
+[[ "$(field "$work/seq_adapt.json" losses)" == "$(field "$work/adapt.json" losses)" ]] || fail "--adapt losses differ"
+python3 - "$work/adapt.json" <<'PY' || fail "--adapt on 2 processes did not move layers off rank 1"
+import json, sys
+out = json.load(open(sys.argv[1]))
+moves = out["adaptations"]
+print("adaptations on 2 processes:", moves, "final partition:", out["partition"]["layers_per_stage"])
+assert moves and moves[0]["to"][1] < moves[0]["from"][1], moves
+assert out["partition"]["layers_per_stage"] == moves[-1]["to"], out["partition"]
+PY
+
 # 3. Data parallel x pipeline, the issue's second command: 2 replicas of a 2-rank 1F1B on 4
 #    processes with the deterministic reduction print the checksum of the sequential trainer run
 #    as 2 replicas (each replica's micro-batches accumulated from zero, the replicas added in order).

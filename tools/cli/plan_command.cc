@@ -7,7 +7,6 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/core/error.h"
-#include "runtime/core/json_text.h"
 #include "runtime/kernels/cpu/blas.h"
 #include "runtime/planner/calibration.h"
 #include "runtime/planner/candidates.h"
@@ -22,21 +21,6 @@
 namespace pf::cli {
 namespace {
 
-// A JSON input file (cluster, profile), refused with a message naming it when it is too large,
-// nested too deeply or malformed.
-nlohmann::json read_json_file(const std::string& file, const std::string& option) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) fail(ErrorCode::kNotFound, option, " '", file, "' cannot be read");
-  std::string text;
-  char buffer[65536];
-  constexpr size_t kMaxBytes = size_t{64} << 20;
-  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
-    text.append(buffer, static_cast<size_t>(in.gcount()));
-    PF_CHECK_ARG(text.size() <= kMaxBytes, file, ": larger than ", kMaxBytes, " bytes");
-  }
-  return parse_json_text(text, file, kMaxBytes);
-}
-
 void write_file(const std::string& file, const std::string& text, const std::string& option) {
   std::ofstream out(file, std::ios::binary | std::ios::trunc);
   out << text;
@@ -45,36 +29,6 @@ void write_file(const std::string& file, const std::string& text, const std::str
 
 void note(const PlanArgs& a, const std::string& line) {
   if (!a.quiet) std::cerr << line << std::endl;
-}
-
-// The profile: read from --profile (checked against the model), or measured at every micro-batch
-// size the candidates need.
-plan::ModelProfile model_profile(const PlanArgs& a, const std::vector<int64_t>& rows, nlohmann::json* description) {
-  TrainArgs t = a.model;
-  t.micro_batches = 1;
-  t.batch_size = rows.front();
-  Setup first = make_setup(t);
-  *description = first.description;
-  (*description)["model"] = model_name(t);
-  (*description)["num_parameters"] = first.model->num_parameter_elements();
-  const OptimizerConfig optimizer = optimizer_config(t);
-  if (!a.profile.empty()) {
-    plan::ModelProfile p = plan::profile_from_json(read_json_file(a.profile, "--profile"), a.profile);
-    const size_t layers = first.model->layers().size();
-    PF_CHECK_ARG(static_cast<size_t>(p.num_layers()) == layers, a.profile, ": the profile has ", p.num_layers(),
-                 " layers but ", model_name(t), " has ", layers, " (profile the same model options)");
-    return p;
-  }
-  plan::ModelProfile p = plan::profile_model(
-      *first.model, rows,
-      [&](int64_t r) {
-        note(a, "profiling " + model_name(t) + " at " + std::to_string(r) + " rows per micro-batch");
-        t.batch_size = r;
-        return make_setup(t).data->next();
-      },
-      optimizer, a.repeats);
-  p.model = *description;
-  return p;
 }
 
 // Trains the sequential trainer and 1F1B on two ranks for a few steps to calibrate the profile
@@ -190,7 +144,7 @@ int run_plan(const PlanArgs& a) {
     request.max_chunks = a.max_chunks;
     request.memory_limit_bytes = a.memory_limit_gib * 1024.0 * 1024.0 * 1024.0;
     nlohmann::json model;
-    request.profile = model_profile(a, plan::needed_micro_batch_rows(request), &model);
+    request.profile = model_profile(a.model, a.profile, plan::needed_micro_batch_rows(request), a.repeats, a.quiet, &model);
     if (a.calibration_steps > 0 && !request.profile.calibration.measured)
       request.profile.calibration = calibration(a, request);
     if (!a.save_profile.empty()) write_file(a.save_profile, plan::profile_to_json(request.profile).dump(2) + "\n", "--save-profile");

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "runtime/data/synthetic_classification.h"
 #include "runtime/execution/pipeline_trainer.h"
 #include "runtime/models/builders.h"
+#include "runtime/planner/fail_slow.h"
 #include "runtime/run/checkpoint_series.h"
 #include "runtime/run/training_loop.h"
 #include "runtime/schedules/async_schedules.h"
@@ -111,6 +113,30 @@ void check_args(const TrainArgs& a) {
   async.validate(a.schedule.empty() ? "custom" : a.schedule);
 }
 
+// What --adapt and its test knobs need, in one place (the AdaptiveTrainer's limits: one pipeline
+// with a synchronous schedule, as threads or one process per rank).
+void check_adapt_args(const TrainArgs& a) {
+  const bool pipelined = !a.schedule.empty() || !a.schedule_file.empty();
+  if ((a.slow_rank >= 0 || a.slow_factor != 1.0) && !pipelined)
+    usage_error("--slow-rank and --slow-factor need --schedule or --schedule-file (they slow one pipeline rank)");
+  if (a.slow_factor != 1.0 && a.slow_rank < 0) usage_error("--slow-factor needs --slow-rank");
+  if (a.slow_rank >= 0 && a.slow_rank >= schedule_ranks(a))
+    usage_error("--slow-rank " + std::to_string(a.slow_rank) + " is not a rank of the schedule's " +
+                std::to_string(schedule_ranks(a)));
+  if (!a.adapt) {
+    if (a.adapt_threshold != 1.5 || a.adapt_patience != 3 || !a.profile.empty())
+      usage_error("--adapt-threshold, --adapt-patience and --profile need --adapt");
+    return;
+  }
+  if (!pipelined)
+    usage_error("--adapt needs a synchronous schedule (--schedule, e.g. 1f1b, or --schedule-file): it re-partitions "
+                "a pipeline");
+  if (sched::is_async_schedule_name(a.schedule) || sched::is_local_schedule_name(a.schedule))
+    usage_error("--adapt is not supported with schedule " + a.schedule + ": it needs a synchronous schedule");
+  if (a.data_parallel > 1)
+    usage_error("--adapt is not supported with --data-parallel " + std::to_string(a.data_parallel) + " yet");
+}
+
 nlohmann::json finite_or_null(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(); }
 
 
@@ -198,12 +224,48 @@ nlohmann::json process_memory(comm::World* world) {
   return out;
 }
 
+// The AdaptiveTrainer of --adapt over pipeline options `p`: the profile from --profile or measured
+// now at the run's micro-batch rows.
+std::unique_ptr<plan::AdaptiveTrainer> adaptive_trainer(const TrainArgs& a, const exec::PipelineOptions& p,
+                                                        std::shared_ptr<Model> model) {
+  const int64_t rows = a.batch_size / a.micro_batches;
+  nlohmann::json description;
+  const plan::ModelProfile profile = model_profile(a, a.profile, {rows}, 3, a.quiet || a.json, &description);
+  plan::FailSlowOptions fail_slow;
+  fail_slow.threshold = a.adapt_threshold;
+  fail_slow.patience = a.adapt_patience;
+  try {
+    return std::make_unique<plan::AdaptiveTrainer>(std::move(model), p, profile.at_rows(rows), fail_slow,
+                                                   std::filesystem::temp_directory_path().string());
+  } catch (const Error& e) {
+    throw Error(e.code(), std::string("--adapt: ") + e.what());
+  }
+}
+
+// "step 4: rank 1 ran 2.9x slower than predicted for 3 steps; re-partitioned 5+4 -> 6+3 layers"
+std::string describe_adaptation(const plan::Adaptation& m, int patience) {
+  auto counts = [](const std::vector<int>& layers) {
+    std::string out;
+    for (size_t s = 0; s < layers.size(); ++s) out += (s ? "+" : "") + std::to_string(layers[s]);
+    return out;
+  };
+  const size_t slowest =
+      static_cast<size_t>(std::max_element(m.slowdown.begin(), m.slowdown.end()) - m.slowdown.begin());
+  char factor[32];
+  std::snprintf(factor, sizeof factor, "%.1fx", m.slowdown[slowest]);
+  return "step " + std::to_string(m.step) + ": rank " + std::to_string(slowest) + " ran " + factor +
+         " slower than predicted for " + std::to_string(patience) + " steps; re-partitioned " + counts(m.from) +
+         " -> " + counts(m.to) + " layers";
+}
+
 }  // namespace
 
 int run_train(const TrainArgs& a) {
   Setup setup;
   std::unique_ptr<Trainer> trainer;
-  exec::PipelineTrainer* pipeline = nullptr;
+  exec::PipelineTrainer* fixed_pipeline = nullptr;    // the pipelined trainer without --adapt
+  plan::AdaptiveTrainer* adaptive = nullptr;          // with --adapt: its pipeline changes at a move
+  auto pipeline = [&]() -> exec::PipelineTrainer* { return adaptive ? &adaptive->pipeline() : fixed_pipeline; };
   // One process per rank under mpirun (D x P processes with --data-parallel D); a lone process
   // (also `mpirun -np 1`) trains as before.
   std::shared_ptr<comm::World> launch;
@@ -217,6 +279,7 @@ int run_train(const TrainArgs& a) {
   const bool leader = !launch || launch->rank() == 0;  // prints the results
   try {
     check_args(a);
+    check_adapt_args(a);
     if (world) {
       check_process_args(a, *world);
       grid = mpi_backend().process_grid(*launch, a.data_parallel, schedule_ranks(a));
@@ -256,11 +319,19 @@ int run_train(const TrainArgs& a) {
       p.gradient_reduction = a.gradient_reduction;
       p.async = async_options(a);
       p.local_head = a.local_head;
+      p.slow_rank = a.slow_rank;
+      p.slow_factor = a.slow_factor;
       if (a.partition == "balanced") p.layers_per_stage = balanced_partition(a, p, *setup.model, *setup.data);
       p.validate();
-      auto pipelined = std::make_unique<exec::PipelineTrainer>(setup.model, p);
-      pipeline = pipelined.get();
-      trainer = std::move(pipelined);
+      if (a.adapt) {
+        auto adapting = adaptive_trainer(a, p, setup.model);
+        adaptive = adapting.get();
+        trainer = std::move(adapting);
+      } else {
+        auto pipelined = std::make_unique<exec::PipelineTrainer>(setup.model, p);
+        fixed_pipeline = pipelined.get();
+        trainer = std::move(pipelined);
+      }
     } else {
       PF_CHECK_ARG(a.trace_file.empty() && a.svg_file.empty(), "--trace and --svg need --schedule or --schedule-file");
       PF_CHECK_ARG(a.activation_policy == "none" && a.activation_budget == 0 && a.offload_dir.empty(),
@@ -301,7 +372,7 @@ int run_train(const TrainArgs& a) {
   losses.reserve(static_cast<size_t>(a.steps));
   // Peak activation bytes per rank over the run (measured per rank by the pipeline; for the
   // sequential trainer, its one micro-batch's contexts).
-  const int ranks = pipeline ? pipeline->schedule().num_ranks() : 1;
+  const int ranks = pipeline() ? pipeline()->schedule().num_ranks() : 1;
   std::vector<double> peak_bytes(static_cast<size_t>(ranks), 0.0);
   std::vector<int> peak_versions(static_cast<size_t>(ranks), 0);  // asynchronous schedules
   double bubble_sum = 0.0;
@@ -320,14 +391,16 @@ int run_train(const TrainArgs& a) {
   loop.metrics_log = a.metrics_log;
   loop.writes_files = leader;
   loop.sharded_checkpoints = world != nullptr;
+  if (adaptive) loop.log_fields = [&](int64_t step) { return plan::adaptation_log_fields(adaptive->adaptations(), step); };
+  size_t adaptations_told = 0;
   {
     ProgressBar progress(a.steps, first_step, !a.quiet && leader);
     run_training(*trainer, *setup.data, setup.held_out.get(), loop, [&](const StepReport& report) {
       const StepResult& r = report.result;
       losses.push_back(r.loss);
       bubble_sum += r.bubble_rate;
-      if (pipeline) {
-        const exec::PipelineStats& stats = pipeline->last_stats();
+      if (pipeline()) {
+        const exec::PipelineStats& stats = pipeline()->last_stats();
         offloaded_bytes = static_cast<double>(stats.offloaded_bytes);
         for (int rank = 0; rank < ranks; ++rank)
           peak_versions[rank] = std::max(peak_versions[rank], stats.ranks[rank].peak_weight_versions);
@@ -344,6 +417,10 @@ int run_train(const TrainArgs& a) {
                       format_number(report.eval->loss) + ", accuracy " + format_number(report.eval->accuracy));
       }
       if (!report.checkpoint.empty()) checkpoints.push_back(report.checkpoint);
+      for (; adaptive && adaptations_told < adaptive->adaptations().size(); ++adaptations_told)
+        if (!a.json)
+          progress.note("pipeforge train: " +
+                        describe_adaptation(adaptive->adaptations()[adaptations_told], a.adapt_patience));
       progress.update(report.step - first_step, r.loss, seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0);
       return true;
     });
@@ -356,21 +433,21 @@ int run_train(const TrainArgs& a) {
               << " (try a smaller --lr or --clip-norm)\n";
   }
   const double tokens_per_s = seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0;
-  const double bubble_rate = pipeline ? bubble_sum / static_cast<double>(steps_run) : 0.0;
-  if (pipeline && !a.trace_file.empty()) {
-    std::ofstream(a.trace_file) << sched::to_chrome_trace(pipeline->last_timeline());
+  const double bubble_rate = pipeline() ? bubble_sum / static_cast<double>(steps_run) : 0.0;
+  if (pipeline() && !a.trace_file.empty()) {
+    std::ofstream(a.trace_file) << sched::to_chrome_trace(pipeline()->last_timeline());
   }
-  if (pipeline && !a.svg_file.empty()) {
+  if (pipeline() && !a.svg_file.empty()) {
     sched::SvgOptions svg;
     svg.width = a.svg_width;
-    svg.title = timeline_title(pipeline->schedule(), a.micro_batches,
+    svg.title = timeline_title(pipeline()->schedule(), a.micro_batches,
                                "step " + std::to_string(trainer->metrics().step) + " measured",
-                               pipeline->last_stats().bubble_rate);
-    std::ofstream(a.svg_file) << sched::to_svg(pipeline->last_timeline(), svg);
+                               pipeline()->last_stats().bubble_rate);
+    std::ofstream(a.svg_file) << sched::to_svg(pipeline()->last_timeline(), svg);
   }
   // Asynchronous schedules: the micro-batches still in flight finish before the results.
-  if (pipeline) pipeline->drain();
-  const std::string checksum = pipeline ? pipeline->parameter_checksum() : parameter_checksum(model.parameters());
+  if (pipeline()) pipeline()->drain();
+  const std::string checksum = pipeline() ? pipeline()->parameter_checksum() : parameter_checksum(model.parameters());
   const nlohmann::json memory = process_memory(world);
   const bool save = !a.checkpoint.empty() && !diverged;
   if (save) save_trainer_checkpoint(*trainer, a.checkpoint);
@@ -391,7 +468,7 @@ int run_train(const TrainArgs& a) {
     out["last_lr"] = trainer->optimizer().config().lr;
     out["evaluations"] = evaluations;
     out["checkpoints"] = checkpoints;
-    out["partition"] = partition_json(trainer->model(), pipeline);
+    out["partition"] = partition_json(trainer->model(), pipeline());
     out["micro_batches"] = a.micro_batches;
     out["batch_size"] = a.batch_size;
     out["seed"] = a.seed;
@@ -406,7 +483,7 @@ int run_train(const TrainArgs& a) {
     out["tokens_per_s"] = tokens_per_s;
     out["data_position"] = trainer->metrics().data_position;
     out["param_checksum"] = checksum;
-    out["schedule"] = pipeline ? pipeline->schedule().name : "sequential";
+    out["schedule"] = pipeline() ? pipeline()->schedule().name : "sequential";
     out["stages"] = ranks;
     out["bubble_rate"] = bubble_rate;  // measured, mean over the steps run (0 for sequential)
     out["peak_activation_bytes"] = peak_bytes;
@@ -416,9 +493,10 @@ int run_train(const TrainArgs& a) {
     out["data_parallel"] = a.data_parallel;
     out["gradient_reduction"] = a.gradient_reduction;
     out["process_memory"] = memory;  // per process: its stages' parameters, gradients, optimizer state
-    out["asynchronous"] = pipeline != nullptr && pipeline->asynchronous();
-    out["local_learning"] = pipeline != nullptr && pipeline->local_learning();
-    if (pipeline && pipeline->asynchronous()) out["peak_weight_versions"] = peak_versions;
+    out["asynchronous"] = pipeline() != nullptr && pipeline()->asynchronous();
+    out["local_learning"] = pipeline() != nullptr && pipeline()->local_learning();
+    if (pipeline() && pipeline()->asynchronous()) out["peak_weight_versions"] = peak_versions;
+    if (adaptive) out["adaptations"] = plan::adaptations_to_json(adaptive->adaptations());
     if (save) out["checkpoint"] = a.checkpoint;
     std::cout << out.dump() << std::endl;
   } else {
@@ -427,18 +505,18 @@ int run_train(const TrainArgs& a) {
                 static_cast<long long>(trainer->metrics().step),
                 ProgressBar::format_rate(tokens_per_s).c_str());
     std::printf("parameter checksum (sha256): %s\n", checksum.c_str());
-    if (pipeline) {
+    if (pipeline()) {
       const std::string where =
           !world ? "threads of one process"
                  : a.data_parallel > 1 ? std::to_string(a.data_parallel) + " replicas, " +
                                              std::to_string(world->size()) + " processes"
                                        : "one process each";
       std::printf("%s on %d ranks (%s): measured bubble rate %.4f (mean over the steps)\n",
-                  pipeline->schedule().name.c_str(), ranks, where.c_str(), bubble_rate);
-      if (pipeline->local_learning())
+                  pipeline()->schedule().name.c_str(), ranks, where.c_str(), bubble_rate);
+      if (pipeline()->local_learning())
         std::printf("local learning: every stage but the last trains on its own %s head; no gradient crosses ranks\n",
                     a.local_head.c_str());
-      if (pipeline->asynchronous()) {
+      if (pipeline()->asynchronous()) {
         std::string versions;
         for (int rank = 0; rank < ranks; ++rank)
           versions += (rank ? ", " : "") + std::to_string(peak_versions[static_cast<size_t>(rank)]);

@@ -76,6 +76,16 @@ struct TrainArgs {
   int64_t pipemare_anneal = 100;      // pipemare: updates over which the learning rate anneals
   double pipemare_decay = 0.9;        // pipemare: decay of the discrepancy average
   std::string local_head = "auto";    // local learning (ppll, local-updates): the auxiliary heads
+  // Fail-slow adaptation (docs/PLANNING.md, "Adapting to a slow rank"): a synchronous schedule's
+  // trainer re-partitions itself when a rank stays `adapt_threshold` times slower than predicted
+  // (against the fastest) for `adapt_patience` steps in a row.
+  bool adapt = false;
+  double adapt_threshold = 1.5;
+  int adapt_patience = 3;
+  std::string profile;        // the per-layer profile (`plan --save-profile`); "": measured at startup
+  // Test and benchmark knobs: rank slow_rank's compute runs slow_factor times as long (-1: none).
+  int slow_rank = -1;
+  double slow_factor = 1.0;
   std::string trace_file;     // Chrome trace of the last step (pipelined)
   std::string svg_file;       // SVG timeline of the last step (pipelined)
   double svg_width = 1200;    // its width in pixels

@@ -176,6 +176,27 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
                   "linear, layernorm-linear or mlp")
       ->check(CLI::IsMember(local_head_kinds()))
       ->capture_default_str();
+  cmd->add_flag("--adapt", a.adapt,
+                "synchronous schedules: re-partition live when a rank turns fail-slow (docs/PLANNING.md, "
+                "\"Adapting to a slow rank\"); training stays bitwise equal to the run without it");
+  cmd->add_option("--adapt-threshold", a.adapt_threshold,
+                  "--adapt: a rank this many times slower than predicted, against the fastest rank, is slow")
+      ->check(CLI::Range(1.000001, 1e6))
+      ->capture_default_str();
+  cmd->add_option("--adapt-patience", a.adapt_patience, "--adapt: steps in a row a rank must be slow to re-partition")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--profile", a.profile,
+                  "--adapt: the per-layer profile of `pipeforge plan --save-profile` (default: profile the model "
+                  "at startup at the run's micro-batch rows)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--slow-rank", a.slow_rank,
+                  "test and benchmark knob: emulate a fail-slow device on this pipeline rank (see --slow-factor)")
+      ->check(CLI::Range(0, 1023));
+  cmd->add_option("--slow-factor", a.slow_factor,
+                  "test and benchmark knob: --slow-rank's compute takes this many times as long (>= 1)")
+      ->check(CLI::Range(1.0, 1e6))
+      ->capture_default_str();
   cmd->add_option("--trace", a.trace_file, "pipelined: write the last step's Chrome trace here");
   cmd->add_option("--svg", a.svg_file, "pipelined: write the last step's SVG timeline here");
   cmd->add_option("--svg-width", a.svg_width, "width of the --svg drawing in pixels")

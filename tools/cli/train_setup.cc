@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 
 #include "runtime/core/error.h"
+#include "runtime/core/json_text.h"
 #include "runtime/data/char_text_dataset.h"
 #include "runtime/data/synthetic_classification.h"
 #include "runtime/models/builders.h"
@@ -81,12 +83,6 @@ int schedule_ranks(const TrainArgs& a) {
   if (!a.schedule_file.empty()) return sched::read_schedule_file(a.schedule_file).num_ranks();
   return a.stages;
 }
-
-
-
-
-
-
 Setup make_setup(const TrainArgs& a) {
   Setup s;
   const int64_t rows = a.batch_size / a.micro_batches;
@@ -167,6 +163,48 @@ OptimizerConfig optimizer_config(const TrainArgs& a) {
   c.weight_decay = static_cast<float>(a.weight_decay);
   c.clip_norm = static_cast<float>(a.clip_norm);
   return c;
+}
+
+nlohmann::json read_json_file(const std::string& file, const std::string& option) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) fail(ErrorCode::kNotFound, option, " '", file, "' cannot be read");
+  std::string text;
+  char buffer[65536];
+  constexpr size_t kMaxBytes = size_t{64} << 20;
+  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
+    text.append(buffer, static_cast<size_t>(in.gcount()));
+    PF_CHECK_ARG(text.size() <= kMaxBytes, file, ": larger than ", kMaxBytes, " bytes");
+  }
+  return parse_json_text(text, file, kMaxBytes);
+}
+
+plan::ModelProfile model_profile(const TrainArgs& model, const std::string& profile_file,
+                                 const std::vector<int64_t>& rows, int repeats, bool quiet,
+                                 nlohmann::json* description) {
+  TrainArgs t = model;
+  t.micro_batches = 1;
+  t.batch_size = rows.front();
+  Setup first = make_setup(t);
+  *description = first.description;
+  (*description)["model"] = model_name(t);
+  (*description)["num_parameters"] = first.model->num_parameter_elements();
+  if (!profile_file.empty()) {
+    plan::ModelProfile p = plan::profile_from_json(read_json_file(profile_file, "--profile"), profile_file);
+    const size_t layers = first.model->layers().size();
+    PF_CHECK_ARG(static_cast<size_t>(p.num_layers()) == layers, profile_file, ": the profile has ", p.num_layers(),
+                 " layers but ", model_name(t), " has ", layers, " (profile the same model options)");
+    return p;
+  }
+  plan::ModelProfile p = plan::profile_model(
+      *first.model, rows,
+      [&](int64_t r) {
+        if (!quiet) std::cerr << "profiling " << model_name(t) << " at " << r << " rows per micro-batch" << std::endl;
+        t.batch_size = r;
+        return make_setup(t).data->next();
+      },
+      optimizer_config(t), repeats);
+  p.model = *description;
+  return p;
 }
 
 }  // namespace pf::cli

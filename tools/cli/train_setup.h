@@ -1,14 +1,16 @@
 // What `pipeforge train` (and `plan`) build from the arguments: the model and its data, the
-// optimizer and the learning-rate schedule.
+// optimizer, the learning-rate schedule and the planner's per-layer profile.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "runtime/models/model.h"
 #include "runtime/optim/optimizer.h"
+#include "runtime/planner/model_profile.h"
 #include "runtime/train/batch.h"
 #include "runtime/train/lr_schedule.h"
 #include "tools/cli/train_command.h"
@@ -32,5 +34,16 @@ Setup make_setup(const TrainArgs& a);
 std::string model_name(const TrainArgs& a);
 LrSchedule lr_schedule(const TrainArgs& a);
 OptimizerConfig optimizer_config(const TrainArgs& a);
+
+// A JSON input file (cluster, profile), refused with a message naming `option` and the file when it
+// cannot be read, is too large, nested too deeply or malformed.
+nlohmann::json read_json_file(const std::string& file, const std::string& option);
+// The per-layer profile of the model `model` describes (`plan` and `train --adapt`): read from
+// `profile_file` when it is set (the format of `plan --save-profile`, checked against the model),
+// else measured at each of `rows` (ascending; `repeats` runs per measurement, progress on stderr
+// unless `quiet`). *description: what was profiled, for reports.
+plan::ModelProfile model_profile(const TrainArgs& model, const std::string& profile_file,
+                                 const std::vector<int64_t>& rows, int repeats, bool quiet,
+                                 nlohmann::json* description);
 
 }  // namespace pf::cli

@@ -1268,15 +1268,7 @@ func textTrainer(t *testing.T) *pipeforge.Trainer {
 // error of NewTrainer or a step.
 func seqSlicedRun(t *testing.T, schedule string, slices int) ([]float64, int64, error) {
 	t.Helper()
-	info, err := pipeforge.BuiltinDataInfo(textData(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := pipeforge.NewGPT(pipeforge.GPTConfig{Vocab: info.VocabSize, SeqLen: info.SeqLen, DModel: 16, Heads: 2,
-		Layers: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := textGPT(t, 16, 2)
 	defer m.Close()
 	tr, err := pipeforge.NewTrainer(m, pipeforge.TrainerOptions{MicroBatches: 2, Seed: 7, LR: 0.01, Schedule: schedule,
 		Ranks: 2, SeqSlices: slices})
@@ -1342,6 +1334,76 @@ func TestSeqSlicesTrainWithinToleranceOf1f1b(t *testing.T) {
 		if !errors.As(err, &pfErr) || pfErr.Code != pipeforge.InvalidArgument || !strings.Contains(pfErr.Message, c.want) {
 			t.Errorf("%s, SeqSlices %d: got %v, want InvalidArgument containing %q", c.schedule, c.slices, err, c.want)
 		}
+	}
+}
+
+// A GPT of 2 heads for the licence texts' vocabulary and rows (the caller closes it).
+func textGPT(t *testing.T, dModel, layers int64) *pipeforge.Model {
+	t.Helper()
+	info, err := pipeforge.BuiltinDataInfo(textData(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := pipeforge.NewGPT(pipeforge.GPTConfig{Vocab: info.VocabSize, SeqLen: info.SeqLen, DModel: dModel,
+		Heads: 2, Layers: layers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// Six steps of a GPT of 7 top-level layers on the licence texts with opts; the losses and
+// AdaptationsJSON.
+func adaptRun(t *testing.T, opts pipeforge.TrainerOptions) ([]float64, string) {
+	t.Helper()
+	m := textGPT(t, 32, 4)
+	defer m.Close()
+	opts.MicroBatches, opts.Seed, opts.LR = 4, 7, 0.01
+	tr, err := pipeforge.NewTrainer(m, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if err := tr.SetBuiltinData(textData(false)); err != nil {
+		t.Fatal(err)
+	}
+	var losses []float64
+	for i := 0; i < 6; i++ {
+		r, err := tr.StepFromLoader()
+		if err != nil {
+			t.Fatal(err)
+		}
+		losses = append(losses, r.Loss)
+	}
+	moves, err := tr.AdaptationsJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return losses, moves
+}
+
+// Fail-slow adaptation (C API 0.9): 1f1b on 2 ranks with rank 1 at 4x moves layers off rank 1 and
+// trains bitwise like the sequential trainer.
+func TestAdaptMovesLayersOffASlowRankBitwise(t *testing.T) {
+	sequential, none := adaptRun(t, pipeforge.TrainerOptions{})
+	if none != "[]" {
+		t.Errorf("sequential AdaptationsJSON = %s, want []", none)
+	}
+	adapted, text := adaptRun(t, pipeforge.TrainerOptions{Schedule: "1f1b", Ranks: 2, Adapt: true, SlowRank: 1,
+		SlowFactor: 4})
+	if !reflect.DeepEqual(adapted, sequential) {
+		t.Errorf("adaptive losses %v, sequential %v", adapted, sequential)
+	}
+	var moves []struct {
+		Step     int
+		Slowdown []float64
+		From, To []int
+	}
+	if err := json.Unmarshal([]byte(text), &moves); err != nil || len(moves) == 0 {
+		t.Fatalf("AdaptationsJSON %q: %v (want a move)", text, err)
+	}
+	if moves[0].Step != 3 || !(moves[0].To[1] < moves[0].From[1]) {
+		t.Errorf("first move %+v: want step 3 and fewer layers on rank 1", moves[0])
 	}
 }
 

@@ -1142,18 +1142,24 @@ public class PipeForgeTest {
     return trainer;
   }
 
+  /** A GPT of 2 heads for the licence texts' vocabulary and rows. */
+  static GptConfig textGpt(int dModel, int layers) {
+    DataInfo info = PipeForge.builtinDataInfo(text(false));
+    GptConfig config = new GptConfig();
+    config.setVocab(info.getVocabSize());
+    config.setSeqLen(info.getSeqLen());
+    config.setDModel(dModel);
+    config.setHeads(2);
+    config.setLayers(layers);
+    return config;
+  }
+
   /**
    * Three steps of a tiny GPT on the licence texts over 2 ranks with {@code schedule} and
    * setSeqSlices({@code slices}); rank 0's peak activations (units held at once) go to peak[0].
    */
   static double[] seqSlicedLosses(String schedule, int slices, long[] peak) {
-    DataInfo info = PipeForge.builtinDataInfo(text(false));
-    GptConfig config = new GptConfig();
-    config.setVocab(info.getVocabSize());
-    config.setSeqLen(info.getSeqLen());
-    config.setDModel(16);
-    config.setHeads(2);
-    config.setLayers(2);
+    GptConfig config = textGpt(16, 2);
     TrainerOptions options = TrainerOptions.pipelined(schedule, 2);
     options.setMicroBatches(2);
     options.setSeed(7);
@@ -1191,6 +1197,48 @@ public class PipeForgeTest {
     assertTrue(e.getMessage(), e.getMessage().contains("seq_slices 3 must divide the model's seq_len 16"));
     e = assertThrows(PipeForgeException.class, () -> seqSlicedLosses("1f1b", 2, onePeak));
     assertTrue(e.getMessage(), e.getMessage().contains("1f1b does not slice sequences: seq_slices must be 1"));
+  }
+
+  /**
+   * Six steps of a GPT of 7 top-level layers on the licence texts: sequential, or (adapt) 1f1b on 2
+   * ranks with rank 1 at 4x and adaptation on; moves[0] gets adaptationsJson().
+   */
+  static double[] adaptLosses(boolean adapt, String[] moves) {
+    GptConfig config = textGpt(32, 4);
+    TrainerOptions options = adapt ? TrainerOptions.pipelined("1f1b", 2) : new TrainerOptions();
+    options.setMicroBatches(4);
+    options.setSeed(7);
+    options.setLr(0.01f);
+    if (adapt) {
+      options.setAdapt(true);
+      options.setSlowRank(1);
+      options.setSlowFactor(4.0);
+    }
+    double[] losses = new double[6];
+    try (Model model = Model.gpt(config); Trainer trainer = new Trainer(model, options)) {
+      trainer.setBuiltinData(text(false));
+      for (int i = 0; i < losses.length; ++i) losses[i] = trainer.stepFromLoader().getLoss();
+      moves[0] = trainer.adaptationsJson();
+    }
+    return losses;
+  }
+
+  /** Fail-slow adaptation (C API 0.9): layers move off the slow rank, the losses stay bitwise. */
+  @Test
+  public void adaptMovesLayersOffASlowRankBitwise() {
+    assertFalse(new TrainerOptions().getAdapt());
+    assertEquals(-1, new TrainerOptions().getSlowRank());
+    String[] moves = new String[1];
+    double[] sequential = adaptLosses(false, moves);
+    assertEquals("[]", moves[0]);
+    double[] adapted = adaptLosses(true, moves);
+    assertArrayEquals(sequential, adapted, 0.0);
+    java.util.regex.Matcher m =
+        java.util.regex.Pattern.compile("^\\[\\{\"from\":\\[(\\d+),(\\d+)\\],\"slowdown\":\\[[^]]*\\],\"step\":(\\d+),"
+                                        + "\"to\":\\[(\\d+),(\\d+)\\]\\}").matcher(moves[0]);
+    assertTrue(moves[0], m.find());
+    assertEquals(moves[0], "3", m.group(3));
+    assertTrue(moves[0], Integer.parseInt(m.group(5)) < Integer.parseInt(m.group(2)));
   }
 
   static RunOptions loop(long steps, File dir) {

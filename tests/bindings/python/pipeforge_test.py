@@ -880,6 +880,26 @@ class LocalLearningTest(NoFlushScheduleTest):
             self.trainer("ppll", local_head=1)
 
 
+class AdaptTest(unittest.TestCase):
+    """Fail-slow adaptation (C API 0.9): 1f1b on 2 ranks with rank 1 at 4x moves layers off rank 1
+    and trains bitwise like the sequential trainer."""
+
+    def test_moves_layers_off_the_slow_rank_bitwise(self):
+        losses, sums = [], []
+        for options in ({}, dict(schedule="1f1b", ranks=2, adapt=True, slow_rank=1, slow_factor=4.0)):
+            # 7 top-level layers, wide enough that their times are not noise.
+            model = pipeforge.Model.mlp(input_dim=FEATURES, hidden=[256, 256, 256], classes=CLASSES)
+            with pipeforge.Trainer(model, micro_batches=4, seed=5, lr=0.01, **options) as trainer:
+                losses.append([bits(trainer.step(*batch(s)).loss) for s in range(6)])
+                sums.append(trainer.checksum())
+                moves = trainer.adaptations
+        self.assertEqual(losses[1], losses[0])
+        self.assertEqual(sums[1], sums[0])
+        self.assertTrue(moves, "rank 1 at 4x never triggered a re-partition")
+        self.assertEqual(moves[0]["step"], 3)
+        self.assertLess(moves[0]["to"][1], moves[0]["from"][1])
+
+
 class TrainingLoopTest(unittest.TestCase):
     """The training loop (C API 0.5): learning-rate schedules, evaluation, built-in data, run() with
     checkpoints and a metrics log, resumed from its folder bitwise, the partitions."""

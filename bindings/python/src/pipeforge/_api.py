@@ -324,14 +324,15 @@ def _core_trainer_options(options):
                 raise ValueError(f"{name} is empty (leave it out, or None, for {default})")
             setattr(core_options, name, value)
         elif name in ("stages", "chunks", "data_parallel", "ranks", "spectrain_version", "pipemare_anneal_updates",
-                      "warmup_steps", "decay_steps", "seq_slices"):
+                      "warmup_steps", "decay_steps", "seq_slices", "adapt_patience", "slow_rank"):
             setattr(core_options, name, operator.index(value))
-        elif name in ("recv_timeout_seconds", "activation_budget_bytes", "pipemare_decay", "min_lr"):
+        elif name in ("recv_timeout_seconds", "activation_budget_bytes", "pipemare_decay", "min_lr",
+                      "adapt_threshold", "slow_factor"):
             setattr(core_options, name, float(value))
-        elif name == "vertical_sync":
+        elif name in ("vertical_sync", "adapt"):
             if not isinstance(value, (bool, np.bool_)):
-                raise TypeError(f"vertical_sync must be a bool, not {type(value).__name__}")
-            core_options.vertical_sync = bool(value)
+                raise TypeError(f"{name} must be a bool, not {type(value).__name__}")
+            setattr(core_options, name, bool(value))
         elif name == "layers_per_stage":
             if isinstance(value, (str, bytes)):
                 raise TypeError("layers_per_stage must be a sequence of ints")
@@ -406,6 +407,15 @@ class Trainer(_Closeable):
     seq_slices defaults to 1; a value the runtime cannot slice with is InvalidArgumentError naming
     seq_slices.
 
+    Fail-slow adaptation (C API 0.9; docs/PLANNING.md, "Adapting to a slow rank"): adapt=True with
+    a synchronous schedule profiles the model on the first step's micro-batch and re-partitions
+    live when a rank stays adapt_threshold= (default 1.5) times slower than predicted for
+    adapt_patience= (default 3) steps in a row; the losses and parameters stay bitwise equal to the
+    run without it. The adaptations property lists the moves. slow_rank= and slow_factor= are test
+    and benchmark knobs: that pipeline rank's compute takes slow_factor times as long. Adaptation
+    with what it does not support (no or an asynchronous schedule, one process per rank, data
+    parallelism) is InvalidArgumentError naming adapt.
+
     The training loop (docs/TRAINING.md): set_data_loader and set_eval_loader (a callable, a
     loader object or a BuiltinData), then run(steps, eval_every=, checkpoint_every=,
     checkpoint_dir=, keep_checkpoints=, metrics_log=) or evaluate(micro_batches); partition is the
@@ -419,7 +429,8 @@ class Trainer(_Closeable):
                 "recv_timeout_seconds", "activation_policy", "activation_budget_bytes", "offload_dir",
                 "devices", "processes", "data_parallel", "gradient_reduction", "ranks", "vertical_sync",
                 "spectrain_version", "pipemare_anneal_updates", "pipemare_decay", "local_head", "lr_schedule",
-                "warmup_steps", "decay_steps", "min_lr", "seq_slices")
+                "warmup_steps", "decay_steps", "min_lr", "seq_slices", "adapt", "adapt_threshold", "adapt_patience",
+                "slow_rank", "slow_factor")
 
     def __init__(self, model, **options):
         if not isinstance(model, Model):
@@ -588,6 +599,13 @@ class Trainer(_Closeable):
     def timeline_to_svg(self):
         """The last step's measured timeline as an SVG image."""
         return self._handle.timeline_to_svg()
+
+    @property
+    def adaptations(self):
+        """The re-partitions of an adaptive trainer (adapt=True) so far, oldest first: a list of
+        dicts {"step": the step count when it decided, "slowdown": per rank, "from": layers per
+        stage, "to": layers per stage from the next step on}; [] without adaptation."""
+        return _json.loads(self._handle.adaptations_json())
 
     def close(self):
         """Destroys the native trainer and its data loader now (idempotent)."""
