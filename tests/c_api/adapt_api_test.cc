@@ -26,22 +26,8 @@ using pftest::Views;
 constexpr int kMicroBatches = 4;
 constexpr int64_t kRows = 32;  // per step
 
-// An MLP of 7 top-level layers, wide enough that its layers' times are not noise.
-pf_model* MakeWideMlp() {
-  pf_mlp_config config;
-  pf_mlp_config_init(&config);
-  const int64_t hidden[] = {256, 256, 256};
-  config.input_dim = pftest::kFeatures;
-  config.hidden = hidden;
-  config.num_hidden = 3;
-  config.classes = pftest::kClasses;
-  pf_model* model = nullptr;
-  EXPECT_PF_OK(pf_model_create_mlp(&config, &model));
-  return model;
-}
-
 pf_trainer* MakeTrainer(const pf_trainer_options& options) {
-  pf_model* model = MakeWideMlp();
+  pf_model* model = pftest::MakeDeepMlp(256);
   pf_trainer* trainer = nullptr;
   EXPECT_PF_OK(pf_trainer_create(model, &options, &trainer));
   pf_model_destroy(model);
@@ -151,7 +137,7 @@ TEST(AdaptApi, AnOlderStructDoesNotAdapt) {
 
 TEST(AdaptApi, RefusesWhatAdaptationDoesNotSupportNamingTheField) {
   auto refused = [](pf_trainer_options o, const char* part) {
-    pf_model* model = MakeWideMlp();
+    pf_model* model = pftest::MakeDeepMlp(256);
     pf_trainer* trainer = nullptr;
     EXPECT_PF_ERROR(pf_trainer_create(model, &o, &trainer), PF_INVALID_ARGUMENT, part);
     EXPECT_EQ(trainer, nullptr);

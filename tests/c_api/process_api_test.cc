@@ -146,6 +146,41 @@ TEST_F(ProcessApi, OneProcessPerRankMatchesTheSequentialTrainerBitwise) {
   pf_trainer_destroy(ref_loader);
 }
 
+// Fail-slow adaptation with one process per rank: rank 1 emulated 4x slow, every process moves
+// the same layers off it at the same step (parameters and optimizer state over the launch), and
+// every step stays bitwise equal to the sequential trainer.
+TEST_F(ProcessApi, AdaptationMovesLayersBetweenProcessesBitwise) {
+  const int size = LaunchSize();
+  pf_model* model = MakeDeepMlp(256);
+  pf_trainer* reference = Create(model, Options(4));
+  pf_model_destroy(model);
+  const std::vector<pf_step_result> expected = Train(reference, 8);
+  const std::string expected_checksum = Checksum(reference);
+  pf_trainer_destroy(reference);
+
+  pf_trainer_options options = Options(4);
+  options.schedule = "1f1b";
+  options.ranks = size;
+  options.adapt = 1;
+  options.slow_rank = 1;
+  options.slow_factor = 4;
+  model = MakeDeepMlp(256);
+  pf_trainer* t = Create(model, options);
+  pf_model_destroy(model);
+  ASSERT_NE(t, nullptr);
+  const std::vector<pf_step_result> got = Train(t, 8);
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].loss, expected[i].loss) << "step " << i;
+    EXPECT_EQ(got[i].grad_norm, expected[i].grad_norm) << "step " << i;
+  }
+  const char* moves = nullptr;
+  ASSERT_PF_OK(pf_trainer_adaptations_json(t, &moves));
+  ASSERT_NE(moves, nullptr);
+  EXPECT_NE(std::string(moves).find("\"to\""), std::string::npos) << "no re-partition: " << moves;
+  EXPECT_EQ(Checksum(t), expected_checksum);  // collective
+  pf_trainer_destroy(t);
+}
+
 // Each process reads and writes the parameters of its own stages; another process's are refused,
 // naming the parameter and the rank that holds them. Writing every parameter in its own process
 // gives the parameters the sequential trainer has after the same writes.

@@ -75,11 +75,12 @@ inline pf_model* MakeMlp() {
   return model;
 }
 
-// An MLP with three hidden layers of 16 (7 top-level layers): enough to split over 2 or 4 ranks.
-inline pf_model* MakeDeepMlp() {
+// An MLP with three hidden layers of `width` (7 top-level layers): enough to split over 2 or 4
+// ranks; width 256 makes its layers' times more than noise (adaptation tests).
+inline pf_model* MakeDeepMlp(int64_t width = 16) {
   pf_mlp_config config;
   pf_mlp_config_init(&config);
-  const int64_t hidden[] = {16, 16, 16};
+  const int64_t hidden[] = {width, width, width};
   config.input_dim = kFeatures;
   config.hidden = hidden;
   config.num_hidden = 3;
