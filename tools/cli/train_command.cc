@@ -225,12 +225,12 @@ nlohmann::json process_memory(comm::World* world) {
 }
 
 // The AdaptiveTrainer of --adapt over pipeline options `p`: the profile from --profile or measured
-// now at the run's micro-batch rows.
+// now at the run's micro-batch rows (under mpirun by every process, each telling it only if `leader`).
 std::unique_ptr<plan::AdaptiveTrainer> adaptive_trainer(const TrainArgs& a, const exec::PipelineOptions& p,
-                                                        std::shared_ptr<Model> model) {
+                                                        std::shared_ptr<Model> model, bool leader) {
   const int64_t rows = a.batch_size / a.micro_batches;
   nlohmann::json description;
-  const plan::ModelProfile profile = model_profile(a, a.profile, {rows}, 3, a.quiet || a.json, &description);
+  const plan::ModelProfile profile = model_profile(a, a.profile, {rows}, 3, a.quiet || a.json || !leader, &description);
   plan::FailSlowOptions fail_slow;
   fail_slow.threshold = a.adapt_threshold;
   fail_slow.patience = a.adapt_patience;
@@ -324,7 +324,7 @@ int run_train(const TrainArgs& a) {
       if (a.partition == "balanced") p.layers_per_stage = balanced_partition(a, p, *setup.model, *setup.data);
       p.validate();
       if (a.adapt) {
-        auto adapting = adaptive_trainer(a, p, setup.model);
+        auto adapting = adaptive_trainer(a, p, setup.model, leader);
         adaptive = adapting.get();
         trainer = std::move(adapting);
       } else {
