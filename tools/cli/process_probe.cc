@@ -90,12 +90,13 @@ std::string find_on_path(const std::string& name) {
   return "";
 }
 
-std::string last_line(const std::string& file) {
+// The first line of `file` with words on it (mpirun's own messages come between rules of dashes).
+std::string first_line(const std::string& file) {
   std::ifstream in(file);
-  std::string line, last;
+  std::string line;
   while (std::getline(in, line))
-    if (!line.empty() && line.find_first_not_of("- ") != std::string::npos) last = line;
-  return last;
+    if (line.find_first_not_of("- ") != std::string::npos) return line;
+  return "";
 }
 
 }  // namespace
@@ -182,7 +183,7 @@ std::string run_two_processes(const std::string& arguments) {
   const int rc = std::system(command.c_str());
   std::string why;
   if (rc != 0) {
-    const std::string line = last_line(err);
+    const std::string line = first_line(err);
     why = "mpirun -np 2 failed" + (line.empty() ? std::string() : ": " + line);
   }
   std::remove(err.c_str());
