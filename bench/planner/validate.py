@@ -63,9 +63,10 @@ def main():
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_btl_tcp_if_include="lo", OMPI_MCA_oob_tcp_if_include="lo")
     with tempfile.TemporaryDirectory() as tmp:
+        # The plan's --measure launches mpirun -np 2 to time what processes pay: the same environment.
         plan = json.loads(run([args.pipeforge, "plan", *model_args, "--batch-size", str(args.batch_size),
                                "--measure", "--json", "--quiet", "--top", "100000",
-                               "--out", "", "--svg", ""]))
+                               "--out", "", "--svg", ""], env))
         ranked = plan["candidates"]
         # The top 3, then an even spread over the rest of the ranking (other schedules first).
         chosen = ranked[:3]
@@ -97,7 +98,8 @@ def main():
         top3 = rows[:3]
         out = {
             "model": model_args, "batch_size": args.batch_size, "cluster": plan["cluster"],
-            "candidates_ranked": len(ranked), "measured": rows,
+            "candidates_ranked": len(ranked), "process_links": plan.get("process_links"),
+            "calibration_seconds": plan.get("calibration_seconds"), "measured": rows,
             "max_prediction_error": max(errors),
             "mean_prediction_error": statistics.mean(errors),
             "top3_max_prediction_error": max(abs(x["predicted_over_measured"] - 1) for x in top3),

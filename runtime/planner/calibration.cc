@@ -1,10 +1,14 @@
 #include "runtime/planner/calibration.h"
 
 #include <algorithm>
+#include <memory>
+#include <cmath>
+#include <string>
 #include <vector>
 
 #include "runtime/core/error.h"
 #include "runtime/execution/pipeline_trainer.h"
+#include "runtime/planner/overhead_fit.h"
 #include "runtime/train/sequential_trainer.h"
 
 namespace pf::plan {
@@ -34,87 +38,114 @@ Calibration calibrate(const PlanRequest& request, std::shared_ptr<Model> model, 
   TrainerOptions base;
   base.micro_batches = kMicroBatches;
   base.optimizer = optimizer;
-  {
-    Candidate c;
-    c.micro_batches = kMicroBatches;
-    const Prediction predicted = predict(raw, c);
-    SequentialTrainer trainer(model, base);
-    std::vector<double> seconds;
-    for (int s = 0; s <= steps; ++s) {
-      const double t = trainer.step(step_batch).seconds;
-      if (s > 0) seconds.push_back(t);
-    }
-    k.sequential_step_overhead_s = std::max(0.0, median(seconds) - predicted.step_seconds);
-  }
-  if (request.cluster.devices() < 2 || raw.profile.num_layers() < 2) return k;
+  const bool pipelined = request.cluster.devices() >= 2 && raw.profile.num_layers() >= 2;
 
-  // 1F1B on 2 ranks with 2 and with 4 micro-batches: the difference in makespan between them
-  // comes from their difference in actions, which separates the per-action hand-off from the
-  // per-step overhead.
+  // Pipelined runs on 2 ranks: 1F1B, whose every hand-off crosses ranks, and ZB-V, whose middle
+  // hand-off stays on its rank, each with 2 and with 4 micro-batches. Their makespans differ in
+  // the number of actions and of cross-rank dependencies on the critical path, which separates
+  // the per-action overhead from the per-transfer one and from the per-step one (overhead_fit.h).
   struct Run {
     Candidate candidate;
+    std::unique_ptr<exec::PipelineTrainer> trainer;
+    std::vector<double> step_s, makespan_s, busy_s;
     double makespan = 0, busy = 0, step = 0, profiled_busy = 0;
   };
-  auto run = [&](int micro_batches) {
+  std::vector<Run> runs;
+  auto add_run = [&](const std::string& schedule, int micro_batches) {
     Run out;
-    out.candidate.schedule = "1f1b";
+    out.candidate.schedule = schedule;
     out.candidate.ranks = 2;
     out.candidate.micro_batches = micro_batches;
-    const Prediction predicted = predict(raw, out.candidate);
-    out.candidate.layers_per_stage = predicted.candidate.layers_per_stage;
+    out.candidate.layers_per_stage = predict(raw, out.candidate).candidate.layers_per_stage;
     exec::PipelineOptions options;
     options.base = base;
     options.base.micro_batches = micro_batches;
-    options.schedule = "1f1b";
+    options.schedule = schedule;
     options.ranks = 2;
     options.layers_per_stage = out.candidate.layers_per_stage;
-    exec::PipelineTrainer trainer(model, options);
-    std::vector<double> step_s, makespan_s, busy_s;
-    for (int s = 0; s <= steps; ++s) {
-      const double t = trainer.step(step_batch).seconds;
-      if (s == 0) continue;
-      const exec::PipelineStats& stats = trainer.last_stats();
-      step_s.push_back(t);
-      makespan_s.push_back(stats.makespan_us * 1e-6);
-      double busy = 0;
-      for (const exec::RankStats& r : stats.ranks) busy += r.busy_us * 1e-6;
-      busy_s.push_back(busy);
-    }
-    out.makespan = median(makespan_s);
-    out.busy = median(busy_s);
-    out.step = median(step_s);
+    out.trainer = std::make_unique<exec::PipelineTrainer>(model, options);
     // Every stage runs F, B and W once per micro-batch: the profiled busy time of the whole step.
     const MicroBatchCosts costs = raw.profile.at_rows(step_batch.rows() / micro_batches);
     for (const LayerCosts& l : costs.layers) out.profiled_busy += l.forward_s + l.backward_input_s + l.backward_weight_s;
     out.profiled_busy *= micro_batches;
-    return out;
+    runs.push_back(std::move(out));
   };
-  const Run few = run(kMicroBatches / 2), many = run(kMicroBatches);
-  if (few.profiled_busy + many.profiled_busy > 0)
-    k.compute_scale = std::clamp((few.busy + many.busy) / (few.profiled_busy + many.profiled_busy), 0.1, 100.0);
-  PlanRequest scaled = raw;
-  auto simulated = [&](const Run& r, double overhead) {
-    scaled.profile.calibration = k;
-    scaled.profile.calibration.action_overhead_s = overhead;
-    return predict(scaled, r.candidate).pipeline_seconds;
-  };
-  // The overhead per action that makes the simulated difference the measured one (the difference
-  // grows with it: the longer run has more actions on its critical path), by bisection.
-  const double measured_gap = many.makespan - few.makespan;
-  double lo = 0, hi = std::max(0.0, many.makespan);
-  if (simulated(many, 0) - simulated(few, 0) < measured_gap) {
-    for (int i = 0; i < 40; ++i) {
-      const double mid = (lo + hi) / 2;
-      (simulated(many, mid) - simulated(few, mid) < measured_gap ? lo : hi) = mid;
+  if (pipelined) {
+    add_run("1f1b", kMicroBatches / 2);
+    add_run("1f1b", kMicroBatches);
+    if (raw.profile.num_layers() >= 4) {  // ZB-V has 4 stages on 2 ranks
+      add_run("zb-v", kMicroBatches / 2);
+      add_run("zb-v", kMicroBatches);
     }
   }
-  k.action_overhead_s = lo;
-  // What is left of the makespan, and the step beyond the makespan and the update: per step.
+  // The trainers share the model's parameters (the values do not matter here) and step in turn,
+  // one step each per round, so that a neighbour's burst of load hits every run alike; the first
+  // round is a warm-up. The medians of the rounds count.
+  Candidate sequential;
+  sequential.micro_batches = kMicroBatches;
+  const Prediction sequential_predicted = predict(raw, sequential);
+  SequentialTrainer sequential_trainer(model, base);
+  std::vector<double> sequential_s;
+  for (int s = 0; s <= steps; ++s) {
+    const double t = sequential_trainer.step(step_batch).seconds;
+    if (s > 0) sequential_s.push_back(t);
+    for (Run& r : runs) {
+      const double step = r.trainer->step(step_batch).seconds;
+      if (s == 0) continue;
+      const exec::PipelineStats& stats = r.trainer->last_stats();
+      r.step_s.push_back(step);
+      r.makespan_s.push_back(stats.makespan_us * 1e-6);
+      double busy = 0;
+      for (const exec::RankStats& rank : stats.ranks) busy += rank.busy_us * 1e-6;
+      r.busy_s.push_back(busy);
+    }
+  }
+  // A scale rather than a constant: on a shared machine what the sequential trainer's step adds
+  // to its profile is mostly the load of the moment, which scales its passes.
+  if (sequential_predicted.step_seconds > 0)
+    k.sequential_compute_scale = std::clamp(median(sequential_s) / sequential_predicted.step_seconds, 0.1, 100.0);
+  if (runs.empty()) return k;
+  for (Run& r : runs) {
+    r.makespan = median(r.makespan_s);
+    r.busy = median(r.busy_s);
+    r.step = median(r.step_s);
+    r.trainer.reset();
+  }
+  double busy = 0, profiled = 0;
+  for (const Run& r : runs) {
+    busy += r.busy;
+    profiled += r.profiled_busy;
+  }
+  if (profiled > 0) k.compute_scale = std::clamp(busy / profiled, 0.1, 100.0);
+  PlanRequest scaled = raw;
   scaled.profile.calibration = k;
-  const Prediction with = predict(scaled, many.candidate);
-  k.step_overhead_s = std::max(0.0, many.makespan - with.pipeline_seconds) +
-                      std::max(0.0, many.step - many.makespan - with.update_seconds);
+  std::vector<double> measured;
+  for (const Run& r : runs) measured.push_back(r.makespan);
+  const OverheadFit fit = fit_overheads(measured, [&](int i, double per_action, double per_transfer) {
+    scaled.profile.calibration.action_overhead_s = per_action;
+    scaled.profile.calibration.transfer_overhead_s = per_transfer;
+    return predict(scaled, runs[static_cast<size_t>(i)].candidate).pipeline_seconds;
+  });
+  k.action_overhead_s = fit.per_action_s;
+  k.transfer_overhead_s = fit.per_transfer_s;
+  // The per-step constant of the fit, and the step beyond the makespan and the update (median).
+  scaled.profile.calibration = k;
+  std::vector<double> beyond;
+  for (const Run& r : runs) beyond.push_back(std::max(0.0, r.step - r.makespan - predict(scaled, r.candidate).update_seconds));
+  k.step_overhead_s = fit.per_step_s + median(beyond);
   return k;
+}
+
+double fit_process_compute_scale(const PlanRequest& request, const Candidate& candidate, double measured_step_s) {
+  PF_CHECK_ARG(candidate.data_parallel > 1, "fit_process_compute_scale: a data-parallel candidate (D > 1) is needed");
+  PlanRequest r = request;
+  double lo = 0.1, hi = 100;
+  for (int i = 0; i < 60; ++i) {
+    const double mid = std::sqrt(lo * hi);  // the scale is a ratio: bisect its logarithm
+    r.profile.calibration.process_compute_scale = mid;
+    (predict(r, candidate).step_seconds < measured_step_s ? lo : hi) = mid;
+  }
+  return std::sqrt(lo * hi);
 }
 
 }  // namespace pf::plan

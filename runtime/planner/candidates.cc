@@ -123,9 +123,10 @@ Prediction predict(const PlanRequest& request, const Candidate& c) {
     PF_CHECK_ARG(c.activation_policy == "none", "the sequential trainer has no activation policy");
     const StageCosts all = stage_costs(costs, 0, L);
     p.candidate.layers_per_stage = {L};
-    p.pipeline_seconds = m * all.seconds();
-    p.update_seconds = static_cast<double>(all.parameters) * upd;
-    p.pipeline_seconds += request.profile.calibration.sequential_step_overhead_s;
+    const Calibration& calibration = request.profile.calibration;
+    p.pipeline_seconds = m * all.seconds() * calibration.sequential_compute_scale;
+    p.update_seconds = static_cast<double>(all.parameters) * upd * calibration.sequential_compute_scale;
+    p.pipeline_seconds += calibration.sequential_step_overhead_s;
     p.activation_bytes = {all.activation_bytes};
     p.memory_bytes = {static_cast<double>(all.parameters) * bpp + all.activation_bytes};
   } else {
@@ -172,26 +173,33 @@ Prediction predict(const PlanRequest& request, const Candidate& c) {
     p.candidate.layers_per_stage = counts;
 
     const Calibration& calibration = request.profile.calibration;
+    // D > 1 trains one process per rank: the layer times there, when the calibration measured them.
+    const double compute_scale = D > 1 && calibration.process_compute_scale > 0 ? calibration.process_compute_scale
+                                                                               : calibration.compute_scale;
     std::vector<StageCosts> stage(static_cast<size_t>(S));
     sched::CostModel cm;
     for (int s = 0; s < S; ++s) {
       const int j = schedule.model_stage(s);
       stage[static_cast<size_t>(s)] = stage_costs(costs, begin[static_cast<size_t>(j)], begin[static_cast<size_t>(j) + 1]);
       const StageCosts& sc = stage[static_cast<size_t>(s)];
-      cm.t_f.push_back(sc.forward_s * calibration.compute_scale + calibration.action_overhead_s);
-      cm.t_b.push_back(sc.backward_input_s * calibration.compute_scale + calibration.action_overhead_s);
-      cm.t_w.push_back(sc.backward_weight_s * calibration.compute_scale + calibration.action_overhead_s);
+      cm.t_f.push_back(sc.forward_s * compute_scale + calibration.action_overhead_s);
+      cm.t_b.push_back(sc.backward_input_s * compute_scale + calibration.action_overhead_s);
+      cm.t_w.push_back(sc.backward_weight_s * compute_scale + calibration.action_overhead_s);
       cm.m_b.push_back(sc.activation_bytes);
       cm.m_w.push_back(sc.weight_pending_bytes);
       cm.m_in.push_back(j == 0 ? 0.0 : sc.input_bytes);
     }
-    // One latency for every cross-rank activation or gradient: the slowest boundary's.
+    // One latency for every cross-rank activation or gradient: the slowest boundary's, plus the
+    // runtime's calibrated hand-off. A hand-off between two stages of one rank costs neither.
+    // D > 1 trains one process per rank: their links are the processes' ones.
+    const bool processes = D > 1;
     for (int s = 0; s < S; ++s) {
       if (schedule.last_in_pipeline(s)) continue;
       const int a = schedule.placement.rank_of(s), b = schedule.placement.rank_of(s + 1);
       if (a == b) continue;
-      const Link& link = request.cluster.link(device_of(0, a, P), device_of(0, b, P));
-      cm.t_comm = std::max(cm.t_comm, link.transfer_seconds(stage[static_cast<size_t>(s) + 1].input_bytes));
+      const Link& link = request.cluster.link(device_of(0, a, P), device_of(0, b, P), processes);
+      cm.t_comm = std::max(cm.t_comm, link.transfer_seconds(stage[static_cast<size_t>(s) + 1].input_bytes) +
+                                          calibration.transfer_overhead_s);
     }
     const Link& host = request.cluster.intra_node;  // offload copies: the host link
     cm.transfer_bandwidth = host.bandwidth_bytes_per_s;
@@ -205,7 +213,7 @@ Prediction predict(const PlanRequest& request, const Candidate& c) {
       schedule = sched::add_gradient_allreduce(schedule);
       for (int s = 0; s < S; ++s) {
         const int rank = schedule.placement.rank_of(s);
-        const Link& link = request.cluster.link(device_of(0, rank, P), device_of(D - 1, rank, P));
+        const Link& link = request.cluster.allreduce_link(device_of(0, rank, P), device_of(D - 1, rank, P), true);
         cm.t_allreduce_stage.push_back(sched::ring_allreduce_time(4.0 * stage[static_cast<size_t>(s)].parameters, D,
                                                                   link.bandwidth_bytes_per_s, link.latency_s));
       }

@@ -101,8 +101,14 @@ double measure_handoff_latency() {
 
 }  // namespace
 
-const Link& Cluster::link(int device_a, int device_b) const {
-  return device_a / devices_per_node == device_b / devices_per_node ? intra_node : inter_node;
+const Link& Cluster::link(int device_a, int device_b, bool processes) const {
+  if (device_a / devices_per_node != device_b / devices_per_node) return inter_node;
+  return processes && has_process_links ? process_p2p : intra_node;
+}
+
+const Link& Cluster::allreduce_link(int device_a, int device_b, bool processes) const {
+  if (device_a / devices_per_node != device_b / devices_per_node) return inter_node;
+  return processes && has_process_links ? process_allreduce : intra_node;
 }
 
 namespace {
@@ -124,6 +130,13 @@ Cluster cluster_from_json_fields(const nlohmann::json& value) {
   c.inter_node = root.has("inter_node") ? link_from_json(root, "inter_node") : c.intra_node;
   PF_CHECK_ARG(c.nodes == 1 || root.has("inter_node"), root.path_of("inter_node"), ": missing (", c.nodes,
                " nodes need the link between them)");
+  if (root.has("processes")) {
+    JsonObject processes(root.get("processes"), root.path_of("processes"));
+    c.process_p2p = link_from_json(processes, "p2p");
+    c.process_allreduce = link_from_json(processes, "allreduce");
+    processes.reject_unknown();
+    c.has_process_links = true;
+  }
   root.reject_unknown();
   return c;
 }
@@ -135,11 +148,15 @@ Cluster cluster_from_json(const nlohmann::json& value, const std::string& where)
 }
 
 nlohmann::json cluster_to_json(const Cluster& c) {
-  return {{"nodes", c.nodes},
-          {"devices_per_node", c.devices_per_node},
-          {"device", {{"kind", c.device_kind}, {"memory_gib", static_cast<double>(c.device_memory_bytes) / kGiB}}},
-          {"intra_node", link_to_json(c.intra_node)},
-          {"inter_node", link_to_json(c.inter_node)}};
+  nlohmann::json out = {
+      {"nodes", c.nodes},
+      {"devices_per_node", c.devices_per_node},
+      {"device", {{"kind", c.device_kind}, {"memory_gib", static_cast<double>(c.device_memory_bytes) / kGiB}}},
+      {"intra_node", link_to_json(c.intra_node)},
+      {"inter_node", link_to_json(c.inter_node)}};
+  if (c.has_process_links)
+    out["processes"] = {{"p2p", link_to_json(c.process_p2p)}, {"allreduce", link_to_json(c.process_allreduce)}};
+  return out;
 }
 
 Cluster measure_this_machine(int devices) {

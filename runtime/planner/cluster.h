@@ -3,9 +3,17 @@
 //   {"nodes": 1, "devices_per_node": 2,
 //    "device": {"kind": "cpu", "memory_gib": 8},
 //    "intra_node": {"bandwidth_gb_per_s": 10, "latency_us": 5},
-//    "inter_node": {"bandwidth_gb_per_s": 1.25, "latency_us": 50}}
+//    "inter_node": {"bandwidth_gb_per_s": 1.25, "latency_us": 50},
+//    "processes": {"p2p": {"bandwidth_gb_per_s": 3, "latency_us": 2},
+//                  "allreduce": {"bandwidth_gb_per_s": 1.5, "latency_us": 30}}}
 // (GB = 1e9 bytes, GiB = 2^30) strictly: an unknown field or a bad value is an error naming its
-// JSON path. measure_this_machine() fills one for the machine it runs on.
+// JSON path. measure_this_machine() fills one for the machine it runs on (threads only; `pipeforge
+// plan --measure` adds the processes' links from an mpirun probe).
+//
+// "processes" (optional) is what one process per rank pays inside a node: D > 1 trains under
+// mpirun, and then a pipeline hand-off is an MPI message and the gradient all-reduce an
+// MPI_Allreduce, not a hand-over between threads. Without it, processes are taken to pay
+// intra_node.
 #pragma once
 
 #include <cstdint>
@@ -29,10 +37,18 @@ struct Cluster {
   int64_t device_memory_bytes = int64_t{8} << 30;
   Link intra_node;
   Link inter_node;
+  bool has_process_links = false;
+  Link process_p2p;        // a SEND/RECV between two processes of one node
+  // A 2-process all-reduce of B bytes takes B / bandwidth + 2 latency (the terms of
+  // sched::ring_allreduce_time, which extrapolates it to D replicas).
+  Link process_allreduce;
 
   int devices() const { return nodes * devices_per_node; }
-  // The link between two devices numbered 0 .. devices() - 1, node by node.
-  const Link& link(int device_a, int device_b) const;
+  // The link between two devices numbered 0 .. devices() - 1, node by node; `processes`: between
+  // two processes (one per rank), which inside a node is process_p2p when known.
+  const Link& link(int device_a, int device_b, bool processes = false) const;
+  // The link a gradient all-reduce between the two devices runs at.
+  const Link& allreduce_link(int device_a, int device_b, bool processes) const;
 };
 
 // Throws kInvalidArgument naming `where` and the JSON path.

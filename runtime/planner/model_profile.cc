@@ -202,7 +202,10 @@ nlohmann::json profile_to_json(const ModelProfile& profile) {
     calibration = {{"sequential_step_overhead_s", c.sequential_step_overhead_s},
                    {"compute_scale", c.compute_scale},
                    {"action_overhead_s", c.action_overhead_s},
+                   {"transfer_overhead_s", c.transfer_overhead_s},
                    {"step_overhead_s", c.step_overhead_s}};
+    if (c.process_compute_scale > 0) calibration["process_compute_scale"] = c.process_compute_scale;
+    calibration["sequential_compute_scale"] = c.sequential_compute_scale;
   }
   return {{"format", "pipeforge.profile/1"},
           {"model", profile.model},
@@ -254,7 +257,19 @@ ModelProfile profile_from_json_fields(const nlohmann::json& value) {
       PF_CHECK_ARG(k.compute_scale >= 0.1 && k.compute_scale <= 100, c.path_of("compute_scale"), ": ", k.compute_scale,
                    " is not in [0.1, 100]");
       k.action_overhead_s = get_seconds(c, "action_overhead_s");
+      // Profiles saved before the per-transfer overhead was fitted apart have none.
+      if (c.has("transfer_overhead_s")) k.transfer_overhead_s = get_seconds(c, "transfer_overhead_s");
       k.step_overhead_s = get_seconds(c, "step_overhead_s");
+      if (c.has("sequential_compute_scale")) {
+        k.sequential_compute_scale = get_seconds(c, "sequential_compute_scale");
+        PF_CHECK_ARG(k.sequential_compute_scale >= 0.1 && k.sequential_compute_scale <= 100,
+                     c.path_of("sequential_compute_scale"), ": ", k.sequential_compute_scale, " is not in [0.1, 100]");
+      }
+      if (c.has("process_compute_scale")) {
+        k.process_compute_scale = get_seconds(c, "process_compute_scale");
+        PF_CHECK_ARG(k.process_compute_scale >= 0.1 && k.process_compute_scale <= 100, c.path_of("process_compute_scale"),
+                     ": ", k.process_compute_scale, " is not in [0.1, 100]");
+      }
     }
     c.reject_unknown();
   }

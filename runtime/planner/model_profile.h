@@ -45,9 +45,17 @@ struct MicroBatchCosts {
 struct Calibration {
   bool measured = false;
   double sequential_step_overhead_s = 0;  // the sequential trainer: per step, beyond its passes and update
+  // The sequential trainer: its passes' and update's scale (measured step / profiled), measured in
+  // the same rounds as the pipelined runs, so that a machine busier (or quieter) during the
+  // calibration than during the profile shifts both alike. 1: not measured.
+  double sequential_compute_scale = 1;
   double compute_scale = 1;               // pipelined: layer times with ranks computing side by side
   double action_overhead_s = 0;           // pipelined: per F, B and W (a fused BW pays it twice)
+  double transfer_overhead_s = 0;         // pipelined: per cross-rank activation or gradient, beyond the link
   double step_overhead_s = 0;             // pipelined: per step, beyond the makespan and the update
+  // One process per rank (D > 1 under mpirun): the layer times' scale there, fitted from a measured
+  // data-parallel step; 0: not measured (compute_scale applies).
+  double process_compute_scale = 0;
 };
 
 struct ModelProfile {

@@ -11,9 +11,11 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/core/error.h"
+#include "runtime/planner/calibration.h"
 #include "runtime/planner/candidates.h"
 #include "runtime/planner/cluster.h"
 #include "runtime/planner/model_profile.h"
+#include "runtime/planner/overhead_fit.h"
 #include "runtime/planner/plan_report.h"
 #include "runtime/planner/stage_partition.h"
 #include "runtime/schedules/simulator.h"
@@ -353,6 +355,159 @@ TEST(ModelProfile, RoundTripsAndNamesTheFieldAtFault) {
   j = profile_to_json(p);
   j["format"] = "something/2";
   EXPECT_THROW(profile_from_json(j, "p.json"), Error);
+}
+
+TEST(NonnegativeLeastSquares, SolvesExactSystemsAndClampsAtZero) {
+  // y = 2 x0 + 3 x1 exactly.
+  const std::vector<std::vector<double>> a = {{1, 0}, {0, 1}, {1, 1}, {2, 1}};
+  std::vector<double> x = nonnegative_least_squares(a, {2, 3, 5, 7});
+  EXPECT_NEAR(x[0], 2, 1e-9);
+  EXPECT_NEAR(x[1], 3, 1e-9);
+  // The unconstrained optimum has x1 < 0: the constrained one sets it to 0 and refits x0.
+  x = nonnegative_least_squares(a, {2, -1, 1, 3});
+  EXPECT_EQ(x[1], 0);
+  EXPECT_NEAR(x[0], (2 * 1 + 1 * 1 + 2 * 3) / 6.0, 1e-9);  // sum a0 y / sum a0^2 over the rows
+  EXPECT_THROW(nonnegative_least_squares({}, {}), Error);
+}
+
+// A makespan model the fit does not see inside: each run has its own number of actions and of
+// cross-rank transfers on the critical path, and (run 3) the path switches once the transfers
+// get dear: max of two linear pieces, as in the simulator.
+double synthetic_makespan(int run, double a, double c) {
+  const double base[] = {10e-3, 18e-3, 12e-3, 20e-3};
+  const double actions[] = {12, 24, 24, 48};
+  const double transfers[] = {6, 10, 4, 6};
+  const double t = base[run] + a * actions[run] + c * transfers[run];
+  return run == 3 ? std::max(t, 15e-3 + a * 40 + c * 12) : t;
+}
+
+TEST(FitOverheads, RecoversKnownOverheadsFromSyntheticRuns) {
+  const double a = 0.1e-3, c = 0.4e-3, s = 1e-3;
+  std::vector<double> measured;
+  for (int i = 0; i < 4; ++i) measured.push_back(synthetic_makespan(i, a, c) + s);
+  const OverheadFit fit = fit_overheads(measured, synthetic_makespan);
+  EXPECT_NEAR(fit.per_action_s, a, 1e-7);
+  EXPECT_NEAR(fit.per_transfer_s, c, 1e-7);
+  EXPECT_NEAR(fit.per_step_s, s, 1e-7);
+  EXPECT_LT(fit.rms_residual_s, 1e-8);
+
+  // Noise of 0.2 ms on each run: the fit stays near, every term >= 0, and it beats the one
+  // difference of two runs (the bisection this fit replaced) on the same numbers.
+  const double noise[] = {0.2e-3, -0.2e-3, -0.2e-3, 0.2e-3};
+  for (int i = 0; i < 4; ++i) measured[static_cast<size_t>(i)] += noise[i];
+  const OverheadFit noisy = fit_overheads(measured, synthetic_makespan);
+  EXPECT_GE(noisy.per_action_s, 0);
+  EXPECT_GE(noisy.per_transfer_s, 0);
+  EXPECT_NEAR(noisy.per_action_s, a, 0.05e-3);
+  EXPECT_NEAR(noisy.per_transfer_s, c, 0.2e-3);
+
+  // Measured faster than the simulation with no overheads: nothing negative comes out.
+  std::vector<double> fast;
+  for (int i = 0; i < 4; ++i) fast.push_back(0.5 * synthetic_makespan(i, 0, 0));
+  const OverheadFit none = fit_overheads(fast, synthetic_makespan);
+  EXPECT_EQ(none.per_action_s, 0);
+  EXPECT_EQ(none.per_transfer_s, 0);
+  EXPECT_EQ(none.per_step_s, 0);
+}
+
+TEST(Predict, TransferOverheadCostsCrossRankHandOffsOnly) {
+  const MicroBatchCosts costs = layers_with({1, 1, 1, 1});
+  PlanRequest r = request_for(costs, 2, 4);
+  Candidate one_f_one_b;
+  one_f_one_b.schedule = "1f1b";
+  one_f_one_b.ranks = 2;
+  one_f_one_b.micro_batches = 1;
+  one_f_one_b.layers_per_stage = {2, 2};
+  Candidate v = one_f_one_b;
+  v.schedule = "zb-v";
+  v.layers_per_stage = {1, 1, 1, 1};
+  const double plain_1f1b = predict(r, one_f_one_b).pipeline_seconds, plain_v = predict(r, v).pipeline_seconds;
+  r.profile.calibration.measured = true;
+  r.profile.calibration.transfer_overhead_s = 0.5;
+  // 1F1B, one micro-batch: F0 -> F1 and B1 -> B0 cross: 2 transfers on the path.
+  EXPECT_NEAR(predict(r, one_f_one_b).pipeline_seconds - plain_1f1b, 2 * 0.5, 1e-9);
+  // ZB-V: stages 0, 3 on rank 0 and 1, 2 on rank 1: F0->F1 and F2->F3 cross, F1->F2 does not, and
+  // so for the gradients: 4 on the path, not 6.
+  EXPECT_NEAR(predict(r, v).pipeline_seconds - plain_v, 4 * 0.5, 1e-9);
+}
+
+TEST(Predict, ProcessCandidatesUseTheProcessesLinksAndScale) {
+  const MicroBatchCosts costs = layers_with({1, 1}, 1000);
+  PlanRequest r = request_for(costs, 2, 8);
+  r.cluster.intra_node.latency_s = 0;
+  r.cluster.intra_node.bandwidth_bytes_per_s = 1e300;
+  Candidate c;
+  c.schedule = "1f1b";
+  c.data_parallel = 2;
+  c.micro_batches = 2;
+  const double threads = predict(r, c).pipeline_seconds;  // 2 x 4 s of compute, a free all-reduce
+  EXPECT_NEAR(threads, 8, 1e-9);
+  r.cluster.has_process_links = true;
+  r.cluster.process_allreduce.latency_s = 0.25;
+  r.cluster.process_allreduce.bandwidth_bytes_per_s = 4000;  // 8000 bytes: 2 s + 2 x 0.25
+  EXPECT_NEAR(predict(r, c).pipeline_seconds, 8 + 2.5, 1e-9);
+  r.profile.calibration.measured = true;
+  r.profile.calibration.process_compute_scale = 1.5;
+  EXPECT_NEAR(predict(r, c).pipeline_seconds, 1.5 * 8 + 2.5, 1e-9);
+  // A candidate of threads (D = 1) keeps compute_scale and the threads' link.
+  Candidate t;
+  t.schedule = "1f1b";
+  t.ranks = 2;
+  t.micro_batches = 2;
+  r.profile.calibration.compute_scale = 1;
+  EXPECT_NEAR(predict(r, t).pipeline_seconds, predict(r, t).pipeline_seconds, 0);
+  PlanRequest no_processes = r;
+  no_processes.cluster.has_process_links = false;
+  EXPECT_DOUBLE_EQ(predict(r, t).pipeline_seconds, predict(no_processes, t).pipeline_seconds);
+  // The scale that makes the prediction a measured step.
+  r.profile.calibration.process_compute_scale = 0;
+  const double fitted = fit_process_compute_scale(r, c, 2.0 * 8 + 2.5 + r.profile.update_seconds_per_parameter * 2000);
+  EXPECT_NEAR(fitted, 2.0, 1e-6);
+  EXPECT_THROW(fit_process_compute_scale(r, t, 1.0), Error);
+}
+
+TEST(Cluster, ReadsTheProcessesLinks) {
+  nlohmann::json j = example_cluster();
+  EXPECT_FALSE(cluster_from_json(j, "c.json").has_process_links);
+  j["processes"] = {{"p2p", {{"bandwidth_gb_per_s", 3}, {"latency_us", 2}}},
+                    {"allreduce", {{"bandwidth_gb_per_s", 1.5}, {"latency_us", 30}}}};
+  const Cluster c = cluster_from_json(j, "c.json");
+  ASSERT_TRUE(c.has_process_links);
+  EXPECT_DOUBLE_EQ(c.process_p2p.bandwidth_bytes_per_s, 3e9);
+  EXPECT_DOUBLE_EQ(c.process_allreduce.latency_s, 30e-6);
+  EXPECT_EQ(&c.link(0, 3, true), &c.process_p2p);
+  EXPECT_EQ(&c.link(0, 3, false), &c.intra_node);
+  EXPECT_EQ(&c.link(3, 4, true), &c.inter_node);  // between nodes: the cluster's inter-node link
+  EXPECT_EQ(&c.allreduce_link(0, 3, true), &c.process_allreduce);
+  EXPECT_TRUE(cluster_from_json(cluster_to_json(c), "again").has_process_links);
+  j["processes"].erase("allreduce");
+  EXPECT_NE(error_of(j).find("processes.allreduce"), std::string::npos) << error_of(j);
+  j["processes"]["allreduce"] = {{"bandwidth_gb_per_s", 1}, {"latency_us", 1}};
+  j["processes"]["shm"] = true;
+  EXPECT_NE(error_of(j).find("processes.shm: unknown field"), std::string::npos) << error_of(j);
+}
+
+TEST(ModelProfile, RoundTripsTheCalibration) {
+  ModelProfile p = profile_of(layers_with({1, 2}), 1e-9);
+  p.calibration.measured = true;
+  p.calibration.compute_scale = 1.25;
+  p.calibration.action_overhead_s = 1e-4;
+  p.calibration.transfer_overhead_s = 2e-4;
+  p.calibration.sequential_compute_scale = 1.1;
+  p.calibration.process_compute_scale = 1.5;
+  const Calibration back = profile_from_json(profile_to_json(p), "p.json").calibration;
+  EXPECT_TRUE(back.measured);
+  EXPECT_DOUBLE_EQ(back.transfer_overhead_s, 2e-4);
+  EXPECT_DOUBLE_EQ(back.sequential_compute_scale, 1.1);
+  EXPECT_DOUBLE_EQ(back.process_compute_scale, 1.5);
+  // A profile saved before these fields reads with their defaults.
+  nlohmann::json j = profile_to_json(p);
+  for (const char* key : {"transfer_overhead_s", "sequential_compute_scale", "process_compute_scale"})
+    j["calibration"].erase(key);
+  const Calibration old = profile_from_json(j, "p.json").calibration;
+  EXPECT_EQ(old.transfer_overhead_s, 0);
+  EXPECT_EQ(old.sequential_compute_scale, 1);
+  EXPECT_EQ(old.process_compute_scale, 0);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "runtime/core/suggest.h"
 #include "tools/cli/compare_command.h"
 #include "tools/cli/plan_command.h"
+#include "tools/cli/process_probe.h"
 #include "tools/cli/schedule_command.h"
 #include "tools/cli/train_command.h"
 #include "tools/cli/train_config.h"
@@ -77,6 +78,8 @@ int run(int argc, char** argv) {
   CLI::App* compare = add_compare_command(app, compare_args);
   PlanArgs plan_args;
   CLI::App* plan = add_plan_command(app, plan_args);
+  ProcessProbeArgs probe_args;
+  CLI::App* probe = add_process_probe_command(app, probe_args);
 
   // A first word that is no subcommand: say so, with the closest one (CLI11 would only say that a
   // subcommand is required).
@@ -123,6 +126,7 @@ int run(int argc, char** argv) {
     if (simulate->parsed()) return run_simulate(simulate_args);
     if (compare->parsed()) return run_compare(compare_args);
     if (plan->parsed()) return run_plan(plan_args);
+    if (probe->parsed()) return run_process_probe(probe_args);
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::cerr << "pipeforge: error: " << e.what() << "\n";

@@ -1,8 +1,11 @@
 #include "tools/cli/plan_command.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +18,7 @@
 #include "runtime/planner/plan_report.h"
 #include "runtime/schedules/activation_policy.h"
 #include "tools/cli/cli.h"
+#include "tools/cli/process_probe.h"
 #include "tools/cli/train_config.h"
 #include "tools/cli/train_setup.h"
 
@@ -39,7 +43,7 @@ plan::Calibration calibration(const PlanArgs& a, const plan::PlanRequest& reques
   t.micro_batches = 1;
   t.batch_size = 4 * rows;
   note(a, "calibrating with " + std::to_string(a.calibration_steps) + " steps of " + std::to_string(4 * rows) +
-              " rows (the sequential trainer, then 1f1b on 2 ranks)");
+              " rows (the sequential trainer, then 1f1b and zb-v on 2 ranks)");
   Setup s = make_setup(t);
   return plan::calibrate(request, s.model, s.data->next(), optimizer_config(t), a.calibration_steps);
 }
@@ -109,7 +113,7 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& a) {
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   cmd->add_option("--calibration-steps", a.calibration_steps,
-                  "train the sequential trainer and 1f1b on 2 ranks this many steps to measure the runtime's "
+                  "train the sequential trainer, 1f1b and zb-v on 2 ranks this many steps to measure the runtime's "
                   "overheads (0: predict from the layer profile alone; a saved profile keeps its calibration)")
       ->check(CLI::Range(0, 1000))
       ->capture_default_str();
@@ -129,11 +133,16 @@ int run_plan(const PlanArgs& a) {
                                                     "machines it knows");
     cpu::set_blas_threads_for_this_thread(a.model.blas_threads);
     plan::PlanRequest request;
+    // How the processes' links were obtained (D > 1 trains one process per rank under mpirun).
+    std::string process_links;
     if (a.measure) {
       note(a, "measuring this machine");
       request.cluster = plan::measure_this_machine(a.devices);
     } else {
       request.cluster = plan::cluster_from_json(read_json_file(a.cluster, "--cluster"), a.cluster);
+      process_links = request.cluster.has_process_links
+                          ? "from " + a.cluster
+                          : "not given in " + a.cluster + ": candidates with D > 1 use intra_node";
     }
     request.batch_rows = a.batch_size;
     request.schedules = a.schedules;
@@ -145,8 +154,66 @@ int run_plan(const PlanArgs& a) {
     request.memory_limit_bytes = a.memory_limit_gib * 1024.0 * 1024.0 * 1024.0;
     nlohmann::json model;
     request.profile = model_profile(a.model, a.profile, plan::needed_micro_batch_rows(request), a.repeats, a.quiet, &model);
-    if (a.calibration_steps > 0 && !request.profile.calibration.measured)
+    if (a.measure) {
+      // The all-reduces the candidates run: the whole model's gradients (P = 1), half, a quarter.
+      const double bytes = 4.0 * static_cast<double>(request.profile.parameter_elements());
+      double probe_seconds = 0;
+      const std::string why = measure_process_links(&request.cluster, {bytes / 4, bytes / 2, bytes}, &probe_seconds);
+      char took[32];
+      std::snprintf(took, sizeof took, "%.1f", probe_seconds);
+      process_links = why.empty() ? std::string("measured by mpirun -np 2 in ") + took + " s"
+                                  : "not measured (" + why + "): candidates with D > 1 use the thread-measured link";
+      note(a, "processes' links " + process_links);
+    }
+    double calibration_seconds = 0;
+    if (a.calibration_steps > 0 && !request.profile.calibration.measured) {
+      const auto t0 = std::chrono::steady_clock::now();
       request.profile.calibration = calibration(a, request);
+      calibration_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      char took[32];
+      std::snprintf(took, sizeof took, "%.1f", calibration_seconds);
+      note(a, std::string("calibrated in ") + took + " s");
+    }
+    // Processes (D > 1): their layer times from one short data-parallel run under mpirun, on half
+    // the calibration's batch (2 replicas of one micro-batch), when the processes' links were measured.
+    if (calibration_seconds > 0 && request.cluster.has_process_links && request.cluster.devices() >= 2 &&
+        process_links.rfind("measured", 0) == 0) {
+      const auto t0 = std::chrono::steady_clock::now();
+      TrainArgs t = a.model;
+      const int64_t rows = a.batch_size % 4 == 0 ? a.batch_size / 4 : request.profile.sizes.front().rows;
+      t.batch_size = rows;  // per replica
+      t.micro_batches = 1;
+      t.data_parallel = 2;
+      t.schedule = "1f1b";
+      t.stages = 1;
+      t.steps = a.calibration_steps + 1;
+      plan::PlanRequest r = request;
+      r.batch_rows = 2 * rows;
+      r.memory_limit_bytes = 1e300;
+      plan::Candidate c;
+      c.schedule = "1f1b";
+      c.data_parallel = 2;
+      // Three runs, the median counts: a neighbour's burst can take a whole short run.
+      std::vector<double> runs(3, 0.0);
+      std::string why;
+      for (double& run : runs)
+        if (why.empty()) why = measure_process_step(t, &run);
+      double measured = 0;
+      if (why.empty()) {
+        std::sort(runs.begin(), runs.end());
+        measured = runs[1];
+        request.profile.calibration.process_compute_scale = plan::fit_process_compute_scale(r, c, measured);
+        const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        calibration_seconds += took;
+        char text[96];
+        std::snprintf(text, sizeof text, "processes: a D=2 step of %.1f ms, layer time scale %.2f (%.1f s)",
+                      measured * 1e3, request.profile.calibration.process_compute_scale, took);
+        note(a, text);
+      } else {
+        process_links += "; the processes' layer times not measured (" + why + ")";
+        note(a, "processes' layer times not measured: " + why);
+      }
+    }
     if (!a.save_profile.empty()) write_file(a.save_profile, plan::profile_to_json(request.profile).dump(2) + "\n", "--save-profile");
     const plan::Plan plan = plan::make_plan(request);
     const double limit = request.limit();
@@ -156,6 +223,8 @@ int run_plan(const PlanArgs& a) {
     if (!a.svg.empty()) write_file(a.svg, plan::plan_svg(plan, limit, title), "--svg");
     nlohmann::json out = plan::plan_to_json(plan, request, static_cast<size_t>(a.top));
     out["model"] = model;
+    out["process_links"] = process_links;
+    if (calibration_seconds > 0) out["calibration_seconds"] = calibration_seconds;
     if (!plan.ranked.empty()) {
       out["train_config"] = effective_train_config(train_args_for(a, plan.ranked[0]));
       if (!a.out.empty()) write_file(a.out, out.dump(2) + "\n", "--out");
@@ -164,6 +233,7 @@ int run_plan(const PlanArgs& a) {
       std::cout << out.dump() << std::endl;
     } else {
       std::cout << title << "; memory limit " << limit / (1024.0 * 1024.0) << " MiB per device\n";
+      std::cout << "processes' links (D > 1): " << process_links << "\n";
       std::cout << plan::ranked_table(plan, limit, static_cast<size_t>(a.top));
       if (!plan.ranked.empty() && !a.out.empty())
         std::cout << "plan: " << a.out << " (pipeforge train --plan " << a.out << ")\n";

@@ -1,0 +1,127 @@
+#include "runtime/planner/overhead_fit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "runtime/core/error.h"
+
+namespace pf::plan {
+namespace {
+
+// Solves the normal equations of the columns in `active` (Gaussian elimination with partial
+// pivoting); false when they are singular.
+bool solve_active(const std::vector<std::vector<double>>& a, const std::vector<double>& y,
+                  const std::vector<int>& active, std::vector<double>* x) {
+  const size_t k = active.size();
+  std::vector<std::vector<double>> m(k, std::vector<double>(k + 1, 0.0));
+  for (size_t r = 0; r < a.size(); ++r) {
+    for (size_t i = 0; i < k; ++i) {
+      const double ai = a[r][static_cast<size_t>(active[i])];
+      for (size_t j = 0; j < k; ++j) m[i][j] += ai * a[r][static_cast<size_t>(active[j])];
+      m[i][k] += ai * y[r];
+    }
+  }
+  double scale = 0;
+  for (size_t i = 0; i < k; ++i) scale = std::max(scale, std::fabs(m[i][i]));
+  for (size_t c = 0; c < k; ++c) {
+    size_t pivot = c;
+    for (size_t r = c + 1; r < k; ++r)
+      if (std::fabs(m[r][c]) > std::fabs(m[pivot][c])) pivot = r;
+    if (std::fabs(m[pivot][c]) <= 1e-12 * scale || m[pivot][c] == 0) return false;
+    std::swap(m[c], m[pivot]);
+    for (size_t r = 0; r < k; ++r) {
+      if (r == c) continue;
+      const double f = m[r][c] / m[c][c];
+      for (size_t j = c; j <= k; ++j) m[r][j] -= f * m[c][j];
+    }
+  }
+  x->assign(a.empty() ? 0 : a[0].size(), 0.0);
+  for (size_t i = 0; i < k; ++i) (*x)[static_cast<size_t>(active[i])] = m[i][k] / m[i][i];
+  return true;
+}
+
+}  // namespace
+
+std::vector<double> nonnegative_least_squares(const std::vector<std::vector<double>>& a, const std::vector<double>& y) {
+  PF_CHECK_ARG(!a.empty() && a.size() == y.size(), "nonnegative_least_squares: ", a.size(), " rows for ", y.size(),
+               " observations");
+  const size_t n = a[0].size();
+  PF_CHECK_ARG(n >= 1 && n <= 8, "nonnegative_least_squares: ", n, " columns (1 to 8)");
+  for (const auto& row : a) PF_CHECK_ARG(row.size() == n, "nonnegative_least_squares: rows of unequal length");
+  std::vector<double> best(n, 0.0);
+  double best_error = 0;
+  for (double v : y) best_error += v * v;
+  int best_count = 0;
+  for (unsigned mask = 1; mask < (1u << n); ++mask) {
+    std::vector<int> active;
+    for (size_t j = 0; j < n; ++j)
+      if (mask & (1u << j)) active.push_back(static_cast<int>(j));
+    std::vector<double> x;
+    if (!solve_active(a, y, active, &x)) continue;
+    bool feasible = true;
+    for (double v : x) feasible = feasible && v >= 0 && std::isfinite(v);
+    if (!feasible) continue;
+    double error = 0;
+    for (size_t r = 0; r < a.size(); ++r) {
+      double fit = 0;
+      for (size_t j = 0; j < n; ++j) fit += a[r][j] * x[j];
+      error += (fit - y[r]) * (fit - y[r]);
+    }
+    const int count = static_cast<int>(active.size());
+    // A solution with more terms must explain clearly more (1e-9 relative) to win.
+    const double margin = 1e-9 * (best_error + 1e-30);
+    if (error < best_error - margin || (std::fabs(error - best_error) <= margin && count < best_count)) {
+      best = x;
+      best_error = error;
+      best_count = count;
+    }
+  }
+  return best;
+}
+
+OverheadFit fit_overheads(const std::vector<double>& measured,
+                          const std::function<double(int run, double per_action, double per_transfer)>& simulate) {
+  PF_CHECK_ARG(!measured.empty(), "fit_overheads: no runs");
+  const int n = static_cast<int>(measured.size());
+  OverheadFit fit;
+  double a = 0, c = 0;
+  for (int iteration = 0; iteration < 8; ++iteration) {
+    // The step of the finite difference: a tenth of a millisecond, or a tenth of the estimate.
+    const double ha = std::max(1e-4, 0.1 * a), hc = std::max(1e-4, 0.1 * c);
+    std::vector<std::vector<double>> rows;
+    std::vector<double> y;
+    for (int i = 0; i < n; ++i) {
+      const double base = simulate(i, a, c);
+      const double da = (simulate(i, a + ha, c) - base) / ha;
+      const double dc = (simulate(i, a, c + hc) - base) / hc;
+      rows.push_back({da, dc, 1.0});
+      y.push_back(measured[static_cast<size_t>(i)] - base + a * da + c * dc);
+    }
+    const std::vector<double> x = nonnegative_least_squares(rows, y);
+    const bool settled = std::fabs(x[0] - a) <= 1e-7 + 1e-3 * a && std::fabs(x[1] - c) <= 1e-7 + 1e-3 * c;
+    a = x[0];
+    c = x[1];
+    fit.per_step_s = x[2];
+    if (settled) break;
+  }
+  fit.per_action_s = a;
+  fit.per_transfer_s = c;
+  // The per-step constant that goes with the final (a, c): the mean of what is left, >= 0.
+  std::vector<double> simulated(static_cast<size_t>(n));
+  double left = 0;
+  for (int i = 0; i < n; ++i) {
+    simulated[static_cast<size_t>(i)] = simulate(i, a, c);
+    left += measured[static_cast<size_t>(i)] - simulated[static_cast<size_t>(i)];
+  }
+  fit.per_step_s = std::max(0.0, left / n);
+  double sq = 0;
+  for (int i = 0; i < n; ++i) {
+    const double r = simulated[static_cast<size_t>(i)] + fit.per_step_s - measured[static_cast<size_t>(i)];
+    sq += r * r;
+  }
+  fit.rms_residual_s = std::sqrt(sq / n);
+  return fit;
+}
+
+}  // namespace pf::plan
