@@ -124,4 +124,23 @@ else
   [[ -z $left ]] || { fail "processes left behind: $left"; kill -9 $left; }
 fi
 
+# 6. `plan --measure` with mpirun on the PATH times the processes' links (a mpirun -np 2 probe of
+#    pipeforge itself) and says so; without mpirun it says why and keeps the thread figures.
+"$pipeforge" plan --model gpt --layers 2 --batch-size 8 --measure --calibration-steps 1 --max-microbatches 2 \
+  --json --quiet >"$work/plan.json" 2>"$work/plan.err" || { cat "$work/plan.err"; fail "plan --measure"; }
+python3 - "$work/plan.json" <<'PY' || fail "plan --measure did not measure the processes' links"
+import json, sys
+out = json.load(open(sys.argv[1]))
+print("plan --measure:", out["process_links"], out["cluster"].get("processes"))
+assert out["process_links"].startswith("measured by mpirun -np 2"), out["process_links"]
+links = out["cluster"]["processes"]
+assert links["p2p"]["bandwidth_gb_per_s"] > 0 and links["allreduce"]["bandwidth_gb_per_s"] > 0, links
+PY
+mkdir -p "$work/empty"
+PATH="$work/empty" "$pipeforge" plan --model gpt --layers 2 --batch-size 8 --measure \
+  --calibration-steps 1 --max-microbatches 2 --json --quiet >"$work/plan_nompi.json" 2>"$work/plan_nompi.err" ||
+  { cat "$work/plan_nompi.err"; fail "plan --measure without mpirun"; }
+grep -q "not measured (mpirun is not on the PATH)" "$work/plan_nompi.json" ||
+  fail "plan --measure without mpirun: $(field "$work/plan_nompi.json" process_links)"
+
 finish "mpirun CLI"
