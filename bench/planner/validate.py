@@ -53,8 +53,8 @@ def label(c):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--pipeforge", default="bazel-bin/pipeforge")
-    ap.add_argument("--steps", type=int, default=12, help="steps per run (the first 3 are warm-up)")
-    ap.add_argument("--rounds", type=int, default=2, help="runs of each candidate, alternating")
+    ap.add_argument("--steps", type=int, default=30, help="measured steps per run (after 3 of warm-up)")
+    ap.add_argument("--rounds", type=int, default=5, help="runs of each candidate, alternating (a short run varies by up to 45%% here)")
     ap.add_argument("--spread", type=int, default=7, help="candidates besides the top 3")
     ap.add_argument("--batch-size", type=int, default=16)
     args, model_args = ap.parse_known_args()
