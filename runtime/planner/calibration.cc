@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/core/error.h"
+#include "runtime/core/median.h"
 #include "runtime/execution/pipeline_trainer.h"
 #include "runtime/planner/overhead_fit.h"
 #include "runtime/train/sequential_trainer.h"
@@ -15,11 +16,6 @@ namespace pf::plan {
 namespace {
 
 constexpr int kMicroBatches = 4;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
 
 }  // namespace
 

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "runtime/core/error.h"
+#include "runtime/core/median.h"
 #include "runtime/core/json_object.h"
 #include "runtime/planner/json_input.h"
 #include "runtime/core/limits.h"
@@ -19,11 +20,6 @@ using clock_type = std::chrono::steady_clock;
 
 double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 int64_t bytes_of(const std::vector<SavedContext>& contexts) { return static_cast<int64_t>(context_bytes(contexts)); }
@@ -227,6 +223,13 @@ double get_seconds(const JsonObject& o, const std::string& key) {
   return s;
 }
 
+// A calibration's slow-down factor: a number in [0.1, 100].
+double get_scale(const JsonObject& o, const std::string& key) {
+  const double k = get_seconds(o, key);
+  PF_CHECK_ARG(k >= 0.1 && k <= 100, o.path_of(key), ": ", k, " is not in [0.1, 100]");
+  return k;
+}
+
 int64_t get_bytes(const JsonObject& o, const std::string& key) {
   return o.get_int_in(key, 0, 0, int64_t{1} << 50);
 }
@@ -253,23 +256,13 @@ ModelProfile profile_from_json_fields(const nlohmann::json& value) {
     k.measured = c.has("compute_scale");
     if (k.measured) {
       k.sequential_step_overhead_s = get_seconds(c, "sequential_step_overhead_s");
-      k.compute_scale = get_seconds(c, "compute_scale");
-      PF_CHECK_ARG(k.compute_scale >= 0.1 && k.compute_scale <= 100, c.path_of("compute_scale"), ": ", k.compute_scale,
-                   " is not in [0.1, 100]");
+      k.compute_scale = get_scale(c, "compute_scale");
       k.action_overhead_s = get_seconds(c, "action_overhead_s");
       // Profiles saved before the per-transfer overhead was fitted apart have none.
       if (c.has("transfer_overhead_s")) k.transfer_overhead_s = get_seconds(c, "transfer_overhead_s");
       k.step_overhead_s = get_seconds(c, "step_overhead_s");
-      if (c.has("sequential_compute_scale")) {
-        k.sequential_compute_scale = get_seconds(c, "sequential_compute_scale");
-        PF_CHECK_ARG(k.sequential_compute_scale >= 0.1 && k.sequential_compute_scale <= 100,
-                     c.path_of("sequential_compute_scale"), ": ", k.sequential_compute_scale, " is not in [0.1, 100]");
-      }
-      if (c.has("process_compute_scale")) {
-        k.process_compute_scale = get_seconds(c, "process_compute_scale");
-        PF_CHECK_ARG(k.process_compute_scale >= 0.1 && k.process_compute_scale <= 100, c.path_of("process_compute_scale"),
-                     ": ", k.process_compute_scale, " is not in [0.1, 100]");
-      }
+      if (c.has("sequential_compute_scale")) k.sequential_compute_scale = get_scale(c, "sequential_compute_scale");
+      if (c.has("process_compute_scale")) k.process_compute_scale = get_scale(c, "process_compute_scale");
     }
     c.reject_unknown();
   }

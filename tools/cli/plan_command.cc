@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/core/error.h"
+#include "runtime/core/median.h"
 #include "runtime/kernels/cpu/blas.h"
 #include "runtime/planner/calibration.h"
 #include "runtime/planner/candidates.h"
@@ -35,8 +36,18 @@ void note(const PlanArgs& a, const std::string& line) {
   if (!a.quiet) std::cerr << line << std::endl;
 }
 
-// Trains the sequential trainer and 1F1B on two ranks for a few steps to calibrate the profile
-// (calibration.h), on the micro-batch size of m = 4 when the batch has it.
+std::string seconds_text(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f", seconds);
+  return text;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Trains the sequential trainer, and 1F1B and ZB-V on two ranks, for a few steps to calibrate the
+// profile (calibration.h), on the micro-batch size of m = 4 when the batch has it.
 plan::Calibration calibration(const PlanArgs& a, const plan::PlanRequest& request) {
   TrainArgs t = a.model;
   const int64_t rows = a.batch_size % 4 == 0 ? a.batch_size / 4 : request.profile.sizes.front().rows;
@@ -46,6 +57,42 @@ plan::Calibration calibration(const PlanArgs& a, const plan::PlanRequest& reques
               " rows (the sequential trainer, then 1f1b and zb-v on 2 ranks)");
   Setup s = make_setup(t);
   return plan::calibrate(request, s.model, s.data->next(), optimizer_config(t), a.calibration_steps);
+}
+
+// The processes' layer-time scale (D > 1 trains one process per rank): one short data-parallel
+// run under mpirun, 2 replicas of one micro-batch on half the calibration's batch, three times
+// (a neighbour's burst can take a whole short run), the median fitted into
+// request->profile.calibration.process_compute_scale. *seconds: the time it took. Returns "" when
+// measured, else why not.
+std::string calibrate_process_steps(const PlanArgs& a, plan::PlanRequest* request, double* seconds) {
+  const auto t0 = std::chrono::steady_clock::now();
+  TrainArgs t = a.model;
+  const int64_t rows = a.batch_size % 4 == 0 ? a.batch_size / 4 : request->profile.sizes.front().rows;
+  t.batch_size = rows;  // per replica
+  t.micro_batches = 1;
+  t.data_parallel = 2;
+  t.schedule = "1f1b";
+  t.stages = 1;
+  t.steps = a.calibration_steps + 1;
+  std::vector<double> runs(3, 0.0);
+  for (double& run : runs) {
+    const std::string why = measure_process_step(t, &run);
+    if (!why.empty()) return why;
+  }
+  const double measured = median(runs);
+  plan::PlanRequest r = *request;
+  r.batch_rows = 2 * rows;
+  r.memory_limit_bytes = 1e300;
+  plan::Candidate c;
+  c.schedule = "1f1b";
+  c.data_parallel = 2;
+  request->profile.calibration.process_compute_scale = plan::fit_process_compute_scale(r, c, measured);
+  *seconds = seconds_since(t0);
+  char text[96];
+  std::snprintf(text, sizeof text, "processes: a D=2 step of %.1f ms, layer time scale %.2f (%.1f s)", measured * 1e3,
+                request->profile.calibration.process_compute_scale, *seconds);
+  note(a, text);
+  return "";
 }
 
 // The `train` arguments that run `choice`: the model options of the plan plus its schedule.
@@ -135,6 +182,7 @@ int run_plan(const PlanArgs& a) {
     plan::PlanRequest request;
     // How the processes' links were obtained (D > 1 trains one process per rank under mpirun).
     std::string process_links;
+    bool process_links_measured = false;
     if (a.measure) {
       note(a, "measuring this machine");
       request.cluster = plan::measure_this_machine(a.devices);
@@ -159,56 +207,25 @@ int run_plan(const PlanArgs& a) {
       const double bytes = 4.0 * static_cast<double>(request.profile.parameter_elements());
       double probe_seconds = 0;
       const std::string why = measure_process_links(&request.cluster, {bytes / 4, bytes / 2, bytes}, &probe_seconds);
-      char took[32];
-      std::snprintf(took, sizeof took, "%.1f", probe_seconds);
-      process_links = why.empty() ? std::string("measured by mpirun -np 2 in ") + took + " s"
-                                  : "not measured (" + why + "): candidates with D > 1 use the thread-measured link";
+      process_links_measured = why.empty();
+      process_links = process_links_measured
+                          ? "measured by mpirun -np 2 in " + seconds_text(probe_seconds) + " s"
+                          : "not measured (" + why + "): candidates with D > 1 use the thread-measured link";
       note(a, "processes' links " + process_links);
     }
     double calibration_seconds = 0;
     if (a.calibration_steps > 0 && !request.profile.calibration.measured) {
       const auto t0 = std::chrono::steady_clock::now();
       request.profile.calibration = calibration(a, request);
-      calibration_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      char took[32];
-      std::snprintf(took, sizeof took, "%.1f", calibration_seconds);
-      note(a, std::string("calibrated in ") + took + " s");
+      calibration_seconds = seconds_since(t0);
+      note(a, "calibrated in " + seconds_text(calibration_seconds) + " s");
     }
-    // Processes (D > 1): their layer times from one short data-parallel run under mpirun, on half
-    // the calibration's batch (2 replicas of one micro-batch), when the processes' links were measured.
-    if (calibration_seconds > 0 && request.cluster.has_process_links && request.cluster.devices() >= 2 &&
-        process_links.rfind("measured", 0) == 0) {
-      const auto t0 = std::chrono::steady_clock::now();
-      TrainArgs t = a.model;
-      const int64_t rows = a.batch_size % 4 == 0 ? a.batch_size / 4 : request.profile.sizes.front().rows;
-      t.batch_size = rows;  // per replica
-      t.micro_batches = 1;
-      t.data_parallel = 2;
-      t.schedule = "1f1b";
-      t.stages = 1;
-      t.steps = a.calibration_steps + 1;
-      plan::PlanRequest r = request;
-      r.batch_rows = 2 * rows;
-      r.memory_limit_bytes = 1e300;
-      plan::Candidate c;
-      c.schedule = "1f1b";
-      c.data_parallel = 2;
-      // Three runs, the median counts: a neighbour's burst can take a whole short run.
-      std::vector<double> runs(3, 0.0);
-      std::string why;
-      for (double& run : runs)
-        if (why.empty()) why = measure_process_step(t, &run);
-      double measured = 0;
+    // Processes (D > 1): their layer times, when the processes' links were measured.
+    if (calibration_seconds > 0 && process_links_measured && request.cluster.devices() >= 2) {
+      double took = 0;
+      const std::string why = calibrate_process_steps(a, &request, &took);
       if (why.empty()) {
-        std::sort(runs.begin(), runs.end());
-        measured = runs[1];
-        request.profile.calibration.process_compute_scale = plan::fit_process_compute_scale(r, c, measured);
-        const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         calibration_seconds += took;
-        char text[96];
-        std::snprintf(text, sizeof text, "processes: a D=2 step of %.1f ms, layer time scale %.2f (%.1f s)",
-                      measured * 1e3, request.profile.calibration.process_compute_scale, took);
-        note(a, text);
       } else {
         process_links += "; the processes' layer times not measured (" + why + ")";
         note(a, "processes' layer times not measured: " + why);

@@ -19,19 +19,16 @@
 #include "runtime/comm/mpi_launch.h"
 #include "runtime/comm/world.h"
 #include "runtime/core/error.h"
+#include "runtime/core/median.h"
 #include "runtime/planner/overhead_fit.h"
 #include "tools/cli/cli.h"
 #include "tools/cli/train_config.h"
+#include "tools/cli/train_setup.h"
 
 namespace pf::cli {
 namespace {
 
 constexpr double kTimeout = 30.0;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
 
 double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -190,11 +187,6 @@ std::string run_two_processes(const std::string& arguments) {
   return why;
 }
 
-std::string read_text(const std::string& file) {
-  std::ifstream in(file);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 }  // namespace
 
 std::string measure_process_links(plan::Cluster* cluster, const std::vector<double>& allreduce_bytes, double* seconds) {
@@ -215,7 +207,7 @@ std::string measure_process_links(plan::Cluster* cluster, const std::vector<doub
   std::string why = run_two_processes("measure-processes --out " + shell_quote(out) + " --allreduce-bytes " + bytes_list);
   if (why.empty()) {
     try {
-      nlohmann::json probe = nlohmann::json::parse(read_text(out));
+      nlohmann::json probe = read_json_file(out, "the mpirun probe's output");
       probe.erase("allreduce_measured");
       nlohmann::json c = plan::cluster_to_json(*cluster);
       c["processes"] = probe;
