@@ -1,6 +1,5 @@
 #include "c_api/adaptation.h"
 
-#include <filesystem>
 #include <memory>
 #include <string>
 #include <utility>
@@ -53,8 +52,7 @@ void become_adaptive(pf_trainer& t, const pf::Batch& micro_batch) {
       profile_model_copy(pipeline.model(), micro_batch, {rows}, pipeline.options().base.optimizer, 3);
   std::unique_ptr<pf::exec::PipelineTrainer> own(static_cast<pf::exec::PipelineTrainer*>(t.trainer.release()));
   t.pipelined = nullptr;
-  auto adaptive = std::make_unique<pf::plan::AdaptiveTrainer>(std::move(own), profile.at_rows(rows), *t.adapt_pending,
-                                                              std::filesystem::temp_directory_path().string());
+  auto adaptive = std::make_unique<pf::plan::AdaptiveTrainer>(std::move(own), profile.at_rows(rows), *t.adapt_pending);
   t.adapt_pending.reset();
   t.adaptive = adaptive.get();
   t.trainer = std::move(adaptive);

@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
   slow.slow_rank = 1;
   slow.slow_factor = factor;
   exec::PipelineTrainer slowed(build_gpt(g), slow);
-  plan::AdaptiveTrainer adaptive(build_gpt(g), slow, costs, plan::FailSlowOptions{1.3, 2}, "/tmp");
+  plan::AdaptiveTrainer adaptive(build_gpt(g), slow, costs, plan::FailSlowOptions{1.3, 2});
   const std::vector<int> before = adaptive.layers_per_stage();
 
   std::vector<double> t_healthy, t_slowed, t_before, t_after;

@@ -101,12 +101,11 @@ std::vector<int> partition_for_slowdown(const MicroBatchCosts& costs, const sche
 }
 
 AdaptiveTrainer::AdaptiveTrainer(std::shared_ptr<Model> model, exec::PipelineOptions options, MicroBatchCosts costs,
-                                 FailSlowOptions fail_slow, std::string scratch_dir)
-    : AdaptiveTrainer(std::make_unique<exec::PipelineTrainer>(std::move(model), options), std::move(costs), fail_slow,
-                      std::move(scratch_dir)) {}
+                                 FailSlowOptions fail_slow)
+    : AdaptiveTrainer(std::make_unique<exec::PipelineTrainer>(std::move(model), options), std::move(costs), fail_slow) {}
 
 AdaptiveTrainer::AdaptiveTrainer(std::unique_ptr<exec::PipelineTrainer> trainer, MicroBatchCosts costs,
-                                 FailSlowOptions fail_slow, std::string /*scratch_dir*/)
+                                 FailSlowOptions fail_slow)
     : model_(trainer->shared_model()),
       options_(trainer->options()),
       costs_(std::move(costs)),

@@ -66,9 +66,8 @@ nlohmann::json adaptation_log_fields(const std::vector<Adaptation>& adaptations,
 
 // A PipelineTrainer that re-partitions itself when a rank turns fail-slow (one pipeline,
 // synchronous schedules; ranks as threads, or one process per rank with options.world and no
-// data-parallel replicas). `costs`: the profile at its micro-batch rows. `scratch_dir` is not used
-// (moves go in memory); it stays for source compatibility. The step that finds a rank slow
-// records the Adaptation; the move happens at the start of the next step, so that after any step
+// data-parallel replicas). `costs`: the profile at its micro-batch rows. Moves go in memory
+// (repartition.h). The step that finds a rank slow records the Adaptation; the move happens at the start of the next step, so that after any step
 // pipeline() is the trainer that ran it (its stats and timeline) and layers_per_stage() the
 // partition it ran.
 //
@@ -82,11 +81,10 @@ nlohmann::json adaptation_log_fields(const std::vector<Adaptation>& adaptations,
 class AdaptiveTrainer : public Trainer {
  public:
   AdaptiveTrainer(std::shared_ptr<Model> model, exec::PipelineOptions options, MicroBatchCosts costs,
-                  FailSlowOptions fail_slow, std::string scratch_dir);
+                  FailSlowOptions fail_slow);
   // Adopts `trainer` with its parameters, optimizer state and progress as they are (the C API
   // profiles on the first step, after the trainer exists).
-  AdaptiveTrainer(std::unique_ptr<exec::PipelineTrainer> trainer, MicroBatchCosts costs, FailSlowOptions fail_slow,
-                  std::string scratch_dir);
+  AdaptiveTrainer(std::unique_ptr<exec::PipelineTrainer> trainer, MicroBatchCosts costs, FailSlowOptions fail_slow);
 
   StepResult step(const Batch& batch) override;
   StepResult step(DataSource& source) override;

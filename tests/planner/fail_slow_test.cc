@@ -80,7 +80,7 @@ TEST(AdaptiveTrainer, MovesLayersOffASlowRankLiveAndStaysBitwiseEqualToSequentia
   const MicroBatchCosts costs = measure_micro_batch(*model, data_for(*model, m, 0).micro_batch(0, m), 3);
 
   const exec::PipelineOptions options = slow_rank_1(m);
-  AdaptiveTrainer adaptive(model, options, costs, FailSlowOptions{1.5, 2}, ::testing::TempDir());
+  AdaptiveTrainer adaptive(model, options, costs, FailSlowOptions{1.5, 2});
   SequentialTrainer sequential(reference, options.base);
   const std::vector<int> before = adaptive.layers_per_stage();
   for (int step = 0; step < steps; ++step) {
@@ -110,7 +110,7 @@ TEST(AdaptiveTrainer, MovesAtTheStartOfTheNextStepAndAdoptsATrainer) {
   auto pipeline = std::make_unique<exec::PipelineTrainer>(model, options);
   SequentialTrainer sequential(reference, options.base);
   ASSERT_EQ(pipeline->step(data_for(*model, m, 0)).loss, sequential.step(data_for(*model, m, 0)).loss);
-  AdaptiveTrainer adaptive(std::move(pipeline), costs, FailSlowOptions{1.5, 2}, ::testing::TempDir());
+  AdaptiveTrainer adaptive(std::move(pipeline), costs, FailSlowOptions{1.5, 2});
   EXPECT_EQ(adaptive.metrics().step, 1);
   for (int step = 1; step < 8 && adaptive.adaptations().empty(); ++step) {
     const Batch batch = data_for(*model, m, step);
@@ -135,9 +135,9 @@ TEST(AdaptiveTrainer, RefusesWhatItCannotMove) {
   options.schedule = "pipedream";
   options.ranks = 2;
   options.base.micro_batches = 4;
-  EXPECT_THROW(AdaptiveTrainer(model, options, costs, FailSlowOptions(), ::testing::TempDir()), Error);
+  EXPECT_THROW(AdaptiveTrainer(model, options, costs, FailSlowOptions()), Error);
   options.schedule = "1f1b";
-  EXPECT_THROW(AdaptiveTrainer(tiny_gpt(2), options, costs, FailSlowOptions(), ::testing::TempDir()), Error);
+  EXPECT_THROW(AdaptiveTrainer(tiny_gpt(2), options, costs, FailSlowOptions()), Error);
 }
 
 }  // namespace

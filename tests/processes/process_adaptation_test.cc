@@ -81,7 +81,7 @@ TEST(ProcessAdaptation, MovesLayersOffTheSlowRankBitwiseEqualToSequential) {
   const int m = 8, steps = 10;
   const exec::PipelineOptions options = slow_rank_1(m);
   comm::World& world = *options.world;
-  AdaptiveTrainer adaptive(deferred_gpt(), options, costs_for(m), FailSlowOptions{1.5, 2}, "");
+  AdaptiveTrainer adaptive(deferred_gpt(), options, costs_for(m), FailSlowOptions{1.5, 2});
   auto reference = tiny_gpt();
   SequentialTrainer sequential(reference, options.base);
   const std::vector<int> before = adaptive.layers_per_stage();
@@ -147,8 +147,7 @@ TEST(ProcessAdaptation, AParameterOfAnotherShapeOnTheNewOwnerIsAnErrorNamingIt) 
   const int m = 8;
   const exec::PipelineOptions options = slow_rank_1(m);
   comm::World& world = *options.world;
-  AdaptiveTrainer adaptive(deferred_gpt(world.rank() == 1 ? 0 : 32), options, costs_for(m), FailSlowOptions{1.5, 2},
-                           "");
+  AdaptiveTrainer adaptive(deferred_gpt(world.rank() == 1 ? 0 : 32), options, costs_for(m), FailSlowOptions{1.5, 2});
   const auto [code, error] = first_error(adaptive, m);
   EXPECT_EQ(code, ErrorCode::kInvalidArgument) << error;
   EXPECT_NE(error.find("repartition to {"), std::string::npos) << error;
@@ -175,7 +174,7 @@ TEST(ProcessAdaptation, ProcessesThatDecideDifferentlyStopNamingTheRanks) {
   const exec::PipelineOptions options = slow_rank_1(m);
   comm::World& world = *options.world;
   const FailSlowOptions fail_slow{1.5, world.rank() == 1 ? 1000 : 2};
-  AdaptiveTrainer adaptive(deferred_gpt(), options, costs_for(m), fail_slow, "");
+  AdaptiveTrainer adaptive(deferred_gpt(), options, costs_for(m), fail_slow);
   const auto [code, error] = first_error(adaptive, m);
   EXPECT_EQ(code, ErrorCode::kInternal) << error;
   EXPECT_NE(error.find("fail-slow at step "), std::string::npos) << error;

@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -235,8 +234,7 @@ std::unique_ptr<plan::AdaptiveTrainer> adaptive_trainer(const TrainArgs& a, cons
   fail_slow.threshold = a.adapt_threshold;
   fail_slow.patience = a.adapt_patience;
   try {
-    return std::make_unique<plan::AdaptiveTrainer>(std::move(model), p, profile.at_rows(rows), fail_slow,
-                                                   std::filesystem::temp_directory_path().string());
+    return std::make_unique<plan::AdaptiveTrainer>(std::move(model), p, profile.at_rows(rows), fail_slow);
   } catch (const Error& e) {
     throw Error(e.code(), std::string("--adapt: ") + e.what());
   }
