@@ -10,6 +10,12 @@ processes); `ratio` is PipeForge processes / PyTorch processes, `ratio_threads` 
 Both sides skip the same warm-up steps and time the same steady-state steps (PipeForge's per-step
 seconds from --metrics-log; PyTorch's from time.perf_counter around the whole step).
 
+The machine's speed drifts by tens of percent over minutes (shared hosts), so each configuration
+runs --repeats times in alternating order (A B C, C B A, A B C, ...) and `ratio` is the median of
+the ratios of the runs made next to each other (PipeForge run i / PyTorch run i), which cancels
+the drift that a ratio of medians over the whole row keeps; `ratio_of_medians` and `pair_ratios`
+are printed beside it.
+
 Usage: bench/peer/setup.sh; bench/peer/run.py [--quick] [--repeats N] [--python PATH]
 (the python is the venv setup.sh made; build with `bazel build -c opt //:pipeforge` or --build).
 """
@@ -34,8 +40,8 @@ DEFAULT_VENV = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser(
 ROWS = [
     ("d64-L2-seq64", 64, 2, 64, 32, 4, 3, 15),
     ("d256-L8-seq64", 256, 8, 64, 32, 4, 1, 4),
-    ("d512-L8-seq64", 512, 8, 64, 32, 4, 1, 2),
-    ("d512-L4-seq512", 512, 4, 512, 4, 4, 1, 2),
+    ("d512-L8-seq64", 512, 8, 64, 32, 4, 1, 3),
+    ("d512-L4-seq512", 512, 4, 512, 4, 4, 1, 3),
 ]
 QUICK_ROWS = [("d64-L2-seq64", 64, 2, 64, 32, 4, 2, 6), ("d256-L8-seq64", 256, 8, 64, 32, 4, 1, 2)]
 MODES = ["sequential", "1f1b", "zb-v"]
@@ -102,7 +108,7 @@ def machine(python):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="two small rows, fewer steps")
-    ap.add_argument("--repeats", type=int, default=2, help="alternations per row and mode")
+    ap.add_argument("--repeats", type=int, default=3, help="alternations per row and mode")
     ap.add_argument("--python", default=os.path.join(DEFAULT_VENV, "bin", "python"),
                     help="the python with torch (default: the venv bench/peer/setup.sh creates)")
     ap.add_argument("--build", action="store_true", help="bazel build -c opt //:pipeforge first")
@@ -145,13 +151,17 @@ def main():
                 pf_rate = lambda side: statistics.median(r["steady_tokens_per_s"] for r in runs[side])
                 torch_rate = statistics.median(r["tokens_per_s"] for r in runs["torch"])
                 main_side = "pf_threads" if mode == "sequential" or "pf_processes" not in runs else "pf_processes"
+                pair_ratios = lambda side: [p["steady_tokens_per_s"] / t["tokens_per_s"]
+                                            for p, t in zip(runs[side], runs["torch"])]
                 entry = {
                     "model": name, "d_model": d, "layers": layers, "seq_len": seq, "batch_size": batch,
                     "micro_batches": micro, "warmup_steps": warm, "measured_steps": steps,
                     "mode": mode if mode == "sequential" else f"{mode} 2 ranks",
                     "pipeforge_tokens_per_s": round(pf_rate(main_side)),
                     "torch_tokens_per_s": round(torch_rate),
-                    "ratio": round(pf_rate(main_side) / torch_rate, 3),
+                    "ratio": round(statistics.median(pair_ratios(main_side)), 3),
+                    "ratio_of_medians": round(pf_rate(main_side) / torch_rate, 3),
+                    "pair_ratios": [round(r, 3) for r in pair_ratios(main_side)],
                     "first_loss_pipeforge": runs[main_side][0]["first_loss"],
                     "first_loss_torch": runs["torch"][0]["first_loss"],
                     "first_loss_diff": abs(runs[main_side][0]["first_loss"] - runs["torch"][0]["first_loss"]),
@@ -166,7 +176,7 @@ def main():
                     entry["pipeforge_as"] = "2 mpirun processes" if main_side == "pf_processes" else "2 threads"
                     if main_side == "pf_processes":
                         entry["pipeforge_threads_tokens_per_s"] = round(pf_rate("pf_threads"))
-                        entry["ratio_threads"] = round(pf_rate("pf_threads") / torch_rate, 3)
+                        entry["ratio_threads"] = round(statistics.median(pair_ratios("pf_threads")), 3)
                         entry["pipeforge_threads_runs"] = [round(r["steady_tokens_per_s"]) for r in runs["pf_threads"]]
                 report["rows"].append(entry)
     report["load_average_end"] = load_average()
