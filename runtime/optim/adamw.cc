@@ -11,10 +11,13 @@ void AdamW::update(Parameter& param, int64_t step) {
     gpu::adamw_update(param, slot(param, "exp_avg"), slot(param, "exp_avg_sq"), config_, step);
     return;
   }
-  float* w = param.value.f32();
-  const float* g = param.grad.f32();
-  float* m = slot(param, "exp_avg").f32();
-  float* v = slot(param, "exp_avg_sq").f32();
+  // Four distinct buffers; with __restrict and without errno from sqrt (this library's copts:
+  // -fno-math-errno) GCC vectorises the loop, element by element as written, so the results are
+  // those of the scalar loop.
+  float* __restrict w = param.value.f32();
+  const float* __restrict g = param.grad.f32();
+  float* __restrict m = slot(param, "exp_avg").f32();
+  float* __restrict v = slot(param, "exp_avg_sq").f32();
   const int64_t n = param.value.numel();
   const float lr = config_.lr, b1 = config_.beta1, b2 = config_.beta2, eps = config_.eps;
   const float decay = 1.0f - lr * config_.weight_decay;
