@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/kernels/cpu/blas.h"
+#include "tests/util/blas_shapes.h"
 
 namespace pf::cpu {
 namespace {
@@ -192,27 +192,6 @@ TEST(FlashAttention, Deterministic) {
   }
 }
 
-// Whether this machine's BLAS computes each element of a product the same whatever the matrix's
-// shape: C rows [r0, 32) of a 32 x 128 x 16 product recomputed as a (32 - r0)-row product, and C
-// columns [0, n) as an n-column one. OpenBLAS's AVX-512 kernels do; its Haswell / Zen (AVX2)
-// kernels run the edge tiles of a product differently, so there they do not.
-bool blas_is_shape_independent() {
-  const int64_t M = 32, N = 128, K = 16;
-  const std::vector<float> a = uniform(M * K, 91), b = uniform(K * N, 92);
-  std::vector<float> whole(M * N), part(M * N);
-  gemm(false, false, M, N, K, 0.25f, a.data(), b.data(), 0.0f, whole.data());
-  for (int64_t r0 = 1; r0 < M; ++r0) {
-    gemm(false, false, M - r0, N, K, 0.25f, a.data() + r0 * K, b.data(), 0.0f, part.data());
-    if (std::memcmp(part.data(), whole.data() + r0 * N, (M - r0) * N * sizeof(float)) != 0) return false;
-  }
-  for (int64_t n = 1; n < N; ++n) {
-    gemm(false, false, M, n, K, 0.25f, a.data(), K, b.data(), N, 0.0f, part.data(), N);
-    for (int64_t r = 0; r < M; ++r)
-      if (std::memcmp(part.data() + r * N, whole.data() + r * N, n * sizeof(float)) != 0) return false;
-  }
-  return true;
-}
-
 float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   EXPECT_EQ(a.size(), b.size());
   float d = 0.0f;
@@ -226,7 +205,7 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 // per row; a slice's blocks have other shapes than the whole sequence's), else within 1e-6
 // (outputs are averages of values in [-1, 1]; lse is about log T).
 TEST(FlashAttention, SliceForwardEqualsWholeSequenceRows) {
-  const bool bitwise = blas_is_shape_independent();
+  const bool bitwise = test::blas_is_shape_independent();
   std::cout << "BLAS products shape-independent on this machine: " << (bitwise ? "yes" : "no")
             << (bitwise ? " (slices checked bitwise)" : " (slices checked within 1e-6)") << "\n";
   const int64_t T = 200, hd = 16;

@@ -15,14 +15,14 @@
 // read in place; k and v are transposed once per call so the score products run untransposed);
 // hand-written AVX2 register tiles (the build targets x86-64-v3) measured up to 1.9x slower than
 // OpenBLAS, which picks AVX-512 kernels at run time where the CPU has them. The row reductions run in 8 lanes (vector extensions); exp is cpu::fast_exp.
-// Deterministic: every sum has a fixed order, and OpenBLAS splits products over output blocks,
-// never over the summed dimension, so results are bitwise the same for a build whatever the BLAS
-// thread count. Key blocks start at key 0 (multiples of the block size) and the kernel's own row
-// arithmetic does not depend on the other rows of its block, so a sequence slice's output equals
-// the whole sequence's rows bitwise where the BLAS computes an element alike whatever the
-// product's shape (OpenBLAS's AVX-512 kernels); its Haswell / Zen AVX2 kernels compute a product's
-// edge tiles differently, and there a slice's rows agree to about 1e-7
-// (tests/kernels:flash_attention_test probes which holds and checks it).
+// Deterministic: every sum has a fixed order, so results are bitwise the same for a build and BLAS
+// thread count. OpenBLAS splits products over output blocks, never over the summed dimension, and
+// the kernel's own row arithmetic does not depend on the other rows of its block (key blocks start
+// at key 0), so where the BLAS computes an element alike whatever the product's shape (OpenBLAS's
+// AVX-512 kernels) results do not depend on the BLAS thread count either, and a sequence slice's
+// output equals the whole sequence's rows bitwise. OpenBLAS's Haswell / Zen AVX2 kernels compute a
+// product's edge tiles differently: there both agree to about 1e-7 (tests/util/blas_shapes.h;
+// tests/kernels:flash_attention_test checks the slices).
 //
 // The reference functions below are the unfused math (two BLAS products and a separate causal
 // softmax over the full queries x keys probabilities), kept for tests and bench/kernels.
