@@ -144,12 +144,19 @@ Calibration calibrate(const PlanRequest& request, std::shared_ptr<Model> model, 
   PlanRequest scaled = raw;
   scaled.profile.calibration = k;
   std::vector<double> measured;
-  for (const Run& r : runs) measured.push_back(r.makespan);
-  const OverheadFit fit = fit_overheads(measured, [&](int i, double per_action, double per_transfer) {
-    scaled.profile.calibration.action_overhead_s = per_action;
-    scaled.profile.calibration.transfer_overhead_s = per_transfer;
-    return predict(scaled, runs[static_cast<size_t>(i)].candidate).pipeline_seconds;
-  });
+  double noise_variance = 0;  // of one run's median makespan: the mean over the runs
+  for (const Run& r : runs) {
+    measured.push_back(r.makespan);
+    noise_variance += median_variance(r.makespan_s) / static_cast<double>(runs.size());
+  }
+  const OverheadFit fit = fit_overheads(
+      measured,
+      [&](int i, double per_action, double per_transfer) {
+        scaled.profile.calibration.action_overhead_s = per_action;
+        scaled.profile.calibration.transfer_overhead_s = per_transfer;
+        return predict(scaled, runs[static_cast<size_t>(i)].candidate).pipeline_seconds;
+      },
+      noise_variance);
   k.action_overhead_s = fit.per_action_s;
   k.transfer_overhead_s = fit.per_transfer_s;
   // The per-step constant of the fit, and the step beyond the makespan and the update (median).

@@ -410,6 +410,38 @@ TEST(FitOverheads, RecoversKnownOverheadsFromSyntheticRuns) {
   EXPECT_EQ(none.per_step_s, 0);
 }
 
+TEST(FitOverheads, KeepsOverheadsOnlyWhenTheyExplainMoreThanNoise) {
+  // No overheads, 1 ms of noise on each run: least squares alone turns the noise into overheads.
+  const double noise[] = {1e-3, -1e-3, -1e-3, 1e-3};
+  std::vector<double> measured;
+  for (int i = 0; i < 4; ++i) measured.push_back(synthetic_makespan(i, 0, 0) + 2e-3 + noise[i]);
+  const OverheadFit fitted = fit_overheads(measured, synthetic_makespan);
+  EXPECT_GT(fitted.per_action_s + fitted.per_transfer_s, 0);
+  EXPECT_FALSE(fitted.noise_only);
+  // Told that each run's makespan varies by that much, the fit keeps none and the per-step
+  // constant takes the mean.
+  const OverheadFit honest = fit_overheads(measured, synthetic_makespan, 1e-3 * 1e-3);
+  EXPECT_TRUE(honest.noise_only);
+  EXPECT_EQ(honest.per_action_s, 0);
+  EXPECT_EQ(honest.per_transfer_s, 0);
+  EXPECT_NEAR(honest.per_step_s, 2e-3, 1e-12);
+  EXPECT_NEAR(honest.rms_residual_s, 1e-3, 1e-12);
+  // Overheads far above the noise (0.1 ms per action: 1.2 to 4.8 ms per run) are kept.
+  std::vector<double> dear;
+  for (int i = 0; i < 4; ++i) dear.push_back(synthetic_makespan(i, 0.1e-3, 0.4e-3) + 1e-3 + 0.1 * noise[i]);
+  const OverheadFit kept = fit_overheads(dear, synthetic_makespan, 0.1e-3 * 0.1e-3);
+  EXPECT_FALSE(kept.noise_only);
+  EXPECT_NEAR(kept.per_action_s, 0.1e-3, 0.02e-3);
+  EXPECT_NEAR(kept.per_transfer_s, 0.4e-3, 0.1e-3);
+}
+
+TEST(FitOverheads, MedianVarianceIsPiOverTwoTimesTheMeansVariance) {
+  EXPECT_EQ(median_variance({}), 0);
+  EXPECT_EQ(median_variance({3}), 0);
+  // Sample variance of {1, 2, 3, 4}: 5/3; over 4 samples, times pi / 2.
+  EXPECT_NEAR(median_variance({1, 2, 3, 4}), 3.14159265358979 / 2 * (5.0 / 3) / 4, 1e-12);
+}
+
 TEST(Predict, TransferOverheadCostsCrossRankHandOffsOnly) {
   const MicroBatchCosts costs = layers_with({1, 1, 1, 1});
   PlanRequest r = request_for(costs, 2, 4);
