@@ -16,6 +16,28 @@ namespace pf::plan {
 namespace {
 
 constexpr int kMicroBatches = 4;
+constexpr int kMostMicroBatches = 16;  // the pipelined runs' largest m
+
+// Per micro-batch size of `runs` (rows, measured busy, profiled busy): measured over profiled,
+// divided by `overall`, ascending rows.
+template <typename Run>
+std::vector<Calibration::RowsScale> relative_scales(const std::vector<Run>& runs, double overall) {
+  std::vector<Calibration::RowsScale> out;
+  std::vector<int64_t> rows;
+  for (const Run& r : runs) rows.push_back(r.rows);
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  for (int64_t n : rows) {
+    double busy = 0, profiled = 0;
+    for (const Run& r : runs) {
+      if (r.rows != n) continue;
+      busy += r.busy;
+      profiled += r.profiled_busy;
+    }
+    if (profiled > 0 && overall > 0) out.push_back({n, std::clamp(busy / profiled / overall, 0.1, 100.0)});
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -37,14 +59,18 @@ Calibration calibrate(const PlanRequest& request, std::shared_ptr<Model> model, 
   const bool pipelined = request.cluster.devices() >= 2 && raw.profile.num_layers() >= 2;
 
   // Pipelined runs on 2 ranks: 1F1B, whose every hand-off crosses ranks, and ZB-V, whose middle
-  // hand-off stays on its rank, each with 2 and with 4 micro-batches. Their makespans differ in
-  // the number of actions and of cross-rank dependencies on the critical path, which separates
-  // the per-action overhead from the per-transfer one and from the per-step one (overhead_fit.h).
+  // hand-off stays on its rank, each with 2, 4, 8 and 16 micro-batches (those that split the batch,
+  // up to the plan's most). Their makespans differ in the number of actions and of cross-rank
+  // dependencies on the critical path, which separates the per-action overhead from the
+  // per-transfer one and from the per-step one (overhead_fit.h); their micro-batch sizes give the
+  // layer time scale per size (Calibration::relative_scale_by_rows), which the profile alone gets
+  // wrong for small micro-batches.
   struct Run {
     Candidate candidate;
     std::unique_ptr<exec::PipelineTrainer> trainer;
     std::vector<double> step_s, makespan_s, busy_s;
     double makespan = 0, busy = 0, step = 0, profiled_busy = 0;
+    int64_t rows = 0;  // per micro-batch
   };
   std::vector<Run> runs;
   auto add_run = [&](const std::string& schedule, int micro_batches) {
@@ -61,17 +87,18 @@ Calibration calibrate(const PlanRequest& request, std::shared_ptr<Model> model, 
     options.layers_per_stage = out.candidate.layers_per_stage;
     out.trainer = std::make_unique<exec::PipelineTrainer>(model, options);
     // Every stage runs F, B and W once per micro-batch: the profiled busy time of the whole step.
-    const MicroBatchCosts costs = raw.profile.at_rows(step_batch.rows() / micro_batches);
+    out.rows = step_batch.rows() / micro_batches;
+    const MicroBatchCosts costs = raw.profile.at_rows(out.rows);
     for (const LayerCosts& l : costs.layers) out.profiled_busy += l.forward_s + l.backward_input_s + l.backward_weight_s;
     out.profiled_busy *= micro_batches;
     runs.push_back(std::move(out));
   };
   if (pipelined) {
-    add_run("1f1b", kMicroBatches / 2);
-    add_run("1f1b", kMicroBatches);
-    if (raw.profile.num_layers() >= 4) {  // ZB-V has 4 stages on 2 ranks
-      add_run("zb-v", kMicroBatches / 2);
-      add_run("zb-v", kMicroBatches);
+    const int most = std::max(kMicroBatches, request.max_micro_batches);
+    for (int m = kMicroBatches / 2; m <= std::min(most, kMostMicroBatches); m *= 2) {
+      if (step_batch.rows() % m != 0) continue;
+      add_run("1f1b", m);
+      if (raw.profile.num_layers() >= 4) add_run("zb-v", m);  // ZB-V has 4 stages on 2 ranks
     }
   }
   // The trainers share the model's parameters (the values do not matter here) and step in turn,
@@ -113,15 +140,23 @@ Calibration calibrate(const PlanRequest& request, std::shared_ptr<Model> model, 
     profiled += r.profiled_busy;
   }
   if (profiled > 0) k.compute_scale = std::clamp(busy / profiled, 0.1, 100.0);
+  k.relative_scale_by_rows = relative_scales(runs, k.compute_scale);
   PlanRequest scaled = raw;
   scaled.profile.calibration = k;
   std::vector<double> measured;
-  for (const Run& r : runs) measured.push_back(r.makespan);
-  const OverheadFit fit = fit_overheads(measured, [&](int i, double per_action, double per_transfer) {
-    scaled.profile.calibration.action_overhead_s = per_action;
-    scaled.profile.calibration.transfer_overhead_s = per_transfer;
-    return predict(scaled, runs[static_cast<size_t>(i)].candidate).pipeline_seconds;
-  });
+  double noise_variance = 0;  // of one run's median makespan: the mean over the runs
+  for (const Run& r : runs) {
+    measured.push_back(r.makespan);
+    noise_variance += median_variance(r.makespan_s) / static_cast<double>(runs.size());
+  }
+  const OverheadFit fit = fit_overheads(
+      measured,
+      [&](int i, double per_action, double per_transfer) {
+        scaled.profile.calibration.action_overhead_s = per_action;
+        scaled.profile.calibration.transfer_overhead_s = per_transfer;
+        return predict(scaled, runs[static_cast<size_t>(i)].candidate).pipeline_seconds;
+      },
+      noise_variance);
   k.action_overhead_s = fit.per_action_s;
   k.transfer_overhead_s = fit.per_transfer_s;
   // The per-step constant of the fit, and the step beyond the makespan and the update (median).

@@ -173,9 +173,11 @@ Prediction predict(const PlanRequest& request, const Candidate& c) {
     p.candidate.layers_per_stage = counts;
 
     const Calibration& calibration = request.profile.calibration;
-    // D > 1 trains one process per rank: the layer times there, when the calibration measured them.
-    const double compute_scale = D > 1 && calibration.process_compute_scale > 0 ? calibration.process_compute_scale
-                                                                               : calibration.compute_scale;
+    // D > 1 trains one process per rank: the layer times there, when the calibration measured them;
+    // either scale as the calibration found it at this micro-batch size.
+    const double compute_scale = (D > 1 && calibration.process_compute_scale > 0 ? calibration.process_compute_scale
+                                                                                : calibration.compute_scale) *
+                                 calibration.relative_scale(costs.rows);
     std::vector<StageCosts> stage(static_cast<size_t>(S));
     sched::CostModel cm;
     for (int s = 0; s < S; ++s) {

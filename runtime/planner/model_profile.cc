@@ -112,6 +112,18 @@ MicroBatchCosts ModelProfile::at_rows(int64_t rows) const {
   return scaled;
 }
 
+double Calibration::relative_scale(int64_t rows) const {
+  const std::vector<RowsScale>& t = relative_scale_by_rows;
+  if (t.empty()) return 1;
+  if (rows <= t.front().rows) return t.front().relative;
+  if (rows >= t.back().rows) return t.back().relative;
+  size_t i = 1;
+  while (t[i].rows < rows) ++i;
+  const double x = std::log(static_cast<double>(rows)), x0 = std::log(static_cast<double>(t[i - 1].rows)),
+               x1 = std::log(static_cast<double>(t[i].rows));
+  return t[i - 1].relative + (t[i].relative - t[i - 1].relative) * (x - x0) / (x1 - x0);
+}
+
 int optimizer_state_floats(const OptimizerConfig& config) {
   if (config.kind == OptimizerConfig::Kind::kAdamW) return 2;
   return config.momentum > 0 ? 1 : 0;
@@ -202,6 +214,12 @@ nlohmann::json profile_to_json(const ModelProfile& profile) {
                    {"step_overhead_s", c.step_overhead_s}};
     if (c.process_compute_scale > 0) calibration["process_compute_scale"] = c.process_compute_scale;
     calibration["sequential_compute_scale"] = c.sequential_compute_scale;
+    if (!c.relative_scale_by_rows.empty()) {
+      nlohmann::json by_rows = nlohmann::json::array();
+      for (const Calibration::RowsScale& r : c.relative_scale_by_rows)
+        by_rows.push_back({{"rows", r.rows}, {"relative", r.relative}});
+      calibration["relative_scale_by_rows"] = by_rows;
+    }
   }
   return {{"format", "pipeforge.profile/1"},
           {"model", profile.model},
@@ -228,6 +246,23 @@ double get_scale(const JsonObject& o, const std::string& key) {
   const double k = get_seconds(o, key);
   PF_CHECK_ARG(k >= 0.1 && k <= 100, o.path_of(key), ": ", k, " is not in [0.1, 100]");
   return k;
+}
+
+// The calibration's scale per micro-batch size: [{"rows", "relative"}, ...], ascending rows.
+std::vector<Calibration::RowsScale> get_rows_scales(const JsonObject& o, const std::string& key) {
+  const nlohmann::json& list = o.get_array(key);
+  PF_CHECK_ARG(list.size() <= 64, o.path_of(key), ": expected at most 64 sizes, got ", list.size());
+  std::vector<Calibration::RowsScale> out;
+  for (size_t i = 0; i < list.size(); ++i) {
+    JsonObject e(list[i], o.path_of(key) + "[" + std::to_string(i) + "]");
+    Calibration::RowsScale r;
+    r.rows = e.get_int_in("rows", 1, int64_t{1} << 30);
+    r.relative = get_scale(e, "relative");
+    e.reject_unknown();
+    PF_CHECK_ARG(out.empty() || r.rows > out.back().rows, e.path_of("rows"), ": sizes must be in ascending rows, each once");
+    out.push_back(r);
+  }
+  return out;
 }
 
 int64_t get_bytes(const JsonObject& o, const std::string& key) {
@@ -263,6 +298,8 @@ ModelProfile profile_from_json_fields(const nlohmann::json& value) {
       k.step_overhead_s = get_seconds(c, "step_overhead_s");
       if (c.has("sequential_compute_scale")) k.sequential_compute_scale = get_scale(c, "sequential_compute_scale");
       if (c.has("process_compute_scale")) k.process_compute_scale = get_scale(c, "process_compute_scale");
+      // Profiles saved before the scale per micro-batch size have none: 1 at every size.
+      if (c.has("relative_scale_by_rows")) k.relative_scale_by_rows = get_rows_scales(c, "relative_scale_by_rows");
     }
     c.reject_unknown();
   }

@@ -50,12 +50,27 @@ struct Calibration {
   // calibration than during the profile shifts both alike. 1: not measured.
   double sequential_compute_scale = 1;
   double compute_scale = 1;               // pipelined: layer times with ranks computing side by side
+  // How the runtime's layer time per micro-batch size departs from the profile's beyond
+  // compute_scale: per calibrated row count (ascending), the measured busy time over the
+  // profiled one there, divided by compute_scale. Small micro-batches profiled one layer at a time
+  // come out slower per row than the trainer runs them; this corrects each size by itself.
+  // Empty: 1 at every size.
+  struct RowsScale {
+    int64_t rows = 0;
+    double relative = 1;
+  };
+  std::vector<RowsScale> relative_scale_by_rows;
   double action_overhead_s = 0;           // pipelined: per F, B and W (a fused BW pays it twice)
   double transfer_overhead_s = 0;         // pipelined: per cross-rank activation or gradient, beyond the link
   double step_overhead_s = 0;             // pipelined: per step, beyond the makespan and the update
   // One process per rank (D > 1 under mpirun): the layer times' scale there, fitted from a measured
-  // data-parallel step; 0: not measured (compute_scale applies).
+  // data-parallel step; 0: not measured (compute_scale applies). Both scales are multiplied by
+  // relative_scale(rows).
   double process_compute_scale = 0;
+
+  // relative_scale_by_rows at `rows`: linear in log(rows) between the two calibrated sizes around
+  // it, the nearest one's outside them, 1 when none was calibrated.
+  double relative_scale(int64_t rows) const;
 };
 
 struct ModelProfile {

@@ -81,7 +81,8 @@ std::vector<double> nonnegative_least_squares(const std::vector<std::vector<doub
 }
 
 OverheadFit fit_overheads(const std::vector<double>& measured,
-                          const std::function<double(int run, double per_action, double per_transfer)>& simulate) {
+                          const std::function<double(int run, double per_action, double per_transfer)>& simulate,
+                          double noise_variance) {
   PF_CHECK_ARG(!measured.empty(), "fit_overheads: no runs");
   const int n = static_cast<int>(measured.size());
   OverheadFit fit;
@@ -105,23 +106,49 @@ OverheadFit fit_overheads(const std::vector<double>& measured,
     fit.per_step_s = x[2];
     if (settled) break;
   }
+  // The per-step constant that goes with (a, c): the mean of what is left, >= 0; and the residual
+  // sum of squares.
+  auto finish = [&](double per_action, double per_transfer, double* per_step) {
+    std::vector<double> simulated(static_cast<size_t>(n));
+    double left = 0;
+    for (int i = 0; i < n; ++i) {
+      simulated[static_cast<size_t>(i)] = simulate(i, per_action, per_transfer);
+      left += measured[static_cast<size_t>(i)] - simulated[static_cast<size_t>(i)];
+    }
+    *per_step = std::max(0.0, left / n);
+    double sq = 0;
+    for (int i = 0; i < n; ++i) {
+      const double r = simulated[static_cast<size_t>(i)] + *per_step - measured[static_cast<size_t>(i)];
+      sq += r * r;
+    }
+    return sq;
+  };
+  double sq = finish(a, c, &fit.per_step_s);
   fit.per_action_s = a;
   fit.per_transfer_s = c;
-  // The per-step constant that goes with the final (a, c): the mean of what is left, >= 0.
-  std::vector<double> simulated(static_cast<size_t>(n));
-  double left = 0;
-  for (int i = 0; i < n; ++i) {
-    simulated[static_cast<size_t>(i)] = simulate(i, a, c);
-    left += measured[static_cast<size_t>(i)] - simulated[static_cast<size_t>(i)];
-  }
-  fit.per_step_s = std::max(0.0, left / n);
-  double sq = 0;
-  for (int i = 0; i < n; ++i) {
-    const double r = simulated[static_cast<size_t>(i)] + fit.per_step_s - measured[static_cast<size_t>(i)];
-    sq += r * r;
+  if (noise_variance > 0 && (a > 0 || c > 0)) {
+    double per_step = 0;
+    const double plain = finish(0, 0, &per_step);
+    if (plain - sq <= 2 * 2 * noise_variance) {  // Mallows' Cp: 2 terms, 2 sigma^2 each
+      fit.per_action_s = fit.per_transfer_s = 0;
+      fit.per_step_s = per_step;
+      fit.noise_only = true;
+      sq = plain;
+    }
   }
   fit.rms_residual_s = std::sqrt(sq / n);
   return fit;
+}
+
+double median_variance(const std::vector<double>& samples) {
+  const size_t n = samples.size();
+  if (n < 2) return 0;
+  double mean = 0;
+  for (double x : samples) mean += x / static_cast<double>(n);
+  double sq = 0;
+  for (double x : samples) sq += (x - mean) * (x - mean);
+  const double pi = 3.14159265358979323846;
+  return pi / 2 * sq / static_cast<double>(n - 1) / static_cast<double>(n);
 }
 
 }  // namespace pf::plan

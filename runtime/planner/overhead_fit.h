@@ -8,6 +8,13 @@
 // linearise around the current (a, c) by finite differences, solve the non-negative least squares,
 // repeat. With fewer runs than overheads, or runs whose action and transfer counts are
 // proportional, the smallest-residual solution with the fewest non-zero terms wins.
+//
+// Measured makespans are noisy (a median of a few steps on a shared machine varies by several
+// percent), and with overheads of microseconds the least squares fits that noise: a "per
+// transfer" of a millisecond that predicts many-transfer schedules far too slow. Given the
+// measurements' noise variance, the overheads are kept only when they explain more than noise
+// would (Mallows' Cp: each of the two terms must lower the residual sum of squares by more than
+// twice the variance); else both are 0 and only the per-step constant remains.
 #pragma once
 
 #include <functional>
@@ -24,11 +31,18 @@ struct OverheadFit {
   double per_transfer_s = 0;  // c: per cross-rank activation or gradient
   double per_step_s = 0;      // s
   double rms_residual_s = 0;  // of the measured makespans against the fitted simulation
+  bool noise_only = false;    // the overheads explained no more than noise: set to 0
 };
 
 // measured[i]: run i's measured makespan (seconds). simulate(i, a, c): its simulated makespan
-// with those overheads. Throws kInvalidArgument for no runs.
+// with those overheads. noise_variance: of each measured makespan (s^2; 0: unknown, the overheads
+// are kept whatever they explain). Throws kInvalidArgument for no runs.
 OverheadFit fit_overheads(const std::vector<double>& measured,
-                          const std::function<double(int run, double per_action, double per_transfer)>& simulate);
+                          const std::function<double(int run, double per_action, double per_transfer)>& simulate,
+                          double noise_variance = 0);
+
+// The variance of the median of `samples` as an estimate of their centre: pi / 2 times their
+// sample variance over their count (normal noise); 0 for fewer than 2.
+double median_variance(const std::vector<double>& samples);
 
 }  // namespace pf::plan

@@ -410,6 +410,38 @@ TEST(FitOverheads, RecoversKnownOverheadsFromSyntheticRuns) {
   EXPECT_EQ(none.per_step_s, 0);
 }
 
+TEST(FitOverheads, KeepsOverheadsOnlyWhenTheyExplainMoreThanNoise) {
+  // No overheads, 1 ms of noise on each run: least squares alone turns the noise into overheads.
+  const double noise[] = {1e-3, -1e-3, -1e-3, 1e-3};
+  std::vector<double> measured;
+  for (int i = 0; i < 4; ++i) measured.push_back(synthetic_makespan(i, 0, 0) + 2e-3 + noise[i]);
+  const OverheadFit fitted = fit_overheads(measured, synthetic_makespan);
+  EXPECT_GT(fitted.per_action_s + fitted.per_transfer_s, 0);
+  EXPECT_FALSE(fitted.noise_only);
+  // Told that each run's makespan varies by that much, the fit keeps none and the per-step
+  // constant takes the mean.
+  const OverheadFit honest = fit_overheads(measured, synthetic_makespan, 1e-3 * 1e-3);
+  EXPECT_TRUE(honest.noise_only);
+  EXPECT_EQ(honest.per_action_s, 0);
+  EXPECT_EQ(honest.per_transfer_s, 0);
+  EXPECT_NEAR(honest.per_step_s, 2e-3, 1e-12);
+  EXPECT_NEAR(honest.rms_residual_s, 1e-3, 1e-12);
+  // Overheads far above the noise (0.1 ms per action: 1.2 to 4.8 ms per run) are kept.
+  std::vector<double> dear;
+  for (int i = 0; i < 4; ++i) dear.push_back(synthetic_makespan(i, 0.1e-3, 0.4e-3) + 1e-3 + 0.1 * noise[i]);
+  const OverheadFit kept = fit_overheads(dear, synthetic_makespan, 0.1e-3 * 0.1e-3);
+  EXPECT_FALSE(kept.noise_only);
+  EXPECT_NEAR(kept.per_action_s, 0.1e-3, 0.02e-3);
+  EXPECT_NEAR(kept.per_transfer_s, 0.4e-3, 0.1e-3);
+}
+
+TEST(FitOverheads, MedianVarianceIsPiOverTwoTimesTheMeansVariance) {
+  EXPECT_EQ(median_variance({}), 0);
+  EXPECT_EQ(median_variance({3}), 0);
+  // Sample variance of {1, 2, 3, 4}: 5/3; over 4 samples, times pi / 2.
+  EXPECT_NEAR(median_variance({1, 2, 3, 4}), 3.14159265358979 / 2 * (5.0 / 3) / 4, 1e-12);
+}
+
 TEST(Predict, TransferOverheadCostsCrossRankHandOffsOnly) {
   const MicroBatchCosts costs = layers_with({1, 1, 1, 1});
   PlanRequest r = request_for(costs, 2, 4);
@@ -466,6 +498,50 @@ TEST(Predict, ProcessCandidatesUseTheProcessesLinksAndScale) {
   EXPECT_THROW(fit_process_compute_scale(r, t, 1.0), Error);
 }
 
+TEST(Calibration, RelativeScaleIsLinearInLogRowsAndFlatOutside) {
+  Calibration k;
+  EXPECT_EQ(k.relative_scale(3), 1);  // nothing calibrated
+  k.relative_scale_by_rows = {{2, 0.5}, {8, 1.0}, {32, 2.0}};
+  EXPECT_DOUBLE_EQ(k.relative_scale(8), 1.0);
+  EXPECT_DOUBLE_EQ(k.relative_scale(4), 0.75);   // halfway between 2 and 8 in log(rows)
+  EXPECT_DOUBLE_EQ(k.relative_scale(16), 1.5);
+  EXPECT_DOUBLE_EQ(k.relative_scale(1), 0.5);    // below the smallest: its value
+  EXPECT_DOUBLE_EQ(k.relative_scale(64), 2.0);   // above the largest: its value
+}
+
+TEST(Predict, ComputeScaleFollowsTheMicroBatchSize) {
+  const MicroBatchCosts costs = layers_with({1, 1, 1, 1});  // 4 rows
+  PlanRequest r = request_for(costs, 2, 16);
+  Candidate c;
+  c.schedule = "1f1b";
+  c.ranks = 2;
+  c.micro_batches = 4;  // 4 rows per micro-batch
+  const double plain = predict(r, c).pipeline_seconds;
+  EXPECT_NEAR(plain, (4 + 2 - 1) * 8.0, 1e-9);
+  r.profile.calibration.measured = true;
+  r.profile.calibration.compute_scale = 2;
+  r.profile.calibration.relative_scale_by_rows = {{1, 3.0}, {4, 0.75}};
+  EXPECT_NEAR(predict(r, c).pipeline_seconds, 2 * 0.75 * plain, 1e-9);
+  // 16 micro-batches of 1 row: the profile scaled to 1 row (a quarter), times 2 x 3.
+  c.micro_batches = 16;
+  r.profile.calibration.relative_scale_by_rows.clear();
+  const double one_row = predict(r, c).pipeline_seconds;
+  r.profile.calibration.relative_scale_by_rows = {{1, 3.0}, {4, 0.75}};
+  EXPECT_NEAR(predict(r, c).pipeline_seconds, 3 * one_row, 1e-9);
+  // Processes (D > 1) take it too, on their own scale.
+  r.cluster.has_process_links = true;
+  r.cluster.process_allreduce.latency_s = 0;
+  r.cluster.process_allreduce.bandwidth_bytes_per_s = 1e300;
+  r.profile.calibration.process_compute_scale = 1;
+  Candidate d;
+  d.schedule = "1f1b";
+  d.data_parallel = 2;
+  d.micro_batches = 2;  // 4 rows per micro-batch
+  const double relative = predict(r, d).pipeline_seconds;
+  r.profile.calibration.relative_scale_by_rows.clear();
+  EXPECT_NEAR(relative, 0.75 * predict(r, d).pipeline_seconds, 1e-9);
+}
+
 TEST(Cluster, ReadsTheProcessesLinks) {
   nlohmann::json j = example_cluster();
   EXPECT_FALSE(cluster_from_json(j, "c.json").has_process_links);
@@ -495,19 +571,45 @@ TEST(ModelProfile, RoundTripsTheCalibration) {
   p.calibration.transfer_overhead_s = 2e-4;
   p.calibration.sequential_compute_scale = 1.1;
   p.calibration.process_compute_scale = 1.5;
+  p.calibration.relative_scale_by_rows = {{1, 0.8}, {4, 1.2}};
   const Calibration back = profile_from_json(profile_to_json(p), "p.json").calibration;
   EXPECT_TRUE(back.measured);
   EXPECT_DOUBLE_EQ(back.transfer_overhead_s, 2e-4);
   EXPECT_DOUBLE_EQ(back.sequential_compute_scale, 1.1);
   EXPECT_DOUBLE_EQ(back.process_compute_scale, 1.5);
+  ASSERT_EQ(back.relative_scale_by_rows.size(), 2u);
+  EXPECT_EQ(back.relative_scale_by_rows[1].rows, 4);
+  EXPECT_DOUBLE_EQ(back.relative_scale_by_rows[1].relative, 1.2);
   // A profile saved before these fields reads with their defaults.
   nlohmann::json j = profile_to_json(p);
-  for (const char* key : {"transfer_overhead_s", "sequential_compute_scale", "process_compute_scale"})
+  for (const char* key :
+       {"transfer_overhead_s", "sequential_compute_scale", "process_compute_scale", "relative_scale_by_rows"})
     j["calibration"].erase(key);
   const Calibration old = profile_from_json(j, "p.json").calibration;
   EXPECT_EQ(old.transfer_overhead_s, 0);
   EXPECT_EQ(old.sequential_compute_scale, 1);
   EXPECT_EQ(old.process_compute_scale, 0);
+  EXPECT_TRUE(old.relative_scale_by_rows.empty());
+  // The sizes in ascending rows, each scale in [0.1, 100], no other field.
+  auto error_of_scales = [&](const nlohmann::json& scales) {
+    nlohmann::json bad = profile_to_json(p);
+    bad["calibration"]["relative_scale_by_rows"] = scales;
+    try {
+      profile_from_json(bad, "p.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error_of_scales({{{"rows", 4}, {"relative", 1}}, {{"rows", 2}, {"relative", 1}}})
+                .find("p.json: calibration.relative_scale_by_rows[1].rows: sizes must be in ascending rows"),
+            std::string::npos);
+  EXPECT_NE(error_of_scales({{{"rows", 4}, {"relative", 200}}})
+                .find("calibration.relative_scale_by_rows[0].relative: 200 is not in [0.1, 100]"),
+            std::string::npos);
+  EXPECT_NE(error_of_scales({{{"rows", 4}, {"relative", 1}, {"seconds", 1}}})
+                .find("calibration.relative_scale_by_rows[0].seconds: unknown field"),
+            std::string::npos);
 }
 
 }  // namespace

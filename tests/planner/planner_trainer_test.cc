@@ -1,11 +1,12 @@
-// The planner's memory prediction against what the pipeline trainer measures: the activation
-// bytes each rank holds at its peak, for the schedules and policies the planner searches.
+// The planner against what the pipeline trainer measures: the activation bytes each rank holds at
+// its peak, for the schedules and policies the planner searches; the calibration's runs.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
 #include "runtime/execution/pipeline_trainer.h"
+#include "runtime/planner/calibration.h"
 #include "runtime/planner/candidates.h"
 #include "runtime/planner/model_profile.h"
 #include "tests/execution/test_util.h"
@@ -75,6 +76,37 @@ INSTANTIATE_TEST_SUITE_P(Schedules, PredictedMemory,
                              if (ch == '-') ch = '_';
                            return name;
                          });
+
+// The calibration trains at every micro-batch size the plan searches (1F1B and ZB-V with m = 2,
+// 4, 8, 16 that split the batch, up to the plan's most) and scales each size by itself.
+TEST(Calibrate, ScalesEveryMicroBatchSizeItTrains) {
+  auto model = tiny_gpt(3);  // 6 top-level layers: ZB-V's 4 stages fit
+  const Batch batch = data_for(*model, 8, 0);  // 16 rows
+  PlanRequest request;
+  request.profile.sizes = {measure_micro_batch(*model, batch.micro_batch(0, 4), 1)};  // 4 rows; others scaled
+  request.cluster.devices_per_node = 2;
+  request.batch_rows = batch.rows();
+  request.max_micro_batches = 16;
+  auto rows_of = [](const Calibration& k) {
+    std::vector<int64_t> rows;
+    for (const Calibration::RowsScale& r : k.relative_scale_by_rows) {
+      EXPECT_GE(r.relative, 0.1);
+      EXPECT_LE(r.relative, 100);
+      rows.push_back(r.rows);
+    }
+    return rows;
+  };
+  const Calibration all = calibrate(request, model, batch, OptimizerConfig(), 1);
+  EXPECT_TRUE(all.measured);
+  EXPECT_EQ(rows_of(all), (std::vector<int64_t>{1, 2, 4, 8}));
+  // The per-size scales are relative to compute_scale: their profiled-busy-weighted mean is 1
+  // when the sizes' profiled busy times are equal (one profile size, scaled).
+  double mean = 0;
+  for (const Calibration::RowsScale& r : all.relative_scale_by_rows) mean += r.relative / 4;
+  EXPECT_NEAR(mean, 1, 1e-9);
+  request.max_micro_batches = 4;
+  EXPECT_EQ(rows_of(calibrate(request, model, batch, OptimizerConfig(), 1)), (std::vector<int64_t>{4, 8}));
+}
 
 }  // namespace
 }  // namespace pf::plan

@@ -59,33 +59,36 @@ plan::Calibration calibration(const PlanArgs& a, const plan::PlanRequest& reques
   return plan::calibrate(request, s.model, s.data->next(), optimizer_config(t), a.calibration_steps);
 }
 
-// The processes' layer-time scale (D > 1 trains one process per rank): one short data-parallel
-// run under mpirun, 2 replicas of one micro-batch on half the calibration's batch, three times
-// (a neighbour's burst can take a whole short run), the median fitted into
+// The processes' layer-time scale (D > 1 trains one process per rank): a short data-parallel run
+// under mpirun of the calibration's batch, 2 replicas of 2 micro-batches (a candidate of the plan
+// when the batch splits so), three times; the median of all their steps after each run's warm-up
+// (a neighbour's burst can take a whole short run, and one run's steps vary by 10%) fitted into
 // request->profile.calibration.process_compute_scale. *seconds: the time it took. Returns "" when
 // measured, else why not.
 std::string calibrate_process_steps(const PlanArgs& a, plan::PlanRequest* request, double* seconds) {
   const auto t0 = std::chrono::steady_clock::now();
   TrainArgs t = a.model;
-  const int64_t rows = a.batch_size % 4 == 0 ? a.batch_size / 4 : request->profile.sizes.front().rows;
-  t.batch_size = rows;  // per replica
-  t.micro_batches = 1;
+  const bool quarters = a.batch_size % 4 == 0;
+  const int64_t rows = quarters ? a.batch_size / 4 : request->profile.sizes.front().rows;
+  t.micro_batches = quarters ? 2 : 1;
+  t.batch_size = rows * t.micro_batches;  // per replica
   t.data_parallel = 2;
   t.schedule = "1f1b";
   t.stages = 1;
   t.steps = a.calibration_steps + 1;
-  std::vector<double> runs(3, 0.0);
-  for (double& run : runs) {
-    const std::string why = measure_process_step(t, &run);
+  std::vector<double> steps;
+  for (int run = 0; run < 3; ++run) {
+    const std::string why = measure_process_steps(t, &steps);
     if (!why.empty()) return why;
   }
-  const double measured = median(runs);
+  const double measured = median(steps);
   plan::PlanRequest r = *request;
-  r.batch_rows = 2 * rows;
+  r.batch_rows = 2 * t.batch_size;
   r.memory_limit_bytes = 1e300;
   plan::Candidate c;
   c.schedule = "1f1b";
   c.data_parallel = 2;
+  c.micro_batches = t.micro_batches;
   request->profile.calibration.process_compute_scale = plan::fit_process_compute_scale(r, c, measured);
   *seconds = seconds_since(t0);
   char text[96];

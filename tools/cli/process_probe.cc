@@ -220,7 +220,7 @@ std::string measure_process_links(plan::Cluster* cluster, const std::vector<doub
   return done(why);
 }
 
-std::string measure_process_step(const TrainArgs& args, double* step_seconds) {
+std::string measure_process_steps(const TrainArgs& args, std::vector<double>* step_seconds) {
   const std::string config = temp_file("pipeforge-config"), log = temp_file("pipeforge-metrics");
   if (config.empty() || log.empty()) return "cannot create a temporary file";
   std::ofstream(config) << effective_train_config(args).dump(2) << "\n";
@@ -234,8 +234,7 @@ std::string measure_process_step(const TrainArgs& args, double* step_seconds) {
       while (std::getline(in, line))
         if (!line.empty()) steps.push_back(nlohmann::json::parse(line).at("seconds").get<double>());
       if (steps.size() < 2) throw std::runtime_error("fewer than 2 steps logged");
-      steps.erase(steps.begin());  // the warm-up
-      *step_seconds = median(steps);
+      step_seconds->insert(step_seconds->end(), steps.begin() + 1, steps.end());  // after the warm-up
     } catch (const std::exception& e) {
       why = std::string("the process run's metrics log is unreadable: ") + e.what();
     }

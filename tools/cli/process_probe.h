@@ -31,7 +31,7 @@ int run_process_probe(const ProcessProbeArgs& args);
 std::string measure_process_links(plan::Cluster* cluster, const std::vector<double>& allreduce_bytes, double* seconds);
 
 // Trains `args` (a data-parallel run: 2 processes) under mpirun -np 2 with a metrics log and
-// returns in *step_seconds the median step after the first. Returns "" on success, else why not.
-std::string measure_process_step(const TrainArgs& args, double* step_seconds);
+// appends to *step_seconds the time of every step after the first. Returns "" on success, else why not.
+std::string measure_process_steps(const TrainArgs& args, std::vector<double>* step_seconds);
 
 }  // namespace pf::cli
