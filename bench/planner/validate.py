@@ -4,10 +4,17 @@ spread of the others for real (alternating, so that a noisy neighbour hits all o
 and prints one JSON object with the predicted and measured step time of each, the prediction error
 and the regret (how much slower the planner's choice measured than the fastest one measured).
 
+The machine's speed drifts by tens of percent between rounds (shared hosts), for every candidate
+at once. So the rounds run the candidates in alternating order, and `measured_step_s` is each candidate's time with the drift between rounds taken out: a
+two-way median polish of log(seconds) over candidates x rounds (Tukey), candidate effect plus the
+median round's effect; the errors and the regret use it. The plain medians over the rounds
+(`raw_measured_step_s`) and the figures from them (`uncorrected`) are printed beside it.
+
 Usage: bench/planner/run.sh [--steps N] [--rounds R] [--spread K] [model options of pipeforge plan]
 """
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -45,6 +52,34 @@ def measured_step_seconds(log, warmup):
     return statistics.median(seconds), len(seconds)
 
 
+def median_polish(table, iterations=10):
+    """log(table[c][r]) = overall + row[c] + col[r] + residual, by alternately removing medians.
+    Returns each row's fitted value at the median column effect (the typical round), as seconds."""
+    logs = [[math.log(x) for x in row] for row in table]
+    rows, cols = len(logs), len(logs[0])
+    row_eff, col_eff = [0.0] * rows, [0.0] * cols
+    for _ in range(iterations):
+        for i in range(rows):
+            m = statistics.median(logs[i])
+            row_eff[i] += m
+            logs[i] = [x - m for x in logs[i]]
+        for j in range(cols):
+            m = statistics.median(logs[i][j] for i in range(rows))
+            col_eff[j] += m
+            for i in range(rows):
+                logs[i][j] -= m
+    typical = statistics.median(col_eff)
+    return [math.exp(r + typical) for r in row_eff]
+
+
+def summary(rows, key):
+    errors = [abs(x["predicted_step_s"] / x[key] - 1) for x in rows]
+    fastest = min(rows, key=lambda x: x[key])
+    return {"max_prediction_error": max(errors), "mean_prediction_error": statistics.mean(errors),
+            "top3_max_prediction_error": max(errors[:3]),
+            "regret": rows[0][key] / fastest[key] - 1, "fastest_measured": fastest["candidate"]}
+
+
 def label(c):
     return (f'{c["schedule"]} P={c["ranks"]} v={c["chunks"]} m={c["micro_batches"]} '
             f'D={c["data_parallel"]} {c["activation_policy"]} {c["layers_per_stage"]}')
@@ -76,35 +111,30 @@ def main():
             chosen += rest[::step][:args.spread]
         results = [{"candidate": c, "measured": []} for c in chosen]
         warmup = 3
-        for _ in range(args.rounds):
-            for r in results:
+        for round_index in range(args.rounds):
+            # Forward, then backward: a drift within a round weighs on the first and the last alike.
+            for r in (results if round_index % 2 == 0 else list(reversed(results))):
                 log = os.path.join(tmp, "m.jsonl")
                 if os.path.exists(log):
                     os.remove(log)
                 run(train_command(args.pipeforge, r["candidate"], args.batch_size, model_args,
                                   args.steps + warmup, log), env)
                 r["measured"].append(measured_step_seconds(log, warmup)[0])
+        corrected = median_polish([r["measured"] for r in results])
         rows = []
-        for rank, r in enumerate(results):
+        for r, drift_free in zip(results, corrected):
             c = r["candidate"]
-            measured = statistics.median(r["measured"])
+            raw = statistics.median(r["measured"])
             rows.append({"candidate": label(c), "planner_rank": ranked.index(c) + 1,
-                         "predicted_step_s": c["step_seconds"], "measured_step_s": measured,
-                         "measured_runs_s": r["measured"],
-                         "predicted_over_measured": c["step_seconds"] / measured})
-        errors = [abs(x["predicted_over_measured"] - 1) for x in rows]
-        fastest = min(x["measured_step_s"] for x in rows)
-        choice = rows[0]["measured_step_s"]
-        top3 = rows[:3]
+                         "predicted_step_s": c["step_seconds"], "measured_step_s": drift_free,
+                         "raw_measured_step_s": raw, "measured_runs_s": r["measured"],
+                         "predicted_over_measured": c["step_seconds"] / drift_free})
         out = {
             "model": model_args, "batch_size": args.batch_size, "cluster": plan["cluster"],
             "candidates_ranked": len(ranked), "process_links": plan.get("process_links"),
             "calibration_seconds": plan.get("calibration_seconds"), "measured": rows,
-            "max_prediction_error": max(errors),
-            "mean_prediction_error": statistics.mean(errors),
-            "top3_max_prediction_error": max(abs(x["predicted_over_measured"] - 1) for x in top3),
-            "regret": choice / fastest - 1,
-            "fastest_measured": min(rows, key=lambda x: x["measured_step_s"])["candidate"],
+            **summary(rows, "measured_step_s"),
+            "uncorrected": summary(rows, "raw_measured_step_s"),
             "load_average": os.getloadavg(),
         }
         print(json.dumps(out, indent=1))
