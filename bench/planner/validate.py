@@ -10,6 +10,13 @@ two-way median polish of log(seconds) over candidates x rounds (Tukey), candidat
 median round's effect; the errors and the regret use it. The plain medians over the rounds
 (`raw_measured_step_s`) and the figures from them (`uncorrected`) are printed beside it.
 
+The drift also lies between the plan's calibration (its first seconds) and the measurement
+(minutes later). So each round starts with a calibration of its own (`plan --measure` again,
+`--recalibrate`, the default): `recalibrated` gives each candidate's error as the median over the
+rounds of (that round's prediction / that round's measurement), a prediction made from a profile
+timed next to the runs it predicts. The candidates, their order and the planner's choice are the
+first plan's throughout.
+
 Usage: bench/planner/run.sh [--steps N] [--rounds R] [--spread K] [model options of pipeforge plan]
 """
 import argparse
@@ -80,6 +87,19 @@ def summary(rows, key):
             "regret": rows[0][key] / fastest[key] - 1, "fastest_measured": fastest["candidate"]}
 
 
+def key(c):
+    """A candidate as the planner enumerates it: its partition may differ from one calibration to
+    the next, so it is not part of the key."""
+    return (c["schedule"], c["ranks"], c["chunks"], c["micro_batches"], c["data_parallel"], c["activation_policy"])
+
+
+def recalibrated_summary(rows):
+    errors = [abs(statistics.median(x["round_predicted_over_measured"]) - 1) for x in rows]
+    return {"max_prediction_error": max(errors), "mean_prediction_error": statistics.mean(errors),
+            "top3_max_prediction_error": max(errors[:3]),
+            "partition_changed": sum(x["round_partition_changed"] for x in rows)}
+
+
 def label(c):
     return (f'{c["schedule"]} P={c["ranks"]} v={c["chunks"]} m={c["micro_batches"]} '
             f'D={c["data_parallel"]} {c["activation_policy"]} {c["layers_per_stage"]}')
@@ -92,6 +112,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=5, help="runs of each candidate, alternating (a short run varies by up to 45%% here)")
     ap.add_argument("--spread", type=int, default=7, help="candidates besides the top 3")
     ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--recalibrate", action=argparse.BooleanOptionalAction, default=True,
+                    help="calibrate again at the start of each round (the recalibrated figures)")
     args, model_args = ap.parse_known_args()
     if not model_args:
         model_args = ["--model", "gpt", "--d-model", "128", "--layers", "4", "--seq-len", "64"]
@@ -99,9 +121,9 @@ def main():
                OMPI_MCA_btl_tcp_if_include="lo", OMPI_MCA_oob_tcp_if_include="lo")
     with tempfile.TemporaryDirectory() as tmp:
         # The plan's --measure launches mpirun -np 2 to time what processes pay: the same environment.
-        plan = json.loads(run([args.pipeforge, "plan", *model_args, "--batch-size", str(args.batch_size),
-                               "--measure", "--json", "--quiet", "--top", "100000",
-                               "--out", "", "--svg", ""], env))
+        plan_command = [args.pipeforge, "plan", *model_args, "--batch-size", str(args.batch_size),
+                        "--measure", "--json", "--quiet", "--top", "100000", "--out", "", "--svg", ""]
+        plan = json.loads(run(plan_command, env))
         ranked = plan["candidates"]
         # The top 3, then an even spread over the rest of the ranking (other schedules first).
         chosen = ranked[:3]
@@ -109,9 +131,16 @@ def main():
         if rest and args.spread > 0:
             step = max(1, len(rest) // args.spread)
             chosen += rest[::step][:args.spread]
-        results = [{"candidate": c, "measured": []} for c in chosen]
+        results = [{"candidate": c, "measured": [], "predicted": [], "partition_changed": 0} for c in chosen]
         warmup = 3
         for round_index in range(args.rounds):
+            if args.recalibrate:
+                fresh = {key(c): c for c in json.loads(run(plan_command, env))["candidates"]}
+                for r in results:
+                    again = fresh.get(key(r["candidate"]))
+                    r["predicted"].append(again["step_seconds"] if again else r["candidate"]["step_seconds"])
+                    r["partition_changed"] += int(again is None or
+                                                  again["layers_per_stage"] != r["candidate"]["layers_per_stage"])
             # Forward, then backward: a drift within a round weighs on the first and the last alike.
             for r in (results if round_index % 2 == 0 else list(reversed(results))):
                 log = os.path.join(tmp, "m.jsonl")
@@ -129,12 +158,17 @@ def main():
                          "predicted_step_s": c["step_seconds"], "measured_step_s": drift_free,
                          "raw_measured_step_s": raw, "measured_runs_s": r["measured"],
                          "predicted_over_measured": c["step_seconds"] / drift_free})
+            if args.recalibrate:
+                rows[-1].update({"round_predicted_s": r["predicted"],
+                                 "round_predicted_over_measured": [p / m for p, m in zip(r["predicted"], r["measured"])],
+                                 "round_partition_changed": r["partition_changed"]})
         out = {
             "model": model_args, "batch_size": args.batch_size, "cluster": plan["cluster"],
             "candidates_ranked": len(ranked), "process_links": plan.get("process_links"),
             "calibration_seconds": plan.get("calibration_seconds"), "measured": rows,
             **summary(rows, "measured_step_s"),
             "uncorrected": summary(rows, "raw_measured_step_s"),
+            **({"recalibrated": recalibrated_summary(rows)} if args.recalibrate else {}),
             "load_average": os.getloadavg(),
         }
         print(json.dumps(out, indent=1))

@@ -162,12 +162,35 @@ std::vector<int> balanced_partition(const TrainArgs& a, const exec::PipelineOpti
   return exec::layer_counts(exec::partition_balanced(times, schedule.stages_per_pipeline()));
 }
 
+// --partition balanced under mpirun. The processes hold only their own stages' parameters, so the
+// world's rank 0 builds a whole model of its own for the measurement (freed after it) and sends the
+// counts it chose; every process then runs that one partition. An error there reaches every process.
+std::vector<int> balanced_partition_of_world(const TrainArgs& a, const exec::PipelineOptions& p,
+                                             comm::World& world) {
+  constexpr double kTimeoutSeconds = 600.0;  // the measurement: 3 forward + backward passes of the model
+  std::string message;
+  if (world.rank() == 0) {
+    try {
+      Setup whole = make_setup(a);
+      message = nlohmann::json{{"counts", balanced_partition(a, p, *whole.model, *whole.data)}}.dump();
+    } catch (const Error& e) {
+      message = nlohmann::json{{"error", e.what()}, {"code", static_cast<int>(e.code())}}.dump();
+    }
+  }
+  comm::broadcast_string(world, &message, 0, kTimeoutSeconds);
+  const nlohmann::json reply = nlohmann::json::parse(message);
+  if (reply.contains("error")) {
+    throw Error(static_cast<ErrorCode>(reply["code"].get<int>()),
+                "--partition balanced (measured by rank 0): " + reply["error"].get<std::string>());
+  }
+  return reply["counts"].get<std::vector<int>>();
+}
+
 // Under mpirun (more than one process): what one process per rank does not support yet.
 void check_process_args(const TrainArgs& a, const comm::World& world) {
   const std::string where = " under mpirun (" + std::to_string(world.size()) + " processes)";
   if (a.schedule.empty() && a.schedule_file.empty())
     usage_error("--schedule or --schedule-file is needed" + where + ": each process runs one rank of it");
-  if (a.partition == "balanced") usage_error("--partition balanced is not supported" + where + " yet");
   if (!a.devices.empty()) usage_error("--devices is not supported" + where + " yet (CPU ranks only)");
   if (!a.trace_file.empty() || !a.svg_file.empty())
     usage_error("--trace and --svg are not supported" + where + " yet");
@@ -319,7 +342,10 @@ int run_train(const TrainArgs& a) {
       p.local_head = a.local_head;
       p.slow_rank = a.slow_rank;
       p.slow_factor = a.slow_factor;
-      if (a.partition == "balanced") p.layers_per_stage = balanced_partition(a, p, *setup.model, *setup.data);
+      if (a.partition == "balanced") {
+        p.layers_per_stage = world ? balanced_partition_of_world(a, p, *world)
+                                   : balanced_partition(a, p, *setup.model, *setup.data);
+      }
       p.validate();
       if (a.adapt) {
         auto adapting = adaptive_trainer(a, p, setup.model, leader);
