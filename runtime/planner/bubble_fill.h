@@ -1,8 +1,8 @@
 // A fill job for a pipeline's bubbles (PipeFill; PipelineOptions::bubble_fill, docs/PLANNING.md
 // "Filling the bubbles"): forward passes, with the loss, of held-out micro-batches through a model
 // of its own, one copy per rank, whole passes only. A pass starts only when it is predicted to fit
-// in what is left of the budget (the rank's mean pass time so far, first measured when the job is
-// made), so the pipeline's own actions start when they would have.
+// in what is left of the budget (the rank's mean pass time so far, starting from the fastest of
+// three passes timed when the job is made), so the pipeline's own actions start when they would have.
 #pragma once
 
 #include <atomic>
