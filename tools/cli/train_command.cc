@@ -263,20 +263,22 @@ std::unique_ptr<plan::AdaptiveTrainer> adaptive_trainer(const TrainArgs& a, cons
   }
 }
 
+// Layers per stage as "5+4".
+std::string join_counts(const std::vector<int>& layers) {
+  std::string out;
+  for (size_t s = 0; s < layers.size(); ++s) out += (s ? "+" : "") + std::to_string(layers[s]);
+  return out;
+}
+
 // "step 4: rank 1 ran 2.9x slower than predicted for 3 steps; re-partitioned 5+4 -> 6+3 layers"
 std::string describe_adaptation(const plan::Adaptation& m, int patience) {
-  auto counts = [](const std::vector<int>& layers) {
-    std::string out;
-    for (size_t s = 0; s < layers.size(); ++s) out += (s ? "+" : "") + std::to_string(layers[s]);
-    return out;
-  };
   const size_t slowest =
       static_cast<size_t>(std::max_element(m.slowdown.begin(), m.slowdown.end()) - m.slowdown.begin());
   char factor[32];
   std::snprintf(factor, sizeof factor, "%.1fx", m.slowdown[slowest]);
   return "step " + std::to_string(m.step) + ": rank " + std::to_string(slowest) + " ran " + factor +
-         " slower than predicted for " + std::to_string(patience) + " steps; re-partitioned " + counts(m.from) +
-         " -> " + counts(m.to) + " layers";
+         " slower than predicted for " + std::to_string(patience) + " steps; re-partitioned " + join_counts(m.from) +
+         " -> " + join_counts(m.to) + " layers";
 }
 
 }  // namespace
@@ -537,6 +539,11 @@ int run_train(const TrainArgs& a) {
                                        : "one process each";
       std::printf("%s on %d ranks (%s): measured bubble rate %.4f (mean over the steps)\n",
                   pipeline()->schedule().name.c_str(), ranks, where.c_str(), bubble_rate);
+      std::string placement;
+      for (int rank : pipeline()->schedule().placement.stage_to_rank)
+        placement += (placement.empty() ? "" : ", ") + std::to_string(rank);
+      std::printf("partition: %s top-level layers per stage (stages on ranks %s)\n",
+                  join_counts(exec::layer_counts(pipeline()->stages())).c_str(), placement.c_str());
       if (pipeline()->local_learning())
         std::printf("local learning: every stage but the last trains on its own %s head; no gradient crosses ranks\n",
                     a.local_head.c_str());
