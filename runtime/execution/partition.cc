@@ -73,6 +73,25 @@ std::vector<StageRange> partition_balanced(const std::vector<double>& costs, int
   return out;
 }
 
+std::vector<int64_t> layer_parameter_counts(const Model& model) {
+  std::vector<int64_t> out;
+  for (const auto& layer : model.layers()) {
+    int64_t n = 0;
+    for (const Parameter* p : layer->parameters()) n += shape_numel(p->shape);
+    out.push_back(n);
+  }
+  return out;
+}
+
+std::vector<StageRange> partition_by_parameters(const Model& model, int num_stages) {
+  const int n = static_cast<int>(model.layers().size());
+  PF_CHECK_ARG(num_stages >= 1, "partition: the number of stages must be >= 1, got ", num_stages);
+  PF_CHECK_ARG(n >= num_stages, "partition: ", num_stages, " stages need at least ", num_stages,
+               " top-level layers, the model has ", n);
+  const std::vector<int64_t> counts = layer_parameter_counts(model);
+  return partition_balanced(std::vector<double>(counts.begin(), counts.end()), num_stages);
+}
+
 std::vector<int> layer_counts(const std::vector<StageRange>& stages) {
   std::vector<int> out;
   for (const auto& s : stages) out.push_back(s.size());

@@ -3,6 +3,7 @@
 // (Model::loss()) runs after the last stage.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,14 @@ std::vector<StageRange> partition_layers(int num_layers, int num_stages,
 // Contiguous split of `layer_costs` into num_stages non-empty ranges minimising the most expensive
 // range (dynamic programming, O(S * L^2)); ties go to the split with the earliest boundaries.
 std::vector<StageRange> partition_balanced(const std::vector<double>& layer_costs, int num_stages);
+
+// Each top-level layer's parameter count (shapes only: unallocated parameters count too).
+std::vector<int64_t> layer_parameter_counts(const Model& model);
+
+// The split balancing parameter counts (partition_balanced over layer_parameter_counts; what
+// DeepSpeed calls partition_method "parameters"): for models whose layers' compute follows their
+// parameters, such as a GPT's blocks, a balanced split without measuring anything.
+std::vector<StageRange> partition_by_parameters(const Model& model, int num_stages);
 
 // The layer counts of a partition (the form PipelineOptions::layers_per_stage takes).
 std::vector<int> layer_counts(const std::vector<StageRange>& stages);

@@ -227,6 +227,29 @@ TEST(PipeforgeTrain, PipelinedScheduleGivesTheSequentialChecksumAndMeasurements)
   EXPECT_NE(bad.err.find("2f2b"), std::string::npos) << bad.err;
 }
 
+// The default partition balances parameter counts: 8 blocks + embedding + ln_f + head on 2 ranks
+// put 4 blocks on each (5 + 6 layers), on the V schedule's 4 stages 2 blocks each (3 + 2 + 2 + 4,
+// so 4 per rank); --partition even counts layers (6 + 5: 5 blocks and 3). The same checksum.
+TEST(PipeforgeTrain, DefaultPartitionBalancesParametersEvenCountsLayers) {
+  const std::string base =
+      "train --model gpt --steps 2 --batch-size 8 --microbatches 4 --seq-len 16 --d-model 16 --heads 2 --layers 8";
+  const auto sequential = run_json(base);
+  const auto counts = [](const nlohmann::json& out) {
+    return out.at("partition").at("layers_per_stage").get<std::vector<int>>();
+  };
+  const auto params = run_json(base + " --schedule 1f1b --stages 2");
+  EXPECT_EQ(counts(params), (std::vector<int>{5, 6}));
+  EXPECT_EQ(params.at("param_checksum"), sequential.at("param_checksum"));
+  const auto v_shape = run_json(base + " --schedule zb-v --stages 2");
+  EXPECT_EQ(counts(v_shape), (std::vector<int>{3, 2, 2, 4}));
+  EXPECT_EQ(v_shape.at("param_checksum"), sequential.at("param_checksum"));
+  const auto even = run_json(base + " --schedule 1f1b --stages 2 --partition even");
+  EXPECT_EQ(counts(even), (std::vector<int>{6, 5}));
+  EXPECT_EQ(even.at("param_checksum"), sequential.at("param_checksum"));
+  const auto given = run_json(base + " --schedule 1f1b --stages 2 --layers-per-stage 2 9");
+  EXPECT_EQ(counts(given), (std::vector<int>{2, 9}));
+}
+
 TEST(PipeforgeTrain, AsynchronousSchedulesTrainDrainAndRefuseWhatTheyCannotDo) {
   const std::string base =
       "train --model gpt --steps 4 --batch-size 8 --microbatches 4 --seq-len 16 --d-model 16 --heads 2 "

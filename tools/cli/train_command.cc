@@ -141,25 +141,24 @@ nlohmann::json finite_or_null(double x) { return std::isfinite(x) ? nlohmann::js
 
 // Layer counts that minimise the slowest stage, from each layer's measured time on the first
 // micro-batch of the data (the data position is left where it was).
+int stages_per_pipeline(const TrainArgs& a, const exec::PipelineOptions& p) {
+  if (!p.schedule_text.empty()) return sched::parse_schedule(p.schedule_text).stages_per_pipeline();
+  sched::ScheduleRequest request;
+  request.name = p.schedule;
+  request.ranks = p.ranks;
+  request.micro_batches = a.micro_batches;
+  request.chunks = p.chunks;
+  request.seq_slices = p.seq_slices;
+  return sched::make_schedule(request).stages_per_pipeline();
+}
+
 std::vector<int> balanced_partition(const TrainArgs& a, const exec::PipelineOptions& p, Model& model,
                                     DataSource& data) {
-  sched::Schedule schedule;
-  if (!p.schedule_text.empty()) {
-    schedule = sched::parse_schedule(p.schedule_text);
-  } else {
-    sched::ScheduleRequest request;
-    request.name = p.schedule;
-    request.ranks = p.ranks;
-    request.micro_batches = a.micro_batches;
-    request.chunks = p.chunks;
-    request.seq_slices = p.seq_slices;
-    schedule = sched::make_schedule(request);
-  }
   const int64_t position = data.position();
   const Batch sample = data.next();
   data.seek(position);
   const std::vector<double> times = exec::measure_layer_times(model, sample, 3);
-  return exec::layer_counts(exec::partition_balanced(times, schedule.stages_per_pipeline()));
+  return exec::layer_counts(exec::partition_balanced(times, stages_per_pipeline(a, p)));
 }
 
 // --partition balanced under mpirun. The processes hold only their own stages' parameters, so the
@@ -208,10 +207,10 @@ nlohmann::json partition_json(const Model& model, const exec::PipelineTrainer* p
 // --describe: the model's top-level layers, the units a partition counts.
 int describe_model(const TrainArgs& a, const Model& model) {
   nlohmann::json layers = nlohmann::json::array();
-  for (const auto& layer : model.layers()) {
-    int64_t n = 0;
-    for (const Parameter* p : layer->parameters()) n += shape_numel(p->shape);
-    layers.push_back({{"name", layer->name()}, {"type", layer->type()}, {"parameters", n}});
+  const std::vector<int64_t> parameters = exec::layer_parameter_counts(model);
+  for (size_t i = 0; i < model.layers().size(); ++i) {
+    const auto& layer = model.layers()[i];
+    layers.push_back({{"name", layer->name()}, {"type", layer->type()}, {"parameters", parameters[i]}});
   }
   if (a.json) {
     std::cout << nlohmann::json({{"model", model_name(a)},
@@ -344,11 +343,14 @@ int run_train(const TrainArgs& a) {
       p.local_head = a.local_head;
       p.slow_rank = a.slow_rank;
       p.slow_factor = a.slow_factor;
+      p.validate();
       if (a.partition == "balanced") {
         p.layers_per_stage = world ? balanced_partition_of_world(a, p, *world)
                                    : balanced_partition(a, p, *setup.model, *setup.data);
+      } else if (a.partition == "params" && p.layers_per_stage.empty()) {
+        p.layers_per_stage =
+            exec::layer_counts(exec::partition_by_parameters(*setup.model, stages_per_pipeline(a, p)));
       }
-      p.validate();
       if (a.adapt) {
         auto adapting = adaptive_trainer(a, p, setup.model, leader);
         adaptive = adapting.get();

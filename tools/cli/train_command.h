@@ -64,8 +64,9 @@ struct TrainArgs {
   std::string gradient_reduction = "allreduce";  // data parallel: allreduce or deterministic
   int chunks = 1;             // model chunks per rank V
   int seq_slices = 1;         // sequence slices per micro-batch S (seq1f1b)
-  std::vector<int> layers_per_stage;  // empty = even split (or balanced, below)
-  std::string partition = "even";     // "even" or "balanced" (by measured per-layer time)
+  std::vector<int> layers_per_stage;  // empty = split as `partition` says
+  std::string partition = "params";   // "params" (balanced parameter counts), "even" (layer counts) or
+                                      // "balanced" (measured per-layer time)
   std::string activation_policy = "none";  // pipelined: none, recompute, offload-host, offload-file, selective
   double activation_budget = 0;            // selective: per-rank activation bytes
   std::string offload_dir;                 // file tier folder

@@ -144,9 +144,9 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
       ->capture_default_str();
   auto* counts = cmd->add_option("--layers-per-stage", a.layers_per_stage, "top-level layers per stage");
   cmd->add_option("--partition", a.partition,
-                  "even (by layer count) or balanced (profile each layer on one micro-batch, then split "
-                  "minimising the slowest stage)")
-      ->check(CLI::IsMember({"even", "balanced"}))
+                  "params (split minimising the largest stage's parameter count), even (by layer count) or "
+                  "balanced (profile each layer on one micro-batch, then split minimising the slowest stage)")
+      ->check(CLI::IsMember({"params", "even", "balanced"}))
       ->excludes(counts)
       ->capture_default_str();
   cmd->add_option("--activation-policy", a.activation_policy,
