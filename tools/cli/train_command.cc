@@ -141,37 +141,24 @@ nlohmann::json finite_or_null(double x) { return std::isfinite(x) ? nlohmann::js
 
 // Layer counts that minimise the slowest stage, from each layer's measured time on the first
 // micro-batch of the data (the data position is left where it was).
-int stages_per_pipeline(const TrainArgs& a, const exec::PipelineOptions& p) {
-  if (!p.schedule_text.empty()) return sched::parse_schedule(p.schedule_text).stages_per_pipeline();
-  sched::ScheduleRequest request;
-  request.name = p.schedule;
-  request.ranks = p.ranks;
-  request.micro_batches = a.micro_batches;
-  request.chunks = p.chunks;
-  request.seq_slices = p.seq_slices;
-  return sched::make_schedule(request).stages_per_pipeline();
-}
-
-std::vector<int> balanced_partition(const TrainArgs& a, const exec::PipelineOptions& p, Model& model,
-                                    DataSource& data) {
+std::vector<int> balanced_partition(const TrainArgs& a, Model& model, DataSource& data) {
   const int64_t position = data.position();
   const Batch sample = data.next();
   data.seek(position);
   const std::vector<double> times = exec::measure_layer_times(model, sample, 3);
-  return exec::layer_counts(exec::partition_balanced(times, stages_per_pipeline(a, p)));
+  return exec::layer_counts(exec::partition_balanced(times, schedule_stages(a)));
 }
 
 // --partition balanced under mpirun. The processes hold only their own stages' parameters, so the
 // world's rank 0 builds a whole model of its own for the measurement (freed after it) and sends the
 // counts it chose; every process then runs that one partition. An error there reaches every process.
-std::vector<int> balanced_partition_of_world(const TrainArgs& a, const exec::PipelineOptions& p,
-                                             comm::World& world) {
+std::vector<int> balanced_partition_of_world(const TrainArgs& a, comm::World& world) {
   constexpr double kTimeoutSeconds = 600.0;  // the measurement: 3 forward + backward passes of the model
   std::string message;
   if (world.rank() == 0) {
     try {
       Setup whole = make_setup(a);
-      message = nlohmann::json{{"counts", balanced_partition(a, p, *whole.model, *whole.data)}}.dump();
+      message = nlohmann::json{{"counts", balanced_partition(a, *whole.model, *whole.data)}}.dump();
     } catch (const Error& e) {
       message = nlohmann::json{{"error", e.what()}, {"code", static_cast<int>(e.code())}}.dump();
     }
@@ -345,11 +332,11 @@ int run_train(const TrainArgs& a) {
       p.slow_factor = a.slow_factor;
       p.validate();
       if (a.partition == "balanced") {
-        p.layers_per_stage = world ? balanced_partition_of_world(a, p, *world)
-                                   : balanced_partition(a, p, *setup.model, *setup.data);
+        p.layers_per_stage = world ? balanced_partition_of_world(a, *world)
+                                   : balanced_partition(a, *setup.model, *setup.data);
       } else if (a.partition == "params" && p.layers_per_stage.empty()) {
         p.layers_per_stage =
-            exec::layer_counts(exec::partition_by_parameters(*setup.model, stages_per_pipeline(a, p)));
+            exec::layer_counts(exec::partition_by_parameters(*setup.model, schedule_stages(a)));
       }
       if (a.adapt) {
         auto adapting = adaptive_trainer(a, p, setup.model, leader);
