@@ -9,11 +9,19 @@
 
 namespace pf::exec {
 
-std::vector<StageRange> partition_layers(int num_layers, int num_stages,
-                                         const std::vector<int>& layers_per_stage) {
+namespace {
+
+void check_stage_count(int num_layers, int num_stages) {
   PF_CHECK_ARG(num_stages >= 1, "partition: the number of stages must be >= 1, got ", num_stages);
   PF_CHECK_ARG(num_layers >= num_stages, "partition: ", num_stages, " stages need at least ", num_stages,
                " top-level layers, the model has ", num_layers);
+}
+
+}  // namespace
+
+std::vector<StageRange> partition_layers(int num_layers, int num_stages,
+                                         const std::vector<int>& layers_per_stage) {
+  check_stage_count(num_layers, num_stages);
   std::vector<StageRange> out;
   if (layers_per_stage.empty()) {
     int begin = 0;
@@ -84,10 +92,7 @@ std::vector<int64_t> layer_parameter_counts(const Model& model) {
 }
 
 std::vector<StageRange> partition_by_parameters(const Model& model, int num_stages) {
-  const int n = static_cast<int>(model.layers().size());
-  PF_CHECK_ARG(num_stages >= 1, "partition: the number of stages must be >= 1, got ", num_stages);
-  PF_CHECK_ARG(n >= num_stages, "partition: ", num_stages, " stages need at least ", num_stages,
-               " top-level layers, the model has ", n);
+  check_stage_count(static_cast<int>(model.layers().size()), num_stages);
   const std::vector<int64_t> counts = layer_parameter_counts(model);
   return partition_balanced(std::vector<double>(counts.begin(), counts.end()), num_stages);
 }

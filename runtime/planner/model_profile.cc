@@ -10,6 +10,7 @@
 #include "runtime/core/json_object.h"
 #include "runtime/planner/json_input.h"
 #include "runtime/core/limits.h"
+#include "runtime/execution/partition.h"
 #include "runtime/layers/saved_context.h"
 #include "runtime/tensor/memory_tracker.h"
 
@@ -138,11 +139,12 @@ MicroBatchCosts measure_micro_batch(Model& model, const Batch& micro_batch, int 
   out.rows = micro_batch.rows();
   out.tokens = micro_batch.targets.numel();
   out.layers.resize(n);
+  const std::vector<int64_t> parameters = exec::layer_parameter_counts(model);
   for (size_t i = 0; i < n; ++i) {
     LayerCosts& l = out.layers[i];
     l.name = layers[i]->name();
     l.type = layers[i]->type();
-    for (const Parameter* p : layers[i]->parameters()) l.parameters += shape_numel(p->shape);
+    l.parameters = parameters[i];
   }
   std::vector<std::vector<double>> f(n), b(n), w(n);
   // One untimed pass first: the first touches of fresh memory and BLAS's start-up are not a step's.
