@@ -427,6 +427,29 @@ class Model {
     detail::ok(pf_model_partition_balanced(handle_.get(), &in, &tg, static_cast<int32_t>(count), out), status);
   }
 
+  // Since 0.10: the split minimising the largest stage's parameter count, from the parameters'
+  // shapes only (the command line's default partition; pass it as set_layers_per_stage).
+  std::vector<int64_t> partition_by_parameters(int32_t stages, Status* status) {
+    if (!handle_.open(status)) return {};
+    if (stages < 1) {
+      detail::report(status, PF_INVALID_ARGUMENT, "stages is " + std::to_string(stages) + " (expected >= 1)");
+      return {};
+    }
+    std::vector<int32_t> counts(static_cast<size_t>(stages));
+    partition_by_parameters_into(counts.data(), counts.size(), status);
+    if (status != nullptr && !status->ok()) return {};
+    return std::vector<int64_t>(counts.begin(), counts.end());
+  }
+  // The same into `out`, one entry per stage (Go).
+  void partition_by_parameters_into(int32_t* out, size_t count, Status* status) {
+    if (!handle_.open(status)) return;
+    if (count < 1 || count > INT32_MAX) {
+      detail::report(status, PF_INVALID_ARGUMENT, "stages is " + std::to_string(count) + " (expected >= 1)");
+      return;
+    }
+    detail::ok(pf_model_partition_by_parameters(handle_.get(), static_cast<int32_t>(count), out), status);
+  }
+
 #ifndef SWIG
   pf_model* handle() const { return handle_.get(); }
 #endif

@@ -316,6 +316,19 @@ pf_status* pf_model_partition_balanced(pf_model* model, const pf_tensor_view* in
   });
 }
 
+pf_status* pf_model_partition_by_parameters(const pf_model* model, int32_t num_stages, int32_t* layers_per_stage) {
+  return guard(__func__, [&] {
+    require(model, "model");
+    require(layers_per_stage, "layers_per_stage");
+    const pf::Model& m = *model->model;
+    const int layers = static_cast<int>(m.layers().size());
+    PF_CHECK_ARG(num_stages >= 1 && num_stages <= layers, "num_stages is ", num_stages, ": expected 1 .. ", layers,
+                 " (the model's top-level layers)");
+    const std::vector<int> counts = pf::exec::layer_counts(pf::exec::partition_by_parameters(m, num_stages));
+    std::copy(counts.begin(), counts.end(), layers_per_stage);
+  });
+}
+
 pf_status* pf_data_loader_create_builtin(const pf_builtin_data_options* options, pf_data_loader* out,
                                          int64_t info[2]) {
   return guard(__func__, [&] {

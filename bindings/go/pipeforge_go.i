@@ -41,5 +41,6 @@ PF_GO_SLICE((int32_t* out, size_t count), []int32)
 %ignore pipeforge::Tensor::defined;
 %ignore pipeforge::Trainer::partition;             // partition_into
 %ignore pipeforge::Model::partition_balanced;      // partition_balanced_into
+%ignore pipeforge::Model::partition_by_parameters; // partition_by_parameters_into
 
 %include "bindings/pipeforge.i"

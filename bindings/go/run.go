@@ -265,11 +265,28 @@ func (t *Trainer) Partition() ([]int, error) {
 	if err := call(func(s core.Status) { t.t.PartitionInto(counts, s) }); err != nil {
 		return nil, err
 	}
-	out := make([]int, n)
-	for i, c := range counts {
-		out[i] = int(c)
+	return intsOf(counts), nil
+}
+
+// PartitionByParameters returns the layers per stage that minimise the largest of `stages`
+// stages' parameter counts, from the parameters' shapes only (the command line's default
+// partition; since 0.10); pass it as TrainerOptions.LayersPerStage.
+func (m *Model) PartitionByParameters(stages int) ([]int, error) {
+	defer runtime.KeepAlive(m)
+	if m == nil || m.m == nil {
+		return nil, errClosed("model")
 	}
-	return out, nil
+	if stages < 1 {
+		return nil, &Error{Code: InvalidArgument, Message: "stages must be >= 1"}
+	}
+	if err := checkInt32("stages", stages); err != nil {
+		return nil, err
+	}
+	counts := make([]int32, stages)
+	if err := call(func(s core.Status) { m.m.PartitionByParametersInto(counts, s) }); err != nil {
+		return nil, err
+	}
+	return intsOf(counts), nil
 }
 
 // PartitionBalanced returns the layers per stage that minimise the slowest of `stages` stages,
@@ -300,9 +317,14 @@ func (m *Model) PartitionBalanced(inputs, targets Tensor, stages int) ([]int, er
 	if err := call(func(s core.Status) { m.m.PartitionBalancedInto(in, tg, counts, s) }); err != nil {
 		return nil, err
 	}
-	out := make([]int, stages)
+	return intsOf(counts), nil
+}
+
+// intsOf converts layer counts from the C API's int32 to Go's int.
+func intsOf(counts []int32) []int {
+	out := make([]int, len(counts))
 	for i, c := range counts {
 		out[i] = int(c)
 	}
-	return out, nil
+	return out
 }

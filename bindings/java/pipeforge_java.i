@@ -278,7 +278,8 @@ PF_JAVA_ARRAY((int32_t* out, size_t count), jint, int[], int[], jintArray, Int, 
 // lists the moves); the setters return nothing, as SWIG makes them. The
 // training loop: setBuiltinData / setBuiltinEvalData (a DataOptions: "char_text", "synthetic",
 // "csv"; PipeForge.builtinDataInfo says what a model for it needs), setEvalLoader, evaluate(n),
-// run(RunOptions), partition(); Model.partitionBalanced(inputs, targets, stages). Trainer.process() gives the launch rank
+// run(RunOptions), partition(); Model.partitionBalanced(inputs, targets, stages), since 0.10
+// Model.partitionByParameters(stages). Trainer.process() gives the launch rank
 // and size, RankStats.getLocal() whether this process ran the rank; Trainer.drain() finishes the
 // micro-batches an asynchronous or local-learning schedule left in flight (call it before reading
 // the final parameters; a no-op otherwise).
@@ -461,4 +462,5 @@ PF_JAVA_ARRAY((int32_t* out, size_t count), jint, int[], int[], jintArray, Int, 
 // Go's forms of partition and partition_balanced (this language takes the returned vector).
 %ignore pipeforge::Trainer::partition_into;
 %ignore pipeforge::Model::partition_balanced_into;
+%ignore pipeforge::Model::partition_by_parameters_into;
 %include "bindings/pipeforge.i"

@@ -189,4 +189,5 @@ static bool pf_python_writable(PyObject* obj, Py_buffer* view, char kind, const 
 // Go's forms of partition and partition_balanced (this language takes the returned vector).
 %ignore pipeforge::Trainer::partition_into;
 %ignore pipeforge::Model::partition_balanced_into;
+%ignore pipeforge::Model::partition_by_parameters_into;
 %include "bindings/pipeforge.i"

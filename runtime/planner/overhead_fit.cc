@@ -9,35 +9,42 @@
 namespace pf::plan {
 namespace {
 
-// Solves the normal equations of the columns in `active` (Gaussian elimination with partial
-// pivoting); false when they are singular.
+// LAPACK's least squares by complete orthogonal factorisation (OpenBLAS exports it).
+extern "C" void dgelsy_(const int* m, const int* n, const int* nrhs, double* a, const int* lda, double* b,
+                        const int* ldb, int* jpvt, const double* rcond, int* rank, double* work, const int* lwork,
+                        int* info);
+
+// The least-squares fit of y by the columns in `active` (LAPACK dgelsy on the columns scaled to
+// unit norm, so that the rank test sees their directions, not their units); false when they are
+// rank-deficient (collinear to 1e-9, or fewer rows than columns).
 bool solve_active(const std::vector<std::vector<double>>& a, const std::vector<double>& y,
                   const std::vector<int>& active, std::vector<double>* x) {
-  const size_t k = active.size();
-  std::vector<std::vector<double>> m(k, std::vector<double>(k + 1, 0.0));
-  for (size_t r = 0; r < a.size(); ++r) {
-    for (size_t i = 0; i < k; ++i) {
-      const double ai = a[r][static_cast<size_t>(active[i])];
-      for (size_t j = 0; j < k; ++j) m[i][j] += ai * a[r][static_cast<size_t>(active[j])];
-      m[i][k] += ai * y[r];
-    }
+  const int rows = static_cast<int>(a.size()), k = static_cast<int>(active.size());
+  if (rows < k) return false;
+  std::vector<double> columns(static_cast<size_t>(rows) * static_cast<size_t>(k)), norms(static_cast<size_t>(k));
+  for (int j = 0; j < k; ++j) {
+    double sq = 0;
+    for (int r = 0; r < rows; ++r) sq += a[r][static_cast<size_t>(active[j])] * a[r][static_cast<size_t>(active[j])];
+    norms[j] = std::sqrt(sq);
+    if (!(norms[j] > 0) || !std::isfinite(norms[j])) return false;
+    for (int r = 0; r < rows; ++r)
+      columns[static_cast<size_t>(j) * rows + r] = a[r][static_cast<size_t>(active[j])] / norms[j];
   }
-  double scale = 0;
-  for (size_t i = 0; i < k; ++i) scale = std::max(scale, std::fabs(m[i][i]));
-  for (size_t c = 0; c < k; ++c) {
-    size_t pivot = c;
-    for (size_t r = c + 1; r < k; ++r)
-      if (std::fabs(m[r][c]) > std::fabs(m[pivot][c])) pivot = r;
-    if (std::fabs(m[pivot][c]) <= 1e-12 * scale || m[pivot][c] == 0) return false;
-    std::swap(m[c], m[pivot]);
-    for (size_t r = 0; r < k; ++r) {
-      if (r == c) continue;
-      const double f = m[r][c] / m[c][c];
-      for (size_t j = c; j <= k; ++j) m[r][j] -= f * m[c][j];
-    }
-  }
-  x->assign(a.empty() ? 0 : a[0].size(), 0.0);
-  for (size_t i = 0; i < k; ++i) (*x)[static_cast<size_t>(active[i])] = m[i][k] / m[i][i];
+  std::vector<double> rhs(y);
+  std::vector<int> pivots(static_cast<size_t>(k), 0);
+  const int one = 1;
+  const double rcond = 1e-9;
+  int rank = 0, info = 0, lwork = -1;
+  double size = 0;
+  dgelsy_(&rows, &k, &one, columns.data(), &rows, rhs.data(), &rows, pivots.data(), &rcond, &rank, &size, &lwork,
+          &info);
+  lwork = std::max(1, static_cast<int>(size));
+  std::vector<double> work(static_cast<size_t>(lwork));
+  dgelsy_(&rows, &k, &one, columns.data(), &rows, rhs.data(), &rows, pivots.data(), &rcond, &rank, work.data(),
+          &lwork, &info);
+  if (info != 0 || rank < k) return false;
+  x->assign(a[0].size(), 0.0);
+  for (int j = 0; j < k; ++j) (*x)[static_cast<size_t>(active[j])] = rhs[static_cast<size_t>(j)] / norms[j];
   return true;
 }
 

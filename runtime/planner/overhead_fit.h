@@ -22,8 +22,9 @@
 
 namespace pf::plan {
 
-// x >= 0 minimising |A x - y|^2, for a few columns (every subset of active columns is tried:
-// 2^columns small solves). A has one row per observation; ties go to the fewer non-zero terms.
+// x >= 0 minimising |A x - y|^2, for a few columns: every subset of active columns is solved by
+// LAPACK's dgelsy (2^columns small solves, exact for the <= 8 columns taken) and the best feasible
+// one kept. A has one row per observation; ties go to the fewer non-zero terms.
 std::vector<double> nonnegative_least_squares(const std::vector<std::vector<double>>& a, const std::vector<double>& y);
 
 struct OverheadFit {

@@ -1,12 +1,15 @@
 // The training loop through the C API (since 0.5): learning-rate schedules, evaluation, the
 // built-in data loaders, pf_trainer_run with periodic checkpoints and a metrics log, resumed from
-// its checkpoint folder bitwise, the partition and the balanced partitioner.
+// its checkpoint folder bitwise, the partition, the balanced partitioner and (since 0.10) the split
+// by parameter count.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -207,6 +210,77 @@ TEST(RunApi, PartitionsAndTheBalancedPartitioner) {
   ASSERT_PF_OK(pf_trainer_partition(trainer, used, 3, &stages));
   for (int i = 0; i < 3; ++i) EXPECT_EQ(used[i], counts[i]);
   EXPECT_PF_ERROR(pf_trainer_partition(trainer, used, 2, &stages), PF_INVALID_ARGUMENT, "capacity");
+  pf_trainer_destroy(trainer);
+  pf_model_destroy(model);
+}
+
+// The split by parameter count against every contiguous split, counted from the MLP's shapes
+// here: the smallest largest-stage count, ties to the earliest boundaries (the smallest counts in
+// stage order).
+std::vector<int32_t> FewestParametersSplit(const std::vector<int64_t>& layer_params, int stages) {
+  const int layers = static_cast<int>(layer_params.size());
+  std::vector<int32_t> best, counts(static_cast<size_t>(stages));
+  int64_t best_max = -1;
+  std::function<void(int, int, int64_t)> place = [&](int stage, int first, int64_t largest) {
+    if (stage == stages - 1) {
+      int64_t sum = 0;
+      for (int l = first; l < layers; ++l) sum += layer_params[static_cast<size_t>(l)];
+      counts[static_cast<size_t>(stage)] = layers - first;
+      if (best_max < 0 || std::max(largest, sum) < best_max) {
+        best_max = std::max(largest, sum);
+        best = counts;
+      }
+      return;
+    }
+    int64_t sum = 0;
+    for (int end = first + 1; end <= layers - (stages - 1 - stage); ++end) {
+      sum += layer_params[static_cast<size_t>(end - 1)];
+      counts[static_cast<size_t>(stage)] = end - first;
+      place(stage + 1, end, std::max(largest, sum));
+    }
+  };
+  place(0, 0, 0);
+  return best;
+}
+
+TEST(RunApi, PartitionByParametersBalancesParameterCounts) {
+  pf_mlp_config config;
+  pf_mlp_config_init(&config);
+  const int64_t hidden[] = {64, 8, 8};
+  config.input_dim = pftest::kFeatures;
+  config.hidden = hidden;
+  config.num_hidden = 3;
+  config.classes = pftest::kClasses;
+  pf_model* model = nullptr;
+  ASSERT_PF_OK(pf_model_create_mlp(&config, &model));
+  // Linear, activation, Linear, activation, Linear, activation, Linear.
+  const std::vector<int64_t> params = {(pftest::kFeatures + 1) * 64, 0, 65 * 8, 0, 9 * 8, 0, 9 * pftest::kClasses};
+  for (int stages = 1; stages <= 7; ++stages) {
+    std::vector<int32_t> counts(static_cast<size_t>(stages), 0);
+    ASSERT_PF_OK(pf_model_partition_by_parameters(model, stages, counts.data()));
+    EXPECT_EQ(counts, FewestParametersSplit(params, stages)) << stages << " stages";
+  }
+  int32_t two[2] = {0, 0};
+  ASSERT_PF_OK(pf_model_partition_by_parameters(model, 2, two));
+  EXPECT_EQ(two[0], 1);  // the even split would be 4 + 3: 1096 parameters on the first stage
+  EXPECT_PF_ERROR(pf_model_partition_by_parameters(model, 8, two), PF_INVALID_ARGUMENT, "num_stages is 8");
+  EXPECT_PF_ERROR(pf_model_partition_by_parameters(model, 0, two), PF_INVALID_ARGUMENT, "num_stages");
+  EXPECT_PF_ERROR(pf_model_partition_by_parameters(model, 2, nullptr), PF_INVALID_ARGUMENT, "layers_per_stage");
+  EXPECT_PF_ERROR(pf_model_partition_by_parameters(nullptr, 2, two), PF_INVALID_ARGUMENT, "model");
+
+  pf_trainer_options o;
+  pf_trainer_options_init(&o);
+  o.schedule = "1f1b";
+  o.ranks = 2;
+  o.layers_per_stage = two;
+  o.num_layers_per_stage = 2;
+  pf_trainer* trainer = nullptr;
+  ASSERT_PF_OK(pf_trainer_create(model, &o, &trainer));
+  int32_t used[2];
+  size_t stages = 0;
+  ASSERT_PF_OK(pf_trainer_partition(trainer, used, 2, &stages));
+  EXPECT_EQ(used[0], two[0]);
+  EXPECT_EQ(used[1], two[1]);
   pf_trainer_destroy(trainer);
   pf_model_destroy(model);
 }

@@ -370,6 +370,27 @@ TEST(NonnegativeLeastSquares, SolvesExactSystemsAndClampsAtZero) {
   EXPECT_THROW(nonnegative_least_squares({}, {}), Error);
 }
 
+TEST(NonnegativeLeastSquares, ColumnsOfVeryDifferentUnitsAndCollinearColumns) {
+  // process_probe's all-reduce fit: t = latency + bytes * seconds_per_byte (20 us, 2 GB/s).
+  std::vector<std::vector<double>> a;
+  std::vector<double> y;
+  for (double bytes : {65536.0, 1048576.0, 4194304.0}) {
+    a.push_back({1.0, bytes});
+    y.push_back(20e-6 + bytes / 2e9);
+  }
+  std::vector<double> x = nonnegative_least_squares(a, y);
+  EXPECT_NEAR(x[0], 20e-6, 1e-12);
+  EXPECT_NEAR(x[1], 0.5e-9, 1e-18);
+  // Two proportional columns explain y equally: the fit keeps one of them, not a mix.
+  x = nonnegative_least_squares({{1, 2}, {2, 4}, {3, 6}}, {2, 4, 6});
+  EXPECT_TRUE((x[0] == 0) != (x[1] == 0)) << x[0] << " " << x[1];
+  EXPECT_NEAR(x[0] + 2 * x[1], 2, 1e-12);
+  // Fewer observations than columns: at most one term per observation.
+  x = nonnegative_least_squares({{1, 1, 1}}, {3});
+  EXPECT_EQ((x[0] > 0) + (x[1] > 0) + (x[2] > 0), 1);
+  EXPECT_NEAR(x[0] + x[1] + x[2], 3, 1e-12);
+}
+
 // A makespan model the fit does not see inside: each run has its own number of actions and of
 // cross-rank transfers on the critical path, and (run 3) the path switches once the transfers
 // get dear: max of two linear pieces, as in the simulator.

@@ -1499,6 +1499,23 @@ func TestEvaluationThroughThePipelineAndTheScheduledRate(t *testing.T) {
 	if err != nil || len(counts) != 2 || counts[0]+counts[1] != 5 {
 		t.Fatalf("balanced partition %v, %v", counts, err)
 	}
+	// Linear 8->64 (576 values), relu, Linear 64->8 (520), relu, Linear 8->8 (72), relu, Linear
+	// 8->4 (36): two stages of at most 628 values put the first Linear alone (even: 4 + 3).
+	uneven, err := pipeforge.NewMLP(pipeforge.MLPConfig{InputDim: features, Hidden: []int64{64, 8, 8},
+		Classes: classes, Activation: "relu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uneven.Close()
+	if byParams, err := uneven.PartitionByParameters(2); err != nil || len(byParams) != 2 || byParams[0] != 1 ||
+		byParams[1] != 6 {
+		t.Fatalf("partition by parameters %v, %v", byParams, err)
+	}
+	var bad *pipeforge.Error
+	if _, err := uneven.PartitionByParameters(8); !errors.As(err, &bad) || bad.Code != pipeforge.InvalidArgument ||
+		!strings.Contains(err.Error(), "num_stages is 8") {
+		t.Fatalf("8 stages of 7 layers: %v", err)
+	}
 	if _, err := pipeforge.BuiltinDataInfo(pipeforge.DataOptions{Kind: "images"}); err == nil {
 		t.Fatal("an unknown data kind was accepted")
 	}

@@ -1200,6 +1200,32 @@ public class PipeForgeTest {
   }
 
   /**
+   * The split by parameter count (C API 0.10): Linear 8->64 (576 values), relu, Linear 64->8 (520),
+   * relu, Linear 8->8 (72), relu, Linear 8->4 (36) in two stages of at most 628 values puts the first
+   * Linear alone (the even split, 4 + 3, would put 1096 on the first).
+   */
+  @Test
+  public void partitionByParametersBalancesParameterCounts() {
+    MlpConfig config = new MlpConfig();
+    config.setInputDim(FEATURES);
+    config.setHidden(64, 8, 8);
+    config.setClasses(CLASSES);
+    config.setActivation("relu");
+    try (Model model = Model.mlp(config)) {
+      long[] counts = model.partitionByParameters(2);
+      assertArrayEquals(new long[] {1, 6}, counts);
+      TrainerOptions options = TrainerOptions.pipelined("1f1b", 2);
+      options.setLayersPerStage(counts);
+      try (Trainer trainer = new Trainer(model, options)) {
+        assertArrayEquals(counts, trainer.partition());
+      }
+      PipeForgeException e = assertThrows(PipeForgeException.class, () -> model.partitionByParameters(8));
+      assertEquals("INVALID_ARGUMENT", e.getCodeName());
+      assertTrue(e.getMessage(), e.getMessage().contains("num_stages is 8"));
+    }
+  }
+
+  /**
    * Six steps of a GPT of 7 top-level layers on the licence texts: sequential, or (adapt) 1f1b on 2
    * ranks with rank 1 at 4x and adaptation on; moves[0] gets adaptationsJson().
    */

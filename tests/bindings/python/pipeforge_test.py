@@ -970,6 +970,20 @@ class TrainingLoopTest(unittest.TestCase):
         self.assertEqual(results[0], results[1])
         self.assertEqual(results[0].samples, ROWS)
 
+    def test_partition_by_parameters(self):
+        # Linear 8->64 (576 values), relu, Linear 64->8 (520), relu, Linear 8->8 (72), relu,
+        # Linear 8->4 (36): two stages of at most 628 values put the first Linear alone (the
+        # even split, 4 + 3, would put 1096 on the first).
+        model = pipeforge.Model.mlp(input_dim=FEATURES, hidden=[64, 8, 8], classes=CLASSES)
+        counts = model.partition_by_parameters(2)
+        self.assertEqual(counts, [1, 6])
+        with pipeforge.Trainer(model, schedule="1f1b", ranks=2, layers_per_stage=counts) as trainer:
+            self.assertEqual(trainer.partition, counts)
+        with self.assertRaisesRegex(pipeforge.InvalidArgumentError, "num_stages is 8"):
+            model.partition_by_parameters(8)
+        with self.assertRaisesRegex(pipeforge.InvalidArgumentError, "stages is 0"):
+            model.partition_by_parameters(0)
+
     def test_balanced_partition_and_errors(self):
         model = pipeforge.Model.mlp(input_dim=FEATURES, hidden=[16, 16, 16], classes=CLASSES)
         counts = model.partition_balanced(*micro_batch(0), stages=3)

@@ -251,6 +251,12 @@ class Model(_Closeable):
                                                     operator.index(stages)))
 
 
+    def partition_by_parameters(self, stages):
+        """Layers per stage that minimise the largest of `stages` stages' parameter counts, from
+        the parameters' shapes only (the command line's default partition; since 0.10); pass it
+        as Trainer(layers_per_stage=...)."""
+        return list(self._handle.partition_by_parameters(operator.index(stages)))
+
 class _LoaderAdapter(core.LoaderCallback):
     """Serves micro-batches from a Python loader; called by the runtime on the thread that runs
     step_from_loader, holding the GIL (SWIG takes it). Never lets an exception out: it keeps it
