@@ -273,13 +273,7 @@ func (t *Trainer) Partition() ([]int, error) {
 // partition; since 0.10); pass it as TrainerOptions.LayersPerStage.
 func (m *Model) PartitionByParameters(stages int) ([]int, error) {
 	defer runtime.KeepAlive(m)
-	if m == nil || m.m == nil {
-		return nil, errClosed("model")
-	}
-	if stages < 1 {
-		return nil, &Error{Code: InvalidArgument, Message: "stages must be >= 1"}
-	}
-	if err := checkInt32("stages", stages); err != nil {
+	if err := m.checkPartitionRequest(stages); err != nil {
 		return nil, err
 	}
 	counts := make([]int32, stages)
@@ -294,13 +288,7 @@ func (m *Model) PartitionByParameters(stages int) ([]int, error) {
 // TrainerOptions.LayersPerStage.
 func (m *Model) PartitionBalanced(inputs, targets Tensor, stages int) ([]int, error) {
 	defer runtime.KeepAlive(m)
-	if m == nil || m.m == nil {
-		return nil, errClosed("model")
-	}
-	if stages < 1 {
-		return nil, &Error{Code: InvalidArgument, Message: "stages must be >= 1"}
-	}
-	if err := checkInt32("stages", stages); err != nil {
+	if err := m.checkPartitionRequest(stages); err != nil {
 		return nil, err
 	}
 	in, err := inputs.toCore()
@@ -318,6 +306,17 @@ func (m *Model) PartitionBalanced(inputs, targets Tensor, stages int) ([]int, er
 		return nil, err
 	}
 	return intsOf(counts), nil
+}
+
+// checkPartitionRequest: the model is open and `stages` is a stage count the C API takes.
+func (m *Model) checkPartitionRequest(stages int) error {
+	if m == nil || m.m == nil {
+		return errClosed("model")
+	}
+	if stages < 1 {
+		return &Error{Code: InvalidArgument, Message: "stages must be >= 1"}
+	}
+	return checkInt32("stages", stages)
 }
 
 // intsOf converts layer counts from the C API's int32 to Go's int.

@@ -182,6 +182,26 @@ TEST(RunApi, StepResultsCarryTheScheduledRateAndTheBubble) {
   EXPECT_PF_OK(pf_trainer_step_from_loader(r.trainer, &old));
 }
 
+// A pipelined trainer on `model` with these layers per stage; checks pf_trainer_partition reports
+// them. The caller destroys it.
+pf_trainer* TrainerWithPartition(pf_model* model, const char* schedule, const std::vector<int32_t>& counts) {
+  pf_trainer_options o;
+  pf_trainer_options_init(&o);
+  o.schedule = schedule;
+  o.ranks = static_cast<int32_t>(counts.size());
+  o.layers_per_stage = counts.data();
+  o.num_layers_per_stage = counts.size();
+  pf_trainer* trainer = nullptr;
+  EXPECT_PF_OK(pf_trainer_create(model, &o, &trainer));
+  if (trainer == nullptr) return nullptr;
+  size_t stages = 0;
+  EXPECT_PF_OK(pf_trainer_partition(trainer, nullptr, 0, &stages));
+  std::vector<int32_t> used(stages);
+  EXPECT_PF_OK(pf_trainer_partition(trainer, used.data(), used.size(), &stages));
+  EXPECT_EQ(used, counts) << schedule;
+  return trainer;
+}
+
 TEST(RunApi, PartitionsAndTheBalancedPartitioner) {
   pf_model* model = pftest::MakeDeepMlp();  // 7 top-level layers
   std::vector<float> x(4 * pftest::kFeatures, 0.5f);
@@ -195,20 +215,10 @@ TEST(RunApi, PartitionsAndTheBalancedPartitioner) {
   for (int32_t c : counts) EXPECT_GE(c, 1);
   EXPECT_PF_ERROR(pf_model_partition_balanced(model, &in, &tg, 9, counts), PF_INVALID_ARGUMENT, "num_stages");
 
-  pf_trainer_options o;
-  pf_trainer_options_init(&o);
-  o.schedule = "gpipe";
-  o.ranks = 3;
-  o.layers_per_stage = counts;
-  o.num_layers_per_stage = 3;
-  pf_trainer* trainer = nullptr;
-  ASSERT_PF_OK(pf_trainer_create(model, &o, &trainer));
-  size_t stages = 0;
-  ASSERT_PF_OK(pf_trainer_partition(trainer, nullptr, 0, &stages));
-  EXPECT_EQ(stages, 3u);
+  pf_trainer* trainer = TrainerWithPartition(model, "gpipe", {counts[0], counts[1], counts[2]});
+  ASSERT_NE(trainer, nullptr);
   int32_t used[3];
-  ASSERT_PF_OK(pf_trainer_partition(trainer, used, 3, &stages));
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(used[i], counts[i]);
+  size_t stages = 0;
   EXPECT_PF_ERROR(pf_trainer_partition(trainer, used, 2, &stages), PF_INVALID_ARGUMENT, "capacity");
   pf_trainer_destroy(trainer);
   pf_model_destroy(model);
@@ -268,20 +278,7 @@ TEST(RunApi, PartitionByParametersBalancesParameterCounts) {
   EXPECT_PF_ERROR(pf_model_partition_by_parameters(model, 2, nullptr), PF_INVALID_ARGUMENT, "layers_per_stage");
   EXPECT_PF_ERROR(pf_model_partition_by_parameters(nullptr, 2, two), PF_INVALID_ARGUMENT, "model");
 
-  pf_trainer_options o;
-  pf_trainer_options_init(&o);
-  o.schedule = "1f1b";
-  o.ranks = 2;
-  o.layers_per_stage = two;
-  o.num_layers_per_stage = 2;
-  pf_trainer* trainer = nullptr;
-  ASSERT_PF_OK(pf_trainer_create(model, &o, &trainer));
-  int32_t used[2];
-  size_t stages = 0;
-  ASSERT_PF_OK(pf_trainer_partition(trainer, used, 2, &stages));
-  EXPECT_EQ(used[0], two[0]);
-  EXPECT_EQ(used[1], two[1]);
-  pf_trainer_destroy(trainer);
+  pf_trainer_destroy(TrainerWithPartition(model, "1f1b", {two[0], two[1]}));
   pf_model_destroy(model);
 }
 
