@@ -170,6 +170,27 @@ class OwnedHandle {
   const char* what_;
 };
 
+// A partitioner's stage count, for its *_into form: 1 .. INT32_MAX (the C API's num_stages).
+inline bool check_stage_count(size_t count, Status* status) {
+  if (count >= 1 && count <= INT32_MAX) return true;
+  report(status, PF_INVALID_ARGUMENT, "stages is " + std::to_string(count) + " (expected >= 1)");
+  return false;
+}
+
+// A partitioner's vector form (Python, Java) over its *_into form into(out, count, status): the
+// layers of `stages` stages, as the int64 every language's array takes; {} after reporting.
+template <typename Into>
+std::vector<int64_t> stage_counts(int32_t stages, Status* status, Into into) {
+  if (stages < 1) {
+    report(status, PF_INVALID_ARGUMENT, "stages is " + std::to_string(stages) + " (expected >= 1)");
+    return {};
+  }
+  std::vector<int32_t> counts(static_cast<size_t>(stages));
+  into(counts.data(), counts.size(), status);
+  if (status != nullptr && !status->ok()) return {};
+  return std::vector<int64_t>(counts.begin(), counts.end());
+}
+
 }  // namespace detail
 #endif  // SWIG
 
@@ -406,23 +427,14 @@ class Model {
   std::vector<int64_t> partition_balanced(const Tensor& inputs, const Tensor& targets, int32_t stages,
                                           Status* status) {
     if (!handle_.open(status)) return {};
-    if (stages < 1) {
-      detail::report(status, PF_INVALID_ARGUMENT, "stages is " + std::to_string(stages) + " (expected >= 1)");
-      return {};
-    }
-    std::vector<int32_t> counts(static_cast<size_t>(stages));
-    partition_balanced_into(inputs, targets, counts.data(), counts.size(), status);
-    if (status != nullptr && !status->ok()) return {};
-    return std::vector<int64_t>(counts.begin(), counts.end());
+    return detail::stage_counts(stages, status, [&](int32_t* out, size_t count, Status* s) {
+      partition_balanced_into(inputs, targets, out, count, s);
+    });
   }
   // The same into `out`, one entry per stage (Go, which takes no returned vector).
   void partition_balanced_into(const Tensor& inputs, const Tensor& targets, int32_t* out, size_t count,
                                Status* status) {
-    if (!handle_.open(status)) return;
-    if (count < 1 || count > INT32_MAX) {
-      detail::report(status, PF_INVALID_ARGUMENT, "stages is " + std::to_string(count) + " (expected >= 1)");
-      return;
-    }
+    if (!handle_.open(status) || !detail::check_stage_count(count, status)) return;
     const pf_tensor_view in = inputs.view(), tg = targets.view();
     detail::ok(pf_model_partition_balanced(handle_.get(), &in, &tg, static_cast<int32_t>(count), out), status);
   }
@@ -431,22 +443,13 @@ class Model {
   // shapes only (the command line's default partition; pass it as set_layers_per_stage).
   std::vector<int64_t> partition_by_parameters(int32_t stages, Status* status) {
     if (!handle_.open(status)) return {};
-    if (stages < 1) {
-      detail::report(status, PF_INVALID_ARGUMENT, "stages is " + std::to_string(stages) + " (expected >= 1)");
-      return {};
-    }
-    std::vector<int32_t> counts(static_cast<size_t>(stages));
-    partition_by_parameters_into(counts.data(), counts.size(), status);
-    if (status != nullptr && !status->ok()) return {};
-    return std::vector<int64_t>(counts.begin(), counts.end());
+    return detail::stage_counts(stages, status, [&](int32_t* out, size_t count, Status* s) {
+      partition_by_parameters_into(out, count, s);
+    });
   }
   // The same into `out`, one entry per stage (Go).
   void partition_by_parameters_into(int32_t* out, size_t count, Status* status) {
-    if (!handle_.open(status)) return;
-    if (count < 1 || count > INT32_MAX) {
-      detail::report(status, PF_INVALID_ARGUMENT, "stages is " + std::to_string(count) + " (expected >= 1)");
-      return;
-    }
+    if (!handle_.open(status) || !detail::check_stage_count(count, status)) return;
     detail::ok(pf_model_partition_by_parameters(handle_.get(), static_cast<int32_t>(count), out), status);
   }
 

@@ -170,6 +170,13 @@ std::unique_ptr<pf::DataSource> make_source(const pf_builtin_data_options& o, in
   }
 }
 
+// A partitioner's num_stages: 1 .. the model's top-level layers.
+void check_num_stages(const pf::Model& model, int32_t num_stages) {
+  const int layers = static_cast<int>(model.layers().size());
+  PF_CHECK_ARG(num_stages >= 1 && num_stages <= layers, "num_stages is ", num_stages, ": expected 1 .. ", layers,
+               " (the model's top-level layers)");
+}
+
 }  // namespace
 
 extern "C" {
@@ -294,9 +301,7 @@ pf_status* pf_model_partition_balanced(pf_model* model, const pf_tensor_view* in
     require(targets, "targets");
     require(layers_per_stage, "layers_per_stage");
     pf::Model& m = *model->model;
-    const int layers = static_cast<int>(m.layers().size());
-    PF_CHECK_ARG(num_stages >= 1 && num_stages <= layers, "num_stages is ", num_stages, ": expected 1 .. ", layers,
-                 " (the model's top-level layers)");
+    check_num_stages(m, num_stages);
     PF_CHECK_STATE(m.device().kind == pf::DeviceKind::kCpu, "the model is on ", m.device().to_string(),
                    ": the balanced partitioner measures on the CPU");
     for (const pf::Parameter* p : m.parameters())
@@ -321,9 +326,7 @@ pf_status* pf_model_partition_by_parameters(const pf_model* model, int32_t num_s
     require(model, "model");
     require(layers_per_stage, "layers_per_stage");
     const pf::Model& m = *model->model;
-    const int layers = static_cast<int>(m.layers().size());
-    PF_CHECK_ARG(num_stages >= 1 && num_stages <= layers, "num_stages is ", num_stages, ": expected 1 .. ", layers,
-                 " (the model's top-level layers)");
+    check_num_stages(m, num_stages);
     const std::vector<int> counts = pf::exec::layer_counts(pf::exec::partition_by_parameters(m, num_stages));
     std::copy(counts.begin(), counts.end(), layers_per_stage);
   });

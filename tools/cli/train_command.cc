@@ -249,10 +249,10 @@ std::unique_ptr<plan::AdaptiveTrainer> adaptive_trainer(const TrainArgs& a, cons
   }
 }
 
-// Layers per stage as "5+4".
-std::string join_counts(const std::vector<int>& layers) {
+// Numbers joined by `separator`: layers per stage as "5+4", ranks as "0, 1".
+std::string join_numbers(const std::vector<int>& values, const char* separator = "+") {
   std::string out;
-  for (size_t s = 0; s < layers.size(); ++s) out += (s ? "+" : "") + std::to_string(layers[s]);
+  for (size_t i = 0; i < values.size(); ++i) out += (i ? separator : "") + std::to_string(values[i]);
   return out;
 }
 
@@ -263,8 +263,8 @@ std::string describe_adaptation(const plan::Adaptation& m, int patience) {
   char factor[32];
   std::snprintf(factor, sizeof factor, "%.1fx", m.slowdown[slowest]);
   return "step " + std::to_string(m.step) + ": rank " + std::to_string(slowest) + " ran " + factor +
-         " slower than predicted for " + std::to_string(patience) + " steps; re-partitioned " + join_counts(m.from) +
-         " -> " + join_counts(m.to) + " layers";
+         " slower than predicted for " + std::to_string(patience) + " steps; re-partitioned " + join_numbers(m.from) +
+         " -> " + join_numbers(m.to) + " layers";
 }
 
 }  // namespace
@@ -528,11 +528,9 @@ int run_train(const TrainArgs& a) {
                                        : "one process each";
       std::printf("%s on %d ranks (%s): measured bubble rate %.4f (mean over the steps)\n",
                   pipeline()->schedule().name.c_str(), ranks, where.c_str(), bubble_rate);
-      std::string placement;
-      for (int rank : pipeline()->schedule().placement.stage_to_rank)
-        placement += (placement.empty() ? "" : ", ") + std::to_string(rank);
       std::printf("partition: %s top-level layers per stage (stages on ranks %s)\n",
-                  join_counts(exec::layer_counts(pipeline()->stages())).c_str(), placement.c_str());
+                  join_numbers(exec::layer_counts(pipeline()->stages())).c_str(),
+                  join_numbers(pipeline()->schedule().placement.stage_to_rank, ", ").c_str());
       if (pipeline()->local_learning())
         std::printf("local learning: every stage but the last trains on its own %s head; no gradient crosses ranks\n",
                     a.local_head.c_str());

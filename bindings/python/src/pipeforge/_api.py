@@ -250,12 +250,12 @@ class Model(_Closeable):
         return list(self._handle.partition_balanced(_as_array(inputs, "inputs"), _as_array(targets, "targets"),
                                                     operator.index(stages)))
 
-
     def partition_by_parameters(self, stages):
         """Layers per stage that minimise the largest of `stages` stages' parameter counts, from
         the parameters' shapes only (the command line's default partition; since 0.10); pass it
         as Trainer(layers_per_stage=...)."""
         return list(self._handle.partition_by_parameters(operator.index(stages)))
+
 
 class _LoaderAdapter(core.LoaderCallback):
     """Serves micro-batches from a Python loader; called by the runtime on the thread that runs
