@@ -8,7 +8,9 @@
 //             is timed: the ceiling for any scheme that packs weights once per step.
 // packed and prepacked run the same FMAs in the same order, so their results are checked bitwise
 // equal; both against OpenBLAS within rounding. Prints one JSON object.
+// --openblas-only 1 times OpenBLAS alone (bench/peer/run.py: the rate its bound on each row uses).
 //   bazel run -c opt //bench/kernels:sgemm_ceiling_bench -- [--d-model 512] [--tokens 512] [--rounds 7]
+//       [--openblas-only 1]
 #include <immintrin.h>
 
 #include <algorithm>
@@ -162,15 +164,17 @@ double seconds_of(const std::function<void()>& f) {
 int main(int argc, char** argv) {
   int64_t d = 512, tokens = 512;
   int rounds = 7;
+  bool openblas_only = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const long long v = std::atoll(argv[i + 1]);
     if (flag == "--d-model" && v >= 16 && v <= 4096) d = v;
     else if (flag == "--tokens" && v >= 16 && v <= 8192) tokens = v;
     else if (flag == "--rounds" && v >= 1 && v <= 100) rounds = static_cast<int>(v);
+    else if (flag == "--openblas-only" && (v == 0 || v == 1)) openblas_only = v == 1;
     else {
       std::fprintf(stderr, "sgemm_ceiling_bench: bad option %s %s (--d-model 16..4096, --tokens 16..8192, "
-                   "--rounds 1..100)\n", argv[i], argv[i + 1]);
+                   "--rounds 1..100, --openblas-only 0|1)\n", argv[i], argv[i + 1]);
       return 2;
     }
   }
@@ -227,45 +231,50 @@ int main(int argc, char** argv) {
           [&](int64_t k0, int64_t kc, int64_t i0, int64_t) { return all_a.p + k0 * round_up(s.m, kMR) + i0 * kc; },
           [&](int64_t k0, int64_t) { return all_b.p + k0 * round_up(s.n, kNR); });
     };
-    // One call each from the same C: the checks.
-    run_openblas();
-    run_packed();
-    run_prepacked();
-    double largest = 0, diff = 0;
-    for (size_t i = 0; i < c0.size(); ++i) {
-      largest = std::max(largest, static_cast<double>(std::fabs(c0[i])));
-      diff = std::max(diff, static_cast<double>(std::fabs(c0[i] - c1[i])));
+    const int variants = openblas_only ? 1 : 3;
+    if (!openblas_only) {  // one call each from the same C: the checks
+      run_openblas();
+      run_packed();
+      run_prepacked();
+      double largest = 0, diff = 0;
+      for (size_t i = 0; i < c0.size(); ++i) {
+        largest = std::max(largest, static_cast<double>(std::fabs(c0[i])));
+        diff = std::max(diff, static_cast<double>(std::fabs(c0[i] - c1[i])));
+      }
+      bitwise = bitwise && std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)) == 0;
+      worst_relative = std::max(worst_relative, diff / largest);
     }
-    bitwise = bitwise && std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)) == 0;
-    worst_relative = std::max(worst_relative, diff / largest);
     // Timed: 3 calls per sample (beta 1 shapes keep accumulating; the time does not depend on C's values).
     double best[3] = {1e30, 1e30, 1e30};
     const std::function<void()> runs[3] = {run_openblas, run_packed, run_prepacked};
     for (int r = 0; r < rounds; ++r) {
-      for (int w = 0; w < 3; ++w) {
-        const int which = r % 2 ? 2 - w : w;  // alternate the order
+      for (int w = 0; w < variants; ++w) {
+        const int which = r % 2 ? variants - 1 - w : w;  // alternate the order
         best[which] = std::min(best[which], seconds_of([&] {
                                  for (int it = 0; it < 3; ++it) runs[which]();
                                }) / 3);
       }
     }
-    for (int w = 0; w < 3; ++w) total[w] += best[w];
-    rows.push_back({{"shape", s.name},
-                    {"m", s.m},
-                    {"n", s.n},
-                    {"k", s.k},
-                    {"openblas_gflops", s.flops() / best[0] * 1e-9},
-                    {"packed_gflops", s.flops() / best[1] * 1e-9},
-                    {"prepacked_gflops", s.flops() / best[2] * 1e-9}});
+    for (int w = 0; w < variants; ++w) total[w] += best[w];
+    nlohmann::json row = {{"shape", s.name}, {"m", s.m}, {"n", s.n}, {"k", s.k},
+                          {"openblas_gflops", s.flops() / best[0] * 1e-9}};
+    if (!openblas_only) {
+      row["packed_gflops"] = s.flops() / best[1] * 1e-9;
+      row["prepacked_gflops"] = s.flops() / best[2] * 1e-9;
+    }
+    rows.push_back(row);
   }
   nlohmann::json out = {{"d_model", d},
                         {"tokens", tokens},
                         {"rounds", rounds},
                         {"shapes", rows},
-                        {"packed_over_openblas", total[0] / total[1]},
-                        {"prepacked_over_openblas", total[0] / total[2]},
-                        {"packed_equals_prepacked_bitwise", bitwise},
-                        {"packed_vs_openblas_max_relative_difference", worst_relative}};
+                        {"openblas_block_seconds", total[0]}};
+  if (!openblas_only) {
+    out["packed_over_openblas"] = total[0] / total[1];
+    out["prepacked_over_openblas"] = total[0] / total[2];
+    out["packed_equals_prepacked_bitwise"] = bitwise;
+    out["packed_vs_openblas_max_relative_difference"] = worst_relative;
+  }
   std::printf("%s\n", out.dump(2).c_str());
   return bitwise ? 0 : 1;
 }

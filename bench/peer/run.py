@@ -16,8 +16,19 @@ the ratios of the runs made next to each other (PipeForge run i / PyTorch run i)
 the drift that a ratio of medians over the whole row keeps; `ratio_of_medians` and `pair_ratios`
 are printed beside it.
 
+Each row also says how far any implementation could get with this BLAS: the blocks' matrix
+products per step (the Linears' forward, input- and weight-gradient products and the causal
+attention's six, counted over the causal triangle only; the head and everything else left out),
+timed at OpenBLAS's rate on the block's own shapes measured just before the row
+(bench/kernels:sgemm_ceiling_bench --openblas-only 1), split evenly over the ranks. `ratio_bound` =
+PyTorch's step time over that: the ratio PipeForge would reach if its step were nothing but those
+products at that rate. A row whose bound is below the target cannot meet it without a faster
+SGEMM than OpenBLAS's. Both sides' steps are also given as a fraction of the core's FMA peak
+(bench/kernels:fma_peak, measured at the start and the end, the larger kept).
+
 Usage: bench/peer/setup.sh; bench/peer/run.py [--quick] [--repeats N] [--python PATH]
-(the python is the venv setup.sh made; build with `bazel build -c opt //:pipeforge` or --build).
+(the python is the venv setup.sh made; build with `bazel build -c opt //:pipeforge
+//bench/kernels:sgemm_ceiling_bench //bench/kernels:fma_peak` or pass --build).
 """
 import argparse
 import json
@@ -31,6 +42,10 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HERE = os.path.join(ROOT, "bench", "peer")
 PIPEFORGE = os.path.join(ROOT, "bazel-bin", "pipeforge")
+SGEMM_BENCH = os.path.join(ROOT, "bazel-bin", "bench", "kernels", "sgemm_ceiling_bench")
+FMA_PEAK = os.path.join(ROOT, "bazel-bin", "bench", "kernels", "fma_peak")
+TARGETS = ["//:pipeforge", "//bench/kernels:sgemm_ceiling_bench", "//bench/kernels:fma_peak"]
+TARGET_RATIO = 1.25
 DEFAULT_VENV = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")),
                             "pipeforge", "peer-venv")
 
@@ -91,6 +106,32 @@ def run_torch(python, row, mode, partition):
     return json.loads(out.strip().splitlines()[-1])
 
 
+def block_product_flops(row):
+    """The blocks' matrix-product FLOPs of one step: per micro-batch and block, the four Linears'
+    forward, input- and weight-gradient products (72 d^2 per token) and the causal attention's six
+    products (2 forward, 4 backward) over the causal triangle only (hd T (T+1) each per row and
+    head, so 6 d T (T+1) per row)."""
+    name, d, layers, seq, batch, micro, warm, steps = row
+    rows_per_micro = batch // micro
+    linear = 72 * d * d * rows_per_micro * seq
+    attention = 6 * d * seq * (seq + 1) * rows_per_micro
+    return layers * micro * (linear + attention)
+
+
+def openblas_block_rate(d, tokens):
+    """OpenBLAS's GFLOP/s over the block's twelve Linear products at `tokens` rows, one thread, best
+    of 5 rounds (bench/kernels:sgemm_ceiling_bench)."""
+    out = subprocess.run([SGEMM_BENCH, "--d-model", str(d), "--tokens", str(tokens), "--rounds", "5",
+                          "--openblas-only", "1"], check=True, capture_output=True, text=True).stdout
+    seconds = json.loads(out)["openblas_block_seconds"]
+    return 72 * d * d * tokens / seconds * 1e-9
+
+
+def fma_peak():
+    out = subprocess.run([FMA_PEAK, "--rounds", "3"], check=True, capture_output=True, text=True).stdout
+    return json.loads(out)["fma_peak_gflops"]
+
+
 def load_average():
     return [float(v) for v in open("/proc/loadavg").read().split()[:3]]
 
@@ -116,9 +157,9 @@ def main():
     ap.add_argument("--rows", default="", help="comma-separated row names (default: all)")
     args = ap.parse_args()
     if args.build:
-        subprocess.run(["bazel", "build", "-c", "opt", "//:pipeforge"], cwd=ROOT, check=True, stdout=sys.stderr)
-    if not os.path.exists(PIPEFORGE):
-        raise SystemExit("run.py: build PipeForge first: bazel build -c opt //:pipeforge (or pass --build)")
+        subprocess.run(["bazel", "build", "-c", "opt"] + TARGETS, cwd=ROOT, check=True, stdout=sys.stderr)
+    if not all(os.path.exists(p) for p in (PIPEFORGE, SGEMM_BENCH, FMA_PEAK)):
+        raise SystemExit(f"run.py: build first: bazel build -c opt {' '.join(TARGETS)} (or pass --build)")
     if not os.path.exists(args.python):
         raise SystemExit(f"run.py: no python at {args.python}: run bench/peer/setup.sh (or pass --python)")
     rows = QUICK_ROWS if args.quick else ROWS
@@ -128,9 +169,15 @@ def main():
               "seed": 0, "optimizer": "adamw lr 3e-3 betas 0.9/0.999 eps 1e-8 weight decay 0",
               "ratio_is": "pipeforge tokens/s / torch tokens/s (pipelined: both as 2 processes of 1 thread)",
               "rows": []}
+    peak = fma_peak()
     with tempfile.TemporaryDirectory() as tmp:
         for row in rows:
             name, d, layers, seq, batch, micro, warm, steps = row
+            tokens_per_micro = batch // micro * seq
+            blas_rate = openblas_block_rate(d, tokens_per_micro)
+            flops = block_product_flops(row)
+            print(f"run.py: {name}: OpenBLAS {blas_rate:.1f} GFLOP/s at the block's shapes, "
+                  f"{flops * 1e-9:.1f} GFLOP of block products per step", file=sys.stderr)
             for mode in MODES:
                 sides = ["pf_threads", "torch"] if mode == "sequential" else ["pf_threads", "pf_processes", "torch"]
                 if args.no_mpi and "pf_processes" in sides:
@@ -171,6 +218,19 @@ def main():
                     "torch_runs": [round(r["tokens_per_s"]) for r in runs["torch"]],
                     "load_average_after": load_average(),
                 }
+                ranks = 1 if mode == "sequential" else 2
+                step_seconds = lambda rate: batch * seq / rate
+                product_seconds = flops / (blas_rate * 1e9) / ranks
+                entry.update({
+                    "block_product_gflop_per_step": round(flops * 1e-9, 2),
+                    "openblas_block_gflops": round(blas_rate, 1),
+                    "openblas_product_seconds_per_rank": round(product_seconds, 4),
+                    "pipeforge_step_seconds": round(step_seconds(pf_rate(main_side)), 4),
+                    "torch_step_seconds": round(step_seconds(torch_rate), 4),
+                    "ratio_bound": round(step_seconds(torch_rate) / product_seconds, 3),
+                    "pipeforge_fraction_of_peak": round(flops / (step_seconds(pf_rate(main_side)) * ranks * peak * 1e9), 3),
+                    "torch_fraction_of_peak": round(flops / (step_seconds(torch_rate) * ranks * peak * 1e9), 3),
+                })
                 if mode != "sequential":
                     entry["partition"] = partition
                     entry["pipeforge_as"] = "2 mpirun processes" if main_side == "pf_processes" else "2 threads"
@@ -179,9 +239,16 @@ def main():
                         entry["ratio_threads"] = round(statistics.median(pair_ratios("pf_threads")), 3)
                         entry["pipeforge_threads_runs"] = [round(r["steady_tokens_per_s"]) for r in runs["pf_threads"]]
                 report["rows"].append(entry)
+    report["fma_peak_gflops"] = round(max(peak, fma_peak()), 1)
+    for r in report["rows"]:  # the fractions against the larger of the two peak measurements
+        r["pipeforge_fraction_of_peak"] = round(r["pipeforge_fraction_of_peak"] * peak / report["fma_peak_gflops"], 3)
+        r["torch_fraction_of_peak"] = round(r["torch_fraction_of_peak"] * peak / report["fma_peak_gflops"], 3)
     report["load_average_end"] = load_average()
     report["all_first_losses_agree_1e-5"] = all(r["first_loss_diff"] < 1e-5 for r in report["rows"])
-    report["target_met_1_25x"] = all(r["ratio"] >= 1.25 for r in report["rows"])
+    report["target_met_1_25x"] = all(r["ratio"] >= TARGET_RATIO for r in report["rows"])
+    label = lambda r: f"{r['model']} {r['mode']}"
+    report["rows_below_target"] = [label(r) for r in report["rows"] if r["ratio"] < TARGET_RATIO]
+    report["rows_whose_bound_is_below_target"] = [label(r) for r in report["rows"] if r["ratio_bound"] < TARGET_RATIO]
     print(json.dumps(report))
 
 

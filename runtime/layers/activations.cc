@@ -23,11 +23,10 @@ void check_grad_output(const Layer& layer, const Tensor& input, const Tensor& gr
                shape_to_string(input.shape()));
 }
 
-// Elementwise y = f(x), saving x; dx = dy * f'(x) via `grad(x, dy)`. The loops are plain so the
-// compiler vectorises them (f and grad are inlined lambdas).
+// Elementwise y = f(x), saving x, by `loop(n, x, y)`; dx = dy * f'(x) by `grad_loop(n, x, dy, dx)`.
 // On a CUDA input, the CUDA backend's `gpu_fn(x)` / `gpu_grad(x, dy)` run instead of the loops.
-template <typename Fn>
-Tensor pointwise_forward(const Layer& layer, const Tensor& input, SavedContext& ctx, Fn fn,
+template <typename Loop>
+Tensor pointwise_forward(const Layer& layer, const Tensor& input, SavedContext& ctx, Loop loop,
                          Tensor (CudaBackend::*gpu_fn)(const Tensor&)) {
   check_input(layer, input);
   if (is_cuda(input)) {
@@ -36,15 +35,13 @@ Tensor pointwise_forward(const Layer& layer, const Tensor& input, SavedContext& 
     return output;
   }
   Tensor output = Tensor::empty(input.shape());
-  const float* x = input.f32();
-  float* y = output.f32();
-  for (int64_t i = 0, n = input.numel(); i < n; ++i) y[i] = fn(x[i]);
+  loop(input.numel(), input.f32(), output.f32());
   ctx.save("input", input);
   return output;
 }
 
-template <typename Grad>
-Tensor pointwise_backward(const Layer& layer, SavedContext& ctx, const Tensor& grad_output, Grad grad,
+template <typename GradLoop>
+Tensor pointwise_backward(const Layer& layer, SavedContext& ctx, const Tensor& grad_output, GradLoop grad_loop,
                           Tensor (CudaBackend::*gpu_grad)(const Tensor&, const Tensor&)) {
   const Tensor input = ctx.get("input");
   check_grad_output(layer, input, grad_output);
@@ -56,12 +53,18 @@ Tensor pointwise_backward(const Layer& layer, SavedContext& ctx, const Tensor& g
     return grad_input;
   }
   Tensor grad_input = Tensor::empty(input.shape());
-  const float* x = input.f32();
-  const float* dy = grad_output.f32();
-  float* dx = grad_input.f32();
-  for (int64_t i = 0, n = input.numel(); i < n; ++i) dx[i] = grad(x[i], dy[i]);
+  grad_loop(input.numel(), input.f32(), grad_output.f32(), grad_input.f32());
   ctx.clear();  // nothing left for backward_weight
   return grad_input;
+}
+
+// ReLU's loops: plain, so the compiler vectorises them.
+void relu_forward(int64_t n, const float* x, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+void relu_backward(int64_t n, const float* x, const float* dy, float* dx) {
+  for (int64_t i = 0; i < n; ++i) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
 }
 
 }  // namespace
@@ -71,13 +74,11 @@ ReLU::ReLU(std::string name) : Layer(std::move(name)) {}
 nlohmann::json ReLU::config() const { return {{"type", type()}, {"name", name()}}; }
 
 Tensor ReLU::forward(const Tensor& input, SavedContext& ctx) {
-  return pointwise_forward(*this, input, ctx, [](float x) { return x > 0.0f ? x : 0.0f; },
-                           &CudaBackend::relu_forward);
+  return pointwise_forward(*this, input, ctx, relu_forward, &CudaBackend::relu_forward);
 }
 
 Tensor ReLU::backward_input(SavedContext& ctx, const Tensor& grad_output) {
-  return pointwise_backward(*this, ctx, grad_output, [](float x, float dy) { return x > 0.0f ? dy : 0.0f; },
-                            &CudaBackend::relu_backward);
+  return pointwise_backward(*this, ctx, grad_output, relu_backward, &CudaBackend::relu_backward);
 }
 
 GELU::GELU(std::string name) : Layer(std::move(name)) {}
@@ -85,12 +86,11 @@ GELU::GELU(std::string name) : Layer(std::move(name)) {}
 nlohmann::json GELU::config() const { return {{"type", type()}, {"name", name()}}; }
 
 Tensor GELU::forward(const Tensor& input, SavedContext& ctx) {
-  return pointwise_forward(*this, input, ctx, [](float v) { return cpu::gelu(v); }, &CudaBackend::gelu_forward);
+  return pointwise_forward(*this, input, ctx, cpu::gelu_forward, &CudaBackend::gelu_forward);
 }
 
 Tensor GELU::backward_input(SavedContext& ctx, const Tensor& grad_output) {
-  return pointwise_backward(*this, ctx, grad_output, [](float v, float dy) { return cpu::gelu_grad(v, dy); },
-                            &CudaBackend::gelu_backward);
+  return pointwise_backward(*this, ctx, grad_output, cpu::gelu_backward, &CudaBackend::gelu_backward);
 }
 
 Tensor GELU::backward_input_column_sums(SavedContext& ctx, const Tensor& grad_output, Tensor* column_sums) {

@@ -42,10 +42,11 @@ std::vector<float> sweep(float lo, float hi, int n) {
   return v;
 }
 
-TEST(ElementOps, FastExpAndTanhMatchCpuFastMath) {
+TEST(ElementOps, FastExpAndGeluMatchCpuFastMath) {
   for (float x : sweep(-100.0f, 100.0f, 20001)) {
     EXPECT_SAME_FLOAT(cuda::fast_exp(x), cpu::fast_exp(x));
-    EXPECT_SAME_FLOAT(cuda::fast_tanh(x), cpu::fast_tanh(x));
+    EXPECT_SAME_FLOAT(cuda::gelu_forward(x), cpu::gelu(x));
+    EXPECT_SAME_FLOAT(cuda::gelu_backward(x, 0.25f * x), cpu::gelu_grad(x, 0.25f * x));
   }
 }
 

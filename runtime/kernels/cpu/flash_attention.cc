@@ -5,13 +5,10 @@
 #include <cstring>
 #include <limits>
 
-#if defined(__AVX__)
-#include <immintrin.h>
-#endif
-
 #include "runtime/core/error.h"
 #include "runtime/kernels/cpu/blas.h"
 #include "runtime/kernels/cpu/fast_math.h"
+#include "runtime/kernels/cpu/fast_math_lanes.h"
 #include "runtime/kernels/cpu/vec8.h"
 
 // The portable build (no AVX) passes the 8-lane vectors of the internal helpers below in two SSE
@@ -36,35 +33,6 @@ constexpr int64_t kLanes = 8;  // floats per vector
 // fixed order, so results do not depend on anything but the inputs.
 using Vec = v8f;  // runtime/kernels/cpu/vec8.h: load8, store8
 static_assert(sizeof(Vec) == kLanes * sizeof(float), "eight lanes");
-
-// cpu::fast_exp on 8 lanes: the same operations, with the clamps as max/min instructions where AVX
-// has them (GCC compiles the scalar form's selects to slower blends); NaN stays NaN either way. In
-// the default build it gives the scalar function's bits for every float in (-100, 100) (checked
-// exhaustively once; ~25% faster).
-typedef int32_t IntVec __attribute__((vector_size(kLanes * sizeof(int32_t))));
-
-inline Vec exp_lanes(Vec x) {
-#if defined(__AVX__)
-  x = reinterpret_cast<Vec>(_mm256_max_ps(_mm256_set1_ps(-87.3f), reinterpret_cast<__m256>(x)));
-  x = reinterpret_cast<Vec>(_mm256_min_ps(_mm256_set1_ps(88.0f), reinterpret_cast<__m256>(x)));
-#else
-  x = x < -87.3f ? Vec{} - 87.3f : x;
-  x = x > 88.0f ? Vec{} + 88.0f : x;
-#endif
-  const Vec n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  const Vec r = x - n * 0.693359375f + n * 2.12194440e-4f;
-  Vec p = Vec{} + 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const IntVec bits = (__builtin_convertvector(n, IntVec) + 127) << 23;
-  Vec scale;
-  std::memcpy(&scale, &bits, sizeof(scale));
-  return p * scale;
-}
 
 // p[j] = e^(p[j] - m) for j < n rounded up to whole vectors (the caller's row has room).
 inline void exp_minus(float* p, int64_t n, float m) {

@@ -1,7 +1,8 @@
-// GPT-2's tanh-approximated GELU on the CPU, y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))),
-// alone and with the neighbouring epilogue work folded into the same pass: the Linear's bias in
-// the forward, the bias-gradient reduction in the backward. Plain loops over inlined fast_tanh
-// (fast_math.h), which GCC vectorises; column sums run in row order, so they are deterministic.
+// GPT-2's tanh-approximated GELU on the CPU (cpu::gelu and cpu::gelu_grad in fast_math.h, shared
+// with the CUDA kernels), alone and with the neighbouring epilogue work folded into the same pass:
+// the Linear's bias in the forward, the bias-gradient reduction in the backward. The loops run
+// eight lanes at a time (fast_math_lanes.h; every element gets the scalar function's bits) and
+// column sums in row order, so results are deterministic.
 #pragma once
 
 #include <cstdint>
@@ -10,21 +11,7 @@
 
 namespace pf::cpu {
 
-constexpr float kGeluSqrt2OverPi = 0.7978845608028654f;
-constexpr float kGeluCubic = 0.044715f;
-
-inline float gelu(float v) {
-  const float t = fast_tanh(kGeluSqrt2OverPi * (v + kGeluCubic * v * v * v));
-  return 0.5f * v * (1.0f + t);
-}
-
-// dy * gelu'(v).
-inline float gelu_grad(float v, float dy) {
-  const float t = fast_tanh(kGeluSqrt2OverPi * (v + kGeluCubic * v * v * v));
-  const float dt = kGeluSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * v * v);
-  return dy * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * dt);
-}
-
+// y = gelu(x) and dx = dy * gelu'(x) over n elements.
 void gelu_forward(int64_t n, const float* x, float* y);
 void gelu_backward(int64_t n, const float* x, const float* dy, float* dx);
 

@@ -62,31 +62,20 @@ PF_HD float from_f32<float>(float x) { return x; }
 template <>
 PF_HD bf16 from_f32<bf16>(float x) { return bf16{f32_to_bf16_bits(x)}; }
 
-// ---- exp / tanh: the CPU's own functions (host and device under nvcc) ----------------------------
+// ---- exp: the CPU's own function (host and device under nvcc) ---------------------------------
 
 using pf::cpu::fast_exp;
-using pf::cpu::fast_tanh;
 
 // ---- activations (runtime/layers/activations.cc) ------------------------------------------------
 
 PF_HD float relu_forward(float x) { return x > 0.0f ? x : 0.0f; }
 PF_HD float relu_backward(float x, float dy) { return x > 0.0f ? dy : 0.0f; }
 
-constexpr float kGeluSqrt2OverPi = 0.7978845608028654f;
-constexpr float kGeluCubic = 0.044715f;
-
-// GPT-2's tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-PF_HD float gelu_forward(float v) {
-  const float t = fast_tanh(kGeluSqrt2OverPi * (v + kGeluCubic * v * v * v));
-  return 0.5f * v * (1.0f + t);
-}
+// GPT-2's tanh GELU: the CPU's own functions (fast_math.h), so both give the same bits.
+PF_HD float gelu_forward(float v) { return pf::cpu::gelu(v); }
 
 // dy * d/dv gelu(v), v = the pre-activation.
-PF_HD float gelu_backward(float v, float dy) {
-  const float t = fast_tanh(kGeluSqrt2OverPi * (v + kGeluCubic * v * v * v));
-  const float dt = kGeluSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * v * v);
-  return dy * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * dt);
-}
+PF_HD float gelu_backward(float v, float dy) { return pf::cpu::gelu_grad(v, dy); }
 
 // ---- LayerNorm (runtime/layers/layer_norm.cc; biased variance, two passes) ----------------------
 // Forward: mean = sum(x) * inv_dim; rstd = 1 / sqrt(sum((x - mean)^2) * inv_dim + eps);
