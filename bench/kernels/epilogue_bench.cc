@@ -3,9 +3,11 @@
 // thread. Each pair runs alternately (old, new, old, new, ...) so load from other processes falls on
 // both; the figure per side is the median over rounds of the thread CPU time per call. Prints one
 // JSON object: per shape and kernel, old_us, new_us and old/new; under "unchanged_us" the passes the
-// fusion kept (bias broadcast, GELU forward, LayerNorm weight gradients) and the MLP GEMMs alone.
+// fusion kept (bias broadcast, LayerNorm weight gradients) and the MLP GEMMs alone.
 //
 // Kernels (old -> new):
+//  gelu_forward, gelu_backward: 0.5 v (1 + tanh(u)) and its derivative per element
+//    (cpu/reference/gelu_tanh_reference.h) -> v / (1 + e^{-2u}) eight lanes at a time;
 //  fc_bias_gelu_forward: bias broadcast + GEMM (beta 1) + GELU pass -> the same (kept; "epilogue"
 //    times the alternative, GEMM with beta 0 + one bias-and-GELU pass);
 //  gelu_backward_bias_grad: GELU backward pass, then the bias gradient's column sums (in W) ->
@@ -30,6 +32,7 @@
 #include "runtime/kernels/cpu/blas.h"
 #include "runtime/kernels/cpu/gelu.h"
 #include "runtime/kernels/cpu/layer_norm.h"
+#include "runtime/kernels/cpu/reference/gelu_tanh_reference.h"
 #include "runtime/kernels/cpu/reference/layer_norm_reference.h"
 #include "runtime/kernels/cpu/rows.h"
 
@@ -109,6 +112,13 @@ nlohmann::json bench_shape(int64_t d) {
   std::vector<float> rstd(rows);
   nlohmann::json out;
 
+  out["gelu_forward"] = compare(
+      [&] { pf::cpu::reference::gelu_tanh_forward(rows * h, hidden.data(), post.data()); },
+      [&] { pf::cpu::gelu_forward(rows * h, hidden.data(), post.data()); });
+  out["gelu_forward"]["note"] = "old = 0.5 v (1 + tanh(u)) per element, new = v / (1 + e^-2u) eight lanes at a time";
+  out["gelu_backward"] = compare(
+      [&] { pf::cpu::reference::gelu_tanh_backward(rows * h, hidden.data(), dy_h.data(), dpre.data()); },
+      [&] { pf::cpu::gelu_backward(rows * h, hidden.data(), dy_h.data(), dpre.data()); });
   out["fc_bias_gelu_forward"] = compare(
       [&] {
         pf::cpu::broadcast_rows(rows, h, b_h.data(), pre.data());
@@ -184,7 +194,6 @@ nlohmann::json bench_shape(int64_t d) {
     pf::cpu::gemm(false, true, rows, h, d, 1.0f, x.data(), w_fc.data(), 1.0f, pre.data());
   });
   same["fc_bias_broadcast"] = time_us([&] { pf::cpu::broadcast_rows(rows, h, b_h.data(), pre.data()); });
-  same["gelu_forward"] = time_us([&] { pf::cpu::gelu_forward(rows * h, hidden.data(), post.data()); });
   same["proj_gemm"] = time_us([&] {
     pf::cpu::gemm(false, true, rows, d, h, 1.0f, hidden.data(), w_proj.data(), 1.0f, m.data());
   });
