@@ -19,22 +19,42 @@
 
 namespace pf::cpu {
 
-// e^x, with x clamped to [-87.3, 88] (results stay finite and normal).
-PF_FAST_MATH_FN float fast_exp(float x) {
-  x = x < -87.3f ? -87.3f : x;
-  x = x > 88.0f ? 88.0f : x;
-  // x = n ln2 + r, |r| <= ln2 / 2; ln2 split in two parts so n * ln2_hi is exact.
-  // Round to nearest by adding and removing 1.5 * 2^23 (floorf would stop vectorisation).
-  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-  // Cephes expf minimax polynomial on [-ln2/2, ln2/2].
-  float p = 1.9875691500e-4f;
+// fast_exp's two halves for an x already clamped, written once for a float and for eight lanes
+// (fast_math_lanes.h), so both run the same operations: x = n ln2 + r, |r| <= ln2 / 2, n rounded
+// to nearest by adding and removing 1.5 * 2^23 (floorf would stop vectorisation), ln2 split in two
+// parts so n * ln2_hi is exact; then e^r by the Cephes expf minimax polynomial on [-ln2/2, ln2/2].
+// Instantiated with eight-lane vectors, which the portable build (no AVX) returns in two SSE
+// registers; GCC warns of that ABI change, which never crosses a library boundary here.
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+template <typename T>
+PF_FAST_MATH_FN T exp_power_of_two(const T& x) {
+  return (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+}
+
+template <typename T>
+PF_FAST_MATH_FN T exp_of_remainder(const T& x, const T& n) {
+  const T r = x - n * 0.693359375f + n * 2.12194440e-4f;
+  T p = T{} + 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
+  return p * r * r + r + 1.0f;
+}
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC diagnostic pop
+#endif
+
+// e^x, with x clamped to [-87.3, 88] (results stay finite and normal).
+PF_FAST_MATH_FN float fast_exp(float x) {
+  x = x < -87.3f ? -87.3f : x;
+  x = x > 88.0f ? 88.0f : x;
+  const float n = exp_power_of_two(x);
+  const float p = exp_of_remainder(x, n);
   const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
 #if defined(__CUDA_ARCH__)
   const float scale = __int_as_float(bits);

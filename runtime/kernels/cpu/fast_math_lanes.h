@@ -43,15 +43,8 @@ inline v8f min_lanes(const v8f& x, float c) {
 // fast_exp per lane.
 inline v8f exp_lanes(const v8f& in) {
   const v8f x = min_lanes(max_lanes(in, -87.3f), 88.0f);
-  const v8f n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  const v8f r = x - n * 0.693359375f + n * 2.12194440e-4f;
-  v8f p = splat8(1.9875691500e-4f);
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
+  const v8f n = exp_power_of_two(x);
+  const v8f p = exp_of_remainder(x, n);
   const v8i bits = (__builtin_convertvector(n, v8i) + 127) << 23;
   v8f scale;
   std::memcpy(&scale, &bits, sizeof(scale));

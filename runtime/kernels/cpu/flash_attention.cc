@@ -117,8 +117,6 @@ void transpose(ConstRows src, int64_t rows, int64_t hd, float* dst, int64_t ld) 
     for (int64_t j = j0; j < rows; ++j) dst[c * ld + j] = src.data[j * src.stride + c];
 }
 
-int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
-
 void check_dims(const AttentionDims& d) {
   PF_CHECK_ARG(d.queries >= 0 && d.offset >= 0 && d.head_dim >= 1 && d.keys >= d.offset + d.queries,
                "flash attention: need queries >= 0, offset >= 0, head_dim >= 1 and keys >= offset + queries, got ",
