@@ -55,9 +55,11 @@ PF_FAST_MATH_FN float fast_exp(float x) {
   x = x > 88.0f ? 88.0f : x;
   const float n = exp_power_of_two(x);
   const float p = exp_of_remainder(x, n);
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  // 2^n from its exponent bits; n is an integer in [-126, 127], or NaN with x (then 0 is taken, so
+  // the conversion is defined, and the result is NaN through p).
+  const uint32_t bits = static_cast<uint32_t>(static_cast<int32_t>(n == n ? n : 0.0f) + 127) << 23;
 #if defined(__CUDA_ARCH__)
-  const float scale = __int_as_float(bits);
+  const float scale = __uint_as_float(bits);
 #else
   float scale;
   std::memcpy(&scale, &bits, sizeof(scale));
