@@ -10,6 +10,7 @@
 #include <exception>
 #include <map>
 #include <memory>
+#include <optional>
 #include <regex>
 #include <vector>
 
@@ -23,7 +24,6 @@
 #include "runtime/core/limits.h"
 #include "runtime/core/log.h"
 #include "runtime/core/sha256.h"
-#include "runtime/execution/pipeline_trainer.h"
 
 namespace pf {
 namespace {
@@ -31,26 +31,28 @@ namespace {
 constexpr const char* kManifestFormat = "pipeforge.checkpoint.sharded/1";
 const std::regex kShardName(R"(step-[0-9]{1,16}\.rank-[0-9]{1,5}\.pfck)");
 
-// The process-per-rank trainer, or null for a trainer in one process.
-exec::PipelineTrainer* sharded(Trainer& trainer) {
-  auto* p = dynamic_cast<exec::PipelineTrainer*>(&trainer);
-  return p && p->options().world ? p : nullptr;
+// The process groups of a trainer whose parameters are spread over processes (also through a
+// wrapper such as the adaptive trainer), or nullopt for a trainer in one process.
+std::optional<ProcessGroups> sharded(const Trainer& trainer) {
+  const ProcessGroups g = trainer.process_groups();
+  if (g.pipeline == nullptr) return std::nullopt;
+  return g;
 }
 
 
 // Every process of the pipeline group and of the data-parallel group learns whether all got
 // through `what`; when one did not, every process throws: the failed one its own error, the
 // others `code` naming the failed rank.
-void agree(exec::PipelineTrainer& t, std::exception_ptr mine, ErrorCode code, const std::string& what) {
-  const double timeout = t.options().recv_timeout_seconds;
+void agree(const ProcessGroups& t, std::exception_ptr mine, ErrorCode code, const std::string& what) {
+  const double timeout = t.timeout_seconds;
   std::string failed;
-  for (comm::World* group : {t.options().world.get(), t.options().data_parallel_world.get()}) {
+  for (comm::World* group : {t.pipeline, t.data_parallel}) {
     if (!group) continue;
     const char ok = mine ? 0 : 1;
     const std::vector<char> all = group->all_gather(&ok, 1, timeout);
     for (size_t r = 0; r < all.size(); ++r)
       if (!all[r] && failed.empty())
-        failed = (group == t.options().world.get() ? "rank " : "replica ") + std::to_string(r);
+        failed = (group == t.pipeline ? "rank " : "replica ") + std::to_string(r);
   }
   if (mine) std::rethrow_exception(mine);
   if (!failed.empty()) fail(code, what, ": ", failed, " failed (its own error says why)");
@@ -77,11 +79,12 @@ void remove_unnamed_shards(const std::string& folder, const std::vector<std::str
   ::closedir(dir);
 }
 
-void save_shards(exec::PipelineTrainer& t, const std::string& folder) {
-  const double timeout = t.options().recv_timeout_seconds;
-  comm::World& pipeline = *t.options().world;
-  const bool writer = !t.options().data_parallel_world || t.options().data_parallel_world->rank() == 0;
+void save_shards(Trainer& t, const ProcessGroups& groups, const std::string& folder) {
+  const double timeout = groups.timeout_seconds;
+  comm::World& pipeline = *groups.pipeline;
+  const bool writer = !groups.data_parallel || groups.data_parallel->rank() == 0;
   const int rank = pipeline.rank();
+  const std::vector<Parameter*> local = t.local_parameters();
   const int64_t step = t.metrics().step;
   const std::string file = "step-" + std::to_string(step) + ".rank-" + std::to_string(rank) + ".pfck";
   nlohmann::json shard;
@@ -95,17 +98,17 @@ void save_shards(exec::PipelineTrainer& t, const std::string& folder) {
       } else if (::mkdir(folder.c_str(), 0755) != 0 && errno != EEXIST) {
         fail(ErrorCode::kIoError, "checkpoint '", folder, "': cannot create the folder: ", std::strerror(errno));
       }
-      const std::string bytes = encode_checkpoint(t, t.local_parameters(), folder + "/" + file);
+      const std::string bytes = encode_checkpoint(t, local, folder + "/" + file);
       write_checkpoint_file(folder + "/" + file, bytes);
       nlohmann::json names = nlohmann::json::array();
-      for (const Parameter* p : t.local_parameters()) names.push_back(p->name);
+      for (const Parameter* p : local) names.push_back(p->name);
       shard = {{"file", file}, {"rank", rank}, {"sha256", sha256_hex(bytes.data(), bytes.size())},
                {"parameters", names}};
     } catch (...) {
       error = std::current_exception();
     }
   }
-  agree(t, error, ErrorCode::kFailedPrecondition, "checkpoint '" + folder + "': writing the shards");
+  agree(groups, error, ErrorCode::kFailedPrecondition, "checkpoint '" + folder + "': writing the shards");
   if (writer) {
     // Rank 0 of replica 0 collects every shard's description and writes the manifest.
     nlohmann::json shards = nlohmann::json::array();
@@ -121,7 +124,7 @@ void save_shards(exec::PipelineTrainer& t, const std::string& folder) {
                                          {"data_position", t.metrics().data_position},
                                          {"optimizer_steps", t.optimizer().steps_taken()},
                                          {"ranks", pipeline.size()},
-                                         {"replicas", t.options().base.replicas},
+                                         {"replicas", groups.replicas},
                                          {"shards", shards}};
         write_checkpoint_file(manifest_path(folder), manifest.dump(1));
         std::vector<std::string> keep;
@@ -132,7 +135,7 @@ void save_shards(exec::PipelineTrainer& t, const std::string& folder) {
       }
     }
   }
-  agree(t, error, ErrorCode::kFailedPrecondition, "checkpoint '" + folder + "': writing the manifest");
+  agree(groups, error, ErrorCode::kFailedPrecondition, "checkpoint '" + folder + "': writing the manifest");
   if (rank == 0 && writer)
     log(LogLevel::kInfo, "saved checkpoint '" + folder + "' (" + std::to_string(pipeline.size()) +
                              " shards) at step " + std::to_string(step));
@@ -199,7 +202,7 @@ Manifest read_manifest(const std::string& folder) {
 // Reads the shards holding `wanted` and applies them (kDataLoss naming a missing, damaged or
 // foreign shard, before anything changes). With a world every process agrees first.
 void load_shards(Trainer& trainer, const std::string& folder, const std::vector<Parameter*>& wanted,
-                 exec::PipelineTrainer* t) {
+                 const std::optional<ProcessGroups>& t) {
   std::exception_ptr error;
   Manifest manifest;
   std::vector<std::shared_ptr<const CheckpointImage>> images;
@@ -246,29 +249,24 @@ void load_shards(Trainer& trainer, const std::string& folder, const std::vector<
   apply_checkpoint_images(trainer, raw, wanted, manifest.step, manifest.data_position, manifest.optimizer_steps);
 }
 
-// An asynchronous pipeline is saved and loaded empty (after drain()); pipemare not yet.
-void refuse_asynchronous(Trainer& trainer, const std::string& path) {
-  auto* p = dynamic_cast<exec::PipelineTrainer*>(&trainer);
-  const std::string why = p ? p->async_checkpoint_refusal() : std::string();
-  if (why.empty()) return;
-  fail(p->options().schedule == "pipemare" ? ErrorCode::kUnimplemented : ErrorCode::kFailedPrecondition, "checkpoint '",
-       path, "': ", why);
+// What the trainer refuses (an asynchronous pipeline is saved and loaded empty, after drain()).
+void refuse(const Trainer& trainer, bool loading, const std::string& path) {
+  const CheckpointRefusal r = trainer.checkpoint_refusal(loading);
+  if (!r.why.empty()) fail(static_cast<ErrorCode>(r.code), "checkpoint '", path, "': ", r.why);
 }
 
 }  // namespace
 
 void save_trainer_checkpoint(Trainer& trainer, const std::string& path) {
-  refuse_asynchronous(trainer, path);
-  if (exec::PipelineTrainer* t = sharded(trainer)) save_shards(*t, path);
+  refuse(trainer, false, path);
+  if (const std::optional<ProcessGroups> groups = sharded(trainer)) save_shards(trainer, *groups, path);
   else save_checkpoint(trainer, path);
 }
 
 void load_trainer_checkpoint(Trainer& trainer, const std::string& path) {
-  refuse_asynchronous(trainer, path);
-  exec::PipelineTrainer* t = sharded(trainer);
-  if (t && !t->checkpoint_load_refusal().empty())
-    fail(ErrorCode::kUnimplemented, "checkpoint '", path, "': ", t->checkpoint_load_refusal());
-  const std::vector<Parameter*>& wanted = t ? t->local_parameters() : trainer.model().parameters();
+  refuse(trainer, true, path);
+  const std::optional<ProcessGroups> t = sharded(trainer);
+  const std::vector<Parameter*> wanted = trainer.local_parameters();
   if (is_directory(path)) {
     load_shards(trainer, path, wanted, t);
     log(LogLevel::kInfo, "loaded checkpoint '" + path + "' at step " + std::to_string(trainer.metrics().step));

@@ -32,6 +32,7 @@
 #include "runtime/schedules/stage_actions.h"
 #include "runtime/schedules/text_format.h"
 #include "runtime/schedules/validator.h"
+#include "runtime/schedules/windowed_schedules.h"
 #include "runtime/tensor/memory_tracker.h"
 #include "runtime/train/micro_batches.h"
 
@@ -67,7 +68,8 @@ void PipelineOptions::validate() const {
       PF_CHECK_ARG(devices[i].kind == DeviceKind::kCpu, "seq_slices ", seq_slices, " runs on the CPU only; devices[",
                    i, "] is ", devices[i].to_string());
   }
-  async.validate(schedule_text.empty() ? schedule : "custom");
+  async.validate(schedule_text.empty() ? schedule : "custom",
+                 schedule_text.empty() ? sched::schedule_traits(schedule).weights : sched::WeightVersioning::kNone);
   check_local_head_kind(local_head);
   if (base.replicas > 1) {
     PF_CHECK_ARG(world != nullptr && data_parallel_world != nullptr, "replicas ", base.replicas,
@@ -128,8 +130,8 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
   schedule_ = sched::is_lowered(s) ? s : sched::lower_communication(s);
   comm_ = communication_semantics(schedule_);
   policy_ = sched::parse_activation_policy(options_.activation_policy);
-  local_ = options_.schedule_text.empty() && sched::is_local_schedule_name(options_.schedule);
-  windowed_ = local_ || (options_.schedule_text.empty() && sched::is_async_schedule_name(options_.schedule));
+  local_ = schedule_.traits.local_learning();
+  windowed_ = schedule_.traits.windowed();
   if (!windowed_ && (sched::is_asynchronous(schedule_) || sched::has_local_heads(schedule_)))
     fail(ErrorCode::kUnimplemented, "pipeline trainer: schedule '", schedule_.name,
          "' has UPDATE or HEAD actions: asynchronous and local-learning schedules run from their generators only (",
@@ -198,7 +200,7 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
   eopts.loss_scale = 1.0f / static_cast<float>(options_.base.step_micro_batches() * options_.seq_slices);
   // Asynchronous schedules update with one micro-batch's gradient (2BW: one batch's).
   if (windowed_) {
-    const bool per_step = options_.schedule == "pipedream-2bw" || options_.schedule == "local-updates";
+    const bool per_step = schedule_.traits.update_interval == sched::UpdateInterval::kStep;
     eopts.loss_scale = per_step ? 1.0f / static_cast<float>(m) : 1.0f;
   }
   loss_scale_ = eopts.loss_scale;
@@ -262,8 +264,6 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, const PipelineOpt
 }
 
 void PipelineTrainer::make_step_windows() {
-  const std::string& name = options_.schedule;
-  const int m = options_.base.micro_batches;
   const std::string family = schedule_family();
   PF_CHECK_ARG(options_.base.replicas == 1, family, " with ", options_.base.replicas,
                " data-parallel replicas is not supported (each stage updates itself; replicas 1)");
@@ -278,12 +278,12 @@ void PipelineTrainer::make_step_windows() {
     PF_CHECK_ARG(policy_ == sched::ActivationPolicy::kNone, "activation policy '", options_.activation_policy,
                  "' cannot apply to ", family,
                  ": each stage's backward runs right after its forward and head (use activation policy none)");
-    windows_ = sched::make_local_windows(name, schedule_.num_ranks(), m);
+    windows_ = sched::windowed_step_windows(schedule_, false);
     return;
   }
   // Recompute reruns F with the weights F used: only the stashing methods keep them. Offloads and
   // plans are per step, while micro-batches stay in flight across steps.
-  const bool stashing = sched::async_schedule_stashes_weights(name);
+  const bool stashing = schedule_.traits.stashes_weights;
   PF_CHECK_ARG(policy_ != sched::ActivationPolicy::kRecompute || stashing, "activation policy 'recompute' cannot "
                "apply to ", family, ": it keeps no copy of the weights a forward used, so a recomputed forward "
                "would not rebuild its activations (recompute works with pipedream and pipedream-2bw)");
@@ -291,7 +291,7 @@ void PipelineTrainer::make_step_windows() {
                "activation policy '", options_.activation_policy, "' cannot apply to ", family,
                ": its micro-batches stay in flight across steps (use none, or recompute with pipedream and "
                "pipedream-2bw)");
-  windows_ = sched::make_async_windows(name, schedule_.num_ranks(), m, policy_ == sched::ActivationPolicy::kRecompute);
+  windows_ = sched::windowed_step_windows(schedule_, policy_ == sched::ActivationPolicy::kRecompute);
 }
 
 void PipelineTrainer::make_local_heads() {
@@ -323,7 +323,7 @@ const Model* PipelineTrainer::local_head(int stage) const {
 
 void PipelineTrainer::make_async_weights() {
   StageWeightsConfig c;
-  c.method = local_ ? AsyncMethod::kLocal : parse_async_method(options_.schedule);
+  c.method = schedule_.traits.weights;
   c.options = options_.async;
   c.num_stages = schedule_.num_stages();
   c.micro_batches = options_.base.micro_batches;
@@ -379,15 +379,35 @@ void PipelineTrainer::take_loaded_optimizer_state() {
 
 std::string PipelineTrainer::async_checkpoint_refusal() const {
   if (!windowed_) return "";
-  if (local_)
-    return "checkpoints of local-learning schedule '" + options_.schedule +
-           "' are not supported yet (its auxiliary heads are not saved)";
-  if (options_.schedule == "pipemare")
-    return "checkpoints of asynchronous schedule 'pipemare' are not supported yet (its discrepancy average is not "
-           "saved)";
+  if (!schedule_.traits.checkpointable())
+    return "checkpoints of " + schedule_family() + " are not supported yet (" + schedule_.traits.checkpoint_refusal +
+           ")";
   if (!pipeline_empty())
     return schedule_family() + " has micro-batches in flight: drain() (pf_trainer_drain) first, then save";
   return "";
+}
+
+ProcessGroups PipelineTrainer::process_groups() const {
+  ProcessGroups g;
+  if (!options_.world) return g;
+  g.pipeline = options_.world.get();
+  g.data_parallel = options_.data_parallel_world.get();
+  g.timeout_seconds = options_.recv_timeout_seconds;
+  g.replicas = options_.base.replicas;
+  return g;
+}
+
+CheckpointRefusal PipelineTrainer::checkpoint_refusal(bool loading) const {
+  const std::string why = async_checkpoint_refusal();
+  if (!why.empty()) {
+    // An asynchronous method's state that is not saved yet is unimplemented; local learning's heads
+    // and micro-batches in flight are the trainer's state (kFailedPrecondition, as before 0.11).
+    const bool unsaved = !schedule_.traits.checkpointable() && schedule_.traits.asynchronous();
+    return {static_cast<int>(unsaved ? ErrorCode::kUnimplemented : ErrorCode::kFailedPrecondition), why};
+  }
+  if (loading && !checkpoint_load_refusal().empty())
+    return {static_cast<int>(ErrorCode::kUnimplemented), checkpoint_load_refusal()};
+  return {};
 }
 
 const StageWeights* PipelineTrainer::stage_weights(int stage) const {
@@ -868,9 +888,7 @@ void PipelineTrainer::run_workers_and_wait_for_devices() {
   }
 }
 
-std::string PipelineTrainer::schedule_family() const {
-  return (local_ ? "local-learning schedule '" : "asynchronous schedule '") + options_.schedule + "'";
-}
+std::string PipelineTrainer::schedule_family() const { return schedule_.traits.describe(schedule_.name); }
 
 void PipelineTrainer::check_not_failed() const {
   PF_CHECK_STATE(!async_failed_, "pipeline trainer: an earlier step of ", schedule_family(),

@@ -238,7 +238,12 @@ class PipelineTrainer : public Trainer {
   // The rank whose process holds `parameter` (a parameter of the model; 0 for one no stage uses).
   int owner_rank(const Parameter* parameter) const;
   // The parameters this process allocates, initialises and steps, in model order.
-  const std::vector<Parameter*>& local_parameters() const { return local_params_; }
+  std::vector<Parameter*> local_parameters() const override { return local_params_; }
+  // With options().world: the pipeline and data-parallel groups (checkpoints are written by every
+  // process); without, one process.
+  ProcessGroups process_groups() const override;
+  // async_checkpoint_refusal(), and checkpoint_load_refusal() when loading, with their codes.
+  CheckpointRefusal checkpoint_refusal(bool loading) const override;
   // Two pipelines (Schedule::pipelines = 2, bitpipe): the second copy of the model, which the
   // second pipeline's stages run (nullptr with one pipeline). model() is the first copy; both hold
   // the same values after every step (every stage adds its sibling's gradients before the

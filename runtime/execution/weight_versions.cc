@@ -9,31 +9,23 @@
 
 namespace pf::exec {
 
-AsyncMethod parse_async_method(const std::string& schedule) {
-  if (schedule == "pipedream") return AsyncMethod::kPipeDream;
-  if (schedule == "pipedream-2bw") return AsyncMethod::kPipeDream2BW;
-  if (schedule == "spectrain") return AsyncMethod::kSpecTrain;
-  if (schedule == "pipemare") return AsyncMethod::kPipeMare;
-  fail(ErrorCode::kInvalidArgument, "'", schedule,
-       "' is not an asynchronous schedule (known: pipedream, pipedream-2bw, spectrain, pipemare)");
-}
-
 bool AsyncOptions::is_default() const {
   const AsyncOptions d;
   return vertical_sync == d.vertical_sync && spectrain_version == d.spectrain_version &&
          pipemare_anneal_updates == d.pipemare_anneal_updates && pipemare_decay == d.pipemare_decay;
 }
 
-void AsyncOptions::validate(const std::string& schedule) const {
+void AsyncOptions::validate(const std::string& schedule, sched::WeightVersioning weights) const {
   const AsyncOptions d;
-  auto only = [&](bool set, const char* option, const char* owner) {
-    PF_CHECK_ARG(!set || schedule == owner, "option ", option, " applies to schedule ", owner, " only, not to '",
+  using W = sched::WeightVersioning;
+  auto only = [&](bool set, const char* option, W owner, const char* owner_name) {
+    PF_CHECK_ARG(!set || weights == owner, "option ", option, " applies to schedule ", owner_name, " only, not to '",
                  schedule, "'");
   };
-  only(vertical_sync != d.vertical_sync, "vertical_sync", "pipedream");
-  only(spectrain_version != d.spectrain_version, "spectrain_version", "spectrain");
-  only(pipemare_anneal_updates != d.pipemare_anneal_updates, "pipemare_anneal_updates", "pipemare");
-  only(pipemare_decay != d.pipemare_decay, "pipemare_decay", "pipemare");
+  only(vertical_sync != d.vertical_sync, "vertical_sync", W::kPipeDream, "pipedream");
+  only(spectrain_version != d.spectrain_version, "spectrain_version", W::kSpecTrain, "spectrain");
+  only(pipemare_anneal_updates != d.pipemare_anneal_updates, "pipemare_anneal_updates", W::kPipeMare, "pipemare");
+  only(pipemare_decay != d.pipemare_decay, "pipemare_decay", W::kPipeMare, "pipemare");
   PF_CHECK_ARG(spectrain_version == 1 || spectrain_version == 2, "spectrain_version must be 1 (the paper) or 2, got ",
                spectrain_version);
   PF_CHECK_ARG(pipemare_anneal_updates >= 0, "pipemare_anneal_updates must be >= 0, got ", pipemare_anneal_updates);

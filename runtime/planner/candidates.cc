@@ -84,7 +84,8 @@ std::vector<std::string> plannable_schedules() {
   for (const std::string& name : sched::generator_names()) {
     // Asynchronous and local-learning schedules change what is computed; seq1f1b's sliced
     // attention rounds differently. A plan must not change the result.
-    if (sched::is_async_schedule_name(name) || sched::is_local_schedule_name(name) || name == "seq1f1b") continue;
+    const sched::ScheduleTraits traits = sched::schedule_traits(name);
+    if (traits.windowed() || traits.slices_sequences) continue;
     out.push_back(name);
   }
   return out;
@@ -142,7 +143,7 @@ Prediction predict(const PlanRequest& request, const Candidate& c) {
                  L, " top-level layers");
     PF_CHECK_ARG(!(D > 1 && schedule.pipelines > 1), "the trainer does not run two pipelines (", c.schedule,
                  ") with data parallelism");
-    if (c.schedule == "zb-auto" || c.schedule == "v-half" || c.schedule == "v-min") {
+    if (schedule.traits.cost_driven) {
       r.costs = mean_stage_costs(costs, schedule.num_stages());
       schedule = sched::make_schedule(r);
     }

@@ -93,6 +93,10 @@ class AdaptiveTrainer : public Trainer {
   Optimizer& optimizer() const override { return trainer_->optimizer(); }
   const TrainerMetrics& metrics() const override { return trainer_->metrics(); }
   void restore_progress(int64_t step, int64_t data_position) override { trainer_->restore_progress(step, data_position); }
+  // The pipeline it runs now answers (its processes hold the parameters of their stages).
+  ProcessGroups process_groups() const override { return trainer_->process_groups(); }
+  std::vector<Parameter*> local_parameters() const override { return trainer_->local_parameters(); }
+  CheckpointRefusal checkpoint_refusal(bool loading) const override { return trainer_->checkpoint_refusal(loading); }
 
   exec::PipelineTrainer& pipeline() const { return *trainer_; }
   const std::vector<Adaptation>& adaptations() const { return adaptations_; }

@@ -9,19 +9,35 @@
 
 namespace pf::sched {
 
-const std::vector<std::string>& async_schedule_names() {
-  static const std::vector<std::string> names = {"pipedream", "pipedream-2bw", "spectrain", "pipemare"};
-  return names;
+namespace {
+
+// The family's members and what tells them apart.
+struct AsyncMember {
+  const char* name;
+  UpdateInterval update_interval;
+  WeightVersioning weights;
+  bool stashes_weights;
+  const char* checkpoint_refusal;
+};
+const AsyncMember kMembers[] = {
+    {"pipedream", UpdateInterval::kMicroBatch, WeightVersioning::kPipeDream, true, ""},
+    {"pipedream-2bw", UpdateInterval::kStep, WeightVersioning::kPipeDream2BW, true, ""},
+    {"spectrain", UpdateInterval::kMicroBatch, WeightVersioning::kSpecTrain, false, ""},
+    {"pipemare", UpdateInterval::kMicroBatch, WeightVersioning::kPipeMare, false,
+     "its discrepancy average is not saved"},
+};
+
+ScheduleTraits async_traits(const AsyncMember& member) {
+  ScheduleTraits t;
+  t.family = ScheduleFamily::kAsynchronous;
+  t.update_interval = member.update_interval;
+  t.weights = member.weights;
+  t.stashes_weights = member.stashes_weights;
+  t.checkpoint_refusal = member.checkpoint_refusal;
+  return t;
 }
 
-bool is_async_schedule_name(const std::string& name) {
-  const auto& n = async_schedule_names();
-  return std::find(n.begin(), n.end(), name) != n.end();
-}
-
-bool async_schedule_stashes_weights(const std::string& name) {
-  return name == "pipedream" || name == "pipedream-2bw";
-}
+}  // namespace
 
 bool is_asynchronous(const Schedule& schedule) {
   for (const auto& list : schedule.ranks)
@@ -47,10 +63,6 @@ Schedule async_run(const std::string& name, int ranks, int micro_batches, int up
   return s;
 }
 
-int async_update_interval(const std::string& name, int micro_batches) {
-  return name == "pipedream-2bw" ? micro_batches : 1;  // 2BW: once per batch (a step)
-}
-
 namespace {
 
 void require_one_chunk(const std::string& name, const GeneratorOptions& o) {
@@ -61,12 +73,17 @@ void require_one_chunk(const std::string& name, const GeneratorOptions& o) {
 void register_async_generators() {
   static std::once_flag once;
   std::call_once(once, [] {
-    for (const std::string& name : async_schedule_names()) {
+    for (const AsyncMember& member : kMembers) {
+      const std::string name = member.name;
       if (has_generator(name)) continue;
-      register_generator(name, [name](const GeneratorOptions& o) {
-        require_one_chunk(name, o);
-        return async_run(name, o.ranks, o.micro_batches, async_update_interval(name, o.micro_batches));
-      });
+      const ScheduleTraits traits = async_traits(member);
+      register_generator(
+          name,
+          [name, traits](const GeneratorOptions& o) {
+            require_one_chunk(name, o);
+            return async_run(name, o.ranks, o.micro_batches, traits.update_every(o.micro_batches));
+          },
+          traits);
     }
   });
 }
@@ -77,12 +94,13 @@ const bool kAsyncRegistered = (register_async_generators(), true);
 }  // namespace
 
 StepWindows make_async_windows(const std::string& name, int ranks, int micro_batches, bool recompute) {
-  PF_CHECK_ARG(is_async_schedule_name(name), "'", name, "' is not an asynchronous schedule");
+  const ScheduleTraits traits = schedule_traits(name);
+  PF_CHECK_ARG(traits.asynchronous(), "'", name, "' is not an asynchronous schedule");
   const int p = ranks, m = micro_batches;
   PF_CHECK_ARG(m >= p - 1, name, ": micro_batches (", m, ") must be >= ranks - 1 (", p - 1,
                "): a step's window must cover the pipeline's depth, so that only the previous window's "
                "micro-batches are in flight when a step begins");
-  const int every = async_update_interval(name, m);
+  const int every = traits.update_every(m);
   auto run = [&](int n) { return async_run(name, p, n, every); };
   StepWindows w = cut_step_windows(name, p, m, run, std::vector<int>(static_cast<size_t>(p), 0), recompute);
   // Updates between F(m) and BW(m) on each rank: the steady-state delay of its gradients.
@@ -101,8 +119,9 @@ StepWindows make_async_windows(const std::string& name, int ranks, int micro_bat
 }
 
 SteadyState simulate_async_steady_state(const std::string& name, int ranks, int micro_batches, const CostModel& costs) {
-  PF_CHECK_ARG(is_async_schedule_name(name), "'", name, "' is not an asynchronous schedule");
-  const int every = async_update_interval(name, micro_batches);
+  const ScheduleTraits traits = schedule_traits(name);
+  PF_CHECK_ARG(traits.asynchronous(), "'", name, "' is not an asynchronous schedule");
+  const int every = traits.update_every(micro_batches);
   return simulate_steady_state([&](int n) { return async_run(name, ranks, n, every); }, micro_batches, costs);
 }
 

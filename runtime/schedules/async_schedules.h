@@ -18,12 +18,9 @@
 
 namespace pf::sched {
 
-// "pipedream", "pipedream-2bw", "spectrain", "pipemare" (registered generators).
-const std::vector<std::string>& async_schedule_names();
-bool is_async_schedule_name(const std::string& name);
-// pipedream and pipedream-2bw keep the weights each forward used (so a recomputed forward can
-// rerun on them); spectrain and pipemare do not.
-bool async_schedule_stashes_weights(const std::string& name);
+// The generators "pipedream", "pipedream-2bw", "spectrain" and "pipemare" register with their traits
+// (family asynchronous; ScheduleTraits tells them apart: update interval, weight versioning, whether
+// they stash weights, whether they can be checkpointed).
 // True when the schedule has UPDATE actions.
 bool is_asynchronous(const Schedule& schedule);
 
@@ -31,8 +28,6 @@ bool is_asynchronous(const Schedule& schedule);
 // with an UPDATE after every `update_every`-th BW of each stage (1: every BW; m: the last BW of
 // every batch of m). The registered generators call it with micro_batches as the batch size.
 Schedule async_run(const std::string& name, int ranks, int micro_batches, int update_every);
-// The UPDATE interval of `name` for steps of `micro_batches`: 1, or micro_batches for pipedream-2bw.
-int async_update_interval(const std::string& name, int micro_batches);
 
 // Needs micro_batches >= ranks - 1 (a window covers the pipeline's depth); kInvalidArgument naming
 // the schedule otherwise. `recompute`: a RECOMPUTE right before every BW (activation policy

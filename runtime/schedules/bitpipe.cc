@@ -167,7 +167,13 @@ Schedule registered(const GeneratorOptions& o) {
 }
 
 // The library is built with alwayslink, so this initialiser runs in every binary that links it.
-const bool kRegistered = (register_generator("bitpipe", registered), true);
+ScheduleTraits two_pipelines() {
+  ScheduleTraits t;
+  t.pipelines = 2;
+  return t;
+}
+
+const bool kRegistered = (register_generator("bitpipe", registered, two_pipelines()), true);
 
 }  // namespace
 

@@ -221,12 +221,18 @@ bool within_cap(const SimulationResult& sim, const Schedule& s, const CostModel&
 Schedule registered(const char* name, const GeneratorOptions& o, int cap) {
   gen::require_v_chunks(name, o.chunks);
   gen::require_no_reverse(name, o.reverse_backward);
-  return generate_capped_v(name, o.ranks, o.micro_batches, CostModel::uniform(2 * o.ranks), cap);
+  return generate_capped_v(name, o.ranks, o.micro_batches, o.costs.expand(2 * o.ranks),
+                           o.mem_limit > 0 ? o.mem_limit : cap);
 }
 
 const bool kRegistered = [] {
-  register_generator("v-half", [](const GeneratorOptions& o) { return registered("v-half", o, v_half_cap(o.ranks)); });
-  register_generator("v-min", [](const GeneratorOptions& o) { return registered("v-min", o, v_min_cap(o.ranks)); });
+  ScheduleTraits t;
+  t.chunks = ChunkRule::kTwo;
+  t.cost_driven = true;
+  register_generator(
+      "v-half", [](const GeneratorOptions& o) { return registered("v-half", o, v_half_cap(o.ranks)); }, t);
+  register_generator(
+      "v-min", [](const GeneratorOptions& o) { return registered("v-min", o, v_min_cap(o.ranks)); }, t);
   return true;
 }();
 

@@ -132,7 +132,13 @@ Schedule dualpipe_v(const GeneratorOptions& o) {
 }
 
 // The library is built with alwayslink, so this initialiser runs in every binary that links it.
-const bool kRegistered = (register_generator("dualpipe-v", dualpipe_v), true);
+ScheduleTraits v_shape() {
+  ScheduleTraits t;
+  t.chunks = ChunkRule::kTwo;
+  return t;
+}
+
+const bool kRegistered = (register_generator("dualpipe-v", dualpipe_v, v_shape()), true);
 
 }  // namespace
 }  // namespace pf::sched

@@ -203,16 +203,24 @@ Schedule zero_bubble_v(const GeneratorOptions& o) {
 }
 
 struct Registry {
+  struct Entry {
+    GeneratorFn fn;
+    ScheduleTraits traits;
+  };
   std::mutex mu;
-  std::map<std::string, GeneratorFn> fns;
+  std::map<std::string, Entry> entries;
   Registry() {
-    fns["gpipe"] = gpipe;
-    fns["1f1b"] = one_f_one_b;
-    fns["interleaved-1f1b"] = interleaved;
-    fns["bfs"] = bfs;
-    fns["zb-h1"] = [](const GeneratorOptions& o) { return zero_bubble_h(o, false); };
-    fns["zb-h2"] = [](const GeneratorOptions& o) { return zero_bubble_h(o, true); };
-    fns["zb-v"] = zero_bubble_v;
+    ScheduleTraits looped;
+    looped.chunks = ChunkRule::kAny;
+    ScheduleTraits v_shape;
+    v_shape.chunks = ChunkRule::kTwo;
+    entries["gpipe"] = {gpipe, {}};
+    entries["1f1b"] = {one_f_one_b, {}};
+    entries["interleaved-1f1b"] = {interleaved, looped};
+    entries["bfs"] = {bfs, looped};
+    entries["zb-h1"] = {[](const GeneratorOptions& o) { return zero_bubble_h(o, false); }, {}};
+    entries["zb-h2"] = {[](const GeneratorOptions& o) { return zero_bubble_h(o, true); }, {}};
+    entries["zb-v"] = {zero_bubble_v, v_shape};
   }
 };
 
@@ -221,49 +229,82 @@ Registry& registry() {
   return r;
 }
 
-std::string joined_names() {
+std::string join_names(const std::vector<std::string>& names) {
   std::string out;
-  for (const std::string& n : generator_names()) out += (out.empty() ? "" : ", ") + n;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
   return out;
 }
 
+std::string joined_names() { return join_names(generator_names()); }
+
 }  // namespace
 
-void register_generator(const std::string& name, GeneratorFn fn) {
+void register_generator(const std::string& name, GeneratorFn fn, ScheduleTraits traits) {
   PF_CHECK_ARG(!name.empty(), "register_generator: empty schedule name");
   PF_CHECK_ARG(static_cast<bool>(fn), "register_generator: no function given for '", name, "'");
   Registry& reg = registry();
   std::lock_guard<std::mutex> lock(reg.mu);
-  PF_CHECK_ARG(reg.fns.count(name) == 0, "register_generator: schedule '", name,
+  PF_CHECK_ARG(reg.entries.count(name) == 0, "register_generator: schedule '", name,
                "' is already registered");
-  reg.fns[name] = std::move(fn);
+  reg.entries[name] = {std::move(fn), std::move(traits)};
 }
 
 std::vector<std::string> generator_names() {
   Registry& reg = registry();
   std::lock_guard<std::mutex> lock(reg.mu);
   std::vector<std::string> out;
-  for (const auto& [name, fn] : reg.fns) out.push_back(name);
+  for (const auto& [name, entry] : reg.entries) out.push_back(name);
   return out;
-}
-
-bool takes_any_chunks(const std::string& name) {
-  return name == "interleaved-1f1b" || name == "interleaved-zb" || name == "bfs";
 }
 
 bool has_generator(const std::string& name) {
   Registry& reg = registry();
   std::lock_guard<std::mutex> lock(reg.mu);
-  return reg.fns.count(name) != 0;
+  return reg.entries.count(name) != 0;
+}
+
+CostModel UniformCosts::expand(int num_stages) const {
+  CostModel c = CostModel::uniform(num_stages, t_f, t_b, t_w, t_comm, m_b, m_w);
+  if (t_head > 0) c.t_head.assign(static_cast<size_t>(num_stages), t_head);
+  c.check(num_stages);
+  return c;
+}
+
+bool takes_any_chunks(const std::string& name) {
+  return has_generator(name) && schedule_traits(name).chunks == ChunkRule::kAny;
+}
+
+ScheduleTraits schedule_traits(const std::string& name) {
+  {
+    Registry& reg = registry();
+    std::lock_guard<std::mutex> lock(reg.mu);
+    const auto it = reg.entries.find(name);
+    if (it != reg.entries.end()) return it->second.traits;
+  }
+  fail(ErrorCode::kInvalidArgument, "unknown schedule '", name, "'", did_you_mean(name, generator_names()),
+       " (known: ", joined_names(), ")");
+}
+
+std::vector<std::string> generator_names_where(const std::function<bool(const ScheduleTraits&)>& keep) {
+  Registry& reg = registry();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  std::vector<std::string> out;
+  for (const auto& [name, entry] : reg.entries)
+    if (keep(entry.traits)) out.push_back(name);
+  return out;
 }
 
 Schedule generate_schedule(const std::string& name, const GeneratorOptions& opts) {
   GeneratorFn fn;
+  ScheduleTraits traits;
   {
     Registry& reg = registry();
     std::lock_guard<std::mutex> lock(reg.mu);
-    const auto it = reg.fns.find(name);
-    if (it != reg.fns.end()) fn = it->second;
+    const auto it = reg.entries.find(name);
+    if (it != reg.entries.end()) {
+      fn = it->second.fn;
+      traits = it->second.traits;
+    }
   }
   PF_CHECK_ARG(static_cast<bool>(fn), "unknown schedule '", name, "'", did_you_mean(name, generator_names()),
                " (known: ", joined_names(), ")");
@@ -276,10 +317,17 @@ Schedule generate_schedule(const std::string& name, const GeneratorOptions& opts
   PF_CHECK_ARG(opts.seq_slices >= 1, name, ": seq_slices must be >= 1, got ", opts.seq_slices);
   check_schedule_size(opts.ranks, static_cast<int64_t>(opts.ranks) * opts.chunks,
                       static_cast<int64_t>(opts.micro_batches) * opts.seq_slices, name);
+  PF_CHECK_ARG(traits.slices_sequences || opts.seq_slices == 1, name,
+               " does not slice sequences: seq_slices must be 1, got ", opts.seq_slices, " (",
+               join_names(generator_names_where([](const ScheduleTraits& t) { return t.slices_sequences; })),
+               " takes seq_slices > 1)");
+  PF_CHECK_ARG(opts.mem_limit >= 0, name, ": mem_limit must be >= 0 (0 = the schedule's default cap), got ",
+               opts.mem_limit);
   Schedule s = fn(opts);
   if (s.name.empty()) s.name = name;
-  PF_CHECK_ARG(s.seq_slices == opts.seq_slices, name, " does not slice sequences: seq_slices must be 1, got ",
-               opts.seq_slices, " (seq1f1b takes seq_slices > 1)");
+  s.traits = std::move(traits);
+  PF_INTERNAL_CHECK(s.seq_slices == opts.seq_slices, "generator '", name, "' made ", s.seq_slices,
+                    " sequence slices for seq_slices ", opts.seq_slices);
   const ValidationReport report = validate(s);
   PF_INTERNAL_CHECK(report.ok(), "generator '", name, "' (ranks ", opts.ranks, ", micro_batches ",
                     opts.micro_batches, ", chunks ", opts.chunks,

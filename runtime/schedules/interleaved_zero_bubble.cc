@@ -56,7 +56,13 @@ Schedule interleaved_zero_bubble(const GeneratorOptions& o) {
 }
 
 // The library is built with alwayslink, so this initialiser runs in every binary that links it.
-const bool kRegistered = (register_generator("interleaved-zb", interleaved_zero_bubble), true);
+ScheduleTraits looped() {
+  ScheduleTraits t;
+  t.chunks = ChunkRule::kAny;
+  return t;
+}
+
+const bool kRegistered = (register_generator("interleaved-zb", interleaved_zero_bubble, looped()), true);
 
 }  // namespace
 }  // namespace pf::sched

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/schedules/schedule_traits.h"
+
 namespace pf::sched {
 
 enum class ActionKind : int {
@@ -135,6 +137,10 @@ struct Schedule {
   int pipelines = 1;
   Placement placement;
   std::vector<std::vector<Action>> ranks;  // ranks[r] = rank r's actions in execution order
+  // The family's traits, set by generate_schedule from the registry (schedule_traits.h). A schedule
+  // read from text is synchronous (the defaults): the windowed families run from their generators.
+  // Not part of operator== (the text form does not carry them).
+  ScheduleTraits traits;
 
   int num_ranks() const { return placement.num_ranks; }
   int num_stages() const { return placement.num_stages(); }

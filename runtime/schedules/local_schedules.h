@@ -17,13 +17,10 @@
 
 namespace pf::sched {
 
-// "ppll", "local-updates" (registered generators).
-const std::vector<std::string>& local_schedule_names();
-bool is_local_schedule_name(const std::string& name);
+// The generators "ppll" and "local-updates" register with their traits (family local-learning;
+// update interval: every micro-batch or once per step).
 // True when the schedule has HEAD actions.
 bool has_local_heads(const Schedule& schedule);
-// The UPDATE interval of `name` for steps of `micro_batches`: 1 (ppll) or micro_batches.
-int local_update_interval(const std::string& name, int micro_batches);
 
 // The unlowered run of `micro_batches` micro-batches with an UPDATE after every `update_every`-th
 // BW of each stage (and after the last).

@@ -125,6 +125,7 @@ Schedule lower_communication(const Schedule& schedule) {
   out.seq_slices = schedule.seq_slices;
   out.pipelines = schedule.pipelines;
   out.placement = schedule.placement;
+  out.traits = schedule.traits;
   out.ranks.resize(static_cast<size_t>(R));
   for (int r = 0; r < R; ++r) {
     auto& v = items[static_cast<size_t>(r)];

@@ -5,17 +5,11 @@
 
 #include <string>
 
+#include "runtime/schedules/generators.h"
 #include "runtime/schedules/ir.h"
 #include "runtime/schedules/simulator.h"
 
 namespace pf::sched {
-
-struct UniformCosts {
-  double t_f = 1.0, t_b = 1.0, t_w = 1.0, t_comm = 0.0;
-  double m_b = 1.0, m_w = 0.0;  // activation memory per micro-batch (bytes or units)
-  double t_head = 0.0;          // local learning: one HEAD (the auxiliary head's forward, loss, backward)
-  CostModel expand(int num_stages) const;
-};
 
 struct ScheduleRequest {
   std::string name;       // a registered generator (see generator_names())

@@ -35,7 +35,13 @@ Schedule seq1f1b(const GeneratorOptions& o) {
   return s;
 }
 
-const bool kRegistered = (register_generator("seq1f1b", seq1f1b), true);
+ScheduleTraits sliced() {
+  ScheduleTraits t;
+  t.slices_sequences = true;
+  return t;
+}
+
+const bool kRegistered = (register_generator("seq1f1b", seq1f1b, sliced()), true);
 
 }  // namespace
 }  // namespace pf::sched

@@ -334,12 +334,17 @@ void register_zb_auto_generator() {
   static std::once_flag once;
   std::call_once(once, [] {
     if (has_generator("zb-auto")) return;
-    register_generator("zb-auto", [](const GeneratorOptions& o) {
-      PF_CHECK_ARG(o.chunks == 1, "zb-auto places one stage per rank: chunks must be 1, got ",
-                   o.chunks);
-      PF_CHECK_ARG(!o.reverse_backward, "reverse_backward applies to bfs only, not to zb-auto");
-      return generate_zb_auto(o.ranks, o.micro_batches, CostModel::uniform(o.ranks), o.ranks);
-    });
+    ScheduleTraits traits;
+    traits.cost_driven = true;
+    register_generator(
+        "zb-auto",
+        [](const GeneratorOptions& o) {
+          PF_CHECK_ARG(o.chunks == 1, "zb-auto places one stage per rank: chunks must be 1, got ", o.chunks);
+          PF_CHECK_ARG(!o.reverse_backward, "reverse_backward applies to bfs only, not to zb-auto");
+          return generate_zb_auto(o.ranks, o.micro_batches, o.costs.expand(o.ranks),
+                                  o.mem_limit > 0 ? o.mem_limit : o.ranks);
+        },
+        traits);
   });
 }
 

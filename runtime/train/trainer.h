@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "runtime/models/model.h"
@@ -11,6 +12,9 @@
 #include "runtime/train/lr_schedule.h"
 
 namespace pf {
+namespace comm {
+class World;
+}  // namespace comm
 
 struct TrainerOptions {
   int micro_batches = 1;   // m: per replica
@@ -75,6 +79,21 @@ struct TrainerMetrics {
 // correct targets number `correct`.
 EvalResult eval_result(const std::vector<Batch>& micro_batches, double loss_sum, int64_t correct);
 
+// The processes a trainer's parameters are spread over (one process per pipeline rank), as the
+// collective checkpoint code needs them. `pipeline` null: every parameter is in this process.
+struct ProcessGroups {
+  comm::World* pipeline = nullptr;       // this replica's pipeline ranks (this process is one)
+  comm::World* data_parallel = nullptr;  // the replicas of this pipeline rank; null with one replica
+  double timeout_seconds = 60.0;         // for the collective calls
+  int replicas = 1;
+};
+
+// Why a checkpoint cannot be saved or loaded now; code kOk (0) with an empty `why` when it can.
+struct CheckpointRefusal {
+  int code = 0;     // a pf::ErrorCode
+  std::string why;  // "" when nothing refuses
+};
+
 class Trainer {
  public:
   virtual ~Trainer() = default;
@@ -90,6 +109,16 @@ class Trainer {
   virtual const TrainerMetrics& metrics() const = 0;
   // Restores step and data position (used by checkpoint loading).
   virtual void restore_progress(int64_t step, int64_t data_position) = 0;
+  // Where the parameters live (a wrapper such as the adaptive trainer answers for the trainer it
+  // runs now): the default is one process holding every parameter.
+  virtual ProcessGroups process_groups() const { return {}; }
+  // The parameters this process holds, allocates and steps, in model order.
+  virtual std::vector<Parameter*> local_parameters() const { return model().parameters(); }
+  // What refuses a checkpoint save (`loading` false) or load now; the default refuses nothing.
+  virtual CheckpointRefusal checkpoint_refusal(bool loading) const {
+    (void)loading;
+    return {};
+  }
 };
 
 }  // namespace pf

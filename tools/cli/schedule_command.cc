@@ -9,8 +9,6 @@
 
 #include "runtime/core/error.h"
 #include "runtime/schedules/activation_policy.h"
-#include "runtime/schedules/async_schedules.h"
-#include "runtime/schedules/local_schedules.h"
 #include "runtime/schedules/comm_semantics.h"
 #include "runtime/schedules/generators.h"
 #include "runtime/schedules/lowering.h"
@@ -19,6 +17,7 @@
 #include "runtime/schedules/text_format.h"
 #include "runtime/schedules/timeline.h"
 #include "runtime/schedules/validator.h"
+#include "runtime/schedules/windowed_schedules.h"
 #include "tools/cli/cli.h"
 #include "tools/cli/cost_options.h"
 
@@ -193,34 +192,29 @@ int run_simulate(const ScheduleArgs& a) {
   }
   // Asynchronous and local-learning schedules never flush between steps: show --windows steps in a
   // row (one fill, one drain) and report the steady state.
-  const bool local = a.schedule_file.empty() && sched::is_local_schedule_name(a.request.name);
-  const bool async = local || (a.schedule_file.empty() && sched::is_async_schedule_name(a.request.name));
-  const bool stashing = sched::async_schedule_stashes_weights(a.request.name);
-  if (async && a.activation_policy != "none" && !(a.activation_policy == "recompute" && stashing)) {
+  const bool windowed = s.traits.windowed();
+  const sched::Schedule generated = s;  // windowed: the run of one step, which the steady state needs
+  if (windowed && a.activation_policy != "none" && !(a.activation_policy == "recompute" && s.traits.stashes_weights)) {
     std::cerr << "pipeforge simulate: activation policy '" << a.activation_policy
               << "' cannot apply to schedule '" << a.request.name
               << "' (recompute works with pipedream and pipedream-2bw; see docs/SCHEDULES.md)\n";
     return kExitUsage;
   }
   const int m = s.num_micro_batches;
-  if (async) {
-    const int every = local ? sched::local_update_interval(a.request.name, m)
-                            : sched::async_update_interval(a.request.name, m);
+  if (windowed) {
     try {
       sched::check_schedule_size(s.num_ranks(), s.num_stages(), static_cast<int64_t>(a.windows) * m, "--windows");
     } catch (const Error& e) {
       std::cerr << "pipeforge simulate: " << e.what() << "\n";
       return kExitUsage;
     }
-    s = local ? sched::local_run(a.request.name, s.num_ranks(), a.windows * m, every)
-              : sched::async_run(a.request.name, s.num_ranks(), a.windows * m, every);
+    s = sched::windowed_run(generated, a.windows);
   }
   if (a.lower) s = sched::lower_communication(s);
   sched::CostModel costs = a.request.costs.expand(s.num_stages());
   costs.transfer_bandwidth = a.transfer_bandwidth;
   sched::SteadyState steady;
-  if (local) steady = sched::simulate_local_steady_state(a.request.name, s.num_ranks(), m, costs);
-  else if (async) steady = sched::simulate_async_steady_state(a.request.name, s.num_ranks(), m, costs);
+  if (windowed) steady = sched::windowed_steady_state(generated, costs);
   std::vector<double> offloaded;
   if (a.activation_policy != "none") {
     try {
@@ -243,7 +237,7 @@ int run_simulate(const ScheduleArgs& a) {
     sched::SvgOptions svg;
     svg.width = a.svg_width;
     svg.title = timeline_title(s, s.num_micro_batches, "simulated", r.bubble_rate);
-    if (async)
+    if (windowed)
       svg.title = s.name + ": p=" + std::to_string(s.num_ranks()) + ", " + std::to_string(a.windows) + " steps of m=" +
                   std::to_string(m) + " without a flush";
     write_text_file(a.svg_file, sched::to_svg(r.timeline, svg));
@@ -275,9 +269,9 @@ int run_simulate(const ScheduleArgs& a) {
                           {"comm", a.comm},
                           {"offloaded_bytes_per_step", offloaded},
                           {"ranks", ranks}};
-    if (async) {
-      out["asynchronous"] = !local;
-      out["local_learning"] = local;
+    if (windowed) {
+      out["asynchronous"] = s.traits.asynchronous();
+      out["local_learning"] = s.traits.local_learning();
       out["microbatches"] = m;
       out["windows"] = a.windows;
       out["steady_state_per_micro_batch"] = steady.per_micro_batch;
@@ -292,8 +286,8 @@ int run_simulate(const ScheduleArgs& a) {
             << s.num_micro_batches << " micro-batches\n"
             << "makespan " << r.makespan << ", ideal " << r.ideal << ", bubble rate " << r.bubble_rate
             << " (per-rank span, the zero-bubble paper's measure: " << r.span_bubble_rate << ")\n";
-  if (async) {
-    std::cout << (local ? "local learning" : "asynchronous") << ": " << a.windows << " steps of " << m
+  if (windowed) {
+    std::cout << (s.traits.local_learning() ? "local learning" : "asynchronous") << ": " << a.windows << " steps of " << m
               << " micro-batches run back to back (no flush; "
               << "one fill, one drain at the end of training)\n"
               << "steady state: " << steady.per_micro_batch << " per micro-batch, " << steady.per_micro_batch * m

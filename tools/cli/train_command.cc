@@ -74,16 +74,15 @@ void check_args(const TrainArgs& a) {
     usage_error(std::string(a.stages > 1 ? "--stages " + std::to_string(a.stages) : "--chunks " + std::to_string(a.chunks)) +
                 " needs a schedule, or the run would be sequential: add --schedule (e.g. --schedule 1f1b; "
                 "`pipeforge schedule --help` lists them) or --schedule-file");
-  if (sched::is_local_schedule_name(a.schedule) && (!a.checkpoint.empty() || !a.resume.empty()))
-    usage_error("--checkpoint and --resume are not supported with local-learning schedule " + a.schedule +
-                " yet (its auxiliary heads are not saved)");
-  if (a.local_head != "auto" && !sched::is_local_schedule_name(a.schedule))
+  // What the named schedule is (the sequential trainer and schedule files: synchronous).
+  const sched::ScheduleTraits traits = a.schedule.empty() ? sched::ScheduleTraits() : sched::schedule_traits(a.schedule);
+  if (!traits.checkpointable() && (!a.checkpoint.empty() || !a.resume.empty()))
+    usage_error(std::string("--checkpoint and --resume are not supported with ") + sched::schedule_family_name(traits.family) +
+                " schedule " + a.schedule + " yet (" + traits.checkpoint_refusal + ")");
+  if (a.local_head != "auto" && !traits.local_learning())
     usage_error("--local-head applies to --schedule ppll or local-updates only, not to " +
                 (a.schedule.empty() ? std::string("the sequential trainer") : a.schedule));
-  if (a.schedule == "pipemare" && (!a.checkpoint.empty() || !a.resume.empty()))
-    usage_error("--checkpoint and --resume are not supported with asynchronous schedule pipemare yet (its "
-                "discrepancy average is not saved)");
-  const bool windowed = sched::is_async_schedule_name(a.schedule) || sched::is_local_schedule_name(a.schedule);
+  const bool windowed = traits.windowed();
   if (a.eval_every > 0 && windowed)
     usage_error("--eval-every is not supported with schedule " + a.schedule +
                 " yet: it keeps micro-batches in flight between steps (evaluation runs with synchronous schedules)");
@@ -109,7 +108,7 @@ void check_args(const TrainArgs& a) {
   if (a.schedule.empty() && !async.is_default())
     usage_error("--vertical-sync, --spectrain-version, --pipemare-anneal and --pipemare-decay need --schedule "
                 "pipedream, spectrain or pipemare");
-  async.validate(a.schedule.empty() ? "custom" : a.schedule);
+  async.validate(a.schedule.empty() ? "custom" : a.schedule, traits.weights);
 }
 
 // What --adapt and its test knobs need, in one place (the AdaptiveTrainer's limits: one pipeline
@@ -130,7 +129,7 @@ void check_adapt_args(const TrainArgs& a) {
   if (!pipelined)
     usage_error("--adapt needs a synchronous schedule (--schedule, e.g. 1f1b, or --schedule-file): it re-partitions "
                 "a pipeline");
-  if (sched::is_async_schedule_name(a.schedule) || sched::is_local_schedule_name(a.schedule))
+  if (!a.schedule.empty() && sched::schedule_traits(a.schedule).windowed())
     usage_error("--adapt is not supported with schedule " + a.schedule + ": it needs a synchronous schedule");
   if (a.data_parallel > 1)
     usage_error("--adapt is not supported with --data-parallel " + std::to_string(a.data_parallel) + " yet");
