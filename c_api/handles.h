@@ -13,6 +13,7 @@
 #include "runtime/execution/pipeline_trainer.h"
 #include "runtime/models/model.h"
 #include "runtime/planner/fail_slow.h"
+#include "runtime/run/make_trainer.h"
 #include "runtime/schedules/ir.h"
 #include "runtime/schedules/simulator.h"
 #include "runtime/train/sequential_trainer.h"
@@ -32,11 +33,8 @@ struct pf_trainer {
   std::unique_ptr<pf::Trainer> trainer;
   // The pipelined trainer, or null. An adaptive trainer replaces its pipeline when it moves:
   // ask again after every step, never keep the pointer.
-  pf::exec::PipelineTrainer* pipeline() const { return adaptive ? &adaptive->pipeline() : pipelined; }
-  pf::exec::PipelineTrainer* pipelined = nullptr;  // = trainer when it is a PipelineTrainer, else null
-  pf::plan::AdaptiveTrainer* adaptive = nullptr;   // = trainer once an adaptive trainer has started
-  // options->adapt: the pipeline becomes an AdaptiveTrainer at the first step (c_api/adaptation.h).
-  std::optional<pf::plan::FailSlowOptions> adapt_pending;
+  pf::exec::PipelineTrainer* pipeline() const { return pf::pipeline_of(*trainer); }
+  pf::plan::AdaptiveTrainer* adaptive() const { return pf::adaptive_of(*trainer); }
   std::string adaptations;                        // what pf_trainer_adaptations_json returned last
   int step_micro_batches = 1;                     // D x m: what one step takes from the loader
   bool per_rank_processes = false;                // one process per rank (options->processes)

@@ -7,10 +7,9 @@
 
 #include "c_api/guard.h"
 #include "c_api/handles.h"
-#include "c_api/profile_copy.h"
 #include "c_api/struct_io.h"
 #include "c_api/tensor_view.h"
-#include "c_api/trainer_options.h"
+#include "c_api/trainer_config.h"
 #include "runtime/core/json_text.h"
 #include "runtime/planner/calibration.h"
 #include "runtime/planner/candidates.h"
@@ -79,7 +78,7 @@ pf_status* pf_plan_create(pf_model* model, const pf_tensor_view* inputs, const p
     const pf_plan_options o = options == nullptr ? default_plan_options()
                                                  : pf::capi::read_struct(*options, kPlanOptionsV1Size, "options",
                                                                          "pf_plan_options", default_plan_options());
-    const pf::TrainerOptions trainer = pf::capi::read_trainer_options(trainer_options);
+    const pf::TrainerOptions trainer = pf::capi::read_training_config(trainer_options).base;
     PF_CHECK_ARG(o.devices >= 0 && o.devices <= 4096, "options->devices is ", o.devices, ": expected 0 .. 4096");
     PF_CHECK_ARG(o.max_micro_batches >= 1, "options->max_micro_batches is ", o.max_micro_batches, ": expected >= 1");
     PF_CHECK_ARG(o.max_chunks >= 1, "options->max_chunks is ", o.max_chunks, ": expected >= 1");
@@ -111,7 +110,7 @@ pf_status* pf_plan_create(pf_model* model, const pf_tensor_view* inputs, const p
     request.max_chunks = o.max_chunks;
     request.memory_limit_bytes = o.memory_limit_bytes;
     std::shared_ptr<pf::Model> copy;  // calibration trains it
-    request.profile = pf::capi::profile_model_copy(*model->model, batch, pf::plan::needed_micro_batch_rows(request),
+    request.profile = pf::plan::profile_model_copy(*model->model, batch, pf::plan::needed_micro_batch_rows(request),
                                                    trainer.optimizer, o.repeats, &copy);
     if (o.calibration_steps > 0 && batch.rows() % 4 == 0)
       request.profile.calibration = pf::plan::calibrate(request, copy, batch, trainer.optimizer, o.calibration_steps);

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "c_api/adaptation.h"
+#include "runtime/planner/fail_slow.h"
 #include "c_api/guard.h"
 #include "c_api/handles.h"
 #include "c_api/struct_io.h"
@@ -245,9 +245,8 @@ pf_status* pf_trainer_run(pf_trainer* trainer, const pf_run_options* options, pf
       trainer->eval_loader->begin_step(0, loop.eval_micro_batches);
       held_out = trainer->eval_loader.get();
     }
-    if (o.steps > 0) pf::capi::start_adapting_from_loader(*trainer);
-    if (trainer->adaptive != nullptr)
-      loop.log_fields = [&](int64_t step) { return pf::plan::adaptation_log_fields(trainer->adaptive->adaptations(), step); };
+    if (pf::plan::AdaptiveTrainer* adaptive = trainer->adaptive())
+      loop.log_fields = [adaptive](int64_t step) { return pf::plan::adaptation_log_fields(adaptive->adaptations(), step); };
     pf::Trainer& t = *trainer->trainer;
     // Each step's start, for the loader's error messages (again after every step).
     trainer->loader->begin_step(t.metrics().data_position, trainer->step_micro_batches);
@@ -281,7 +280,7 @@ pf_status* pf_trainer_partition(const pf_trainer* trainer, int32_t* layers_per_s
     require(num_stages, "num_stages");
     const std::vector<int> counts =
         trainer->pipeline() != nullptr
-            ? pf::exec::layer_counts(trainer->pipeline()->stages())
+            ? pf::exec::layer_counts(trainer->pipeline()->parts().stages.ranges())
             : std::vector<int>{static_cast<int>(trainer->trainer->model().layers().size())};
     if (capacity > 0) {
       require(layers_per_stage, "layers_per_stage");

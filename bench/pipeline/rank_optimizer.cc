@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
                         {"workers_step_ms", bench::median(step_workers)},
                         {"workers_optimizer_ms", bench::median(opt_workers)},
                         {"rank_optimizer_ms", {bench::median(opt_ranks[0]), bench::median(opt_ranks[1])}},
-                        {"on_workers", workers->optimizer_on_workers()},
+                        {"on_workers", workers->parts().optimizer.on_workers()},
                         {"bitwise_equal", serial->parameter_checksum() == workers->parameter_checksum()}};
     std::cout << j.dump() << std::endl;
   }

@@ -9,30 +9,6 @@
 
 namespace pf::exec {
 
-bool AsyncOptions::is_default() const {
-  const AsyncOptions d;
-  return vertical_sync == d.vertical_sync && spectrain_version == d.spectrain_version &&
-         pipemare_anneal_updates == d.pipemare_anneal_updates && pipemare_decay == d.pipemare_decay;
-}
-
-void AsyncOptions::validate(const std::string& schedule, sched::WeightVersioning weights) const {
-  const AsyncOptions d;
-  using W = sched::WeightVersioning;
-  auto only = [&](bool set, const char* option, W owner, const char* owner_name) {
-    PF_CHECK_ARG(!set || weights == owner, "option ", option, " applies to schedule ", owner_name, " only, not to '",
-                 schedule, "'");
-  };
-  only(vertical_sync != d.vertical_sync, "vertical_sync", W::kPipeDream, "pipedream");
-  only(spectrain_version != d.spectrain_version, "spectrain_version", W::kSpecTrain, "spectrain");
-  only(pipemare_anneal_updates != d.pipemare_anneal_updates, "pipemare_anneal_updates", W::kPipeMare, "pipemare");
-  only(pipemare_decay != d.pipemare_decay, "pipemare_decay", W::kPipeMare, "pipemare");
-  PF_CHECK_ARG(spectrain_version == 1 || spectrain_version == 2, "spectrain_version must be 1 (the paper) or 2, got ",
-               spectrain_version);
-  PF_CHECK_ARG(pipemare_anneal_updates >= 0, "pipemare_anneal_updates must be >= 0, got ", pipemare_anneal_updates);
-  PF_CHECK_ARG(std::isfinite(pipemare_decay) && pipemare_decay >= 0.0f && pipemare_decay < 1.0f,
-               "pipemare_decay must be in [0, 1), got ", pipemare_decay);
-}
-
 // A kept copy of the stage's weights after `id` updates. The current version has no values (they
 // are the parameters) until an update needs to keep it.
 struct StageWeights::Version {

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "runtime/optim/optimizer.h"
+#include "runtime/run/training_config.h"
 #include "runtime/schedules/schedule_traits.h"
 #include "runtime/train/stage.h"
 
@@ -36,16 +37,8 @@ namespace pf::exec {
 // the stage and its head updated together.
 using AsyncMethod = sched::WeightVersioning;
 
-struct AsyncOptions {
-  bool vertical_sync = false;             // pipedream only
-  int spectrain_version = 1;              // spectrain only: 1 (the paper, default) or 2
-  int64_t pipemare_anneal_updates = 100;  // pipemare only: K, updates over which lr anneals (0: none)
-  float pipemare_decay = 0.9f;            // pipemare only: g of the discrepancy average, in [0, 1)
-  // Refuses an option that `schedule` (whose weight versioning is `weights`) does not support,
-  // naming both, and values out of range.
-  void validate(const std::string& schedule, sched::WeightVersioning weights) const;
-  bool is_default() const;
-};
+// The asynchronous methods' options (runtime/run/training_config.h).
+using AsyncOptions = pf::AsyncOptions;
 
 struct StageWeightsConfig {
   AsyncMethod method = AsyncMethod::kPipeDream;

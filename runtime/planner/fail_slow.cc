@@ -100,30 +100,57 @@ std::vector<int> partition_for_slowdown(const MicroBatchCosts& costs, const sche
   return partition_for_plan(costs, schedule.num_stages(), limits);
 }
 
-AdaptiveTrainer::AdaptiveTrainer(std::shared_ptr<Model> model, exec::PipelineOptions options, MicroBatchCosts costs,
+AdaptiveTrainer::AdaptiveTrainer(std::shared_ptr<Model> model, TrainingConfig options, MicroBatchCosts costs,
                                  FailSlowOptions fail_slow)
-    : AdaptiveTrainer(std::make_unique<exec::PipelineTrainer>(std::move(model), options), std::move(costs), fail_slow) {}
+    : AdaptiveTrainer(std::move(model), std::move(options)) {
+  fail_slow_ = fail_slow;
+  start(std::move(costs));
+}
 
-AdaptiveTrainer::AdaptiveTrainer(std::unique_ptr<exec::PipelineTrainer> trainer, MicroBatchCosts costs,
-                                 FailSlowOptions fail_slow)
-    : model_(trainer->shared_model()),
-      options_(trainer->options()),
-      costs_(std::move(costs)),
-      fail_slow_(fail_slow),
-      trainer_(std::move(trainer)) {
-  PF_CHECK_ARG(static_cast<size_t>(costs_.layers.size()) == model_->layers().size(), "fail-slow: the profile has ",
-               costs_.layers.size(), " layers, the model ", model_->layers().size());
-  PF_CHECK_ARG(!options_.world || !options_.data_parallel_world || options_.data_parallel_world->size() == 1,
-               "fail-slow adaptation across processes moves one pipeline; data-parallel replicas are not supported");
-  if (options_.world) costs_ = costs_of_rank_0(*options_.world, std::move(costs_), options_.recv_timeout_seconds);
-  PF_CHECK_ARG(trainer_->schedule().pipelines == 1 && !sched::is_asynchronous(trainer_->schedule()),
-               "fail-slow adaptation needs a synchronous schedule with one pipeline, not '", trainer_->schedule().name,
-               "'");
+namespace {
+
+// The config with adaptation on, so that resolve() refuses what adaptation cannot move.
+TrainingConfig adapting(TrainingConfig config) {
+  config.adaptation.enabled = true;
+  return config;
+}
+
+const Model& model_of(const std::shared_ptr<Model>& model) {
+  PF_CHECK_ARG(model != nullptr, "fail-slow: model is null");
+  return *model;
+}
+
+}  // namespace
+
+AdaptiveTrainer::AdaptiveTrainer(std::shared_ptr<Model> model, TrainingConfig options)
+    : AdaptiveTrainer(model, resolve(model_of(model), adapting(std::move(options)))) {}
+
+AdaptiveTrainer::AdaptiveTrainer(std::shared_ptr<Model> model, PipelinePlan plan, std::optional<MicroBatchCosts> costs)
+    : model_(std::move(model)), options_(plan.config) {
+  PF_CHECK_ARG(options_.adaptation.enabled, "fail-slow: the plan's config does not ask for adaptation");
+  fail_slow_.threshold = options_.adaptation.threshold;
+  fail_slow_.patience = options_.adaptation.patience;
+  trainer_ = std::make_unique<exec::PipelineTrainer>(model_, std::move(plan));
   known_slowdown_.assign(static_cast<size_t>(trainer_->schedule().num_ranks()), 1.0);
+  if (costs) start(std::move(*costs));
+}
+
+void AdaptiveTrainer::start(MicroBatchCosts costs) {
+  PF_CHECK_ARG(static_cast<size_t>(costs.layers.size()) == model_->layers().size(), "fail-slow: the profile has ",
+               costs.layers.size(), " layers, the model ", model_->layers().size());
+  costs_ = options_.world ? costs_of_rank_0(*options_.world, std::move(costs), options_.recv_timeout_seconds)
+                          : std::move(costs);
+  profiled_ = true;
   watch();
 }
 
-std::vector<int> AdaptiveTrainer::layers_per_stage() const { return exec::layer_counts(trainer_->stages()); }
+void AdaptiveTrainer::profile(const Batch& micro_batch) {
+  const int64_t rows = micro_batch.rows();
+  const ModelProfile p = profile_model_copy(*model_, micro_batch, {rows}, options_.base.optimizer, 3);
+  start(p.at_rows(rows));
+}
+
+std::vector<int> AdaptiveTrainer::layers_per_stage() const { return trainer_->plan().layers_per_stage; }
 
 void AdaptiveTrainer::watch() {
   std::vector<double> predicted = predicted_busy_per_rank(costs_, trainer_->schedule(), layers_per_stage());
@@ -138,17 +165,27 @@ void AdaptiveTrainer::check_usable() const {
 
 StepResult AdaptiveTrainer::step(const Batch& batch) {
   check_usable();
+  // A batch that does not split fails in the pipeline's step, which says why.
+  const int count = options_.base.step_micro_batches();
+  if (!profiled_ && batch.rows() % count == 0) profile(batch.micro_batch(0, count));
   move_if_decided();
   return after_step(trainer_->step(batch));
 }
 
 StepResult AdaptiveTrainer::step(DataSource& source) {
   check_usable();
+  if (!profiled_) {  // on the step's first micro-batch; the source is read once more and rewound
+    const int64_t position = source.position();
+    const Batch first = source.next();
+    source.seek(position);
+    profile(first);
+  }
   move_if_decided();
   return after_step(trainer_->step(source));
 }
 
 StepResult AdaptiveTrainer::after_step(StepResult result) {
+  if (!profiled_) return result;
   // With a world, last_stats().ranks is gathered over it: every process sees every rank's time.
   std::vector<double> busy;
   for (const exec::RankStats& r : trainer_->last_stats().ranks) busy.push_back(r.busy_us * 1e-6);

@@ -8,12 +8,14 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "runtime/execution/pipeline_trainer.h"
+#include "runtime/run/resolve.h"
 #include "runtime/planner/model_profile.h"
 #include "runtime/train/trainer.h"
 
@@ -80,13 +82,17 @@ nlohmann::json adaptation_log_fields(const std::vector<Adaptation>& adaptations,
 // parameter, and every later step throws kFailedPrecondition.
 class AdaptiveTrainer : public Trainer {
  public:
-  AdaptiveTrainer(std::shared_ptr<Model> model, exec::PipelineOptions options, MicroBatchCosts costs,
+  AdaptiveTrainer(std::shared_ptr<Model> model, TrainingConfig options, MicroBatchCosts costs,
                   FailSlowOptions fail_slow);
-  // Adopts `trainer` with its parameters, optimizer state and progress as they are (the C API
-  // profiles on the first step, after the trainer exists).
-  AdaptiveTrainer(std::unique_ptr<exec::PipelineTrainer> trainer, MicroBatchCosts costs, FailSlowOptions fail_slow);
+  // The fail-slow options from the config's adaptation; the profile is measured at the first step,
+  // on a copy of the model and the step's first micro-batch (under a world, rank 0's is used).
+  AdaptiveTrainer(std::shared_ptr<Model> model, TrainingConfig options);
+  // From a plan whose config asks for adaptation (make_trainer's), with the profile at the run's
+  // micro-batch rows or, without one, measured at the first step.
+  AdaptiveTrainer(std::shared_ptr<Model> model, PipelinePlan plan, std::optional<MicroBatchCosts> costs = std::nullopt);
 
   StepResult step(const Batch& batch) override;
+  // (The first step profiles first when no profile was given.)
   StepResult step(DataSource& source) override;
   EvalResult evaluate(DataSource& source, int micro_batches) override { return trainer_->evaluate(source, micro_batches); }
   Model& model() const override { return trainer_->model(); }
@@ -110,9 +116,12 @@ class AdaptiveTrainer : public Trainer {
   void move_if_decided();
   void move_to(const std::vector<int>& layers_per_stage);
   void watch();
+  void start(MicroBatchCosts costs);   // takes the profile (rank 0's under a world) and starts watching
+  void profile(const Batch& micro_batch);  // the first step of a trainer built without a profile
 
   std::shared_ptr<Model> model_;
-  exec::PipelineOptions options_;
+  TrainingConfig options_;
+  bool profiled_ = false;
   MicroBatchCosts costs_;
   FailSlowOptions fail_slow_;
   std::string move_failure_;  // why the last move failed ("" while none did)

@@ -1,5 +1,7 @@
 #include "runtime/planner/model_profile.h"
 
+#include "runtime/models/builders.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -186,6 +188,16 @@ ModelProfile profile_model(Model& model, const std::vector<int64_t>& rows,
   for (int64_t r : rows) p.sizes.push_back(measure_micro_batch(model, micro_batch(r), repeats));
   p.update_seconds_per_parameter = measure_update_seconds(model, optimizer, repeats);
   return p;
+}
+
+ModelProfile profile_model_copy(const Model& model, const Batch& batch, const std::vector<int64_t>& rows,
+                                const OptimizerConfig& optimizer, int repeats, std::shared_ptr<Model>* copy) {
+  std::shared_ptr<Model> twin = build_model_from_json_text(model.to_json().dump());
+  ModelProfile profile = profile_model(
+      *twin, rows, [&](int64_t r) { return batch.micro_batch(0, static_cast<int>(batch.rows() / r)); }, optimizer,
+      repeats);
+  if (copy != nullptr) *copy = std::move(twin);
+  return profile;
 }
 
 nlohmann::json profile_to_json(const ModelProfile& profile) {

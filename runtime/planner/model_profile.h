@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -105,6 +106,13 @@ double measure_update_seconds(Model& model, const OptimizerConfig& config, int r
 ModelProfile profile_model(Model& model, const std::vector<int64_t>& rows,
                            const std::function<Batch(int64_t rows)>& micro_batch, const OptimizerConfig& optimizer,
                            int repeats);
+
+// The profile of a copy of `model` (profiling leaves gradients behind, and the planner's calibration
+// trains the copy) at each of `rows` (ascending; each divides batch.rows()), every micro-batch cut
+// from the front of `batch`; works on a model whose parameters this process does not all hold.
+// *copy, when not null, receives the copy.
+ModelProfile profile_model_copy(const Model& model, const Batch& batch, const std::vector<int64_t>& rows,
+                                const OptimizerConfig& optimizer, int repeats, std::shared_ptr<Model>* copy = nullptr);
 
 nlohmann::json profile_to_json(const ModelProfile& profile);
 // Strict: kInvalidArgument naming `where` and the JSON path of the first bad or unknown field.

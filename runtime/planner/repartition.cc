@@ -33,8 +33,8 @@ Snapshot take_snapshot(exec::PipelineTrainer& trainer) {
   s.held.resize(params.size());
   for (size_t i = 0; i < params.size(); ++i) {
     const Parameter* p = params[i];
-    s.owner.push_back(trainer.owner_rank(p));
-    if (!trainer.is_local_rank(s.owner.back())) continue;
+    s.owner.push_back(trainer.parts().ownership.owner(p));
+    if (!trainer.parts().ownership.is_local_rank(s.owner.back())) continue;
     s.held[i].value = p->value.to_device(Device::cpu());
     for (const std::string& slot : slot_names) {
       auto it = state.find(p->name + "/" + slot);
@@ -146,9 +146,9 @@ std::string partition_text(const std::vector<int>& layers_per_stage) {
 
 void repartition(std::unique_ptr<exec::PipelineTrainer>* trainer, const std::vector<int>& layers_per_stage) {
   PF_CHECK_ARG(trainer && *trainer, "repartition: no trainer");
-  exec::PipelineOptions options = (*trainer)->options();
+  TrainingConfig options = (*trainer)->options();
   options.layers_per_stage = layers_per_stage;
-  const std::shared_ptr<Model> model = (*trainer)->shared_model();
+  const std::shared_ptr<Model> model = (*trainer)->parts().model;
   Snapshot s = take_snapshot(**trainer);
   // Built before the old one goes, so that *trainer stays a trainer if this throws.
   *trainer = std::make_unique<exec::PipelineTrainer>(model, options);
@@ -166,7 +166,7 @@ void repartition(std::unique_ptr<exec::PipelineTrainer>* trainer, const std::vec
   std::string problem;
   for (size_t i = 0; i < params.size(); ++i) {
     Parameter& p = *params[i];
-    const int from = s.owner[i], to_rank = to.owner_rank(&p);
+    const int from = s.owner[i], to_rank = to.parts().ownership.owner(&p);
     if (!world || from == to_rank) {
       if (s.held[i].value.defined()) take_held(to, p, s.held[i]);
     } else {

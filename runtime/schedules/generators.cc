@@ -206,6 +206,7 @@ struct Registry {
   struct Entry {
     GeneratorFn fn;
     ScheduleTraits traits;
+    int order = 0;  // registration order (the built-ins first, in the order below)
   };
   std::mutex mu;
   std::map<std::string, Entry> entries;
@@ -214,13 +215,13 @@ struct Registry {
     looped.chunks = ChunkRule::kAny;
     ScheduleTraits v_shape;
     v_shape.chunks = ChunkRule::kTwo;
-    entries["gpipe"] = {gpipe, {}};
-    entries["1f1b"] = {one_f_one_b, {}};
-    entries["interleaved-1f1b"] = {interleaved, looped};
-    entries["bfs"] = {bfs, looped};
-    entries["zb-h1"] = {[](const GeneratorOptions& o) { return zero_bubble_h(o, false); }, {}};
-    entries["zb-h2"] = {[](const GeneratorOptions& o) { return zero_bubble_h(o, true); }, {}};
-    entries["zb-v"] = {zero_bubble_v, v_shape};
+    entries["gpipe"] = {gpipe, {}, 0};
+    entries["1f1b"] = {one_f_one_b, {}, 1};
+    entries["interleaved-1f1b"] = {interleaved, looped, 2};
+    entries["bfs"] = {bfs, looped, 3};
+    entries["zb-h1"] = {[](const GeneratorOptions& o) { return zero_bubble_h(o, false); }, {}, 4};
+    entries["zb-h2"] = {[](const GeneratorOptions& o) { return zero_bubble_h(o, true); }, {}, 5};
+    entries["zb-v"] = {zero_bubble_v, v_shape, 6};
   }
 };
 
@@ -246,7 +247,7 @@ void register_generator(const std::string& name, GeneratorFn fn, ScheduleTraits 
   std::lock_guard<std::mutex> lock(reg.mu);
   PF_CHECK_ARG(reg.entries.count(name) == 0, "register_generator: schedule '", name,
                "' is already registered");
-  reg.entries[name] = {std::move(fn), std::move(traits)};
+  reg.entries[name] = {std::move(fn), std::move(traits), static_cast<int>(reg.entries.size())};
 }
 
 std::vector<std::string> generator_names() {
@@ -288,9 +289,12 @@ ScheduleTraits schedule_traits(const std::string& name) {
 std::vector<std::string> generator_names_where(const std::function<bool(const ScheduleTraits&)>& keep) {
   Registry& reg = registry();
   std::lock_guard<std::mutex> lock(reg.mu);
-  std::vector<std::string> out;
+  std::vector<std::pair<int, std::string>> kept;
   for (const auto& [name, entry] : reg.entries)
-    if (keep(entry.traits)) out.push_back(name);
+    if (keep(entry.traits)) kept.emplace_back(entry.order, name);
+  std::sort(kept.begin(), kept.end());
+  std::vector<std::string> out;
+  for (auto& k : kept) out.push_back(std::move(k.second));
   return out;
 }
 

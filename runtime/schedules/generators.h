@@ -57,7 +57,8 @@ void register_generator(const std::string& name, GeneratorFn fn, ScheduleTraits 
 
 // Registered names, sorted.
 std::vector<std::string> generator_names();
-// Registered names whose traits `keep` accepts, sorted.
+// Registered names whose traits `keep` accepts, in registration order (a family's members in the
+// order its file registers them: "ppll, local-updates").
 std::vector<std::string> generator_names_where(const std::function<bool(const ScheduleTraits&)>& keep);
 bool has_generator(const std::string& name);
 // A registered generator whose chunks rule is ChunkRule::kAny (interleaved-1f1b, interleaved-zb, bfs).

@@ -440,7 +440,7 @@ TEST(CoreTest, AdaptOptions) {
   Status status;
   EXPECT_EQ(pipeforge::Trainer::create(*model, options, &status), nullptr);
   EXPECT_EQ(status.code(), PF_INVALID_ARGUMENT);
-  EXPECT_NE(status.message().find("options->adapt is 1 but no schedule is set"), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find("options->adapt needs a synchronous schedule"), std::string::npos) << status.message();
   options.adapt = false;
   std::unique_ptr<pipeforge::Trainer> trainer(pipeforge::Trainer::create(*model, options, &status));
   ASSERT_NE(trainer, nullptr) << status.message();
@@ -541,6 +541,8 @@ TEST(CoreTest, PipelinedTrainerWithActivationPolicies) {
     options.micro_batches = 4;  // 4 ranks x 4 micro-batches: rank 0 holds 4, rank 3 one (balance pairs them)
     options.schedule = "1f1b";
     options.stages = 4;
+    const int64_t even[] = {2, 2, 2, 1};  // the 7 layers split evenly (rank 0's are the heaviest)
+    options.set_layers_per_stage(even, 4);
     options.activation_policy = policy;
     Status status;
     std::unique_ptr<pipeforge::Trainer> trainer(pipeforge::Trainer::create(*model, options, &status));

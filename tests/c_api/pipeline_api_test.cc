@@ -104,6 +104,10 @@ TEST(PipelineApi, ActivationPoliciesKeepResultsBitwiseAndReportWhatMoved) {
     options.stages = 4;
     options.activation_policy = policy;
     options.offload_dir = dir.c_str();
+    // The even split: rank 0 holds 4 micro-batches of its 2 layers, rank 3 one of its 1 (balance pairs them).
+    const int32_t even[] = {2, 2, 2, 1};
+    options.layers_per_stage = even;
+    options.num_layers_per_stage = 4;
     if (std::string(policy) == "selective") options.activation_budget_bytes = 1e12;  // nothing needs to move
     pf_trainer* t = MakeTrainer(options);
     ASSERT_NE(t, nullptr) << policy;

@@ -109,8 +109,8 @@ TEST(AdaptCli, RefusesWhatAdaptationDoesNotSupportNamingTheOption) {
     std::string args, named;
   } cases[] = {
       {" --adapt", "--adapt needs a synchronous schedule"},
-      {" --schedule pipedream --stages 2 --adapt", "--adapt is not supported with schedule pipedream"},
-      {" --schedule ppll --stages 2 --adapt", "--adapt is not supported with schedule ppll"},
+      {" --schedule pipedream --stages 2 --adapt", "--adapt is not supported with schedule 'pipedream'"},
+      {" --schedule ppll --stages 2 --adapt", "--adapt is not supported with schedule 'ppll'"},
       {" --schedule 1f1b --stages 2 --data-parallel 2 --adapt", "--adapt is not supported with --data-parallel 2"},
       {" --schedule 1f1b --stages 2 --adapt-patience 2", "need --adapt"},
       {" --schedule 1f1b --stages 2 --slow-rank 2 --slow-factor 4", "--slow-rank 2 is not a rank"},

@@ -124,7 +124,7 @@ TEST(PipeforgeCli, BadOptionsExitWithTwoAndSayWhy) {
       {"train --stepz 3", "; did you mean '--steps'?"},
       {"train --stages 2", "--stages 2 needs a schedule"},
       {"train --chunks 2", "--chunks 2 needs a schedule"},
-      {"train --seq-slices 2", "--seq-slices 2 needs a pipelined schedule that slices sequences"},
+      {"train --seq-slices 2", "--seq-slices is 2: it needs a pipelined schedule that slices sequences"},
   };
   for (const auto& c : cases) {
     const CommandResult r = run(c.args);
@@ -284,7 +284,8 @@ TEST(PipeforgeTrain, AsynchronousSchedulesTrainDrainAndRefuseWhatTheyCannotDo) {
            {" --schedule pipedream --activation-policy offload-host", "cannot apply to asynchronous schedule 'pipedream'"},
            {" --schedule pipemare --activation-policy recompute", "keeps no copy of the weights a forward used"},
            {" --schedule pipedream --clip-norm 1", "clip_norm"},
-           {" --schedule pipemare --checkpoint " + tmp_dir() + "/async.ckpt", "schedule pipemare yet"}}) {
+           {" --schedule pipemare --checkpoint " + tmp_dir() + "/async.ckpt",
+            "checkpoints of asynchronous schedule 'pipemare' are not supported yet"}}) {
     const auto bad = run(base + r.args);
     EXPECT_EQ(bad.exit_code, 2) << r.args;
     EXPECT_NE(bad.err.find(r.says), std::string::npos) << r.args << ": " << bad.err;

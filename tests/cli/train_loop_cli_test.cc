@@ -140,7 +140,7 @@ TEST(TrainLoop, OptionsThatCannotWorkTogetherSaySo) {
       {"train --model mlp --checkpoint-every 3", "needs --checkpoint-dir"},
       {"train --model mlp --decay-steps 3", "--lr-schedule cosine or linear"},
       {"train --model mlp --schedule pipedream --stages 2 --microbatches 2 --batch-size 4 --eval-every 2",
-       "--eval-every is not supported with schedule pipedream"},
+       "--eval-every: evaluation is not supported with asynchronous schedule 'pipedream'"},
       {"train --model mlp --schedule pipedream --stages 2 --microbatches 2 --batch-size 4 --lr-schedule cosine",
        "learning-rate schedule 'cosine'"},
       {"train --model mlp --lr-schedule cosin", "--lr-schedule"},

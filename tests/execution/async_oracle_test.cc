@@ -331,7 +331,7 @@ TEST(AsyncCheckpoint, ADrainedPipelineResumesExactly) {
       first.drain();
       resumed.drain();
       EXPECT_EQ(resumed.parameter_checksum(), first.parameter_checksum()) << schedule;
-      EXPECT_EQ(resumed.stage_weights(0)->updates(), first.stage_weights(0)->updates());
+      EXPECT_EQ(resumed.parts().async.stage_weights(0)->updates(), first.parts().async.stage_weights(0)->updates());
     }
   }
   PipelineOptions o;
@@ -363,8 +363,8 @@ TEST_P(AsyncOracle, BitwiseEqualToTheRecurrence) {
   o.base.seed = 5 + p;
   o.base.optimizer = optimizer_for(method, p);
   PipelineTrainer pipe(make_model(kind), o);
-  ASSERT_TRUE(pipe.asynchronous());
-  Oracle oracle(kind, method, p, m, o.base, pipe.stages());
+  ASSERT_TRUE(pipe.plan().schedule.traits.asynchronous());
+  Oracle oracle(kind, method, p, m, o.base, pipe.parts().stages.ranges());
   std::vector<int> peak_versions(static_cast<size_t>(p), 0);
   std::vector<size_t> peak_bytes(static_cast<size_t>(p), 0);
   auto note = [&] {
@@ -380,11 +380,11 @@ TEST_P(AsyncOracle, BitwiseEqualToTheRecurrence) {
     note();
     const double want = oracle.step(split_into_micro_batches(oracle.model(), batch, m));
     EXPECT_EQ(r.loss, want) << "step " << step;
-    EXPECT_FALSE(pipe.pipeline_empty() && p > 1) << "the pipeline drained after step " << step;
+    EXPECT_FALSE(pipe.parts().async.pipeline_empty() && p > 1) << "the pipeline drained after step " << step;
   }
   pipe.drain();
   note();
-  EXPECT_TRUE(pipe.pipeline_empty());
+  EXPECT_TRUE(pipe.parts().async.pipeline_empty());
   std::string diff;
   EXPECT_TRUE(testing::parameters_bitwise_equal(pipe.model(), oracle.model(), &diff))
       << method.label << " p=" << p << ": parameter " << diff << " differs from the oracle";
@@ -405,7 +405,7 @@ TEST_P(AsyncOracle, BitwiseEqualToTheRecurrence) {
         << method.label << " with recompute, p=" << p << ": parameter " << diff << " differs from the oracle";
   }
   for (int r = 0; r < p; ++r) {
-    const StageWeights* w = pipe.stage_weights(r);
+    const StageWeights* w = pipe.parts().async.stage_weights(r);
     ASSERT_NE(w, nullptr);
     std::cout << method.label << " p=" << p << " rank " << r << ": " << peak_versions[static_cast<size_t>(r)]
               << " weight versions alive at most, " << peak_bytes[static_cast<size_t>(r)] << " bytes ("

@@ -49,8 +49,8 @@ std::string compare(bool gpt, const PipelineOptions& popts, int steps = 3) {
   }
   std::string diff;
   if (!testing::parameters_bitwise_equal(ref.model(), pipe.model(), &diff)) return "parameter " + diff + " differs";
-  if (pipe.model_copy() == nullptr) return "no second copy of the model";
-  if (!testing::parameters_bitwise_equal(pipe.model(), *pipe.model_copy(), &diff))
+  if (pipe.parts().stages.copy() == nullptr) return "no second copy of the model";
+  if (!testing::parameters_bitwise_equal(pipe.model(), *pipe.parts().stages.copy(), &diff))
     return "the second copy's " + diff + " differs from the first's";
   return "";
 }
@@ -113,7 +113,7 @@ TEST(BitPipe, ResumesFromACheckpointBitwise) {
   }
   std::string diff;
   EXPECT_TRUE(testing::parameters_bitwise_equal(first.model(), resumed.model(), &diff)) << diff;
-  EXPECT_TRUE(testing::parameters_bitwise_equal(*first.model_copy(), *resumed.model_copy(), &diff)) << diff;
+  EXPECT_TRUE(testing::parameters_bitwise_equal(*first.parts().stages.copy(), *resumed.parts().stages.copy(), &diff)) << diff;
 }
 
 TEST(BitPipe, EvaluatesWithTheFirstCopy) {

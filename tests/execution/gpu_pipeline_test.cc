@@ -90,7 +90,7 @@ TEST(GpuPipelineOptions, OneDeviceMeansEveryRank) {
   PipelineOptions o = options("1f1b", 3);
   o.devices = {Device::cpu()};
   PipelineTrainer t(testing::tiny_mlp(), o);
-  for (int r = 0; r < 3; ++r) EXPECT_EQ(t.rank_device(r), Device::cpu());
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(t.parts().devices.device(r), Device::cpu());
   EXPECT_EQ(t.options().devices.size(), 3u);
   o.devices = {Device::cuda(0)};
   if (probe_cuda().device_count == 0) {
@@ -138,9 +138,9 @@ TEST(GpuPipelineOptions, ExplicitCpuDevicesAreTheCpuPathBitwise) {
   PipelineOptions b = a;
   b.devices = {Device::cpu(), Device::cpu()};
   PipelineTrainer ta(testing::tiny_mlp(), a), tb(testing::tiny_mlp(), b);
-  EXPECT_FALSE(tb.on_gpu());
-  EXPECT_EQ(tb.gpu_transport(), nullptr);
-  EXPECT_EQ(tb.rank_device(1), Device::cpu());
+  EXPECT_FALSE(tb.plan().placement == RankPlacement::kGpu);
+  EXPECT_EQ(tb.parts().group.gpu_transport(), nullptr);
+  EXPECT_EQ(tb.parts().devices.device(1), Device::cpu());
   for (int step = 0; step < 2; ++step) {
     const Batch batch = data_for(ta.model(), 4, step);
     const StepResult ra = ta.step(batch);
@@ -250,18 +250,18 @@ TEST(GpuPipeline, TransportUsesNcclOnlyBetweenDistinctDevices) {
   PipelineOptions o = options("1f1b", 4);
   o.devices.assign(4, Device::cuda(0));
   PipelineTrainer same(testing::tiny_mlp(), o);
-  ASSERT_NE(same.gpu_transport(), nullptr);
-  EXPECT_TRUE(same.on_gpu());
-  EXPECT_EQ(same.gpu_transport()->nccl_pair_count(), 0);
-  EXPECT_FALSE(same.gpu_transport()->uses_nccl(0, 1));
+  ASSERT_NE(same.parts().group.gpu_transport(), nullptr);
+  EXPECT_TRUE(same.plan().placement == RankPlacement::kGpu);
+  EXPECT_EQ(same.parts().group.gpu_transport()->nccl_pair_count(), 0);
+  EXPECT_FALSE(same.parts().group.gpu_transport()->uses_nccl(0, 1));
   if (gpu_count() >= 2) {
     o.devices = {Device::cuda(0), Device::cuda(0), Device::cuda(1), Device::cuda(1)};
     PipelineTrainer split(testing::tiny_mlp(), o);
-    EXPECT_EQ(split.gpu_transport()->nccl_pair_count(), 1);  // ranks 1 <-> 2 only
-    EXPECT_TRUE(split.gpu_transport()->uses_nccl(1, 2));
-    EXPECT_FALSE(split.gpu_transport()->uses_nccl(2, 3));
+    EXPECT_EQ(split.parts().group.gpu_transport()->nccl_pair_count(), 1);  // ranks 1 <-> 2 only
+    EXPECT_TRUE(split.parts().group.gpu_transport()->uses_nccl(1, 2));
+    EXPECT_FALSE(split.parts().group.gpu_transport()->uses_nccl(2, 3));
     split.step(data_for(split.model(), 4, 0));
-    EXPECT_EQ(split.gpu_transport()->pending_messages(), 0u);
+    EXPECT_EQ(split.parts().group.gpu_transport()->pending_messages(), 0u);
   }
 }
 

@@ -143,9 +143,9 @@ TEST_P(LocalLearning, BitwiseEqualToTheSequentialReference) {
   o.base.seed = 9 + p;
   o.base.optimizer = optimizer_for(p);
   PipelineTrainer pipe(make_model(kind), o);
-  ASSERT_TRUE(pipe.local_learning());
-  EXPECT_FALSE(pipe.asynchronous());
-  LocalReference ref(kind, schedule, p, m, o.base, pipe.stages(), head_kind);
+  ASSERT_TRUE(pipe.plan().schedule.traits.local_learning());
+  EXPECT_FALSE(pipe.plan().schedule.traits.asynchronous());
+  LocalReference ref(kind, schedule, p, m, o.base, pipe.parts().stages.ranges(), head_kind);
   for (int step = 0; step < steps; ++step) {
     const Batch batch = testing::data_for(pipe.model(), m, step);
     const StepResult r = pipe.step(batch);
@@ -160,11 +160,11 @@ TEST_P(LocalLearning, BitwiseEqualToTheSequentialReference) {
   std::string diff;
   EXPECT_TRUE(testing::parameters_bitwise_equal(pipe.model(), ref.model(), &diff)) << "parameter " << diff;
   for (int s = 0; s + 1 < p; ++s) {
-    ASSERT_NE(pipe.local_head(s), nullptr);
-    EXPECT_TRUE(testing::parameters_bitwise_equal(*pipe.local_head(s), ref.head(s), &diff))
+    ASSERT_NE(pipe.parts().async.local_head(s), nullptr);
+    EXPECT_TRUE(testing::parameters_bitwise_equal(*pipe.parts().async.local_head(s), ref.head(s), &diff))
         << "head of stage " << s << ": parameter " << diff;
   }
-  EXPECT_EQ(pipe.local_head(p - 1), nullptr) << "the last stage trains on the model's own loss";
+  EXPECT_EQ(pipe.parts().async.local_head(p - 1), nullptr) << "the last stage trains on the model's own loss";
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -50,8 +50,8 @@ std::string compare(bool gpt, PipelineOptions popts, int steps = 3) {
   PipelineTrainer workers(make_model(gpt), popts);
   popts.rank_optimizer = false;
   PipelineTrainer main_thread(make_model(gpt), popts);
-  if (!workers.optimizer_on_workers()) return "the workers do not step";
-  if (main_thread.optimizer_on_workers()) return "rank_optimizer false still steps on the workers";
+  if (!workers.parts().optimizer.on_workers()) return "the workers do not step";
+  if (main_thread.parts().optimizer.on_workers()) return "rank_optimizer false still steps on the workers";
   for (int step = 0; step < steps; ++step) {
     const Batch batch = data_for(ref.model(), popts.base.micro_batches, step);
     const StepResult a = ref.step(batch);
@@ -122,7 +122,7 @@ TEST(RankOptimizerBitPipe, BothCopiesEqualTwoReplicas) {
     ref_opts.replicas = 2;
     SequentialTrainer ref(make_model(false), ref_opts);
     PipelineTrainer pipe(make_model(false), o);
-    ASSERT_TRUE(pipe.optimizer_on_workers());
+    ASSERT_TRUE(pipe.parts().optimizer.on_workers());
     for (int step = 0; step < 3; ++step) {
       const Batch batch = data_for(ref.model(), 4, step);
       const StepResult a = ref.step(batch), b = pipe.step(batch);
@@ -131,7 +131,7 @@ TEST(RankOptimizerBitPipe, BothCopiesEqualTwoReplicas) {
     }
     std::string diff;
     EXPECT_TRUE(testing::parameters_bitwise_equal(ref.model(), pipe.model(), &diff)) << diff;
-    EXPECT_TRUE(testing::parameters_bitwise_equal(pipe.model(), *pipe.model_copy(), &diff)) << diff;
+    EXPECT_TRUE(testing::parameters_bitwise_equal(pipe.model(), *pipe.parts().stages.copy(), &diff)) << diff;
   }
 }
 
@@ -143,7 +143,7 @@ TEST(RankOptimizer, ResumesFromACheckpointBitwise) {
     o.ranks = 2;
     o.base = options(4, true, clip);
     PipelineTrainer first(make_model(true), o);
-    ASSERT_TRUE(first.optimizer_on_workers());
+    ASSERT_TRUE(first.parts().optimizer.on_workers());
     for (int step = 0; step < 2; ++step) first.step(data_for(first.model(), 4, step));
     const std::string path = ::testing::TempDir() + "/rank_optimizer.ckpt";
     save_trainer_checkpoint(first, path);
@@ -168,7 +168,7 @@ TEST(RankOptimizer, AsynchronousSchedulesKeepTheirOwnUpdates) {
   o.ranks = 2;
   o.base = options(4, true, false);
   PipelineTrainer pipe(make_model(false), o);
-  EXPECT_FALSE(pipe.optimizer_on_workers());
+  EXPECT_FALSE(pipe.parts().optimizer.on_workers());
 }
 
 }  // namespace

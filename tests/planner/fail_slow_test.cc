@@ -100,17 +100,18 @@ TEST(AdaptiveTrainer, MovesLayersOffASlowRankLiveAndStaysBitwiseEqualToSequentia
 }
 
 // The step that decides keeps the partition it ran (its stats stay readable); the next step runs
-// on the new one. The adopting constructor keeps the trainer's state as it is.
-TEST(AdaptiveTrainer, MovesAtTheStartOfTheNextStepAndAdoptsATrainer) {
+// on the new one. Without a profile the first step measures one (a copy of the model, the step's
+// first micro-batch) before it runs, and the thresholds come from the config.
+TEST(AdaptiveTrainer, MovesAtTheStartOfTheNextStepAndProfilesAtTheFirstStep) {
   constexpr int m = 4;
   auto model = tiny_gpt(5);
   auto reference = tiny_gpt(5);
-  const MicroBatchCosts costs = measure_micro_batch(*model, data_for(*model, m, 0).micro_batch(0, m), 3);
-  const exec::PipelineOptions options = slow_rank_1(m);
-  auto pipeline = std::make_unique<exec::PipelineTrainer>(model, options);
+  exec::PipelineOptions options = slow_rank_1(m);
+  options.adaptation.threshold = 1.5;
+  options.adaptation.patience = 2;
+  AdaptiveTrainer adaptive(model, options);
   SequentialTrainer sequential(reference, options.base);
-  ASSERT_EQ(pipeline->step(data_for(*model, m, 0)).loss, sequential.step(data_for(*model, m, 0)).loss);
-  AdaptiveTrainer adaptive(std::move(pipeline), costs, FailSlowOptions{1.5, 2});
+  ASSERT_EQ(adaptive.step(data_for(*model, m, 0)).loss, sequential.step(data_for(*model, m, 0)).loss);
   EXPECT_EQ(adaptive.metrics().step, 1);
   for (int step = 1; step < 8 && adaptive.adaptations().empty(); ++step) {
     const Batch batch = data_for(*model, m, step);

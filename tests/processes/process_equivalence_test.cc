@@ -77,7 +77,7 @@ std::string compare(ModelKind kind, PipelineOptions popts, int steps = 2,
   const auto& theirs = ref.model().parameters();
   size_t local = 0;
   for (size_t i = 0; i < mine.size(); ++i) {
-    const bool owned = pipe.is_local_rank(pipe.owner_rank(mine[i]));
+    const bool owned = pipe.parts().ownership.is_local_rank(pipe.parts().ownership.owner(mine[i]));
     if (owned != mine[i]->allocated()) problems += " " + mine[i]->name + " allocated wrongly;";
     if (!owned) continue;
     ++local;
@@ -224,7 +224,7 @@ std::string compare_with_threads(
   }
   threads.drain();
   procs.drain();
-  if (!procs.pipeline_empty()) problems += " not drained;";
+  if (!procs.parts().async.pipeline_empty()) problems += " not drained;";
   if (procs.parameter_checksum() != threads.parameter_checksum()) problems += " checksum differs;";
   if (also) problems += also(threads, procs);
   return problems;
@@ -279,9 +279,9 @@ TEST(ProcessEquivalence, LocalLearningEqualsItsThreadedRun) {
         EXPECT_EQ(compare_with_threads(kind, o, [&](const PipelineTrainer& threads, const PipelineTrainer& procs) {
                     const int me = group_of(p)->rank();
                     if (me + 1 == p) return std::string();
-                    if (!procs.local_head(me)) return std::string(" no head on this process;");
+                    if (!procs.parts().async.local_head(me)) return std::string(" no head on this process;");
                     std::string diff;
-                    return testing::parameters_bitwise_equal(*procs.local_head(me), *threads.local_head(me), &diff)
+                    return testing::parameters_bitwise_equal(*procs.parts().async.local_head(me), *threads.parts().async.local_head(me), &diff)
                                ? std::string()
                                : " head parameter " + diff + " differs;";
                   }),

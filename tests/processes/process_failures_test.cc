@@ -122,7 +122,7 @@ TEST(ProcessFailures, AnAsynchronousRankThatThrowsMidStreamEndsEveryProcess) {
   PipelineTrainer pipe(model, o);
   const int me = o.world->rank();
   pipe.step(data_for(*model, 4, 0));
-  ASSERT_FALSE(pipe.pipeline_empty());
+  ASSERT_FALSE(pipe.parts().async.pipeline_empty());
   if (me == 1) probe1->fail_backward = true;
   const auto t0 = std::chrono::steady_clock::now();
   try {

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/parameter_checksum.h"
@@ -20,10 +21,10 @@
 #include "runtime/execution/pipeline_trainer.h"
 #include "runtime/models/builders.h"
 #include "runtime/planner/fail_slow.h"
+#include "runtime/run/capabilities.h"
+#include "runtime/run/make_trainer.h"
 #include "runtime/run/checkpoint_series.h"
 #include "runtime/run/training_loop.h"
-#include "runtime/schedules/async_schedules.h"
-#include "runtime/schedules/local_schedules.h"
 #include "runtime/train/local_heads.h"
 #include "runtime/schedules/schedule_request.h"
 #include "runtime/schedules/text_format.h"
@@ -34,6 +35,7 @@
 #include "tools/cli/cli.h"
 #include "tools/cli/progress.h"
 #include "tools/cli/schedule_command.h"
+#include "tools/cli/train_config_of.h"
 #include "tools/cli/train_setup.h"
 
 namespace pf::cli {
@@ -43,16 +45,8 @@ namespace {
   throw Error(ErrorCode::kInvalidArgument, message);
 }
 
-exec::AsyncOptions async_options(const TrainArgs& a) {
-  exec::AsyncOptions o;
-  o.vertical_sync = a.vertical_sync;
-  o.spectrain_version = a.spectrain_version;
-  o.pipemare_anneal_updates = a.pipemare_anneal;
-  o.pipemare_decay = static_cast<float>(a.pipemare_decay);
-  return o;
-}
-
-// Everything that needs only the arguments; throws kInvalidArgument with the option's name.
+// What the flags need of each other (the combinations of what to train are the capability
+// table's, checked when the trainer is made); throws kInvalidArgument with the option's name.
 void check_args(const TrainArgs& a) {
   if (a.batch_size % a.micro_batches != 0) {
     usage_error("--batch-size " + std::to_string(a.batch_size) + " is not divisible by --microbatches " +
@@ -67,34 +61,12 @@ void check_args(const TrainArgs& a) {
     }
   }
   if (a.optimizer == "adamw" && a.momentum != 0.0) usage_error("--momentum applies to --optimizer sgd only");
-  if (a.schedule.empty() && a.schedule_file.empty() && a.seq_slices > 1)
-    usage_error("--seq-slices " + std::to_string(a.seq_slices) +
-                " needs a pipelined schedule that slices sequences: add --schedule seq1f1b");
-  if (a.schedule.empty() && a.schedule_file.empty() && (a.stages > 1 || a.chunks > 1))
-    usage_error(std::string(a.stages > 1 ? "--stages " + std::to_string(a.stages) : "--chunks " + std::to_string(a.chunks)) +
-                " needs a schedule, or the run would be sequential: add --schedule (e.g. --schedule 1f1b; "
-                "`pipeforge schedule --help` lists them) or --schedule-file");
-  // What the named schedule is (the sequential trainer and schedule files: synchronous).
-  const sched::ScheduleTraits traits = a.schedule.empty() ? sched::ScheduleTraits() : sched::schedule_traits(a.schedule);
-  if (!traits.checkpointable() && (!a.checkpoint.empty() || !a.resume.empty()))
-    usage_error(std::string("--checkpoint and --resume are not supported with ") + sched::schedule_family_name(traits.family) +
-                " schedule " + a.schedule + " yet (" + traits.checkpoint_refusal + ")");
-  if (a.local_head != "auto" && !traits.local_learning())
-    usage_error("--local-head applies to --schedule ppll or local-updates only, not to " +
-                (a.schedule.empty() ? std::string("the sequential trainer") : a.schedule));
-  const bool windowed = traits.windowed();
-  if (a.eval_every > 0 && windowed)
-    usage_error("--eval-every is not supported with schedule " + a.schedule +
-                " yet: it keeps micro-batches in flight between steps (evaluation runs with synchronous schedules)");
   if (a.eval_every == 0 && (a.eval_batches != 0 || a.held_out >= 0))
     usage_error("--eval-batches and --held-out need --eval-every");
   if (a.checkpoint_every > 0 && a.checkpoint_dir.empty())
     usage_error("--checkpoint-every " + std::to_string(a.checkpoint_every) + " needs --checkpoint-dir (the folder "
                 "of the checkpoints)");
   if (a.checkpoint_every == 0 && !a.checkpoint_dir.empty()) usage_error("--checkpoint-dir needs --checkpoint-every");
-  if (a.checkpoint_every > 0 && windowed)
-    usage_error("--checkpoint-every is not supported with schedule " + a.schedule +
-                " yet: its micro-batches stay in flight between steps (it checkpoints at the end, --checkpoint)");
   if (a.lr_schedule == "constant" && (a.decay_steps > 0 || a.min_lr != 0.0))
     usage_error("--decay-steps and --min-lr apply to --lr-schedule cosine or linear only");
   if (a.lr_schedule != "constant" && !a.resume.empty() && a.decay_steps <= 0)
@@ -104,60 +76,50 @@ void check_args(const TrainArgs& a) {
     if (a.layers >= 0 || a.hidden >= 0)
       usage_error("--layers and --hidden describe the built-in models; the model file describes its own");
   }
-  const exec::AsyncOptions async = async_options(a);
-  if (a.schedule.empty() && !async.is_default())
-    usage_error("--vertical-sync, --spectrain-version, --pipemare-anneal and --pipemare-decay need --schedule "
-                "pipedream, spectrain or pipemare");
-  async.validate(a.schedule.empty() ? "custom" : a.schedule, traits.weights);
+  if (a.slow_factor != 1.0 && a.slow_rank < 0) usage_error("--slow-factor needs --slow-rank");
+  if (!a.adapt && (a.adapt_threshold != 1.5 || a.adapt_patience != 3 || !a.profile.empty()))
+    usage_error("--adapt-threshold, --adapt-patience and --profile need --adapt");
+  const bool pipelined = !a.schedule.empty() || !a.schedule_file.empty();
+  if (!pipelined && (!a.trace_file.empty() || !a.svg_file.empty()))
+    usage_error("--trace and --svg need --schedule or --schedule-file");
 }
 
-// What --adapt and its test knobs need, in one place (the AdaptiveTrainer's limits: one pipeline
-// with a synchronous schedule, as threads or one process per rank).
-void check_adapt_args(const TrainArgs& a) {
-  const bool pipelined = !a.schedule.empty() || !a.schedule_file.empty();
-  if ((a.slow_rank >= 0 || a.slow_factor != 1.0) && !pipelined)
-    usage_error("--slow-rank and --slow-factor need --schedule or --schedule-file (they slow one pipeline rank)");
-  if (a.slow_factor != 1.0 && a.slow_rank < 0) usage_error("--slow-factor needs --slow-rank");
-  if (a.slow_rank >= 0 && a.slow_rank >= schedule_ranks(a))
-    usage_error("--slow-rank " + std::to_string(a.slow_rank) + " is not a rank of the schedule's " +
-                std::to_string(schedule_ranks(a)));
-  if (!a.adapt) {
-    if (a.adapt_threshold != 1.5 || a.adapt_patience != 3 || !a.profile.empty())
-      usage_error("--adapt-threshold, --adapt-patience and --profile need --adapt");
-    return;
-  }
-  if (!pipelined)
-    usage_error("--adapt needs a synchronous schedule (--schedule, e.g. 1f1b, or --schedule-file): it re-partitions "
-                "a pipeline");
-  if (!a.schedule.empty() && sched::schedule_traits(a.schedule).windowed())
-    usage_error("--adapt is not supported with schedule " + a.schedule + ": it needs a synchronous schedule");
-  if (a.data_parallel > 1)
-    usage_error("--adapt is not supported with --data-parallel " + std::to_string(a.data_parallel) + " yet");
+// What the run will do besides training (evaluation, checkpoints), against the capability table:
+// refused before the first step rather than when it comes.
+void check_operations(const TrainArgs& a, Trainer& trainer) {
+  auto check = [&](bool asked, Operation operation, const std::string& flag) {
+    if (!asked) return;
+    const Refusal r = operation_refusal(trainer, operation, cli_option_name);
+    if (r.refused()) throw Error(ErrorCode::kInvalidArgument, flag + ": " + r.message);  // a usage error
+  };
+  check(a.eval_every > 0, Operation::kEvaluate, "--eval-every");
+  check(a.checkpoint_every > 0, Operation::kPeriodicCheckpoint, "--checkpoint-every");
+  check(!a.checkpoint.empty(), Operation::kCheckpoint, "--checkpoint");
+  check(!a.resume.empty(), Operation::kLoadCheckpoint, "--resume");
 }
 
 nlohmann::json finite_or_null(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(); }
 
 
-// Layer counts that minimise the slowest stage, from each layer's measured time on the first
-// micro-batch of the data (the data position is left where it was).
-std::vector<int> balanced_partition(const TrainArgs& a, Model& model, DataSource& data) {
+// Each top-level layer's measured seconds on the first micro-batch of the data (the data position
+// is left where it was): what --partition balanced splits by.
+std::vector<double> layer_times(Model& model, DataSource& data) {
   const int64_t position = data.position();
   const Batch sample = data.next();
   data.seek(position);
-  const std::vector<double> times = exec::measure_layer_times(model, sample, 3);
-  return exec::layer_counts(exec::partition_balanced(times, schedule_stages(a)));
+  return exec::measure_layer_times(model, sample, 3);
 }
 
 // --partition balanced under mpirun. The processes hold only their own stages' parameters, so the
 // world's rank 0 builds a whole model of its own for the measurement (freed after it) and sends the
-// counts it chose; every process then runs that one partition. An error there reaches every process.
-std::vector<int> balanced_partition_of_world(const TrainArgs& a, comm::World& world) {
+// times; every process then splits by the same numbers. An error there reaches every process.
+std::vector<double> layer_times_of_world(const TrainArgs& a, comm::World& world) {
   constexpr double kTimeoutSeconds = 600.0;  // the measurement: 3 forward + backward passes of the model
   std::string message;
   if (world.rank() == 0) {
     try {
       Setup whole = make_setup(a);
-      message = nlohmann::json{{"counts", balanced_partition(a, *whole.model, *whole.data)}}.dump();
+      message = nlohmann::json{{"times", layer_times(*whole.model, *whole.data)}}.dump();
     } catch (const Error& e) {
       message = nlohmann::json{{"error", e.what()}, {"code", static_cast<int>(e.code())}}.dump();
     }
@@ -168,15 +130,15 @@ std::vector<int> balanced_partition_of_world(const TrainArgs& a, comm::World& wo
     throw Error(static_cast<ErrorCode>(reply["code"].get<int>()),
                 "--partition balanced (measured by rank 0): " + reply["error"].get<std::string>());
   }
-  return reply["counts"].get<std::vector<int>>();
+  return reply["times"].get<std::vector<double>>();
 }
 
-// Under mpirun (more than one process): what one process per rank does not support yet.
+// Under mpirun (more than one process): each process runs one rank of a schedule, and the outputs
+// that draw one process's timeline are not written yet.
 void check_process_args(const TrainArgs& a, const comm::World& world) {
   const std::string where = " under mpirun (" + std::to_string(world.size()) + " processes)";
   if (a.schedule.empty() && a.schedule_file.empty())
     usage_error("--schedule or --schedule-file is needed" + where + ": each process runs one rank of it");
-  if (!a.devices.empty()) usage_error("--devices is not supported" + where + " yet (CPU ranks only)");
   if (!a.trace_file.empty() || !a.svg_file.empty())
     usage_error("--trace and --svg are not supported" + where + " yet");
 }
@@ -186,7 +148,7 @@ nlohmann::json partition_json(const Model& model, const exec::PipelineTrainer* p
   if (!pipeline) {
     return {{"layers_per_stage", {model.layers().size()}}, {"stage_ranks", {0}}};
   }
-  return {{"layers_per_stage", exec::layer_counts(pipeline->stages())},
+  return {{"layers_per_stage", exec::layer_counts(pipeline->parts().stages.ranges())},
           {"stage_ranks", pipeline->schedule().placement.stage_to_rank}};
 }
 
@@ -231,18 +193,14 @@ nlohmann::json process_memory(comm::World* world) {
   return out;
 }
 
-// The AdaptiveTrainer of --adapt over pipeline options `p`: the profile from --profile or measured
-// now at the run's micro-batch rows (under mpirun by every process, each telling it only if `leader`).
-std::unique_ptr<plan::AdaptiveTrainer> adaptive_trainer(const TrainArgs& a, const exec::PipelineOptions& p,
-                                                        std::shared_ptr<Model> model, bool leader) {
+// --adapt --profile FILE: the profile at the run's micro-batch rows (without --profile the
+// adaptive trainer measures one at its first step).
+std::optional<plan::MicroBatchCosts> adaptation_profile(const TrainArgs& a) {
+  if (!a.adapt || a.profile.empty()) return std::nullopt;
   const int64_t rows = a.batch_size / a.micro_batches;
   nlohmann::json description;
-  const plan::ModelProfile profile = model_profile(a, a.profile, {rows}, 3, a.quiet || a.json || !leader, &description);
-  plan::FailSlowOptions fail_slow;
-  fail_slow.threshold = a.adapt_threshold;
-  fail_slow.patience = a.adapt_patience;
   try {
-    return std::make_unique<plan::AdaptiveTrainer>(std::move(model), p, profile.at_rows(rows), fail_slow);
+    return model_profile(a, a.profile, {rows}, 3, true, &description).at_rows(rows);
   } catch (const Error& e) {
     throw Error(e.code(), std::string("--adapt: ") + e.what());
   }
@@ -271,9 +229,8 @@ std::string describe_adaptation(const plan::Adaptation& m, int patience) {
 int run_train(const TrainArgs& a) {
   Setup setup;
   std::unique_ptr<Trainer> trainer;
-  exec::PipelineTrainer* fixed_pipeline = nullptr;    // the pipelined trainer without --adapt
-  plan::AdaptiveTrainer* adaptive = nullptr;          // with --adapt: its pipeline changes at a move
-  auto pipeline = [&]() -> exec::PipelineTrainer* { return adaptive ? &adaptive->pipeline() : fixed_pipeline; };
+  // The pipelined trainer running now (an adaptive trainer's changes at a move), or null.
+  auto pipeline = [&]() -> exec::PipelineTrainer* { return trainer ? pipeline_of(*trainer) : nullptr; };
   // One process per rank under mpirun (D x P processes with --data-parallel D); a lone process
   // (also `mpirun -np 1`) trains as before.
   std::shared_ptr<comm::World> launch;
@@ -287,13 +244,13 @@ int run_train(const TrainArgs& a) {
   const bool leader = !launch || launch->rank() == 0;  // prints the results
   try {
     check_args(a);
-    check_adapt_args(a);
+    TrainingConfig config = training_config_of(a);
     if (world) {
       check_process_args(a, *world);
-      grid = mpi_backend().process_grid(*launch, a.data_parallel, schedule_ranks(a));
-    } else if (a.data_parallel > 1 && (!a.schedule.empty() || !a.schedule_file.empty())) {
-      usage_error("--data-parallel " + std::to_string(a.data_parallel) + " with a schedule needs one process per rank: "
-                  "mpirun -np " + std::to_string(a.data_parallel * schedule_ranks(a)) + " pipeforge train ...");
+      const int ranks = config.schedule_text.empty() ? a.stages : sched::parse_schedule(config.schedule_text).num_ranks();
+      grid = mpi_backend().process_grid(*launch, a.data_parallel, ranks);
+      config.world = grid.pipeline;
+      config.data_parallel_world = grid.data_parallel;
     }
     {
       std::unique_ptr<DeferParameterAllocation> defer;
@@ -301,74 +258,29 @@ int run_train(const TrainArgs& a) {
       setup = make_setup(a);
     }
     if (a.describe) return describe_model(a, *setup.model);
-    TrainerOptions options;
-    options.micro_batches = a.micro_batches;
-    options.seed = a.seed;
-    options.blas_threads = a.blas_threads;
-    options.optimizer = optimizer_config(a);
-    options.lr_schedule = lr_schedule(a);
-    options.replicas = a.data_parallel;
-    options.validate();
-    if (!a.schedule.empty() || !a.schedule_file.empty()) {
-      exec::PipelineOptions p;
-      p.base = options;
-      p.schedule = a.schedule;
-      if (!a.schedule_file.empty()) p.schedule_text = sched::schedule_to_text(sched::read_schedule_file(a.schedule_file));
-      p.ranks = a.stages;
-      p.chunks = a.chunks;
-      p.seq_slices = a.seq_slices;
-      p.layers_per_stage = a.layers_per_stage;
-      p.activation_policy = a.activation_policy;
-      p.activation_budget_bytes = a.activation_budget;
-      p.offload_dir = a.offload_dir;
-      p.devices = parse_device_list(a.devices);
-      p.world = grid.pipeline;
-      p.data_parallel_world = grid.data_parallel;
-      p.gradient_reduction = a.gradient_reduction;
-      p.async = async_options(a);
-      p.local_head = a.local_head;
-      p.slow_rank = a.slow_rank;
-      p.slow_factor = a.slow_factor;
-      p.validate();
-      if (a.partition == "balanced") {
-        p.layers_per_stage = world ? balanced_partition_of_world(a, *world)
-                                   : balanced_partition(a, *setup.model, *setup.data);
-      } else if (a.partition == "params" && p.layers_per_stage.empty()) {
-        p.layers_per_stage =
-            exec::layer_counts(exec::partition_by_parameters(*setup.model, schedule_stages(a)));
-      }
-      if (a.adapt) {
-        auto adapting = adaptive_trainer(a, p, setup.model, leader);
-        adaptive = adapting.get();
-        trainer = std::move(adapting);
-      } else {
-        auto pipelined = std::make_unique<exec::PipelineTrainer>(setup.model, p);
-        fixed_pipeline = pipelined.get();
-        trainer = std::move(pipelined);
-      }
-    } else {
-      PF_CHECK_ARG(a.trace_file.empty() && a.svg_file.empty(), "--trace and --svg need --schedule or --schedule-file");
-      PF_CHECK_ARG(a.activation_policy == "none" && a.activation_budget == 0 && a.offload_dir.empty(),
-                   "--activation-policy, --activation-budget and --offload-dir need --schedule or --schedule-file");
-      const std::vector<Device> devices = parse_device_list(a.devices);
-      PF_CHECK_ARG(devices.size() <= 1, "--devices ", a.devices, ": the sequential trainer runs on one device");
-      trainer = devices.empty() ? std::make_unique<SequentialTrainer>(setup.model, options)
-                                : std::make_unique<SequentialTrainer>(setup.model, options, devices.front());
-    }
+    TrainerInputs inputs;
+    inputs.names = cli_option_name;
+    inputs.profile = adaptation_profile(a);
+    if (config.pipelined() && config.partition == PartitionKind::kMeasured && config.layers_per_stage.empty())
+      inputs.layer_costs = world ? layer_times_of_world(a, *world) : layer_times(*setup.model, *setup.data);
+    trainer = make_trainer(setup.model, config, inputs);
+    check_operations(a, *trainer);
     if (!a.resume.empty()) {
       resumed_from = resolve_checkpoint(a.resume);
       load_trainer_checkpoint(*trainer, resumed_from);
       setup.data->seek(trainer->metrics().data_position);
     }
   } catch (const Error& e) {
-    // Bad options and unreadable inputs are the caller's to fix: usage errors.
+    // Bad options and unreadable inputs are the caller's to fix: usage errors (a combination that
+    // is not supported yet too: the run cannot start either way).
     if (e.code() == ErrorCode::kInvalidArgument || e.code() == ErrorCode::kNotFound ||
-        e.code() == ErrorCode::kDataLoss) {
+        e.code() == ErrorCode::kDataLoss || e.code() == ErrorCode::kUnimplemented) {
       std::cerr << "pipeforge train: " << e.what() << "\n";
       return kExitUsage;
     }
     throw;
   }
+  plan::AdaptiveTrainer* adaptive = adaptive_of(*trainer);
 
   const Model& model = trainer->model();
   const int64_t first_step = trainer->metrics().step;
@@ -507,9 +419,9 @@ int run_train(const TrainArgs& a) {
     out["data_parallel"] = a.data_parallel;
     out["gradient_reduction"] = a.gradient_reduction;
     out["process_memory"] = memory;  // per process: its stages' parameters, gradients, optimizer state
-    out["asynchronous"] = pipeline() != nullptr && pipeline()->asynchronous();
-    out["local_learning"] = pipeline() != nullptr && pipeline()->local_learning();
-    if (pipeline() && pipeline()->asynchronous()) out["peak_weight_versions"] = peak_versions;
+    out["asynchronous"] = pipeline() != nullptr && pipeline()->plan().schedule.traits.asynchronous();
+    out["local_learning"] = pipeline() != nullptr && pipeline()->plan().schedule.traits.local_learning();
+    if (out["asynchronous"].get<bool>()) out["peak_weight_versions"] = peak_versions;
     if (adaptive) out["adaptations"] = plan::adaptations_to_json(adaptive->adaptations());
     if (save) out["checkpoint"] = a.checkpoint;
     std::cout << out.dump() << std::endl;
@@ -528,12 +440,12 @@ int run_train(const TrainArgs& a) {
       std::printf("%s on %d ranks (%s): measured bubble rate %.4f (mean over the steps)\n",
                   pipeline()->schedule().name.c_str(), ranks, where.c_str(), bubble_rate);
       std::printf("partition: %s top-level layers per stage (stages on ranks %s)\n",
-                  join_numbers(exec::layer_counts(pipeline()->stages())).c_str(),
+                  join_numbers(exec::layer_counts(pipeline()->parts().stages.ranges())).c_str(),
                   join_numbers(pipeline()->schedule().placement.stage_to_rank, ", ").c_str());
-      if (pipeline()->local_learning())
+      if (pipeline()->plan().schedule.traits.local_learning())
         std::printf("local learning: every stage but the last trains on its own %s head; no gradient crosses ranks\n",
                     a.local_head.c_str());
-      if (pipeline()->asynchronous()) {
+      if (pipeline()->plan().schedule.traits.asynchronous()) {
         std::string versions;
         for (int rank = 0; rank < ranks; ++rank)
           versions += (rank ? ", " : "") + std::to_string(peak_versions[static_cast<size_t>(rank)]);

@@ -622,7 +622,8 @@ class PipelineTest(unittest.TestCase):
                      ("selective", {"activation_budget_bytes": 1e12}))  # nothing needs to move
             for policy, extra in cases:
                 with self.subTest(policy=policy), \
-                        trainer(schedule="1f1b", stages=4, activation_policy=policy, **extra) as pipelined:
+                        trainer(schedule="1f1b", stages=4, layers_per_stage=[2, 1, 1, 1],  # the even split
+                                activation_policy=policy, **extra) as pipelined:
                     results = [pipelined.step(*batch) for batch in BATCHES]
                     self.assertEqual([(bits(r.loss), bits(r.grad_norm)) for r in results], expected)
                     self.assertEqual(pipelined.checksum(), checksum)
@@ -834,7 +835,11 @@ class AsyncScheduleTest(NoFlushScheduleTest):
         self.assertNotEqual(self.train_and_drain("pipemare", ranks=3, pipemare_decay=0.0), pipemare)
         self.assertEqual(self.train_and_drain("pipemare", ranks=3, pipemare_anneal_updates=100, pipemare_decay=0.9),
                          pipemare)
-        self.assertNotEqual(self.train_and_drain("spectrain", spectrain_version=2), self.train_and_drain("spectrain"))
+        # The even split: stage 0's BW then runs two linear layers, whose input gradient the
+        # version's weight prediction changes (stage 0 of the parameter split is one linear layer,
+        # whose weight gradient does not depend on the weights).
+        self.assertNotEqual(self.train_and_drain("spectrain", spectrain_version=2, layers_per_stage=[3, 2]),
+                            self.train_and_drain("spectrain", layers_per_stage=[3, 2]))
         self.train_and_drain("pipedream", vertical_sync=True)
         with self.assertRaisesRegex(pipeforge.InvalidArgumentError, "vertical_sync.*spectrain"):
             self.trainer("spectrain", vertical_sync=True)
@@ -932,7 +937,8 @@ class TrainingLoopTest(unittest.TestCase):
                 self.assertEqual(first, again)
                 self.assertEqual(first.loss, result.eval_loss)
                 self.assertEqual(one.checksum(), want)
-                self.assertEqual(one.partition, [3, 2])  # embedding, 2 blocks, LayerNorm, head
+                # Embedding + a block | a block, LayerNorm, head: the split balancing parameters (the default).
+                self.assertEqual(one.partition, [2, 3])
             with self.text_trainer() as half:
                 half.run(3, checkpoint_dir=os.path.join(tmp, "b"), metrics_log=os.path.join(tmp, "b.jsonl"), **loop)
             with self.text_trainer() as rest:

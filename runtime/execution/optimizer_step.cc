@@ -1,0 +1,145 @@
+#include "runtime/execution/optimizer_step.h"
+
+#include <chrono>
+#include <cstring>
+
+#include "runtime/comm/world.h"
+#include "runtime/core/error.h"
+#include "runtime/models/init.h"
+
+namespace pf::exec {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double micros_since(clock_type::time_point start) {
+  return std::chrono::duration<double, std::micro>(clock_type::now() - start).count();
+}
+
+}  // namespace
+
+OptimizerStep::OptimizerStep(const PipelinePlan& plan, const ModelStages& stages, const ParameterOwnership& ownership)
+    : plan_(&plan), stages_(&stages), ownership_(&ownership) {
+  const TrainingConfig& c = plan.config;
+  optimizer_ = make_optimizer(c.base.optimizer);
+  initialize_parameters(ownership.local(), c.base.seed);
+  if (stages.copy()) {
+    copy_optimizer_ = make_optimizer(c.base.optimizer);
+    initialize_parameters(ownership.local_copies(), c.base.seed);
+  }
+  if (c.base.replicas > 1)
+    reducer_ = std::make_unique<GradientReducer>(c.data_parallel_world, parse_gradient_reduction(c.gradient_reduction),
+                                                 c.recv_timeout_seconds);
+}
+
+std::function<void(int stage)> OptimizerStep::allreduce_hook() {
+  if (!reducer_) return {};
+  return [this](int stage) { reducer_->submit(stage, stages_->stage(stage).parameters()); };
+}
+
+void OptimizerStep::set_timeout_seconds(double seconds) {
+  if (reducer_) reducer_->set_timeout_seconds(seconds);
+}
+
+void OptimizerStep::begin_step(const Model& model) {
+  if (copy_stale_) {
+    sync_copy(model);
+    copy_stale_ = false;
+  }
+  if (on_workers() && plan_->config.base.optimizer.clip_norm > 0.0f)
+    squared_norms_.assign(model.parameters().size(), 0.0);
+}
+
+void OptimizerStep::after_rank_actions(int rank, RankStats& stats) {
+  if (!on_workers() || plan_->config.base.optimizer.clip_norm <= 0.0f) return;
+  const auto start = clock_type::now();
+  const auto& params = ownership_->of_rank(rank);
+  const auto& index = ownership_->model_index_of_rank(rank);
+  for (size_t k = 0; k < params.size(); ++k) squared_norms_[index[k]] = grad_squared_norm(*params[k]);
+  stats.optimizer_us += micros_since(start);
+}
+
+std::exception_ptr OptimizerStep::wait_for_reductions() {
+  if (!reducer_) return nullptr;
+  try {
+    reducer_->wait();
+  } catch (...) {
+    return std::current_exception();
+  }
+  return nullptr;
+}
+
+double OptimizerStep::gathered_norm(const Model& model) {
+  comm::World& world = *plan_->config.world;
+  const auto& all = model.parameters();
+  std::vector<double> partial(all.size(), 0.0);
+  for (size_t i = 0; i < all.size(); ++i)
+    if (ownership_->is_local_rank(ownership_->owner(all[i]))) partial[i] = grad_squared_norm(*all[i]);
+  const std::vector<char> gathered = world.all_gather(partial.data(), partial.size() * sizeof(double),
+                                                       plan_->config.recv_timeout_seconds);
+  for (size_t i = 0; i < all.size(); ++i)
+    std::memcpy(&partial[i],
+                gathered.data() + (static_cast<size_t>(ownership_->owner(all[i])) * all.size() + i) * sizeof(double),
+                sizeof(double));
+  return global_norm(partial);
+}
+
+double OptimizerStep::clip(const Model& model) {
+  const float clip = plan_->config.base.optimizer.clip_norm;
+  if (on_workers()) return clip > 0.0f ? global_norm(squared_norms_) : 0.0;
+  double norm = 0.0;
+  if (plan_->optimizer_mode == OptimizerMode::kPerProcess) {
+    norm = clip > 0.0f ? gathered_norm(model) : 0.0;
+    const float scale = clip_scale(norm, clip);
+    if (scale != 1.0f) scale_gradients(ownership_->local(), scale);
+  } else {
+    norm = clip_gradients(ownership_->local(), clip);
+  }
+  // Two pipelines: the second copy's gradients equal the first's; the same scale keeps them so.
+  const float copy_scale = clip_scale(norm, clip);
+  if (copy_scale != 1.0f) scale_gradients(ownership_->local_copies(), copy_scale);
+  return norm;
+}
+
+std::exception_ptr OptimizerStep::apply(
+    double lr, double grad_norm,
+    const std::function<std::exception_ptr(const std::function<void(int)>&)>& run_on_workers,
+    std::vector<RankExecutor::StepOutput>& outputs) {
+  optimizer_->set_lr(static_cast<float>(lr));
+  if (copy_optimizer_) copy_optimizer_->set_lr(static_cast<float>(lr));
+  if (!on_workers()) {
+    optimizer_->step(ownership_->local());
+    if (copy_optimizer_) copy_optimizer_->step(ownership_->local_copies());
+    return nullptr;
+  }
+  // Every slot exists before the workers read the state maps concurrently.
+  optimizer_->begin_step(ownership_->local());
+  if (copy_optimizer_) copy_optimizer_->begin_step(ownership_->local_copies());
+  clip_scale_ = clip_scale(grad_norm, plan_->config.base.optimizer.clip_norm);
+  return run_on_workers([this, &outputs](int rank) {
+    const auto start = clock_type::now();
+    const auto& params = ownership_->of_rank(rank);
+    const auto& copies = ownership_->copies_of_rank(rank);
+    if (clip_scale_ != 1.0f) {
+      scale_gradients(params, clip_scale_);
+      scale_gradients(copies, clip_scale_);  // two pipelines: the copy's gradients equal the first's
+    }
+    optimizer_->update_parameters(params);
+    if (copy_optimizer_) copy_optimizer_->update_parameters(copies);
+    outputs[static_cast<size_t>(rank)].stats.optimizer_us += micros_since(start);
+  });
+}
+
+void OptimizerStep::sync_copy(const Model& model) {
+  Model* copy = stages_->copy();
+  PF_INTERNAL_CHECK(plan_->placement != RankPlacement::kProcesses,
+                    "pipeline trainer: two copies of the model with one process per rank cannot resume yet");
+  const auto& first = model.parameters();
+  const auto& second = copy->parameters();
+  for (size_t i = 0; i < first.size(); ++i) second[i]->value.copy_from(first[i]->value);
+  copy_optimizer_->state().clear();
+  for (const auto& [name, slot] : optimizer_->state()) copy_optimizer_->state().emplace(name, slot.clone());
+  copy_optimizer_->set_steps_taken(optimizer_->steps_taken());
+}
+
+}  // namespace pf::exec

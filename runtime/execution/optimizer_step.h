@@ -1,0 +1,67 @@
+// The optimizer side of a pipeline step, in the mode the plan chose (OptimizerMode): the
+// optimizers (and the second copy's with two pipelines), the data-parallel gradient reduction the
+// ALLREDUCE actions start, the gradient norm and clipping, and the update — on each CPU rank's
+// worker, on the main thread, or per process with the norm gathered from every process. Windowed
+// schedules update inside their steps (AsyncState); this only reports their rate.
+#pragma once
+
+#include <exception>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "runtime/execution/gradient_reducer.h"
+#include "runtime/execution/model_stages.h"
+#include "runtime/execution/parameter_ownership.h"
+#include "runtime/execution/rank_executor.h"
+#include "runtime/optim/optimizer.h"
+#include "runtime/run/resolve.h"
+
+namespace pf::exec {
+
+class OptimizerStep {
+ public:
+  // Makes the optimizers and initialises this process's parameters (both copies) from the seed.
+  OptimizerStep(const PipelinePlan& plan, const ModelStages& stages, const ParameterOwnership& ownership);
+
+  Optimizer& optimizer() const { return *optimizer_; }
+  // True when each rank's worker clips and steps its own stages' parameters.
+  bool on_workers() const { return plan_->optimizer_mode == OptimizerMode::kOnWorkers; }
+  // The executors' ALLREDUCE hook (data parallel; empty with one replica).
+  std::function<void(int stage)> allreduce_hook();
+  void set_timeout_seconds(double seconds);  // of the data-parallel reduction (the plan's for the rest)
+  // A checkpoint was loaded into the first copy: the second takes it before the next step.
+  void copy_is_stale() { copy_stale_ = stages_->copy() != nullptr; }
+
+  // Before the workers start.
+  void begin_step(const Model& model);
+  // Worker `rank`, after its actions (its gradients are final): on the workers with clipping on,
+  // its parameters' squared gradient norms, which overlap the other ranks' remaining work.
+  void after_rank_actions(int rank, RankStats& stats);
+  // After the workers: waits for the data-parallel reductions; their failure is returned.
+  std::exception_ptr wait_for_reductions();
+  // The gradient norm before clipping (0 with clipping off), gradients scaled to the clip. Per
+  // process: a collective over the pipeline's processes.
+  double clip(const Model& model);
+  // Sets the step's learning rate and applies the update; on the workers through `run_on_workers`
+  // (which runs a job on every rank's worker and returns the first failure), whose failure is
+  // returned. `stats`: [rank], where the workers' optimizer time goes.
+  std::exception_ptr apply(double lr, double grad_norm,
+                           const std::function<std::exception_ptr(const std::function<void(int)>&)>& run_on_workers,
+                           std::vector<RankExecutor::StepOutput>& outputs);
+
+ private:
+  void sync_copy(const Model& model);  // the second copy and its optimizer state <- the first's
+  double gathered_norm(const Model& model);  // per process: every parameter's squared norm from its owner
+
+  const PipelinePlan* plan_;
+  const ModelStages* stages_;
+  const ParameterOwnership* ownership_;
+  std::unique_ptr<Optimizer> optimizer_, copy_optimizer_;
+  std::unique_ptr<GradientReducer> reducer_;
+  bool copy_stale_ = false;
+  float clip_scale_ = 1.0f;             // on the workers: the scale of the update phase
+  std::vector<double> squared_norms_;   // on the workers: [model parameter index]
+};
+
+}  // namespace pf::exec

@@ -1,0 +1,477 @@
+#include "runtime/run/capabilities.h"
+
+#include <sstream>
+
+#include "runtime/schedules/generators.h"
+
+namespace pf {
+namespace {
+
+using sched::ActivationPolicy;
+using Facts = CapabilityFacts;
+using Names = OptionNamer;
+
+std::string num(double x) {
+  std::ostringstream out;
+  out << x;
+  return out.str();
+}
+
+std::string policy_name(const Facts& f) { return sched::activation_policy_name(f.policy); }
+std::string family(const Facts& f) { return f.traits.describe(f.schedule); }
+bool measured_policy(const Facts& f) {
+  return f.policy == ActivationPolicy::kSelective || f.policy == ActivationPolicy::kBalance;
+}
+bool file_tier(const Facts& f) {
+  return f.policy == ActivationPolicy::kOffloadFile || (f.policy == ActivationPolicy::kSelective && f.offload_dir);
+}
+bool sequential(const Facts& f) { return !f.pipelined; }
+bool pipelined(const Facts& f) { return f.pipelined; }
+// The schedules whose traits `keep` accepts, joined: "pipedream, pipedream-2bw".
+std::string schedules_where(const std::function<bool(const sched::ScheduleTraits&)>& keep) {
+  std::string out;
+  for (const std::string& n : sched::generator_names_where(keep)) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+std::string stashing_schedules() {
+  return schedules_where([](const sched::ScheduleTraits& t) { return t.stashes_weights; });
+}
+std::string local_schedules() {
+  return schedules_where([](const sched::ScheduleTraits& t) { return t.local_learning(); });
+}
+std::string slicing_schedules() {
+  return schedules_where([](const sched::ScheduleTraits& t) { return t.slices_sequences; });
+}
+std::string windowed_schedules() {
+  return schedules_where([](const sched::ScheduleTraits& t) { return t.windowed(); });
+}
+
+// The asynchronous options and the method each belongs to.
+struct AsyncOption {
+  const char* key;
+  sched::WeightVersioning owner;
+  const char* owner_name;
+  bool (*set)(const AsyncOptions&);
+};
+const AsyncOption kAsyncOptions[] = {
+    {"async.vertical_sync", sched::WeightVersioning::kPipeDream, "pipedream",
+     [](const AsyncOptions& a) { return a.vertical_sync != AsyncOptions().vertical_sync; }},
+    {"async.spectrain_version", sched::WeightVersioning::kSpecTrain, "spectrain",
+     [](const AsyncOptions& a) { return a.spectrain_version != AsyncOptions().spectrain_version; }},
+    {"async.pipemare_anneal_updates", sched::WeightVersioning::kPipeMare, "pipemare",
+     [](const AsyncOptions& a) { return a.pipemare_anneal_updates != AsyncOptions().pipemare_anneal_updates; }},
+    {"async.pipemare_decay", sched::WeightVersioning::kPipeMare, "pipemare",
+     [](const AsyncOptions& a) { return a.pipemare_decay != AsyncOptions().pipemare_decay; }},
+};
+// The first asynchronous option `f` sets that its schedule does not have (nullptr when none).
+const AsyncOption* foreign_async_option(const Facts& f) {
+  for (const AsyncOption& o : kAsyncOptions)
+    if (o.set(f.async) && (!f.pipelined || f.traits.weights != o.owner)) return &o;
+  return nullptr;
+}
+
+Capability rule(std::string id, Operation op, std::vector<std::string> options, std::string summary, ErrorCode code,
+                std::function<bool(const Facts&)> refuses,
+                std::function<std::string(const Facts&, const Names&)> message) {
+  return Capability{std::move(id),   op,   std::move(options), std::move(summary), code, std::move(refuses),
+                    std::move(message)};
+}
+
+std::vector<Capability> make_table() {
+  const Operation T = Operation::kTrain;
+  const ErrorCode bad = ErrorCode::kInvalidArgument, later = ErrorCode::kUnimplemented,
+                  state = ErrorCode::kFailedPrecondition;
+  std::vector<Capability> t;
+  // ---- The sequential trainer (no schedule): the pipeline's options need a schedule.
+  t.push_back(rule(
+      "sequential-activation-policy", T, {"activation_policy", "activation_budget_bytes", "offload_dir"},
+      "an activation policy for the sequential trainer", bad,
+      [](const Facts& f) {
+        return sequential(f) && (f.policy != ActivationPolicy::kNone || f.activation_budget_bytes != 0 || f.offload_dir);
+      },
+      [](const Facts& f, const Names& n) {
+        return n("activation_policy") + " '" + policy_name(f) + "', " + n("activation_budget_bytes") + " and " +
+               n("offload_dir") + " apply to pipelined training, but no schedule is set: set " + n("schedule") +
+               " or " + n("schedule_text");
+      }));
+  t.push_back(rule(
+      "sequential-async-options", T, {"async.*"}, "an asynchronous method's option without its schedule", bad,
+      [](const Facts& f) { return sequential(f) && foreign_async_option(f) != nullptr; },
+      [](const Facts& f, const Names& n) {
+        const AsyncOption& o = *foreign_async_option(f);
+        return n(o.key) + " applies to schedule " + o.owner_name + " only, but no schedule is set (set " +
+               n("schedule") + ")";
+      }));
+  t.push_back(rule(
+      "sequential-local-head", T, {"local_head"}, "a local-learning head without a local-learning schedule", bad,
+      [](const Facts& f) { return sequential(f) && f.local_head != "auto"; },
+      [](const Facts& f, const Names& n) {
+        return n("local_head") + " is '" + f.local_head + "': it applies to the local-learning schedules (" +
+               local_schedules() + ") only, but no schedule is set (set " + n("schedule") + ")";
+      }));
+  t.push_back(rule(
+      "sequential-seq-slices", T, {"seq_slices"}, "sequence slices without a schedule that slices sequences", bad,
+      [](const Facts& f) { return sequential(f) && f.seq_slices > 1; },
+      [](const Facts& f, const Names& n) {
+        return n("seq_slices") + " is " + std::to_string(f.seq_slices) +
+               ": it needs a pipelined schedule that slices sequences, and no schedule is set (set " + n("schedule") +
+               " to " + slicing_schedules() + ")";
+      }));
+  t.push_back(rule(
+      "sequential-slow-rank", T, {"slow_rank", "slow_factor"}, "a slowed rank without a pipeline", bad,
+      [](const Facts& f) { return sequential(f) && f.slow_factor != 1.0; },
+      [](const Facts& f, const Names& n) {
+        return n("slow_factor") + " is " + num(f.slow_factor) + " but no schedule is set: " + n("slow_rank") + " and " +
+               n("slow_factor") + " need " + n("schedule") + " or " + n("schedule_text") + " (they slow one pipeline rank)";
+      }));
+  t.push_back(rule(
+      "sequential-adaptation", T, {"adaptation"}, "adaptation without a pipeline", bad,
+      [](const Facts& f) { return sequential(f) && f.adapt; },
+      [](const Facts&, const Names& n) {
+        return n("adaptation") + " needs a synchronous schedule (" + n("schedule") + ", e.g. 1f1b, or " +
+               n("schedule_text") + "): it re-partitions a pipeline, and no schedule is set";
+      }));
+  t.push_back(rule(
+      "sequential-devices", T, {"devices"}, "more than one device for the sequential trainer", bad,
+      [](const Facts& f) { return sequential(f) && f.devices > 1; },
+      [](const Facts& f, const Names& n) {
+        return n("devices") + " has " + std::to_string(f.devices) +
+               " entries: the sequential trainer (no schedule) runs on one device";
+      }));
+
+  t.push_back(rule(
+      "sequential-ranks", T, {"ranks", "chunks"}, "pipeline ranks or chunks without a schedule", bad,
+      [](const Facts& f) { return sequential(f) && (f.ranks > 1 || f.chunks > 1); },
+      [](const Facts& f, const Names& n) {
+        const bool ranks = f.ranks > 1;
+        return n(ranks ? "ranks" : "chunks") + " " + std::to_string(ranks ? f.ranks : f.chunks) +
+               " needs a schedule, and no schedule is set (the run would be sequential): set " + n("schedule") +
+               " (e.g. 1f1b) or " + n("schedule_text");
+      }));
+
+  // ---- What a schedule carries.
+  t.push_back(rule(
+      "text-windowed-actions", T, {"schedule_text"}, "a schedule text with UPDATE or HEAD actions", later,
+      [](const Facts& f) { return pipelined(f) && f.text_has_windowed_actions; },
+      [](const Facts& f, const Names&) {
+        return "pipeline trainer: schedule '" + f.schedule +
+               "' has UPDATE or HEAD actions: asynchronous and local-learning schedules run from their generators "
+               "only (" + windowed_schedules() + ")";
+      }));
+  t.push_back(rule(
+      "local-head-schedule", T, {"local_head"}, "a local-learning head with another schedule", bad,
+      [](const Facts& f) { return pipelined(f) && f.local_head != "auto" && !f.traits.local_learning(); },
+      [](const Facts& f, const Names& n) {
+        return n("local_head") + " '" + f.local_head + "' applies to the local-learning schedules (" +
+               local_schedules() + ") only, not to '" + f.schedule + "'";
+      }));
+  t.push_back(rule(
+      "async-option-method", T, {"async.*"}, "an asynchronous method's option with another schedule", bad,
+      [](const Facts& f) { return pipelined(f) && foreign_async_option(f) != nullptr; },
+      [](const Facts& f, const Names& n) {
+        const AsyncOption& o = *foreign_async_option(f);
+        return "option " + n(o.key) + " applies to schedule " + o.owner_name + " only, not to '" + f.schedule + "'";
+      }));
+
+  // ---- Sequence slices.
+  t.push_back(rule(
+      "seq-slices-schedule", T, {"seq_slices", "schedule"}, "sequence slices with a schedule that does not slice", bad,
+      [](const Facts& f) { return pipelined(f) && f.seq_slices != f.schedule_seq_slices; },
+      [](const Facts& f, const Names& n) {
+        if (f.schedule == "custom")
+          return n("schedule_text") + " has seq_slices " + std::to_string(f.schedule_seq_slices) + ", " +
+                 n("seq_slices") + " is " + std::to_string(f.seq_slices);
+        return f.schedule + " does not slice sequences: seq_slices must be 1, got " + std::to_string(f.seq_slices) +
+               " (" + slicing_schedules() + " takes seq_slices > 1)";
+      }));
+  t.push_back(rule(
+      "seq-slices-policy", T, {"seq_slices", "activation_policy"}, "sequence slices with an activation policy", bad,
+      [](const Facts& f) { return pipelined(f) && f.seq_slices > 1 && f.policy != ActivationPolicy::kNone; },
+      [](const Facts& f, const Names&) {
+        return "seq_slices " + std::to_string(f.seq_slices) + " needs activation_policy none, got '" + policy_name(f) +
+               "' (a slice's context holds the keys and values later slices read)";
+      }));
+  t.push_back(rule(
+      "seq-slices-threads", T, {"seq_slices", "replicas", "world"},
+      "sequence slices with data parallelism or one process per rank", bad,
+      [](const Facts& f) {
+        return pipelined(f) && f.seq_slices > 1 && (f.replicas > 1 || f.placement == RankPlacement::kProcesses);
+      },
+      [](const Facts& f, const Names&) {
+        return "seq_slices " + std::to_string(f.seq_slices) +
+               " runs every rank as a thread of one process with one replica (replicas " + std::to_string(f.replicas) +
+               (f.placement == RankPlacement::kProcesses ? ", a world of processes)" : ")");
+      }));
+  t.push_back(rule(
+      "seq-slices-cpu", T, {"seq_slices", "devices"}, "sequence slices on GPUs", bad,
+      [](const Facts& f) { return pipelined(f) && f.seq_slices > 1 && f.placement == RankPlacement::kGpu; },
+      [](const Facts& f, const Names&) {
+        return "seq_slices " + std::to_string(f.seq_slices) + " runs on the CPU only; devices[0] is a CUDA device";
+      }));
+  t.push_back(rule(
+      "seq-slices-tokens", T, {"seq_slices"}, "sequence slices of a model that reads features", bad,
+      [](const Facts& f) { return pipelined(f) && f.seq_slices > 1 && !f.token_model; },
+      [](const Facts& f, const Names&) {
+        return "seq_slices " + std::to_string(f.seq_slices) +
+               " slices token sequences; this model reads features (use a token model such as the GPT)";
+      }));
+  t.push_back(rule(
+      "seq-slices-length", T, {"seq_slices"}, "sequence slices that do not divide the sequence", bad,
+      [](const Facts& f) {
+        return pipelined(f) && f.seq_slices > 1 && f.token_model && f.seq_len % f.seq_slices != 0;
+      },
+      [](const Facts& f, const Names&) {
+        return "seq_slices " + std::to_string(f.seq_slices) + " must divide the model's seq_len " +
+               std::to_string(f.seq_len);
+      }));
+
+  // ---- Adaptation.
+  t.push_back(rule(
+      "adaptation-schedule", T, {"adaptation", "schedule"}, "adaptation with an asynchronous, local or two-pipeline schedule",
+      bad, [](const Facts& f) { return pipelined(f) && f.adapt && (f.traits.windowed() || f.pipelines > 1); },
+      [](const Facts& f, const Names& n) {
+        return n("adaptation") + " is not supported with schedule '" + f.schedule +
+               "': it needs a synchronous schedule with one pipeline";
+      }));
+  t.push_back(rule(
+      "adaptation-replicas", T, {"adaptation", "replicas"}, "adaptation with data parallelism", bad,
+      [](const Facts& f) { return pipelined(f) && f.adapt && f.replicas > 1; },
+      [](const Facts& f, const Names& n) {
+        return n("adaptation") + " is not supported with " + n("replicas") + " " + std::to_string(f.replicas) + " yet";
+      }));
+
+  // ---- Data parallelism.
+  t.push_back(rule(
+      "replicas-processes", T, {"replicas", "world"}, "data parallelism with the ranks as threads", bad,
+      [](const Facts& f) {
+        return pipelined(f) && f.replicas > 1 && (f.placement != RankPlacement::kProcesses || !f.data_parallel_world);
+      },
+      [](const Facts& f, const Names& n) {
+        return n("replicas") + " " + std::to_string(f.replicas) +
+               " with a schedule needs one process per rank: launch D x P processes, e.g. mpirun -np " +
+               std::to_string(f.replicas * f.ranks);
+      }));
+
+  // ---- Asynchronous and local-learning schedules.
+  t.push_back(rule(
+      "windowed-replicas", T, {"schedule", "replicas"}, "data parallelism with an asynchronous or local schedule", bad,
+      [](const Facts& f) { return pipelined(f) && f.traits.windowed() && f.replicas > 1; },
+      [](const Facts& f, const Names&) {
+        return family(f) + " with " + std::to_string(f.replicas) +
+               " data-parallel replicas is not supported (each stage updates itself; replicas 1)";
+      }));
+  t.push_back(rule(
+      "windowed-clipping", T, {"schedule", "optimizer.clip_norm"}, "gradient clipping with an asynchronous or local schedule",
+      bad, [](const Facts& f) { return pipelined(f) && f.traits.windowed() && f.clip_norm != 0.0f; },
+      [](const Facts& f, const Names& n) {
+        return n("optimizer.clip_norm") + " " + num(f.clip_norm) + " cannot apply to " + family(f) +
+               ": each stage updates on its own, so there is no global gradient norm (use clip_norm 0)";
+      }));
+  t.push_back(rule(
+      "windowed-lr-schedule", T, {"schedule", "lr_schedule"}, "a learning-rate schedule with an asynchronous or local schedule",
+      bad, [](const Facts& f) { return pipelined(f) && f.traits.windowed() && !f.constant_lr; },
+      [](const Facts& f, const Names&) {
+        return "learning-rate schedule '" + f.lr_schedule + "' (warm-up " + std::to_string(f.warmup_steps) +
+               " steps) is not supported with " + family(f) +
+               " yet: its stages update per micro-batch with their own rates (use a constant one)";
+      }));
+  t.push_back(rule(
+      "local-policy", T, {"schedule", "activation_policy"}, "an activation policy with local learning", bad,
+      [](const Facts& f) { return pipelined(f) && f.traits.local_learning() && f.policy != ActivationPolicy::kNone; },
+      [](const Facts& f, const Names&) {
+        return "activation policy '" + policy_name(f) + "' cannot apply to " + family(f) +
+               ": each stage's backward runs right after its forward and head (use activation policy none)";
+      }));
+  t.push_back(rule(
+      "async-recompute", T, {"schedule", "activation_policy"}, "recompute with an asynchronous schedule that keeps no weights",
+      bad,
+      [](const Facts& f) {
+        return pipelined(f) && f.traits.asynchronous() && f.policy == ActivationPolicy::kRecompute &&
+               !f.traits.stashes_weights;
+      },
+      [](const Facts& f, const Names&) {
+        return "activation policy 'recompute' cannot apply to " + family(f) +
+               ": it keeps no copy of the weights a forward used, so a recomputed forward would not rebuild its "
+               "activations (recompute works with " + stashing_schedules() + ")";
+      }));
+  t.push_back(rule(
+      "async-policy", T, {"schedule", "activation_policy"}, "offloading with an asynchronous schedule", bad,
+      [](const Facts& f) {
+        return pipelined(f) && f.traits.asynchronous() && f.policy != ActivationPolicy::kNone &&
+               f.policy != ActivationPolicy::kRecompute;
+      },
+      [](const Facts& f, const Names&) {
+        return "activation policy '" + policy_name(f) + "' cannot apply to " + family(f) +
+               ": its micro-batches stay in flight across steps (use none, or recompute with " + stashing_schedules() +
+               ")";
+      }));
+  t.push_back(rule(
+      "windowed-gpu", T, {"schedule", "devices"}, "asynchronous or local schedules on GPUs", later,
+      [](const Facts& f) { return pipelined(f) && f.traits.windowed() && f.placement == RankPlacement::kGpu; },
+      [](const Facts& f, const Names&) {
+        return "pipeline trainer: " + family(f) + " on CUDA devices is not supported yet; run it on the CPU";
+      }));
+
+  // ---- Placement.
+  t.push_back(rule(
+      "processes-gpu", T, {"world", "devices"}, "CUDA ranks in separate processes", bad,
+      [](const Facts& f) { return pipelined(f) && f.placement == RankPlacement::kProcesses && f.cuda_devices > 0; },
+      [](const Facts& f, const Names& n) {
+        return n("devices") + " names " + f.first_cuda_device + ": " + f.first_cuda_device +
+               " is not supported with one process per rank yet (CPU ranks only)";
+      }));
+  t.push_back(rule(
+      "processes-measured-policy", T, {"world", "activation_policy"}, "selective or balance with one process per rank",
+      later,
+      [](const Facts& f) { return pipelined(f) && f.placement == RankPlacement::kProcesses && measured_policy(f); },
+      [](const Facts& f, const Names&) {
+        return "pipeline trainer: activation policy '" + policy_name(f) +
+               "' is planned from every stage's measured bytes, which one process per rank cannot measure yet; use "
+               "none, recompute, offload-host or offload-file";
+      }));
+  t.push_back(rule(
+      "gpu-policy", T, {"devices", "activation_policy", "offload_dir"}, "the file tier or balance on GPUs", later,
+      [](const Facts& f) {
+        return pipelined(f) && f.placement == RankPlacement::kGpu &&
+               (file_tier(f) || f.policy == ActivationPolicy::kBalance);
+      },
+      [](const Facts& f, const Names&) {
+        return "pipeline trainer: activation policy '" + policy_name(f) + "'" +
+               (file_tier(f) && f.policy == ActivationPolicy::kSelective ? " with offload_dir" : "") +
+               " is not supported on CUDA devices yet: use offload-host, selective without offload_dir, recompute "
+               "or none";
+      }));
+
+  // ---- Two pipelines (bitpipe).
+  t.push_back(rule(
+      "two-pipelines-gpu", T, {"schedule", "devices"}, "two copies of the model on GPUs", later,
+      [](const Facts& f) { return pipelined(f) && f.pipelines > 1 && f.placement == RankPlacement::kGpu; },
+      [](const Facts& f, const Names&) {
+        return "pipeline trainer: schedule '" + f.schedule +
+               "' trains two copies of the model (pipelines 2) on the CPU only yet";
+      }));
+  t.push_back(rule(
+      "two-pipelines-replicas", T, {"schedule", "replicas"}, "two copies of the model with data parallelism", bad,
+      [](const Facts& f) { return pipelined(f) && f.pipelines > 1 && f.replicas > 1; },
+      [](const Facts& f, const Names&) {
+        return "replicas " + std::to_string(f.replicas) + ": schedule '" + f.schedule +
+               "' trains two copies of the model (pipelines 2), which is data parallelism of its own; use replicas 1";
+      }));
+  t.push_back(rule(
+      "two-pipelines-measured-policy", T, {"schedule", "activation_policy"}, "selective or balance with two copies",
+      later, [](const Facts& f) { return pipelined(f) && f.pipelines > 1 && measured_policy(f); },
+      [](const Facts& f, const Names&) {
+        return "pipeline trainer: activation policy '" + policy_name(f) + "' with schedule '" + f.schedule +
+               "', which trains two copies of the model (pipelines 2), is not supported yet; use none, recompute, "
+               "offload-host or offload-file";
+      }));
+
+  // ---- Evaluation and checkpoints.
+  t.push_back(rule(
+      "evaluate-windowed", Operation::kEvaluate, {"schedule"}, "evaluation with an asynchronous or local schedule", state,
+      [](const Facts& f) { return pipelined(f) && f.traits.windowed(); },
+      [](const Facts& f, const Names&) {
+        return "evaluation is not supported with " + family(f) +
+               " yet: it keeps micro-batches in flight between steps (evaluation runs with synchronous schedules)";
+      }));
+  t.push_back(rule(
+      "checkpoint-state", Operation::kCheckpoint, {"schedule"}, "checkpoints of a schedule whose state is not saved yet",
+      state,  // code_for_checkpoint() below: unimplemented for an asynchronous method's state
+      [](const Facts& f) { return pipelined(f) && !f.traits.checkpointable(); },
+      [](const Facts& f, const Names&) {
+        return "checkpoints of " + family(f) + " are not supported yet (" + f.traits.checkpoint_refusal + ")";
+      }));
+  t.push_back(rule(
+      "checkpoint-two-pipelines-processes", Operation::kLoadCheckpoint, {"schedule", "world"},
+      "resuming two copies of the model with one process per rank", later,
+      [](const Facts& f) { return pipelined(f) && f.pipelines > 1 && f.placement == RankPlacement::kProcesses; },
+      [](const Facts& f, const Names&) {
+        return "schedule '" + f.schedule +
+               "' (two copies of the model) with one process per rank cannot resume from a checkpoint yet";
+      }));
+  t.push_back(rule(
+      "periodic-checkpoint-windowed", Operation::kPeriodicCheckpoint, {"schedule"},
+      "checkpoints every N steps with an asynchronous or local schedule", bad,
+      [](const Facts& f) { return pipelined(f) && f.traits.windowed(); },
+      [](const Facts& f, const Names&) {
+        return "periodic checkpoints are not supported with " + family(f) +
+               " yet: its micro-batches stay in flight between steps (it checkpoints at the end)";
+      }));
+  return t;
+}
+
+// An asynchronous method's unsaved state is unimplemented; local learning's heads are the
+// trainer's state (kFailedPrecondition, as since 0.4).
+ErrorCode code_of(const Capability& c, const Facts& f) {
+  if (c.id == "checkpoint-state" && f.traits.asynchronous()) return ErrorCode::kUnimplemented;
+  return c.code;
+}
+
+}  // namespace
+
+const char* operation_name(Operation operation) {
+  switch (operation) {
+    case Operation::kTrain: return "train";
+    case Operation::kEvaluate: return "evaluate";
+    case Operation::kCheckpoint: return "checkpoint";
+    case Operation::kLoadCheckpoint: return "resume";
+    case Operation::kPeriodicCheckpoint: return "periodic checkpoints";
+  }
+  return "?";
+}
+
+std::string runtime_option_name(const std::string& key) { return key; }
+
+const std::vector<Capability>& capability_table() {
+  static const std::vector<Capability> table = make_table();
+  return table;
+}
+
+Refusal find_refusal(const CapabilityFacts& facts, Operation operation, const OptionNamer& names) {
+  for (const Capability& c : capability_table()) {
+    const bool applies = c.operation == operation ||
+                         (operation == Operation::kLoadCheckpoint && c.operation == Operation::kCheckpoint);
+    if (applies && c.refuses(facts)) return {code_of(c, facts), c.message(facts, names)};
+  }
+  return {};
+}
+
+void check_capabilities(const CapabilityFacts& facts, Operation operation, const OptionNamer& names) {
+  const Refusal r = find_refusal(facts, operation, names);
+  if (r.refused()) throw Error(r.code, r.message);
+}
+
+std::string capabilities_text() {
+  std::ostringstream out;
+  out << "What PipeForge refuses to combine (one table; each refusal names the options at fault):\n";
+  Operation last = Operation::kTrain;
+  bool first = true;
+  for (const Capability& c : capability_table()) {
+    if (first || c.operation != last) out << "\n" << operation_name(c.operation) << ":\n";
+    first = false;
+    last = c.operation;
+    std::string options;
+    for (const std::string& o : c.options) options += (options.empty() ? "" : ", ") + o;
+    out << "  " << c.summary << "  [" << options << "; " << error_code_name(c.code) << "]\n";
+  }
+  return out.str();
+}
+
+std::string capabilities_markdown() {
+  std::ostringstream out;
+  out << "# What may combine with what\n\n"
+      << "Generated from the capability table (`runtime/run/capabilities.cc`) by `pipeforge train "
+         "--capabilities --markdown`; a test keeps this file equal to it. Each row is a combination PipeForge "
+         "refuses, with the operation it guards, the options it concerns and the error code of the refusal, "
+         "whose message names the options as the front-end spells them.\n\n"
+      << "| operation | refused | options | code | rule |\n| --- | --- | --- | --- | --- |\n";
+  for (const Capability& c : capability_table()) {
+    std::string options;
+    for (const std::string& o : c.options) options += (options.empty() ? "`" : ", `") + o + "`";
+    out << "| " << operation_name(c.operation) << " | " << c.summary << " | " << options << " | "
+        << error_code_name(c.code) << " | `" << c.id << "` |\n";
+  }
+  return out.str();
+}
+
+}  // namespace pf

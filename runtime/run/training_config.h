@@ -1,0 +1,121 @@
+// The one value that says how to train: every trainer option, grouped, with no logic. The command
+// line (flags and config file), the C API's pf_trainer_options (and through it every binding) and
+// `train --plan` all fill one of these; resolve() (resolve.h) checks it against the capability
+// table (capabilities.h) and turns it into a plan, and make_trainer() (make_trainer.h) builds the
+// trainer. docs/ARCHITECTURE.md draws the flow.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/tensor/device.h"
+#include "runtime/train/trainer.h"
+
+namespace pf {
+namespace comm {
+class World;
+}  // namespace comm
+
+// How the model's top-level layers are split into stages when layers_per_stage is empty.
+enum class PartitionKind {
+  kParameters,  // balanced parameter counts (the default everywhere since 0.11; DeepSpeed's too)
+  kEven,        // balanced layer counts (the first num_layers % stages stages get one more)
+  kMeasured,    // balanced measured per-layer time (make_trainer times one micro-batch)
+};
+
+// The asynchronous methods' options; each applies to one method only (the capability table refuses
+// it for any other schedule, naming both).
+struct AsyncOptions {
+  bool vertical_sync = false;             // pipedream only
+  int spectrain_version = 1;              // spectrain only: 1 (the paper, default) or 2
+  int64_t pipemare_anneal_updates = 100;  // pipemare only: K, updates over which lr anneals (0: none)
+  float pipemare_decay = 0.9f;            // pipemare only: g of the discrepancy average, in [0, 1)
+  bool is_default() const {
+    const AsyncOptions d;
+    return vertical_sync == d.vertical_sync && spectrain_version == d.spectrain_version &&
+           pipemare_anneal_updates == d.pipemare_anneal_updates && pipemare_decay == d.pipemare_decay;
+  }
+};
+
+// Fail-slow adaptation (docs/PLANNING.md, "Adapting to a slow rank"): a synchronous pipeline
+// re-partitions itself when a rank stays `threshold` times slower than predicted (against the
+// fastest) for `patience` steps in a row.
+struct AdaptationConfig {
+  bool enabled = false;
+  double threshold = 1.5;
+  int patience = 3;
+};
+
+struct TrainingConfig {
+  // ---- Optimizer, learning-rate schedule, data split and initialisation: micro_batches (m, per
+  // replica), replicas (D), seed, blas_threads (per worker thread).
+  TrainerOptions base;
+
+  // ---- Schedule. `schedule` empty and no schedule_text: the sequential trainer (no pipeline).
+  std::string schedule;               // a registered generator name (pf::sched::generator_names())
+  std::string schedule_text;          // non-empty: a schedule in text form, used instead of `schedule`
+  int ranks = 1;                      // p (generator schedules)
+  int chunks = 1;                     // v (interleaved-1f1b, interleaved-zb, bfs; the V schedules use 2)
+  // S, sequence slices per micro-batch (docs/SCHEDULES.md, "Sequence-sliced 1F1B"): a schedule that
+  // slices sequences (seq1f1b) runs each micro-batch as S slices of its token sequence, the loss of
+  // each scaled by 1 / (m S). Needs a token model whose seq_len S divides.
+  int seq_slices = 1;
+
+  // ---- Model split: top-level layers per stage; empty = split as `partition` says.
+  std::vector<int> layers_per_stage;
+  PartitionKind partition = PartitionKind::kParameters;
+
+  // ---- Placement. devices empty (or all CPU): the CPU; one entry: every rank there; else one per
+  // rank. world null: every rank a thread of this process; else this process is rank
+  // world->rank() of the schedule's ranks (docs/EXECUTION.md, "Several processes").
+  std::vector<Device> devices;
+  std::shared_ptr<comm::World> world;
+  // Non-empty: worker r is pinned to CPU cpu_affinity[r % size] (Linux pthread_setaffinity_np).
+  std::vector<int> cpu_affinity;
+
+  // ---- Activation memory (docs/MEMORY.md): "none", "recompute", "offload-host", "offload-file",
+  // "selective" (needs activation_budget_bytes, per rank) or "balance".
+  std::string activation_policy = "none";
+  double activation_budget_bytes = 0;
+  std::string offload_dir;            // file tier directory (created if missing); empty = $TMPDIR or /tmp
+
+  // ---- Data parallel (base.replicas = D > 1; docs/EXECUTION.md, "Data parallel"): this process's
+  // group across the replicas, and how gradients are reduced: "allreduce" (within float rounding of
+  // the deterministic sum) or "deterministic" (bitwise equal to SequentialTrainer).
+  std::shared_ptr<comm::World> data_parallel_world;
+  std::string gradient_reduction = "allreduce";
+
+  // ---- Asynchronous and local-learning schedules (docs/SCHEDULES.md).
+  AsyncOptions async;
+  // The auxiliary heads of local learning: "auto", "linear", "layernorm-linear" or "mlp".
+  std::string local_head = "auto";
+
+  // ---- Adaptation, and its test knob: rank slow_rank's compute runs slow_factor (>= 1) times as
+  // long (-1: none).
+  AdaptationConfig adaptation;
+  int slow_rank = -1;
+  double slow_factor = 1.0;
+
+  // ---- The runtime's own knobs.
+  double recv_timeout_seconds = 60.0;  // a RECV (or a SEND into a full mailbox) waiting longer fails
+  int mailbox_capacity = 64;           // messages queued per (source, destination) rank pair
+  double spin_seconds = 20e-6;         // a waiting rank polls this long before it sleeps
+  bool record_timeline = true;         // timestamp every action into last_timeline()
+  // Synchronous schedules, CPU threads: each rank's worker clips and steps its own stages'
+  // parameters (docs/EXECUTION.md, "The optimizer on the ranks"); false: the main thread steps
+  // them all (the baseline bench/pipeline:rank_optimizer measures).
+  bool rank_optimizer = true;
+  // Bubble filling (PipeFill, docs/PLANNING.md "Filling the bubbles"): synchronous schedules, ranks
+  // as CPU threads. From the second step on each rank calls bubble_fill(rank, seconds) where the
+  // last step's timeline had it waiting, with bubble_fill_safety times that wait.
+  std::function<double(int rank, double budget_seconds)> bubble_fill;
+  double bubble_fill_safety = 0.65;
+
+  // True when a schedule is set (the sequential trainer otherwise).
+  bool pipelined() const { return !schedule.empty() || !schedule_text.empty(); }
+};
+
+}  // namespace pf
