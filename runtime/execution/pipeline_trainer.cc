@@ -55,6 +55,7 @@ struct PipelineTrainer::Step {
   const std::vector<Batch>* micro = nullptr;
   const sched::Schedule* evaluation = nullptr;  // kEvaluate: the forward-only schedule
   clock_type::time_point t0;
+  clock_type::time_point optimizer_start;  // after the workers: clipping and the update
   std::vector<RankExecutor::StepOutput> outputs;  // per rank
 };
 
@@ -265,9 +266,29 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batche
   // Sequence slices: the executors run one unit (micro-batch slice) per schedule micro-batch number.
   const std::vector<Batch> units =
       c.seq_slices > 1 ? split_into_sequence_slices(micro_batches, c.seq_slices) : std::vector<Batch>();
-  const int unit_count = static_cast<int>(c.seq_slices > 1 ? units.size() : micro_batches.size());
   Step step;
   step.micro = c.seq_slices > 1 ? &units : on_devices;
+  const std::vector<mem::StoreStats> store_stats = run_pipeline(step);
+  StepResult result = finish_step(step, static_cast<int>(step.micro->size()), window);
+  for (const Batch& b : step_micro_batches) {
+    result.samples += b.rows();
+    result.tokens += b.targets.numel();
+  }
+  const auto end = clock_type::now();
+  result.seconds = std::chrono::duration<double>(end - start).count();
+  report_.collect(step.outputs, store_stats);
+  if (plan_.fills_bubbles) report_.plan_bubble_fill(executors_);
+  result.bubble_rate = report_.stats().bubble_rate;
+  for (const RankStats& rs : report_.stats().ranks)
+    result.peak_activation_bytes.push_back(static_cast<int64_t>(rs.peak_activation_bytes));
+  report_.finish(result, std::chrono::duration<double, std::micro>(end - start).count(),
+                 std::chrono::duration<double, std::micro>(end - step.optimizer_start).count(),
+                 optimizer_.on_workers());
+  return result;
+}
+
+std::vector<mem::StoreStats> PipelineTrainer::run_pipeline(Step& step) {
+  const bool windowed = async_.windowed();
   step.outputs.assign(static_cast<size_t>(plan_.schedule.num_ranks()), RankExecutor::StepOutput());
   // Windowed schedules: messages sent at the end of the last step are still to be received.
   if (!windowed) group_->reset();
@@ -286,41 +307,32 @@ StepResult PipelineTrainer::run_step(const std::vector<Batch>& step_micro_batche
     if (!error) error = reduction;
     group_->rank_failed(local_ranks(plan_, ownership_).front(), describe_exception(reduction));
   }
-  const std::vector<mem::StoreStats> store_stats = memory_.finish_step(&error);
+  std::vector<mem::StoreStats> store_stats = memory_.finish_step(&error);
   if (error) {
     if (windowed) async_.mark_failed();
     fail_step(error);
   }
+  return store_stats;
+}
 
+StepResult PipelineTrainer::finish_step(Step& step, int units, int64_t window) {
+  const TrainingConfig& c = plan_.config;
   StepResult result;
-  const std::vector<float> losses = report_.losses(step.outputs, schedule(), unit_count);
-  const auto t_opt = clock_type::now();
-  if (windowed) {
-    result.loss = finish_loss(losses, window, unit_count);
+  const std::vector<float> losses = report_.losses(step.outputs, schedule(), units);
+  step.optimizer_start = clock_type::now();
+  if (async_.windowed()) {
+    result.loss = finish_loss(losses, window, units);
     result.lr = c.base.optimizer.lr;  // every stage updated itself during the step
-  } else {
-    result.grad_norm = optimizer_.clip(*model_);  // 0 with clipping off, where no norm is computed
-    for (float loss : losses) result.loss += loss;  // every replica's, in micro-batch order
-    result.lr = c.base.lr_at(report_.metrics().step);
-    if (std::exception_ptr e = optimizer_.apply(result.lr, result.grad_norm,
-                                                [this](const std::function<void(int)>& job) { return run_workers(job); },
-                                                step.outputs))
-      fail_step(e);
+    return result;
   }
-  for (const Batch& b : step_micro_batches) {
-    result.samples += b.rows();
-    result.tokens += b.targets.numel();
-  }
+  result.grad_norm = optimizer_.clip(*model_);  // 0 with clipping off, where no norm is computed
+  for (float loss : losses) result.loss += loss;  // every replica's, in micro-batch order
+  result.lr = c.base.lr_at(report_.metrics().step);
+  if (std::exception_ptr e = optimizer_.apply(
+          result.lr, result.grad_norm, [this](const std::function<void(int)>& job) { return run_workers(job); },
+          step.outputs))
+    fail_step(e);
   devices_->sync("the optimizer step");  // the update is done before the next step's workers start
-  const auto end = clock_type::now();
-  result.seconds = std::chrono::duration<double>(end - start).count();
-  report_.collect(step.outputs, store_stats);
-  if (plan_.fills_bubbles) report_.plan_bubble_fill(executors_);
-  result.bubble_rate = report_.stats().bubble_rate;
-  for (const RankStats& rs : report_.stats().ranks)
-    result.peak_activation_bytes.push_back(static_cast<int64_t>(rs.peak_activation_bytes));
-  report_.finish(result, std::chrono::duration<double, std::micro>(end - start).count(),
-                 std::chrono::duration<double, std::micro>(end - t_opt).count(), optimizer_.on_workers());
   return result;
 }
 

@@ -103,6 +103,11 @@ class PipelineTrainer : public Trainer {
  private:
   struct Step;
   StepResult run_step(const std::vector<Batch>& step_micro_batches);
+  // The workers' part of a training step and what must finish with it (data-parallel reductions,
+  // activation copies): each rank's store statistics; a failure is rethrown.
+  std::vector<mem::StoreStats> run_pipeline(Step& step);
+  // The step's loss, gradient norm, clipping and update.
+  StepResult finish_step(Step& step, int units, int64_t window);
   // Runs `job` on every local rank's worker (under its device scope); a failure resets the group.
   std::exception_ptr run_workers(const std::function<void(int rank)>& job);
   void worker_step(int rank, Step& step);

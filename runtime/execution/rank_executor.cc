@@ -82,51 +82,6 @@ RankExecutor::Slot& RankExecutor::slot(const Action& a) {
   return slots_[static_cast<size_t>(a.stage)][static_cast<size_t>(a.micro_batch)];
 }
 
-void RankExecutor::set_async(const sched::StepWindows* windows, std::vector<StageWeights*> weights) {
-  PF_INTERNAL_CHECK(windows != nullptr && static_cast<int>(weights.size()) == schedule_->num_stages(),
-                    "rank executor: asynchronous windows without weights for every stage");
-  async_ = windows;
-  weights_ = std::move(weights);
-  for (int s = 0; s < static_cast<int>(weights_.size()); ++s)
-    if (rank_of(s) != rank_) weights_[static_cast<size_t>(s)] = nullptr;  // another rank's stage
-  window_ = 0;
-  // RECOMPUTE flags by window slot.
-  const size_t r = static_cast<size_t>(rank_);
-  recomputed_.assign(static_cast<size_t>(schedule_->num_stages()), {});
-  for (const auto* lists : {&windows->first, &windows->steady[0], &windows->steady[1], &windows->drain[0],
-                            &windows->drain[1]})
-    for (const Action& a : (*lists)[r]) {
-      if (a.kind != ActionKind::kRecompute) continue;
-      auto& flags = recomputed_[static_cast<size_t>(a.stage)];
-      if (flags.empty()) flags.assign(static_cast<size_t>(2 * windows->micro_batches), 0);
-      flags[static_cast<size_t>(a.micro_batch)] = 1;
-    }
-}
-
-StageWeights* RankExecutor::weights(int stage) const {
-  if (!async_) return nullptr;
-  StageWeights* w = weights_[static_cast<size_t>(stage)];
-  PF_INTERNAL_CHECK(w != nullptr, "rank ", rank_, ": no weights for stage ", stage);
-  return w;
-}
-
-const Batch& RankExecutor::batch_of(int slot) const {
-  if (!async_) return (*micro_)[static_cast<size_t>(slot)];
-  const int m = async_->micro_batches;
-  const std::vector<Batch>& from = in_this_step(slot) ? *micro_ : previous_micro_;
-  PF_INTERNAL_CHECK(static_cast<size_t>(slot % m) < from.size(), "rank ", rank_, ": no micro-batch for slot ", slot);
-  return from[static_cast<size_t>(slot % m)];
-}
-
-bool RankExecutor::in_this_step(int slot) const {
-  return slot / async_->micro_batches == static_cast<int>(window_ % 2);
-}
-
-int64_t RankExecutor::fill_index(int slot) const {
-  const int m = async_->micro_batches;
-  return (in_this_step(slot) ? window_ : window_ - 1) * m + slot % m;
-}
-
 template <typename Body>
 void RankExecutor::with_weights(int stage, void (StageWeights::*before)(int64_t),
                                 void (StageWeights::*after)(int64_t), int slot, Body body) {
@@ -188,25 +143,63 @@ void RankExecutor::run_evaluation(const sched::Schedule& forward_only, const std
   run_actions(forward_only.ranks[static_cast<size_t>(rank_)], micro_batches, t0, transport, nullptr, cancelled, out);
 }
 
-void RankExecutor::run_drain(clock_type::time_point t0, comm::Transport& transport,
-                             const std::function<std::string()>& cancelled, StepOutput* out) {
-  PF_INTERNAL_CHECK(async_ != nullptr, "rank executor: drain of a synchronous schedule");
-  const std::vector<Batch> none;
-  if (window_ == 0) {
-    run_actions({}, none, t0, transport, nullptr, cancelled, out);
-    return;
-  }
-  run_actions(async_->drain[(window_ - 1) % 2][static_cast<size_t>(rank_)], none, t0, transport, nullptr, cancelled,
-              out);
-  window_ = 0;
+void RankExecutor::prepare_slots(const std::vector<Action>& actions, int micro_batches) {
+  // Asynchronous schedules keep the slots of the micro-batches in flight from one step to the next
+  // (two windows of slots); a synchronous step starts empty.
+  const bool keep_slots = async_ != nullptr;
+  if (keep_slots && !slots_.empty()) return;
+  const int S = schedule_->num_stages();
+  live_bytes_ = 0;
+  live_ = 0;
+  const int slots_per_stage = keep_slots ? 2 * async_->micro_batches : micro_batches;
   slots_.clear();
-  previous_micro_.clear();
+  slots_.resize(static_cast<size_t>(S));
+  for (int s = 0; s < S; ++s)
+    if (rank_of(s) == rank_) slots_[static_cast<size_t>(s)].resize(static_cast<size_t>(slots_per_stage));
+  // A partner rank (balance) keeps the contexts it holds in slots of the owner's stage.
+  for (const Action& a : actions)
+    if (a.kind == ActionKind::kHold && slots_[static_cast<size_t>(a.stage)].empty())
+      slots_[static_cast<size_t>(a.stage)].resize(static_cast<size_t>(slots_per_stage));
+}
+
+void RankExecutor::run_action(const std::vector<Action>& actions, size_t i, clock_type::time_point t0,
+                              const std::function<std::string()>& cancelled, StepOutput* out) {
+  const Action& a = actions[i];
+  RankStats& rs = out->stats;
+  const auto where = [&] {
+    return "rank " + std::to_string(rank_) + " at action " + std::to_string(i + 1) + " of " +
+           std::to_string(actions.size()) + " (" + sched::action_to_string(a) + ")";
+  };
+  // Another rank failed. With threads its error is the step's; a process reports that it
+  // stopped, so that its own peers stop too.
+  if (cancelled) {
+    const std::string cause = cancelled();
+    if (!cause.empty()) fail(ErrorCode::kCancelled, where(), ": stopped: ", cause);
+  }
+  if (filling_ && fill_before_[i] > 0) rs.fill_us += 1e6 * options_.fill(fill_before_[i]);
+  const auto t_start = clock_type::now();
+  try {
+    (this->*handlers()[static_cast<int>(a.kind)])(a);
+  } catch (const Error& e) {
+    throw Error(e.code(), std::string(e.what()) + " [" + where() + "]");
+  }
+  if (options_.slow_factor > 1.0 && sched::is_compute(a.kind))
+    std::this_thread::sleep_for((clock_type::now() - t_start) * (options_.slow_factor - 1.0));
+  // Peaks at action boundaries, after every action (F, B, RECOMPUTE, RELOAD and HOLD are the
+  // ones that can raise them).
+  rs.peak_activation_bytes = std::max(rs.peak_activation_bytes, live_bytes_);
+  rs.peak_live_micro_batches = std::max(rs.peak_live_micro_batches, live_);
+  if (options_.record_timeline) {
+    const auto t_end = clock_type::now();
+    out->timed.push_back({a, std::chrono::duration<double, std::micro>(t_start - t0).count(),
+                          std::chrono::duration<double, std::micro>(t_end - t0).count()});
+  }
+  rs.actions += 1;
 }
 
 void RankExecutor::run_actions(const std::vector<Action>& actions, const std::vector<Batch>& micro_batches,
                                clock_type::time_point t0, comm::Transport& transport, mem::ActivationStore* store,
                                const std::function<std::string()>& cancelled, StepOutput* out) {
-  const int S = schedule_->num_stages();
   const int m = static_cast<int>(micro_batches.size());
   micro_ = &micro_batches;
   transport_ = &transport;
@@ -219,27 +212,9 @@ void RankExecutor::run_actions(const std::vector<Action>& actions, const std::ve
   out->timed.clear();
   out->timed.reserve(actions.size());
   out->stats = RankStats();
-  // Asynchronous schedules keep the slots of the micro-batches in flight from one step to the next
-  // (two windows of slots); a synchronous step starts empty.
-  const bool keep_slots = async_ != nullptr;
-  if (!keep_slots || slots_.empty()) {
-    live_bytes_ = 0;
-    live_ = 0;
-    const int slots_per_stage = keep_slots ? 2 * async_->micro_batches : m;
-    slots_.clear();
-    slots_.resize(static_cast<size_t>(S));
-    for (int s = 0; s < S; ++s)
-      if (rank_of(s) == rank_) slots_[static_cast<size_t>(s)].resize(static_cast<size_t>(slots_per_stage));
-    // A partner rank (balance) keeps the contexts it holds in slots of the owner's stage.
-    for (const Action& a : actions)
-      if (a.kind == ActionKind::kHold && slots_[static_cast<size_t>(a.stage)].empty())
-        slots_[static_cast<size_t>(a.stage)].resize(static_cast<size_t>(slots_per_stage));
-  }
+  prepare_slots(actions, m);
   for (StageWeights* w : weights_)
     if (w) w->reset_peak();
-
-  const Handler* table = handlers();
-  RankStats& rs = out->stats;
   struct Clear {  // the slots go at the end of the step (also when an action throws)
     RankExecutor* self;
     bool keep = false;  // asynchronous, and the step completed: its micro-batches stay in flight
@@ -251,46 +226,15 @@ void RankExecutor::run_actions(const std::vector<Action>& actions, const std::ve
       self->out_ = nullptr;
     }
   } clear{this};
-  const size_t n = actions.size();
-  for (size_t i = 0; i < n; ++i) {
-    const Action& a = actions[i];
-    const auto where = [&] {
-      return "rank " + std::to_string(rank_) + " at action " + std::to_string(i + 1) + " of " + std::to_string(n) +
-             " (" + sched::action_to_string(a) + ")";
-    };
-    // Another rank failed. With threads its error is the step's; a process reports that it
-    // stopped, so that its own peers stop too.
-    if (cancelled) {
-      const std::string cause = cancelled();
-      if (!cause.empty()) fail(ErrorCode::kCancelled, where(), ": stopped: ", cause);
-    }
-    if (filling_ && fill_before_[i] > 0) rs.fill_us += 1e6 * options_.fill(fill_before_[i]);
-    const auto t_start = clock_type::now();
-    try {
-      (this->*table[static_cast<int>(a.kind)])(a);
-    } catch (const Error& e) {
-      throw Error(e.code(), std::string(e.what()) + " [" + where() + "]");
-    }
-    if (options_.slow_factor > 1.0 && sched::is_compute(a.kind))
-      std::this_thread::sleep_for((clock_type::now() - t_start) * (options_.slow_factor - 1.0));
-    // Peaks at action boundaries, after every action (F, B, RECOMPUTE, RELOAD and HOLD are the
-    // ones that can raise them).
-    rs.peak_activation_bytes = std::max(rs.peak_activation_bytes, live_bytes_);
-    rs.peak_live_micro_batches = std::max(rs.peak_live_micro_batches, live_);
-    if (options_.record_timeline) {
-      const auto t_end = clock_type::now();
-      out->timed.push_back({a, std::chrono::duration<double, std::micro>(t_start - t0).count(),
-                            std::chrono::duration<double, std::micro>(t_end - t0).count()});
-    }
-    rs.actions += 1;
-  }
+  for (size_t i = 0; i < actions.size(); ++i) run_action(actions, i, t0, cancelled, out);
+  RankStats& rs = out->stats;
   if (filling_ && fill_after_ > 0) rs.fill_us += 1e6 * options_.fill(fill_after_);
   for (StageWeights* w : weights_) {
     if (!w) continue;
     rs.peak_weight_versions += w->peak_versions();
     rs.peak_weight_version_bytes += static_cast<size_t>(w->peak_versions()) * w->version_bytes();
   }
-  clear.keep = keep_slots;
+  clear.keep = async_ != nullptr;
 }
 
 void RankExecutor::on_evaluation_forward(const Action& a) {
@@ -407,60 +351,6 @@ void RankExecutor::on_backward_weight(const Action& a) {
   sl.ctx.clear();
 }
 
-void RankExecutor::on_send_f(const Action& a) {
-  Slot& sl = slot(a);
-  transport_->send(rank_of(a.stage + 1), MessageKey{MessageKind::kActivation, a.micro_batch, a.stage + 1},
-                   std::move(sl.output), options_.timeout_seconds);
-  sl.output = Tensor();
-}
-
-Tensor RankExecutor::receive_input(const Action& a) {
-  return transport_->recv(rank_of(a.stage - 1), MessageKey{MessageKind::kActivation, a.micro_batch, a.stage},
-                          options_.timeout_seconds);
-}
-
-void RankExecutor::on_recv_f(const Action& a) {
-  Slot& sl = slot(a);
-  if (options_.posted_receives) {
-    sl.input_posted = true;
-  } else {
-    sl.input = receive_input(a);
-  }
-}
-
-Tensor RankExecutor::take_input(const Action& a, Slot& sl) {
-  if (!sl.input_posted) return std::move(sl.input);
-  sl.input_posted = false;
-  return receive_input(a);
-}
-
-void RankExecutor::on_send_b(const Action& a) {
-  Slot& sl = slot(a);
-  transport_->send(rank_of(a.stage - 1), MessageKey{MessageKind::kGradient, a.micro_batch, a.stage - 1},
-                   std::move(sl.grad_input), options_.timeout_seconds);
-  sl.grad_input = Tensor();
-}
-
-Tensor RankExecutor::receive_grad_output(const Action& a) {
-  return transport_->recv(rank_of(a.stage + 1), MessageKey{MessageKind::kGradient, a.micro_batch, a.stage},
-                          options_.timeout_seconds);
-}
-
-void RankExecutor::on_recv_b(const Action& a) {
-  Slot& sl = slot(a);
-  if (options_.posted_receives) {
-    sl.grad_output_posted = true;
-  } else {
-    sl.grad_output = receive_grad_output(a);
-  }
-}
-
-Tensor RankExecutor::take_grad_output(const Action& a, Slot& sl) {
-  if (!sl.grad_output_posted) return std::move(sl.grad_output);
-  sl.grad_output_posted = false;
-  return receive_grad_output(a);
-}
-
 void RankExecutor::on_recompute(const Action& a) {
   // Rerun the stage forward on the kept input: same layers, kernels and input as F, so the
   // contexts are bitwise those F built. The output (and the loss) is not needed again.
@@ -476,83 +366,5 @@ void RankExecutor::on_recompute(const Action& a) {
   live_bytes_ += sl.bytes;
   out_->stats.recomputes += 1;
 }
-
-void RankExecutor::on_offload(const Action& a) {
-  Slot& sl = slot(a);
-  PF_INTERNAL_CHECK(store_ != nullptr, "rank ", rank_, ": ", sched::action_to_string(a), " without a store");
-  std::vector<SavedContext*> ctxs;
-  for (auto& c : sl.ctx) ctxs.push_back(&c);
-  store_->offload(context_key(a.stage, a.micro_batch), std::move(ctxs));
-  live_ -= 1;
-  live_bytes_ -= sl.bytes;
-}
-
-void RankExecutor::on_reload(const Action& a) {
-  Slot& sl = slot(a);
-  PF_INTERNAL_CHECK(store_ != nullptr, "rank ", rank_, ": ", sched::action_to_string(a), " without a store");
-  store_->prefetch(context_key(a.stage, a.micro_batch));  // asynchronous; the B/BW that needs it waits
-  live_ += 1;
-  live_bytes_ += sl.bytes;
-}
-
-void RankExecutor::on_hold(const Action& a) {
-  // Keep the owner's packed activations until RETURN, charged by the image's bytes (the owner's
-  // context bytes: the image packs exactly the byte ranges its tensors cover).
-  Slot& sl = slot(a);
-  sl.held = transport_->recv(rank_of(a.stage), MessageKey{MessageKind::kContextOut, a.micro_batch, a.stage},
-                             options_.timeout_seconds);
-  live_ += 1;
-  live_bytes_ += sl.held.nbytes();
-}
-
-void RankExecutor::on_return(const Action& a) {
-  Slot& sl = slot(a);
-  PF_INTERNAL_CHECK(sl.held.defined(), "rank ", rank_, ": ", sched::action_to_string(a), " holds nothing");
-  live_ -= 1;
-  live_bytes_ -= sl.held.nbytes();
-  transport_->send(rank_of(a.stage), MessageKey{MessageKind::kContextBack, a.micro_batch, a.stage},
-                   std::move(sl.held), options_.timeout_seconds);
-  sl.held = Tensor();
-}
-
-void RankExecutor::on_step(const Action& a) {
-  // The optimizer runs once every rank has finished (PipelineTrainer::run_step: the workers' second
-  // phase, or the calling thread). Two pipelines:
-  // the stage adds the gradients its sibling sent (sibling_gradients.h).
-  if (schedule_->pipelines > 1)
-    siblings_.add(*schedule_, a.stage, (*stages_)[static_cast<size_t>(a.stage)], *transport_, options_.timeout_seconds);
-}
-
-void RankExecutor::on_allreduce(const Action& a) {
-  if (schedule_->pipelines > 1) {
-    siblings_.send(*schedule_, a.stage, (*stages_)[static_cast<size_t>(a.stage)], *transport_, options_.timeout_seconds);
-  } else if (options_.on_allreduce) {
-    options_.on_allreduce(a.stage);
-  }
-}
-
-void RankExecutor::on_head(const Action& a) {
-  const Stage* head = static_cast<size_t>(a.stage) < heads_.size() ? heads_[static_cast<size_t>(a.stage)] : nullptr;
-  PF_INTERNAL_CHECK(head != nullptr, "rank ", rank_, ": ", sched::action_to_string(a), " without a local head");
-  Slot& sl = slot(a);
-  Tensor x = std::move(sl.head_input);
-  sl.head_input = Tensor();
-  PF_INTERNAL_CHECK(x.defined(), "rank ", rank_, ": ", sched::action_to_string(a), " has no stage output");
-  // The head's forward, loss and backward (its weight gradients accumulate); the gradient of the
-  // stage output is what the stage's BW starts from.
-  std::vector<SavedContext> contexts;
-  SavedContext loss_context;
-  const Tensor logits = head->forward(std::move(x), contexts);
-  head->loss_forward(logits, batch_of(a.micro_batch).targets, loss_scale_, loss_context);
-  sl.grad_output = head->backward(contexts, head->loss_backward(loss_context));
-}
-
-void RankExecutor::on_update(const Action& a) {
-  StageWeights* w = weights(a.stage);
-  PF_INTERNAL_CHECK(w != nullptr, "rank ", rank_, ": ", sched::action_to_string(a),
-                    " outside an asynchronous schedule");
-  w->update(fill_index(a.micro_batch));
-}
-
 
 }  // namespace pf::exec

@@ -154,6 +154,11 @@ class RankExecutor {
   };
   using Handler = void (RankExecutor::*)(const sched::Action&);
 
+  // The step's slots: kept across the steps of a windowed schedule, sized for this rank's stages.
+  void prepare_slots(const std::vector<sched::Action>& actions, int micro_batches);
+  // Action i of `actions`: its handler, timed, with the cancellation check and the fill before it.
+  void run_action(const std::vector<sched::Action>& actions, size_t i, std::chrono::steady_clock::time_point t0,
+                  const std::function<std::string()>& cancelled, StepOutput* out);
   void run_actions(const std::vector<sched::Action>& actions, const std::vector<Batch>& micro_batches,
                    std::chrono::steady_clock::time_point t0, comm::Transport& transport, mem::ActivationStore* store,
                    const std::function<std::string()>& cancelled, StepOutput* out);

@@ -1,5 +1,6 @@
 #include "runtime/run/capabilities.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "runtime/schedules/generators.h"
@@ -77,12 +78,14 @@ Capability rule(std::string id, Operation op, std::vector<std::string> options, 
                     std::move(message)};
 }
 
-std::vector<Capability> make_table() {
-  const Operation T = Operation::kTrain;
-  const ErrorCode bad = ErrorCode::kInvalidArgument, later = ErrorCode::kUnimplemented,
-                  state = ErrorCode::kFailedPrecondition;
-  std::vector<Capability> t;
-  // ---- The sequential trainer (no schedule): the pipeline's options need a schedule.
+// The operation and the codes the rules below use most.
+constexpr Operation T = Operation::kTrain;
+constexpr ErrorCode bad = ErrorCode::kInvalidArgument;     // the caller's to fix
+constexpr ErrorCode later = ErrorCode::kUnimplemented;     // not supported yet
+constexpr ErrorCode state = ErrorCode::kFailedPrecondition;
+
+// The sequential trainer (no schedule): the pipeline's options need a schedule.
+void add_sequential_rules(std::vector<Capability>& t) {
   t.push_back(rule(
       "sequential-activation-policy", T, {"activation_policy", "activation_budget_bytes", "offload_dir"},
       "an activation policy for the sequential trainer", bad,
@@ -148,8 +151,10 @@ std::vector<Capability> make_table() {
                " needs a schedule, and no schedule is set (the run would be sequential): set " + n("schedule") +
                " (e.g. 1f1b) or " + n("schedule_text");
       }));
+}
 
-  // ---- What a schedule carries.
+// What a schedule carries.
+void add_schedule_rules(std::vector<Capability>& t) {
   t.push_back(rule(
       "text-windowed-actions", T, {"schedule_text"}, "a schedule text with UPDATE or HEAD actions", later,
       [](const Facts& f) { return pipelined(f) && f.text_has_windowed_actions; },
@@ -172,8 +177,10 @@ std::vector<Capability> make_table() {
         const AsyncOption& o = *foreign_async_option(f);
         return "option " + n(o.key) + " applies to schedule " + o.owner_name + " only, not to '" + f.schedule + "'";
       }));
+}
 
-  // ---- Sequence slices.
+// Sequence slices.
+void add_sequence_slices_rules(std::vector<Capability>& t) {
   t.push_back(rule(
       "seq-slices-schedule", T, {"seq_slices", "schedule"}, "sequence slices with a schedule that does not slice", bad,
       [](const Facts& f) { return pipelined(f) && f.seq_slices != f.schedule_seq_slices; },
@@ -224,8 +231,10 @@ std::vector<Capability> make_table() {
         return "seq_slices " + std::to_string(f.seq_slices) + " must divide the model's seq_len " +
                std::to_string(f.seq_len);
       }));
+}
 
-  // ---- Adaptation.
+// Adaptation.
+void add_adaptation_rules(std::vector<Capability>& t) {
   t.push_back(rule(
       "adaptation-schedule", T, {"adaptation", "schedule"}, "adaptation with an asynchronous, local or two-pipeline schedule",
       bad, [](const Facts& f) { return pipelined(f) && f.adapt && (f.traits.windowed() || f.pipelines > 1); },
@@ -239,8 +248,10 @@ std::vector<Capability> make_table() {
       [](const Facts& f, const Names& n) {
         return n("adaptation") + " is not supported with " + n("replicas") + " " + std::to_string(f.replicas) + " yet";
       }));
+}
 
-  // ---- Data parallelism.
+// Data parallelism.
+void add_data_parallelism_rules(std::vector<Capability>& t) {
   t.push_back(rule(
       "replicas-processes", T, {"replicas", "world"}, "data parallelism with the ranks as threads", bad,
       [](const Facts& f) {
@@ -251,8 +262,10 @@ std::vector<Capability> make_table() {
                " with a schedule needs one process per rank: launch D x P processes, e.g. mpirun -np " +
                std::to_string(f.replicas * f.ranks);
       }));
+}
 
-  // ---- Asynchronous and local-learning schedules.
+// Asynchronous and local-learning schedules.
+void add_windowed_rules(std::vector<Capability>& t) {
   t.push_back(rule(
       "windowed-replicas", T, {"schedule", "replicas"}, "data parallelism with an asynchronous or local schedule", bad,
       [](const Facts& f) { return pipelined(f) && f.traits.windowed() && f.replicas > 1; },
@@ -311,8 +324,10 @@ std::vector<Capability> make_table() {
       [](const Facts& f, const Names&) {
         return "pipeline trainer: " + family(f) + " on CUDA devices is not supported yet; run it on the CPU";
       }));
+}
 
-  // ---- Placement.
+// Placement.
+void add_placement_rules(std::vector<Capability>& t) {
   t.push_back(rule(
       "processes-gpu", T, {"world", "devices"}, "CUDA ranks in separate processes", bad,
       [](const Facts& f) { return pipelined(f) && f.placement == RankPlacement::kProcesses && f.cuda_devices > 0; },
@@ -341,8 +356,10 @@ std::vector<Capability> make_table() {
                " is not supported on CUDA devices yet: use offload-host, selective without offload_dir, recompute "
                "or none";
       }));
+}
 
-  // ---- Two pipelines (bitpipe).
+// Two pipelines (bitpipe).
+void add_two_pipeline_rules(std::vector<Capability>& t) {
   t.push_back(rule(
       "two-pipelines-gpu", T, {"schedule", "devices"}, "two copies of the model on GPUs", later,
       [](const Facts& f) { return pipelined(f) && f.pipelines > 1 && f.placement == RankPlacement::kGpu; },
@@ -365,8 +382,10 @@ std::vector<Capability> make_table() {
                "', which trains two copies of the model (pipelines 2), is not supported yet; use none, recompute, "
                "offload-host or offload-file";
       }));
+}
 
-  // ---- Evaluation and checkpoints.
+// Evaluation and checkpoints.
+void add_operation_rules(std::vector<Capability>& t) {
   t.push_back(rule(
       "evaluate-windowed", Operation::kEvaluate, {"schedule"}, "evaluation with an asynchronous or local schedule", state,
       [](const Facts& f) { return pipelined(f) && f.traits.windowed(); },
@@ -397,6 +416,19 @@ std::vector<Capability> make_table() {
         return "periodic checkpoints are not supported with " + family(f) +
                " yet: its micro-batches stay in flight between steps (it checkpoints at the end)";
       }));
+}
+
+std::vector<Capability> make_table() {
+  std::vector<Capability> t;
+  add_sequential_rules(t);
+  add_schedule_rules(t);
+  add_sequence_slices_rules(t);
+  add_adaptation_rules(t);
+  add_data_parallelism_rules(t);
+  add_windowed_rules(t);
+  add_placement_rules(t);
+  add_two_pipeline_rules(t);
+  add_operation_rules(t);
   return t;
 }
 
@@ -443,16 +475,21 @@ void check_capabilities(const CapabilityFacts& facts, Operation operation, const
 
 std::string capabilities_text() {
   std::ostringstream out;
-  out << "What PipeForge refuses to combine (one table; each refusal names the options at fault):\n";
-  Operation last = Operation::kTrain;
+  out << "What PipeForge refuses to combine: one rule a line, with the options it names and the error code\n"
+         "of the refusal (docs/CAPABILITIES.md).\n";
+  size_t width = 0;
+  for (const Capability& c : capability_table()) width = std::max(width, c.summary.size());
   bool first = true;
+  Operation last = Operation::kTrain;
   for (const Capability& c : capability_table()) {
     if (first || c.operation != last) out << "\n" << operation_name(c.operation) << ":\n";
     first = false;
     last = c.operation;
     std::string options;
     for (const std::string& o : c.options) options += (options.empty() ? "" : ", ") + o;
-    out << "  " << c.summary << "  [" << options << "; " << error_code_name(c.code) << "]\n";
+    const std::string code = error_code_name(c.code);
+    out << "  " << c.summary << std::string(width - c.summary.size() + 2, ' ') << code
+        << std::string(code.size() < 20 ? 20 - code.size() : 1, ' ') << "(" << options << ")\n";
   }
   return out.str();
 }

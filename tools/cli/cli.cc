@@ -1,5 +1,7 @@
 #include "tools/cli/cli.h"
 
+#include "runtime/run/capabilities.h"
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -119,6 +121,14 @@ int run(int argc, char** argv) {
       if (train_args.print_config) {
         std::cout << effective_train_config(train_args).dump(2) << std::endl;
         return kExitOk;
+      }
+      if (train_args.capabilities) {
+        std::cout << (train_args.markdown ? capabilities_markdown() : capabilities_text());
+        return kExitOk;
+      }
+      if (train_args.markdown) {
+        std::cerr << "pipeforge train: --markdown applies to --capabilities\n";
+        return kExitUsage;
       }
       return run_train(train_args);
     }

@@ -17,6 +17,8 @@ struct TrainArgs {
   std::string config;          // a config file (train_config.h); the command line wins over it
   std::string plan;            // a plan of `pipeforge plan` (plan_command.h); the command line wins over it
   bool print_config = false;   // print the effective config as JSON and exit
+  bool capabilities = false;   // print what may combine with what (the capability table) and exit
+  bool markdown = false;       // --capabilities as Markdown (docs/CAPABILITIES.md)
   bool describe = false;       // print the model's top-level layers (the partition units) and exit
   std::string model = "gpt";
   std::string model_file;      // a model JSON file (the C API's format) instead of --model's builders

@@ -67,6 +67,10 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
                   "partition, activation policy, data-parallel degree, model and batch); options given here win")
       ->check(CLI::ExistingFile);
   cmd->add_flag("--print-config", a.print_config, "print the effective config as JSON (a --config file) and exit");
+  cmd->add_flag("--capabilities", a.capabilities,
+                "print what PipeForge refuses to combine (schedules, placements, memory policies, data "
+                "parallelism, adaptation, checkpoints), one rule a line, and exit");
+  cmd->add_flag("--markdown", a.markdown, "--capabilities: as the Markdown table of docs/CAPABILITIES.md");
   cmd->add_flag("--describe", a.describe,
                 "print the model's top-level layers (what --layers-per-stage counts) and their parameters, and exit");
   add_model_options(cmd, a);

@@ -1,0 +1,167 @@
+// The capability table (runtime/run/capabilities.h): every rule is reachable, refuses what its
+// summary says with its own code, names its options as the caller spells them, and a plain run
+// passes them all; make_trainer and resolve check it once, so the library refuses what the
+// command line refuses.
+#include "runtime/run/capabilities.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "runtime/models/builders.h"
+#include "runtime/run/make_trainer.h"
+#include "runtime/run/resolve.h"
+#include "runtime/schedules/generators.h"
+
+namespace pf {
+namespace {
+
+// A 1f1b pipeline of 2 threads with nothing unusual: no rule refuses it.
+CapabilityFacts plain() {
+  CapabilityFacts f;
+  f.pipelined = true;
+  f.schedule = "1f1b";
+  f.traits = sched::schedule_traits("1f1b");
+  f.ranks = 2;
+  f.token_model = true;
+  f.seq_len = 16;
+  return f;
+}
+
+std::string angle(const std::string& key) { return "<" + key + ">"; }
+
+TEST(Capabilities, RulesHaveUniqueIdsAndSummariesAndNameTheirOptions) {
+  std::set<std::string> ids, summaries;
+  for (const Capability& c : capability_table()) {
+    EXPECT_TRUE(ids.insert(c.id).second) << "duplicate rule id " << c.id;
+    EXPECT_TRUE(summaries.insert(c.summary).second) << "duplicate summary " << c.summary;
+    EXPECT_FALSE(c.options.empty()) << c.id;
+    EXPECT_NE(c.code, ErrorCode::kOk) << c.id;
+  }
+  EXPECT_GE(capability_table().size(), 30u);
+}
+
+TEST(Capabilities, APlainPipelineAndTheSequentialTrainerPassEveryOperation) {
+  CapabilityFacts sequential;
+  for (Operation op : {Operation::kTrain, Operation::kEvaluate, Operation::kCheckpoint, Operation::kLoadCheckpoint,
+                       Operation::kPeriodicCheckpoint}) {
+    EXPECT_FALSE(find_refusal(plain(), op).refused()) << operation_name(op) << ": " << find_refusal(plain(), op).message;
+    EXPECT_FALSE(find_refusal(sequential, op).refused()) << operation_name(op);
+  }
+}
+
+// One fact changed from a plain run: the rule that refuses it, its code, and the options it names
+// in the caller's spelling.
+TEST(Capabilities, EachChangeIsRefusedByItsRuleNamingTheOptions) {
+  struct Case {
+    const char* what;
+    std::function<void(CapabilityFacts&)> change;
+    Operation operation;
+    ErrorCode code;
+    std::vector<std::string> says;
+  };
+  const std::vector<Case> cases = {
+      {"replicas on threads", [](CapabilityFacts& f) { f.replicas = 2; }, Operation::kTrain,
+       ErrorCode::kInvalidArgument, {"<replicas> 2", "mpirun -np 4"}},
+      {"ranks without a schedule", [](CapabilityFacts& f) { f.pipelined = false; }, Operation::kTrain,
+       ErrorCode::kInvalidArgument, {"<ranks> 2 needs a schedule", "<schedule>"}},
+      {"pipedream with clipping",
+       [](CapabilityFacts& f) {
+         f.schedule = "pipedream";
+         f.traits = sched::schedule_traits("pipedream");
+         f.clip_norm = 1;
+       },
+       Operation::kTrain, ErrorCode::kInvalidArgument, {"<optimizer.clip_norm> 1", "asynchronous schedule 'pipedream'"}},
+      {"spectrain recomputes",
+       [](CapabilityFacts& f) {
+         f.schedule = "spectrain";
+         f.traits = sched::schedule_traits("spectrain");
+         f.policy = sched::ActivationPolicy::kRecompute;
+       },
+       Operation::kTrain, ErrorCode::kInvalidArgument, {"keeps no copy of the weights", "pipedream, pipedream-2bw"}},
+      {"vertical sync on 1f1b", [](CapabilityFacts& f) { f.async.vertical_sync = true; }, Operation::kTrain,
+       ErrorCode::kInvalidArgument, {"<async.vertical_sync> applies to schedule pipedream only, not to '1f1b'"}},
+      {"adapt with bitpipe",
+       [](CapabilityFacts& f) {
+         f.adapt = true;
+         f.pipelines = 2;
+       },
+       Operation::kTrain, ErrorCode::kInvalidArgument, {"<adaptation> is not supported with schedule '1f1b'"}},
+      {"balance in processes",
+       [](CapabilityFacts& f) {
+         f.placement = RankPlacement::kProcesses;
+         f.policy = sched::ActivationPolicy::kBalance;
+       },
+       Operation::kTrain, ErrorCode::kUnimplemented, {"'balance'", "one process per rank cannot measure"}},
+      {"slices of features",
+       [](CapabilityFacts& f) {
+         f.schedule_seq_slices = f.seq_slices = 2;
+         f.token_model = false;
+       },
+       Operation::kTrain, ErrorCode::kInvalidArgument, {"seq_slices 2 slices token sequences"}},
+      {"pipemare checkpoint",
+       [](CapabilityFacts& f) {
+         f.schedule = "pipemare";
+         f.traits = sched::schedule_traits("pipemare");
+       },
+       Operation::kCheckpoint, ErrorCode::kUnimplemented, {"discrepancy average"}},
+      {"ppll checkpoint (the trainer's state)",
+       [](CapabilityFacts& f) {
+         f.schedule = "ppll";
+         f.traits = sched::schedule_traits("ppll");
+       },
+       Operation::kLoadCheckpoint, ErrorCode::kFailedPrecondition, {"auxiliary heads"}},
+      {"evaluating local-updates",
+       [](CapabilityFacts& f) {
+         f.schedule = "local-updates";
+         f.traits = sched::schedule_traits("local-updates");
+       },
+       Operation::kEvaluate, ErrorCode::kFailedPrecondition, {"local-learning schedule 'local-updates'"}},
+  };
+  for (const Case& c : cases) {
+    CapabilityFacts f = plain();
+    c.change(f);
+    const Refusal r = find_refusal(f, c.operation, angle);
+    ASSERT_TRUE(r.refused()) << c.what;
+    EXPECT_EQ(r.code, c.code) << c.what << ": " << r.message;
+    for (const std::string& part : c.says)
+      EXPECT_NE(r.message.find(part), std::string::npos) << c.what << ": '" << part << "' not in: " << r.message;
+  }
+}
+
+// The library refuses through the same table as the command line, once, at make_trainer.
+TEST(Capabilities, MakeTrainerRefusesWithTheCallersSpelling) {
+  auto model = build_model_from_json_text(R"({"preset": "gpt", "vocab": 16, "d_model": 8, "heads": 2, "layers": 2,
+                                              "seq_len": 8})");
+  std::shared_ptr<Model> shared = std::move(model);
+  TrainingConfig config;
+  config.schedule = "pipedream";
+  config.ranks = 2;
+  config.base.micro_batches = 2;
+  config.base.optimizer.clip_norm = 1;
+  TrainerInputs inputs;
+  inputs.names = [](const std::string& key) { return key == "optimizer.clip_norm" ? std::string("--clip-norm") : key; };
+  try {
+    make_trainer(shared, config, inputs);
+    FAIL() << "pipedream with clipping was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("--clip-norm 1 cannot apply to asynchronous schedule 'pipedream'"),
+              std::string::npos)
+        << e.what();
+  }
+  config.base.optimizer.clip_norm = 0;
+  EXPECT_NE(make_trainer(shared, config, inputs), nullptr);
+}
+
+TEST(Capabilities, TheTextAndTheMarkdownListEveryRule) {
+  const std::string text = capabilities_text(), markdown = capabilities_markdown();
+  for (const Capability& c : capability_table()) {
+    EXPECT_NE(text.find(c.summary), std::string::npos) << c.id;
+    EXPECT_NE(markdown.find("`" + c.id + "`"), std::string::npos) << c.id;
+  }
+}
+
+}  // namespace
+}  // namespace pf
