@@ -581,7 +581,22 @@ struct TrainerOptions {
     slow_rank = o.slow_rank;
     slow_factor = o.slow_factor;
   }
-  // Top-level layers per stage (one entry per stage), instead of an even split.
+  // Any option as a key/value entry (C API 0.11, pf_trainer_options.config_entries;
+  // docs/CAPABILITIES.md, "Config keys"), e.g. set("partition", "even"): applied after the fields
+  // above, so it wins; the runtime checks the key and the value. New options arrive as keys.
+  void set(const std::string& key, const std::string& value) {
+    config_keys.push_back(key);
+    config_values.push_back(value);
+  }
+  void clear_config() {
+    config_keys.clear();
+    config_values.clear();
+  }
+  size_t num_config_entries() const { return config_keys.size(); }
+#ifndef SWIG
+  std::vector<std::string> config_keys, config_values;
+#endif
+  // Top-level layers per stage (one entry per stage), instead of the default split.
   void set_layers_per_stage(const int64_t* values, size_t count) { layers_per_stage.assign(values, values + count); }
   // Back to an even split.
   void clear_layers_per_stage() { layers_per_stage.clear(); }
@@ -814,7 +829,15 @@ inline DataInfo builtin_data_info(const DataOptions& options, Status* status) {
 namespace detail {
 // The C API's trainer options for `options` (strings point into it; the partition into `layers`,
 // which must outlive `o`). False after reporting a value the C struct cannot carry.
-inline bool to_c(const TrainerOptions& options, pf_trainer_options& o, std::vector<int32_t>& layers, Status* status) {
+// What a pf_trainer_options made by to_c points at; it must outlive the C call.
+struct TrainerOptionsStorage {
+  std::vector<int32_t> layers;
+  std::vector<pf_config_entry> entries;
+};
+
+inline bool to_c(const TrainerOptions& options, pf_trainer_options& o, TrainerOptionsStorage& storage,
+                 Status* status) {
+  std::vector<int32_t>& layers = storage.layers;
   pf_trainer_options_init(&o);
   o.micro_batches = options.micro_batches;
   o.seed = static_cast<uint64_t>(options.seed);
@@ -898,6 +921,11 @@ inline bool to_c(const TrainerOptions& options, pf_trainer_options& o, std::vect
   }
   o.layers_per_stage = layers.empty() ? nullptr : layers.data();
   o.num_layers_per_stage = layers.size();
+  storage.entries.clear();
+  for (size_t i = 0; i < options.config_keys.size(); ++i)
+    storage.entries.push_back({options.config_keys[i].c_str(), options.config_values[i].c_str()});
+  o.config_entries = storage.entries.empty() ? nullptr : storage.entries.data();
+  o.num_config_entries = storage.entries.size();
   return true;
 }
 }  // namespace detail
@@ -912,8 +940,8 @@ class Trainer {
       return nullptr;
     }
     pf_trainer_options o;
-    std::vector<int32_t> layers;
-    if (!detail::to_c(options, o, layers, status)) return nullptr;
+    detail::TrainerOptionsStorage storage;
+    if (!detail::to_c(options, o, storage, status)) return nullptr;
     pf_trainer* t = nullptr;
     return detail::ok(pf_trainer_create(model.handle(), &o, &t), status) ? new Trainer(t) : nullptr;
   }
@@ -1457,7 +1485,7 @@ class Plan {
       return nullptr;
     }
     pf_trainer_options t;
-    std::vector<int32_t> layers;
+    detail::TrainerOptionsStorage layers;
     if (!detail::to_c(trainer_options, t, layers, status)) return nullptr;
     pf_plan_options o;
     pf_plan_options_init(&o);

@@ -7,6 +7,7 @@
 #include "c_api/struct_io.h"
 #include "runtime/core/error.h"
 #include "runtime/optim/optimizer.h"
+#include "runtime/run/config_keys.h"
 #include "runtime/schedules/text_format.h"
 #include "runtime/tensor/device.h"
 
@@ -39,8 +40,11 @@ static_assert(offsetof(pf_trainer_options, seq_slices) == 224 && offsetof(pf_tra
               "the 0.7 pf_trainer_options layout changed");
 // 0.9 appended fail-slow adaptation and its test knobs at the 0.7 sizeof, 232 (after its padding).
 static_assert(offsetof(pf_trainer_options, adapt) == 240 && offsetof(pf_trainer_options, slow_factor) == 248 &&
-                  offsetof(pf_trainer_options, slow_rank) == 256 && sizeof(pf_trainer_options) == 264,
+                  offsetof(pf_trainer_options, slow_rank) == 256,
               "the 0.9 pf_trainer_options layout changed");
+// 0.11 appended the key/value entries at the 0.9 sizeof, 264 (after slow_rank's padding).
+static_assert(offsetof(pf_trainer_options, config_entries) == 264 && sizeof(pf_trainer_options) == 280,
+              "the 0.11 pf_trainer_options layout changed");
 
 // The asynchronous-schedule options (0.4): 0 in a field is its default; -1 turns pipemare's
 // annealing and discrepancy average off (the runtime's 0).
@@ -133,6 +137,24 @@ void convert_adaptation(const pf_trainer_options& o, TrainingConfig* c) {
   c->slow_rank = o.slow_rank;
 }
 
+// The key/value entries (0.11), after the fields: each key and value checked by the runtime's table.
+void apply_config_entries(const pf_trainer_options& o, TrainingConfig* c) {
+  PF_CHECK_ARG(o.config_entries != nullptr || o.num_config_entries == 0, "options->num_config_entries is ",
+               o.num_config_entries, " but options->config_entries is NULL");
+  PF_CHECK_ARG(o.num_config_entries <= 4096, "options->num_config_entries is ", o.num_config_entries,
+               ": at most 4096 entries");
+  for (size_t i = 0; i < o.num_config_entries; ++i) {
+    const pf_config_entry& e = o.config_entries[i];
+    const std::string where = "options->config_entries[" + std::to_string(i) + "]";
+    PF_CHECK_ARG(e.key != nullptr && e.value != nullptr, where, ": key and value must not be NULL");
+    try {
+      set_config_entry(*c, e.key, e.value);
+    } catch (const Error& error) {
+      throw Error(error.code(), where + ": " + error.what());
+    }
+  }
+}
+
 }  // namespace
 
 pf_trainer_options default_trainer_options() {
@@ -168,6 +190,8 @@ pf_trainer_options default_trainer_options() {
   o.adapt_patience = d.adaptation.patience;
   o.slow_rank = d.slow_rank;
   o.slow_factor = d.slow_factor;
+  o.config_entries = nullptr;
+  o.num_config_entries = 0;
   return o;
 }
 
@@ -215,6 +239,7 @@ TrainingConfig read_training_config(const pf_trainer_options* options) {
   c.async = convert_async(o);
   if (o.local_head != nullptr) c.local_head = o.local_head;
   convert_adaptation(o, &c);
+  apply_config_entries(o, &c);
   return c;
 }
 

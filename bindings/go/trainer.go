@@ -3,6 +3,7 @@ package pipeforge
 import (
 	"fmt"
 	"runtime"
+	"sort"
 	"time"
 
 	"github.com/pipeforge/pipeforge-go/internal/core"
@@ -116,6 +117,11 @@ type TrainerOptions struct {
 	// (SlowFactor 0 = 1: no rank is slowed, and SlowRank is not used).
 	SlowRank   int
 	SlowFactor float64
+
+	// Any option as a key/value entry (C API 0.11; docs/CAPABILITIES.md, "Config keys"), e.g.
+	// {"partition": "even"}: applied after the fields above (in key order), so it wins; the runtime
+	// checks each key and value. New options arrive as keys.
+	Config map[string]string
 }
 
 // StepResult is the result of one optimizer step.
@@ -544,6 +550,14 @@ func (opts TrainerOptions) toCore() (core.TrainerOptions, error) {
 		}
 		o.SetSlowRank(opts.SlowRank)
 		o.SetSlowFactor(opts.SlowFactor)
+	}
+	keys := make([]string, 0, len(opts.Config))
+	for k := range opts.Config {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		o.Set(k, opts.Config[k])
 	}
 	return o, nil
 }

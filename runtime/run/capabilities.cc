@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "runtime/run/config_keys.h"
 #include "runtime/schedules/generators.h"
 
 namespace pf {
@@ -508,6 +509,11 @@ std::string capabilities_markdown() {
     out << "| " << operation_name(c.operation) << " | " << c.summary << " | " << options << " | "
         << error_code_name(c.code) << " | `" << c.id << "` |\n";
   }
+  out << "\n## Config keys\n\n"
+      << "Every option as a key/value entry (C: `pf_trainer_options.config_entries`, since 0.11; Python: "
+         "`Trainer(..., config={...})`; Java: `TrainerOptions.set`; Go: `TrainerOptions.Config`). Entries are "
+         "applied after the struct's fields, so they win; a new option arrives as a new key.\n\n"
+      << config_keys_markdown();
   return out.str();
 }
 

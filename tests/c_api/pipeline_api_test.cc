@@ -17,6 +17,8 @@ using pftest::MakeDeepMlp;
 using pftest::MakeRows;
 using pftest::MakeTrainer;
 using pftest::Options;
+using pftest::Rows;
+using pftest::Views;
 using pftest::Views;
 
 void Train(pf_trainer* trainer, int steps) {
@@ -280,6 +282,60 @@ TEST(PipelineApiBadInput, OptionsAndMeasurementsReportTheProblem) {
   EXPECT_STREQ(text, "untouched");
   pf_trainer_destroy(pipelined);
   pf_model_destroy(second);
+  pf_model_destroy(model);
+}
+
+// Options as key/value entries (since 0.11): they win over the struct's fields, reach the runtime
+// ("partition" has no field), and a bad key or value names the entry, the key and the value.
+TEST(PipelineApi, ConfigEntriesSetOptionsByKey) {
+  auto partition_of = [](const pf_trainer_options& options) {
+    pf_trainer* t = MakeTrainer(options);
+    std::vector<int32_t> counts(2, 0);
+    size_t stages = 0;
+    if (t != nullptr) EXPECT_PF_OK(pf_trainer_partition(t, counts.data(), counts.size(), &stages));
+    pf_trainer_destroy(t);
+    return counts;
+  };
+  pf_trainer_options options = Options(4);
+  options.schedule = "1f1b";
+  options.stages = 2;
+  EXPECT_EQ(partition_of(options), (std::vector<int32_t>{3, 4})) << "the default balances parameters";
+  const pf_config_entry even[] = {{"partition", "even"}};
+  options.config_entries = even;
+  options.num_config_entries = 1;
+  EXPECT_EQ(partition_of(options), (std::vector<int32_t>{4, 3}));
+  // An entry wins over its field.
+  const pf_config_entry schedule[] = {{"schedule", "gpipe"}, {"micro_batches", "2"}};
+  options.config_entries = schedule;
+  options.num_config_entries = 2;
+  pf_trainer* t = MakeTrainer(options);
+  ASSERT_NE(t, nullptr);
+  const Rows batch = MakeRows(0, 8);
+  Views views(batch);
+  pf_step_result r;
+  r.struct_size = sizeof(r);
+  ASSERT_PF_OK(pf_trainer_step(t, &views.inputs, &views.targets, &r));
+  pf_trainer_destroy(t);
+
+  pf_model* model = pftest::MakeDeepMlp();
+  pf_trainer* out = nullptr;
+  const pf_config_entry typo[] = {{"partiton", "even"}};
+  options.config_entries = typo;
+  options.num_config_entries = 1;
+  EXPECT_PF_ERROR(pf_trainer_create(model, &options, &out), PF_INVALID_ARGUMENT, "options->config_entries[0]",
+                  "unknown config key 'partiton'", "did you mean 'partition'");
+  const pf_config_entry bad[] = {{"partition", "even"}, {"ranks", "two"}};
+  options.config_entries = bad;
+  options.num_config_entries = 2;
+  EXPECT_PF_ERROR(pf_trainer_create(model, &options, &out), PF_INVALID_ARGUMENT, "options->config_entries[1]",
+                  "'ranks'", "'two'");
+  const pf_config_entry null_value[] = {{"partition", nullptr}};
+  options.config_entries = null_value;
+  EXPECT_PF_ERROR(pf_trainer_create(model, &options, &out), PF_INVALID_ARGUMENT, "must not be NULL");
+  options.config_entries = nullptr;
+  options.num_config_entries = 3;
+  EXPECT_PF_ERROR(pf_trainer_create(model, &options, &out), PF_INVALID_ARGUMENT, "num_config_entries");
+  EXPECT_EQ(out, nullptr);
   pf_model_destroy(model);
 }
 

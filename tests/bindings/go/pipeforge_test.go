@@ -1597,3 +1597,23 @@ func TestPlanNamesABadClusterField(t *testing.T) {
 		t.Errorf("error %v, want InvalidArgument naming device.kind", err)
 	}
 }
+
+// Options as key/value entries (C API 0.11): Config reaches the runtime, wins over the fields, and
+// a bad key is an InvalidArgument naming it.
+func TestConfigEntriesReachTheRuntime(t *testing.T) {
+	opts := referenceOptions()
+	opts.Schedule, opts.Stages = "1f1b", 2
+	opts.Config = map[string]string{"layers_per_stage": "1,4"}
+	tr := trainerWith(t, opts)
+	if p, err := tr.Partition(); err != nil || !reflect.DeepEqual(p, []int{1, 4}) {
+		t.Errorf("partition %v, %v", p, err)
+	}
+	tr.Close()
+	opts.Config = map[string]string{"partiton": "even"}
+	m := referenceModel(t)
+	defer m.Close()
+	if _, err := pipeforge.NewTrainer(m, opts); !errors.Is(err, &pipeforge.Error{Code: pipeforge.InvalidArgument}) ||
+		!strings.Contains(err.Error(), "did you mean 'partition'") {
+		t.Errorf("a misspelt key: %v", err)
+	}
+}

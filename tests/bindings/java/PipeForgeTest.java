@@ -1299,6 +1299,17 @@ public class PipeForgeTest {
       assertEquals(want, one.checksum());  // evaluation trains nothing
       assertArrayEquals(new long[] {2, 3}, one.partition());  // balanced parameters, the default
     }
+    // Options as key/value entries (C API 0.11): checked by the runtime, winning over the setters.
+    TrainerOptions keyed = TrainerOptions.pipelined("1f1b", 2);
+    keyed.set("layers_per_stage", "4,1");
+    try (Model model = referenceModel(); Trainer t = new Trainer(model, keyed)) {
+      assertArrayEquals(new long[] {4, 1}, t.partition());
+    }
+    keyed.set("partiton", "even");
+    try (Model model = referenceModel()) {
+      PipeForgeException e = assertThrows(PipeForgeException.class, () -> new Trainer(model, keyed).close());
+      assertTrue(e.getMessage(), e.getMessage().contains("did you mean 'partition'"));
+    }
     try (Trainer half = textTrainer(keep)) {
       half.run(loop(3, parts));
     }

@@ -640,6 +640,27 @@ class PipelineTest(unittest.TestCase):
                         self.assertEqual(rank0.recomputes, 0)
             self.assertTrue(os.path.isdir(offload_dir))  # offload_dir reached the runtime
 
+    def test_config_entries_reach_the_runtime(self):
+        # Options as key/value entries (C API 0.11): keys the runtime checks, values in any Python
+        # form that has a text form; they win over the keyword options.
+        with reference_trainer(schedule="1f1b", stages=2, config={"layers_per_stage": [1, 4]}) as trainer:
+            self.assertEqual(trainer.partition, [1, 4])
+        with reference_trainer(schedule="1f1b", stages=4, config={"partition": "even", "record_timeline": True}) \
+                as trainer:
+            self.assertEqual(trainer.partition, [2, 1, 1, 1])
+        with reference_trainer(schedule="gpipe", stages=2, config={"schedule": "1f1b"}) as trainer:
+            trainer.step(*BATCHES[0])
+            self.assertEqual(trainer.rank_stats[0].peak_activations, 2)  # 1f1b's, not gpipe's 4
+        with self.assertRaisesRegex(pipeforge.InvalidArgumentError,
+                                    "config_entries\\[0\\].*unknown config key 'partiton'.*did you mean 'partition'"):
+            reference_trainer(schedule="1f1b", stages=2, config={"partiton": "even"})
+        with self.assertRaisesRegex(pipeforge.InvalidArgumentError, "'ranks'.*'two'"):
+            reference_trainer(schedule="1f1b", config={"ranks": "two"})
+        with self.assertRaises(TypeError):
+            reference_trainer(config=["partition", "even"])
+        with self.assertRaises(TypeError):
+            reference_trainer(config={"partition": object()})
+
     def test_activation_policy_errors(self):
         with self.assertRaises(ValueError) as caught:
             reference_trainer(schedule="1f1b", stages=2, activation_policy="offload-gpu")

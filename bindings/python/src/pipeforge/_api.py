@@ -303,6 +303,17 @@ class _LoaderAdapter(core.LoaderCallback):
         return f"{name}: {text}" if text else name
 
 
+def _config_text(key, value):
+    """A config entry's value in the runtime's text form: True -> "true", [3, 4] -> "3,4"."""
+    if isinstance(value, (bool, np.bool_)):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(_config_text(key, v) for v in value)
+    if isinstance(value, (str, int, float, np.integer, np.floating)):
+        return str(value)
+    raise TypeError(f"config[{key!r}] must be a str, number, bool or list, not {type(value).__name__}")
+
+
 def _core_trainer_options(options):
     """core.TrainerOptions from Trainer's keyword options (checked by name: see Trainer)."""
     core_options = core.TrainerOptions()
@@ -339,6 +350,13 @@ def _core_trainer_options(options):
             if not isinstance(value, (bool, np.bool_)):
                 raise TypeError(f"{name} must be a bool, not {type(value).__name__}")
             setattr(core_options, name, bool(value))
+        elif name == "config":
+            if not isinstance(value, dict):
+                raise TypeError(f"config must be a dict of option keys to values, not {type(value).__name__}")
+            for key, entry in value.items():
+                if not isinstance(key, str):
+                    raise TypeError(f"config keys must be str, not {type(key).__name__}")
+                core_options.set(key, _config_text(key, entry))
         elif name == "layers_per_stage":
             if isinstance(value, (str, bytes)):
                 raise TypeError("layers_per_stage must be a sequence of ints")
@@ -436,7 +454,7 @@ class Trainer(_Closeable):
                 "devices", "processes", "data_parallel", "gradient_reduction", "ranks", "vertical_sync",
                 "spectrain_version", "pipemare_anneal_updates", "pipemare_decay", "local_head", "lr_schedule",
                 "warmup_steps", "decay_steps", "min_lr", "seq_slices", "adapt", "adapt_threshold", "adapt_patience",
-                "slow_rank", "slow_factor")
+                "slow_rank", "slow_factor", "config")
 
     def __init__(self, model, **options):
         if not isinstance(model, Model):
