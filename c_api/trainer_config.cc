@@ -246,13 +246,6 @@ TrainingConfig read_training_config(const pf_trainer_options* options) {
 std::string c_option_name(const std::string& key) {
   static const std::map<std::string, std::string> fields = {
       {"replicas", "data_parallel"},
-      {"optimizer.clip_norm", "clip_norm"},
-      {"activation_budget_bytes", "activation_budget_bytes"},
-      {"async.vertical_sync", "vertical_sync"},
-      {"async.spectrain_version", "spectrain_version"},
-      {"async.pipemare_anneal_updates", "pipemare_anneal_updates"},
-      {"async.pipemare_decay", "pipemare_decay"},
-      {"adaptation", "adapt"},
       {"world", "processes"},
   };
   const auto it = fields.find(key);

@@ -16,7 +16,8 @@ import (
 // Pipelined training (docs/EXECUTION.md): Schedule (a name from ScheduleNames) with Stages ranks and
 // Chunks model chunks per rank, or ScheduleText (a schedule in the text form), runs one worker per
 // rank; the parameters stay bitwise equal to the sequential trainer's. LayersPerStage splits the
-// model's top-level layers (nil: evenly); RecvTimeout bounds a rank's wait for a peer (0: 60 s).
+// model's top-level layers (nil: balancing their parameter counts; Config{"partition": "even"}: equal
+// layer counts); RecvTimeout bounds a rank's wait for a peer (0: 60 s).
 // ActivationPolicy (one of ActivationPolicies; "" = "none"), ActivationBudgetBytes (selective) and
 // OffloadDir (offload-file, selective; "" = $TMPDIR or /tmp) manage the ranks' activation memory
 // (docs/MEMORY.md); the parameters stay bitwise equal, and RankStats reports OffloadedBytes and
@@ -73,7 +74,7 @@ type TrainerOptions struct {
 	ScheduleText   string        // or a schedule in the text form; "" = none
 	Stages         int           // pipeline ranks P for Schedule; 0 = 1
 	Chunks         int           // model chunks per rank V (interleaved-1f1b, bfs); 0 = 1
-	LayersPerStage []int         // top-level layers per stage; nil = an even split
+	LayersPerStage []int         // top-level layers per stage; nil = balanced parameter counts
 	RecvTimeout    time.Duration // a rank waiting longer for a peer fails the step; 0 = 60 s
 
 	ActivationPolicy      string  // "none", "recompute", "offload-host", "offload-file", "selective", "balance"; "" = none

@@ -292,7 +292,7 @@ PF_JAVA_ARRAY((int32_t* out, size_t count), jint, int[], int[], jintArray, Int, 
     return options;
   }
 
-  /** Top-level layers per stage (one entry per stage), instead of an even split. */
+  /** Top-level layers per stage (one entry per stage), instead of the default split (balanced parameter counts). */
   public void setLayersPerStage(int... layers) {
     long[] values = new long[layers.length];
     for (int i = 0; i < layers.length; ++i) values[i] = layers[i];

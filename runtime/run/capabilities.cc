@@ -56,13 +56,13 @@ struct AsyncOption {
   bool (*set)(const AsyncOptions&);
 };
 const AsyncOption kAsyncOptions[] = {
-    {"async.vertical_sync", sched::WeightVersioning::kPipeDream, "pipedream",
+    {"vertical_sync", sched::WeightVersioning::kPipeDream, "pipedream",
      [](const AsyncOptions& a) { return a.vertical_sync != AsyncOptions().vertical_sync; }},
-    {"async.spectrain_version", sched::WeightVersioning::kSpecTrain, "spectrain",
+    {"spectrain_version", sched::WeightVersioning::kSpecTrain, "spectrain",
      [](const AsyncOptions& a) { return a.spectrain_version != AsyncOptions().spectrain_version; }},
-    {"async.pipemare_anneal_updates", sched::WeightVersioning::kPipeMare, "pipemare",
+    {"pipemare_anneal_updates", sched::WeightVersioning::kPipeMare, "pipemare",
      [](const AsyncOptions& a) { return a.pipemare_anneal_updates != AsyncOptions().pipemare_anneal_updates; }},
-    {"async.pipemare_decay", sched::WeightVersioning::kPipeMare, "pipemare",
+    {"pipemare_decay", sched::WeightVersioning::kPipeMare, "pipemare",
      [](const AsyncOptions& a) { return a.pipemare_decay != AsyncOptions().pipemare_decay; }},
 };
 // The first asynchronous option `f` sets that its schedule does not have (nullptr when none).
@@ -99,7 +99,7 @@ void add_sequential_rules(std::vector<Capability>& t) {
                " or " + n("schedule_text");
       }));
   t.push_back(rule(
-      "sequential-async-options", T, {"async.*"}, "an asynchronous method's option without its schedule", bad,
+      "sequential-async-options", T, {"vertical_sync", "spectrain_version", "pipemare_anneal_updates", "pipemare_decay"}, "an asynchronous method's option without its schedule", bad,
       [](const Facts& f) { return sequential(f) && foreign_async_option(f) != nullptr; },
       [](const Facts& f, const Names& n) {
         const AsyncOption& o = *foreign_async_option(f);
@@ -129,10 +129,10 @@ void add_sequential_rules(std::vector<Capability>& t) {
                n("slow_factor") + " need " + n("schedule") + " or " + n("schedule_text") + " (they slow one pipeline rank)";
       }));
   t.push_back(rule(
-      "sequential-adaptation", T, {"adaptation"}, "adaptation without a pipeline", bad,
+      "sequential-adaptation", T, {"adapt"}, "adaptation without a pipeline", bad,
       [](const Facts& f) { return sequential(f) && f.adapt; },
       [](const Facts&, const Names& n) {
-        return n("adaptation") + " needs a synchronous schedule (" + n("schedule") + ", e.g. 1f1b, or " +
+        return n("adapt") + " needs a synchronous schedule (" + n("schedule") + ", e.g. 1f1b, or " +
                n("schedule_text") + "): it re-partitions a pipeline, and no schedule is set";
       }));
   t.push_back(rule(
@@ -172,7 +172,7 @@ void add_schedule_rules(std::vector<Capability>& t) {
                local_schedules() + ") only, not to '" + f.schedule + "'";
       }));
   t.push_back(rule(
-      "async-option-method", T, {"async.*"}, "an asynchronous method's option with another schedule", bad,
+      "async-option-method", T, {"vertical_sync", "spectrain_version", "pipemare_anneal_updates", "pipemare_decay"}, "an asynchronous method's option with another schedule", bad,
       [](const Facts& f) { return pipelined(f) && foreign_async_option(f) != nullptr; },
       [](const Facts& f, const Names& n) {
         const AsyncOption& o = *foreign_async_option(f);
@@ -237,17 +237,17 @@ void add_sequence_slices_rules(std::vector<Capability>& t) {
 // Adaptation.
 void add_adaptation_rules(std::vector<Capability>& t) {
   t.push_back(rule(
-      "adaptation-schedule", T, {"adaptation", "schedule"}, "adaptation with an asynchronous, local or two-pipeline schedule",
+      "adaptation-schedule", T, {"adapt", "schedule"}, "adaptation with an asynchronous, local or two-pipeline schedule",
       bad, [](const Facts& f) { return pipelined(f) && f.adapt && (f.traits.windowed() || f.pipelines > 1); },
       [](const Facts& f, const Names& n) {
-        return n("adaptation") + " is not supported with schedule '" + f.schedule +
+        return n("adapt") + " is not supported with schedule '" + f.schedule +
                "': it needs a synchronous schedule with one pipeline";
       }));
   t.push_back(rule(
-      "adaptation-replicas", T, {"adaptation", "replicas"}, "adaptation with data parallelism", bad,
+      "adaptation-replicas", T, {"adapt", "replicas"}, "adaptation with data parallelism", bad,
       [](const Facts& f) { return pipelined(f) && f.adapt && f.replicas > 1; },
       [](const Facts& f, const Names& n) {
-        return n("adaptation") + " is not supported with " + n("replicas") + " " + std::to_string(f.replicas) + " yet";
+        return n("adapt") + " is not supported with " + n("replicas") + " " + std::to_string(f.replicas) + " yet";
       }));
 }
 
@@ -275,10 +275,10 @@ void add_windowed_rules(std::vector<Capability>& t) {
                " data-parallel replicas is not supported (each stage updates itself; replicas 1)";
       }));
   t.push_back(rule(
-      "windowed-clipping", T, {"schedule", "optimizer.clip_norm"}, "gradient clipping with an asynchronous or local schedule",
+      "windowed-clipping", T, {"schedule", "clip_norm"}, "gradient clipping with an asynchronous or local schedule",
       bad, [](const Facts& f) { return pipelined(f) && f.traits.windowed() && f.clip_norm != 0.0f; },
       [](const Facts& f, const Names& n) {
-        return n("optimizer.clip_norm") + " " + num(f.clip_norm) + " cannot apply to " + family(f) +
+        return n("clip_norm") + " " + num(f.clip_norm) + " cannot apply to " + family(f) +
                ": each stage updates on its own, so there is no global gradient norm (use clip_norm 0)";
       }));
   t.push_back(rule(

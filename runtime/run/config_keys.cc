@@ -146,7 +146,10 @@ std::vector<ConfigKey> make_keys() {
       key("offload_dir", "string", "the file tier's folder", string_field([](C& c) -> std::string& { return c.offload_dir; })),
       // ---- Data parallel.
       key("gradient_reduction", "one of allreduce, deterministic", "how replicas' gradients are summed",
-          string_field([](C& c) -> std::string& { return c.gradient_reduction; })),
+          [](C& c, const std::string& k, const std::string& v) {
+            if (v != "allreduce" && v != "deterministic") bad_value(k, v, "allreduce or deterministic");
+            c.gradient_reduction = v;
+          }),
       // ---- Asynchronous and local-learning schedules.
       key("vertical_sync", "bool", "pipedream: vertical sync",
           bool_field([](C& c) -> bool& { return c.async.vertical_sync; })),

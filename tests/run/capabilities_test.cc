@@ -6,10 +6,13 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <map>
 #include <set>
 #include <string>
 
 #include "runtime/models/builders.h"
+#include "runtime/run/config_keys.h"
 #include "runtime/run/make_trainer.h"
 #include "runtime/run/resolve.h"
 #include "runtime/schedules/generators.h"
@@ -72,7 +75,7 @@ TEST(Capabilities, EachChangeIsRefusedByItsRuleNamingTheOptions) {
          f.traits = sched::schedule_traits("pipedream");
          f.clip_norm = 1;
        },
-       Operation::kTrain, ErrorCode::kInvalidArgument, {"<optimizer.clip_norm> 1", "asynchronous schedule 'pipedream'"}},
+       Operation::kTrain, ErrorCode::kInvalidArgument, {"<clip_norm> 1", "asynchronous schedule 'pipedream'"}},
       {"spectrain recomputes",
        [](CapabilityFacts& f) {
          f.schedule = "spectrain";
@@ -81,13 +84,13 @@ TEST(Capabilities, EachChangeIsRefusedByItsRuleNamingTheOptions) {
        },
        Operation::kTrain, ErrorCode::kInvalidArgument, {"keeps no copy of the weights", "pipedream, pipedream-2bw"}},
       {"vertical sync on 1f1b", [](CapabilityFacts& f) { f.async.vertical_sync = true; }, Operation::kTrain,
-       ErrorCode::kInvalidArgument, {"<async.vertical_sync> applies to schedule pipedream only, not to '1f1b'"}},
+       ErrorCode::kInvalidArgument, {"<vertical_sync> applies to schedule pipedream only, not to '1f1b'"}},
       {"adapt with bitpipe",
        [](CapabilityFacts& f) {
          f.adapt = true;
          f.pipelines = 2;
        },
-       Operation::kTrain, ErrorCode::kInvalidArgument, {"<adaptation> is not supported with schedule '1f1b'"}},
+       Operation::kTrain, ErrorCode::kInvalidArgument, {"<adapt> is not supported with schedule '1f1b'"}},
       {"balance in processes",
        [](CapabilityFacts& f) {
          f.placement = RankPlacement::kProcesses;
@@ -141,7 +144,7 @@ TEST(Capabilities, MakeTrainerRefusesWithTheCallersSpelling) {
   config.base.micro_batches = 2;
   config.base.optimizer.clip_norm = 1;
   TrainerInputs inputs;
-  inputs.names = [](const std::string& key) { return key == "optimizer.clip_norm" ? std::string("--clip-norm") : key; };
+  inputs.names = [](const std::string& key) { return key == "clip_norm" ? std::string("--clip-norm") : key; };
   try {
     make_trainer(shared, config, inputs);
     FAIL() << "pipedream with clipping was accepted";
@@ -153,6 +156,74 @@ TEST(Capabilities, MakeTrainerRefusesWithTheCallersSpelling) {
   }
   config.base.optimizer.clip_norm = 0;
   EXPECT_NE(make_trainer(shared, config, inputs), nullptr);
+}
+
+// Every config key takes a value of its type and refuses a bad one naming the key and the value;
+// a key added without a line here fails the test.
+TEST(ConfigKeys, EveryKeySetsItsFieldAndRefusesABadValue) {
+  const std::map<std::string, std::pair<std::string, std::function<bool(const TrainingConfig&)>>> good = {
+      {"micro_batches", {"4", [](const TrainingConfig& c) { return c.base.micro_batches == 4; }}},
+      {"replicas", {"2", [](const TrainingConfig& c) { return c.base.replicas == 2; }}},
+      {"seed", {"9", [](const TrainingConfig& c) { return c.base.seed == 9u; }}},
+      {"blas_threads", {"2", [](const TrainingConfig& c) { return c.base.blas_threads == 2; }}},
+      {"optimizer", {"sgd", [](const TrainingConfig& c) { return c.base.optimizer.kind == OptimizerConfig::Kind::kSgd; }}},
+      {"lr", {"0.5", [](const TrainingConfig& c) { return c.base.optimizer.lr == 0.5f; }}},
+      {"momentum", {"0.9", [](const TrainingConfig& c) { return c.base.optimizer.momentum == 0.9f; }}},
+      {"weight_decay", {"0.25", [](const TrainingConfig& c) { return c.base.optimizer.weight_decay == 0.25f; }}},
+      {"clip_norm", {"1", [](const TrainingConfig& c) { return c.base.optimizer.clip_norm == 1.0f; }}},
+      {"lr_schedule", {"cosine", [](const TrainingConfig& c) { return c.base.lr_schedule.kind == LrSchedule::Kind::kCosine; }}},
+      {"warmup_steps", {"5", [](const TrainingConfig& c) { return c.base.lr_schedule.warmup_steps == 5; }}},
+      {"schedule", {"zb-h1", [](const TrainingConfig& c) { return c.schedule == "zb-h1"; }}},
+      {"schedule_text", {"0F0 0BW0", [](const TrainingConfig& c) { return c.schedule_text == "0F0 0BW0"; }}},
+      {"ranks", {"3", [](const TrainingConfig& c) { return c.ranks == 3; }}},
+      {"chunks", {"2", [](const TrainingConfig& c) { return c.chunks == 2; }}},
+      {"seq_slices", {"2", [](const TrainingConfig& c) { return c.seq_slices == 2; }}},
+      {"layers_per_stage", {"3, 4", [](const TrainingConfig& c) { return c.layers_per_stage == std::vector<int>{3, 4}; }}},
+      {"partition", {"even", [](const TrainingConfig& c) { return c.partition == PartitionKind::kEven; }}},
+      {"devices", {"cpu", [](const TrainingConfig& c) { return c.devices.size() == 1; }}},
+      {"cpu_affinity", {"0,1", [](const TrainingConfig& c) { return c.cpu_affinity == std::vector<int>{0, 1}; }}},
+      {"activation_policy", {"recompute", [](const TrainingConfig& c) { return c.activation_policy == "recompute"; }}},
+      {"activation_budget_bytes", {"1e6", [](const TrainingConfig& c) { return c.activation_budget_bytes == 1e6; }}},
+      {"offload_dir", {"/tmp/x", [](const TrainingConfig& c) { return c.offload_dir == "/tmp/x"; }}},
+      {"gradient_reduction", {"deterministic", [](const TrainingConfig& c) { return c.gradient_reduction == "deterministic"; }}},
+      {"vertical_sync", {"true", [](const TrainingConfig& c) { return c.async.vertical_sync; }}},
+      {"spectrain_version", {"2", [](const TrainingConfig& c) { return c.async.spectrain_version == 2; }}},
+      {"pipemare_anneal_updates", {"7", [](const TrainingConfig& c) { return c.async.pipemare_anneal_updates == 7; }}},
+      {"pipemare_decay", {"0.5", [](const TrainingConfig& c) { return c.async.pipemare_decay == 0.5f; }}},
+      {"local_head", {"mlp", [](const TrainingConfig& c) { return c.local_head == "mlp"; }}},
+      {"adapt", {"1", [](const TrainingConfig& c) { return c.adaptation.enabled; }}},
+      {"adapt_threshold", {"2", [](const TrainingConfig& c) { return c.adaptation.threshold == 2.0; }}},
+      {"adapt_patience", {"4", [](const TrainingConfig& c) { return c.adaptation.patience == 4; }}},
+      {"slow_rank", {"1", [](const TrainingConfig& c) { return c.slow_rank == 1; }}},
+      {"slow_factor", {"3", [](const TrainingConfig& c) { return c.slow_factor == 3.0; }}},
+      {"recv_timeout_seconds", {"5", [](const TrainingConfig& c) { return c.recv_timeout_seconds == 5.0; }}},
+      {"mailbox_capacity", {"8", [](const TrainingConfig& c) { return c.mailbox_capacity == 8; }}},
+      {"spin_seconds", {"0", [](const TrainingConfig& c) { return c.spin_seconds == 0.0; }}},
+      {"record_timeline", {"false", [](const TrainingConfig& c) { return !c.record_timeline; }}},
+      {"rank_optimizer", {"false", [](const TrainingConfig& c) { return !c.rank_optimizer; }}},
+  };
+  for (const ConfigKey& k : config_keys()) {
+    const auto it = good.find(k.key);
+    ASSERT_NE(it, good.end()) << "no test value for config key '" << k.key << "'";
+    TrainingConfig c;
+    set_config_entry(c, k.key, it->second.first);
+    EXPECT_TRUE(it->second.second(c)) << k.key << " = " << it->second.first;
+    if (k.type == "string") continue;  // any text is a string
+    try {
+      set_config_entry(c, k.key, "x?");
+      ADD_FAILURE() << k.key << " took 'x?'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("'x?'"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(good.size(), config_keys().size());
+  try {
+    TrainingConfig c;
+    set_config_entry(c, "micro_batch", "4");
+    ADD_FAILURE() << "a misspelt key was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("did you mean 'micro_batches'"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Capabilities, TheTextAndTheMarkdownListEveryRule) {

@@ -375,7 +375,10 @@ class Trainer(_Closeable):
     Pipelined training (docs/EXECUTION.md): schedule="1f1b" (a name from SCHEDULE_NAMES) with
     stages=P ranks and chunks=V model chunks per rank, or schedule_text="..." (a schedule in the
     text form), runs one worker per rank; layers_per_stage=[...] splits the model's top-level layers
-    (default: evenly) and recv_timeout_seconds bounds a rank's wait for a peer (default 60). The
+    (default: balancing their parameter counts; config={"partition": "even"} for equal layer
+    counts) and recv_timeout_seconds bounds a rank's wait for a peer (default 60). config= is a dict
+    of option keys to values (docs/CAPABILITIES.md, "Config keys"): any option as a key/value entry,
+    checked by the runtime, winning over the keywords. The
     parameters stay bitwise equal to the sequential trainer's. After a step, num_ranks, rank_stats,
     bubble_rate and the timeline renderings measure it.
 
