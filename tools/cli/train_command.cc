@@ -36,6 +36,7 @@
 #include "tools/cli/progress.h"
 #include "tools/cli/schedule_command.h"
 #include "tools/cli/train_config_of.h"
+#include "tools/cli/train_report.h"
 #include "tools/cli/train_setup.h"
 
 namespace pf::cli {
@@ -98,7 +99,6 @@ void check_operations(const TrainArgs& a, Trainer& trainer) {
   check(!a.resume.empty(), Operation::kLoadCheckpoint, "--resume");
 }
 
-nlohmann::json finite_or_null(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(); }
 
 
 // Each top-level layer's measured seconds on the first micro-batch of the data (the data position
@@ -141,15 +141,6 @@ void check_process_args(const TrainArgs& a, const comm::World& world) {
     usage_error("--schedule or --schedule-file is needed" + where + ": each process runs one rank of it");
   if (!a.trace_file.empty() || !a.svg_file.empty())
     usage_error("--trace and --svg are not supported" + where + " yet");
-}
-
-// The partition the run used: top-level layers per stage and the rank of each stage.
-nlohmann::json partition_json(const Model& model, const exec::PipelineTrainer* pipeline) {
-  if (!pipeline) {
-    return {{"layers_per_stage", {model.layers().size()}}, {"stage_ranks", {0}}};
-  }
-  return {{"layers_per_stage", exec::layer_counts(pipeline->parts().stages.ranges())},
-          {"stage_ranks", pipeline->schedule().placement.stage_to_rank}};
 }
 
 // --describe: the model's top-level layers, the units a partition counts.
@@ -206,13 +197,6 @@ std::optional<plan::MicroBatchCosts> adaptation_profile(const TrainArgs& a) {
   }
 }
 
-// Numbers joined by `separator`: layers per stage as "5+4", ranks as "0, 1".
-std::string join_numbers(const std::vector<int>& values, const char* separator = "+") {
-  std::string out;
-  for (size_t i = 0; i < values.size(); ++i) out += (i ? separator : "") + std::to_string(values[i]);
-  return out;
-}
-
 // "step 4: rank 1 ran 2.9x slower than predicted for 3 steps; re-partitioned 5+4 -> 6+3 layers"
 std::string describe_adaptation(const plan::Adaptation& m, int patience) {
   const size_t slowest =
@@ -226,49 +210,58 @@ std::string describe_adaptation(const plan::Adaptation& m, int patience) {
 
 }  // namespace
 
-int run_train(const TrainArgs& a) {
+namespace {
+
+// A run being set up and trained: the model and its data, the trainer, where the processes are.
+struct TrainRun {
   Setup setup;
   std::unique_ptr<Trainer> trainer;
-  // The pipelined trainer running now (an adaptive trainer's changes at a move), or null.
-  auto pipeline = [&]() -> exec::PipelineTrainer* { return trainer ? pipeline_of(*trainer) : nullptr; };
-  // One process per rank under mpirun (D x P processes with --data-parallel D); a lone process
-  // (also `mpirun -np 1`) trains as before.
-  std::shared_ptr<comm::World> launch;
-  if (comm::launched_by_mpi()) {
-    launch = mpi_backend().launch_world();
-    if (launch->size() == 1) launch = nullptr;
-  }
-  comm::World* world = launch.get();
+  std::shared_ptr<comm::World> launch;  // one process per rank under mpirun; null alone
   comm::ProcessGrid grid;
   std::string resumed_from;  // the checkpoint --resume named (the newest of a series folder)
-  const bool leader = !launch || launch->rank() == 0;  // prints the results
+  bool leader = true;        // prints the results
+  // The pipelined trainer running now (an adaptive trainer's changes at a move), or null.
+  exec::PipelineTrainer* pipeline() const { return trainer ? pipeline_of(*trainer) : nullptr; }
+};
+
+// The config, the process groups, the model and data, the trainer, the resumed checkpoint.
+// Returns -1 to go on, or the exit code (--describe, a usage error).
+int prepare_run(const TrainArgs& a, TrainRun& run) {
+  // One process per rank under mpirun (D x P processes with --data-parallel D); a lone process
+  // (also `mpirun -np 1`) trains as before.
+  if (comm::launched_by_mpi()) {
+    run.launch = mpi_backend().launch_world();
+    if (run.launch->size() == 1) run.launch = nullptr;
+  }
+  comm::World* world = run.launch.get();
+  run.leader = !world || world->rank() == 0;
   try {
     check_args(a);
     TrainingConfig config = training_config_of(a);
     if (world) {
       check_process_args(a, *world);
       const int ranks = config.schedule_text.empty() ? a.stages : sched::parse_schedule(config.schedule_text).num_ranks();
-      grid = mpi_backend().process_grid(*launch, a.data_parallel, ranks);
-      config.world = grid.pipeline;
-      config.data_parallel_world = grid.data_parallel;
+      run.grid = mpi_backend().process_grid(*run.launch, a.data_parallel, ranks);
+      config.world = run.grid.pipeline;
+      config.data_parallel_world = run.grid.data_parallel;
     }
     {
       std::unique_ptr<DeferParameterAllocation> defer;
       if (world) defer = std::make_unique<DeferParameterAllocation>();  // the trainer allocates its stages only
-      setup = make_setup(a);
+      run.setup = make_setup(a);
     }
-    if (a.describe) return describe_model(a, *setup.model);
+    if (a.describe) return describe_model(a, *run.setup.model);
     TrainerInputs inputs;
     inputs.names = cli_option_name;
     inputs.profile = adaptation_profile(a);
     if (config.pipelined() && config.partition == PartitionKind::kMeasured && config.layers_per_stage.empty())
-      inputs.layer_costs = world ? layer_times_of_world(a, *world) : layer_times(*setup.model, *setup.data);
-    trainer = make_trainer(setup.model, config, inputs);
-    check_operations(a, *trainer);
+      inputs.layer_costs = world ? layer_times_of_world(a, *world) : layer_times(*run.setup.model, *run.setup.data);
+    run.trainer = make_trainer(run.setup.model, config, inputs);
+    check_operations(a, *run.trainer);
     if (!a.resume.empty()) {
-      resumed_from = resolve_checkpoint(a.resume);
-      load_trainer_checkpoint(*trainer, resumed_from);
-      setup.data->seek(trainer->metrics().data_position);
+      run.resumed_from = resolve_checkpoint(a.resume);
+      load_trainer_checkpoint(*run.trainer, run.resumed_from);
+      run.setup.data->seek(run.trainer->metrics().data_position);
     }
   } catch (const Error& e) {
     // Bad options and unreadable inputs are the caller's to fix: usage errors (a combination that
@@ -280,33 +273,19 @@ int run_train(const TrainArgs& a) {
     }
     throw;
   }
-  plan::AdaptiveTrainer* adaptive = adaptive_of(*trainer);
+  return -1;
+}
 
-  const Model& model = trainer->model();
-  const int64_t first_step = trainer->metrics().step;
-  if (!a.json && !a.quiet && leader) {
-    std::cerr << "pipeforge train: " << model_name(a) << ", " << model.num_parameter_elements()
-              << " parameters, " << a.steps << " steps of " << a.batch_size << " rows in " << a.micro_batches
-              << " micro-batch(es)"
-              << (a.data_parallel > 1 ? " per replica, " + std::to_string(a.data_parallel) + " replicas" : "")
-              << (resumed_from.empty() ? ""
-                                       : ", resumed from " + resumed_from + " at step " + std::to_string(first_step))
-              << "\n";
-  }
-
-  std::vector<double> losses;
-  losses.reserve(static_cast<size_t>(a.steps));
-  // Peak activation bytes per rank over the run (measured per rank by the pipeline; for the
-  // sequential trainer, its one micro-batch's contexts).
-  const int ranks = pipeline() ? pipeline()->schedule().num_ranks() : 1;
-  std::vector<double> peak_bytes(static_cast<size_t>(ranks), 0.0);
-  std::vector<int> peak_versions(static_cast<size_t>(ranks), 0);  // asynchronous schedules
-  double bubble_sum = 0.0;
-  double offloaded_bytes = 0.0;
-  int64_t tokens = 0;
-  double seconds = 0.0;
-  nlohmann::json evaluations = nlohmann::json::array();
-  std::vector<std::string> checkpoints;
+// The training loop with its progress bar, adding up what the report prints.
+TrainTotals train_loop(const TrainArgs& a, TrainRun& run) {
+  Trainer& trainer = *run.trainer;
+  plan::AdaptiveTrainer* adaptive = adaptive_of(trainer);
+  TrainTotals t;
+  t.first_step = trainer.metrics().step;
+  t.losses.reserve(static_cast<size_t>(a.steps));
+  t.ranks = run.pipeline() ? run.pipeline()->schedule().num_ranks() : 1;
+  t.peak_bytes.assign(static_cast<size_t>(t.ranks), 0.0);
+  t.peak_versions.assign(static_cast<size_t>(t.ranks), 0);
   TrainingLoopOptions loop;
   loop.steps = a.steps;
   loop.eval_every = a.eval_every;
@@ -315,161 +294,73 @@ int run_train(const TrainArgs& a) {
   loop.checkpoint_dir = a.checkpoint_dir;
   loop.keep_checkpoints = a.keep_checkpoints;
   loop.metrics_log = a.metrics_log;
-  loop.writes_files = leader;
-  loop.sharded_checkpoints = world != nullptr;
+  loop.writes_files = run.leader;
+  loop.sharded_checkpoints = run.launch != nullptr;
   if (adaptive) loop.log_fields = [&](int64_t step) { return plan::adaptation_log_fields(adaptive->adaptations(), step); };
   size_t adaptations_told = 0;
-  {
-    ProgressBar progress(a.steps, first_step, !a.quiet && leader);
-    run_training(*trainer, *setup.data, setup.held_out.get(), loop, [&](const StepReport& report) {
-      const StepResult& r = report.result;
-      losses.push_back(r.loss);
-      bubble_sum += r.bubble_rate;
-      if (pipeline()) {
-        const exec::PipelineStats& stats = pipeline()->last_stats();
-        offloaded_bytes = static_cast<double>(stats.offloaded_bytes);
-        for (int rank = 0; rank < ranks; ++rank)
-          peak_versions[rank] = std::max(peak_versions[rank], stats.ranks[rank].peak_weight_versions);
-      }
-      for (size_t rank = 0; rank < r.peak_activation_bytes.size() && rank < peak_bytes.size(); ++rank)
-        peak_bytes[rank] = std::max(peak_bytes[rank], static_cast<double>(r.peak_activation_bytes[rank]));
-      tokens += r.tokens;
-      seconds += r.seconds;
-      if (report.eval) {
-        evaluations.push_back({{"step", report.step},
+  ProgressBar progress(a.steps, t.first_step, !a.quiet && run.leader);
+  run_training(trainer, *run.setup.data, run.setup.held_out.get(), loop, [&](const StepReport& report) {
+    t.add_step(report.result, run.pipeline());
+    if (report.eval) {
+      t.evaluations.push_back({{"step", report.step},
                                {"loss", finite_or_null(report.eval->loss)},
                                {"accuracy", report.eval->accuracy}});
-        progress.note("step " + std::to_string(report.step) + ": held-out loss " +
-                      format_number(report.eval->loss) + ", accuracy " + format_number(report.eval->accuracy));
-      }
-      if (!report.checkpoint.empty()) checkpoints.push_back(report.checkpoint);
-      for (; adaptive && adaptations_told < adaptive->adaptations().size(); ++adaptations_told)
-        if (!a.json)
-          progress.note("pipeforge train: " +
-                        describe_adaptation(adaptive->adaptations()[adaptations_told], a.adapt_patience));
-      progress.update(report.step - first_step, r.loss, seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0);
-      return true;
-    });
-  }
-  const int64_t steps_run = static_cast<int64_t>(losses.size());
-  const bool diverged = !std::isfinite(losses.back());
-  if (diverged && leader) {
-    std::cerr << "pipeforge train: error: training diverged at step " << trainer->metrics().step << ": the loss is "
-              << losses.back() << (a.checkpoint.empty() ? "" : "; no checkpoint written")
+      progress.note("step " + std::to_string(report.step) + ": held-out loss " + format_number(report.eval->loss) +
+                    ", accuracy " + format_number(report.eval->accuracy));
+    }
+    if (!report.checkpoint.empty()) t.checkpoints.push_back(report.checkpoint);
+    for (; adaptive && adaptations_told < adaptive->adaptations().size(); ++adaptations_told)
+      if (!a.json)
+        progress.note("pipeforge train: " +
+                      describe_adaptation(adaptive->adaptations()[adaptations_told], a.adapt_patience));
+    progress.update(report.step - t.first_step, report.result.loss, t.tokens_per_s());
+    return true;
+  });
+  return t;
+}
+
+// After the loop: the timeline outputs, the drain, the checksum, the final checkpoint.
+void finish_run(const TrainArgs& a, TrainRun& run, TrainTotals& t) {
+  Trainer& trainer = *run.trainer;
+  t.diverged = !std::isfinite(t.losses.back());
+  if (t.diverged && run.leader) {
+    std::cerr << "pipeforge train: error: training diverged at step " << trainer.metrics().step << ": the loss is "
+              << t.losses.back() << (a.checkpoint.empty() ? "" : "; no checkpoint written")
               << " (try a smaller --lr or --clip-norm)\n";
   }
-  const double tokens_per_s = seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0;
-  const double bubble_rate = pipeline() ? bubble_sum / static_cast<double>(steps_run) : 0.0;
-  if (pipeline() && !a.trace_file.empty()) {
-    std::ofstream(a.trace_file) << sched::to_chrome_trace(pipeline()->last_timeline());
+  if (exec::PipelineTrainer* p = run.pipeline()) {
+    if (!a.trace_file.empty()) std::ofstream(a.trace_file) << sched::to_chrome_trace(p->last_timeline());
+    if (!a.svg_file.empty()) {
+      sched::SvgOptions svg;
+      svg.width = a.svg_width;
+      svg.title = timeline_title(p->schedule(), a.micro_batches,
+                                 "step " + std::to_string(trainer.metrics().step) + " measured",
+                                 p->last_stats().bubble_rate);
+      std::ofstream(a.svg_file) << sched::to_svg(p->last_timeline(), svg);
+    }
+    p->drain();  // asynchronous schedules: the micro-batches in flight finish before the results
   }
-  if (pipeline() && !a.svg_file.empty()) {
-    sched::SvgOptions svg;
-    svg.width = a.svg_width;
-    svg.title = timeline_title(pipeline()->schedule(), a.micro_batches,
-                               "step " + std::to_string(trainer->metrics().step) + " measured",
-                               pipeline()->last_stats().bubble_rate);
-    std::ofstream(a.svg_file) << sched::to_svg(pipeline()->last_timeline(), svg);
-  }
-  // Asynchronous schedules: the micro-batches still in flight finish before the results.
-  if (pipeline()) pipeline()->drain();
-  const std::string checksum = pipeline() ? pipeline()->parameter_checksum() : parameter_checksum(model.parameters());
-  const nlohmann::json memory = process_memory(world);
-  const bool save = !a.checkpoint.empty() && !diverged;
-  if (save) save_trainer_checkpoint(*trainer, a.checkpoint);
+  t.checksum = run.pipeline() ? run.pipeline()->parameter_checksum() : parameter_checksum(trainer.model().parameters());
+  t.memory = process_memory(run.launch.get());
+  t.saved = !a.checkpoint.empty() && !t.diverged;
+  if (t.saved) save_trainer_checkpoint(trainer, a.checkpoint);
+}
 
-  if (!leader) return diverged ? kExitFailure : kExitOk;
-  if (a.json) {
-    nlohmann::json out;
-    out["model"] = !a.model_file.empty() || !a.model_json.empty() ? "json" : a.model;
-    if (!a.model_file.empty()) out["model_file"] = a.model_file;
-    out["config"] = setup.description;
-    out["num_parameters"] = model.num_parameter_elements();
-    out["steps"] = trainer->metrics().step;
-    out["steps_run"] = steps_run;
-    out["diverged"] = diverged;
-    out["resumed_from_step"] = first_step;
-    if (!resumed_from.empty()) out["resumed_from"] = resumed_from;
-    out["lr_schedule"] = lr_schedule(a).to_json();
-    out["last_lr"] = trainer->optimizer().config().lr;
-    out["evaluations"] = evaluations;
-    out["checkpoints"] = checkpoints;
-    out["partition"] = partition_json(trainer->model(), pipeline());
-    out["micro_batches"] = a.micro_batches;
-    out["batch_size"] = a.batch_size;
-    out["seed"] = a.seed;
-    out["optimizer"] = trainer->optimizer().config().to_json();
-    out["loss"] = finite_or_null(losses.back());
-    out["first_loss"] = finite_or_null(losses.front());
-    nlohmann::json all = nlohmann::json::array();
-    for (double l : losses) all.push_back(finite_or_null(l));
-    out["losses"] = all;
-    out["tokens"] = tokens;
-    out["seconds"] = seconds;
-    out["tokens_per_s"] = tokens_per_s;
-    out["data_position"] = trainer->metrics().data_position;
-    out["param_checksum"] = checksum;
-    out["schedule"] = pipeline() ? pipeline()->schedule().name : "sequential";
-    out["stages"] = ranks;
-    out["bubble_rate"] = bubble_rate;  // measured, mean over the steps run (0 for sequential)
-    out["peak_activation_bytes"] = peak_bytes;
-    out["activation_policy"] = a.activation_policy;
-    out["offloaded_bytes_per_step"] = offloaded_bytes;  // of the last step
-    out["processes"] = world ? world->size() : 1;
-    out["data_parallel"] = a.data_parallel;
-    out["gradient_reduction"] = a.gradient_reduction;
-    out["process_memory"] = memory;  // per process: its stages' parameters, gradients, optimizer state
-    out["asynchronous"] = pipeline() != nullptr && pipeline()->plan().schedule.traits.asynchronous();
-    out["local_learning"] = pipeline() != nullptr && pipeline()->plan().schedule.traits.local_learning();
-    if (out["asynchronous"].get<bool>()) out["peak_weight_versions"] = peak_versions;
-    if (adaptive) out["adaptations"] = plan::adaptations_to_json(adaptive->adaptations());
-    if (save) out["checkpoint"] = a.checkpoint;
-    std::cout << out.dump() << std::endl;
-  } else {
-    std::printf("final loss %.6f (step %lld: %.6f) after %lld steps, %s tokens/s\n", losses.back(),
-                static_cast<long long>(first_step + 1), losses.front(),
-                static_cast<long long>(trainer->metrics().step),
-                ProgressBar::format_rate(tokens_per_s).c_str());
-    std::printf("parameter checksum (sha256): %s\n", checksum.c_str());
-    if (pipeline()) {
-      const std::string where =
-          !world ? "threads of one process"
-                 : a.data_parallel > 1 ? std::to_string(a.data_parallel) + " replicas, " +
-                                             std::to_string(world->size()) + " processes"
-                                       : "one process each";
-      std::printf("%s on %d ranks (%s): measured bubble rate %.4f (mean over the steps)\n",
-                  pipeline()->schedule().name.c_str(), ranks, where.c_str(), bubble_rate);
-      std::printf("partition: %s top-level layers per stage (stages on ranks %s)\n",
-                  join_numbers(exec::layer_counts(pipeline()->parts().stages.ranges())).c_str(),
-                  join_numbers(pipeline()->schedule().placement.stage_to_rank, ", ").c_str());
-      if (pipeline()->plan().schedule.traits.local_learning())
-        std::printf("local learning: every stage but the last trains on its own %s head; no gradient crosses ranks\n",
-                    a.local_head.c_str());
-      if (pipeline()->plan().schedule.traits.asynchronous()) {
-        std::string versions;
-        for (int rank = 0; rank < ranks; ++rank)
-          versions += (rank ? ", " : "") + std::to_string(peak_versions[static_cast<size_t>(rank)]);
-        std::printf("asynchronous: no flush between steps, drained once at the end; weight versions per rank: %s\n",
-                    versions.c_str());
-      }
-    }
-    if (world) {
-      std::string line;
-      for (const auto& m : memory) {
-        const double mb = (m["parameter_bytes"].get<double>() + m["gradient_bytes"].get<double>() +
-                           m["optimizer_bytes"].get<double>()) / 1e6;
-        char part[64];
-        std::snprintf(part, sizeof(part), "%srank %d %.2f MB", line.empty() ? "" : ", ", m["rank"].get<int>(), mb);
-        line += part;
-      }
-      std::printf("parameters + gradients + optimizer state per process: %s\n", line.c_str());
-    }
-    if (save) {
-      std::printf("checkpoint saved to %s%s\n", a.checkpoint.c_str(),
-                  world ? " (a folder: one shard per pipeline rank and manifest.json)" : "");
-    }
+}  // namespace
+
+int run_train(const TrainArgs& a) {
+  TrainRun run;
+  if (const int code = prepare_run(a, run); code >= 0) return code;
+  if (!a.json && !a.quiet && run.leader) print_run_start(a, *run.trainer, run.resumed_from);
+  TrainTotals totals = train_loop(a, run);
+  finish_run(a, run, totals);
+  if (run.leader) {
+    const TrainReport report{a, *run.trainer, run.pipeline(), adaptive_of(*run.trainer), run.launch.get(),
+                             run.setup.description, run.resumed_from, totals};
+    if (a.json) print_json_report(report);
+    else print_summary(report);
   }
-  return diverged ? kExitFailure : kExitOk;
+  return totals.diverged ? kExitFailure : kExitOk;
 }
 
 }  // namespace pf::cli

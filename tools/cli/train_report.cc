@@ -1,0 +1,168 @@
+#include "tools/cli/train_report.h"
+
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+
+#include "runtime/execution/partition.h"
+#include "tools/cli/progress.h"
+#include "tools/cli/train_setup.h"
+
+namespace pf::cli {
+namespace {
+
+// The partition the run used: top-level layers per stage and the rank of each stage.
+nlohmann::json partition_json(const Model& model, const exec::PipelineTrainer* pipeline) {
+  if (!pipeline) {
+    return {{"layers_per_stage", {model.layers().size()}}, {"stage_ranks", {0}}};
+  }
+  return {{"layers_per_stage", exec::layer_counts(pipeline->parts().stages.ranges())},
+          {"stage_ranks", pipeline->schedule().placement.stage_to_rank}};
+}
+
+}  // namespace
+
+nlohmann::json finite_or_null(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(); }
+
+std::string join_numbers(const std::vector<int>& values, const char* separator) {
+  std::string out;
+  for (size_t i = 0; i < values.size(); ++i) out += (i ? separator : "") + std::to_string(values[i]);
+  return out;
+}
+
+void TrainTotals::add_step(const StepResult& r, const exec::PipelineTrainer* pipeline) {
+  losses.push_back(r.loss);
+  bubble_sum += r.bubble_rate;
+  if (pipeline) {
+    const exec::PipelineStats& stats = pipeline->last_stats();
+    offloaded_bytes = static_cast<double>(stats.offloaded_bytes);
+    for (int rank = 0; rank < ranks; ++rank)
+      peak_versions[rank] = std::max(peak_versions[rank], stats.ranks[rank].peak_weight_versions);
+  }
+  for (size_t rank = 0; rank < r.peak_activation_bytes.size() && rank < peak_bytes.size(); ++rank)
+    peak_bytes[rank] = std::max(peak_bytes[rank], static_cast<double>(r.peak_activation_bytes[rank]));
+  tokens += r.tokens;
+  seconds += r.seconds;
+}
+
+void print_run_start(const TrainArgs& a, const Trainer& trainer, const std::string& resumed_from) {
+  std::cerr << "pipeforge train: " << model_name(a) << ", " << trainer.model().num_parameter_elements()
+            << " parameters, " << a.steps << " steps of " << a.batch_size << " rows in " << a.micro_batches
+            << " micro-batch(es)"
+            << (a.data_parallel > 1 ? " per replica, " + std::to_string(a.data_parallel) + " replicas" : "")
+            << (resumed_from.empty() ? ""
+                                     : ", resumed from " + resumed_from + " at step " +
+                                           std::to_string(trainer.metrics().step))
+            << "\n";
+}
+
+void print_json_report(const TrainReport& r) {
+  const TrainArgs& a = r.args;
+  const TrainTotals& t = r.totals;
+  const Trainer& trainer = r.trainer;
+  const exec::PipelineTrainer* pipeline = r.pipeline;
+  nlohmann::json out;
+  out["model"] = !a.model_file.empty() || !a.model_json.empty() ? "json" : a.model;
+  if (!a.model_file.empty()) out["model_file"] = a.model_file;
+  out["config"] = r.model_description;
+  out["num_parameters"] = trainer.model().num_parameter_elements();
+  out["steps"] = trainer.metrics().step;
+  out["steps_run"] = static_cast<int64_t>(t.losses.size());
+  out["diverged"] = t.diverged;
+  out["resumed_from_step"] = t.first_step;
+  if (!r.resumed_from.empty()) out["resumed_from"] = r.resumed_from;
+  out["lr_schedule"] = lr_schedule(a).to_json();
+  out["last_lr"] = trainer.optimizer().config().lr;
+  out["evaluations"] = t.evaluations;
+  out["checkpoints"] = t.checkpoints;
+  out["partition"] = partition_json(trainer.model(), pipeline);
+  out["micro_batches"] = a.micro_batches;
+  out["batch_size"] = a.batch_size;
+  out["seed"] = a.seed;
+  out["optimizer"] = trainer.optimizer().config().to_json();
+  out["loss"] = finite_or_null(t.losses.back());
+  out["first_loss"] = finite_or_null(t.losses.front());
+  nlohmann::json all = nlohmann::json::array();
+  for (double l : t.losses) all.push_back(finite_or_null(l));
+  out["losses"] = all;
+  out["tokens"] = t.tokens;
+  out["seconds"] = t.seconds;
+  out["tokens_per_s"] = t.tokens_per_s();
+  out["data_position"] = trainer.metrics().data_position;
+  out["param_checksum"] = t.checksum;
+  out["schedule"] = pipeline ? pipeline->schedule().name : "sequential";
+  out["stages"] = t.ranks;
+  // Measured, mean over the steps run (0 for sequential).
+  out["bubble_rate"] = pipeline ? t.bubble_sum / static_cast<double>(t.losses.size()) : 0.0;
+  out["peak_activation_bytes"] = t.peak_bytes;
+  out["activation_policy"] = a.activation_policy;
+  out["offloaded_bytes_per_step"] = t.offloaded_bytes;  // of the last step
+  out["processes"] = r.world ? r.world->size() : 1;
+  out["data_parallel"] = a.data_parallel;
+  out["gradient_reduction"] = a.gradient_reduction;
+  out["process_memory"] = t.memory;  // per process: its stages' parameters, gradients, optimizer state
+  out["asynchronous"] = pipeline != nullptr && pipeline->plan().schedule.traits.asynchronous();
+  out["local_learning"] = pipeline != nullptr && pipeline->plan().schedule.traits.local_learning();
+  if (out["asynchronous"].get<bool>()) out["peak_weight_versions"] = t.peak_versions;
+  if (r.adaptive) out["adaptations"] = plan::adaptations_to_json(r.adaptive->adaptations());
+  if (t.saved) out["checkpoint"] = a.checkpoint;
+  std::cout << out.dump() << std::endl;
+}
+
+namespace {
+
+// The pipeline's lines of the summary.
+void print_pipeline_summary(const TrainReport& r) {
+  const TrainArgs& a = r.args;
+  const TrainTotals& t = r.totals;
+  const exec::PipelineTrainer& p = *r.pipeline;
+  const std::string where = !r.world ? "threads of one process"
+                            : a.data_parallel > 1
+                                ? std::to_string(a.data_parallel) + " replicas, " + std::to_string(r.world->size()) +
+                                      " processes"
+                                : "one process each";
+  std::printf("%s on %d ranks (%s): measured bubble rate %.4f (mean over the steps)\n", p.schedule().name.c_str(),
+              t.ranks, where.c_str(), t.bubble_sum / static_cast<double>(t.losses.size()));
+  std::printf("partition: %s top-level layers per stage (stages on ranks %s)\n",
+              join_numbers(exec::layer_counts(p.parts().stages.ranges())).c_str(),
+              join_numbers(p.schedule().placement.stage_to_rank, ", ").c_str());
+  if (p.plan().schedule.traits.local_learning())
+    std::printf("local learning: every stage but the last trains on its own %s head; no gradient crosses ranks\n",
+                a.local_head.c_str());
+  if (p.plan().schedule.traits.asynchronous()) {
+    std::string versions;
+    for (int rank = 0; rank < t.ranks; ++rank)
+      versions += (rank ? ", " : "") + std::to_string(t.peak_versions[static_cast<size_t>(rank)]);
+    std::printf("asynchronous: no flush between steps, drained once at the end; weight versions per rank: %s\n",
+                versions.c_str());
+  }
+}
+
+}  // namespace
+
+void print_summary(const TrainReport& r) {
+  const TrainArgs& a = r.args;
+  const TrainTotals& t = r.totals;
+  std::printf("final loss %.6f (step %lld: %.6f) after %lld steps, %s tokens/s\n", t.losses.back(),
+              static_cast<long long>(t.first_step + 1), t.losses.front(),
+              static_cast<long long>(r.trainer.metrics().step), ProgressBar::format_rate(t.tokens_per_s()).c_str());
+  std::printf("parameter checksum (sha256): %s\n", t.checksum.c_str());
+  if (r.pipeline) print_pipeline_summary(r);
+  if (r.world) {
+    std::string line;
+    for (const auto& m : t.memory) {
+      const double mb = (m["parameter_bytes"].get<double>() + m["gradient_bytes"].get<double>() +
+                         m["optimizer_bytes"].get<double>()) / 1e6;
+      char part[64];
+      std::snprintf(part, sizeof(part), "%srank %d %.2f MB", line.empty() ? "" : ", ", m["rank"].get<int>(), mb);
+      line += part;
+    }
+    std::printf("parameters + gradients + optimizer state per process: %s\n", line.c_str());
+  }
+  if (t.saved) {
+    std::printf("checkpoint saved to %s%s\n", a.checkpoint.c_str(),
+                r.world ? " (a folder: one shard per pipeline rank and manifest.json)" : "");
+  }
+}
+
+}  // namespace pf::cli

@@ -1,0 +1,59 @@
+// What `pipeforge train` prints about a run: the line before it starts, and after it the summary
+// or (--json) one JSON object; and the totals the training loop adds up for them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/comm/world.h"
+#include "runtime/execution/pipeline_trainer.h"
+#include "runtime/planner/fail_slow.h"
+#include "runtime/train/trainer.h"
+#include "tools/cli/train_command.h"
+
+namespace pf::cli {
+
+// Added up over the steps of a run (and a few facts of its end).
+struct TrainTotals {
+  int64_t first_step = 0;
+  int ranks = 1;
+  std::vector<double> losses;
+  std::vector<double> peak_bytes;   // per rank: the most activation bytes at once over the run
+  std::vector<int> peak_versions;   // per rank: asynchronous schedules' weight versions
+  double bubble_sum = 0.0, offloaded_bytes = 0.0, seconds = 0.0;
+  int64_t tokens = 0;
+  nlohmann::json evaluations = nlohmann::json::array();
+  std::vector<std::string> checkpoints;
+  bool diverged = false, saved = false;
+  std::string checksum;
+  nlohmann::json memory;  // per process: parameter, gradient and optimizer-state bytes
+
+  // One step's result (and the pipeline's stats, null for the sequential trainer).
+  void add_step(const StepResult& r, const exec::PipelineTrainer* pipeline);
+  double tokens_per_s() const { return seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0; }
+};
+
+struct TrainReport {
+  const TrainArgs& args;
+  const Trainer& trainer;
+  const exec::PipelineTrainer* pipeline;  // null for the sequential trainer
+  const plan::AdaptiveTrainer* adaptive;  // null without --adapt
+  const comm::World* world;               // null in one process
+  const nlohmann::json& model_description;
+  const std::string& resumed_from;
+  const TrainTotals& totals;
+};
+
+void print_run_start(const TrainArgs& a, const Trainer& trainer, const std::string& resumed_from);
+void print_json_report(const TrainReport& r);
+void print_summary(const TrainReport& r);
+
+// A JSON number, or null for NaN and infinities.
+nlohmann::json finite_or_null(double x);
+// Numbers joined by `separator`: layers per stage as "5+4", ranks as "0, 1".
+std::string join_numbers(const std::vector<int>& values, const char* separator = "+");
+
+}  // namespace pf::cli
