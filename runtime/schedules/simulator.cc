@@ -1,5 +1,7 @@
 #include "runtime/schedules/simulator.h"
 
+#include "runtime/schedules/dependencies.h"
+
 #include <set>
 #include <utility>
 
@@ -207,124 +209,13 @@ void Simulator::build_index() {
 
 void Simulator::dependencies(int rank, const Action& a, std::vector<Dep>* deps) const {
   deps->clear();
-  const int s = a.stage, mb = a.micro_batch;
-  auto need = [&](ActionKind kind, int stage, int micro_batch, bool required = true) {
-    Action p{kind, stage, micro_batch};
-    deps->push_back(Dep{p, index_.get(kind, stage, micro_batch), required});
-  };
-  // Optional dependency: only when the schedule has the producer.
-  auto if_present = [&](ActionKind kind, int stage, int micro_batch) {
+  const auto rank_of = [&](ActionKind kind, int stage, int micro_batch) {
     const Loc l = index_.get(kind, stage, micro_batch);
-    if (l.found()) deps->push_back(Dep{Action{kind, stage, micro_batch}, l, true});
+    return l.found() ? l.rank : -1;
   };
-  // The producer of the input gradient of (mb, stage): B or BW of `stage`.
-  auto grad_producer = [&](int stage) {
-    const Loc b = index_.get(ActionKind::kBackwardInput, stage, mb);
-    if (b.found()) {
-      deps->push_back(Dep{Action{ActionKind::kBackwardInput, stage, mb}, b, true});
-    } else {
-      need(ActionKind::kBackward, stage, mb);
-    }
-  };
-  auto recv_on_rank = [&](ActionKind kind) {
-    const Loc l = index_.get(kind, s, mb);
-    return l.found() && l.rank == rank;
-  };
-  const bool posted = options_.comm == CommSemantics::kPosted;
-  // Posted: the consumer of a RECV on its rank needs the RECV posted and the matching SEND's data
-  // (else the producer's output); `producer` adds the latter.
-  auto posted_input = [&](ActionKind recv_kind, int send_stage, ActionKind send_kind, auto producer) {
-    need(recv_kind, s, mb);
-    if (index_.get(send_kind, send_stage, mb).found()) need(send_kind, send_stage, mb);
-    else producer();
-  };
-
-  // Sliced schedules: slice j's F reads the keys/values of slice j - 1's F on this stage; its
-  // backward waits for the backward of slice j + 1, which adds to its key/value gradients.
-  const int slices = sched_.seq_slices, slice = slices > 1 ? mb % slices : 0;
-  if (slices > 1 && mb >= 0) {
-    if (a.kind == ActionKind::kForward && slice > 0) need(ActionKind::kForward, s, mb - 1);
-    if ((a.kind == ActionKind::kBackwardInput || a.kind == ActionKind::kBackward) && slice + 1 < slices) {
-      const Loc b = index_.get(ActionKind::kBackwardInput, s, mb + 1);
-      need(b.found() ? ActionKind::kBackwardInput : ActionKind::kBackward, s, mb + 1);
-    }
-  }
-  switch (a.kind) {
-    case ActionKind::kForward:
-      if (!sched_.first_in_pipeline(s)) {
-        if (posted && recv_on_rank(ActionKind::kRecvF))
-          posted_input(ActionKind::kRecvF, s - 1, ActionKind::kSendF, [&] { need(ActionKind::kForward, s - 1, mb); });
-        else if (recv_on_rank(ActionKind::kRecvF)) need(ActionKind::kRecvF, s, mb);
-        else need(ActionKind::kForward, s - 1, mb);
-      }
-      break;
-    case ActionKind::kBackwardInput:
-    case ActionKind::kBackward:
-      need(ActionKind::kForward, s, mb);
-      if (index_.get(ActionKind::kHead, s, mb).found()) {
-        need(ActionKind::kHead, s, mb);  // local learning: the stage's own head gives the gradient
-      } else if (!sched_.last_in_pipeline(s)) {
-        if (posted && recv_on_rank(ActionKind::kRecvB))
-          posted_input(ActionKind::kRecvB, s + 1, ActionKind::kSendB, [&] { grad_producer(s + 1); });
-        else if (recv_on_rank(ActionKind::kRecvB)) need(ActionKind::kRecvB, s, mb);
-        else grad_producer(s + 1);
-      }
-      if_present(ActionKind::kRecompute, s, mb);
-      if_present(ActionKind::kReload, s, mb);
-      break;
-    case ActionKind::kBackwardWeight:
-      need(ActionKind::kBackwardInput, s, mb);
-      break;
-    case ActionKind::kSendF:
-      need(ActionKind::kForward, s, mb);
-      break;
-    case ActionKind::kSendB:
-      grad_producer(s);
-      break;
-    case ActionKind::kRecvF:
-      if (!sched_.first_in_pipeline(s) && !posted) {
-        if (index_.get(ActionKind::kSendF, s - 1, mb).found()) need(ActionKind::kSendF, s - 1, mb);
-        else need(ActionKind::kForward, s - 1, mb);
-      }
-      break;
-    case ActionKind::kRecvB:
-      if (!sched_.last_in_pipeline(s) && !posted) {
-        if (index_.get(ActionKind::kSendB, s + 1, mb).found()) need(ActionKind::kSendB, s + 1, mb);
-        else grad_producer(s + 1);
-      }
-      break;
-    case ActionKind::kRecompute:
-    case ActionKind::kOffload:
-      need(ActionKind::kForward, s, mb);
-      break;
-    case ActionKind::kReload:
-      need(ActionKind::kOffload, s, mb);
-      if_present(ActionKind::kReturn, s, mb);  // held by a partner rank: wait until it sends them back
-      break;
-    case ActionKind::kHold:
-      need(ActionKind::kOffload, s, mb);
-      break;
-    case ActionKind::kReturn:
-      need(ActionKind::kHold, s, mb);
-      break;
-    case ActionKind::kHead:
-      need(ActionKind::kForward, s, mb);
-      break;
-    case ActionKind::kUpdate:
-      if_present(ActionKind::kBackwardWeight, s, mb);
-      if_present(ActionKind::kBackward, s, mb);
-      break;
-    case ActionKind::kStep:
-    case ActionKind::kAllReduce:
-      for (int j = 0; j < M_; ++j) {
-        if_present(ActionKind::kBackwardWeight, s, j);
-        if_present(ActionKind::kBackward, s, j);
-      }
-      if (a.kind == ActionKind::kStep) if_present(ActionKind::kAllReduce, s, -1);
-      // Two pipelines: STEP adds the gradients its sibling stage's ALLREDUCE sent.
-      if (a.kind == ActionKind::kStep && sched_.pipelines > 1) if_present(ActionKind::kAllReduce, sched_.sibling_stage(s), -1);
-      break;
-  }
+  action_needs(ScheduleShape::of(sched_), rank_of, rank, a, options_.comm, [&](const Action& p) {
+    deps->push_back(Dep{p, index_.get(p.kind, p.stage, p.micro_batch), true});
+  });
 }
 
 std::string Simulator::describe(int rank, int index) const {

@@ -1,5 +1,7 @@
 #include "runtime/schedules/validator.h"
 
+#include "runtime/schedules/dependencies.h"
+
 #include <utility>
 
 #include <algorithm>
@@ -717,29 +719,26 @@ std::optional<Action> waits_for_action(const ActionIndex& index, const Action& a
 }
 
 std::optional<Action> stage_dependency(const ActionIndex& index, const Action& action) {
-  switch (action.kind) {
-    case ActionKind::kForward:
-      if (action.stage <= 0 || index.first_in_pipeline(action.stage)) return std::nullopt;
-      return Action{ActionKind::kForward, action.stage - 1, action.micro_batch};
-    case ActionKind::kBackwardInput:
-    case ActionKind::kBackward: {
-      // Local learning: the stage's own head gives the output gradient (same rank).
-      if (index.find(ActionKind::kHead, action.stage, action.micro_batch) != nullptr)
-        return Action{ActionKind::kHead, action.stage, action.micro_batch};
-      if (action.stage + 1 >= index.num_stages() || index.last_in_pipeline(action.stage)) return std::nullopt;
-      const int s = action.stage + 1;
-      if (index.find(ActionKind::kBackwardInput, s, action.micro_batch) == nullptr &&
-          index.find(ActionKind::kBackward, s, action.micro_batch) != nullptr) {
-        return Action{ActionKind::kBackward, s, action.micro_batch};
-      }
-      return Action{ActionKind::kBackwardInput, s, action.micro_batch};
-    }
-    case ActionKind::kStep:
-      if (index.pipelines() < 2) return std::nullopt;
-      return Action{ActionKind::kAllReduce, index.sibling_stage(action.stage), -1};
-    default:
-      return std::nullopt;
-  }
+  const bool computes = action.kind == ActionKind::kForward || action.kind == ActionKind::kBackwardInput ||
+                        action.kind == ActionKind::kBackward || action.kind == ActionKind::kStep;
+  if (!computes || action.stage < 0 || action.stage >= index.num_stages()) return std::nullopt;
+  // What the action needs in the schedule's compute view (as if unlowered: transfers hidden, so
+  // an input comes from its producer), of which the one on another stage, or a local head.
+  ScheduleShape shape;
+  shape.micro_batches = index.num_micro_batches();
+  shape.pipelines = index.pipelines();
+  shape.stages_per_pipeline = index.stages_per_pipeline();
+  const auto rank_of = [&](ActionKind kind, int stage, int micro_batch) {
+    if (is_communication(kind) || stage < 0 || stage >= index.num_stages()) return -1;
+    const ActionSlot* x = index.find(kind, stage, micro_batch);
+    return x ? x->rank : -1;
+  };
+  std::optional<Action> out;
+  constexpr int kNoRank = -2;  // the action's own rank does not matter here: no RECV is visible
+  action_needs(shape, rank_of, kNoRank, action, CommSemantics::kRendezvous, [&](const Action& p) {
+    if (!out && (p.kind == ActionKind::kHead || p.stage != action.stage)) out = p;
+  });
+  return out;
 }
 
 std::vector<int> reference_weight_gradient_order(const Schedule& schedule, int stage) {

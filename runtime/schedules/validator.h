@@ -100,6 +100,7 @@ class ActionIndex {
   int num_micro_batches() const { return micro_batches_; }
   // The schedule's pipelines (Schedule::pipelines): where each chain of stages starts and ends.
   int pipelines() const { return pipelines_; }
+  int stages_per_pipeline() const { return per_pipeline_; }
   bool first_in_pipeline(int stage) const { return stage % per_pipeline_ == 0; }
   bool last_in_pipeline(int stage) const { return stage % per_pipeline_ == per_pipeline_ - 1; }
   int sibling_stage(int stage) const { return stage < per_pipeline_ ? stage + per_pipeline_ : stage - per_pipeline_; }
@@ -113,7 +114,8 @@ class ActionIndex {
   std::vector<std::vector<ActionSlot>> slots_;
 };
 
-// The action of a neighbouring stage whose output `action` consumes:
+// The action of a neighbouring stage whose output `action` consumes (the one of action_needs,
+// dependencies.h, on another stage, in the schedule as if unlowered):
 //   F(mb, s)      <- F(mb, s-1)                      (none for the first stage of a pipeline)
 //   B/BW(mb, s)   <- the B, else the BW, of (mb, s+1)  (none for the last stage of a pipeline)
 //   STEP(s)       <- ALLREDUCE(sibling of s)          (two pipelines: it adds the sibling's gradients)
