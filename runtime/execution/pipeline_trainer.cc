@@ -24,18 +24,23 @@ std::vector<std::unique_ptr<RankExecutor>> make_executors(const PipelinePlan& pl
   const TrainingConfig& c = plan.config;
   RankExecutor::Options options;
   options.timeout_seconds = c.recv_timeout_seconds;
-  options.record_timeline = c.record_timeline;
   options.posted_receives = plan.comm == sched::CommSemantics::kPosted;
   options.loss_scale = plan.loss_scale;
   options.on_allreduce = optimizer.allreduce_hook();
   std::vector<std::unique_ptr<RankExecutor>> executors;
   for (int r = 0; r < plan.schedule.num_ranks(); ++r) {
-    RankExecutor::Options rank_options = options;
-    if (r == c.slow_rank) rank_options.slow_factor = c.slow_factor;
-    if (c.bubble_fill) rank_options.fill = [fill = c.bubble_fill, r](double seconds) { return fill(r, seconds); };
-    executors.push_back(ownership.is_local_rank(r)
-                            ? std::make_unique<RankExecutor>(r, &stages.stages(), rank_options)
-                            : nullptr);
+    if (!ownership.is_local_rank(r)) {
+      executors.push_back(nullptr);
+      continue;
+    }
+    RankInstruments::Options instruments;
+    instruments.record_timeline = c.record_timeline;
+    if (r == c.slow_rank) instruments.slow_factor = c.slow_factor;
+    if (c.bubble_fill) instruments.fill = [fill = c.bubble_fill, r](double seconds) { return fill(r, seconds); };
+    // The executor sees its own stages only.
+    std::vector<const Stage*> own(stages.stages().size(), nullptr);
+    for (const int s : plan.schedule.placement.stages_of(r)) own[static_cast<size_t>(s)] = &stages.stage(s);
+    executors.push_back(std::make_unique<RankExecutor>(r, std::move(own), options, std::move(instruments)));
   }
   return executors;
 }

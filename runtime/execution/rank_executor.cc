@@ -29,16 +29,21 @@ size_t kept_bytes(bool first_stage, const Tensor& input) { return first_stage ||
 
 }  // namespace
 
-RankExecutor::RankExecutor(int rank, const std::vector<Stage>* stages, Options options)
-    : rank_(rank), stages_(stages), options_(options) {
-  PF_INTERNAL_CHECK(stages_ != nullptr, "rank executor: no stages");
+RankExecutor::RankExecutor(int rank, std::vector<const Stage*> stages, Options options,
+                           RankInstruments::Options instruments)
+    : rank_(rank), stages_(std::move(stages)), options_(std::move(options)), instruments_(std::move(instruments)) {}
+
+const Stage& RankExecutor::stage(int index) const {
+  const Stage* s = index >= 0 && index < static_cast<int>(stages_.size()) ? stages_[static_cast<size_t>(index)] : nullptr;
+  PF_INTERNAL_CHECK(s != nullptr, "rank executor: rank ", rank_, " does not run stage ", index);
+  return *s;
 }
 
 void RankExecutor::set_schedule(const sched::Schedule* schedule) {
   schedule_ = schedule;
   const int S = schedule->num_stages(), m = schedule->num_micro_batches;
-  PF_INTERNAL_CHECK(S == static_cast<int>(stages_->size()), "rank executor: schedule has ", S, " stages, the model ",
-                    stages_->size());
+  PF_INTERNAL_CHECK(S == static_cast<int>(stages_.size()), "rank executor: schedule has ", S, " stages, the model ",
+                    stages_.size());
   recomputed_.assign(static_cast<size_t>(S), {});
   for (const Action& a : schedule->ranks[static_cast<size_t>(rank_)]) {
     // A slice's context holds the keys and values the later slices read, so it stays put and whole.
@@ -107,12 +112,12 @@ void RankExecutor::run_step(const std::vector<Batch>& micro_batches, clock_type:
   PF_INTERNAL_CHECK(schedule_ != nullptr, "rank executor: no schedule");
   if (!async_) {
     const std::vector<Action>& list = schedule_->ranks[static_cast<size_t>(rank_)];
-    // Bubble filling applies to this list only, and only when the budgets were made for it.
+    // Bubble filling applies to this list only (and only when the budgets were made for it).
     struct Filling {
       bool& on;
       ~Filling() { on = false; }
-    } filling{filling_};
-    filling_ = options_.fill && fill_before_.size() == list.size();
+    } filling{fills_};
+    fills_ = true;
     run_actions(list, micro_batches, t0, transport, store, cancelled, out);
     return;
   }
@@ -162,10 +167,9 @@ void RankExecutor::prepare_slots(const std::vector<Action>& actions, int micro_b
       slots_[static_cast<size_t>(a.stage)].resize(static_cast<size_t>(slots_per_stage));
 }
 
-void RankExecutor::run_action(const std::vector<Action>& actions, size_t i, clock_type::time_point t0,
-                              const std::function<std::string()>& cancelled, StepOutput* out) {
+void RankExecutor::run_action(const std::vector<Action>& actions, size_t i,
+                              const std::function<std::string()>& cancelled) {
   const Action& a = actions[i];
-  RankStats& rs = out->stats;
   const auto where = [&] {
     return "rank " + std::to_string(rank_) + " at action " + std::to_string(i + 1) + " of " +
            std::to_string(actions.size()) + " (" + sched::action_to_string(a) + ")";
@@ -176,25 +180,14 @@ void RankExecutor::run_action(const std::vector<Action>& actions, size_t i, cloc
     const std::string cause = cancelled();
     if (!cause.empty()) fail(ErrorCode::kCancelled, where(), ": stopped: ", cause);
   }
-  if (filling_ && fill_before_[i] > 0) rs.fill_us += 1e6 * options_.fill(fill_before_[i]);
-  const auto t_start = clock_type::now();
+  instruments_.before(i);
+  const auto start = clock_type::now();
   try {
     (this->*handlers()[static_cast<int>(a.kind)])(a);
   } catch (const Error& e) {
     throw Error(e.code(), std::string(e.what()) + " [" + where() + "]");
   }
-  if (options_.slow_factor > 1.0 && sched::is_compute(a.kind))
-    std::this_thread::sleep_for((clock_type::now() - t_start) * (options_.slow_factor - 1.0));
-  // Peaks at action boundaries, after every action (F, B, RECOMPUTE, RELOAD and HOLD are the
-  // ones that can raise them).
-  rs.peak_activation_bytes = std::max(rs.peak_activation_bytes, live_bytes_);
-  rs.peak_live_micro_batches = std::max(rs.peak_live_micro_batches, live_);
-  if (options_.record_timeline) {
-    const auto t_end = clock_type::now();
-    out->timed.push_back({a, std::chrono::duration<double, std::micro>(t_start - t0).count(),
-                          std::chrono::duration<double, std::micro>(t_end - t0).count()});
-  }
-  rs.actions += 1;
+  instruments_.after(a, start, live_, live_bytes_);
 }
 
 void RankExecutor::run_actions(const std::vector<Action>& actions, const std::vector<Batch>& micro_batches,
@@ -209,9 +202,8 @@ void RankExecutor::run_actions(const std::vector<Action>& actions, const std::ve
   // Windows: the last stage's forwards in a drain (local learning) still record their losses.
   out->losses.assign(static_cast<size_t>(async_ ? async_->micro_batches : m), 0.0f);
   out->correct.assign(evaluating_ ? static_cast<size_t>(m) : 0, 0);
-  out->timed.clear();
-  out->timed.reserve(actions.size());
   out->stats = RankStats();
+  instruments_.begin(actions.size(), fills_, t0, &out->stats, &out->timed);
   prepare_slots(actions, m);
   for (StageWeights* w : weights_)
     if (w) w->reset_peak();
@@ -226,9 +218,9 @@ void RankExecutor::run_actions(const std::vector<Action>& actions, const std::ve
       self->out_ = nullptr;
     }
   } clear{this};
-  for (size_t i = 0; i < actions.size(); ++i) run_action(actions, i, t0, cancelled, out);
+  for (size_t i = 0; i < actions.size(); ++i) run_action(actions, i, cancelled);
+  instruments_.end();
   RankStats& rs = out->stats;
-  if (filling_ && fill_after_ > 0) rs.fill_us += 1e6 * options_.fill(fill_after_);
   for (StageWeights* w : weights_) {
     if (!w) continue;
     rs.peak_weight_versions += w->peak_versions();
@@ -239,7 +231,7 @@ void RankExecutor::run_actions(const std::vector<Action>& actions, const std::ve
 
 void RankExecutor::on_evaluation_forward(const Action& a) {
   const int s = a.stage, mb = a.micro_batch;
-  const Stage& stage = (*stages_)[static_cast<size_t>(s)];
+  const Stage& stage = this->stage(s);
   Slot& sl = slot(a);
   Tensor x = schedule_->first_in_pipeline(s) ? batch_of(mb).inputs : take_input(a, sl);
   PF_INTERNAL_CHECK(x.defined(), "rank ", rank_, ": ", sched::action_to_string(a), " has no input");
@@ -264,7 +256,7 @@ void RankExecutor::on_forward(const Action& a) {
   }
   const int s = a.stage, mb = a.micro_batch;
   const int j = async_ ? mb % async_->micro_batches : mb;  // the step's micro-batch
-  const Stage& stage = (*stages_)[static_cast<size_t>(s)];
+  const Stage& stage = this->stage(s);
   Slot& sl = slot(a);
   Tensor x;
   if (schedule_->first_in_pipeline(s)) {
@@ -306,7 +298,7 @@ void RankExecutor::on_forward(const Action& a) {
 void RankExecutor::on_backward(const Action& a) {
   const bool fused = a.kind == ActionKind::kBackward;
   const int s = a.stage, mb = a.micro_batch;
-  const Stage& stage = (*stages_)[static_cast<size_t>(s)];
+  const Stage& stage = this->stage(s);
   Slot& sl = slot(a);
   if (store_) store_->restore(context_key(s, mb));  // waits for the prefetch issued by RELOAD
   Tensor dy = take_grad_output(a, sl);
@@ -345,7 +337,7 @@ void RankExecutor::on_backward(const Action& a) {
 
 void RankExecutor::on_backward_weight(const Action& a) {
   Slot& sl = slot(a);
-  (*stages_)[static_cast<size_t>(a.stage)].backward_weight(sl.ctx);
+  stage(a.stage).backward_weight(sl.ctx);
   live_bytes_ -= sl.bytes;
   sl.bytes = 0;
   sl.ctx.clear();
@@ -358,7 +350,7 @@ void RankExecutor::on_recompute(const Action& a) {
   Tensor x = sl.kept_input.defined() ? std::move(sl.kept_input) : batch_of(a.micro_batch).inputs;
   sl.kept_input = Tensor();
   PF_INTERNAL_CHECK(x.defined(), "rank ", rank_, ": ", sched::action_to_string(a), " has no kept input");
-  const Stage& stage = (*stages_)[static_cast<size_t>(a.stage)];
+  const Stage& stage = this->stage(a.stage);
   with_weights(a.stage, &StageWeights::before_recompute, &StageWeights::after_recompute, a.micro_batch,
                [&] { stage.forward(std::move(x), sl.ctx); });
   live_bytes_ -= sl.bytes;

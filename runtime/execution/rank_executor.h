@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/comm/transport.h"
+#include "runtime/execution/rank_instruments.h"
 #include "runtime/execution/sibling_gradients.h"
 #include "runtime/execution/weight_versions.h"
 #include "runtime/layers/saved_context.h"
@@ -58,7 +59,6 @@ class RankExecutor {
  public:
   struct Options {
     double timeout_seconds = 60.0;  // every SEND/RECV/HOLD/RETURN
-    bool record_timeline = true;
     // The scale of each micro-batch's loss; 0 means 1 / the schedule's micro-batches (data
     // parallel: 1 / (replicas * micro-batches)).
     float loss_scale = 0.0f;
@@ -68,12 +68,6 @@ class RankExecutor {
     // RECV_F / RECV_B are posted (irecv, retired by the consumer) instead of receiving at once;
     // the trainer sets it for schedules that are deadlock-free only under posted semantics.
     bool posted_receives = false;
-    // >= 1: every compute action (F, B, W, BW, RECOMPUTE) is followed by a wait of (slow_factor -
-    // 1) x its duration, counted in it: a fail-slow device (PipelineOptions::slow_rank).
-    double slow_factor = 1.0;
-    // Bubble filling (PipelineOptions::bubble_fill): runs other work for at most the given seconds
-    // and returns the seconds it took; called where set_fill_budgets says the rank will wait.
-    std::function<double(double budget_seconds)> fill;
   };
   // What one step of this rank produced.
   struct StepOutput {
@@ -83,21 +77,17 @@ class RankExecutor {
     RankStats stats;
   };
 
-  // `stages`: every stage of the model (this rank runs those its action list names); it must
-  // outlive the executor.
-  RankExecutor(int rank, const std::vector<Stage>* stages, Options options);
+  // `stages`: [stage] the stages this rank runs (null for the others'); they must outlive the
+  // executor. `instruments`: what watches its actions (timeline, peaks, fill, a slowed device).
+  RankExecutor(int rank, std::vector<const Stage*> stages, Options options, RankInstruments::Options instruments);
 
   int rank() const { return rank_; }
   // The schedule to run from now on (the executor keeps a reference: it must stay alive and
   // unchanged while a step runs).
   void set_schedule(const sched::Schedule* schedule);
   void set_timeout_seconds(double seconds) { options_.timeout_seconds = seconds; }
-  // Bubble filling: the seconds to fill before each action of the next step's list (and after the
-  // last); empty: none. Ignored without Options::fill.
-  void set_fill_budgets(std::vector<double> before_action, double after_last) {
-    fill_before_ = std::move(before_action);
-    fill_after_ = after_last;
-  }
+  // What watches its actions; bubble filling's budgets for the next step are set there.
+  RankInstruments& instruments() { return instruments_; }
   // Asynchronous schedules: run_step runs the windows' lists (the first after an empty pipeline,
   // then the steady ones) instead of the schedule's, and keeps the micro-batches in flight between
   // steps; `weights[stage]` (this rank's stages; others null) picks the weights of every F and BW
@@ -156,9 +146,8 @@ class RankExecutor {
 
   // The step's slots: kept across the steps of a windowed schedule, sized for this rank's stages.
   void prepare_slots(const std::vector<sched::Action>& actions, int micro_batches);
-  // Action i of `actions`: its handler, timed, with the cancellation check and the fill before it.
-  void run_action(const std::vector<sched::Action>& actions, size_t i, std::chrono::steady_clock::time_point t0,
-                  const std::function<std::string()>& cancelled, StepOutput* out);
+  // Action i of `actions`: the cancellation check, its handler, the instruments around it.
+  void run_action(const std::vector<sched::Action>& actions, size_t i, const std::function<std::string()>& cancelled);
   void run_actions(const std::vector<sched::Action>& actions, const std::vector<Batch>& micro_batches,
                    std::chrono::steady_clock::time_point t0, comm::Transport& transport, mem::ActivationStore* store,
                    const std::function<std::string()>& cancelled, StepOutput* out);
@@ -202,9 +191,13 @@ class RankExecutor {
   void on_head(const sched::Action& a);
   static const Handler* handlers();
 
+  // The stage `index` of this rank (internal error for another rank's).
+  const Stage& stage(int index) const;
+
   int rank_;
-  const std::vector<Stage>* stages_;
+  std::vector<const Stage*> stages_;  // [stage]: this rank's, null for the others'
   Options options_;
+  RankInstruments instruments_;
   const sched::Schedule* schedule_ = nullptr;
   std::vector<std::vector<char>> recomputed_;  // [stage][mb]: this rank has a RECOMPUTE of it
   // The step in progress.
@@ -214,9 +207,7 @@ class RankExecutor {
   SiblingGradients siblings_;  // two pipelines: the gradients ALLREDUCE sends and STEP adds
   mem::ActivationStore* store_ = nullptr;
   StepOutput* out_ = nullptr;
-  std::vector<double> fill_before_;  // set_fill_budgets
-  double fill_after_ = 0;
-  bool filling_ = false;             // run_step's synchronous list is running with fill budgets
+  bool fills_ = false;  // run_step's synchronous list is running (bubble filling applies to it only)
   float loss_scale_ = 1.0f;
   bool evaluating_ = false;  // run_evaluation in progress
   size_t live_bytes_ = 0;

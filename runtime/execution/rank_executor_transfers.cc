@@ -108,12 +108,12 @@ void RankExecutor::on_step(const Action& a) {
   // phase, or the calling thread). Two pipelines:
   // the stage adds the gradients its sibling sent (sibling_gradients.h).
   if (schedule_->pipelines > 1)
-    siblings_.add(*schedule_, a.stage, (*stages_)[static_cast<size_t>(a.stage)], *transport_, options_.timeout_seconds);
+    siblings_.add(*schedule_, a.stage, stage(a.stage), *transport_, options_.timeout_seconds);
 }
 
 void RankExecutor::on_allreduce(const Action& a) {
   if (schedule_->pipelines > 1) {
-    siblings_.send(*schedule_, a.stage, (*stages_)[static_cast<size_t>(a.stage)], *transport_, options_.timeout_seconds);
+    siblings_.send(*schedule_, a.stage, stage(a.stage), *transport_, options_.timeout_seconds);
   } else if (options_.on_allreduce) {
     options_.on_allreduce(a.stage);
   }

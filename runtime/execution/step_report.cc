@@ -130,7 +130,7 @@ void StepReport::plan_bubble_fill(const std::vector<std::unique_ptr<RankExecutor
     if (!executors[r]) continue;
     std::vector<double> before = bubbles[r].before;
     for (double& b : before) b *= k;
-    executors[r]->set_fill_budgets(std::move(before), bubbles[r].after_last * k);
+    executors[r]->instruments().set_fill_budgets(std::move(before), bubbles[r].after_last * k);
   }
 }
 

@@ -107,14 +107,14 @@ std::vector<double> layer_times(Model& model, DataSource& data) {
   const int64_t position = data.position();
   const Batch sample = data.next();
   data.seek(position);
-  return exec::measure_layer_times(model, sample, 3);
+  return exec::measure_layer_times(model, sample, 5);  // the median of 5: steadier on a busy machine
 }
 
 // --partition balanced under mpirun. The processes hold only their own stages' parameters, so the
 // world's rank 0 builds a whole model of its own for the measurement (freed after it) and sends the
 // times; every process then splits by the same numbers. An error there reaches every process.
 std::vector<double> layer_times_of_world(const TrainArgs& a, comm::World& world) {
-  constexpr double kTimeoutSeconds = 600.0;  // the measurement: 3 forward + backward passes of the model
+  constexpr double kTimeoutSeconds = 600.0;  // the measurement: 5 forward + backward passes of the model
   std::string message;
   if (world.rank() == 0) {
     try {
