@@ -17,41 +17,6 @@ const Model& require_model(const std::shared_ptr<Model>& model) {
   return *model;
 }
 
-// One executor per rank this process runs (null for the others).
-std::vector<std::unique_ptr<RankExecutor>> make_executors(const PipelinePlan& plan, const ModelStages& stages,
-                                                          const ParameterOwnership& ownership,
-                                                          OptimizerStep& optimizer) {
-  const TrainingConfig& c = plan.config;
-  RankExecutor::Options options;
-  options.timeout_seconds = c.recv_timeout_seconds;
-  options.posted_receives = plan.comm == sched::CommSemantics::kPosted;
-  options.loss_scale = plan.loss_scale;
-  options.on_allreduce = optimizer.allreduce_hook();
-  std::vector<std::unique_ptr<RankExecutor>> executors;
-  for (int r = 0; r < plan.schedule.num_ranks(); ++r) {
-    if (!ownership.is_local_rank(r)) {
-      executors.push_back(nullptr);
-      continue;
-    }
-    RankInstruments::Options instruments;
-    instruments.record_timeline = c.record_timeline;
-    if (r == c.slow_rank) instruments.slow_factor = c.slow_factor;
-    if (c.bubble_fill) instruments.fill = [fill = c.bubble_fill, r](double seconds) { return fill(r, seconds); };
-    // The executor sees its own stages only.
-    std::vector<const Stage*> own(stages.stages().size(), nullptr);
-    for (const int s : plan.schedule.placement.stages_of(r)) own[static_cast<size_t>(s)] = &stages.stage(s);
-    executors.push_back(std::make_unique<RankExecutor>(r, std::move(own), options, std::move(instruments)));
-  }
-  return executors;
-}
-
-std::vector<int> local_ranks(const PipelinePlan& plan, const ParameterOwnership& ownership) {
-  std::vector<int> ranks;
-  for (int r = 0; r < plan.schedule.num_ranks(); ++r)
-    if (ownership.is_local_rank(r)) ranks.push_back(r);
-  return ranks;
-}
-
 }  // namespace
 
 // One run of the workers: what they run on and what they leave.

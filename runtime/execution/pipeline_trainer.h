@@ -128,7 +128,13 @@ class PipelineTrainer : public Trainer {
   std::unique_ptr<WorkerPool> pool_;
 };
 
-// The rank group a plan's ranks use: threads, processes, or CUDA devices (NCCL between devices).
+// rank_setup.cc: the rank group a plan's ranks use (threads, processes, or CUDA devices with NCCL
+// between devices); one executor per rank this process runs (null for the others), each seeing its
+// own stages only; and those ranks.
 std::unique_ptr<comm::RankGroup> make_rank_group(const PipelinePlan& plan);
+std::vector<std::unique_ptr<RankExecutor>> make_executors(const PipelinePlan& plan, const ModelStages& stages,
+                                                          const ParameterOwnership& ownership,
+                                                          OptimizerStep& optimizer);
+std::vector<int> local_ranks(const PipelinePlan& plan, const ParameterOwnership& ownership);
 
 }  // namespace pf::exec
