@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "runtime/core/error.h"
+#include "runtime/memory/store_tier.h"
 #include "runtime/tensor/memory_tracker.h"
 
 namespace pf::mem {
@@ -83,123 +84,17 @@ void CopyWorker::main() {
 
 // ---- ActivationStore ----
 
-namespace {
 
-// A file that is removed when this object dies (or earlier, by remove()).
-class TempFile {
- public:
-  TempFile() = default;
-  ~TempFile() { remove(); }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  void set(std::string path) { path_ = std::move(path); }
-  const std::string& path() const { return path_; }
-  bool present() const { return !path_.empty(); }
-  void remove() {
-    if (!path_.empty()) {
-      std::remove(path_.c_str());
-      path_.clear();
-    }
-  }
-  // Gives up ownership without removing the file (it goes back to the store's spares).
-  std::string release() { return std::exchange(path_, std::string()); }
-
- private:
-  std::string path_;
-};
-
-// Writes / reads all of [data, data + bytes) at `offset` (pwrite/pread may do less per call).
-bool write_all(int fd, const char* data, size_t bytes, off_t offset) {
-  while (bytes > 0) {
-    const ssize_t n = ::pwrite(fd, data, bytes, offset);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data += n;
-    bytes -= static_cast<size_t>(n);
-    offset += n;
-  }
-  return true;
-}
-
-size_t read_all(int fd, char* data, size_t bytes, off_t offset) {
-  size_t got = 0;
-  while (got < bytes) {
-    const ssize_t n = ::pread(fd, data + got, bytes - got, offset + static_cast<off_t>(got));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  return got;
-}
-
-// Index of the smallest spare whose size(spare) >= need, or spares.size() when none fits.
-template <typename T, typename SizeOf>
-size_t smallest_fitting(const std::vector<T>& spares, size_t need, SizeOf size_of) {
-  size_t best = spares.size();
-  for (size_t i = 0; i < spares.size(); ++i)
-    if (size_of(spares[i]) >= need && (best == spares.size() || size_of(spares[i]) < size_of(spares[best]))) best = i;
-  return best;
-}
-
-std::string default_dir() {
-  const char* t = std::getenv("TMPDIR");
-  return t && *t ? std::string(t) : std::string("/tmp");
-}
-
-}  // namespace
-
-struct ActivationStore::Entry {
-  struct View {
-    int group = -1;      // -1: undefined tensor
-    size_t offset = 0;   // bytes from the group's image start
-    Shape shape;
-    DType dtype = DType::kF32;
-  };
-  // A group = the bytes of one storage that the views use: [lo, hi) of the storage.
-  struct Group {
-    size_t image_offset = 0;  // where in the image
-    size_t bytes = 0;
-    DType dtype = DType::kF32;
-    bool as_views = true;     // all views share dtype and alignment: restore as views of one tensor
-    size_t lead = 0;          // CUDA: lo % 256, kept in front of the restored bytes so that every view
-                              // has the address alignment it had (kernels may pick code by alignment)
-  };
-  uint64_t key = 0;
-  std::vector<SavedContext*> contexts;
-  std::vector<View> views;
-  std::vector<Group> groups;
-  size_t total = 0;
-  std::vector<Tensor> outgoing;    // device tensors being copied out (dropped by the copy job)
-  std::vector<const char*> sources;  // per group: start of its bytes on the device
-  std::unique_ptr<char[]> host;    // host tier image
-  size_t host_capacity = 0;
-  TempFile file;                   // file tier image
-  std::vector<Tensor> incoming;    // per view: restored tensors
-  std::shared_future<void> out_done, in_done;
-  bool prefetch_issued = false;
-  // CUDA tensors (cuda_device >= 0): the image in pinned memory, copies on the store's copy stream.
-  int cuda_device = -1;
-  std::unique_ptr<PinnedBuffer> pinned;
-  std::unique_ptr<DeviceEvent> out_event, in_event;
-};
 
 ActivationStore::ActivationStore(const Options& options) : options_(options) {
-  if (options_.tier == Tier::kFile) {
-    if (options_.offload_dir.empty()) options_.offload_dir = default_dir();
-    struct stat st;
-    if (stat(options_.offload_dir.c_str(), &st) != 0) {
-      if (mkdir(options_.offload_dir.c_str(), 0700) != 0 && errno != EEXIST)
-        fail(ErrorCode::kInvalidArgument, "offload dir '", options_.offload_dir,
-             "' does not exist and cannot be created: ", std::strerror(errno));
-    } else if (!S_ISDIR(st.st_mode)) {
-      fail(ErrorCode::kInvalidArgument, "offload dir '", options_.offload_dir, "' is not a directory");
-    }
-    private_dir_ = std::make_unique<PrivateDirectory>(options_.offload_dir, "pipeforge-" + options_.name);
+  auto account = [this](const StoreDelta& d) { this->account(d); };
+  switch (options_.tier) {
+    case Tier::kResident: return;
+    case Tier::kHost: tier_ = make_host_tier(account); break;
+    case Tier::kFile: tier_ = make_file_tier(options_, account); break;
+    case Tier::kPeer: tier_ = make_peer_tier(options_, account); break;
   }
-  if (options_.tier == Tier::kPeer)
-    PF_CHECK_ARG(options_.send_image && options_.receive_image,
-                 "activation store: the peer tier needs send_image and receive_image");
-  if (options_.tier != Tier::kResident) worker_ = std::make_unique<CopyWorker>();
+  worker_ = std::make_unique<CopyWorker>();
 }
 
 ActivationStore::~ActivationStore() {
@@ -210,44 +105,19 @@ ActivationStore::~ActivationStore() {
   worker_.reset();
 }
 
-void ActivationStore::account(long long host_delta, long long file_delta, int files_delta, size_t out_bytes,
-                              size_t in_bytes, int written) {
+void ActivationStore::account(const StoreDelta& d) {
   std::lock_guard<std::mutex> lock(mutex_);
-  stats_.host_bytes = static_cast<size_t>(static_cast<long long>(stats_.host_bytes) + host_delta);
-  stats_.file_bytes = static_cast<size_t>(static_cast<long long>(stats_.file_bytes) + file_delta);
-  stats_.files_present += files_delta;
+  stats_.host_bytes = static_cast<size_t>(static_cast<long long>(stats_.host_bytes) + d.host);
+  stats_.file_bytes = static_cast<size_t>(static_cast<long long>(stats_.file_bytes) + d.file);
+  stats_.files_present += d.files;
   stats_.host_peak = std::max(stats_.host_peak, stats_.host_bytes);
   stats_.file_peak = std::max(stats_.file_peak, stats_.file_bytes);
-  stats_.offloaded_bytes += out_bytes;
-  stats_.reloaded_bytes += in_bytes;
-  stats_.files_written += written;
+  stats_.offloaded_bytes += d.out;
+  stats_.reloaded_bytes += d.in;
+  stats_.files_written += d.written;
 }
 
-size_t ActivationStore::offload(uint64_t key, std::vector<SavedContext*> contexts) {
-  if (options_.tier == Tier::kResident) return 0;
-  PF_CHECK_ARG(!holds(key), "activation store: context ", key, " is already offloaded");
-  // Where the tensors are: all on the CPU (the copy worker), or all on one CUDA device.
-  int cuda_device = -1;
-  bool cpu_seen = false;
-  for (SavedContext* c : contexts) {
-    c->for_each_tensor([&](Tensor& t) {
-      if (!t.defined()) return;
-      if (t.device().kind != DeviceKind::kCuda) {
-        cpu_seen = true;
-        return;
-      }
-      PF_CHECK_ARG(cuda_device < 0 || cuda_device == t.device().ordinal, "activation store: context ", key,
-                   " has tensors on cuda:", cuda_device, " and on ", t.device().to_string());
-      cuda_device = t.device().ordinal;
-    });
-  }
-  if (cuda_device >= 0) {
-    PF_CHECK_ARG(!cpu_seen, "activation store: context ", key, " mixes CPU tensors and tensors on cuda:", cuda_device);
-    if (options_.tier != Tier::kHost)
-      fail(ErrorCode::kUnimplemented, "activation store: the ", tier_name(options_.tier),
-           " tier does not take CUDA tensors yet (context ", key, " is on cuda:", cuda_device,
-           "); use the host tier (pinned memory)");
-  }
+std::shared_ptr<StoreEntry> ActivationStore::pack(uint64_t key, std::vector<SavedContext*> contexts, int cuda_device) {
   auto e = std::make_shared<Entry>();
   e->key = key;
   e->contexts = std::move(contexts);
@@ -305,30 +175,46 @@ size_t ActivationStore::offload(uint64_t key, std::vector<SavedContext*> context
     if (v.offset % dtype_size(v.dtype) != 0) e->groups[static_cast<size_t>(v.group)].as_views = false;
   }
   e->outgoing = std::move(group_tensor);
-  if (cuda_device >= 0) return offload_cuda(e, cuda_device);
-  std::string path;
-  bool spare = false;
+  return e;
+}
+
+size_t ActivationStore::offload(uint64_t key, std::vector<SavedContext*> contexts) {
+  if (options_.tier == Tier::kResident) return 0;
+  PF_CHECK_ARG(!holds(key), "activation store: context ", key, " is already offloaded");
+  // Where the tensors are: all on the CPU (the copy worker), or all on one CUDA device.
+  int cuda_device = -1;
+  bool cpu_seen = false;
+  for (SavedContext* c : contexts) {
+    c->for_each_tensor([&](Tensor& t) {
+      if (!t.defined()) return;
+      if (t.device().kind != DeviceKind::kCuda) {
+        cpu_seen = true;
+        return;
+      }
+      PF_CHECK_ARG(cuda_device < 0 || cuda_device == t.device().ordinal, "activation store: context ", key,
+                   " has tensors on cuda:", cuda_device, " and on ", t.device().to_string());
+      cuda_device = t.device().ordinal;
+    });
+  }
+  if (cuda_device >= 0) {
+    PF_CHECK_ARG(!cpu_seen, "activation store: context ", key, " mixes CPU tensors and tensors on cuda:", cuda_device);
+    if (options_.tier != Tier::kHost)
+      fail(ErrorCode::kUnimplemented, "activation store: the ", tier_name(options_.tier),
+           " tier does not take CUDA tensors yet (context ", key, " is on cuda:", cuda_device,
+           "); use the host tier (pinned memory)");
+  }
+  std::shared_ptr<Entry> e = pack(key, std::move(contexts), cuda_device);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     PF_CHECK_ARG(entries_.count(key) == 0, "activation store: context ", key, " is already offloaded");
-    if (options_.tier == Tier::kFile) {
-      if (private_dir_->ensure()) spare_files_.clear();  // they were in a folder that is gone
-      const std::string& dir = private_dir_->path();
-      if (!spare_files_.empty()) {
-        path = std::move(spare_files_.back());
-        spare_files_.pop_back();
-        spare = true;
-      } else {
-        path = dir + "/act_" + std::to_string(serial_++) + ".bin";
-      }
-    }
-    entries_[key] = e;
+    entries_[key] = e;  // (CUDA contexts too: until 0.11 they were not kept, so restore() found nothing)
   }
-  const Tier tier = options_.tier;
+  if (cuda_device >= 0) return offload_cuda(e, cuda_device);
+  tier_->reserve(*e);
   // The jobs hold a plain pointer: a shared_ptr would make a cycle (the entry keeps the futures, whose
   // shared state keeps the job). The entry outlives its jobs: restore() waits for both before it
   // drops the entry, and clear() waits for the worker first.
-  e->out_done = worker_->submit([this, e = e.get(), tier, path, spare] {
+  e->out_done = worker_->submit([this, e = e.get()] {
     struct Drop {  // release the device storages whatever happens
       Entry* e;
       ~Drop() {
@@ -336,61 +222,9 @@ size_t ActivationStore::offload(uint64_t key, std::vector<SavedContext*> context
         e->sources.clear();
       }
     } drop{e};
-    if (tier == Tier::kHost) {
-      take_host_buffer(e);
-      for (size_t g = 0; g < e->groups.size(); ++g)
-        std::memcpy(e->host.get() + e->groups[g].image_offset, e->sources[g], e->groups[g].bytes);
-      account(static_cast<long long>(e->total), 0, 0, e->total, 0, 0);
-    } else if (tier == Tier::kPeer) {
-      Tensor image;
-      {
-        MemoryCategoryScope scope(MemoryCategory::kActivations);
-        image = Tensor::empty({static_cast<int64_t>((e->total + 3) / 4)}, DType::kI32);
-      }
-      for (size_t g = 0; g < e->groups.size(); ++g)
-        std::memcpy(image.data<char>() + e->groups[g].image_offset, e->sources[g], e->groups[g].bytes);
-      e->outgoing.clear();  // the device copy is gone before the image leaves
-      options_.send_image(e->key, std::move(image));
-      account(0, 0, 0, e->total, 0, 0);
-    } else {
-      // No O_TRUNC: a spare file is overwritten in place, so its page-cache pages are reused
-      // (creating, truncating and unlinking a file per context cost ~30% more on this machine).
-      const int fd = spare ? ::open(path.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC) : create_private_file(path);
-      if (fd < 0) fail(ErrorCode::kIoError, "activation offload: cannot create '", path, "': ", std::strerror(errno));
-      e->file.set(path);
-      account(0, 0, 1, 0, 0, 1);
-      bool ok = true;
-      for (size_t g = 0; g < e->groups.size() && ok; ++g)
-        ok = write_all(fd, e->sources[g], e->groups[g].bytes, static_cast<off_t>(e->groups[g].image_offset));
-      const int saved_errno = errno;
-      ok = ::close(fd) == 0 && ok;
-      if (!ok) fail(ErrorCode::kIoError, "activation offload: writing '", path, "' failed: ", std::strerror(saved_errno));
-      account(0, static_cast<long long>(e->total), 0, e->total, 0, 0);
-    }
+    tier_->write(*e);
   });
   return e->total;
-}
-
-void ActivationStore::take_host_buffer(Entry* e) {
-  const size_t need = std::max<size_t>(e->total, 1);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    const size_t best = smallest_fitting(spare_host_, need, [](const auto& spare) { return spare.first; });
-    if (best < spare_host_.size()) {
-      e->host_capacity = spare_host_[best].first;
-      e->host = std::move(spare_host_[best].second);
-      spare_host_.erase(spare_host_.begin() + static_cast<long>(best));
-      return;
-    }
-  }
-  e->host.reset(new char[need]);
-  e->host_capacity = need;
-}
-
-void ActivationStore::give_back_host_buffer(Entry* e) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  spare_host_.emplace_back(e->host_capacity, std::move(e->host));
-  e->host_capacity = 0;
 }
 
 void ActivationStore::prefetch(uint64_t key) {
@@ -406,8 +240,7 @@ void ActivationStore::prefetch(uint64_t key) {
     prefetch_cuda(e.get());
     return;
   }
-  const Tier tier = options_.tier;
-  e->in_done = worker_->submit([this, e = e.get(), tier] {  // plain pointer: see offload()
+  e->in_done = worker_->submit([this, e = e.get()] {  // plain pointer: see offload()
     e->out_done.get();  // rethrows a failed offload
     MemoryCategoryScope scope(MemoryCategory::kActivations);
     std::vector<Tensor> bases(e->groups.size());
@@ -419,68 +252,13 @@ void ActivationStore::prefetch(uint64_t key) {
       bases[g] = Tensor::empty({static_cast<int64_t>((gr.bytes + es - 1) / es)}, gr.dtype);
       dest[g] = bases[g].data<char>();
     }
-    // Read the image (host buffer, or the file into a temporary buffer group by group).
-    std::unique_ptr<char[]> file_image;
-    Tensor peer_image;
-    const char* image = nullptr;
-    if (tier == Tier::kHost) {
-      image = e->host.get();
-    } else if (tier == Tier::kPeer) {
-      peer_image = options_.receive_image(e->key);
-      if (!peer_image.defined() || peer_image.nbytes() < e->total)
-        fail(ErrorCode::kDataLoss, "activation reload: context ", e->key, " came back with ",
-             peer_image.defined() ? peer_image.nbytes() : 0, " bytes, expected ", e->total);
-      image = peer_image.data<char>();
-    } else {
-      const int fd = ::open(e->file.path().c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0)
-        fail(ErrorCode::kIoError, "activation reload: cannot open '", e->file.path(), "': ", std::strerror(errno));
-      // Groups restored as views are read straight into their device tensor; the others (rare:
-      // mixed dtypes or odd offsets) through a buffer of the whole image.
-      const bool direct = std::all_of(dest.begin(), dest.end(), [](char* d) { return d != nullptr; });
-      size_t got = 0;
-      if (direct) {
-        for (size_t g = 0; g < e->groups.size(); ++g)
-          got += read_all(fd, dest[g], e->groups[g].bytes, static_cast<off_t>(e->groups[g].image_offset));
-      } else {
-        file_image.reset(new char[std::max<size_t>(e->total, 1)]);
-        got = read_all(fd, file_image.get(), e->total, 0);
-        image = file_image.get();
-      }
-      ::close(fd);
-      if (got != e->total)
-        fail(ErrorCode::kIoError, "activation reload: '", e->file.path(), "' is short (", got, " of ", e->total,
-             " bytes)");
-    }
+    std::shared_ptr<void> keep;  // what `image` points into
+    const char* image = tier_->read(*e, dest, &keep);
     for (size_t g = 0; g < e->groups.size(); ++g)
       if (dest[g] && image) std::memcpy(dest[g], image + e->groups[g].image_offset, e->groups[g].bytes);
-    e->incoming.assign(e->views.size(), Tensor());
-    for (size_t i = 0; i < e->views.size(); ++i) {
-      const Entry::View& v = e->views[i];
-      if (v.group < 0) continue;
-      const Entry::Group& gr = e->groups[static_cast<size_t>(v.group)];
-      const int64_t n = shape_numel(v.shape);
-      if (gr.as_views) {
-        const int64_t first = static_cast<int64_t>(v.offset / dtype_size(v.dtype));
-        e->incoming[i] = bases[static_cast<size_t>(v.group)].slice_rows(first, first + n).reshape(v.shape);
-      } else {
-        Tensor t = Tensor::empty(v.shape, v.dtype);
-        std::memcpy(t.data<char>(), image + gr.image_offset + v.offset, t.nbytes());
-        e->incoming[i] = t;
-      }
-    }
-    if (tier == Tier::kHost) {
-      give_back_host_buffer(e);
-      account(-static_cast<long long>(e->total), 0, 0, 0, e->total, 0);
-    } else if (tier == Tier::kPeer) {
-      account(0, 0, 0, 0, e->total, 0);
-    } else {
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        spare_files_.push_back(e->file.release());
-      }
-      account(0, -static_cast<long long>(e->total), -1, 0, e->total, 0);
-    }
+    unpack_views(*e, bases, image, Device::cpu(),
+                 [](char* dst, const char* src, size_t bytes) { std::memcpy(dst, src, bytes); });
+    tier_->released(*e);
   });
 }
 
@@ -547,10 +325,6 @@ void ActivationStore::clear() {
   }
   for (auto& kv : old) {
     Entry& e = *kv.second;
-    const bool had_file = e.file.present();
-    e.file.remove();
-    const long long host = e.host || e.pinned ? static_cast<long long>(e.total) : 0;
-    e.host.reset();
     // Only images that were completely written were counted in file_bytes / host_bytes.
     bool written = false;
     try {
@@ -560,17 +334,21 @@ void ActivationStore::clear() {
       }
     } catch (...) {
     }
-    account(-host, had_file && written ? -static_cast<long long>(e.total) : 0, had_file ? -1 : 0, 0, 0, 0);
+    if (e.cuda_device >= 0) {
+      StoreDelta d;
+      if (e.pinned) d.host = -static_cast<long long>(e.total);
+      account(d);
+    } else if (tier_) {
+      account(tier_->drop(e, written));
+    }
   }
   // Spare files go too: no file outlives a step. Spare host buffers stay for the next step (no page
   // faults on fresh memory each step); the destructor frees them.
-  std::vector<std::string> files;
+  if (tier_) tier_->end_step();
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    files.swap(spare_files_);
     if (!copy_error) spare_pinned_.clear();  // cudaFreeHost: only once no copy can use them
   }
-  for (const std::string& f : files) std::remove(f.c_str());
   if (copy_error) std::rethrow_exception(copy_error);
 }
 
@@ -616,7 +394,7 @@ size_t ActivationStore::offload_cuda(const std::shared_ptr<Entry>& e, int device
   }
   e->out_event = cuda.new_event(device);
   e->out_event->record(copy_stream_.get());
-  account(static_cast<long long>(e->total), 0, 0, e->total, 0, 0);
+  account({static_cast<long long>(e->total), 0, 0, e->total, 0, 0});
   return e->total;
 }
 
@@ -655,23 +433,10 @@ void ActivationStore::prefetch_cuda(Entry* e) {
     cuda.copy_async(bases[g].data<char>() + gr.lead, e->pinned->data() + gr.image_offset, gr.bytes, copy,
                     "activation reload: copying " + bytes_between(gr.bytes, "pinned host memory", where));
   }
-  e->incoming.assign(e->views.size(), Tensor());
-  for (size_t i = 0; i < e->views.size(); ++i) {
-    const Entry::View& v = e->views[i];
-    if (v.group < 0) continue;
-    const Entry::Group& gr = e->groups[static_cast<size_t>(v.group)];
-    const int64_t n = shape_numel(v.shape);
-    if (gr.as_views) {
-      const int64_t first = static_cast<int64_t>((gr.lead + v.offset) / dtype_size(v.dtype));
-      e->incoming[i] = bases[static_cast<size_t>(v.group)].slice_rows(first, first + n).reshape(v.shape);
-    } else {
-      Tensor t = Tensor::empty(v.shape, v.dtype, dev);
-      if (t.nbytes() > 0)
-        cuda.copy_async(t.data<char>(), e->pinned->data() + gr.image_offset + v.offset, t.nbytes(), copy,
-                        "activation reload: copying " + bytes_between(t.nbytes(), "pinned host memory", where));
-      e->incoming[i] = t;
-    }
-  }
+  unpack_views(*e, bases, e->pinned->data(), dev, [&](char* dst, const char* src, size_t bytes) {
+    cuda.copy_async(dst, src, bytes, copy,
+                    "activation reload: copying " + bytes_between(bytes, "pinned host memory", where));
+  });
   e->in_event = cuda.new_event(device);
   e->in_event->record(copy_stream_.get());
   // The image can serve a later offload at once: that copy is queued behind this one on the stream.
@@ -679,7 +444,7 @@ void ActivationStore::prefetch_cuda(Entry* e) {
     std::lock_guard<std::mutex> lock(mutex_);
     spare_pinned_.push_back(std::move(e->pinned));
   }
-  account(-static_cast<long long>(e->total), 0, 0, 0, e->total, 0);
+  account({-static_cast<long long>(e->total), 0, 0, 0, e->total, 0});
 }
 
 void ActivationStore::restore_cuda(Entry* e) {

@@ -44,8 +44,12 @@
 #include "runtime/backend/cuda_backend.h"
 #include "runtime/layers/saved_context.h"
 #include "runtime/memory/private_dir.h"
+#include "runtime/memory/store_entry.h"
 
 namespace pf::mem {
+
+struct StoreEntry;
+class StoreTier;
 
 // kPeer: the packed image goes to another rank's memory through Options::send_image and comes back
 // through Options::receive_image (policy balance; the executor wires these to its transport).
@@ -124,11 +128,10 @@ class ActivationStore {
   void reset_stats();
 
  private:
-  struct Entry;
-  void account(long long host_delta, long long file_delta, int files_delta, size_t out_bytes, size_t in_bytes,
-               int written);
-  void take_host_buffer(Entry* e);       // a spare host buffer big enough, or a new one
-  void give_back_host_buffer(Entry* e);  // into the spares
+  using Entry = StoreEntry;
+  void account(const StoreDelta& delta);
+  // The context's tensors taken out and grouped by storage into the entry's image layout.
+  std::shared_ptr<Entry> pack(uint64_t key, std::vector<SavedContext*> contexts, int cuda_device);
   // CUDA tensors (see the top of this file).
   size_t offload_cuda(const std::shared_ptr<Entry>& e, int device);
   void prefetch_cuda(Entry* e);
@@ -137,16 +140,13 @@ class ActivationStore {
   void sync_copy_stream();               // host wait (wait_all, clear)
   std::unique_ptr<DeviceStream> copy_stream_;  // on the device of the first CUDA context
   std::vector<std::unique_ptr<PinnedBuffer>> spare_pinned_;
-  // Host buffers and files whose contexts came back, reused by later offloads (fewer page faults
-  // and page-cache allocations). clear() removes the files; the buffers live until the destructor.
-  std::vector<std::pair<size_t, std::unique_ptr<char[]>>> spare_host_;
-  std::vector<std::string> spare_files_;
   Options options_;
-  std::unique_ptr<PrivateDirectory> private_dir_;  // file tier: where the files go
   mutable std::mutex mutex_;
   std::map<uint64_t, std::shared_ptr<Entry>> entries_;
   StoreStats stats_;
-  uint64_t serial_ = 0;
+  // Where the CPU images go (store_tier.h; null for the resident tier), and the worker that runs
+  // its copies (destroyed first: its jobs use the tier).
+  std::unique_ptr<StoreTier> tier_;
   std::unique_ptr<CopyWorker> worker_;
 };
 

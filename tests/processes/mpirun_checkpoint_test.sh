@@ -70,19 +70,19 @@ print("evaluations (threads = 2 processes, resumed):", threads["evaluations"])
 PY
 
 # 8. --adapt with --checkpoint on 2 processes: the adaptive trainer (rank 1 slowed 4x, so the
-#    layers move at step 4) saves a sharded folder like the fixed pipeline does, and a run resumed
+#    layers move at step 3; patience 2) saves a sharded folder like the fixed pipeline does, and a run resumed
 #    from it, on 2 processes with --adapt and in one process, ends with the checksum of the
 #    sequential run that never stopped.
 adapt=(--model gpt --layers 4 --batch-size 8 --microbatches 4 --json --quiet)
 "$pipeforge" train "${adapt[@]}" --steps 8 >"$work/adapt_straight.json" || fail "sequential gpt, 8 steps"
-run_mpi 2 default "$pipeforge" train "${adapt[@]}" --steps 4 --schedule 1f1b --stages 2 --adapt --slow-rank 1 \
+run_mpi 2 default "$pipeforge" train "${adapt[@]}" --steps 4 --schedule 1f1b --stages 2 --adapt --adapt-patience 2 --slow-rank 1 \
   --slow-factor 4 --checkpoint "$work/adapt_ck" >"$work/adapt_first.json" 2>"$work/adapt_first.err" ||
   { cat "$work/adapt_first.err"; fail "--adapt --checkpoint on 2 processes"; }
 [[ -f $work/adapt_ck/manifest.json && $(ls "$work/adapt_ck" | grep -c '\.pfck$') == 2 ]] ||
   { ls -l "$work/adapt_ck"; fail "--adapt --checkpoint: expected a manifest and 2 shards"; }
 python3 -c "import json,sys; assert json.load(open(sys.argv[1]))['adaptations'], 'no move'" "$work/adapt_first.json" ||
   fail "--adapt --checkpoint: the partition did not move before the save"
-run_mpi 2 default "$pipeforge" train "${adapt[@]}" --steps 4 --schedule 1f1b --stages 2 --adapt --slow-rank 1 \
+run_mpi 2 default "$pipeforge" train "${adapt[@]}" --steps 4 --schedule 1f1b --stages 2 --adapt --adapt-patience 2 --slow-rank 1 \
   --slow-factor 4 --resume "$work/adapt_ck" >"$work/adapt_resumed2.json" 2>"$work/adapt_resumed2.err" ||
   { cat "$work/adapt_resumed2.err"; fail "--adapt resumed on 2 processes"; }
 "$pipeforge" train "${adapt[@]}" --steps 4 --resume "$work/adapt_ck" >"$work/adapt_resumed1.json" ||
