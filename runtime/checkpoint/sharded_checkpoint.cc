@@ -5,6 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cerrno>
 #include <cstring>
 #include <exception>
@@ -29,7 +32,29 @@ namespace pf {
 namespace {
 
 constexpr const char* kManifestFormat = "pipeforge.checkpoint.sharded/1";
-const std::regex kShardName(R"(step-[0-9]{1,16}\.rank-[0-9]{1,5}\.pfck)");
+// step-<step>.rank-<r>[.<save>].pfck; <save> (since 0.11) makes every save's files new, so a save
+// never overwrites the shards the current manifest names.
+const std::regex kShardName(R"(step-[0-9]{1,16}\.rank-[0-9]{1,5}(\.[0-9a-f]{16})?\.pfck)");
+
+// A name for this save's files that no earlier save used: rank 0 of the pipeline group draws it
+// (time, pid and a counter) and every process of the group takes it.
+std::string save_token(comm::World& pipeline, double timeout) {
+  static std::atomic<uint64_t> counter{0};
+  std::string token;
+  if (pipeline.rank() == 0) {
+    const uint64_t now = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+                         static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+    uint64_t x = now ^ (static_cast<uint64_t>(::getpid()) << 32) ^ (counter++ * 0x9e3779b97f4a7c15ull);
+    x ^= x >> 31;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 29;
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(x));
+    token = hex;
+  }
+  comm::broadcast_string(pipeline, &token, 0, timeout);
+  return token;
+}
 
 // The process groups of a trainer whose parameters are spread over processes (also through a
 // wrapper such as the adaptive trainer), or nullopt for a trainer in one process.
@@ -86,7 +111,18 @@ void save_shards(Trainer& t, const ProcessGroups& groups, const std::string& fol
   const int rank = pipeline.rank();
   const std::vector<Parameter*> local = t.local_parameters();
   const int64_t step = t.metrics().step;
-  const std::string file = "step-" + std::to_string(step) + ".rank-" + std::to_string(rank) + ".pfck";
+  // New names for this save's shards: the manifest in place names the old ones until the new
+  // manifest replaces it (atomically), so a save that fails anywhere leaves the last good checkpoint.
+  const std::string file = "step-" + std::to_string(step) + ".rank-" + std::to_string(rank) + "." +
+                           save_token(pipeline, timeout) + ".pfck";
+  // This process's new shard goes again when the save fails after writing it.
+  struct Abandon {
+    std::string path;
+    bool keep = false;
+    ~Abandon() {
+      if (!keep && !path.empty()) ::unlink(path.c_str());
+    }
+  } abandon;
   nlohmann::json shard;
   std::exception_ptr error;
   if (writer) {
@@ -100,6 +136,7 @@ void save_shards(Trainer& t, const ProcessGroups& groups, const std::string& fol
       }
       const std::string bytes = encode_checkpoint(t, local, folder + "/" + file);
       write_checkpoint_file(folder + "/" + file, bytes);
+      abandon.path = folder + "/" + file;
       nlohmann::json names = nlohmann::json::array();
       for (const Parameter* p : local) names.push_back(p->name);
       shard = {{"file", file}, {"rank", rank}, {"sha256", sha256_hex(bytes.data(), bytes.size())},
@@ -136,6 +173,7 @@ void save_shards(Trainer& t, const ProcessGroups& groups, const std::string& fol
     }
   }
   agree(groups, error, ErrorCode::kFailedPrecondition, "checkpoint '" + folder + "': writing the manifest");
+  abandon.keep = true;
   if (rank == 0 && writer)
     log(LogLevel::kInfo, "saved checkpoint '" + folder + "' (" + std::to_string(pipeline.size()) +
                              " shards) at step " + std::to_string(step));

@@ -2,14 +2,17 @@
 //
 // One process (SequentialTrainer, PipelineTrainer on threads): one file, save_checkpoint's.
 // One process per rank (PipelineTrainer with a World): a folder, written collectively:
-//   <folder>/step-<step>.rank-<r>.pfck  one shard per pipeline rank: that rank's parameters and
+//   <folder>/step-<step>.rank-<r>.<save>.pfck  one shard per pipeline rank (<save>: 16 hex digits,
+//                                       new for every save): that rank's parameters and
 //                                       optimizer state in the single-file format (replica 0 of a
 //                                       data-parallel run writes them; the replicas are equal)
 //   <folder>/manifest.json              written last by rank 0 (atomic rename): the step, data
 //                                       position and each shard's file, SHA-256 and parameters.
-// The manifest makes the checkpoint complete: a run killed mid-save leaves the previous manifest
-// and its shards (other steps' file names) in place; shards no manifest names are removed after a
-// save. Across machines the folder must be on a file system every process sees.
+// The manifest makes the checkpoint complete: every save writes new shard files and publishes them
+// by renaming the new manifest over the old one, so a save that fails or is killed anywhere (a full
+// disk, one rank's write) leaves the previous manifest and its shards loadable; the failed save's
+// shards are removed, and shards no manifest names are removed after a successful save. (Until
+// 0.11 a re-save of the same step overwrote the shards the old manifest named.) Across machines the folder must be on a file system every process sees.
 //
 // Loading reads either form into any trainer of the same model: each process picks its own
 // parameters by name from whichever shards hold them, so a checkpoint saved under one pipeline

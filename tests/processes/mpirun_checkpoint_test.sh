@@ -95,6 +95,31 @@ for f in adapt_resumed2 adapt_resumed1; do
   [[ $(field "$work/$f.json" steps) == 8 ]] || fail "$f: not at step 8"
 done
 
+# 9. A save that fails on one rank (its file size limited to 64 KiB, so its shard cannot be
+#    written) over a checkpoint of the same step leaves that checkpoint whole: it resumes like an
+#    untouched copy, and the failed save's shards are gone.
+keep=(--model gpt --layers 4 --schedule 1f1b --stages 2 --steps 2 --json --quiet)
+run_mpi 2 default "$pipeforge" train "${keep[@]}" --checkpoint "$work/keep" >/dev/null 2>"$work/keep.err" ||
+  { cat "$work/keep.err"; fail "the checkpoint to keep"; }
+cp -r "$work/keep" "$work/keep_copy"
+limited() {  # rank 1 of the launch cannot write files over 64 KiB (SIGXFSZ ignored: writes fail with EFBIG)
+  bash -c 'trap "" XFSZ; if [[ ${OMPI_COMM_WORLD_RANK:-0} == 1 ]]; then ulimit -f 64; fi; exec "$0" "$@"' "$@"
+}
+if run_mpi 2 default bash -c "$(declare -f limited); limited \"\$@\"" _ "$pipeforge" train "${keep[@]}" --lr 0.01 \
+  --checkpoint "$work/keep" >/dev/null 2>"$work/failed_save.err"; then
+  fail "a save with a rank that cannot write its shard succeeded"
+fi
+grep -q "writing the shards" "$work/failed_save.err" || { cat "$work/failed_save.err"; fail "the failed save does not say what failed"; }
+[[ $(ls "$work/keep" | grep -c '\.pfck$') == 2 ]] || { ls -l "$work/keep"; fail "the failed save left shards behind"; }
+cmp -s "$work/keep/manifest.json" "$work/keep_copy/manifest.json" || fail "the failed save changed the manifest"
+run_mpi 2 default "$pipeforge" train "${keep[@]}" --resume "$work/keep" >"$work/kept.json" 2>"$work/kept.err" ||
+  { cat "$work/kept.err"; fail "resuming the checkpoint a failed save left"; }
+run_mpi 2 default "$pipeforge" train "${keep[@]}" --resume "$work/keep_copy" >"$work/copy.json" 2>/dev/null ||
+  fail "resuming the copy"
+[[ -n $(field "$work/kept.json" param_checksum) &&
+   $(field "$work/kept.json" param_checksum) == $(field "$work/copy.json" param_checksum) ]] ||
+  fail "the checkpoint a failed save left resumes differently from its untouched copy"
+
 # 7. Damage: a missing shard, a corrupted shard, a broken manifest: refused naming them, no hang.
 expect_refusal() {  # name, pattern, folder
   local out=$work/refusal.out
@@ -105,10 +130,11 @@ expect_refusal() {  # name, pattern, folder
     fail "$1: the error does not name $2"
   fi
 }
-cp -r "$work/ck" "$work/missing" && rm "$work/missing/step-2.rank-1.pfck"
-expect_refusal "missing shard" "step-2.rank-1.pfck" "$work/missing"
-cp -r "$work/ck" "$work/corrupt" && printf 'X' | dd of="$work/corrupt/step-2.rank-3.pfck" bs=1 seek=5000 conv=notrunc 2>/dev/null
-expect_refusal "corrupt shard" "step-2.rank-3.pfck" "$work/corrupt"
+cp -r "$work/ck" "$work/missing" && rm "$work/missing"/step-2.rank-1.*.pfck
+expect_refusal "missing shard" "step-2.rank-1\.[0-9a-f]*\.pfck" "$work/missing"
+cp -r "$work/ck" "$work/corrupt" && corrupt=$(ls "$work/corrupt"/step-2.rank-3.*.pfck) &&
+  printf 'X' | dd of="$corrupt" bs=1 seek=5000 conv=notrunc 2>/dev/null
+expect_refusal "corrupt shard" "step-2.rank-3\.[0-9a-f]*\.pfck" "$work/corrupt"
 cp -r "$work/ck" "$work/manifest" && printf '{"format": 1' >"$work/manifest/manifest.json"
 expect_refusal "broken manifest" "manifest.json" "$work/manifest"
 
