@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/core/error.h"
+#include "runtime/core/output_file.h"
 
 namespace pf {
 namespace {
@@ -37,10 +38,9 @@ std::vector<std::string> kept_lines(const std::string& path, int64_t first_step)
 }  // namespace
 
 MetricsLog::MetricsLog(const std::string& path, int64_t first_step) : path_(path) {
+  // A regular file or nothing (never written through a symbolic link); its folders made.
+  check_output_path(path, "metrics log");
   const std::vector<std::string> kept = kept_lines(path, first_step);
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  std::error_code ec;
-  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   out_.open(path, std::ios::trunc);
   if (!out_) fail(ErrorCode::kIoError, "cannot write metrics log '", path, "'");
   for (const std::string& line : kept) out_ << line << '\n';

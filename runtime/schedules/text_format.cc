@@ -9,6 +9,7 @@
 
 #include "runtime/core/control_characters.h"
 #include "runtime/core/error.h"
+#include "runtime/core/output_file.h"
 #include "runtime/core/limits.h"
 #include "runtime/schedules/text_rows.h"
 
@@ -358,11 +359,7 @@ Schedule read_schedule_file(const std::string& path) {
 
 void write_schedule_file(const Schedule& schedule, const std::string& path) {
   const std::string text = schedule_to_text(schedule);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) fail(ErrorCode::kIoError, "cannot open schedule file '", path, "' for writing");
-  out << text;
-  out.flush();
-  if (!out) fail(ErrorCode::kIoError, "cannot write schedule file '", path, "'");
+  write_output_file(path, text, "schedule file");
 }
 
 std::string schedule_grid(const Schedule& schedule, const std::vector<GridMark>& marks,

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/core/error.h"
+#include "runtime/core/output_file.h"
 #include "runtime/schedules/comparison.h"
 #include "runtime/schedules/comparison_html.h"
 #include "runtime/schedules/generators.h"
@@ -85,10 +86,7 @@ int run_compare(const CompareArgs& a) {
     sched::ComparisonPage page;
     page.parameters = parameters;
     page.width = a.width;
-    std::ofstream out(a.html_file, std::ios::binary);
-    out << sched::comparison_html(results, page);
-    out.close();
-    if (!out) fail(ErrorCode::kIoError, "cannot write '", a.html_file, "'");
+    write_output_file(a.html_file, sched::comparison_html(results, page), "--html");
   }
   if (a.json) {
     nlohmann::json rows = nlohmann::json::array();

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/core/error.h"
+#include "runtime/core/output_file.h"
 #include "runtime/core/median.h"
 #include "runtime/kernels/cpu/blas.h"
 #include "runtime/planner/calibration.h"
@@ -27,9 +28,7 @@ namespace pf::cli {
 namespace {
 
 void write_file(const std::string& file, const std::string& text, const std::string& option) {
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  out << text;
-  if (!out.good()) fail(ErrorCode::kInvalidArgument, option, " '", file, "' cannot be written");
+  write_output_file(file, text, option);
 }
 
 void note(const PlanArgs& a, const std::string& line) {

@@ -19,6 +19,7 @@
 #include "runtime/comm/mpi_launch.h"
 #include "runtime/comm/world.h"
 #include "runtime/core/error.h"
+#include "runtime/core/output_file.h"
 #include "runtime/core/median.h"
 #include "runtime/planner/overhead_fit.h"
 #include "tools/cli/cli.h"
@@ -144,7 +145,7 @@ int run_process_probe(const ProcessProbeArgs& a) {
         // ring_allreduce_time(B, 2, bw, lat) = B / bw + 2 lat
         {"allreduce", {{"latency_us", fit[0] / 2 * 1e6}, {"bandwidth_gb_per_s", 1.0 / per_byte / 1e9}}},
         {"allreduce_measured", {{"bytes", sizes}, {"seconds", seconds}}}};
-    std::ofstream(a.out) << out.dump() << "\n";
+    write_output_file(a.out, out.dump() + "\n", "--out");
   }
   return kExitOk;
 }

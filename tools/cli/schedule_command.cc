@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/core/error.h"
+#include "runtime/core/output_file.h"
 #include "runtime/schedules/activation_policy.h"
 #include "runtime/schedules/comm_semantics.h"
 #include "runtime/schedules/generators.h"
@@ -92,11 +93,8 @@ sched::Schedule load_schedule(const ScheduleArgs& a, const char* command) {
   return sched::make_schedule(a.request);
 }
 
-void write_text_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  out.close();
-  if (!out) fail(ErrorCode::kIoError, "cannot write '", path, "'");
+void write_text_file(const std::string& path, const std::string& text, const std::string& option) {
+  write_output_file(path, text, option);
 }
 
 }  // namespace
@@ -232,7 +230,7 @@ int run_simulate(const ScheduleArgs& a) {
   sim.comm = sched::parse_comm_semantics(a.comm);
   const sched::SimulationResult r = sched::simulate(s, costs, sim);
 
-  if (!a.trace_file.empty()) write_text_file(a.trace_file, sched::to_chrome_trace(r.timeline));
+  if (!a.trace_file.empty()) write_text_file(a.trace_file, sched::to_chrome_trace(r.timeline), "--trace");
   if (!a.svg_file.empty()) {
     sched::SvgOptions svg;
     svg.width = a.svg_width;
@@ -240,7 +238,7 @@ int run_simulate(const ScheduleArgs& a) {
     if (windowed)
       svg.title = s.name + ": p=" + std::to_string(s.num_ranks()) + ", " + std::to_string(a.windows) + " steps of m=" +
                   std::to_string(m) + " without a flush";
-    write_text_file(a.svg_file, sched::to_svg(r.timeline, svg));
+    write_text_file(a.svg_file, sched::to_svg(r.timeline, svg), "--svg");
   }
   if (a.json) {
     nlohmann::json ranks = nlohmann::json::array();

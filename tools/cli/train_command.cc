@@ -1,5 +1,7 @@
 #include "tools/cli/train_command.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -16,6 +18,7 @@
 #include "runtime/comm/mpi_launch.h"
 #include "runtime/comm/world.h"
 #include "runtime/core/error.h"
+#include "runtime/core/output_file.h"
 #include "runtime/data/char_text_dataset.h"
 #include "runtime/data/synthetic_classification.h"
 #include "runtime/execution/pipeline_trainer.h"
@@ -48,6 +51,20 @@ namespace {
 
 // What the flags need of each other (the combinations of what to train are the capability
 // table's, checked when the trainer is made); throws kInvalidArgument with the option's name.
+// Every file the run will write, checked before it starts (runtime/core/output_file.h): a bad
+// path fails now, not after the training it would lose. Folders on the way are created.
+void check_output_paths(const TrainArgs& a) {
+  if (!a.trace_file.empty()) check_output_path(a.trace_file, "--trace");
+  if (!a.svg_file.empty()) check_output_path(a.svg_file, "--svg");
+  if (!a.metrics_log.empty()) check_output_path(a.metrics_log, "--metrics-log");
+  if (!a.checkpoint.empty()) {
+    struct stat st;
+    const bool folder = ::lstat(a.checkpoint.c_str(), &st) == 0 && S_ISDIR(st.st_mode);  // a sharded checkpoint
+    if (!folder) check_output_path(a.checkpoint, "--checkpoint");
+  }
+  if (!a.checkpoint_dir.empty()) check_output_path(a.checkpoint_dir + "/manifest.json", "--checkpoint-dir");
+}
+
 void check_args(const TrainArgs& a) {
   if (a.batch_size % a.micro_batches != 0) {
     usage_error("--batch-size " + std::to_string(a.batch_size) + " is not divisible by --microbatches " +
@@ -237,6 +254,7 @@ int prepare_run(const TrainArgs& a, TrainRun& run) {
   run.leader = !world || world->rank() == 0;
   try {
     check_args(a);
+    if (run.leader) check_output_paths(a);
     TrainingConfig config = training_config_of(a);
     if (world) {
       check_process_args(a, *world);
@@ -329,14 +347,14 @@ void finish_run(const TrainArgs& a, TrainRun& run, TrainTotals& t) {
               << " (try a smaller --lr or --clip-norm)\n";
   }
   if (exec::PipelineTrainer* p = run.pipeline()) {
-    if (!a.trace_file.empty()) std::ofstream(a.trace_file) << sched::to_chrome_trace(p->last_timeline());
+    if (!a.trace_file.empty()) write_output_file(a.trace_file, sched::to_chrome_trace(p->last_timeline()), "--trace");
     if (!a.svg_file.empty()) {
       sched::SvgOptions svg;
       svg.width = a.svg_width;
       svg.title = timeline_title(p->schedule(), a.micro_batches,
                                  "step " + std::to_string(trainer.metrics().step) + " measured",
                                  p->last_stats().bubble_rate);
-      std::ofstream(a.svg_file) << sched::to_svg(p->last_timeline(), svg);
+      write_output_file(a.svg_file, sched::to_svg(p->last_timeline(), svg), "--svg");
     }
     p->drain();  // asynchronous schedules: the micro-batches in flight finish before the results
   }
