@@ -74,7 +74,9 @@ TEST(AdaptApi, MovesLayersOffTheSlowRankAndStaysBitwiseEqualToSequential) {
   const nlohmann::json moves = Adaptations(adaptive);
   ASSERT_FALSE(moves.empty()) << "rank 1 at 4x never triggered a re-partition";
   const nlohmann::json& first = moves[0];
-  EXPECT_EQ(first["step"], 3) << "patience 3: the third slow step decides";
+  // Patience 3: the third slow step decides at the earliest (on a busy machine a step's timing can
+  // hide the slow rank once, which delays the move; it can never come sooner).
+  EXPECT_GE(first["step"].get<int>(), 3) << first.dump();
   EXPECT_EQ(first["from"], nlohmann::json::array({3, 4})) << "the default split balances parameters";
   EXPECT_LT(first["to"][1].get<int>(), 4) << first.dump();
   EXPECT_GT(first["slowdown"][1].get<double>(), 1.5) << first.dump();
