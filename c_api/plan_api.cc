@@ -169,7 +169,7 @@ pf_status* pf_plan_apply(const pf_plan* plan, int32_t index, pf_trainer_options*
                                "pf_trainer_options");
     options->micro_batches = c.micro_batches;
     options->data_parallel = c.data_parallel;
-    if (c.schedule == "sequential") {
+    if (c.sequential()) {
       options->schedule = nullptr;
       options->stages = 1;
       options->ranks = 0;

@@ -43,6 +43,16 @@ constexpr int kMaxMicroBatches = 65536;
 constexpr int64_t kMaxScheduleCells = int64_t{1} << 18;
 constexpr size_t kMaxScheduleTextBytes = size_t{64} << 20;
 
+// --- Files read whole (runtime/core/input_file.h) ------------------------------------------
+// Config and plan files, cluster and profile files, probe results: JSON of a few kilobytes, with
+// room for an inline model description.
+constexpr uint64_t kMaxConfigFileBytes = uint64_t{64} << 20;
+// One character-text data file (read whole, then cut into rows).
+constexpr uint64_t kMaxTextDataBytes = uint64_t{1} << 30;
+// An existing metrics log that a resumed run keeps the earlier lines of, and one line of it.
+constexpr uint64_t kMaxMetricsLogBytes = uint64_t{1} << 30;
+constexpr size_t kMaxMetricsLogLineBytes = size_t{1} << 20;
+
 // --- Checkpoints ----------------------------------------------------------------------------
 // Trainer steps, optimizer steps and the data position: far above any real run, far below the
 // point where step arithmetic (step + 1, bias corrections) could overflow.

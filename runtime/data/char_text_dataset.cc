@@ -10,6 +10,8 @@
 #include <system_error>
 
 #include "runtime/core/error.h"
+#include "runtime/core/input_file.h"
+#include "runtime/core/limits.h"
 #include "runtime/data/random.h"
 
 namespace pf {
@@ -20,21 +22,6 @@ constexpr const char* kDefaultTextFolder = "/usr/share/common-licenses";
 constexpr uint64_t kRowStartStream = 0x43484152'54455854ull;  // "CHARTEXT"
 constexpr uint64_t kHeldOutRowStartStream = 0x48454c44'4f555454ull;  // "HELDOUTT"
 
-std::string read_whole_file(const std::string& path) {
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(status)) {
-    fail(ErrorCode::kNotFound, "text file '", path, "' does not exist");
-  }
-  if (std::filesystem::is_directory(status)) {
-    fail(ErrorCode::kInvalidArgument, "text file '", path, "' is a directory");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(ErrorCode::kIoError, "cannot open text file '", path, "': ", std::strerror(errno));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) fail(ErrorCode::kIoError, "error reading text file '", path, "'");
-  return text;
-}
 
 bool looks_like_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -80,7 +67,12 @@ CharTextDataset::CharTextDataset(const CharTextOptions& options) : options_(opti
   if (options_.files.empty()) options_.files = default_text_files();
 
   std::string text;
-  for (const std::string& path : options_.files) text += read_whole_file(path);
+  for (const std::string& path : options_.files) {
+    text += read_input_file(path, "text file", limits::kMaxTextDataBytes);
+    PF_CHECK_ARG(text.size() <= limits::kMaxTextDataBytes, "text files: ", text.size(),
+                 " bytes up to and with '", path, "', more than the limit of ", limits::kMaxTextDataBytes,
+                 " for all of them together");
+  }
 
   bool present[256] = {};
   for (unsigned char c : text) present[c] = true;

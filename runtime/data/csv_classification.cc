@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "runtime/core/error.h"
+#include "runtime/core/input_file.h"
 #include "runtime/core/limits.h"
 #include "runtime/data/random.h"
 
@@ -37,30 +38,7 @@ constexpr uint64_t kShuffleStream = 0x43535653'48554646ull;  // "CSVSHUFF"
 constexpr size_t kMaxQuotedBytes = 40;
 
 std::string read_csv_file(const std::string& path) {
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (status.type() == std::filesystem::file_type::not_found) {
-    fail(ErrorCode::kNotFound, "CSV file '", path, "' does not exist");
-  }
-  if (ec) fail(ErrorCode::kIoError, "cannot stat CSV file '", path, "': ", ec.message());
-  if (!std::filesystem::is_regular_file(status)) {
-    fail(ErrorCode::kInvalidArgument, "CSV file '", path, "' is not a regular file");
-  }
-  const uintmax_t size = std::filesystem::file_size(path, ec);
-  if (ec) fail(ErrorCode::kIoError, "cannot stat CSV file '", path, "': ", ec.message());
-  const auto max_bytes = static_cast<uintmax_t>(CsvClassificationDataset::kMaxFileBytes);
-  if (size > max_bytes) {
-    fail(ErrorCode::kInvalidArgument, "CSV file '", path, "' has ", size, " bytes, more than the limit of ",
-         max_bytes);
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(ErrorCode::kIoError, "cannot open CSV file '", path, "': ", std::strerror(errno));
-  std::string text(static_cast<size_t>(size), '\0');
-  in.read(text.data(), static_cast<std::streamsize>(size));
-  if (in.bad()) fail(ErrorCode::kIoError, "error reading CSV file '", path, "'");
-  // A file that shrank since the stat is parsed as it is now; one that grew, up to its old size.
-  text.resize(static_cast<size_t>(in.gcount()));
-  return text;
+  return read_input_file(path, "CSV file", static_cast<uint64_t>(CsvClassificationDataset::kMaxFileBytes));
 }
 
 std::string_view trim(std::string_view s) {

@@ -80,7 +80,7 @@ double PlanRequest::limit() const {
 }
 
 std::vector<std::string> plannable_schedules() {
-  std::vector<std::string> out = {"sequential"};
+  std::vector<std::string> out = {kSequentialLabel};
   for (const std::string& name : sched::generator_names()) {
     // Asynchronous and local-learning schedules change what is computed; seq1f1b's sliced
     // attention rounds differently. A plan must not change the result.
@@ -119,7 +119,7 @@ Prediction predict(const PlanRequest& request, const Candidate& c) {
   p.micro_batch_rows = costs.rows;
   const double tokens = static_cast<double>(costs.tokens) * m * D;
 
-  if (c.schedule == "sequential") {
+  if (c.sequential()) {
     PF_CHECK_ARG(D == 1 && P == 1 && c.chunks == 1, "the sequential trainer runs on one device (D = P = v = 1)");
     PF_CHECK_ARG(c.activation_policy == "none", "the sequential trainer has no activation policy");
     const StageCosts all = stage_costs(costs, 0, L);
@@ -291,15 +291,17 @@ Plan make_plan(const PlanRequest& request) {
     for (int P = 1; D * P <= n; ++P) {
       if (!allowed(request.ranks, P)) continue;
       for (const std::string& name : schedules) {
-        if ((name == "sequential") != (D == 1 && P == 1)) continue;
-        if (P == 1 && name != "sequential" && name != "1f1b") continue;  // one rank: 1f1b stands for them all
+        const bool sequential = name == kSequentialLabel;
+        if (sequential != (D == 1 && P == 1)) continue;
+        // On one rank every synchronous schedule runs the same passes: one of them stands for all.
+        if (P == 1 && !sequential && name != kOneRankSchedule) continue;
         std::vector<int> chunk_options = {1};
         if (sched::takes_any_chunks(name))
           for (int v = 2; v <= request.max_chunks; v *= 2) chunk_options.push_back(v);
         for (int v : chunk_options) {
           for (int m : divisors_up_to(request.batch_rows / D, request.max_micro_batches)) {
             for (const std::string& policy : policies) {
-              if (name == "sequential" && policy != "none") continue;
+              if (sequential && policy != "none") continue;
               Candidate c;
               c.data_parallel = D;
               c.ranks = P;

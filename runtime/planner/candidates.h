@@ -15,16 +15,24 @@
 
 namespace pf::plan {
 
-// One way to run the step. schedule "sequential" is the sequential trainer (D = P = 1).
+// The planner's label for the sequential trainer (no pipeline; D = P = 1): not a schedule of the
+// registry, so it is compared here only, through Candidate::sequential().
+inline constexpr const char* kSequentialLabel = "sequential";
+// The schedule that stands for all synchronous ones on a single pipeline rank (they run the same
+// passes there), so the planner lists one candidate, not one per schedule.
+inline constexpr const char* kOneRankSchedule = "1f1b";
+
+// One way to run the step. schedule kSequentialLabel is the sequential trainer (D = P = 1).
 struct Candidate {
   int data_parallel = 1;   // D replicas
   int ranks = 1;           // P pipeline ranks
   int chunks = 1;          // v model chunks per rank (the looped schedules; the V schedules: 2)
   int micro_batches = 1;   // m per replica
-  std::string schedule = "sequential";
+  std::string schedule = kSequentialLabel;
   std::string activation_policy = "none";
   std::vector<int> layers_per_stage;  // one pipeline's model stages; empty: chosen by the planner
   std::string describe() const;       // "1f1b P=2 v=1 m=4 D=1 none"
+  bool sequential() const { return schedule == kSequentialLabel; }
 };
 
 struct Prediction {

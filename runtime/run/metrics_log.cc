@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/core/error.h"
+#include "runtime/core/input_file.h"
+#include "runtime/core/limits.h"
 #include "runtime/core/output_file.h"
 
 namespace pf {
@@ -18,13 +20,21 @@ nlohmann::ordered_json number_or_null(double x) {
   return std::isfinite(x) ? nlohmann::ordered_json(x) : nlohmann::ordered_json();
 }
 
-// The lines of an existing log whose step is <= first_step.
+// The lines of an existing log whose step is <= first_step (the log and each line bounded).
 std::vector<std::string> kept_lines(const std::string& path, int64_t first_step) {
   std::vector<std::string> kept;
-  std::ifstream in(path);
-  if (!in) return kept;
-  std::string line;
-  for (int64_t number = 1; std::getline(in, line); ++number) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return kept;
+  const std::string text = read_input_file(path, "metrics log", limits::kMaxMetricsLogBytes);
+  size_t start = 0;
+  for (int64_t number = 1; start < text.size(); ++number) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    if (end - start > limits::kMaxMetricsLogLineBytes)
+      fail(ErrorCode::kDataLoss, "metrics log '", path, "' line ", number, ": longer than ",
+           limits::kMaxMetricsLogLineBytes, " bytes (is this a PipeForge metrics log?)");
+    const std::string line = text.substr(start, end - start);
+    start = end + 1;
     if (line.empty()) continue;
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j["step"].is_number_integer())

@@ -1,13 +1,10 @@
 #include "runtime/schedules/text_rows.h"
 
-#include <sys/stat.h>
-
 #include <cctype>
 #include <cstdint>
-#include <fstream>
-#include <sstream>
 
 #include "runtime/core/error.h"
+#include "runtime/core/input_file.h"
 #include "runtime/core/limits.h"
 
 namespace pf::sched {
@@ -47,17 +44,7 @@ std::string trim_blanks(const std::string& s) {
 }
 
 std::string read_schedule_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(ErrorCode::kIoError, "cannot open schedule file '", path, "'");
-  struct stat st;
-  PF_CHECK_ARG(::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode), "schedule file '", path,
-               "' is not a regular file");
-  PF_CHECK_ARG(static_cast<uint64_t>(st.st_size) <= limits::kMaxScheduleTextBytes, "schedule file '", path, "': ",
-               st.st_size, " bytes, more than the limit of ", limits::kMaxScheduleTextBytes);
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) fail(ErrorCode::kIoError, "cannot read schedule file '", path, "'");
-  return buf.str();
+  return read_input_file(path, "schedule file", limits::kMaxScheduleTextBytes);
 }
 
 }  // namespace pf::sched

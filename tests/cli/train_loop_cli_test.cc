@@ -76,7 +76,7 @@ TEST(TrainConfig, BadFieldsAreNamedByTheirJsonPath) {
       {R"({"trainer": 3})", "trainer: expected an object"},
       {R"({"model": {"kind": "rnn"}})", "model.kind"},
       {R"([1, 2])", "expected a JSON object"},
-      {R"({"trainer": )", "not valid JSON"},
+      {R"({"trainer": )", "malformed JSON"},
   };
   for (const auto& c : cases) {
     const std::string path = write_file("bad.json", c.config);

@@ -104,7 +104,7 @@ TrainArgs train_args_for(const PlanArgs& a, const plan::Prediction& choice) {
   t.batch_size = a.batch_size / c.data_parallel;
   t.micro_batches = c.micro_batches;
   t.data_parallel = c.data_parallel;
-  if (c.schedule != "sequential") {
+  if (!c.sequential()) {
     t.schedule = c.schedule;
     t.stages = c.ranks;
     t.chunks = c.chunks;

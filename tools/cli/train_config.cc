@@ -1,11 +1,11 @@
 #include "tools/cli/train_config.h"
 
-#include <fstream>
 #include <functional>
-#include <iterator>
 #include <vector>
 
 #include "runtime/core/error.h"
+#include "runtime/core/input_file.h"
+#include "runtime/core/limits.h"
 #include "runtime/core/suggest.h"
 
 namespace pf::cli {
@@ -239,14 +239,7 @@ void set_path(nlohmann::ordered_json& root, const std::string& path, const json&
 }
 
 json read_json(const std::string& file, const char* what) {
-  std::ifstream in(file);
-  if (!in) fail(ErrorCode::kNotFound, what, " '", file, "' cannot be read");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    fail(ErrorCode::kInvalidArgument, file, ": not valid JSON: ", e.what());
-  }
+  return read_json_input(file, what, limits::kMaxConfigFileBytes);
 }
 
 }  // namespace

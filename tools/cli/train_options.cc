@@ -117,8 +117,9 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
   cmd->add_option("--metrics-log", a.metrics_log,
-                  "append one JSON line per step (loss, lr, tokens/s, bubble rate, peak memory per rank, "
-                  "evaluation) to this file");
+                  "write one JSON line per step (loss, lr, tokens/s, bubble rate, peak memory per rank, "
+                  "evaluation) to this file; a resumed run keeps the lines up to the step it resumes from, "
+                  "a new run starts the file afresh");
   cmd->add_option("--blas-threads", a.blas_threads, "BLAS threads")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();

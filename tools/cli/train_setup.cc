@@ -1,12 +1,11 @@
 #include "tools/cli/train_setup.h"
 
 #include <algorithm>
-#include <fstream>
 #include <iostream>
-#include <iterator>
 
 #include "runtime/core/error.h"
-#include "runtime/core/json_text.h"
+#include "runtime/core/input_file.h"
+#include "runtime/core/limits.h"
 #include "runtime/data/char_text_dataset.h"
 #include "runtime/data/synthetic_classification.h"
 #include "runtime/models/builders.h"
@@ -33,9 +32,7 @@ double held_out_fraction(const TrainArgs& a) {
 std::shared_ptr<Model> model_from_json(const TrainArgs& a) {
   if (!a.model_json.empty()) return build_model_from_json_text(a.model_json);
   if (a.model_file.empty()) return nullptr;
-  std::ifstream in(a.model_file);
-  if (!in) fail(ErrorCode::kNotFound, "--model-file '", a.model_file, "' cannot be read");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text = read_input_file(a.model_file, "--model-file", limits::kMaxModelJsonBytes);
   try {
     return build_model_from_json_text(text);
   } catch (const Error& e) {
@@ -166,16 +163,7 @@ OptimizerConfig optimizer_config(const TrainArgs& a) {
 }
 
 nlohmann::json read_json_file(const std::string& file, const std::string& option) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) fail(ErrorCode::kNotFound, option, " '", file, "' cannot be read");
-  std::string text;
-  char buffer[65536];
-  constexpr size_t kMaxBytes = size_t{64} << 20;
-  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
-    text.append(buffer, static_cast<size_t>(in.gcount()));
-    PF_CHECK_ARG(text.size() <= kMaxBytes, file, ": larger than ", kMaxBytes, " bytes");
-  }
-  return parse_json_text(text, file, kMaxBytes);
+  return read_json_input(file, option, limits::kMaxConfigFileBytes);
 }
 
 plan::ModelProfile model_profile(const TrainArgs& model, const std::string& profile_file,
