@@ -28,11 +28,16 @@ void RankInstruments::after(const sched::Action& a, clock_type::time_point start
   // that can raise them).
   stats_->peak_activation_bytes = std::max(stats_->peak_activation_bytes, live_bytes);
   stats_->peak_live_micro_batches = std::max(stats_->peak_live_micro_batches, live);
-  if (options_.record_timeline) {
-    const auto end = clock_type::now();
-    timed_->push_back({a, std::chrono::duration<double, std::micro>(start - t0_).count(),
-                       std::chrono::duration<double, std::micro>(end - t0_).count()});
-  }
+  // The rank's busy, communication and finish times, with or without a timeline (fail-slow
+  // adaptation and the bubble rate read them).
+  const auto end = clock_type::now();
+  const double begin_us = std::chrono::duration<double, std::micro>(start - t0_).count();
+  const double end_us = std::chrono::duration<double, std::micro>(end - t0_).count();
+  // An asynchronous stage's UPDATE (its optimizer step) is work on the rank's critical path.
+  if (sched::is_compute(a.kind) || a.kind == sched::ActionKind::kUpdate) stats_->busy_us += end_us - begin_us;
+  else if (sched::is_communication(a.kind)) stats_->comm_us += end_us - begin_us;
+  stats_->finish_us = std::max(stats_->finish_us, end_us);
+  if (options_.record_timeline) timed_->push_back({a, begin_us, end_us});
   stats_->actions += 1;
 }
 

@@ -10,7 +10,6 @@
 
 namespace pf::exec {
 
-using sched::ActionKind;
 
 std::vector<float> StepReport::losses(const std::vector<RankExecutor::StepOutput>& outputs,
                                       const sched::Schedule& s, int units) const {
@@ -72,15 +71,6 @@ void StepReport::collect(std::vector<RankExecutor::StepOutput>& outputs,
     stats_.ranks[r].host_peak_bytes = store_stats[r].host_peak;
     stats_.ranks[r].file_peak_bytes = store_stats[r].file_peak;
     stats_.offloaded_bytes += store_stats[r].offloaded_bytes;
-  }
-  for (int r = 0; r < num_ranks; ++r) {
-    RankStats& rs = stats_.ranks[r];
-    for (const auto& ta : outputs[static_cast<size_t>(r)].timed) {
-      // An asynchronous stage's UPDATE (its optimizer step) is work on the rank's critical path.
-      if (sched::is_compute(ta.action.kind) || ta.action.kind == ActionKind::kUpdate) rs.busy_us += ta.duration();
-      else if (sched::is_communication(ta.action.kind)) rs.comm_us += ta.duration();
-      rs.finish_us = std::max(rs.finish_us, ta.end);
-    }
   }
   if (comm::World* world = plan_->config.world.get()) {
     // Every process reports every rank (times measured from each process's own step start).

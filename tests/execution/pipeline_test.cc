@@ -52,6 +52,27 @@ TEST(Measurement, TimelineHasEveryActionInListOrder) {
   EXPECT_FALSE(sched::to_ascii_grid(tl, 60).empty());
 }
 
+// Without a timeline (record_timeline off, for speed) the step's busy, communication and finish
+// times are still measured: fail-slow adaptation and the bubble rate read them (they were all 0,
+// so an adaptive trainer never saw a slow rank).
+TEST(Measurement, BusyTimesAreMeasuredWithoutATimeline) {
+  PipelineOptions o = options("1f1b", 3, 4);
+  o.record_timeline = false;
+  PipelineTrainer t(testing::tiny_gpt(), o);
+  t.step(testing::data_for(t.model(), 4, 0));
+  EXPECT_EQ(t.last_timeline().num_ranks(), 3);
+  const auto& stats = t.last_stats();
+  ASSERT_EQ(stats.ranks.size(), 3u);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_TRUE(t.last_timeline().ranks[r].empty()) << "rank " << r;
+    EXPECT_GT(stats.ranks[r].busy_us, 0) << "rank " << r;
+    EXPECT_GT(stats.ranks[r].comm_us, 0) << "rank " << r;
+    EXPECT_GE(stats.ranks[r].finish_us, stats.ranks[r].busy_us + stats.ranks[r].comm_us - 1e-6) << "rank " << r;
+    EXPECT_NEAR(stats.ranks[r].busy_us + stats.ranks[r].idle_us, stats.makespan_us, 1e-6);
+  }
+  EXPECT_GT(stats.makespan_us, 0);
+}
+
 TEST(Measurement, PeakLiveMicroBatchesEqualTheSimulator) {
   struct C {
     const char* name;

@@ -10,6 +10,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/parameter_checksum.h"
@@ -236,6 +237,7 @@ struct TrainRun {
   std::shared_ptr<comm::World> launch;  // one process per rank under mpirun; null alone
   comm::ProcessGrid grid;
   std::string resumed_from;  // the checkpoint --resume named (the newest of a series folder)
+  std::vector<double> layer_seconds;  // --partition balanced: each top-level layer's measured time
   bool leader = true;        // prints the results
   // The pipelined trainer running now (an adaptive trainer's changes at a move), or null.
   exec::PipelineTrainer* pipeline() const { return trainer ? pipeline_of(*trainer) : nullptr; }
@@ -274,6 +276,7 @@ int prepare_run(const TrainArgs& a, TrainRun& run) {
     inputs.profile = adaptation_profile(a);
     if (config.pipelined() && config.partition == PartitionKind::kMeasured && config.layers_per_stage.empty())
       inputs.layer_costs = world ? layer_times_of_world(a, *world) : layer_times(*run.setup.model, *run.setup.data);
+    run.layer_seconds = inputs.layer_costs;
     run.trainer = make_trainer(run.setup.model, config, inputs);
     check_operations(a, *run.trainer);
     if (!a.resume.empty()) {
@@ -374,7 +377,7 @@ int run_train(const TrainArgs& a) {
   finish_run(a, run, totals);
   if (run.leader) {
     const TrainReport report{a, *run.trainer, run.pipeline(), adaptive_of(*run.trainer), run.launch.get(),
-                             run.setup.description, run.resumed_from, totals};
+                             run.setup.description, run.resumed_from, run.layer_seconds, totals};
     if (a.json) print_json_report(report);
     else print_summary(report);
   }

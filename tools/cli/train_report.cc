@@ -11,13 +11,17 @@
 namespace pf::cli {
 namespace {
 
-// The partition the run used: top-level layers per stage and the rank of each stage.
-nlohmann::json partition_json(const Model& model, const exec::PipelineTrainer* pipeline) {
+// The partition the run used: top-level layers per stage, the rank of each stage, and with
+// --partition balanced the measured seconds of each top-level layer it was split by.
+nlohmann::json partition_json(const Model& model, const exec::PipelineTrainer* pipeline,
+                              const std::vector<double>& layer_seconds) {
   if (!pipeline) {
     return {{"layers_per_stage", {model.layers().size()}}, {"stage_ranks", {0}}};
   }
-  return {{"layers_per_stage", exec::layer_counts(pipeline->parts().stages.ranges())},
-          {"stage_ranks", pipeline->schedule().placement.stage_to_rank}};
+  nlohmann::json out = {{"layers_per_stage", exec::layer_counts(pipeline->parts().stages.ranges())},
+                        {"stage_ranks", pipeline->schedule().placement.stage_to_rank}};
+  if (!layer_seconds.empty()) out["layer_seconds"] = layer_seconds;
+  return out;
 }
 
 }  // namespace
@@ -75,7 +79,7 @@ void print_json_report(const TrainReport& r) {
   out["last_lr"] = trainer.optimizer().config().lr;
   out["evaluations"] = t.evaluations;
   out["checkpoints"] = t.checkpoints;
-  out["partition"] = partition_json(trainer.model(), pipeline);
+  out["partition"] = partition_json(trainer.model(), pipeline, r.layer_seconds);
   out["micro_batches"] = a.micro_batches;
   out["batch_size"] = a.batch_size;
   out["seed"] = a.seed;

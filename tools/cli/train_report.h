@@ -44,6 +44,7 @@ struct TrainReport {
   const comm::World* world;               // null in one process
   const nlohmann::json& model_description;
   const std::string& resumed_from;
+  const std::vector<double>& layer_seconds;  // what --partition balanced split by; empty otherwise
   const TrainTotals& totals;
 };
 
