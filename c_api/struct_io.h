@@ -6,6 +6,10 @@
 //
 // Rule for extending a struct: append fields after the previous version's sizeof (not into its
 // trailing padding), so every older sizeof ends on a field boundary.
+//
+// No struct will ever grow past kMaxStructSize bytes (the largest is 280 today): a larger
+// struct_size is refused before a byte past sizeof is read or written (0xFFFFFFFF, an unset
+// field, used to read or zero 4 GiB of the caller's memory).
 #pragma once
 
 #include <algorithm>
@@ -17,13 +21,22 @@
 
 namespace pf::capi {
 
+inline constexpr size_t kMaxStructSize = 4096;
+
+// The check every struct_size passes first: at least version 1's size, at most kMaxStructSize.
+inline void check_struct_size_range(size_t size, size_t v1_size, const char* what, const char* type_name,
+                                    const char* hint) {
+  PF_CHECK_ARG(size >= v1_size, what, "->struct_size is ", size, ", smaller than version 1 of ", type_name, " (",
+               v1_size, " bytes); set it to sizeof(", type_name, ")", hint);
+  PF_CHECK_ARG(size <= kMaxStructSize, what, "->struct_size is ", size, ", larger than any version of ", type_name,
+               " will be (at most ", kMaxStructSize, " bytes); set it to sizeof(", type_name, ")", hint);
+}
+
 // Checks struct_size of a struct the caller passes in (`what` names it, e.g. "options").
 template <typename T>
 void check_struct_size(const T& in, size_t v1_size, const char* what, const char* type_name) {
   const size_t size = in.struct_size;
-  PF_CHECK_ARG(size >= v1_size, what, "->struct_size is ", size, ", smaller than version 1 of ",
-               type_name, " (", v1_size, " bytes); set it to sizeof(", type_name,
-               ") or use the _init function");
+  check_struct_size_range(size, v1_size, what, type_name, " or use the _init function");
   if (size > sizeof(T)) {
     const auto* bytes = reinterpret_cast<const unsigned char*>(&in);
     for (size_t i = sizeof(T); i < size; ++i) {
@@ -46,9 +59,7 @@ T read_struct(const T& in, size_t v1_size, const char* what, const char* type_na
 // Checks an out-struct before any work is done, so a bad one leaves everything untouched.
 template <typename T>
 void check_out_struct(const T& out, size_t v1_size, const char* what, const char* type_name) {
-  const size_t size = out.struct_size;
-  PF_CHECK_ARG(size >= v1_size, what, "->struct_size is ", size, ", smaller than version 1 of ",
-               type_name, " (", v1_size, " bytes); set it to sizeof(", type_name, ")");
+  check_struct_size_range(out.struct_size, v1_size, what, type_name, "");
 }
 
 // Writes `value` into the caller's struct: the fields that fit in its struct_size; a longer

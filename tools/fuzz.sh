@@ -6,7 +6,7 @@
 #   tools/fuzz.sh --replay NAME|all                 run the seed corpus and regressions once
 #   tools/fuzz.sh --merge NAME|all                  add the work corpus's inputs that bring new
 #                                                   coverage to tests/fuzz/corpus/NAME (then commit them)
-# NAME: schedule_text, model_json, checkpoint. --keep-going: libFuzzer's fork mode, which goes on
+# NAME: schedule_text, model_json, checkpoint, train_config. --keep-going: libFuzzer's fork mode, which goes on
 # after a finding (several bugs in one run); by default the first finding stops the target.
 #
 # Fuzzing copies the seed corpus into a work folder (PF_FUZZ_WORK, default /tmp/pf_fuzz_work) and
@@ -17,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-TARGETS=(schedule_text model_json checkpoint)
+TARGETS=(schedule_text model_json checkpoint train_config)
 # One output base per checkout (its runfiles trees link into the checkout that built them).
 OUTPUT_BASE=${PF_FUZZ_OUTPUT_BASE:-/tmp/pf_fuzz_base.$(pwd -P | md5sum | cut -c1-12)}
 WORK=${PF_FUZZ_WORK:-/tmp/pf_fuzz_work}
@@ -49,7 +49,7 @@ else
 fi
 
 # Per target: longest input and per-input time limit (seconds).
-max_len() { case $1 in schedule_text) echo 8192 ;; model_json) echo 16384 ;; checkpoint) echo 8192 ;; esac; }
+max_len() { case $1 in schedule_text) echo 8192 ;; model_json) echo 16384 ;; checkpoint) echo 8192 ;; train_config) echo 16384 ;; esac; }
 timeout_of() { case $1 in checkpoint) echo 20 ;; *) echo 10 ;; esac; }
 
 tools/setup.sh --fuzz

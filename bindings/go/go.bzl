@@ -2,6 +2,7 @@
 
 # The module's files: DEST (inside the module) -> label.
 MODULE_FILES = {
+    "LICENSE": "//:LICENSE",
     "go.mod": "//bindings/go:go.mod",
     "doc.go": "//bindings/go:doc.go",
     "errors.go": "//bindings/go:errors.go",

@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <regex>
+#include <set>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -246,12 +247,26 @@ void load_shards(Trainer& trainer, const std::string& folder, const std::vector<
   std::vector<std::shared_ptr<const CheckpointImage>> images;
   try {
     manifest = read_manifest(folder);
+    // Every parameter the manifest lists must be the model's, as the single-file loader requires,
+    // also in shards this process does not read.
+    std::set<std::string> model_names;
+    for (const Parameter* p : trainer.model().parameters()) model_names.insert(p->name);
+    for (const Manifest::Shard& shard : manifest.shards)
+      for (const std::string& name : shard.parameters)
+        PF_CHECK_ARG(model_names.count(name) != 0, "checkpoint '", folder, "': shard '", shard.file,
+                     "' holds parameter '", name, "', which does not exist in this model");
     for (const Manifest::Shard& shard : manifest.shards) {
       bool needed = false;
       for (const Parameter* p : wanted)
         needed = needed || std::find(shard.parameters.begin(), shard.parameters.end(), p->name) != shard.parameters.end();
       if (!needed) continue;
       const std::string path = folder + "/" + shard.file;
+      // Shards are read only from inside the folder: PipeForge never writes a link there, and one
+      // could point anywhere.
+      struct stat st {};
+      if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+        fail(ErrorCode::kDataLoss, "checkpoint '", folder, "': shard '", shard.file,
+             "' is a symbolic link; shards are read only from inside the checkpoint folder");
       std::shared_ptr<const CheckpointImage> image;
       try {
         image = read_checkpoint_image(trainer, path);

@@ -1,6 +1,35 @@
 #include "runtime/core/error.h"
 
+#include <cstdio>
+
+#include "runtime/core/control_characters.h"
+
 namespace pf {
+
+std::string escape_control_characters(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    char escaped[8];
+    if (c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+        static_cast<unsigned char>(text[i + 1]) <= 0x9f) {  // a C1 control in UTF-8
+      std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned char>(text[++i]));
+      out += escaped;
+    } else if (c == '\n' || c == '\t' || (c >= 0x20 && c != 0x7f)) {
+      out += static_cast<char>(c);
+    } else if (c == '\r') {
+      out += "\\r";
+    } else {
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", c);
+      out += escaped;
+    }
+  }
+  return out;
+}
+
+Error::Error(ErrorCode code, const std::string& message)
+    : std::runtime_error(escape_control_characters(message)), code_(code) {}
 
 const char* error_code_name(ErrorCode code) {
   switch (code) {

@@ -33,9 +33,11 @@ const char* error_code_name(ErrorCode code);
 // The message of a caught exception (what(), or "unknown exception" for other types).
 std::string describe_exception(std::exception_ptr e);
 
+// The message has its control characters escaped (escape_control_characters): errors echo input,
+// and whoever prints them (the CLI, a binding, a C caller) gets text a terminal shows as text.
 class Error : public std::runtime_error {
  public:
-  Error(ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  Error(ErrorCode code, const std::string& message);
   ErrorCode code() const { return code_; }
 
  private:

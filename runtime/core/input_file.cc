@@ -26,7 +26,7 @@ int open_regular(const std::string& path, const std::string& what, uint64_t max_
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
-    if (err == ENOENT) fail(ErrorCode::kIoError, what, " '", path, "' does not exist");
+    if (err == ENOENT) fail(ErrorCode::kNotFound, what, " '", path, "' does not exist");
     fail(ErrorCode::kIoError, what, " '", path, "' cannot be opened: ", std::strerror(err));
   }
   struct stat st;

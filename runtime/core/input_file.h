@@ -16,7 +16,7 @@
 
 namespace pf {
 
-// The size of the regular file at `path` (kIoError when missing, saying so; kInvalidArgument when not a
+// The size of the regular file at `path` (kNotFound when missing; kInvalidArgument when not a
 // regular file or larger than max_bytes). For readers that stream the file themselves.
 uint64_t check_input_file(const std::string& path, const std::string& what, uint64_t max_bytes);
 

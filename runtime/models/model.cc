@@ -2,6 +2,7 @@
 
 #include "runtime/models/local_head_kind.h"
 
+#include <cmath>
 #include <set>
 
 #include "runtime/core/error.h"
@@ -88,6 +89,12 @@ void Model::check_batch(const Tensor& inputs, const Tensor& targets, const std::
     PF_CHECK_ARG(targets.dtype() == DType::kI32 && targets.rank() == 1 && targets.dim(0) == rows, what,
                  ": targets: expected i32 [", rows, "], got ", dtype_name(targets.dtype()), " ",
                  shape_to_string(targets.shape()));
+    // A NaN or infinity would pass a ReLU as 0 or poison the weights: refused before the step.
+    const float* x = inputs.f32();
+    for (int64_t i = 0; i < inputs.numel(); ++i) {
+      PF_CHECK_ARG(std::isfinite(x[i]), what, ": inputs: row ", i / input_.features, ", column ",
+                   i % input_.features, " is ", x[i], " (inputs must be finite numbers)");
+    }
   } else {
     PF_CHECK_ARG(inputs.dtype() == DType::kI32 && inputs.rank() == 2 && inputs.dim(1) >= 1 &&
                      inputs.dim(1) <= input_.seq_len,

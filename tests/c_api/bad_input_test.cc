@@ -468,6 +468,14 @@ TEST(TrainerCreate, BadArguments) {
   options.struct_size = 12;
   EXPECT_PF_ERROR(pf_trainer_create(model, &options, &trainer), PF_INVALID_ARGUMENT, "options->struct_size is 12",
                   "pf_trainer_options");
+  // An unset struct_size (all ones) is refused before a byte past the struct is read (it read up
+  // to 4 GiB of the caller's memory); so is one past the cap on every struct's growth.
+  options.struct_size = 0xFFFFFFFFu;
+  EXPECT_PF_ERROR(pf_trainer_create(model, &options, &trainer), PF_INVALID_ARGUMENT,
+                  "options->struct_size is 4294967295, larger than any version of pf_trainer_options will be (at "
+                  "most 4096 bytes)");
+  options.struct_size = 4097;
+  EXPECT_PF_ERROR(pf_trainer_create(model, &options, &trainer), PF_INVALID_ARGUMENT, "options->struct_size is 4097");
   options = Options();
   options.optimizer = 7;
   EXPECT_PF_ERROR(pf_trainer_create(model, &options, &trainer), PF_INVALID_ARGUMENT, "options->optimizer");
@@ -711,6 +719,12 @@ TEST_F(TrainerTest, StepResultStructSize) {
                   "out->struct_size is 8", "pf_step_result");
   EXPECT_EQ(result.loss, -3.0);
   ExpectUnchanged(before);  // checked before the step ran
+  // Past the cap: refused before the step, instead of zeroing up to 4 GiB after the struct.
+  result.struct_size = 0xFFFFFFFFu;
+  EXPECT_PF_ERROR(pf_trainer_step(trainer_, &v.inputs, &v.targets, &result), PF_INVALID_ARGUMENT,
+                  "out->struct_size is 4294967295, larger than any version of pf_step_result will be");
+  EXPECT_EQ(result.loss, -3.0);
+  ExpectUnchanged(before);
 
   // A longer (newer) result struct gets zeros beyond what this library knows.
   struct Newer {

@@ -125,13 +125,32 @@ TEST(PipeforgeCli, BadOptionsExitWithTwoAndSayWhy) {
       {"train --stages 2", "--stages 2 needs a schedule"},
       {"train --chunks 2", "--chunks 2 needs a schedule"},
       {"train --seq-slices 2", "--seq-slices is 2: it needs a pipelined schedule that slices sequences"},
+      // Numbers: a word is "not a number" (CLI11 printed its range's 309-digit bound), a bad sign
+      // says the bound.
+      {"train --lr abc", "--lr: 'abc' is not a finite number"},
+      {"train --lr -1", "--lr: must be > 0, got -1"},
+      {"train --lr nan", "--lr: 'nan' is not a finite number"},
+      {"simulate --schedule 1f1b --stages 2 --microbatches 4 --t-f x", "--t-f: 'x' is not a finite number"},
   };
   for (const auto& c : cases) {
     const CommandResult r = run(c.args);
     EXPECT_EQ(r.exit_code, 2) << c.args << "\nstderr: " << r.err;
     EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\nstderr: " << r.err;
     EXPECT_TRUE(r.out.empty()) << c.args << "\nstdout: " << r.out;
+    EXPECT_LT(r.err.size(), 400u) << c.args << "\nstderr: " << r.err;
   }
+  // A hidden command (measure-processes, which `plan --measure` runs) is never listed or suggested.
+  const CommandResult unknown = run("measure");
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_EQ(unknown.err.find("measure-processes"), std::string::npos) << unknown.err;
+  EXPECT_NE(unknown.err.find("(commands: train, schedule, simulate, compare, plan)"), std::string::npos) << unknown.err;
+}
+
+// Lists take blanks after their commas, as people type them.
+TEST(PipeforgeCli, ListsTakeBlanksAfterCommas) {
+  const CommandResult r = run("compare --schedules \"1f1b, zb-h1\" --stages 2 --microbatches 4");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("zb-h1"), std::string::npos) << r.out;
 }
 
 TEST(PipeforgeCli, VersionIsTheLibrarys) {

@@ -27,6 +27,7 @@ mkdir -p "$HOME"
 go get "$module@v$version"
 grep -q "require $module v$version" go.mod || fail "go get did not record $module v$version in go.mod: $(cat go.mod)"
 go build -o trainer .
+grep -q "Apache License" "$work/gopath/pkg/mod/$module@v$version/LICENSE" || fail "the module has no LICENSE"
 output=$(as_user_program ./trainer) || fail "the program failed: $output"
 echo "$output"
 grep -q "^pipeforge $version: loss " <<<"$output" || fail "unexpected output"

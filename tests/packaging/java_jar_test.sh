@@ -2,7 +2,7 @@
 # The jar alone trains: copied into an empty folder with one user class, compiled and run with
 # `java -cp pipeforge.jar:. TrainInstalled` and no LD_LIBRARY_PATH or -D option; the JNI library
 # and libpipeforge.so.<abi> come out of the jar, and so does the CUDA backend beside them. Its
-# manifest carries the version.
+# manifest carries the version and the licence (Apache-2.0, META-INF/LICENSE).
 # Usage: java_jar_test.sh PIPEFORGE_JAR VERSION_FILE TrainInstalled.java
 set -euo pipefail
 source "$(dirname "$0")/user_program.sh"
@@ -17,6 +17,9 @@ unset LD_LIBRARY_PATH CLASSPATH
 manifest=$(unzip -p pipeforge.jar META-INF/MANIFEST.MF | tr -d '\r')
 grep -qx "Implementation-Version: $version" <<<"$manifest" ||
   fail "the manifest does not say Implementation-Version: $version"
+grep -qx "Bundle-License: Apache-2.0" <<<"$manifest" || fail "the manifest does not say Bundle-License: Apache-2.0"
+licence=$(unzip -p pipeforge.jar META-INF/LICENSE)
+grep -q "Apache License" <<<"$licence" || fail "the jar has no META-INF/LICENSE"
 javac -cp pipeforge.jar TrainInstalled.java
 output=$(as_user_program java -XX:TieredStopAtLevel=1 -Djava.io.tmpdir="$work/tmp" -cp pipeforge.jar:. TrainInstalled) ||
   fail "the program failed: $output"

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The wheel installs into a fresh virtual environment outside the source tree and trains from an
 # empty folder, with nothing of Bazel's on any path: its _core.so finds the bundled
-# libpipeforge.so.<abi> through its $ORIGIN run path.
+# libpipeforge.so.<abi> through its $ORIGIN run path. It carries the licence (Apache-2.0).
 # Usage: python_wheel_test.sh PYTHON WHEEL WHEEL_NAME_FILE VERSION_FILE SCRIPT.py
 set -euo pipefail
 source "$(dirname "$0")/user_program.sh"
@@ -25,6 +25,11 @@ grep -q "^pipeforge $version from $work/venv/lib/python[0-9.]*/site-packages/pip
 if grep '^cuda: .*is not next to' <<<"$output"; then
   fail "the CUDA backend bundled in the wheel was not found"
 fi
+# The licence: in the metadata and as a file beside it.
+shown=$("$work/venv/bin/pip" show pipeforge)
+grep -qx "License: Apache-2.0" <<<"$shown" || fail "pip show does not say License: Apache-2.0: $shown"
+grep -q "Apache License" "$work"/venv/lib/python*/site-packages/pipeforge-"$version".dist-info/LICENSE ||
+  fail "the wheel's dist-info has no LICENSE"
 "$work/venv/bin/pip" uninstall -y -q pipeforge
 [[ ! -e $work/venv/lib/python*/site-packages/pipeforge ]] || fail "pip uninstall left the package behind"
 echo "PASS: $name installs into a fresh venv, trains from an empty folder and uninstalls"

@@ -2,7 +2,7 @@
 # Checkpoints across processes with `pipeforge train` under mpirun: each process writes its shard,
 # the manifest comes last; a run resumed under another pipeline degree, schedule, data-parallel
 # degree or in one process is bitwise equal to one that never stopped; a missing or damaged shard
-# is refused naming it.
+# is refused naming it, and so is a shard through a symbolic link or a parameter the model lacks.
 set -uo pipefail
 source "$(dirname "$0")/cli_checks.sh"
 gpt=(--model gpt --layers 4 --json --quiet)
@@ -137,5 +137,18 @@ cp -r "$work/ck" "$work/corrupt" && corrupt=$(ls "$work/corrupt"/step-2.rank-3.*
 expect_refusal "corrupt shard" "step-2.rank-3\.[0-9a-f]*\.pfck" "$work/corrupt"
 cp -r "$work/ck" "$work/manifest" && printf '{"format": 1' >"$work/manifest/manifest.json"
 expect_refusal "broken manifest" "manifest.json" "$work/manifest"
+# A shard that is a symbolic link (here to its own bytes moved out of the folder) is not followed,
+# and a manifest listing a parameter the model lacks (in a shard no process needs) is refused, as
+# the single-file loader refuses one; both resumed before.
+cp -r "$work/ck" "$work/linked" && shard=$(ls "$work/linked"/step-2.rank-0.*.pfck) &&
+  mv "$shard" "$work/outside.pfck" && ln -s "$work/outside.pfck" "$shard"
+expect_refusal "shard through a symbolic link" "step-2.rank-0\.[0-9a-f]*\.pfck' is a symbolic link" "$work/linked"
+cp -r "$work/ck" "$work/extra" && python3 - "$work/extra/manifest.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["shards"].append({"file": "step-2.rank-9.0123456789abcdef.pfck", "sha256": "0" * 64, "parameters": ["evil.weight"]})
+json.dump(m, open(sys.argv[1], "w"))
+PY
+expect_refusal "extra parameter" "holds parameter 'evil.weight', which does not exist in this model" "$work/extra"
 
 finish "checkpoint"

@@ -70,7 +70,7 @@ TEST(InputFile, WhatIsNotARegularFileIsRefusedNamingItsKind) {
 TEST(InputFile, AMissingFileAndOneOverTheLimitAreRefusedBeforeReading) {
   const std::string missing = tmp("missing.json");
   auto [code, message] = error_of([&] { read_input_file(missing, "plan file", 100); });
-  EXPECT_EQ(code, ErrorCode::kIoError);
+  EXPECT_EQ(code, ErrorCode::kNotFound);
   EXPECT_EQ(message, "plan file '" + missing + "' does not exist");
 
   const std::string big = tmp("big.txt");

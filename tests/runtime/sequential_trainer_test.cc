@@ -152,6 +152,28 @@ TEST(SequentialTrainer, BadBatchIsRejectedBeforeAnyUpdate) {
   EXPECT_EQ(all_parameters(trainer.model()), before);
 }
 
+// A NaN or infinity in the inputs is refused before the step, naming the row and column (a ReLU
+// used to turn it into 0, so the loss stayed finite while the weights took the damage).
+TEST(SequentialTrainer, NonFiniteInputsAreRefusedNamingTheRowAndColumn) {
+  SequentialTrainer trainer(small_mlp(), options(2, OptimizerConfig::Kind::kAdamW, 0.01f));
+  const std::vector<float> before = all_parameters(trainer.model());
+  for (const float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+    Batch batch = testing::teacher_batch(8, 16, 4, 0);
+    batch.inputs.f32()[5 * 16 + 7] = bad;
+    try {
+      trainer.step(batch);
+      ADD_FAILURE() << "stepped on " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      const std::string expected = std::string("batch: inputs: row 5, column 7 is ") +
+                                   (std::isnan(bad) ? "nan" : bad > 0 ? "inf" : "-inf") + " (inputs must be finite";
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(all_parameters(trainer.model()), before);
+  EXPECT_EQ(trainer.metrics().step, 0);
+}
+
 TEST(SequentialTrainer, ActivationMemoryIsAccountedAndReleased) {
   auto& tracker = memory_tracker(Device::cpu());
   SequentialTrainer trainer(small_mlp(), options(1, OptimizerConfig::Kind::kAdamW, 0.01f));

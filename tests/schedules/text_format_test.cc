@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "runtime/core/control_characters.h"
 #include "runtime/schedules/generators.h"
 #include "runtime/schedules/lowering.h"
 #include "runtime/schedules/validator.h"
@@ -197,7 +198,7 @@ TEST(TextFormat, Files) {
     read_schedule_file(dir + "/missing.schedule");
     FAIL();
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kIoError);
+    EXPECT_EQ(e.code(), ErrorCode::kNotFound);  // as every input file (runtime/core/input_file.h)
     EXPECT_HAS(e.what(), "missing.schedule");
   }
   {
@@ -227,6 +228,21 @@ TEST(Grid, LongSchedulesShowAWindowAroundTheMark) {
   EXPECT_HAS(grid, "slot     | ...      36      37      38      39      40      41      42      43 ...\n");
   EXPECT_HAS(grid, "> rank 0 | ...    0BW6    0BW7    0BW8    0BW9 [0BW10]   0BW11   0BW12   0BW13 ...\n");
   EXPECT_HAS(schedule_grid(s, {}, 8), "rank 1 | 1F0 1F1 1F2 1F3 1F4 1F5 1F6 1F7 ...\n");
+}
+
+
+// Errors echo the offending token: a hostile schedule file's escape sequences come back as text
+// (\x1b, \r, \u009b), never as bytes that drive the terminal; line breaks in messages stay.
+TEST(TextFormat, ErrorsEscapeTheControlCharactersTheyEcho) {
+  const std::string message = error_of([] { parse_schedule("0F0 0X\x1b[2J\x01\xc2\x9b" "31m\x7f\n"); });
+  EXPECT_EQ(message.find('\x1b'), std::string::npos) << message;
+  EXPECT_EQ(message.find('\x01'), std::string::npos) << message;
+  EXPECT_EQ(message.find('\x7f'), std::string::npos) << message;
+  EXPECT_EQ(message.find("\xc2\x9b"), std::string::npos) << message;
+  EXPECT_HAS(message, "token '0X\\x1b[2J\\x01\\u009b31m\\x7f'");
+  EXPECT_EQ(escape_control_characters("\r"), "\\r");
+  EXPECT_EQ(escape_control_characters("a\nb\tc \xc3\xa9"), "a\nb\tc \xc3\xa9");  // UTF-8 text stays
+  EXPECT_EQ(escape_control_characters(escape_control_characters("\x1b")), "\\x1b");
 }
 
 }  // namespace

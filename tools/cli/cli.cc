@@ -24,9 +24,12 @@
 namespace pf::cli {
 namespace {
 
-std::vector<std::string> subcommand_names(const CLI::App& app) {
+// The subcommands' names; hidden ones (group "", such as measure-processes, which `plan --measure`
+// runs) only when asked for: they are never listed or suggested.
+std::vector<std::string> subcommand_names(const CLI::App& app, bool hidden_too) {
   std::vector<std::string> names;
-  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) names.push_back(sub->get_name());
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    if (hidden_too || !sub->get_group().empty()) names.push_back(sub->get_name());
   return names;
 }
 
@@ -86,8 +89,9 @@ int run(int argc, char** argv) {
   // A first word that is no subcommand: say so, with the closest one (CLI11 would only say that a
   // subcommand is required).
   if (argc >= 2 && argv[1][0] != '-') {
-    const std::vector<std::string> commands = subcommand_names(app);
-    if (std::find(commands.begin(), commands.end(), argv[1]) == commands.end()) {
+    const std::vector<std::string> all = subcommand_names(app, true);
+    if (std::find(all.begin(), all.end(), argv[1]) == all.end()) {
+      const std::vector<std::string> commands = subcommand_names(app, false);
       std::string list;
       for (const std::string& c : commands) list += (list.empty() ? "" : ", ") + c;
       std::cerr << "pipeforge: unknown command '" << argv[1] << "'" << did_you_mean(argv[1], commands)

@@ -13,6 +13,7 @@
 #include "runtime/schedules/generators.h"
 #include "tools/cli/cli.h"
 #include "tools/cli/cost_options.h"
+#include "tools/cli/validators.h"
 
 namespace pf::cli {
 namespace {
@@ -40,6 +41,7 @@ CLI::App* add_compare_command(CLI::App& app, CompareArgs& a) {
   CLI::App* cmd = app.add_subcommand("compare", "compare schedules under one cost model: a table, and an HTML page");
   cmd->add_option("--schedules", a.schedules, "schedule names, comma-separated (e.g. 1f1b,zb-h1,zb-v)")
       ->delimiter(',')
+      ->transform(trimmed())
       ->required();
   cmd->add_option("--stages", a.request.ranks, "pipeline ranks P")->check(CLI::Range(1, 4096))->required();
   cmd->add_option("--microbatches,--micro-batches", a.request.micro_batches, "micro-batches per step M")
@@ -50,10 +52,10 @@ CLI::App* add_compare_command(CLI::App& app, CompareArgs& a) {
   add_cost_options(cmd, a.request.costs, CostOptions::kBoth);
   cmd->add_option("--mem-limit", a.request.mem_limit, "zb-auto, v-half, v-min: cap on in-flight micro-batches per rank "
                   "(default: each one's own, P for zb-auto, (P+2)/2 for v-half, (P+4)/3 for v-min)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   cmd->add_option("--message-bytes", a.message_bytes,
                   "size of one activation or gradient crossing ranks (bytes moved = messages x this)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_number())
       ->capture_default_str();
   cmd->add_option("--html", a.html_file, "write a self-contained HTML page: the table, the timelines and memory");
   cmd->add_option("--width", a.width, "width of the page's drawings in pixels")

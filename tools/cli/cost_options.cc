@@ -1,5 +1,7 @@
 #include "tools/cli/cost_options.h"
 
+#include "tools/cli/validators.h"
+
 namespace pf::cli {
 
 void add_cost_options(CLI::App* cmd, sched::UniformCosts& c, CostOptions which) {
@@ -18,7 +20,7 @@ void add_cost_options(CLI::App* cmd, sched::UniformCosts& c, CostOptions which) 
   for (const auto& o : options) {
     const bool memory = o.value == &c.m_b || o.value == &c.m_w;
     if ((memory && which == CostOptions::kTimes) || (!memory && which == CostOptions::kMemory)) continue;
-    cmd->add_option(o.name, *o.value, o.help)->check(CLI::NonNegativeNumber)->capture_default_str();
+    cmd->add_option(o.name, *o.value, o.help)->check(non_negative_number())->capture_default_str();
   }
 }
 

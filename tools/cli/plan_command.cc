@@ -23,6 +23,7 @@
 #include "tools/cli/process_probe.h"
 #include "tools/cli/train_config.h"
 #include "tools/cli/train_setup.h"
+#include "tools/cli/validators.h"
 
 namespace pf::cli {
 namespace {
@@ -137,21 +138,27 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& a) {
       ->check(CLI::Range(1, 4096))
       ->needs(measure);
   cmd->add_option("--memory-limit-gib", a.memory_limit_gib, "memory per device (default: the cluster's)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_option("--profile", a.profile, "read the per-layer profile from this file instead of profiling")
       ->check(CLI::ExistingFile);
   cmd->add_option("--save-profile", a.save_profile, "write the per-layer profile to this file");
   cmd->add_option("--schedules", a.schedules, "search only these schedules (default: every synchronous one, and "
                                               "sequential)")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->transform(trimmed());
   cmd->add_option("--policies", a.policies, "search only these activation policies (none, recompute, offload-host)")
       ->delimiter(',')
+      ->transform(trimmed())
       ->check(CLI::IsMember({"none", "recompute", "offload-host"}));
   cmd->add_option("--data-parallel", a.data_parallel, "try only these data-parallel degrees D (default: every D "
                                                      "with D x P <= devices; D > 1 trains under mpirun)")
       ->delimiter(',')
+      ->transform(trimmed())
       ->check(CLI::Range(1, 4096));
-  cmd->add_option("--ranks", a.ranks, "try only these pipeline degrees P")->delimiter(',')->check(CLI::Range(1, 4096));
+  cmd->add_option("--ranks", a.ranks, "try only these pipeline degrees P")
+      ->delimiter(',')
+      ->transform(trimmed())
+      ->check(CLI::Range(1, 4096));
   cmd->add_option("--max-microbatches", a.max_micro_batches, "the most micro-batches per replica to try")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();

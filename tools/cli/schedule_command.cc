@@ -21,6 +21,7 @@
 #include "runtime/schedules/windowed_schedules.h"
 #include "tools/cli/cli.h"
 #include "tools/cli/cost_options.h"
+#include "tools/cli/validators.h"
 
 namespace pf::cli {
 namespace {
@@ -53,12 +54,12 @@ void add_shape_options(CLI::App* cmd, ScheduleArgs& a, bool required) {
   add_cost_options(cmd, a.request.costs, CostOptions::kTimes);
   cmd->add_option("--t-head", a.request.costs.t_head,
                   "local learning (ppll, local-updates): one HEAD, the auxiliary head's forward, loss and backward")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_number())
       ->capture_default_str();
   cmd->add_option("--mem-limit", a.request.mem_limit,
                   "zb-auto, v-half, v-min: cap on in-flight micro-batches per rank (default: the schedule's own, "
                   "P for zb-auto like 1F1B, (P+2)/2 for v-half, (P+4)/3 for v-min)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   cmd->add_flag("--lower", a.lower, "insert SEND/RECV actions for every cross-rank dependency");
 }
 
@@ -141,9 +142,9 @@ CLI::App* add_simulate_command(CLI::App& app, ScheduleArgs& a) {
       ->check(CLI::IsMember(pf::sched::activation_policy_names()))
       ->capture_default_str();
   cmd->add_option("--activation-budget", a.activation_budget, "selective: activation bytes per rank (--m-b units)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   cmd->add_option("--bandwidth", a.transfer_bandwidth, "bytes per time unit of an OFFLOAD/RELOAD copy (0: free)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   cmd->add_flag("--json", a.json, "print one JSON object on stdout");
   cmd->add_option("--trace", a.trace_file, "write a Chrome trace (open in https://ui.perfetto.dev)");
   cmd->add_option("--svg", a.svg_file, "write an SVG drawing of the timeline");

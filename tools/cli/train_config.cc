@@ -1,6 +1,8 @@
 #include "tools/cli/train_config.h"
 
+#include <filesystem>
 #include <functional>
+#include <system_error>
 #include <vector>
 
 #include "runtime/core/error.h"
@@ -15,7 +17,15 @@ using nlohmann::json;
 
 // One config field: its JSON path, the option it stands for (nullptr: model.json, which has no
 // option), and its value in parsed arguments (null: the option's default is in effect).
-enum class Type { kString, kBool, kInteger, kNumber, kStrings, kIntegers, kObject };
+// kOutputPath: a string naming a file or folder the run writes, which a file may choose only as
+// its trust allows (check_output_path).
+enum class Type { kString, kOutputPath, kBool, kInteger, kNumber, kStrings, kIntegers, kObject };
+
+// Where a field's value comes from (docs/LIMITS.md, "Who may choose output paths").
+enum class Source {
+  kConfigFile,  // --config: the user's own file; output paths inside the current folder only
+  kPlanFile,    // --plan: often someone else's; no output paths at all
+};
 
 struct Field {
   const char* path;
@@ -28,6 +38,8 @@ const char* type_name(Type type) {
   switch (type) {
     case Type::kString:
       return "a string";
+    case Type::kOutputPath:
+      return "a path (a string)";
     case Type::kBool:
       return "true or false";
     case Type::kInteger:
@@ -52,6 +64,7 @@ bool has_type(const json& v, Type type) {
   };
   switch (type) {
     case Type::kString:
+    case Type::kOutputPath:
       return v.is_string();
     case Type::kBool:
       return v.is_boolean();
@@ -132,16 +145,16 @@ const std::vector<Field>& fields() {
        [](const TrainArgs& a) { return json(a.activation_policy); }},
       {"memory.activation_budget", "--activation-budget", Type::kNumber,
        [](const TrainArgs& a) { return or_null(a.activation_budget <= 0, a.activation_budget); }},
-      {"memory.offload_dir", "--offload-dir", Type::kString, [](const TrainArgs& a) { return text_or_null(a.offload_dir); }},
+      {"memory.offload_dir", "--offload-dir", Type::kOutputPath, [](const TrainArgs& a) { return text_or_null(a.offload_dir); }},
       {"devices", "--devices", Type::kString, [](const TrainArgs& a) { return text_or_null(a.devices); }},
       {"checkpointing.every", "--checkpoint-every", Type::kInteger, [](const TrainArgs& a) { return json(a.checkpoint_every); }},
-      {"checkpointing.dir", "--checkpoint-dir", Type::kString, [](const TrainArgs& a) { return text_or_null(a.checkpoint_dir); }},
+      {"checkpointing.dir", "--checkpoint-dir", Type::kOutputPath, [](const TrainArgs& a) { return text_or_null(a.checkpoint_dir); }},
       {"checkpointing.keep", "--keep-checkpoints", Type::kInteger, [](const TrainArgs& a) { return json(a.keep_checkpoints); }},
-      {"checkpointing.save", "--checkpoint", Type::kString, [](const TrainArgs& a) { return text_or_null(a.checkpoint); }},
+      {"checkpointing.save", "--checkpoint", Type::kOutputPath, [](const TrainArgs& a) { return text_or_null(a.checkpoint); }},
       {"checkpointing.resume", "--resume", Type::kString, [](const TrainArgs& a) { return text_or_null(a.resume); }},
-      {"logging.metrics_log", "--metrics-log", Type::kString, [](const TrainArgs& a) { return text_or_null(a.metrics_log); }},
-      {"logging.trace", "--trace", Type::kString, [](const TrainArgs& a) { return text_or_null(a.trace_file); }},
-      {"logging.svg", "--svg", Type::kString, [](const TrainArgs& a) { return text_or_null(a.svg_file); }},
+      {"logging.metrics_log", "--metrics-log", Type::kOutputPath, [](const TrainArgs& a) { return text_or_null(a.metrics_log); }},
+      {"logging.trace", "--trace", Type::kOutputPath, [](const TrainArgs& a) { return text_or_null(a.trace_file); }},
+      {"logging.svg", "--svg", Type::kOutputPath, [](const TrainArgs& a) { return text_or_null(a.svg_file); }},
       {"logging.svg_width", "--svg-width", Type::kNumber, [](const TrainArgs& a) { return json(a.svg_width); }},
   };
   return all;
@@ -189,7 +202,31 @@ std::vector<std::string> as_results(const json& value, const std::string& where)
   return out;
 }
 
-void apply_field(CLI::App& train, TrainArgs& args, const Field& field, const json& value, const std::string& where) {
+// An output path from a file: a plan may choose none (a plan received from someone else must not
+// make `train` overwrite what it names); a config file only one inside the current folder:
+// relative, without "..", and no symbolic link on the way.
+void check_output_path(const std::string& value, Source source, const Field& field, const std::string& where) {
+  const std::string instead = std::string("; give ") + field.option + " on the command line instead";
+  PF_CHECK_ARG(source != Source::kPlanFile, where, ": a plan may not choose where the run writes ('", value, "')",
+               instead);
+  namespace fs = std::filesystem;
+  const fs::path path(value);
+  PF_CHECK_ARG(!value.empty() && path.is_relative(), where, ": '", value,
+               "' is not inside the current folder (a config file may choose output paths there only)", instead);
+  fs::path prefix;
+  for (const fs::path& part : path) {
+    PF_CHECK_ARG(part != "..", where, ": '", value, "' leaves the current folder ('..'; a config file may choose ",
+                 "output paths inside it only)", instead);
+    prefix /= part;
+    std::error_code ec;
+    PF_CHECK_ARG(!fs::is_symlink(fs::symlink_status(prefix, ec)), where, ": '", value,
+                 "' goes through the symbolic link '", prefix.string(), "' (a config file may choose output paths ",
+                 "inside the current folder only)", instead);
+  }
+}
+
+void apply_field(CLI::App& train, TrainArgs& args, const Field& field, const json& value, const std::string& where,
+                 Source source) {
   if (value.is_null()) return;  // the default
   PF_CHECK_ARG(has_type(value, field.type), where, ": expected ", type_name(field.type), ", got ",
                value.is_array() ? "a list with other values" : value.type_name());
@@ -200,6 +237,7 @@ void apply_field(CLI::App& train, TrainArgs& args, const Field& field, const jso
   }
   CLI::Option* option = train.get_option(field.option);
   if (option->count() > 0) return;  // given on the command line
+  if (field.type == Type::kOutputPath) check_output_path(value.get<std::string>(), source, field, where);
   const std::vector<std::string> results = as_results(value, where);
   if (results.empty()) return;  // an empty list: the default
   try {
@@ -211,15 +249,15 @@ void apply_field(CLI::App& train, TrainArgs& args, const Field& field, const jso
 }
 
 void apply_object(CLI::App& train, TrainArgs& args, const json& object, const std::string& prefix,
-                  const std::string& file) {
+                  const std::string& file, Source source) {
   for (auto it = object.begin(); it != object.end(); ++it) {
     const std::string path = prefix.empty() ? it.key() : prefix + "." + it.key();
     const std::string where = file + ": " + path;
     if (const Field* field = find_field(path)) {
-      apply_field(train, args, *field, it.value(), where);
+      apply_field(train, args, *field, it.value(), where, source);
     } else if (is_section(path)) {
       PF_CHECK_ARG(it.value().is_object(), where, ": expected an object (a section), got ", it.value().type_name());
-      apply_object(train, args, it.value(), path, file);
+      apply_object(train, args, it.value(), path, file, source);
     } else {
       fail(ErrorCode::kInvalidArgument, where, ": unknown field", did_you_mean(path, field_paths()),
            " (docs/TRAINING.md lists the fields)");
@@ -253,13 +291,13 @@ void apply_train_config(CLI::App& train, TrainArgs& args) {
                  ": not a plan of `pipeforge plan` (format pipeforge.plan/1)");
     PF_CHECK_ARG(plan.contains("train_config") && plan["train_config"].is_object(), file,
                  ": train_config: missing (the plan found nothing that fits)");
-    apply_object(train, args, plan["train_config"], "", file + ": train_config");
+    apply_object(train, args, plan["train_config"], "", file + ": train_config", Source::kPlanFile);
   }
   if (args.config.empty()) return;
   const std::string& file = args.config;
   const json config = read_json(file, "config file");
   PF_CHECK_ARG(config.is_object(), file, ": expected a JSON object with the sections model, data, trainer, ...");
-  apply_object(train, args, config, "", file);
+  apply_object(train, args, config, "", file, Source::kConfigFile);
 }
 
 nlohmann::ordered_json effective_train_config(const TrainArgs& args) {

@@ -5,6 +5,7 @@
 #include "runtime/models/local_head_kind.h"
 #include "runtime/train/lr_schedule.h"
 #include "tools/cli/train_command.h"
+#include "tools/cli/validators.h"
 
 namespace pf::cli {
 
@@ -45,15 +46,15 @@ void add_optimizer_options(CLI::App* cmd, TrainArgs& a) {
       ->check(CLI::IsMember({"sgd", "adamw"}))
       ->capture_default_str();
   cmd->add_option("--lr", a.lr, "learning rate (default 3e-3 for adamw, 0.05 for sgd)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_option("--momentum", a.momentum, "SGD momentum")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   cmd->add_option("--weight-decay", a.weight_decay, "SGD: L2 added to the gradient; AdamW: decoupled")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_number())
       ->capture_default_str();
   cmd->add_option("--clip-norm", a.clip_norm, "clip gradients to this global L2 norm (0: off)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_number())
       ->capture_default_str();
 }
 
@@ -99,7 +100,7 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
                   "cosine, linear: steps of decay after the warm-up (default: --steps minus --warmup-steps)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   cmd->add_option("--min-lr", a.min_lr, "cosine, linear: the learning rate at the end of the decay")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_number())
       ->capture_default_str();
   cmd->add_option("--eval-every", a.eval_every,
                   "evaluate on the held-out split after every N steps and after the last (0: never)")
@@ -159,7 +160,7 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
       ->check(CLI::IsMember(pf::sched::activation_policy_names()))
       ->capture_default_str();
   cmd->add_option("--activation-budget", a.activation_budget, "selective: activation bytes per rank")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   cmd->add_option("--offload-dir", a.offload_dir, "folder for offload-file (and selective with files)");
   cmd->add_option("--devices", a.devices,
                   "where to train: cpu (default), cuda:N, or pipelined one device per rank (cuda:0,cuda:1)");

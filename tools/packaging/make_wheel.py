@@ -47,6 +47,8 @@ def main(argv):
     files = []
     for pair in sorted(pairs):
         dest, src = pair.split("=", 1)
+        if dest.startswith("dist-info/"):  # e.g. the licence, beside METADATA
+            dest = dist_info + dest[len("dist-info"):]
         files.append((dest, open(src, "rb").read()))
     files.append((dist_info + "/METADATA", metadata(project, version).encode()))
     files.append((dist_info + "/WHEEL", ("Wheel-Version: 1.0\nGenerator: pipeforge make_wheel.py\n"
