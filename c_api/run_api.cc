@@ -8,6 +8,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "runtime/planner/fail_slow.h"
@@ -15,6 +16,7 @@
 #include "c_api/handles.h"
 #include "c_api/struct_io.h"
 #include "c_api/tensor_view.h"
+#include "runtime/core/limits.h"
 #include "runtime/data/char_text_dataset.h"
 #include "runtime/data/csv_classification.h"
 #include "runtime/data/synthetic_classification.h"
@@ -116,7 +118,22 @@ struct BuiltinLoader {
   static void destroy(void* user_data) { delete static_cast<BuiltinLoader*>(user_data); }
 };
 
+// One batch, `rows` x `width` 4-byte values, must fit in the memory a model's parameters may take
+// (a quarter of this process's): checked before the loader allocates one, naming the options.
+void check_batch_size(int64_t rows, int64_t width, const char* width_name) {
+  PF_CHECK_ARG(rows <= pf::limits::kMaxDimension, "options->rows is ", rows, ": expected at most ",
+               pf::limits::kMaxDimension);
+  PF_CHECK_ARG(width >= 1 && width <= pf::limits::kMaxDimension, width_name, " is ", width, ": expected 1 to ",
+               pf::limits::kMaxDimension);
+  const int64_t limit = pf::limits::max_parameter_bytes();
+  const int64_t values = rows * width;  // both < 2^31
+  PF_CHECK_ARG(values <= limit / 4, "options->rows x ", width_name, " is ", rows, " x ", width,
+               ": one batch would hold ", values, " 4-byte values, more than the limit of ", limit,
+               " bytes allows (a quarter of the memory this process may use)");
+}
+
 // The source the options ask for, and what a model for it needs (info).
+
 std::unique_ptr<pf::DataSource> make_source(const pf_builtin_data_options& o, int64_t info[2]) {
   PF_CHECK_ARG(o.rows >= 1, "options->rows is ", o.rows, ": expected >= 1");
   PF_CHECK_ARG(o.held_out == 0 || o.held_out == 1, "options->held_out is ", o.held_out, ": expected 0 or 1");
@@ -125,9 +142,12 @@ std::unique_ptr<pf::DataSource> make_source(const pf_builtin_data_options& o, in
       pf::CharTextOptions c;
       if (o.path != nullptr) {
         const std::string path = pf::capi::require_string(o.path, "options->path");
-        c.files = std::filesystem::is_directory(path) ? pf::CharTextDataset::text_files_in(path)
-                                                      : std::vector<std::string>{path};
+        std::error_code error;  // a path that cannot be examined (a symbolic link loop) is read as a
+                                // file, and the reader says why it cannot be opened
+        c.files = std::filesystem::is_directory(path, error) ? pf::CharTextDataset::text_files_in(path)
+                                                             : std::vector<std::string>{path};
       }
+      check_batch_size(o.rows, o.seq_len, "options->seq_len");
       c.rows = o.rows;
       c.seq_len = o.seq_len;
       c.seed = o.seed;
@@ -139,6 +159,7 @@ std::unique_ptr<pf::DataSource> make_source(const pf_builtin_data_options& o, in
       return text;
     }
     case PF_DATA_SYNTHETIC: {
+      check_batch_size(o.rows, o.features, "options->features");
       pf::SyntheticClassificationOptions c;
       c.rows = o.rows;
       c.features = o.features;
@@ -157,6 +178,7 @@ std::unique_ptr<pf::DataSource> make_source(const pf_builtin_data_options& o, in
       c.held_out_fraction = o.held_out_fraction;
       c.shuffle_seed = o.seed;
       const pf::CsvClassificationDataset data = pf::CsvClassificationDataset::load(c);
+      check_batch_size(o.rows, data.features(), ("the feature count of '" + c.path + "'").c_str());
       info[0] = data.features();
       info[1] = data.classes();
       if (o.held_out == 0) return data.training_source();

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -333,6 +335,34 @@ TEST(RunApi, BadOptionsAndMissingLoadersAreNamed) {
   d.path = nullptr;
   d.held_out = 1;
   EXPECT_PF_ERROR(pf_data_loader_create_builtin(&d, &loader, nullptr), PF_INVALID_ARGUMENT, "held_out_fraction");
+  // Sizes from the options are checked before a batch is allocated (they failed an allocation);
+  // a symbolic link loop as the text path names the path and the reason (it was PF_INTERNAL).
+  pf_builtin_data_options_init(&d);
+  d.kind = PF_DATA_SYNTHETIC;
+  d.rows = int64_t{1} << 40;
+  EXPECT_PF_ERROR(pf_data_loader_create_builtin(&d, &loader, nullptr), PF_INVALID_ARGUMENT,
+                  "options->rows is 1099511627776: expected at most 2147483647");
+  d.rows = int64_t{1} << 20;
+  d.features = int64_t{1} << 40;
+  EXPECT_PF_ERROR(pf_data_loader_create_builtin(&d, &loader, nullptr), PF_INVALID_ARGUMENT,
+                  "options->features is 1099511627776: expected 1 to 2147483647");
+  d.features = int64_t{1} << 30;
+  EXPECT_PF_ERROR(pf_data_loader_create_builtin(&d, &loader, nullptr), PF_INVALID_ARGUMENT,
+                  "options->rows x options->features is 1048576 x 1073741824: one batch would hold "
+                  "1125899906842624 4-byte values");
+  pf_builtin_data_options_init(&d);
+  d.kind = PF_DATA_CHAR_TEXT;
+  d.seq_len = int64_t{1} << 40;
+  EXPECT_PF_ERROR(pf_data_loader_create_builtin(&d, &loader, nullptr), PF_INVALID_ARGUMENT, "options->seq_len is");
+  const std::string loop = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") + "/loop";
+  std::filesystem::remove(loop);
+  std::filesystem::create_symlink(loop, loop);
+  pf_builtin_data_options_init(&d);
+  d.kind = PF_DATA_CHAR_TEXT;
+  d.path = loop.c_str();
+  EXPECT_PF_ERROR(pf_data_loader_create_builtin(&d, &loader, nullptr), PF_IO_ERROR, loop.c_str(),
+                  "Too many levels of symbolic links");
+  std::filesystem::remove(loop);
   pf_trainer_destroy(trainer);
   pf_model_destroy(model);
 }
