@@ -251,12 +251,7 @@ pf_status* pf_trainer_run(pf_trainer* trainer, const pf_run_options* options, pf
     if (o.metrics_log != nullptr) loop.metrics_log = o.metrics_log;
     loop.writes_files = trainer->launch_rank == 0;
     loop.sharded_checkpoints = trainer->per_rank_processes;
-    // Field names as the caller knows them.
-    try {
-      loop.validate();
-    } catch (const pf::Error& e) {
-      throw pf::Error(e.code(), std::string("options->") + e.what());
-    }
+    loop.field_prefix = "options->";  // field names as the caller knows them; run_training checks them
 
     pf_run_result result{};
     result.step = trainer->trainer->metrics().step;

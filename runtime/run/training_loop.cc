@@ -11,13 +11,14 @@
 namespace pf {
 
 void TrainingLoopOptions::validate() const {
-  PF_CHECK_ARG(steps >= 0, "steps must be >= 0, got ", steps);
-  PF_CHECK_ARG(eval_every >= 0, "eval_every must be >= 0 (0 = never), got ", eval_every);
-  PF_CHECK_ARG(eval_micro_batches >= 1, "eval_micro_batches must be >= 1, got ", eval_micro_batches);
-  PF_CHECK_ARG(checkpoint_every >= 0, "checkpoint_every must be >= 0 (0 = never), got ", checkpoint_every);
-  PF_CHECK_ARG(checkpoint_every == 0 || !checkpoint_dir.empty(),
-               "checkpoint_every ", checkpoint_every, " needs checkpoint_dir (the folder of the checkpoints)");
-  PF_CHECK_ARG(keep_checkpoints >= 0, "keep_checkpoints must be >= 0 (0 = all), got ", keep_checkpoints);
+  const std::string& p = field_prefix;
+  PF_CHECK_ARG(steps >= 0, p, "steps must be >= 0, got ", steps);
+  PF_CHECK_ARG(eval_every >= 0, p, "eval_every must be >= 0 (0 = never), got ", eval_every);
+  PF_CHECK_ARG(eval_micro_batches >= 1, p, "eval_micro_batches must be >= 1, got ", eval_micro_batches);
+  PF_CHECK_ARG(checkpoint_every >= 0, p, "checkpoint_every must be >= 0 (0 = never), got ", checkpoint_every);
+  PF_CHECK_ARG(checkpoint_every == 0 || !checkpoint_dir.empty(), p, "checkpoint_every ", checkpoint_every,
+               " needs checkpoint_dir (the folder of the checkpoints)");
+  PF_CHECK_ARG(keep_checkpoints >= 0, p, "keep_checkpoints must be >= 0 (0 = all), got ", keep_checkpoints);
 }
 
 StepReport run_training(Trainer& trainer, DataSource& train, DataSource* held_out, const TrainingLoopOptions& o,

@@ -29,6 +29,9 @@ struct TrainingLoopOptions {
   bool writes_files = true;        // false on processes other than the leader: they save their
                                    // shards collectively but write no log and remove nothing
   bool sharded_checkpoints = false;  // one process per rank: checkpoints are folders
+  // How the caller spells the fields in messages (the C API: "options->"); run_training checks
+  // them once, with validate().
+  std::string field_prefix;
   void validate() const;           // kInvalidArgument naming the field
 };
 

@@ -5,6 +5,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <system_error>
 #include <fstream>
 #include <sstream>
 
@@ -23,6 +25,16 @@ std::string binary() {
 }  // namespace
 
 std::string tmp_dir() { return env_or("TEST_TMPDIR", "/tmp"); }
+
+TempFolder::TempFolder(const std::string& name) : path(tmp_dir() + "/" + name) {
+  std::filesystem::remove_all(path);
+  std::filesystem::create_directories(path);
+}
+
+TempFolder::~TempFolder() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path, ignored);
+}
 
 CommandResult run(const std::string& args) {
   const std::string err_path = tmp_dir() + "/stderr.txt";

@@ -13,6 +13,15 @@ struct CommandResult {
 };
 
 std::string tmp_dir();
+
+// A fresh folder `name` under tmp_dir(), removed with everything in it when this goes.
+struct TempFolder {
+  std::string path;
+  explicit TempFolder(const std::string& name);
+  ~TempFolder();
+  TempFolder(const TempFolder&) = delete;
+  TempFolder& operator=(const TempFolder&) = delete;
+};
 CommandResult run(const std::string& args);
 // Runs with --json appended, expects exit code 0 and one JSON object on stdout.
 nlohmann::json run_json(const std::string& args);

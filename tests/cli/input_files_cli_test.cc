@@ -19,14 +19,7 @@ namespace fs = std::filesystem;
 using pftest::CommandResult;
 using pftest::run;
 
-struct Folder {
-  std::string path;
-  explicit Folder(const std::string& name) : path(pftest::tmp_dir() + "/" + name) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~Folder() { fs::remove_all(path); }
-};
+using Folder = pftest::TempFolder;
 
 void expect_refused(const std::string& args, const std::string& message) {
   const CommandResult r = run(args);

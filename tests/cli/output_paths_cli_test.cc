@@ -26,14 +26,7 @@ std::string read(const std::string& path) {
   return s.str();
 }
 
-struct Folder {
-  std::string path;
-  explicit Folder(const std::string& name) : path(pftest::tmp_dir() + "/" + name) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~Folder() { fs::remove_all(path); }
-};
+using Folder = pftest::TempFolder;
 
 const std::string kTrain = "train --model mlp --schedule 1f1b --stages 2 --microbatches 2 --quiet";
 const std::string kSimulate = "simulate --schedule 1f1b --stages 2 --microbatches 4";

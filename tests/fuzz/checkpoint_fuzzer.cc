@@ -109,11 +109,7 @@ extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   pf::fuzz::quiet_runtime_log();
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  if (!tmp) tmp = std::getenv("TMPDIR");
-  std::string pattern = std::string(tmp ? tmp : "/tmp") + "/pf_checkpoint_fuzz.XXXXXX";
-  if (!::mkdtemp(pattern.data())) pf::fuzz::finding(kTarget, "harness: mkdtemp failed for " + pattern);
-  g_dir = pattern;
+  g_dir = pf::fuzz::make_work_dir(kTarget);
   g_initial_checksum = checksum(*pf::fuzz::make_tiny_trainer());
 
   // Self-check: a real checkpoint of the tiny trainer, saved now, must load; otherwise the fuzzer

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <unistd.h>
 
 #include "runtime/core/log.h"
 
@@ -23,6 +24,14 @@ void finding(const char* target, const std::string& what) {
   std::fprintf(stderr, "\nFUZZ FINDING (%s): %s\n", target, shown.c_str());
   std::fflush(stderr);
   std::abort();
+}
+
+std::string make_work_dir(const char* target) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  if (!tmp) tmp = std::getenv("TMPDIR");
+  std::string pattern = std::string(tmp ? tmp : "/tmp") + "/pf_" + target + "_fuzz.XXXXXX";
+  if (!::mkdtemp(pattern.data())) finding(target, "harness: mkdtemp failed for " + pattern);
+  return pattern;
 }
 
 void quiet_runtime_log() { set_log_sink([](LogLevel, const std::string&) {}, LogLevel::kOff); }

@@ -20,6 +20,10 @@ namespace pf::fuzz {
 
 [[noreturn]] void finding(const char* target, const std::string& what);
 
+// A private folder for a target's files (mkdtemp under TEST_TMPDIR, TMPDIR or /tmp, named after
+// the target); a failure is a harness finding.
+std::string make_work_dir(const char* target);
+
 // Silences the runtime's log sink ("loaded checkpoint ..." lines would flood the fuzzer's output).
 void quiet_runtime_log();
 

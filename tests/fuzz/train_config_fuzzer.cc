@@ -64,11 +64,7 @@ void fuzz_one(const std::string& bytes) {
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   pf::fuzz::quiet_runtime_log();
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  if (!tmp) tmp = std::getenv("TMPDIR");
-  std::string pattern = std::string(tmp ? tmp : "/tmp") + "/pf_train_config_fuzz.XXXXXX";
-  if (!::mkdtemp(pattern.data())) pf::fuzz::finding(kTarget, "harness: mkdtemp failed for " + pattern);
-  g_dir = pattern;
+  g_dir = pf::fuzz::make_work_dir(kTarget);
   std::atexit([] {
     for (const char* f : {"/input.json", "/effective.json"}) std::remove((g_dir + f).c_str());
     ::rmdir(g_dir.c_str());
