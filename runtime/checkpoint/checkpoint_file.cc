@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "runtime/core/error.h"
+#include "runtime/core/output_file.h"
 
 namespace pf {
 namespace {
@@ -116,13 +117,7 @@ void write_checkpoint_file(const std::string& path, const std::string& bytes) {
     ::unlink(tmp.c_str());
     fail_errno(path, what, err);
   };
-  size_t written = 0;
-  while (written < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) abandon("write failed");
-    written += static_cast<size_t>(n);
-  }
+  if (!write_all(fd, bytes)) abandon("write failed");
   if (::fsync(fd) != 0) abandon("flush failed");
   const int closed = ::close(fd);
   fd = -1;

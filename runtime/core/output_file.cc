@@ -51,6 +51,18 @@ void check_output_path(const std::string& path, const std::string& what) {
   make_folders(folder_of(path), what, path);
 }
 
+bool write_all(int fd, const std::string& bytes) {
+  size_t written = 0;
+  while (written < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0) errno = EIO;
+    if (n <= 0) return false;
+    written += static_cast<size_t>(n);
+  }
+  return true;
+}
+
 void write_output_file(const std::string& path, const std::string& bytes, const std::string& what) {
   check_output_path(path, what);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
@@ -67,13 +79,7 @@ void write_output_file(const std::string& path, const std::string& bytes, const 
     ::unlink(tmp.c_str());
     fail(ErrorCode::kIoError, what, " '", path, "': ", doing, ": ", std::strerror(err));
   };
-  size_t written = 0;
-  while (written < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) abandon("write failed");
-    written += static_cast<size_t>(n);
-  }
+  if (!write_all(fd, bytes)) abandon("write failed");
   const int closed = ::close(fd);
   fd = -1;
   if (closed != 0) abandon("write failed");

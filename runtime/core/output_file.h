@@ -21,4 +21,7 @@ void check_output_path(const std::string& path, const std::string& what);
 // Writes `bytes` as the whole file at `path` under the rule above (kIoError or kInvalidArgument).
 void write_output_file(const std::string& path, const std::string& bytes, const std::string& what);
 
+// Writes all of `bytes` to `fd`, retrying short writes and EINTR. False on failure, errno set.
+bool write_all(int fd, const std::string& bytes);
+
 }  // namespace pf
