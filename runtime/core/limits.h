@@ -18,9 +18,14 @@ constexpr size_t kMaxNameBytes = 256;
 // Nesting of residual/sequential layers (the builders and to_json recurse once per level).
 constexpr int kMaxLayerNesting = 32;
 // A model's parameters may take at most this many bytes: a quarter of the memory this process may
-// use (physical memory, or a cgroup's memory.max when that is lower), which leaves room for the
-// gradients and AdamW's two moments of the same size.
+// use (physical memory, a cgroup's memory.max or an address-space limit (`ulimit -v`), whichever is
+// lowest), which leaves room for the gradients and AdamW's two moments of the same size.
 int64_t max_parameter_bytes();
+
+// A data set loaded whole (a CSV file's samples) may take at most this many bytes: half the memory
+// this process may still allocate (as above, less what the address space already holds when
+// `ulimit -v` is set). Evaluated at each call: loading happens once per run.
+int64_t max_loaded_data_bytes();
 
 // One tensor received from another process (MpiTransport): its header's size is checked against
 // this before the tensor is allocated. Half the memory this process may use.

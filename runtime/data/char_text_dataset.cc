@@ -60,6 +60,17 @@ std::vector<std::string> CharTextDataset::text_files_in(const std::string& folde
   return files;
 }
 
+namespace {
+
+// 'a', 'b', 'c' for an error message.
+std::string quoted_names(const std::vector<std::string>& files) {
+  std::string names;
+  for (const auto& f : files) names += (names.empty() ? "'" : ", '") + f + "'";
+  return names;
+}
+
+}  // namespace
+
 std::vector<std::string> CharTextDataset::default_text_files() { return text_files_in(kDefaultTextFolder); }
 
 CharTextDataset::CharTextDataset(const CharTextOptions& options) : options_(options) {
@@ -68,7 +79,12 @@ CharTextDataset::CharTextDataset(const CharTextOptions& options) : options_(opti
 
   std::string text;
   for (const std::string& path : options_.files) {
-    text += read_input_file(path, "text file", limits::kMaxTextDataBytes);
+    // The first file's text is moved in, not copied: a large file is held once.
+    if (text.empty()) {
+      text = read_input_file(path, "text file", limits::kMaxTextDataBytes);
+    } else {
+      text += read_input_file(path, "text file", limits::kMaxTextDataBytes);
+    }
     PF_CHECK_ARG(text.size() <= limits::kMaxTextDataBytes, "text files: ", text.size(),
                  " bytes up to and with '", path, "', more than the limit of ", limits::kMaxTextDataBytes,
                  " for all of them together");
@@ -86,19 +102,26 @@ CharTextDataset::CharTextDataset(const CharTextOptions& options) : options_(opti
 
   const int64_t needed = options_.seq_len + 1;
   if (static_cast<int64_t>(text.size()) < needed) {
-    std::string names;
-    for (const auto& f : options_.files) names += (names.empty() ? "'" : ", '") + f + "'";
-    fail(ErrorCode::kInvalidArgument, "text of ", names, " has ", text.size(),
+    fail(ErrorCode::kInvalidArgument, "text of ", quoted_names(options_.files), " has ", text.size(),
          " bytes, fewer than seq_len + 1 = ", needed);
   }
-  tokens_.resize(text.size());
-  for (size_t i = 0; i < text.size(); ++i) tokens_[i] = byte_to_id_[static_cast<unsigned char>(text[i])];
+  // The tokens take four bytes per byte of text: refused naming the files before they are allocated.
+  const int64_t token_bytes = static_cast<int64_t>(text.size()) * static_cast<int64_t>(sizeof(int32_t));
+  const int64_t limit = limits::max_loaded_data_bytes();
+  if (token_bytes > limit) {
+    fail(ErrorCode::kOutOfMemory, "text of ", quoted_names(options_.files), ": ", text.size(),
+         " bytes take ", token_bytes, " bytes as tokens, more than the limit of ", limit,
+         " bytes (half the memory this process may still allocate)");
+  }
+  auto tokens = std::make_shared<std::vector<int32_t>>(text.size());
+  for (size_t i = 0; i < text.size(); ++i) (*tokens)[i] = byte_to_id_[static_cast<unsigned char>(text[i])];
+  tokens_ = std::move(tokens);
   select_split();
 }
 
 void CharTextDataset::select_split() {
   const int64_t needed = options_.seq_len + 1;
-  const int64_t total = static_cast<int64_t>(tokens_.size());
+  const int64_t total = static_cast<int64_t>(tokens_->size());
   const int64_t held = static_cast<int64_t>(std::llround(options_.held_out_fraction * static_cast<double>(total)));
   const bool held_out = options_.split == CharTextOptions::Split::kHeldOut;
   split_begin_ = held_out ? total - held : 0;
@@ -142,7 +165,7 @@ Batch CharTextDataset::batch_at(int64_t position) const {
   for (int64_t r = 0; r < rows; ++r) {
     const uint64_t bits = data::hash_words(options_.seed, held_out ? kHeldOutRowStartStream : kRowStartStream,
                                            static_cast<uint64_t>(position), static_cast<uint64_t>(r));
-    const int32_t* window = tokens_.data() + split_begin_ + data::uniform_below(bits, starts);
+    const int32_t* window = tokens_->data() + split_begin_ + data::uniform_below(bits, starts);
     std::memcpy(in + r * seq, window, static_cast<size_t>(seq) * sizeof(int32_t));
     std::memcpy(out + r * seq, window + 1, static_cast<size_t>(seq) * sizeof(int32_t));
   }

@@ -55,7 +55,7 @@ class CharTextDataset : public DataSource {
   int64_t split_begin() const { return split_begin_; }
   int64_t split_end() const { return split_end_; }
   // The whole text as token ids.
-  const std::vector<int32_t>& tokens() const { return tokens_; }
+  const std::vector<int32_t>& tokens() const { return *tokens_; }
   // Token id of a byte; -1 when the byte is not in the vocabulary.
   int32_t encode(unsigned char byte) const { return byte_to_id_[byte]; }
   std::string decode(const int32_t* ids, int64_t count) const;
@@ -69,7 +69,8 @@ class CharTextDataset : public DataSource {
   CharTextOptions options_;
   std::string vocabulary_;
   int32_t byte_to_id_[256];
-  std::vector<int32_t> tokens_;
+  // Shared by the datasets with_split() makes: the text is tokenised and held once.
+  std::shared_ptr<const std::vector<int32_t>> tokens_;
   int64_t split_begin_ = 0, split_end_ = 0;
 
   void select_split();  // split_begin_ and split_end_ from options_

@@ -47,6 +47,15 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
+// Removes the first line from *text and returns it without its '\n' or "\r\n".
+std::string_view next_line(std::string_view* text) {
+  const size_t end = text->find('\n');
+  std::string_view line = text->substr(0, end);
+  text->remove_prefix(end == std::string_view::npos ? text->size() : end + 1);
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  return line;
+}
+
 // A cell for an error message: cut short, with unprintable bytes shown as '?'.
 std::string quoted(std::string_view cell) {
   std::string out(cell.substr(0, kMaxQuotedBytes));
@@ -63,13 +72,11 @@ class CsvParser {
   CsvParser(const std::string& path, float feature_scale) : path_(path), scale_(feature_scale) {}
 
   CsvSamples parse(std::string_view text) {
+    reserve_samples(text);
     int64_t line_number = 0;
     while (!text.empty()) {
-      const size_t end = text.find('\n');
-      std::string_view line = text.substr(0, end);
-      text.remove_prefix(end == std::string_view::npos ? text.size() : end + 1);
+      const std::string_view line = next_line(&text);
       ++line_number;
-      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
       const std::string_view content = trim(line);
       if (content.empty() || content.front() == '#') continue;
       parse_row(line, line_number);
@@ -82,6 +89,31 @@ class CsvParser {
   }
 
  private:
+  // Counts the rows and the first row's columns, refuses a file whose samples would not fit in
+  // memory (they are held twice while shuffled), and reserves room for them: a limit naming the
+  // file instead of a failed allocation.
+  void reserve_samples(std::string_view text) {
+    int64_t rows = 0, features = 0;
+    while (!text.empty()) {
+      const std::string_view content = trim(next_line(&text));
+      if (content.empty() || content.front() == '#') continue;
+      if (rows++ == 0) features = static_cast<int64_t>(std::count(content.begin(), content.end(), ','));
+    }
+    if (rows == 0 || features < 1 || features > limits::kMaxDimension) return;  // parse() says why
+    // At most 2^30 bytes of text: rows and features are below 2^30, their product below 2^60.
+    const int64_t bytes = rows * (features * static_cast<int64_t>(sizeof(float)) + static_cast<int64_t>(sizeof(int32_t)));
+    // Shuffling holds the samples twice and an order of int64 per sample.
+    const int64_t peak = 2 * bytes + rows * static_cast<int64_t>(sizeof(int64_t));
+    const int64_t limit = limits::max_loaded_data_bytes();
+    if (peak > limit) {
+      fail(ErrorCode::kOutOfMemory, "CSV file '", path_, "': ", rows, " samples of ", features, " features take ",
+           peak, " bytes while loaded and shuffled, more than the limit of ", limit,
+           " bytes (half the memory this process may still allocate)");
+    }
+    samples_.inputs.reserve(static_cast<size_t>(rows * features));
+    samples_.labels.reserve(static_cast<size_t>(rows));
+  }
+
   template <typename... Args>
   [[noreturn]] void fail_at(int64_t line, int64_t column, const Args&... args) const {
     fail(ErrorCode::kInvalidArgument, path_, " line ", line, ", column ", column, ": ", args...);
@@ -248,8 +280,11 @@ void CsvClassificationOptions::validate() const {
 
 CsvClassificationDataset CsvClassificationDataset::load(const CsvClassificationOptions& options) {
   options.validate();
-  const std::string text = read_csv_file(options.path);
-  const CsvSamples in_file_order = CsvParser(options.path, options.feature_scale).parse(text);
+  // The text is released before the samples are shuffled into a copy.
+  const CsvSamples in_file_order = [&] {
+    const std::string text = read_csv_file(options.path);
+    return CsvParser(options.path, options.feature_scale).parse(text);
+  }();
 
   CsvClassificationDataset dataset;
   dataset.options_ = options;

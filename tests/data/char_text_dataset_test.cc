@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "runtime/core/error.h"
+#include "tests/util/address_space_cap.h"
 #include "tests/util/temp_files.h"
 
 namespace pf {
@@ -187,6 +188,7 @@ TEST(CharTextDataset, TheHeldOutSplitIsTheTextsTailAndTrainingNeverReadsIt) {
   EXPECT_EQ(train.split_begin(), 0);
   EXPECT_EQ(train.split_end(), 300);
   const std::unique_ptr<CharTextDataset> held = train.with_split(CharTextOptions::Split::kHeldOut);
+  EXPECT_EQ(held->tokens().data(), train.tokens().data()) << "the splits should share the tokens";
   EXPECT_EQ(held->split_begin(), 300);
   EXPECT_EQ(held->split_end(), 400);
   EXPECT_EQ(held->vocab_size(), train.vocab_size());
@@ -209,6 +211,31 @@ TEST(CharTextDataset, TheHeldOutSplitIsTheTextsTailAndTrainingNeverReadsIt) {
   CharTextOptions no_fraction;
   no_fraction.split = CharTextOptions::Split::kHeldOut;
   EXPECT_THROW(no_fraction.validate(), Error);
+}
+
+// Text whose tokens would not fit in the memory left is refused naming the files and the limit
+// before the tokens are allocated (it failed an allocation, an error naming nothing). The cap
+// leaves 40 MiB beside what the process maps, 16 MiB of it for the text; its tokens take 64 MiB.
+// Under ASan the cap cannot be set; only the small text is loaded there.
+TEST(CharTextDataset, TokensBeyondTheMemoryLeftAreRefusedNamingTheFiles) {
+  const std::string big_path = write_temp_file("text_memory_big.txt", std::string(size_t{16} << 20, 'x'));
+  const std::string small_path = write_temp_file("text_memory_small.txt", std::string(1000, 'y'));
+  const pftest::AddressSpaceCap cap(pftest::address_space_in_use() + (int64_t{40} << 20));
+  CharTextOptions options;
+  options.files = {small_path};
+  EXPECT_EQ(CharTextDataset(options).tokens().size(), 1000u);
+  if (!pftest::kAddressSpaceCapWorks) return;
+  options.files = {big_path};
+  try {
+    CharTextDataset data(options);
+    FAIL() << "text beyond the memory limit was loaded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kOutOfMemory) << e.what();
+    EXPECT_NE(std::string(e.what()).find("text of '" + big_path + "': 16777216 bytes take 67108864 bytes as tokens"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("more than the limit of"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "runtime/core/error.h"
+#include "tests/util/address_space_cap.h"
 #include "tests/util/temp_files.h"
 
 namespace pf {
@@ -239,6 +240,34 @@ TEST(CsvClassification, BadShapesAndFilesAreReported) {
   auto options = options_for(write_temp_file("few.csv", numbered_csv(10)), 8);
   options.held_out_fraction = 0.3;
   expect_error(options, ErrorCode::kInvalidArgument, {"few.csv", "training split has 7 of 10", "rows = 8"});
+}
+
+// A file whose samples would not fit in the memory left is refused naming the file and the limit
+// before the samples are allocated (it failed an allocation, an error naming nothing). The cap
+// leaves 48 MiB beside what the process maps and the 16 MiB text; 4 Mi samples take 64 MiB twice
+// plus the shuffle's order (96 MiB). Under ASan the cap cannot be set; the limit is then the
+// machine's and only the small file is loaded.
+TEST(CsvClassification, SamplesBeyondTheMemoryLeftAreRefusedNamingTheFile) {
+  std::string big;
+  big.reserve(size_t{16} << 20);
+  for (int i = 0; i < (4 << 20); ++i) big += "0,1\n";
+  const std::string big_path = write_temp_file("csv_memory_big.csv", big);
+  big = std::string();
+  const std::string small_path = write_temp_file("csv_memory_small.csv", numbered_csv(1000));
+  const pftest::AddressSpaceCap cap(pftest::address_space_in_use() + (int64_t{64} << 20));
+  // Within the cap, a small file loads.
+  EXPECT_EQ(CsvClassificationDataset::load(options_for(small_path, 8)).train_size(), 1000);
+  if (!pftest::kAddressSpaceCapWorks) return;
+  try {
+    CsvClassificationDataset::load(options_for(big_path, 8));
+    FAIL() << "a file beyond the memory limit was loaded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kOutOfMemory) << e.what();
+    EXPECT_NE(std::string(e.what()).find("CSV file '" + big_path + "': 4194304 samples of 1 features take"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("more than the limit of"), std::string::npos) << e.what();
+  }
 }
 
 TEST(CsvClassification, BadOptionsAreInvalidArgument) {

@@ -4,41 +4,23 @@
 
 #include <gtest/gtest.h>
 
-#include <sys/resource.h>
-
 #include "runtime/core/limits.h"
 #include "runtime/schedules/schedule_request.h"
 #include "runtime/schedules/text_format.h"
 #include "tests/schedules/schedule_test_util.h"
+#include "tests/util/address_space_cap.h"
 
 namespace pf::sched {
 namespace {
 
 using testing::error_of;
 
-// Caps this process's address space while `fn` runs: an allocation of gigabytes fails (and the
-// test with it) instead of succeeding silently. Not under ASan or TSan (tools/sanitize.sh), whose
-// shadow memory already takes terabytes of address space: any cap makes their own mmaps fail.
+// Runs `fn` with this process's address space capped at 4 GiB: an allocation of gigabytes fails
+// (and the test with it) instead of succeeding silently.
 template <typename Fn>
 std::string error_with_memory_cap(Fn fn) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  const pftest::AddressSpaceCap cap(int64_t{4} << 30);
   return error_of(fn);
-#else
-  struct rlimit saved;
-  getrlimit(RLIMIT_AS, &saved);
-  struct rlimit cap = saved;
-  cap.rlim_cur = std::min<rlim_t>(saved.rlim_cur, rlim_t{4} << 30);
-  setrlimit(RLIMIT_AS, &cap);
-  std::string message;
-  try {
-    message = error_of(fn);
-  } catch (...) {
-    setrlimit(RLIMIT_AS, &saved);
-    throw;
-  }
-  setrlimit(RLIMIT_AS, &saved);
-  return message;
-#endif
 }
 
 TEST(TextLimits, HugeNumbersInTinyFilesAreRefusedWithTheLineAndLimit) {

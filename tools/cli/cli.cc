@@ -8,6 +8,7 @@
 #include <cstring>
 #include <exception>
 #include <iostream>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -141,6 +142,12 @@ int run(int argc, char** argv) {
     if (compare->parsed()) return run_compare(compare_args);
     if (plan->parsed()) return run_plan(plan_args);
     if (probe->parsed()) return run_process_probe(probe_args);
+  } catch (const std::bad_alloc&) {
+    // Sizes from input are checked against docs/LIMITS.md's limits before large allocations; this
+    // is what is left: say it in words, not as a type name.
+    std::fflush(stdout);
+    std::cerr << "pipeforge: error: out of memory (an allocation failed; see docs/LIMITS.md for the limits on input sizes)\n";
+    return kExitFailure;
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::cerr << "pipeforge: error: " << e.what() << "\n";
