@@ -398,7 +398,9 @@ class Trainer(_Closeable):
     train.py` then runs rank r of the schedule in process r: every process builds the same model and
     trainer and steps it on the same data, and gets the same results; get_parameter/set_parameter
     work on the parameters of the process's own stages (FailedPreconditionError elsewhere),
-    checksum() must be called by every process, checkpoints are not supported yet. process()
+    checksum() must be called by every process, and save_checkpoint/load_checkpoint are collective
+    (every process calls them): the path becomes a folder of per-rank shards and a manifest, which
+    also loads into a trainer of one process (docs/TRAINING.md). process()
     gives (rank, size); rank_stats[r].local says which rank this process ran. data_parallel=D
     trains D pipeline replicas on disjoint micro-batches (mpirun -np D*P; micro_batches is per
     replica; without a schedule the sequential trainer reproduces D replicas' arithmetic);
@@ -408,7 +410,8 @@ class Trainer(_Closeable):
     Asynchronous schedules (docs/SCHEDULES.md, "Asynchronous schedules"): schedule= "pipedream",
     "pipedream-2bw", "spectrain" or "pipemare" runs without a flush: a step is a window of
     micro_batches (>= ranks - 1) micro-batches and leaves some in flight, which the next step or
-    drain() finishes (call it before reading the final parameters); checkpoints are not supported.
+    drain() finishes (call it before reading the final parameters, and before a checkpoint: one
+    with micro-batches in flight is FailedPreconditionError; pipemare's is UnimplementedError).
     Their options: vertical_sync= (pipedream; bool, default False), spectrain_version= (spectrain;
     1, the paper's and the default, or 2), pipemare_anneal_updates= (pipemare; updates over which
     the learning rate anneals, default 100, 0 = none) and pipemare_decay= (pipemare; the decay of
