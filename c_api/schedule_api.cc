@@ -38,7 +38,7 @@ pf_schedule_options default_schedule_options() {
   const pf::sched::UniformCosts d;
   pf_schedule_options o{};
   o.struct_size = sizeof(pf_schedule_options);
-  o.chunks = 1;
+  o.chunks = 0;
   o.t_f = d.t_f;
   o.t_b = d.t_b;
   o.t_w = d.t_w;

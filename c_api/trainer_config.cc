@@ -173,7 +173,7 @@ pf_trainer_options default_trainer_options() {
   o.eps = d.base.optimizer.eps;
   o.clip_norm = d.base.optimizer.clip_norm;
   o.stages = 1;
-  o.chunks = 1;
+  o.chunks = 0;
   o.recv_timeout_seconds = d.recv_timeout_seconds;
   o.processes = PF_PROCESSES_AUTO;
   o.data_parallel = d.base.replicas;

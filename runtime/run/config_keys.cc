@@ -121,7 +121,7 @@ std::vector<ConfigKey> make_keys() {
       key("schedule_text", "string", "a schedule in the text form",
           string_field([](C& c) -> std::string& { return c.schedule_text; })),
       key("ranks", "int", "pipeline ranks P", int_field([](C& c) -> int& { return c.ranks; }, 1, kMaxInt)),
-      key("chunks", "int", "model chunks per rank V", int_field([](C& c) -> int& { return c.chunks; }, 1, kMaxInt)),
+      key("chunks", "int", "model chunks per rank V (0: the schedule's default, 2 looped or V, else 1)", int_field([](C& c) -> int& { return c.chunks; }, 0, kMaxInt)),
       key("seq_slices", "int", "sequence slices per micro-batch",
           int_field([](C& c) -> int& { return c.seq_slices; }, 1, kMaxInt)),
       // ---- Model split.

@@ -149,7 +149,7 @@ void check_config_fields(const TrainingConfig& c) {
   PF_CHECK_ARG(std::isfinite(c.bubble_fill_safety) && c.bubble_fill_safety > 0 && c.bubble_fill_safety <= 1,
                "bubble_fill_safety must be in (0, 1], got ", c.bubble_fill_safety);
   PF_CHECK_ARG(c.ranks >= 1, "ranks must be >= 1, got ", c.ranks);
-  PF_CHECK_ARG(c.chunks >= 1, "chunks must be >= 1, got ", c.chunks);
+  PF_CHECK_ARG(c.chunks >= 0, "chunks must be >= 1 (or 0 for the schedule's default), got ", c.chunks);
   PF_CHECK_ARG(c.recv_timeout_seconds > 0, "recv_timeout_seconds must be > 0, got ", c.recv_timeout_seconds);
   PF_CHECK_ARG(c.mailbox_capacity >= 1, "mailbox_capacity must be >= 1, got ", c.mailbox_capacity);
   PF_CHECK_ARG(c.spin_seconds >= 0, "spin_seconds must be >= 0, got ", c.spin_seconds);

@@ -5,6 +5,7 @@
 // trainer. docs/ARCHITECTURE.md draws the flow.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -58,7 +59,7 @@ struct TrainingConfig {
   std::string schedule;               // a registered generator name (pf::sched::generator_names())
   std::string schedule_text;          // non-empty: a schedule in text form, used instead of `schedule`
   int ranks = 1;                      // p (generator schedules)
-  int chunks = 1;                     // v (interleaved-1f1b, interleaved-zb, bfs; the V schedules use 2)
+  int chunks = 0;                     // v; 0 = the schedule's default (2 for looped and V schedules, else 1)
   // S, sequence slices per micro-batch (docs/SCHEDULES.md, "Sequence-sliced 1F1B"): a schedule that
   // slices sequences (seq1f1b) runs each micro-batch as S slices of its token sequence, the loss of
   // each scaled by 1 / (m S). Needs a token model whose seq_len S divides.
@@ -117,5 +118,16 @@ struct TrainingConfig {
   // True when a schedule is set (the sequential trainer otherwise).
   bool pipelined() const { return !schedule.empty() || !schedule_text.empty(); }
 };
+
+// The micro-batches per step a front-end uses when none are given and it splits a batch of
+// `batch_rows` rows into them (the command line): 1 without a pipeline; for P pipeline ranks, the
+// largest divisor of batch_rows not above 2P. One micro-batch would run the ranks one after
+// another (pipelining without overlap); 2P keeps every rank busy in the steady state.
+inline int default_micro_batches(int pipeline_ranks, int64_t batch_rows) {
+  if (pipeline_ranks <= 1 || batch_rows <= 1) return 1;
+  for (int64_t m = std::min<int64_t>(batch_rows, 2 * int64_t{pipeline_ranks}); m > 1; --m)
+    if (batch_rows % m == 0) return static_cast<int>(m);
+  return 1;
+}
 
 }  // namespace pf

@@ -315,26 +315,28 @@ Schedule generate_schedule(const std::string& name, const GeneratorOptions& opts
   PF_CHECK_ARG(opts.ranks >= 1, name, ": ranks must be >= 1, got ", opts.ranks);
   PF_CHECK_ARG(opts.micro_batches >= 1, name, ": micro_batches must be >= 1, got ",
                opts.micro_batches);
-  PF_CHECK_ARG(opts.chunks >= 1, name, ": chunks must be >= 1, got ", opts.chunks);
+  PF_CHECK_ARG(opts.chunks >= 0, name, ": chunks must be >= 1 (or 0 for the schedule's default), got ", opts.chunks);
   PF_CHECK_ARG(opts.chunks <= limits::kMaxStages, name, ": chunks must be at most ", limits::kMaxStages, ", got ",
                opts.chunks);
-  PF_CHECK_ARG(opts.seq_slices >= 1, name, ": seq_slices must be >= 1, got ", opts.seq_slices);
-  check_schedule_size(opts.ranks, static_cast<int64_t>(opts.ranks) * opts.chunks,
-                      static_cast<int64_t>(opts.micro_batches) * opts.seq_slices, name);
-  PF_CHECK_ARG(traits.slices_sequences || opts.seq_slices == 1, name,
-               " does not slice sequences: seq_slices must be 1, got ", opts.seq_slices, " (",
+  GeneratorOptions o = opts;
+  if (o.chunks == 0) o.chunks = traits.default_chunks();
+  PF_CHECK_ARG(o.seq_slices >= 1, name, ": seq_slices must be >= 1, got ", o.seq_slices);
+  check_schedule_size(o.ranks, static_cast<int64_t>(o.ranks) * o.chunks,
+                      static_cast<int64_t>(o.micro_batches) * o.seq_slices, name);
+  PF_CHECK_ARG(traits.slices_sequences || o.seq_slices == 1, name,
+               " does not slice sequences: seq_slices must be 1, got ", o.seq_slices, " (",
                join_names(generator_names_where([](const ScheduleTraits& t) { return t.slices_sequences; })),
                " takes seq_slices > 1)");
-  PF_CHECK_ARG(opts.mem_limit >= 0, name, ": mem_limit must be >= 0 (0 = the schedule's default cap), got ",
-               opts.mem_limit);
-  Schedule s = fn(opts);
+  PF_CHECK_ARG(o.mem_limit >= 0, name, ": mem_limit must be >= 0 (0 = the schedule's default cap), got ",
+               o.mem_limit);
+  Schedule s = fn(o);
   if (s.name.empty()) s.name = name;
   s.traits = std::move(traits);
-  PF_INTERNAL_CHECK(s.seq_slices == opts.seq_slices, "generator '", name, "' made ", s.seq_slices,
-                    " sequence slices for seq_slices ", opts.seq_slices);
+  PF_INTERNAL_CHECK(s.seq_slices == o.seq_slices, "generator '", name, "' made ", s.seq_slices,
+                    " sequence slices for seq_slices ", o.seq_slices);
   const ValidationReport report = validate(s);
-  PF_INTERNAL_CHECK(report.ok(), "generator '", name, "' (ranks ", opts.ranks, ", micro_batches ",
-                    opts.micro_batches, ", chunks ", opts.chunks,
+  PF_INTERNAL_CHECK(report.ok(), "generator '", name, "' (ranks ", o.ranks, ", micro_batches ",
+                    o.micro_batches, ", chunks ", o.chunks,
                     ") produced an invalid schedule: ", report.to_string());
   return s;
 }

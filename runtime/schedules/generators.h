@@ -34,8 +34,9 @@ struct GeneratorOptions {
   int micro_batches = 0;  // m, micro-batches per step
   // v, model chunks per rank: interleaved-1f1b, interleaved-zb and bfs take any v >= 1 (stages =
   // p * v, looped placement); the V schedules (zb-v, dualpipe-v, v-half, v-min) always have 2 (they
-  // accept 1, the default, or 2); the others need 1.
-  int chunks = 1;
+  // accept 1 or 2); the others need 1. 0 = the schedule's default (ScheduleTraits::default_chunks:
+  // 2 for the looped and V schedules, 1 for the others), resolved by generate_schedule.
+  int chunks = 0;
   // bfs only: run each chunk's backwards m-1..0, the looped-BFS order of the reference table, which
   // accumulates weight gradients in reverse micro-batch order. Default: 0..m-1.
   bool reverse_backward = false;

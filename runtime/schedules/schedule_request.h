@@ -15,7 +15,7 @@ struct ScheduleRequest {
   std::string name;       // a registered generator (see generator_names())
   int ranks = 0;          // p
   int micro_batches = 0;  // m
-  int chunks = 1;         // v (interleaved-1f1b, interleaved-zb, bfs; the V schedules always use 2)
+  int chunks = 0;         // v; 0 = the schedule's default (ScheduleTraits::default_chunks: 2 looped or V, else 1)
   int seq_slices = 1;     // S, sequence slices per micro-batch (seq1f1b)
   UniformCosts costs;     // zb-auto, v-half, v-min only
   // zb-auto, v-half, v-min only: cap on in-flight micro-batches per rank; 0 = the schedule's own cap

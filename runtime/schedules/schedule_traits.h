@@ -49,6 +49,9 @@ struct ScheduleTraits {
   bool asynchronous() const { return family == ScheduleFamily::kAsynchronous; }
   bool local_learning() const { return family == ScheduleFamily::kLocalLearning; }
   bool checkpointable() const { return checkpoint_refusal.empty(); }
+  // The chunks per rank a request of 0 chunks gets: 2 for the looped schedules (1 would not
+  // interleave) and the V schedules, 1 for the others. The one default every front-end shares.
+  int default_chunks() const { return chunks == ChunkRule::kOne ? 1 : 2; }
   // UPDATE after every update_every(m)-th backward of a stage, for steps of m micro-batches.
   int update_every(int micro_batches) const { return update_interval == UpdateInterval::kStep ? micro_batches : 1; }
   // "asynchronous schedule 'pipedream'", "local-learning schedule 'ppll'", "schedule '1f1b'".

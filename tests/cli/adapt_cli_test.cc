@@ -48,7 +48,11 @@ TEST(AdaptCli, MovesLayersOffTheSlowRankAndTrainsBitwiseLikeTheSequentialRun) {
   EXPECT_EQ(first["step"].get<int>(), 3) << "patience 3: the third slow step decides";
   EXPECT_EQ(adapted["losses"], sequential["losses"]);  // JSON numbers round-trip: bitwise
   EXPECT_EQ(adapted["param_checksum"], sequential["param_checksum"]);
-  EXPECT_EQ(adapted["partition"]["layers_per_stage"], adapted["adaptations"].back()["to"]);
+  // A decision moves the layers before the next step: one taken at the last step (a loaded machine
+  // can see rank 1 slow again after the first move) has not moved them when the run ends.
+  const nlohmann::json& last = adapted["adaptations"].back();
+  EXPECT_EQ(adapted["partition"]["layers_per_stage"], last["step"].get<int>() < 8 ? last["to"] : last["from"])
+      << adapted["adaptations"].dump();
 }
 
 TEST(AdaptCli, PrintsTheMoveAndLogsIt) {

@@ -165,6 +165,28 @@ TEST(PipeforgeCli, AMistypedScheduleGetsTheClosestName) {
   EXPECT_NE(r.err.find("unknown schedule 'zbv'; did you mean 'zb-v'?"), std::string::npos) << r.err;
 }
 
+// One default for each setting (issue 43 item 9). Chunks: a looped schedule interleaves 2 chunks
+// per rank unless told otherwise, in train as in compare (train used 1, compare 2). Micro-batches:
+// a pipelined run splits --batch-size into up to 2 x --stages micro-batches, so that the ranks
+// overlap (1, the old default, ran them one after another); without a schedule, 1.
+TEST(PipeforgeCli, DefaultsAgreeAcrossCommandsAndOverlapTheRanks) {
+  const std::string tiny = "train --model gpt --steps 1 --seq-len 8 --d-model 16 --heads 2 --quiet";  // batch 8
+  const nlohmann::json looped = run_json(tiny + " --layers 4 --schedule interleaved-1f1b --stages 2");
+  EXPECT_EQ(looped["partition"]["layers_per_stage"].size(), 4u) << "2 ranks x 2 chunks: " << looped["partition"].dump();
+  EXPECT_EQ(looped["micro_batches"], 4);
+  EXPECT_EQ(run_json(tiny + " --schedule 1f1b --stages 4 --layers 4")["micro_batches"], 8);
+  EXPECT_EQ(run_json(tiny + " --schedule 1f1b --stages 2 --batch-size 6")["micro_batches"], 3);  // divides 6
+  EXPECT_EQ(run_json(tiny)["micro_batches"], 1);
+  EXPECT_EQ(run_json(tiny + " --schedule 1f1b --stages 2 --microbatches 2")["micro_batches"], 2);  // given: kept
+  // The printed config holds the resolved value, and runs as printed.
+  const CommandResult printed = run(tiny + " --schedule 1f1b --stages 2 --print-config");
+  ASSERT_EQ(printed.exit_code, 0) << printed.err;
+  EXPECT_EQ(nlohmann::json::parse(printed.out)["trainer"]["micro_batches"], 4) << printed.out;
+  const CommandResult compared = run("compare --schedules interleaved-1f1b --stages 2 --microbatches 4 --json");
+  ASSERT_EQ(compared.exit_code, 0) << compared.err;
+  EXPECT_NE(compared.out.find("\"chunks\":2"), std::string::npos) << compared.out;
+}
+
 // --devices cpu is the default path; cuda:0 trains on the GPU or, without one, is refused naming it.
 TEST(PipeforgeCli, DevicesOption) {
   const std::string args = "train --model mlp --steps 3 --microbatches 2 --quiet";

@@ -126,7 +126,7 @@ TEST(ScheduleCli, BadInputIsAUsageErrorWithAReason) {
   r = run("simulate --schedule-file " + bad);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("rank 1"), std::string::npos) << r.err;
-  r = run("schedule --schedule interleaved-1f1b --stages 4 --microbatches 8 --chunks 0");
+  r = run("schedule --schedule interleaved-1f1b --stages 4 --microbatches 8 --chunks 65");
   EXPECT_EQ(r.exit_code, 2);
 }
 

@@ -5,7 +5,8 @@
 # is refused naming it, and so is a shard through a symbolic link or a parameter the model lacks.
 set -uo pipefail
 source "$(dirname "$0")/cli_checks.sh"
-gpt=(--model gpt --layers 4 --json --quiet)
+# The micro-batches are given: the default depends on the pipeline ranks, which these runs change.
+gpt=(--model gpt --layers 4 --microbatches 4 --json --quiet)
 
 # 1. 4 steps in one go, sequentially: the reference.
 "$pipeforge" train "${gpt[@]}" --steps 4 >"$work/straight.json" || fail "sequential 4 steps"

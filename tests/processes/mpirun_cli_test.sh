@@ -6,8 +6,9 @@ set -uo pipefail
 source "$(dirname "$0")/cli_checks.sh"
 
 # 1. zb-v on 4 processes (the issue's command; --layers defaults to enough for its 8 stages: 5
-#    blocks) over loopback TCP, against the sequential trainer on the same model.
-"$pipeforge" train --model gpt --layers 5 --steps 3 --json --quiet >"$work/seq_gpt.json" || fail "sequential gpt"
+#    blocks) over loopback TCP, against the sequential trainer on the same model. The pipelined run
+#    takes the default micro-batches (2 x 4 ranks = 8 of --batch-size 8), the sequential run is given them.
+"$pipeforge" train --model gpt --layers 5 --microbatches 8 --steps 3 --json --quiet >"$work/seq_gpt.json" || fail "sequential gpt"
 run_mpi 4 tcp "$pipeforge" train --model gpt --schedule zb-v --stages 4 --steps 3 --json --quiet \
   >"$work/zbv.json" 2>"$work/zbv.err" || { cat "$work/zbv.err"; fail "mpirun -np 4 zb-v"; }
 a=$(field "$work/seq_gpt.json" param_checksum)
@@ -32,7 +33,7 @@ assert sum(m["parameter_bytes"] for m in mem) == total, mem
 PY
 
 # 2. 1F1B MLP on 2 processes over shared memory, SGD with clipping.
-"$pipeforge" train --model mlp --steps 4 --optimizer sgd --clip-norm 0.1 --json --quiet >"$work/seq_mlp.json" ||
+"$pipeforge" train --model mlp --microbatches 4 --steps 4 --optimizer sgd --clip-norm 0.1 --json --quiet >"$work/seq_mlp.json" ||
   fail "sequential mlp"
 run_mpi 2 default "$pipeforge" train --model mlp --schedule 1f1b --stages 2 --steps 4 --optimizer sgd \
   --clip-norm 0.1 --json --quiet >"$work/mlp.json" 2>"$work/mlp.err" || { cat "$work/mlp.err"; fail "mpirun -np 2 1f1b"; }
@@ -89,7 +90,7 @@ PY
 # 3. Data parallel x pipeline, the issue's second command: 2 replicas of a 2-rank 1F1B on 4
 #    processes with the deterministic reduction print the checksum of the sequential trainer run
 #    as 2 replicas (each replica's micro-batches accumulated from zero, the replicas added in order).
-"$pipeforge" train --model gpt --data-parallel 2 --steps 3 --json --quiet >"$work/seq_dp.json" || fail "sequential dp"
+"$pipeforge" train --model gpt --data-parallel 2 --microbatches 4 --steps 3 --json --quiet >"$work/seq_dp.json" || fail "sequential dp"
 run_mpi 4 default "$pipeforge" train --model gpt --schedule zb-h1 --stages 2 --data-parallel 2 \
   --gradient-reduction deterministic --steps 3 --json --quiet >"$work/dp.json" 2>"$work/dp.err" ||
   { cat "$work/dp.err"; fail "mpirun -np 4 --data-parallel 2"; }
@@ -100,7 +101,7 @@ echo "2 replicas x zb-h1 on 2 ranks, 4 processes: $b"
 [[ -n $a && $a == "$b" ]] || fail "data parallel: checksum $b, sequential $a"
 # The same model trained as one replica on the same 2x micro-batches: the same losses (to
 # rounding), another sum order.
-"$pipeforge" train --model gpt --microbatches 2 --batch-size 16 --steps 3 --json --quiet >"$work/seq_one.json" ||
+"$pipeforge" train --model gpt --microbatches 8 --batch-size 16 --steps 3 --json --quiet >"$work/seq_one.json" ||
   fail "sequential one replica"
 python3 - "$work/seq_one.json" "$work/dp.json" <<'PY' || fail "data-parallel losses"
 import json, sys

@@ -68,10 +68,34 @@ TEST(Registry, RegisteredGeneratorsAreValidated) {
   }
 }
 
+// Chunks 0 (the default of every front-end) is the schedule's own: 2 for the looped and V schedules
+// (1 would not interleave), 1 for the others. compare used 2 and train 1 for the same name.
+TEST(Generators, ZeroChunksIsTheSchedulesDefault) {
+  for (const std::string& name : generator_names()) {
+    const ScheduleTraits traits = schedule_traits(name);
+    if (name.rfind("test-", 0) == 0 || traits.cost_driven || traits.windowed()) continue;
+    GeneratorOptions o;
+    o.ranks = 2;
+    o.micro_batches = 4;
+    const Schedule by_default = generate_schedule(name, o);
+    o.chunks = traits.default_chunks();
+    EXPECT_EQ(by_default.num_stages(), generate_schedule(name, o).num_stages()) << name;
+    EXPECT_EQ(traits.default_chunks(), traits.chunks == ChunkRule::kOne ? 1 : 2) << name;
+  }
+  GeneratorOptions o;
+  o.ranks = 2;
+  o.micro_batches = 4;
+  EXPECT_EQ(generate_schedule("interleaved-1f1b", o).num_stages(), 4);
+  EXPECT_EQ(generate_schedule("1f1b", o).num_stages(), 2);
+  o.chunks = 3;
+  EXPECT_EQ(generate_schedule("interleaved-1f1b", o).num_stages(), 6);
+}
+
 TEST(Generators, ImpossibleOptionsSayWhy) {
   EXPECT_HAS(error_of([] { generate_schedule("1f1b", {0, 4}); }), "1f1b: ranks must be >= 1, got 0");
   EXPECT_HAS(error_of([] { generate_schedule("gpipe", {2, 0}); }), "gpipe: micro_batches must be >= 1, got 0");
-  EXPECT_HAS(error_of([] { generate_schedule("bfs", {2, 2, 0}); }), "bfs: chunks must be >= 1, got 0");
+  EXPECT_HAS(error_of([] { generate_schedule("bfs", {2, 2, -1}); }),
+             "bfs: chunks must be >= 1 (or 0 for the schedule's default), got -1");
   for (const char* n : {"gpipe", "1f1b", "zb-h1", "zb-h2"}) {
     EXPECT_HAS(error_of([&] { generate_schedule(n, {4, 8, 2}); }),
                std::string(n) + " places one stage per rank: chunks must be 1, got 2");

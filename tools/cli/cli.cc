@@ -1,4 +1,5 @@
 #include "tools/cli/cli.h"
+#include "tools/cli/train_setup.h"
 
 #include "runtime/run/capabilities.h"
 
@@ -119,6 +120,7 @@ int run(int argc, char** argv) {
     if (train->parsed()) {
       try {
         apply_train_config(*train, train_args);
+        resolve_train_defaults(train_args);
       } catch (const Error& e) {
         std::cerr << "pipeforge train: " << e.what() << "\n";
         return kExitUsage;

@@ -18,13 +18,6 @@
 namespace pf::cli {
 namespace {
 
-// The chunks a schedule runs with: --chunks for the looped schedules (2 when not given), 1 for the
-// others (zb-v's generator takes its own 2).
-int chunks_for(const std::string& name, int chunks) {
-  if (sched::takes_any_chunks(name)) return chunks > 0 ? chunks : 2;
-  return 1;
-}
-
 std::string per_rank(const std::vector<double>& v) {
   std::string out;
   for (double x : v) {
@@ -47,7 +40,7 @@ CLI::App* add_compare_command(CLI::App& app, CompareArgs& a) {
   cmd->add_option("--microbatches,--micro-batches", a.request.micro_batches, "micro-batches per step M")
       ->check(CLI::Range(1, 1 << 20))
       ->required();
-  cmd->add_option("--chunks", a.chunks, "interleaved-1f1b, interleaved-zb, bfs: model chunks per rank V (default 2)")
+  cmd->add_option("--chunks", a.chunks, "interleaved-1f1b, interleaved-zb, bfs: model chunks per rank V (default: the schedule's, 2)")
       ->check(CLI::Range(1, 64));
   add_cost_options(cmd, a.request.costs, CostOptions::kBoth);
   cmd->add_option("--mem-limit", a.request.mem_limit, "zb-auto, v-half, v-min: cap on in-flight micro-batches per rank "
@@ -71,7 +64,7 @@ int run_compare(const CompareArgs& a) {
     for (const std::string& name : a.schedules) {
       sched::ScheduleRequest request = a.request;
       request.name = name;
-      request.chunks = chunks_for(name, a.chunks);
+      request.chunks = sched::takes_any_chunks(name) ? a.chunks : 0;
       results.push_back(sched::compare_schedule(request, a.message_bytes));
     }
   } catch (const Error& e) {

@@ -13,7 +13,7 @@ namespace pf::cli {
 struct CompareArgs {
   std::vector<std::string> schedules;  // names
   sched::ScheduleRequest request;      // p, m, costs, cap (the name is each schedule's)
-  int chunks = 0;                      // interleaved-1f1b and bfs: V; 0 = 2 for them (zb-v always 2)
+  int chunks = 0;                      // looped schedules: V; 0 = the schedule's default (2)
   double message_bytes = 1.0;
   std::string html_file;
   double width = 1200;

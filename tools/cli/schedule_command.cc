@@ -43,9 +43,10 @@ void add_shape_options(CLI::App* cmd, ScheduleArgs& a, bool required) {
     stages->required();
     mbs->required();
   }
-  cmd->add_option("--chunks", a.request.chunks, "model chunks per rank V (interleaved-1f1b, interleaved-zb, bfs)")
-      ->check(CLI::Range(1, 64))
-      ->capture_default_str();
+  cmd->add_option("--chunks", a.request.chunks,
+        "model chunks per rank V (default 0: the schedule's own, 2 for interleaved-1f1b, interleaved-zb, "
+        "bfs and the V schedules, 1 for the others)")
+      ->check(CLI::Range(0, 64));
   cmd->add_option("--seq-slices", a.request.seq_slices,
                   "sequence slices per micro-batch S (seq1f1b; the schedule has M x S units, and the costs are "
                   "per unit)")

@@ -24,7 +24,7 @@ struct TrainArgs {
   std::string model_file;      // a model JSON file (the C API's format) instead of --model's builders
   std::string model_json;      // the same inline (config files only)
   int64_t steps = 100;
-  int micro_batches = 1;
+  int micro_batches = 0;  // 0: not given; resolve_train_defaults() picks them
   int64_t batch_size = 8;  // rows per step, split into micro_batches equal micro-batches
   uint64_t seed = 0;
   double lr = 0.0;  // 0: the optimizer's default below
@@ -64,7 +64,7 @@ struct TrainArgs {
   int stages = 1;             // pipeline ranks P
   int data_parallel = 1;      // replicas D (under mpirun: D x P processes; alone: sequential emulation)
   std::string gradient_reduction = "allreduce";  // data parallel: allreduce or deterministic
-  int chunks = 1;             // model chunks per rank V
+  int chunks = 0;             // model chunks per rank V; 0 = the schedule's default
   int seq_slices = 1;         // sequence slices per micro-batch S (seq1f1b)
   std::vector<int> layers_per_stage;  // empty = split as `partition` says
   std::string partition = "params";   // "params" (balanced parameter counts), "even" (layer counts) or

@@ -78,9 +78,11 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--steps", a.steps, "optimizer steps to run (after --resume: further steps)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
       ->capture_default_str();
-  cmd->add_option("--microbatches,--micro-batches", a.micro_batches, "micro-batches per step (per replica with --data-parallel)")
-      ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
+  cmd->add_option("--microbatches,--micro-batches", a.micro_batches,
+                  "micro-batches per step, per replica with --data-parallel (default: 1 without a schedule; with one, "
+                  "the largest divisor of --batch-size up to 2 x --stages, so that the ranks overlap; a schedule "
+                  "file's own count)")
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--batch-size", a.batch_size, "rows per step, per replica (a multiple of --microbatches)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
       ->capture_default_str();
@@ -140,9 +142,10 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--stages,--ranks", a.stages, "pipeline ranks P (one worker thread each)")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
-  cmd->add_option("--chunks", a.chunks, "model chunks per rank V (interleaved-1f1b, interleaved-zb, bfs)")
-      ->check(CLI::Range(1, 64))
-      ->capture_default_str();
+  cmd->add_option("--chunks", a.chunks,
+        "model chunks per rank V (default 0: the schedule's own, 2 for interleaved-1f1b, interleaved-zb, "
+        "bfs and the V schedules, 1 for the others)")
+      ->check(CLI::Range(0, 64));
   cmd->add_option("--seq-slices", a.seq_slices,
                   "sequence slices per micro-batch S (schedule seq1f1b, GPT models; S must divide the sequence "
                   "length)")

@@ -9,6 +9,7 @@
 #include "runtime/data/char_text_dataset.h"
 #include "runtime/data/synthetic_classification.h"
 #include "runtime/models/builders.h"
+#include "runtime/run/training_config.h"
 #include "runtime/schedules/schedule_request.h"
 #include "runtime/schedules/text_format.h"
 
@@ -73,6 +74,16 @@ int schedule_stages(const TrainArgs& a) {
   request.chunks = a.chunks;
   request.seq_slices = a.seq_slices;
   return sched::make_schedule(request).stages_per_pipeline();
+}
+
+void resolve_train_defaults(TrainArgs& a) {
+  if (a.micro_batches != 0) return;
+  if (!a.schedule_file.empty()) {
+    const sched::Schedule s = sched::read_schedule_file(a.schedule_file);
+    a.micro_batches = s.num_micro_batches / std::max(1, s.seq_slices);
+    return;
+  }
+  a.micro_batches = default_micro_batches(a.schedule.empty() ? 1 : a.stages, a.batch_size);
 }
 
 // The ranks of the schedule the arguments ask for.

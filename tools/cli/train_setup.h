@@ -28,6 +28,10 @@ struct Setup {
 int schedule_stages(const TrainArgs& a);
 // The ranks of the schedule the arguments ask for.
 int schedule_ranks(const TrainArgs& a);
+// Fills in what was left to its default after the flags and any config or plan file: the
+// micro-batches (a schedule file's own count; else default_micro_batches of the pipeline ranks and
+// --batch-size). Throws what reading the schedule file throws.
+void resolve_train_defaults(TrainArgs& a);
 // The model and its data: rows per micro-batch = --batch-size / --microbatches.
 Setup make_setup(const TrainArgs& a);
 // "gpt model", "the model of m.json".
