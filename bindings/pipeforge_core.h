@@ -484,7 +484,7 @@ struct TrainerOptions {
   std::string schedule;       // a schedule name; "" = none
   std::string schedule_text;  // or a schedule in the text form; "" = none
   int32_t stages;             // pipeline ranks P for a schedule name (older name of `ranks`); default 1
-  int32_t chunks;             // model chunks per rank V (interleaved-1f1b, bfs); default 1
+  int32_t chunks;             // model chunks per rank V; default 0: the schedule's own (2 looped or V, else 1)
   double recv_timeout_seconds;  // a rank waiting longer for a peer fails the step; default 60
   std::vector<int64_t> layers_per_stage;  // top-level layers per stage; empty = balanced parameter counts
   // Activation memory of pipelined training (docs/MEMORY.md); the results stay bitwise equal.

@@ -262,7 +262,7 @@ TEST(CoreTest, PipelinedTrainerOptionsAndMeasurements) {
   EXPECT_EQ(defaults.schedule, "");
   EXPECT_EQ(defaults.schedule_text, "");
   EXPECT_EQ(defaults.stages, 1);
-  EXPECT_EQ(defaults.chunks, 1);
+  EXPECT_EQ(defaults.chunks, 0);  // the schedule's own (2 looped or V, else 1)
   EXPECT_GT(defaults.recv_timeout_seconds, 0.0);
   EXPECT_EQ(defaults.num_layers_per_stage(), 0u);
 

@@ -36,9 +36,11 @@ TempFolder::~TempFolder() {
   std::filesystem::remove_all(path, ignored);
 }
 
-CommandResult run(const std::string& args) {
+CommandResult run(const std::string& args) { return run_shell("'" + binary() + "' " + args); }
+
+CommandResult run_shell(const std::string& line) {
   const std::string err_path = tmp_dir() + "/stderr.txt";
-  const std::string command = "'" + binary() + "' " + args + " 2>'" + err_path + "'";
+  const std::string command = "{ " + line + " ; } 2>'" + err_path + "'";
   CommandResult r;
   std::FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return r;
@@ -56,7 +58,7 @@ CommandResult run(const std::string& args) {
   for (const char* report : {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer", ": runtime error: ",
                              "WARNING: ThreadSanitizer"}) {
     if (r.err.find(report) != std::string::npos) {
-      ADD_FAILURE() << "sanitizer report from pipeforge " << args << ":\n" << r.err;
+      ADD_FAILURE() << "sanitizer report from " << line << ":\n" << r.err;
       break;
     }
   }

@@ -23,6 +23,8 @@ struct TempFolder {
   TempFolder& operator=(const TempFolder&) = delete;
 };
 CommandResult run(const std::string& args);
+// Any shell command line (a line the tool printed to run next), stdout and stderr apart.
+CommandResult run_shell(const std::string& line);
 // Runs with --json appended, expects exit code 0 and one JSON object on stdout.
 nlohmann::json run_json(const std::string& args);
 

@@ -1,5 +1,6 @@
 // End-to-end tests of `pipeforge train`: the binary is run through the shell on tiny models and its
 // --json output, stderr and exit code are checked.
+#include <algorithm>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -185,6 +186,39 @@ TEST(PipeforgeCli, DefaultsAgreeAcrossCommandsAndOverlapTheRanks) {
   const CommandResult compared = run("compare --schedules interleaved-1f1b --stages 2 --microbatches 4 --json");
   ASSERT_EQ(compared.exit_code, 0) << compared.err;
   EXPECT_NE(compared.out.find("\"chunks\":2"), std::string::npos) << compared.out;
+}
+
+// The headline bubble rate is the busiest rank's idle share; every rank's own is reported, and a
+// partition that leaves one rank idle most of the step while another works is warned about, with
+// what to change (issue 43 item 7: zb-v on the default GPT, rank 0 holding no block, idle 77%).
+TEST(PipeforgeCli, PerRankIdleSharesAndTheLopsidedPartitionWarning) {
+  const CommandResult r = run("train --model gpt --schedule zb-v --stages 2 --steps 3 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["ranks"].size(), 2u) << j.dump();
+  double lowest = 1, highest = 0;
+  for (const auto& rank : j["ranks"]) {
+    const double share = rank["idle_share"];
+    EXPECT_GE(share, 0.0);
+    EXPECT_LE(share, 1.0);
+    EXPECT_GT(rank["busy_seconds"].get<double>(), 0.0);
+    EXPECT_NEAR(share, rank["idle_seconds"].get<double>() /
+                           (rank["idle_seconds"].get<double>() + rank["busy_seconds"].get<double>()), 1e-12);
+    lowest = std::min(lowest, share);
+    highest = std::max(highest, share);
+  }
+  // The headline: per step the busiest rank's share, at most the lowest mean share.
+  EXPECT_LE(j["bubble_rate"].get<double>(), lowest + 1e-9) << j.dump();
+  EXPECT_NE(j["bubble_rate_measures"].get<std::string>().find("busiest rank"), std::string::npos);
+  const bool lopsided = highest >= 0.5 && lowest <= 0.25;
+  EXPECT_EQ(r.err.find("warning: rank ") != std::string::npos, lopsided)
+      << "idle shares " << lowest << " .. " << highest << "; stderr: " << r.err;
+  if (lopsided) EXPECT_NE(r.err.find("To spread the work: more --layers"), std::string::npos) << r.err;
+  // The summary shows every rank's share too.
+  const CommandResult text = run("train --model gpt --schedule 1f1b --stages 2 --steps 2 --quiet");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("idle share of the step per rank: 0: "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("(the busiest rank's idle share, mean over the steps)"), std::string::npos) << text.out;
 }
 
 // --devices cpu is the default path; cuda:0 trains on the GPU or, without one, is refused naming it.

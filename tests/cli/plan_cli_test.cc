@@ -14,6 +14,7 @@ namespace {
 
 using pftest::CommandResult;
 using pftest::run;
+using pftest::run_shell;
 using pftest::run_json;
 using pftest::tmp_dir;
 
@@ -35,6 +36,7 @@ TEST(PlanCli, PrintsTheRankedTableAndWritesThePlanAndTheChart) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("schedule"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("tokens/s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("train as it says with:\n  "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("pipeforge train --plan " + dir + "/plan.json"), std::string::npos) << r.out;
   const nlohmann::json plan = nlohmann::json::parse(read_file(dir + "/plan.json"));
   EXPECT_EQ(plan["format"], "pipeforge.plan/1");
@@ -57,6 +59,16 @@ TEST(PlanCli, TrainRunsThePlansChoice) {
   EXPECT_EQ(choice["data_parallel"], 1);
   EXPECT_EQ(choice["ranks"], 2);
   const nlohmann::json trained = run_json("train --plan " + dir + "/p.json --steps 2 --quiet");
+  // Predicted against measured.
+  EXPECT_EQ(trained["plan_step_seconds"]["predicted"], choice["step_seconds"]) << trained.dump();
+  EXPECT_GT(trained["plan_step_seconds"]["measured"].get<double>(), 0.0) << trained.dump();
+  // The line the plan prints to run next runs as printed (one process: no mpirun in it).
+  const std::string line = plan["run_with"];
+  EXPECT_EQ(line.find("mpirun"), std::string::npos) << line;
+  const CommandResult printed = run_shell(line);
+  ASSERT_EQ(printed.exit_code, 0) << line << "\n" << printed.err;
+  EXPECT_NE(printed.out.find("step time: measured "), std::string::npos) << printed.out;
+  EXPECT_NE(printed.out.find(", the plan predicted "), std::string::npos) << printed.out;
   EXPECT_EQ(trained["schedule"], choice["schedule"]);
   EXPECT_EQ(trained["stages"], choice["ranks"]);
   EXPECT_EQ(trained["micro_batches"], choice["micro_batches"]);

@@ -2,17 +2,19 @@
 # The C library installed into an empty prefix works as any pkg-config library does: a program
 # outside the tree, compiled with `gcc $(pkg-config --cflags --libs pipeforge)`, links
 # libpipeforge.so.<abi> by its SONAME, runs without LD_LIBRARY_PATH and trains.
-# The CUDA backend installed beside the library is what a CUDA device request finds.
-# Usage: c_install_test.sh INSTALL_TREE LIBRARY HEADER VERSION_FILE CUDA_BACKEND MPI_BACKEND PROGRAM.c
+# The CUDA backend installed beside the library is what a CUDA device request finds. The
+# `pipeforge` command is installed too (PREFIX/bin/pipeforge): found on PATH, it trains, also as
+# two processes under mpirun (its MPI backend found beside its real path).
+# Usage: c_install_test.sh INSTALL_TREE LIBRARY HEADER VERSION_FILE CUDA_BACKEND MPI_BACKEND CLI PROGRAM.c
 set -euo pipefail
 source "$(dirname "$0")/user_program.sh"
 install_tree=$(realpath "$1") library=$(realpath "$2") header=$(realpath "$3") version_file=$(realpath "$4")
-backend=$(realpath "$5") mpi_backend=$(realpath "$6") program=$(realpath "$7")
+backend=$(realpath "$5") mpi_backend=$(realpath "$6") cli=$(realpath "$7") program=$(realpath "$8")
 work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/c_install.XXXXXX")
 version=$(sed -n 's/^version *= *//p' "$version_file") abi=$(sed -n 's/^abi *= *//p' "$version_file")
 fail() { echo "FAIL: $*"; exit 1; }
 
-"$install_tree" "$work/prefix" "$library" "$header" "$version_file" "$backend" "$mpi_backend" >"$work/installed"
+"$install_tree" "$work/prefix" "$library" "$header" "$version_file" "$backend" "$mpi_backend" "$cli" >"$work/installed"
 [[ $(readlink "$work/prefix/lib/libpipeforge.so") == "libpipeforge.so.$abi" ]] || fail "libpipeforge.so does not link to .so.$abi"
 [[ $(readlink "$work/prefix/lib/libpipeforge.so.$abi") == "libpipeforge.so.$version" ]] || fail "libpipeforge.so.$abi does not link to .so.$version"
 
@@ -33,4 +35,19 @@ echo "$output"
 grep -q "^pipeforge $version (ABI $abi): loss " <<<"$output" || fail "unexpected output"
 cuda=$(grep '^cuda: ' <<<"$output")
 if grep -q 'is not next to' <<<"$cuda"; then fail "the installed CUDA backend was not found: $cuda"; fi
-echo "PASS: installed into an empty prefix; a pkg-config build outside the tree trains"
+
+# The command, as a user with PREFIX/bin on PATH types it.
+grep -qx "$work/prefix/bin/pipeforge" "$work/installed" || fail "install_tree.sh did not list bin/pipeforge"
+export PATH=$work/prefix/bin:$PATH
+[[ $(command -v pipeforge) == "$work/prefix/bin/pipeforge" ]] || fail "pipeforge on PATH is $(command -v pipeforge)"
+[[ $(pipeforge --version) == "pipeforge $version"* ]] || fail "pipeforge --version says $(pipeforge --version)"
+trained=$(as_user_program pipeforge train --model mlp --steps 2 --quiet 2>&1) || fail "pipeforge train failed: $trained"
+grep -q "^final loss " <<<"$trained" || fail "pipeforge train printed: $trained"
+if command -v mpirun >/dev/null; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+  unset XML_OUTPUT_FILE TEST_PREMATURE_EXIT_FILE
+  processes=$(as_user_program mpirun -np 2 --oversubscribe --bind-to none pipeforge train --model mlp --schedule 1f1b \
+    --stages 2 --steps 2 --quiet 2>&1) || fail "mpirun -np 2 pipeforge train failed: $processes"
+  grep -q "one process each" <<<"$processes" || fail "mpirun -np 2 pipeforge train did not run as processes: $processes"
+fi
+echo "PASS: installed into an empty prefix; a pkg-config build outside the tree trains; so does the pipeforge command"

@@ -3,18 +3,18 @@
 # a module proxy (the one tools/package.sh go writes, served from files) and builds against the C
 # library installed with pkg-config into an empty prefix; the program runs without
 # LD_LIBRARY_PATH and trains.
-# Usage: go_module_test.sh INSTALL_TREE LIBRARY HEADER VERSION_FILE CUDA_BACKEND MPI_BACKEND PROXY_TAR MAIN.go
+# Usage: go_module_test.sh INSTALL_TREE LIBRARY HEADER VERSION_FILE CUDA_BACKEND MPI_BACKEND CLI PROXY_TAR MAIN.go
 set -euo pipefail
 source "$(dirname "$0")/user_program.sh"
 install_tree=$(realpath "$1") library=$(realpath "$2") header=$(realpath "$3") version_file=$(realpath "$4")
-backend=$(realpath "$5") mpi_backend=$(realpath "$6") proxy_tar=$(realpath "$7") main_go=$(realpath "$8")
+backend=$(realpath "$5") mpi_backend=$(realpath "$6") cli=$(realpath "$7") proxy_tar=$(realpath "$8") main_go=$(realpath "$9")
 version=$(sed -n 's/^version *= *//p' "$version_file")
 module=github.com/pipeforge/pipeforge-go
 work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/go_module.XXXXXX")
 fail() { echo "FAIL: $*"; exit 1; }
 mkdir "$work/proxy" "$work/user"
 tar -C "$work/proxy" -xf "$proxy_tar"
-"$install_tree" "$work/prefix" "$library" "$header" "$version_file" "$backend" "$mpi_backend" >/dev/null
+"$install_tree" "$work/prefix" "$library" "$header" "$version_file" "$backend" "$mpi_backend" "$cli" >/dev/null
 
 cd "$work/user"
 cp "$main_go" main.go

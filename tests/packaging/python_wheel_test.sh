@@ -1,7 +1,9 @@
 #!/bin/bash
 # The wheel installs into a fresh virtual environment outside the source tree and trains from an
 # empty folder, with nothing of Bazel's on any path: its _core.so finds the bundled
-# libpipeforge.so.<abi> through its $ORIGIN run path. It carries the licence (Apache-2.0).
+# libpipeforge.so.<abi> through its $ORIGIN run path. It carries the licence (Apache-2.0). pip
+# installs the `pipeforge` command with it (venv/bin/pipeforge): it trains, also as two processes
+# under mpirun, as the tool's own printed lines say to run it.
 # Usage: python_wheel_test.sh PYTHON WHEEL WHEEL_NAME_FILE VERSION_FILE SCRIPT.py
 set -euo pipefail
 source "$(dirname "$0")/user_program.sh"
@@ -25,6 +27,19 @@ grep -q "^pipeforge $version from $work/venv/lib/python[0-9.]*/site-packages/pip
 if grep '^cuda: .*is not next to' <<<"$output"; then
   fail "the CUDA backend bundled in the wheel was not found"
 fi
+# The command, as a user with the environment activated types it.
+export PATH=$work/venv/bin:$PATH
+[[ $(command -v pipeforge) == "$work/venv/bin/pipeforge" ]] || fail "pip installed no pipeforge command"
+[[ $(pipeforge --version) == "pipeforge $version"* ]] || fail "pipeforge --version says: $(pipeforge --version 2>&1)"
+trained=$(as_user_program pipeforge train --model mlp --steps 2 --quiet 2>&1) || fail "pipeforge train failed: $trained"
+grep -q "^final loss " <<<"$trained" || fail "pipeforge train printed: $trained"
+if command -v mpirun >/dev/null; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+  unset XML_OUTPUT_FILE TEST_PREMATURE_EXIT_FILE
+  processes=$(as_user_program mpirun -np 2 --oversubscribe --bind-to none pipeforge train --model mlp --schedule 1f1b \
+    --stages 2 --steps 2 --quiet 2>&1) || fail "mpirun -np 2 pipeforge train failed: $processes"
+  grep -q "one process each" <<<"$processes" || fail "mpirun -np 2 pipeforge train did not run as processes: $processes"
+fi
 # The licence: in the metadata and as a file beside it.
 shown=$("$work/venv/bin/pip" show pipeforge)
 grep -qx "License: Apache-2.0" <<<"$shown" || fail "pip show does not say License: Apache-2.0: $shown"
@@ -32,4 +47,5 @@ grep -q "Apache License" "$work"/venv/lib/python*/site-packages/pipeforge-"$vers
   fail "the wheel's dist-info has no LICENSE"
 "$work/venv/bin/pip" uninstall -y -q pipeforge
 [[ ! -e $work/venv/lib/python*/site-packages/pipeforge ]] || fail "pip uninstall left the package behind"
+[[ ! -e $work/venv/bin/pipeforge ]] || fail "pip uninstall left the pipeforge command behind"
 echo "PASS: $name installs into a fresh venv, trains from an empty folder and uninstalls"

@@ -152,8 +152,11 @@ else
 fi
 
 # 6. `plan --measure` with mpirun on the PATH times the processes' links (a mpirun -np 2 probe of
-#    pipeforge itself) and says so; without mpirun it says why and keeps the thread figures.
-"$pipeforge" plan --model gpt --layers 2 --batch-size 8 --measure --calibration-steps 1 --max-microbatches 2 \
+#    pipeforge itself) and says so, also as root without Open MPI's allow-run-as-root variables
+#    (the probe sets them for itself; it failed as root); without mpirun it says why and keeps the
+#    thread figures.
+env -u OMPI_ALLOW_RUN_AS_ROOT -u OMPI_ALLOW_RUN_AS_ROOT_CONFIRM \
+  "$pipeforge" plan --model gpt --layers 2 --batch-size 8 --measure --calibration-steps 1 --max-microbatches 2 \
   --json --quiet >"$work/plan.json" 2>"$work/plan.err" || { cat "$work/plan.err"; fail "plan --measure"; }
 python3 - "$work/plan.json" <<'PY' || fail "plan --measure did not measure the processes' links"
 import json, sys
@@ -169,5 +172,20 @@ PATH="$work/empty" "$pipeforge" plan --model gpt --layers 2 --batch-size 8 --mea
   { cat "$work/plan_nompi.err"; fail "plan --measure without mpirun"; }
 grep -q "not measured (mpirun is not on the PATH)" "$work/plan_nompi.json" ||
   fail "plan --measure without mpirun: $(field "$work/plan_nompi.json" process_links)"
+
+# 7. A plan that chooses data parallelism prints the line that launches it (mpirun -np D x P; it
+#    printed `pipeforge train --plan`, which refuses to run), and that line runs as printed, from a
+#    user's shell without Open MPI's root variables; the run reports the predicted step time.
+(cd "$work" && env -u OMPI_ALLOW_RUN_AS_ROOT -u OMPI_ALLOW_RUN_AS_ROOT_CONFIRM "$pipeforge" plan --model gpt \
+  --layers 2 --batch-size 8 --measure --calibration-steps 1 --max-microbatches 2 --data-parallel 2 --ranks 1 \
+  --out plan_dp.json --svg '' --quiet >plan_dp.txt 2>plan_dp.err) || { cat "$work/plan_dp.err"; fail "plan --data-parallel 2"; }
+line=$(sed -n 's/^  \(.*train --plan plan_dp.json\)$/\1/p' "$work/plan_dp.txt")
+echo "plan printed: $line"
+[[ $line == *"mpirun -np 2 "*"train --plan plan_dp.json" ]] || fail "plan did not print an mpirun -np 2 line: $(cat "$work/plan_dp.txt")"
+[[ $line == "$(field "$work/plan_dp.json" run_with)" ]] || fail "the printed line is not plan_dp.json's run_with"
+(cd "$work" && env -u OMPI_ALLOW_RUN_AS_ROOT -u OMPI_ALLOW_RUN_AS_ROOT_CONFIRM bash -c "$line" >dp_run.txt 2>dp_run.err) ||
+  { cat "$work/dp_run.err"; fail "the printed line failed: $line"; }
+grep -q "^step time: measured .*, the plan predicted " "$work/dp_run.txt" ||
+  fail "train --plan did not show predicted vs measured: $(cat "$work/dp_run.txt")"
 
 finish "mpirun CLI"

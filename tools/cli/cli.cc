@@ -1,4 +1,5 @@
 #include "tools/cli/cli.h"
+#include "tools/cli/launch_line.h"
 #include "tools/cli/train_setup.h"
 
 #include "runtime/run/capabilities.h"
@@ -72,6 +73,7 @@ std::string unknown_option_hint(CLI::App& app, int argc, char** argv) {
 }  // namespace
 
 int run(int argc, char** argv) {
+  remember_invocation(argc > 0 ? argv[0] : nullptr);
   CLI::App app{"PipeForge: pipeline-parallel training runtime", "pipeforge"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "pipeforge " PF_VERSION_STRING);

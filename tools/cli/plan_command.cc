@@ -1,5 +1,7 @@
 #include "tools/cli/plan_command.h"
 
+#include "tools/cli/launch_line.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -253,6 +255,11 @@ int run_plan(const PlanArgs& a) {
     if (calibration_seconds > 0) out["calibration_seconds"] = calibration_seconds;
     if (!plan.ranked.empty()) {
       out["train_config"] = effective_train_config(train_args_for(a, plan.ranked[0]));
+      // The command that trains as the plan says: data parallelism trains one process per rank
+      // (mpirun -np D x P), a pipeline alone runs as threads of one process.
+      const plan::Candidate& choice = plan.ranked[0].candidate;
+      const int processes = choice.data_parallel > 1 ? choice.data_parallel * choice.ranks : 1;
+      if (!a.out.empty()) out["run_with"] = launch_line(processes, "train --plan " + shell_quote_if_needed(a.out));
       if (!a.out.empty()) write_file(a.out, out.dump(2) + "\n", "--out");
     }
     if (a.json) {
@@ -261,8 +268,8 @@ int run_plan(const PlanArgs& a) {
       std::cout << title << "; memory limit " << limit / (1024.0 * 1024.0) << " MiB per device\n";
       std::cout << "processes' links (D > 1): " << process_links << "\n";
       std::cout << plan::ranked_table(plan, limit, static_cast<size_t>(a.top));
-      if (!plan.ranked.empty() && !a.out.empty())
-        std::cout << "plan: " << a.out << " (pipeforge train --plan " << a.out << ")\n";
+      if (out.contains("run_with"))
+        std::cout << "plan: " << a.out << "; train as it says with:\n  " << out["run_with"].get<std::string>() << "\n";
       if (!a.svg.empty()) std::cout << "chart: " << a.svg << "\n";
     }
     if (plan.ranked.empty()) {

@@ -1,5 +1,7 @@
 #include "tools/cli/process_probe.h"
 
+#include "tools/cli/launch_line.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -70,23 +72,6 @@ double allreduce_seconds(comm::World& world, size_t floats, int repeats) {
   return median(times);
 }
 
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-std::string find_on_path(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs(path ? path : "");
-  std::string dir;
-  while (std::getline(dirs, dir, ':')) {
-    const std::string f = (dir.empty() ? std::string(".") : dir) + "/" + name;
-    struct stat st;
-    if (stat(f.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(f.c_str(), X_OK) == 0) return f;
-  }
-  return "";
-}
 
 // The first line of `file` with words on it (mpirun's own messages come between rules of dashes).
 std::string first_line(const std::string& file) {
@@ -176,7 +161,9 @@ std::string run_two_processes(const std::string& arguments) {
   self[n] = 0;
   const std::string err = temp_file("pipeforge-mpirun-err");
   if (err.empty()) return "cannot create a temporary file";
-  const std::string command = "timeout 120 " + shell_quote(mpirun) + " -np 2 --oversubscribe --bind-to none " +
+  // As root, Open MPI refuses to start unless told (the probe is ours, so we tell it).
+  const std::string as_root = running_as_root() ? "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " : "";
+  const std::string command = as_root + "timeout 120 " + shell_quote(mpirun) + " -np 2 --oversubscribe --bind-to none " +
                               shell_quote(self) + " " + arguments + " >/dev/null 2>" + shell_quote(err);
   const int rc = std::system(command.c_str());
   std::string why;

@@ -307,6 +307,8 @@ TrainTotals train_loop(const TrainArgs& a, TrainRun& run) {
   t.ranks = run.pipeline() ? run.pipeline()->schedule().num_ranks() : 1;
   t.peak_bytes.assign(static_cast<size_t>(t.ranks), 0.0);
   t.peak_versions.assign(static_cast<size_t>(t.ranks), 0);
+  t.busy_us.assign(static_cast<size_t>(t.ranks), 0.0);
+  t.idle_us.assign(static_cast<size_t>(t.ranks), 0.0);
   TrainingLoopOptions loop;
   loop.steps = a.steps;
   loop.eval_every = a.eval_every;
@@ -380,6 +382,7 @@ int run_train(const TrainArgs& a) {
                              run.setup.description, run.resumed_from, run.layer_seconds, totals};
     if (a.json) print_json_report(report);
     else print_summary(report);
+    if (!a.quiet) warn_idle_ranks(report);
   }
   return totals.diverged ? kExitFailure : kExitOk;
 }

@@ -16,6 +16,7 @@ namespace pf::cli {
 struct TrainArgs {
   std::string config;          // a config file (train_config.h); the command line wins over it
   std::string plan;            // a plan of `pipeforge plan` (plan_command.h); the command line wins over it
+  double plan_step_seconds = 0;  // the step time the plan predicted for its choice (0: no plan)
   bool print_config = false;   // print the effective config as JSON and exit
   bool capabilities = false;   // print what may combine with what (the capability table) and exit
   bool markdown = false;       // --capabilities as Markdown (docs/CAPABILITIES.md)

@@ -1,5 +1,6 @@
 #include "tools/cli/train_config.h"
 
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <system_error>
@@ -292,6 +293,12 @@ void apply_train_config(CLI::App& train, TrainArgs& args) {
     PF_CHECK_ARG(plan.contains("train_config") && plan["train_config"].is_object(), file,
                  ": train_config: missing (the plan found nothing that fits)");
     apply_object(train, args, plan["train_config"], "", file + ": train_config", Source::kPlanFile);
+    // Shown against the measured step time at the end of the run.
+    if (plan.contains("choice") && plan["choice"].is_object() && plan["choice"].contains("step_seconds") &&
+        plan["choice"]["step_seconds"].is_number()) {
+      const double predicted = plan["choice"]["step_seconds"].get<double>();
+      if (std::isfinite(predicted) && predicted > 0) args.plan_step_seconds = predicted;
+    }
   }
   if (args.config.empty()) return;
   const std::string& file = args.config;

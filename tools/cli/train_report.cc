@@ -40,13 +40,23 @@ void TrainTotals::add_step(const StepResult& r, const exec::PipelineTrainer* pip
   if (pipeline) {
     const exec::PipelineStats& stats = pipeline->last_stats();
     offloaded_bytes = static_cast<double>(stats.offloaded_bytes);
-    for (int rank = 0; rank < ranks; ++rank)
+    for (int rank = 0; rank < ranks && rank < static_cast<int>(stats.ranks.size()); ++rank) {
       peak_versions[rank] = std::max(peak_versions[rank], stats.ranks[rank].peak_weight_versions);
+      busy_us[rank] += stats.ranks[rank].busy_us;
+      idle_us[rank] += stats.ranks[rank].idle_us;
+    }
   }
   for (size_t rank = 0; rank < r.peak_activation_bytes.size() && rank < peak_bytes.size(); ++rank)
     peak_bytes[rank] = std::max(peak_bytes[rank], static_cast<double>(r.peak_activation_bytes[rank]));
   tokens += r.tokens;
   seconds += r.seconds;
+}
+
+double TrainTotals::idle_share(int rank) const {
+  const size_t r = static_cast<size_t>(rank);
+  if (r >= busy_us.size()) return 0.0;
+  const double span = busy_us[r] + idle_us[r];
+  return span > 0 ? idle_us[r] / span : 0.0;
 }
 
 void print_run_start(const TrainArgs& a, const Trainer& trainer, const std::string& resumed_from) {
@@ -96,8 +106,20 @@ void print_json_report(const TrainReport& r) {
   out["param_checksum"] = t.checksum;
   out["schedule"] = pipeline ? pipeline->schedule().name : "sequential";
   out["stages"] = t.ranks;
-  // Measured, mean over the steps run (0 for sequential).
+  // Measured, mean over the steps run (0 for sequential): the busiest rank's idle share of each
+  // step's makespan. Every rank's own share is in "ranks".
   out["bubble_rate"] = pipeline ? t.bubble_sum / static_cast<double>(t.losses.size()) : 0.0;
+  out["bubble_rate_measures"] = "the busiest rank's idle share of each step's makespan, mean over the steps";
+  nlohmann::json ranks = nlohmann::json::array();
+  if (pipeline) {
+    for (int rank = 0; rank < t.ranks; ++rank) {
+      ranks.push_back({{"rank", rank},
+                       {"busy_seconds", t.busy_us[static_cast<size_t>(rank)] * 1e-6},
+                       {"idle_seconds", t.idle_us[static_cast<size_t>(rank)] * 1e-6},
+                       {"idle_share", t.idle_share(rank)}});
+    }
+  }
+  out["ranks"] = ranks;
   out["peak_activation_bytes"] = t.peak_bytes;
   out["activation_policy"] = a.activation_policy;
   out["offloaded_bytes_per_step"] = t.offloaded_bytes;  // of the last step
@@ -110,6 +132,9 @@ void print_json_report(const TrainReport& r) {
   if (out["asynchronous"].get<bool>()) out["peak_weight_versions"] = t.peak_versions;
   if (r.adaptive) out["adaptations"] = plan::adaptations_to_json(r.adaptive->adaptations());
   if (t.saved) out["checkpoint"] = a.checkpoint;
+  if (a.plan_step_seconds > 0) {
+    out["plan_step_seconds"] = {{"predicted", a.plan_step_seconds}, {"measured", t.mean_step_seconds()}};
+  }
   std::cout << out.dump() << std::endl;
 }
 
@@ -125,8 +150,15 @@ void print_pipeline_summary(const TrainReport& r) {
                                 ? std::to_string(a.data_parallel) + " replicas, " + std::to_string(r.world->size()) +
                                       " processes"
                                 : "one process each";
-  std::printf("%s on %d ranks (%s): measured bubble rate %.4f (mean over the steps)\n", p.schedule().name.c_str(),
-              t.ranks, where.c_str(), t.bubble_sum / static_cast<double>(t.losses.size()));
+  std::printf("%s on %d ranks (%s): measured bubble rate %.4f (the busiest rank's idle share, mean over the steps)\n",
+              p.schedule().name.c_str(), t.ranks, where.c_str(), t.bubble_sum / static_cast<double>(t.losses.size()));
+  std::string shares;
+  for (int rank = 0; rank < t.ranks; ++rank) {
+    char part[48];
+    std::snprintf(part, sizeof(part), "%s%d: %.0f%%", rank ? ", " : "", rank, 100.0 * t.idle_share(rank));
+    shares += part;
+  }
+  std::printf("idle share of the step per rank: %s\n", shares.c_str());
   std::printf("partition: %s top-level layers per stage (stages on ranks %s)\n",
               join_numbers(exec::layer_counts(p.parts().stages.ranges())).c_str(),
               join_numbers(p.schedule().placement.stage_to_rank, ", ").c_str());
@@ -163,10 +195,39 @@ void print_summary(const TrainReport& r) {
     }
     std::printf("parameters + gradients + optimizer state per process: %s\n", line.c_str());
   }
+  if (a.plan_step_seconds > 0 && t.mean_step_seconds() > 0) {
+    std::printf("step time: measured %.4g s (mean over the steps), the plan predicted %.4g s (measured / predicted %.2f)\n",
+                t.mean_step_seconds(), a.plan_step_seconds, t.mean_step_seconds() / a.plan_step_seconds);
+  }
   if (t.saved) {
     std::printf("checkpoint saved to %s%s\n", a.checkpoint.c_str(),
                 r.world ? " (a folder: one shard per pipeline rank and manifest.json)" : "");
   }
+}
+
+void warn_idle_ranks(const TrainReport& r) {
+  const TrainTotals& t = r.totals;
+  if (!r.pipeline || t.ranks < 2 || t.busy_us.empty()) return;
+  int idlest = 0, busiest = 0;
+  for (int rank = 1; rank < t.ranks; ++rank) {
+    if (t.idle_share(rank) > t.idle_share(idlest)) idlest = rank;
+    if (t.idle_share(rank) < t.idle_share(busiest)) busiest = rank;
+  }
+  // Lopsided: one rank waits most of the step while another is kept busy.
+  if (t.idle_share(idlest) < 0.5 || t.idle_share(busiest) > 0.25) return;
+  const std::vector<int> layers = exec::layer_counts(r.pipeline->parts().stages.ranges());
+  const std::vector<int>& stage_rank = r.pipeline->schedule().placement.stage_to_rank;
+  int held = 0;
+  for (size_t s = 0; s < layers.size() && s < stage_rank.size(); ++s) held += stage_rank[s] == idlest ? layers[s] : 0;
+  std::fflush(stdout);  // after the summary it follows
+  std::fprintf(stderr,
+               "pipeforge train: warning: rank %d was idle %.0f%% of the step (it holds %d top-level layer%s) "
+               "while rank %d was idle %.0f%%; the headline bubble rate counts the busiest rank only. To spread "
+               "the work: more --layers (a stage holds whole top-level layers, and the embedding and the head weigh "
+               "little), %s, or fewer --stages\n",
+               idlest, 100.0 * t.idle_share(idlest), held, held == 1 ? "" : "s", busiest,
+               100.0 * t.idle_share(busiest),
+               r.args.partition == "balanced" ? "--layers-per-stage" : "--partition balanced (split by measured times)");
 }
 
 }  // namespace pf::cli

@@ -23,6 +23,9 @@ struct TrainTotals {
   std::vector<double> losses;
   std::vector<double> peak_bytes;   // per rank: the most activation bytes at once over the run
   std::vector<int> peak_versions;   // per rank: asynchronous schedules' weight versions
+  // Per rank, summed over the steps: compute time and idle time (the step's makespan less the
+  // compute: waiting for peers, communication, the bubble), in microseconds.
+  std::vector<double> busy_us, idle_us;
   double bubble_sum = 0.0, offloaded_bytes = 0.0, seconds = 0.0;
   int64_t tokens = 0;
   nlohmann::json evaluations = nlohmann::json::array();
@@ -34,6 +37,10 @@ struct TrainTotals {
   // One step's result (and the pipeline's stats, null for the sequential trainer).
   void add_step(const StepResult& r, const exec::PipelineTrainer* pipeline);
   double tokens_per_s() const { return seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0; }
+  // The mean wall time of the steps run (0 before any).
+  double mean_step_seconds() const { return losses.empty() ? 0.0 : seconds / static_cast<double>(losses.size()); }
+  // A rank's idle share of the steps' makespans over the run (0 before any pipelined step).
+  double idle_share(int rank) const;
 };
 
 struct TrainReport {
@@ -51,6 +58,10 @@ struct TrainReport {
 void print_run_start(const TrainArgs& a, const Trainer& trainer, const std::string& resumed_from);
 void print_json_report(const TrainReport& r);
 void print_summary(const TrainReport& r);
+// On stderr: a warning when the partition leaves a rank idle most of the step while another is
+// kept busy (the headline bubble rate, the busiest rank's idle share, does not show it), with the
+// options that would spread the work. Nothing for the sequential trainer or a balanced run.
+void warn_idle_ranks(const TrainReport& r);
 
 // A JSON number, or null for NaN and infinities.
 nlohmann::json finite_or_null(double x);

@@ -737,6 +737,12 @@ class PipelineTest(unittest.TestCase):
             reference_trainer(schedule="1f1b", stages=2.5)
         with self.assertRaises(TypeError):
             reference_trainer(schedule=1)
+        # Pipeline ranks without a schedule are refused, as the command line refuses them (they
+        # trained sequentially, ignoring stages=2).
+        with self.assertRaisesRegex(ValueError, "2 needs a schedule"):
+            reference_trainer(stages=2)
+        with self.assertRaisesRegex(ValueError, "2 needs a schedule"):
+            reference_trainer(chunks=2)
         with reference_trainer() as sequential:
             self.assertEqual(sequential.num_ranks, 1)
             sequential.step(*BATCHES[0])
