@@ -39,20 +39,21 @@ StepReport run_training(Trainer& trainer, DataSource& train, DataSource* held_ou
     report = StepReport();
     report.result = trainer.step(train);
     report.step = trainer.metrics().step;
+    report.stopped = i < o.steps && o.should_stop && o.should_stop();
     const bool last = i == o.steps;
     const bool finite = std::isfinite(report.result.loss);
-    if (finite && o.eval_every > 0 && (report.step % o.eval_every == 0 || last)) {
+    if (finite && !report.stopped && o.eval_every > 0 && (report.step % o.eval_every == 0 || last)) {
       held_out->seek(0);
       report.eval = trainer.evaluate(*held_out, o.eval_micro_batches);
     }
     if (log) log->write(report.step, report.result, report.eval, o.log_fields ? o.log_fields(report.step) : nullptr);
-    if (finite && series && (report.step % o.checkpoint_every == 0 || last)) {
+    if (finite && series && (report.step % o.checkpoint_every == 0 || last || report.stopped)) {
       report.checkpoint = series->path_of(report.step);
       save_trainer_checkpoint(trainer, report.checkpoint);
       if (o.writes_files) series->prune();
     }
     const bool go_on = on_step ? on_step(report) : true;
-    if (!go_on || !finite) break;
+    if (!go_on || !finite || report.stopped) break;
   }
   return report;
 }

@@ -29,6 +29,11 @@ struct TrainingLoopOptions {
   bool writes_files = true;        // false on processes other than the leader: they save their
                                    // shards collectively but write no log and remove nothing
   bool sharded_checkpoints = false;  // one process per rank: checkpoints are folders
+  // Asked after every step (may be empty): true ends the run at that step as if it were the last:
+  // the series' checkpoint is written for it (no evaluation), on_step sees it with `stopped` set,
+  // and the loop returns. The command line's SIGINT/SIGTERM; with one process per rank the answer
+  // must be the same on every process (the caller agrees on it, e.g. by a reduction).
+  std::function<bool()> should_stop;
   // How the caller spells the fields in messages (the C API: "options->"); run_training checks
   // them once, with validate().
   std::string field_prefix;
@@ -41,6 +46,7 @@ struct StepReport {
   StepResult result;
   std::optional<EvalResult> eval;   // when this step evaluated
   std::string checkpoint;           // the path saved after this step, or ""
+  bool stopped = false;             // should_stop() ended the run after this step
 };
 
 // Runs the loop. on_step (may be empty) sees every step's report and returns false to stop early.

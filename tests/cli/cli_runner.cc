@@ -18,11 +18,11 @@ std::string env_or(const char* name, const std::string& fallback) {
   return v ? v : fallback;
 }
 
-std::string binary() {
+}  // namespace
+
+std::string pipeforge_binary() {
   return env_or("TEST_SRCDIR", ".") + "/" + env_or("TEST_WORKSPACE", "pipeforge") + "/pipeforge";
 }
-
-}  // namespace
 
 std::string tmp_dir() { return env_or("TEST_TMPDIR", "/tmp"); }
 
@@ -36,7 +36,7 @@ TempFolder::~TempFolder() {
   std::filesystem::remove_all(path, ignored);
 }
 
-CommandResult run(const std::string& args) { return run_shell("'" + binary() + "' " + args); }
+CommandResult run(const std::string& args) { return run_shell("'" + pipeforge_binary() + "' " + args); }
 
 CommandResult run_shell(const std::string& line) {
   const std::string err_path = tmp_dir() + "/stderr.txt";

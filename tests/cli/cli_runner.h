@@ -22,6 +22,8 @@ struct TempFolder {
   TempFolder(const TempFolder&) = delete;
   TempFolder& operator=(const TempFolder&) = delete;
 };
+// The pipeforge binary of the runfiles.
+std::string pipeforge_binary();
 CommandResult run(const std::string& args);
 // Any shell command line (a line the tool printed to run next), stdout and stderr apart.
 CommandResult run_shell(const std::string& line);

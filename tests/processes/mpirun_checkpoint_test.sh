@@ -3,6 +3,7 @@
 # the manifest comes last; a run resumed under another pipeline degree, schedule, data-parallel
 # degree or in one process is bitwise equal to one that never stopped; a missing or damaged shard
 # is refused naming it, and so is a shard through a symbolic link or a parameter the model lacks.
+# Ctrl-C on mpirun stops every process at the same step with the checkpoint written.
 set -uo pipefail
 source "$(dirname "$0")/cli_checks.sh"
 # The micro-batches are given: the default depends on the pipeline ranks, which these runs change.
@@ -151,5 +152,32 @@ m["shards"].append({"file": "step-2.rank-9.0123456789abcdef.pfck", "sha256": "0"
 json.dump(m, open(sys.argv[1], "w"))
 PY
 expect_refusal "extra parameter" "holds parameter 'evil.weight', which does not exist in this model" "$work/extra"
+
+# 8. Ctrl-C on mpirun (Open MPI passes it on to the processes as SIGTERM): every process stops
+#    after the same step and the sharded checkpoint of that step is written; it resumes in one
+#    process bitwise as the run that never stopped (it saved nothing before: exit 130, steps lost).
+long=(--model mlp --batch-size 8 --microbatches 2 --seed 4 --lr 0.01 --quiet)
+# env --default-signal: mpirun gets SIGINT as from a terminal (a background command of a script
+# starts with it ignored, which mpirun respects); run_mpi's options, spelled out.
+env --default-signal=INT,TERM mpirun -np 2 --oversubscribe --bind-to none "$pipeforge" train "${long[@]}" --schedule 1f1b --stages 2 --steps 100000000 \
+  --checkpoint "$work/int" --metrics-log "$work/int.log" >"$work/int.out" 2>"$work/int.err" &
+mpirun_pid=$!
+for _ in $(seq 1200); do [[ -s $work/int.log ]] && break; sleep 0.05; done
+kill -INT $mpirun_pid
+# Bounded: a run that ignored the signal is ended after 120 s, and that is a failure.
+for _ in $(seq 1200); do kill -0 $mpirun_pid 2>/dev/null || break; sleep 0.1; done
+kill -0 $mpirun_pid 2>/dev/null && { fail "mpirun still runs 120 s after Ctrl-C"; kill -KILL $mpirun_pid; }
+wait $mpirun_pid && fail "mpirun exited 0 after Ctrl-C"
+cat "$work/int.err"
+stopped=$(sed -n 's/.*interrupted by SIG[A-Z]* after step \([0-9]*\);.*/\1/p' "$work/int.err")
+grep -q "checkpoint saved to $work/int" "$work/int.err" || fail "Ctrl-C under mpirun: no checkpoint saved"
+if [[ -n $stopped && -f $work/int/manifest.json ]]; then
+  "$pipeforge" train "${long[@]}" --json --steps 2 --resume "$work/int" >"$work/int_resumed.json" || fail "resume after Ctrl-C"
+  "$pipeforge" train "${long[@]}" --json --steps $((stopped + 2)) >"$work/int_straight.json" || fail "straight run"
+  [[ $(field "$work/int_resumed.json" param_checksum) == $(field "$work/int_straight.json" param_checksum) ]] ||
+    fail "resumed after Ctrl-C under mpirun differs from the run that never stopped"
+else
+  fail "Ctrl-C under mpirun: no step reported or no manifest"
+fi
 
 finish "checkpoint"

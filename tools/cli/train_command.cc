@@ -1,5 +1,6 @@
 #include "tools/cli/train_command.h"
 
+#include <csignal>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -37,6 +38,7 @@
 #include "runtime/tensor/memory_tracker.h"
 #include "runtime/train/sequential_trainer.h"
 #include "tools/cli/cli.h"
+#include "tools/cli/interrupt.h"
 #include "tools/cli/progress.h"
 #include "tools/cli/schedule_command.h"
 #include "tools/cli/train_config_of.h"
@@ -45,6 +47,10 @@
 
 namespace pf::cli {
 namespace {
+
+// How long a process waits for the others to agree on stopping after a step (they are at most
+// one step apart).
+constexpr double kStopAgreementTimeoutSeconds = 600;
 
 [[noreturn]] void usage_error(const std::string& message) {
   throw Error(ErrorCode::kInvalidArgument, message);
@@ -321,6 +327,13 @@ TrainTotals train_loop(const TrainArgs& a, TrainRun& run) {
   loop.sharded_checkpoints = run.launch != nullptr;
   if (adaptive) loop.log_fields = [&](int64_t step) { return plan::adaptation_log_fields(adaptive->adaptations(), step); };
   size_t adaptations_told = 0;
+  // Ctrl-C or SIGTERM: stop after the step in progress, on every process at the same step.
+  InterruptGuard interrupts(run.leader);
+  loop.should_stop = [&run] {
+    double stop = InterruptGuard::signal_received();
+    if (run.launch) run.launch->all_reduce_sum(&stop, 1, kStopAgreementTimeoutSeconds);
+    return stop > 0;
+  };
   ProgressBar progress(a.steps, t.first_step, !a.quiet && run.leader);
   run_training(trainer, *run.setup.data, run.setup.held_out.get(), loop, [&](const StepReport& report) {
     t.add_step(report.result, run.pipeline());
@@ -337,6 +350,7 @@ TrainTotals train_loop(const TrainArgs& a, TrainRun& run) {
         progress.note("pipeforge train: " +
                       describe_adaptation(adaptive->adaptations()[adaptations_told], a.adapt_patience));
     progress.update(report.step - t.first_step, report.result.loss, t.tokens_per_s());
+    if (report.stopped) t.stopped_by = InterruptGuard::signal_received() ? InterruptGuard::signal_received() : SIGINT;
     return true;
   });
   return t;
@@ -367,6 +381,15 @@ void finish_run(const TrainArgs& a, TrainRun& run, TrainTotals& t) {
   t.memory = process_memory(run.launch.get());
   t.saved = !a.checkpoint.empty() && !t.diverged;
   if (t.saved) save_trainer_checkpoint(trainer, a.checkpoint);
+  if (t.stopped_by != 0 && run.leader) {
+    std::string where = t.saved ? "checkpoint saved to " + a.checkpoint
+                        : !t.checkpoints.empty() ? "checkpoint saved to " + t.checkpoints.back()
+                                                 : "no checkpoint configured (--checkpoint or --checkpoint-dir): "
+                                                   "the steps run are not saved";
+    std::fflush(stdout);
+    std::cerr << "pipeforge train: interrupted by " << signal_name(t.stopped_by) << " after step "
+              << trainer.metrics().step << "; " << where << "\n";
+  }
 }
 
 }  // namespace
@@ -384,6 +407,7 @@ int run_train(const TrainArgs& a) {
     else print_summary(report);
     if (!a.quiet) warn_idle_ranks(report);
   }
+  if (totals.stopped_by != 0) return 128 + totals.stopped_by;  // as the shell reports a signal
   return totals.diverged ? kExitFailure : kExitOk;
 }
 
