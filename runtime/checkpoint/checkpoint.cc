@@ -1,6 +1,11 @@
 #include "runtime/checkpoint/checkpoint.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -202,6 +207,7 @@ std::string encode_checkpoint(const Trainer& trainer, const std::vector<Paramete
       {"model", trainer.model().to_json()},
       {"tensors", tensors},
   };
+  if (!trainer.run_description().is_null()) header["run"] = trainer.run_description();
   const std::string header_text = header.dump();
 
   std::string bytes(kMagic, sizeof(kMagic));
@@ -329,6 +335,53 @@ void apply_checkpoint_images(Trainer& trainer, const std::vector<const Checkpoin
   }
   trainer.restore_progress(step, data_position);
   trainer.optimizer().set_steps_taken(optimizer_steps);
+}
+
+nlohmann::json read_checkpoint_header(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno == ENOENT) fail(ErrorCode::kNotFound, "checkpoint '", path, "' does not exist");
+    fail(ErrorCode::kDataLoss, "checkpoint '", path, "' cannot be opened as a regular file: ", std::strerror(errno));
+  }
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+    fail(ErrorCode::kDataLoss, "checkpoint '", path, "' is not a regular file");
+  auto read_exactly = [&](char* out, size_t bytes, const char* what) {
+    size_t done = 0;
+    while (done < bytes) {
+      const ssize_t n = ::read(fd, out + done, bytes - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) fail(ErrorCode::kDataLoss, "checkpoint '", path, "': too short for its ", what);
+      done += static_cast<size_t>(n);
+    }
+  };
+  const size_t fixed = sizeof(kMagic) + sizeof(uint32_t) + sizeof(uint64_t);
+  std::string start(fixed, '\0');
+  read_exactly(start.data(), fixed, "header");
+  if (std::memcmp(start.data(), kMagic, sizeof(kMagic)) != 0)
+    fail(ErrorCode::kDataLoss, "checkpoint '", path, "': not a PipeForge checkpoint (bad magic)");
+  const uint32_t version = read_pod<uint32_t>(start, sizeof(kMagic));
+  if (version != kCheckpointFormatVersion) {
+    fail(ErrorCode::kDataLoss, "checkpoint '", path, "': format version ", version,
+         " is not supported (this build reads version ", kCheckpointFormatVersion, ")");
+  }
+  const uint64_t header_len = read_pod<uint64_t>(start, sizeof(kMagic) + sizeof(uint32_t));
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (header_len > limits::kMaxCheckpointHeaderBytes || size < fixed + kDigestBytes || header_len > size - fixed - kDigestBytes)
+    fail(ErrorCode::kDataLoss, "checkpoint '", path, "': header length out of range");
+  std::string header_text(static_cast<size_t>(header_len), '\0');
+  read_exactly(header_text.data(), header_text.size(), "header");
+  const nlohmann::json header = parse_json_text(header_text, "checkpoint '" + path + "': header",
+                                                limits::kMaxCheckpointHeaderBytes, ErrorCode::kDataLoss);
+  if (!header.is_object() || !header.contains("model") || !header["model"].is_object())
+    fail(ErrorCode::kDataLoss, "checkpoint '", path, "': header.model: missing or not an object");
+  if (header.contains("run") && !header["run"].is_object())
+    fail(ErrorCode::kDataLoss, "checkpoint '", path, "': header.run: not an object");
+  return header;
 }
 
 void load_checkpoint(Trainer& trainer, const std::string& path) {

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/train/trainer.h"
 
 namespace pf {
@@ -36,6 +38,14 @@ void save_checkpoint(const Trainer& trainer, const std::string& path);
 // resumed run may change the learning rate. Restored: parameters, optimizer state and step count,
 // trainer step and data position.
 void load_checkpoint(Trainer& trainer, const std::string& path);
+
+// The header of a checkpoint file, read alone: "model" (Model::to_json, an object), "run" (the
+// front-end's description, Trainer::run_description, an object when present), step, optimizer.
+// A regular file (no symbolic link), the magic and version checked, a header of at most
+// limits::kMaxCheckpointHeaderBytes inside the file, JSON depth-checked before parsing. The data
+// and the checksum are not read: load_checkpoint checks them when it loads. kNotFound for a missing
+// file; kDataLoss naming the file otherwise. Untrusted: the caller checks what it uses.
+nlohmann::json read_checkpoint_header(const std::string& path);
 
 // The pieces of save_checkpoint / load_checkpoint that sharded checkpoints (one file per process,
 // sharded_checkpoint.h) are made of.

@@ -316,6 +316,12 @@ void save_trainer_checkpoint(Trainer& trainer, const std::string& path) {
   else save_checkpoint(trainer, path);
 }
 
+nlohmann::json checkpoint_header(const std::string& path) {
+  if (!is_directory(path)) return read_checkpoint_header(path);
+  const Manifest manifest = read_manifest(path);
+  return read_checkpoint_header(path + "/" + manifest.shards.front().file);
+}
+
 void load_trainer_checkpoint(Trainer& trainer, const std::string& path) {
   refuse(trainer, true, path);
   const std::optional<ProcessGroups> t = sharded(trainer);

@@ -23,11 +23,16 @@
 
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/train/trainer.h"
 
 namespace pf {
 
 void save_trainer_checkpoint(Trainer& trainer, const std::string& path);
 void load_trainer_checkpoint(Trainer& trainer, const std::string& path);
+// The header of a checkpoint (either form: a file, or a folder whose manifest names the shards:
+// its first shard's), as read_checkpoint_header reads it.
+nlohmann::json checkpoint_header(const std::string& path);
 
 }  // namespace pf

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/models/model.h"
@@ -119,6 +120,14 @@ class Trainer {
     (void)loading;
     return {};
   }
+
+  // What the front-end ran (the command line's config), saved in the checkpoints' headers as "run"
+  // so that resuming can restore it; null for none.
+  const nlohmann::json& run_description() const { return run_description_; }
+  void set_run_description(nlohmann::json description) { run_description_ = std::move(description); }
+
+ private:
+  nlohmann::json run_description_;
 };
 
 }  // namespace pf

@@ -83,6 +83,32 @@ TEST(PipeforgeCli, CheckpointAndResumeEqualsOneRun) {
   EXPECT_EQ(rest.at("loss"), whole.at("loss"));
 }
 
+// Checkpoints carry the run (issue 43 item 8): `--resume` alone restores the model, the data and
+// the trainer's options (it was a shape error naming no flag), bitwise as the run that never
+// stopped; model options that describe another model are named in the error, with the way out.
+TEST(PipeforgeCli, ResumeAloneRestoresTheRunAndAMismatchNamesTheOptions) {
+  const pftest::TempFolder dir("resume_alone");
+  const std::string ckpt = dir.path + "/run.ckpt";
+  const std::string args = "train --model gpt --d-model 32 --heads 2 --layers 2 --seq-len 16 --batch-size 4 --seed 5 "
+                           "--lr 0.003 --optimizer sgd --momentum 0.5 --quiet";
+  const nlohmann::json straight = run_json(args + " --steps 5");
+  run_json(args + " --steps 3 --checkpoint '" + ckpt + "'");
+  const nlohmann::json resumed = run_json("train --quiet --steps 2 --resume '" + ckpt + "'");
+  EXPECT_EQ(resumed["param_checksum"], straight["param_checksum"]);
+  EXPECT_EQ(resumed["losses"][1], straight["losses"][4]);
+  EXPECT_EQ(resumed["seed"], 5);
+  EXPECT_EQ(resumed["optimizer"]["kind"], "sgd");
+  // The command line wins over the checkpoint: another learning rate for the rest of the run.
+  EXPECT_NEAR(run_json("train --quiet --steps 1 --lr 0.001 --resume '" + ckpt + "'")["last_lr"].get<double>(), 0.001,
+              1e-9);
+  const CommandResult other = run("train --quiet --steps 1 --d-model 64 --resume '" + ckpt + "'");
+  EXPECT_EQ(other.exit_code, 2) << other.err;
+  EXPECT_NE(other.err.find("The model options given (--d-model) describe another model than the checkpoint's; "
+                           "leave them out"),
+            std::string::npos)
+      << other.err;
+}
+
 TEST(PipeforgeCli, GptOnAGivenTextFile) {
   const std::string path = tmp_dir() + "/text.txt";
   {

@@ -23,7 +23,10 @@ shards=$(ls "$work/ck" | grep -c '\.pfck$')
 run_mpi 2 tcp "$pipeforge" train "${gpt[@]}" --schedule zb-h1 --stages 2 --steps 2 --resume "$work/ck" \
   >"$work/resumed2.json" 2>"$work/resumed2.err" || { cat "$work/resumed2.err"; fail "resume on 2 processes"; }
 "$pipeforge" train "${gpt[@]}" --steps 2 --resume "$work/ck" >"$work/resumed1.json" || fail "resume in one process"
-for f in resumed2 resumed1; do
+# Without the model options: the model the shards were saved with (it was a shape error naming no flag).
+"$pipeforge" train --microbatches 4 --json --quiet --steps 2 --resume "$work/ck" >"$work/resumed_bare.json" ||
+  fail "resume with --resume alone"
+for f in resumed2 resumed1 resumed_bare; do
   got=$(field "$work/$f.json" param_checksum)
   echo "$f: $got (straight: $want)"
   [[ -n $want && $got == "$want" ]] || fail "$f: checksum $got, the run that never stopped $want"

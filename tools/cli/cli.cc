@@ -122,6 +122,9 @@ int run(int argc, char** argv) {
     if (train->parsed()) {
       try {
         apply_train_config(*train, train_args);
+        if (adopt_checkpoint_model(*train, train_args) && !train_args.quiet && !train_args.json)
+          std::cerr << "pipeforge train: the model and options of the run saved in " << train_args.resume
+                    << " where none are given\n";
         resolve_train_defaults(train_args);
       } catch (const Error& e) {
         std::cerr << "pipeforge train: " << e.what() << "\n";

@@ -41,6 +41,7 @@
 #include "tools/cli/interrupt.h"
 #include "tools/cli/progress.h"
 #include "tools/cli/schedule_command.h"
+#include "tools/cli/train_config.h"
 #include "tools/cli/train_config_of.h"
 #include "tools/cli/train_report.h"
 #include "tools/cli/train_setup.h"
@@ -284,10 +285,22 @@ int prepare_run(const TrainArgs& a, TrainRun& run) {
       inputs.layer_costs = world ? layer_times_of_world(a, *world) : layer_times(*run.setup.model, *run.setup.data);
     run.layer_seconds = inputs.layer_costs;
     run.trainer = make_trainer(run.setup.model, config, inputs);
+    // Saved in the checkpoints: `--resume` alone restores it (adopt_checkpoint_model).
+    run.trainer->set_run_description(nlohmann::json::parse(effective_train_config(a).dump()));
     check_operations(a, *run.trainer);
     if (!a.resume.empty()) {
       run.resumed_from = resolve_checkpoint(a.resume);
-      load_trainer_checkpoint(*run.trainer, run.resumed_from);
+      try {
+        load_trainer_checkpoint(*run.trainer, run.resumed_from);
+      } catch (const Error& e) {
+        // Another model than the checkpoint's: say which options made it, and the way out.
+        if (e.code() != ErrorCode::kInvalidArgument || a.model_options_given.empty()) throw;
+        std::string given;
+        for (const std::string& o : a.model_options_given) given += (given.empty() ? "" : ", ") + o;
+        fail(ErrorCode::kInvalidArgument, "--resume ", a.resume, ": ", e.what(), ". The model options given (",
+             given, ") describe another model than the checkpoint's; leave them out to resume the model it was "
+             "saved with");
+      }
       run.setup.data->seek(run.trainer->metrics().data_position);
     }
   } catch (const Error& e) {

@@ -16,6 +16,7 @@ namespace pf::cli {
 struct TrainArgs {
   std::string config;          // a config file (train_config.h); the command line wins over it
   std::string plan;            // a plan of `pipeforge plan` (plan_command.h); the command line wins over it
+  std::vector<std::string> model_options_given;  // the model's options the user set (adopt_checkpoint_model)
   double plan_step_seconds = 0;  // the step time the plan predicted for its choice (0: no plan)
   bool print_config = false;   // print the effective config as JSON and exit
   bool capabilities = false;   // print what may combine with what (the capability table) and exit

@@ -1,5 +1,8 @@
 #include "tools/cli/train_config.h"
 
+#include "runtime/checkpoint/sharded_checkpoint.h"
+#include "runtime/run/checkpoint_series.h"
+
 #include <cmath>
 #include <filesystem>
 #include <functional>
@@ -305,6 +308,42 @@ void apply_train_config(CLI::App& train, TrainArgs& args) {
   const json config = read_json(file, "config file");
   PF_CHECK_ARG(config.is_object(), file, ": expected a JSON object with the sections model, data, trainer, ...");
   apply_object(train, args, config, "", file, Source::kConfigFile);
+}
+
+bool adopt_checkpoint_model(CLI::App& train, TrainArgs& args) {
+  args.model_options_given.clear();
+  for (const Field& f : fields()) {
+    if (std::string(f.path).rfind("model.", 0) != 0 || f.option == nullptr) continue;
+    if (train.get_option(f.option)->count() > 0) args.model_options_given.push_back(f.option);
+  }
+  if (!args.model_json.empty()) args.model_options_given.push_back("model.json (config)");
+  if (args.resume.empty()) return false;
+  json header;
+  try {
+    header = checkpoint_header(resolve_checkpoint(args.resume));
+  } catch (const Error&) {
+    return false;  // the load reports it, as without this step
+  }
+  const bool model_given = !args.model_options_given.empty() || !args.model_file.empty();
+  if (header.contains("run")) {
+    // What was trained and how the data and the optimizer went, where the user gave nothing:
+    // not the steps (further steps are the user's), the parallel layout (resuming under another
+    // one is the point of resharding), outputs or the checkpoint options.
+    json restored = json::object();
+    for (const char* section : {"model", "data", "trainer"}) {
+      if (!header["run"].contains(section) || !header["run"][section].is_object()) continue;
+      if (std::string(section) == "model" && model_given) continue;
+      restored[section] = header["run"][section];
+    }
+    if (restored.contains("trainer")) {
+      for (const char* key : {"steps", "data_parallel", "gradient_reduction", "blas_threads"}) restored["trainer"].erase(key);
+    }
+    apply_object(train, args, restored, "", args.resume + ": run", Source::kPlanFile);
+    return true;
+  }
+  if (model_given) return false;
+  args.model_json = header["model"].dump();  // saved before 0.12: the model alone
+  return true;
 }
 
 nlohmann::ordered_json effective_train_config(const TrainArgs& args) {

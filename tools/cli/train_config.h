@@ -20,6 +20,15 @@ namespace pf::cli {
 // Throws pf::Error kInvalidArgument (file and JSON path in the message) or kNotFound.
 void apply_train_config(CLI::App& train, TrainArgs& args);
 
+// --resume: what the checkpoint's run used, for every option given neither on the command line
+// nor in a plan or config file: the model (unless a model option is given), the data, and the
+// trainer's options but the steps, the data parallelism and the BLAS threads; the schedule and
+// outputs are not restored. A checkpoint saved before 0.12 (no "run" in its header) gives its
+// model alone. So `train --resume CKPT` alone continues the run bitwise. Records the model options
+// given in args.model_options_given (a mismatch names them). Returns true when it restored
+// anything. A checkpoint it cannot read is left for the load to report.
+bool adopt_checkpoint_model(CLI::App& train, TrainArgs& args);
+
 // The effective config of parsed arguments, in the file's form (every field, defaults included):
 // `pipeforge train --print-config > run.json` then `--config run.json` runs the same training.
 nlohmann::ordered_json effective_train_config(const TrainArgs& args);
