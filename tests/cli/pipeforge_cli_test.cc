@@ -247,6 +247,25 @@ TEST(PipeforgeCli, PerRankIdleSharesAndTheLopsidedPartitionWarning) {
   EXPECT_NE(text.out.find("(the busiest rank's idle share, mean over the steps)"), std::string::npos) << text.out;
 }
 
+// `train --help` lists its options by topic (issue 43 item 12: ~150 ungrouped lines): every option
+// but --help under a heading.
+TEST(PipeforgeCli, TrainHelpIsGroupedByTopic) {
+  const CommandResult r = run("train --help");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  size_t last = 0;
+  for (const char* heading : {"Config, plan and information:", "Model and data:", "Training:", "Pipeline:",
+                              "Checkpoints and logs:", "Output:"}) {
+    const size_t at = r.out.find(std::string("\n") + heading + "\n");
+    EXPECT_NE(at, std::string::npos) << heading << " missing:\n" << r.out;
+    if (at != std::string::npos) last = std::max(last, at);
+  }
+  // The ungrouped section holds --help alone.
+  const size_t options = r.out.find("Options:\n");
+  ASSERT_NE(options, std::string::npos) << r.out;
+  const std::string ungrouped = r.out.substr(options, r.out.find("\n\n", options) - options);
+  EXPECT_EQ(ungrouped.find("--", ungrouped.find("--help") + 6), std::string::npos) << ungrouped;
+}
+
 // --devices cpu is the default path; cuda:0 trains on the GPU or, without one, is refused naming it.
 TEST(PipeforgeCli, DevicesOption) {
   const std::string args = "train --model mlp --steps 3 --microbatches 2 --quiet";

@@ -5,6 +5,8 @@
 // come from the command line and a config file (--config; tools/cli/train_config.h).
 #pragma once
 
+#include <utility>
+
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -107,6 +109,10 @@ void add_model_options(CLI::App* cmd, TrainArgs& args);
 void add_optimizer_options(CLI::App* cmd, TrainArgs& args);
 // Registers the train subcommand and its options (train_options.cc).
 CLI::App* add_train_command(CLI::App& app, TrainArgs& args);
+// The topics `train --help` lists its options under, in order: every option but --help is in one.
+const std::vector<std::pair<std::string, std::vector<std::string>>>& train_option_groups();
+// Puts each of cmd's options under its topic (throws CLI's error for a name that is not an option).
+void group_train_options(CLI::App* cmd);
 // Runs the command; returns the process exit code. Throws only for unexpected failures.
 int run_train(const TrainArgs& args);
 

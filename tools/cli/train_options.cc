@@ -127,8 +127,9 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
   cmd->add_option("--checkpoint", a.checkpoint, "save a checkpoint here at the end (under mpirun: a folder of per-rank shards and a manifest)");
-  cmd->add_option("--resume", a.resume, "load this checkpoint first (same model options; a file, a sharded folder, or a --checkpoint-dir folder: its "
-                  "newest; saved under any --stages or --data-parallel)")
+  cmd->add_option("--resume", a.resume, "load this checkpoint first: a file, a sharded folder, or a --checkpoint-dir folder (its "
+                  "newest), saved under any --stages or --data-parallel; the model, data and trainer options of the "
+                  "saved run are restored where none are given")
       ->check(CLI::ExistingPath);
   auto* schedule = cmd->add_option("--schedule", a.schedule,
                                    "train pipelined with this schedule: gpipe, 1f1b, interleaved-1f1b, bfs, "
@@ -223,7 +224,39 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
                   "trainer with the same --data-parallel)")
       ->check(CLI::IsMember({"allreduce", "deterministic"}))
       ->capture_default_str();
+  group_train_options(cmd);
   return cmd;
+}
+
+const std::vector<std::pair<std::string, std::vector<std::string>>>& train_option_groups() {
+  static const std::vector<std::pair<std::string, std::vector<std::string>>> groups = {
+      {"Model and data", {"--model", "--model-file", "--layers", "--d-model", "--heads", "--seq-len", "--hidden",
+                          "--features", "--classes", "--data", "--held-out"}},
+      {"Training", {"--steps", "--batch-size", "--microbatches", "--seed", "--optimizer", "--lr", "--momentum",
+                    "--weight-decay", "--clip-norm", "--lr-schedule", "--warmup-steps", "--decay-steps", "--min-lr",
+                    "--blas-threads"}},
+      {"Pipeline", {"--schedule", "--schedule-file", "--stages", "--chunks", "--seq-slices", "--layers-per-stage",
+                    "--partition", "--devices"}},
+      {"Processes (under mpirun)", {"--data-parallel", "--gradient-reduction"}},
+      {"Activation memory", {"--activation-policy", "--activation-budget", "--offload-dir"}},
+      {"Asynchronous and local-learning schedules",
+       {"--vertical-sync", "--spectrain-version", "--pipemare-anneal", "--pipemare-decay", "--local-head"}},
+      {"Adapting to a slow rank", {"--adapt", "--adapt-threshold", "--adapt-patience", "--profile", "--slow-rank",
+                                   "--slow-factor"}},
+      {"Evaluation", {"--eval-every", "--eval-batches"}},
+      {"Checkpoints and logs", {"--checkpoint", "--resume", "--checkpoint-every", "--checkpoint-dir",
+                                "--keep-checkpoints", "--metrics-log"}},
+      {"Output", {"--json", "--quiet", "--trace", "--svg", "--svg-width"}},
+      {"Config, plan and information", {"--config", "--plan", "--print-config", "--capabilities", "--markdown",
+                                        "--describe"}},
+  };
+  return groups;
+}
+
+void group_train_options(CLI::App* cmd) {
+  for (const auto& [group, names] : train_option_groups()) {
+    for (const std::string& name : names) cmd->get_option(name)->group(group);
+  }
 }
 
 }  // namespace pf::cli
