@@ -38,16 +38,5 @@ if grep -q 'is not next to' <<<"$cuda"; then fail "the installed CUDA backend wa
 
 # The command, as a user with PREFIX/bin on PATH types it.
 grep -qx "$work/prefix/bin/pipeforge" "$work/installed" || fail "install_tree.sh did not list bin/pipeforge"
-export PATH=$work/prefix/bin:$PATH
-[[ $(command -v pipeforge) == "$work/prefix/bin/pipeforge" ]] || fail "pipeforge on PATH is $(command -v pipeforge)"
-[[ $(pipeforge --version) == "pipeforge $version"* ]] || fail "pipeforge --version says $(pipeforge --version)"
-trained=$(as_user_program pipeforge train --model mlp --steps 2 --quiet 2>&1) || fail "pipeforge train failed: $trained"
-grep -q "^final loss " <<<"$trained" || fail "pipeforge train printed: $trained"
-if command -v mpirun >/dev/null; then
-  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
-  unset XML_OUTPUT_FILE TEST_PREMATURE_EXIT_FILE
-  processes=$(as_user_program mpirun -np 2 --oversubscribe --bind-to none pipeforge train --model mlp --schedule 1f1b \
-    --stages 2 --steps 2 --quiet 2>&1) || fail "mpirun -np 2 pipeforge train failed: $processes"
-  grep -q "one process each" <<<"$processes" || fail "mpirun -np 2 pipeforge train did not run as processes: $processes"
-fi
+check_installed_command "$work/prefix/bin" "$version" || fail "the installed pipeforge command"
 echo "PASS: installed into an empty prefix; a pkg-config build outside the tree trains; so does the pipeforge command"

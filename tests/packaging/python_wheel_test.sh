@@ -28,18 +28,7 @@ if grep '^cuda: .*is not next to' <<<"$output"; then
   fail "the CUDA backend bundled in the wheel was not found"
 fi
 # The command, as a user with the environment activated types it.
-export PATH=$work/venv/bin:$PATH
-[[ $(command -v pipeforge) == "$work/venv/bin/pipeforge" ]] || fail "pip installed no pipeforge command"
-[[ $(pipeforge --version) == "pipeforge $version"* ]] || fail "pipeforge --version says: $(pipeforge --version 2>&1)"
-trained=$(as_user_program pipeforge train --model mlp --steps 2 --quiet 2>&1) || fail "pipeforge train failed: $trained"
-grep -q "^final loss " <<<"$trained" || fail "pipeforge train printed: $trained"
-if command -v mpirun >/dev/null; then
-  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
-  unset XML_OUTPUT_FILE TEST_PREMATURE_EXIT_FILE
-  processes=$(as_user_program mpirun -np 2 --oversubscribe --bind-to none pipeforge train --model mlp --schedule 1f1b \
-    --stages 2 --steps 2 --quiet 2>&1) || fail "mpirun -np 2 pipeforge train failed: $processes"
-  grep -q "one process each" <<<"$processes" || fail "mpirun -np 2 pipeforge train did not run as processes: $processes"
-fi
+check_installed_command "$work/venv/bin" "$version" || fail "the pipeforge command pip installed"
 # The licence: in the metadata and as a file beside it.
 shown=$("$work/venv/bin/pip" show pipeforge)
 grep -qx "License: Apache-2.0" <<<"$shown" || fail "pip show does not say License: Apache-2.0: $shown"
