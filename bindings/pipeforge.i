@@ -46,6 +46,8 @@
 
 // Serves micro-batches from the language: a director class.
 %feature("director") pipeforge::LoaderCallback;
+// Watches a training run from the language: a director class.
+%feature("director") pipeforge::StepCallback;
 
 // Results are read-only; the preset configs keep `hidden` behind set_hidden/hidden_width.
 %immutable pipeforge::StepResult::loss;
@@ -68,6 +70,7 @@
 %immutable pipeforge::RunResult::evaluations;
 %immutable pipeforge::RunResult::checkpoints;
 %immutable pipeforge::RunResult::diverged;
+%immutable pipeforge::RunResult::stopped;
 %immutable pipeforge::RunResult::last_checkpoint;
 %immutable pipeforge::DataInfo::vocab_size;
 %immutable pipeforge::DataInfo::seq_len;

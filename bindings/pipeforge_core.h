@@ -643,7 +643,24 @@ struct RunResult {
   double loss = 0, eval_loss = 0, eval_accuracy = 0;
   int32_t evaluations = 0, checkpoints = 0;
   bool diverged = false;
+  bool stopped = false;         // a StepCallback ended the run early (0.12)
   std::string last_checkpoint;  // "" when none was saved
+};
+
+// What a StepCallback sees after a step (pf_step_report, 0.12).
+struct StepInfo {
+  int64_t step = 0, steps_run = 0, tokens = 0;
+  double loss = 0, lr = 0, seconds = 0;
+};
+
+// Watches Trainer::run_watched, subclassed in the language (SWIG director): on_step runs after
+// every step but the last, on the thread that called run_watched, and returns true to end the run
+// after that step (its checkpoint is written as for the last). The language side catches its own
+// exceptions (and Ctrl-C) and returns true, so none crosses into C.
+class StepCallback {
+ public:
+  virtual ~StepCallback() = default;
+  virtual bool on_step(const StepInfo& info) = 0;
 };
 
 // A built-in data source (pf_builtin_data_options): kind "char_text" (a text file or folder; ""
@@ -990,7 +1007,10 @@ class Trainer {
   }
 
   // The training loop: steps from the data loader with evaluation, checkpoints and a metrics log.
-  RunResult run(const RunOptions& options, Status* status) {
+  RunResult run(const RunOptions& options, Status* status) { return run_watched(options, nullptr, status); }
+
+  // run() with `callback` (borrowed; may be null) told after every step, able to stop the run.
+  RunResult run_watched(const RunOptions& options, StepCallback* callback, Status* status) {
     pf_run_options o;
     pf_run_options_init(&o);
     o.steps = options.steps;
@@ -1000,9 +1020,27 @@ class Trainer {
     o.checkpoint_dir = options.checkpoint_dir.empty() ? nullptr : options.checkpoint_dir.c_str();
     o.keep_checkpoints = options.keep_checkpoints;
     o.metrics_log = options.metrics_log.empty() ? nullptr : options.metrics_log.c_str();
+    if (callback != nullptr) {
+      o.on_step = [](const pf_step_report* report, void* user_data) -> int32_t {
+        StepInfo info;
+        info.step = report->step;
+        info.steps_run = report->steps_run;
+        info.tokens = report->tokens;
+        info.loss = report->loss;
+        info.lr = report->lr;
+        info.seconds = report->seconds;
+        try {
+          return static_cast<StepCallback*>(user_data)->on_step(info) ? 1 : 0;
+        } catch (...) {
+          return 1;  // a language that let an exception through: stop rather than unwind through C
+        }
+      };
+      o.on_step_user_data = callback;
+    }
     pf_run_result c = detail::sized<pf_run_result>();
     RunResult r;
     if (!handle_.call(status, pf_trainer_run, &o, &c)) return r;
+    r.stopped = c.stopped != 0;
     r.step = c.step;
     r.steps_run = c.steps_run;
     r.loss = c.loss;

@@ -30,12 +30,12 @@ using pf::capi::guard;
 using pf::capi::require;
 
 constexpr size_t kEvalResultV1Size = sizeof(pf_eval_result);
-constexpr size_t kRunOptionsV1Size = sizeof(pf_run_options);
+constexpr size_t kRunOptionsV1Size = 56;  // 0.5's: without on_step (0.12)
 constexpr size_t kRunResultV1Size = sizeof(pf_run_result);
 constexpr size_t kBuiltinDataOptionsV1Size = sizeof(pf_builtin_data_options);
-static_assert(kEvalResultV1Size == 48 && kRunOptionsV1Size == 56 && kRunResultV1Size == 72 &&
-                  kBuiltinDataOptionsV1Size == 72,
-              "a 0.5 struct layout changed");
+static_assert(kEvalResultV1Size == 48 && sizeof(pf_run_options) == 72 && kRunResultV1Size == 72 &&
+                  kBuiltinDataOptionsV1Size == 72 && sizeof(pf_step_report) == 56,
+              "a struct layout changed");
 
 pf_run_options default_run_options() {
   pf_run_options o{};
@@ -265,6 +265,24 @@ pf_status* pf_trainer_run(pf_trainer* trainer, const pf_run_options* options, pf
     if (pf::plan::AdaptiveTrainer* adaptive = trainer->adaptive())
       loop.log_fields = [adaptive](int64_t step) { return pf::plan::adaptation_log_fields(adaptive->adaptations(), step); };
     pf::Trainer& t = *trainer->trainer;
+    if (o.on_step != nullptr) {
+      loop.should_stop = [&, groups = t.process_groups()](const pf::StepReport& r) {
+        pf_step_report report{};
+        report.struct_size = sizeof(report);
+        report.step = r.step;
+        report.steps_run = result.steps_run + 1;
+        report.tokens = r.result.tokens;
+        report.loss = r.result.loss;
+        report.lr = r.result.lr;
+        report.seconds = r.result.seconds;
+        double stop = o.on_step(&report, o.on_step_user_data) != 0 ? 1.0 : 0.0;
+        // One process per rank: stop all at the same step when any asks (the pipeline's ranks,
+        // then the replicas of each rank).
+        if (groups.pipeline) groups.pipeline->all_reduce_sum(&stop, 1, groups.timeout_seconds);
+        if (groups.data_parallel) groups.data_parallel->all_reduce_sum(&stop, 1, groups.timeout_seconds);
+        return stop > 0;
+      };
+    }
     // Each step's start, for the loader's error messages (again after every step).
     trainer->loader->begin_step(t.metrics().data_position, trainer->step_micro_batches);
     pf::MemoryCategoryScope scope(pf::MemoryCategory::kActivations);  // charges the copied batches
@@ -282,6 +300,7 @@ pf_status* pf_trainer_run(pf_trainer* trainer, const pf_run_options* options, pf
         trainer->last_checkpoint = r.checkpoint;
       }
       result.diverged = std::isfinite(r.result.loss) ? 0 : 1;
+      result.stopped = r.stopped ? 1 : 0;
       trainer->loader->begin_step(t.metrics().data_position, trainer->step_micro_batches);
       return true;
     });

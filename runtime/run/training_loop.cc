@@ -39,7 +39,7 @@ StepReport run_training(Trainer& trainer, DataSource& train, DataSource* held_ou
     report = StepReport();
     report.result = trainer.step(train);
     report.step = trainer.metrics().step;
-    report.stopped = i < o.steps && o.should_stop && o.should_stop();
+    report.stopped = i < o.steps && o.should_stop && o.should_stop(report);
     const bool last = i == o.steps;
     const bool finite = std::isfinite(report.result.loss);
     if (finite && !report.stopped && o.eval_every > 0 && (report.step % o.eval_every == 0 || last)) {

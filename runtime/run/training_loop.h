@@ -15,6 +15,8 @@
 
 namespace pf {
 
+struct StepReport;
+
 struct TrainingLoopOptions {
   int64_t steps = 0;               // further steps to take (>= 0)
   int64_t eval_every = 0;          // > 0: evaluate after every eval_every-th step and after the last
@@ -29,11 +31,12 @@ struct TrainingLoopOptions {
   bool writes_files = true;        // false on processes other than the leader: they save their
                                    // shards collectively but write no log and remove nothing
   bool sharded_checkpoints = false;  // one process per rank: checkpoints are folders
-  // Asked after every step (may be empty): true ends the run at that step as if it were the last:
-  // the series' checkpoint is written for it (no evaluation), on_step sees it with `stopped` set,
-  // and the loop returns. The command line's SIGINT/SIGTERM; with one process per rank the answer
-  // must be the same on every process (the caller agrees on it, e.g. by a reduction).
-  std::function<bool()> should_stop;
+  // Asked after every step but the last with its report so far (step and result): true ends the
+  // run at that step as if it were the last: the series' checkpoint is written for it (no
+  // evaluation), on_step sees it with `stopped` set, and the loop returns. The command line's
+  // SIGINT/SIGTERM, the C API's on_step callback; with one process per rank the answer must be the
+  // same on every process (the caller agrees on it, e.g. by a reduction).
+  std::function<bool(const StepReport&)> should_stop;
   // How the caller spells the fields in messages (the C API: "options->"); run_training checks
   // them once, with validate().
   std::string field_prefix;

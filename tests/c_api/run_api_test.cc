@@ -161,6 +161,77 @@ TEST(RunApi, ARunResumedFromItsCheckpointFolderEqualsOneRun) {
   EXPECT_EQ(Checksum(one.trainer), Checksum(rest.trainer));
 }
 
+// The per-step callback (0.12, issue 43 item 3): it sees every step's report, and returning
+// non-zero ends the run after that step with the series' checkpoint of that step written; the
+// rest, resumed from it, ends where an uninterrupted run ends. Options of the 0.5 size (no
+// callback) still run every step.
+struct Watcher {
+  std::vector<pf_step_report> reports;
+  int64_t stop_at = 0;
+};
+
+int32_t WatchSteps(const pf_step_report* report, void* user_data) {
+  auto* w = static_cast<Watcher*>(user_data);
+  w->reports.push_back(*report);
+  return report->step == w->stop_at ? 1 : 0;
+}
+
+TEST(RunApi, TheStepCallbackWatchesAndStopsTheRunWithItsCheckpoint) {
+  const std::string dir = Dir("capi_callback") + "/ck";
+  pf_run_options run;
+  pf_run_options_init(&run);
+  run.steps = 7;
+  run.checkpoint_every = 100;  // only the last (or the stopped) step's
+  run.checkpoint_dir = dir.c_str();
+  Watcher watcher;
+  watcher.stop_at = 3;
+  run.on_step = WatchSteps;
+  run.on_step_user_data = &watcher;
+  TextRun stopped;
+  MakeTextRun(&stopped);
+  pf_run_result result;
+  result.struct_size = sizeof(result);
+  ASSERT_PF_OK(pf_trainer_run(stopped.trainer, &run, &result));
+  EXPECT_EQ(result.stopped, 1);
+  EXPECT_EQ(result.step, 3);
+  EXPECT_EQ(result.steps_run, 3);
+  ASSERT_EQ(watcher.reports.size(), 3u);
+  for (size_t i = 0; i < watcher.reports.size(); ++i) {
+    const pf_step_report& r = watcher.reports[i];
+    EXPECT_EQ(r.struct_size, sizeof(pf_step_report));
+    EXPECT_EQ(r.step, static_cast<int64_t>(i) + 1);
+    EXPECT_EQ(r.steps_run, static_cast<int64_t>(i) + 1);
+    EXPECT_TRUE(std::isfinite(r.loss));
+    EXPECT_GT(r.lr, 0.0);
+    EXPECT_GT(r.tokens, 0);
+    EXPECT_GE(r.seconds, 0.0);
+  }
+  ASSERT_NE(result.last_checkpoint, nullptr);
+  EXPECT_EQ(std::string(result.last_checkpoint), dir + "/step-00000003.pfckpt");
+
+  // The 0.5 layout (56 bytes, no callback fields): all 7 steps.
+  TextRun whole;
+  MakeTextRun(&whole);
+  pf_run_options old = run;
+  old.struct_size = 56;
+  old.on_step = nullptr;  // beyond the 56 bytes: not read either way
+  old.checkpoint_dir = nullptr;
+  old.checkpoint_every = 0;
+  ASSERT_PF_OK(pf_trainer_run(whole.trainer, &old, &result));
+  EXPECT_EQ(result.stopped, 0);
+  EXPECT_EQ(result.step, 7);
+
+  TextRun rest;
+  MakeTextRun(&rest);
+  ASSERT_PF_OK(pf_trainer_load_checkpoint(rest.trainer, dir.c_str()));
+  pf_run_options more;
+  pf_run_options_init(&more);
+  more.steps = 4;
+  ASSERT_PF_OK(pf_trainer_run(rest.trainer, &more, &result));
+  EXPECT_EQ(result.step, 7);
+  EXPECT_EQ(Checksum(rest.trainer), Checksum(whole.trainer));
+}
+
 TEST(RunApi, StepResultsCarryTheScheduledRateAndTheBubble) {
   TextRun r;
   MakeTextRun(&r);

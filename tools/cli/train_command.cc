@@ -342,7 +342,7 @@ TrainTotals train_loop(const TrainArgs& a, TrainRun& run) {
   size_t adaptations_told = 0;
   // Ctrl-C or SIGTERM: stop after the step in progress, on every process at the same step.
   InterruptGuard interrupts(run.leader);
-  loop.should_stop = [&run] {
+  loop.should_stop = [&run](const StepReport&) {
     double stop = InterruptGuard::signal_received();
     if (run.launch) run.launch->all_reduce_sum(&stop, 1, kStopAgreementTimeoutSeconds);
     return stop > 0;

@@ -8,6 +8,7 @@ reference run; the binding must reproduce them bitwise.
 import gc
 import json
 import os
+import signal
 import struct
 import subprocess
 import sys
@@ -984,6 +985,66 @@ class TrainingLoopTest(unittest.TestCase):
 
             self.assertEqual(lines(os.path.join(tmp, "b.jsonl")), lines(os.path.join(tmp, "a.jsonl")))
             self.assertEqual([row["step"] for row in lines(os.path.join(tmp, "a.jsonl"))], list(range(1, 8)))
+
+    def test_on_step_watches_and_stops_the_run_with_its_checkpoint(self):
+        # Issue 43 item 3: run() could not be watched or stopped. A true return ends the run after
+        # that step, its checkpoint written; the rest, resumed from it, ends where one run ends.
+        with tempfile.TemporaryDirectory() as tmp:
+            seen = []
+
+            def watch(info):
+                seen.append(info)
+                return info.step == 3
+
+            with self.text_trainer() as stopped:
+                result = stopped.run(7, checkpoint_every=100, checkpoint_dir=os.path.join(tmp, "s"), on_step=watch)
+            self.assertTrue(result.stopped)
+            self.assertEqual((result.step, result.steps_run), (3, 3))
+            self.assertEqual([i.step for i in seen], [1, 2, 3])
+            self.assertTrue(all(isinstance(i, pipeforge.StepInfo) and i.loss > 0 and i.lr > 0 for i in seen))
+            self.assertEqual(result.last_checkpoint, os.path.join(tmp, "s", "step-00000003.pfckpt"))
+            with self.text_trainer() as whole:
+                self.assertFalse(whole.run(7).stopped)
+                want = whole.checksum()
+            with self.text_trainer() as rest:
+                rest.load_checkpoint(os.path.join(tmp, "s"))
+                rest.run(4)
+                self.assertEqual(rest.checksum(), want)
+            with self.text_trainer() as trainer, self.assertRaises(TypeError):
+                trainer.run(2, on_step=3)
+
+    def test_ctrl_c_and_exceptions_in_on_step_stop_after_the_step_then_raise(self):
+        # Ctrl-C arrives as KeyboardInterrupt while Python runs (here: raised in the callback, as
+        # signal.raise_signal(SIGINT) would): the run ends after that step, checkpointed, then it
+        # is raised again. Any other exception from on_step likewise.
+        with tempfile.TemporaryDirectory() as tmp:
+            def interrupt(info):
+                if info.step == 2:
+                    signal.raise_signal(signal.SIGINT)
+
+            with self.text_trainer() as trainer:
+                with self.assertRaises(KeyboardInterrupt):
+                    trainer.run(7, checkpoint_every=100, checkpoint_dir=tmp, on_step=interrupt)
+                self.assertEqual(trainer.metrics().step, 2)
+            self.assertTrue(os.path.exists(os.path.join(tmp, "step-00000002.pfckpt")))
+
+            def broken(info):
+                raise RuntimeError("the watcher broke")
+
+            with self.text_trainer() as trainer:
+                with self.assertRaisesRegex(RuntimeError, "the watcher broke"):
+                    trainer.run(5, on_step=broken)
+                self.assertEqual(trainer.metrics().step, 1)
+
+    def test_a_diverged_run_raises(self):
+        model = pipeforge.Model.mlp(input_dim=FEATURES, hidden=[8], classes=CLASSES)
+        with pipeforge.Trainer(model, micro_batches=1, optimizer="sgd", lr=1e30) as trainer:
+            trainer.set_data_loader(micro_batch)
+            with self.assertRaises(pipeforge.DivergedError) as caught:
+                trainer.run(50)
+            self.assertIsInstance(caught.exception, ArithmeticError)
+            self.assertTrue(caught.exception.result.diverged)
+            self.assertIn("diverged at step", str(caught.exception))
 
     def test_step_results_carry_the_scheduled_rate(self):
         with self.text_trainer() as trainer:

@@ -29,10 +29,11 @@ runtime's message. docs/BINDINGS.md has the details.
 """
 
 from . import core as _core
-from ._api import BuiltinData, EvalResult, Metrics, Model, ProcessInfo, RankStats, RunResult, StepResult, Trainer
+from ._api import (BuiltinData, EvalResult, Metrics, Model, ProcessInfo, RankStats, RunResult, StepInfo, StepResult,
+                   Trainer)
 from ._plan import Plan
 from ._schedule import ACTIVATION_POLICIES, COMM_SEMANTICS, SCHEDULE_NAMES, Schedule, Simulation
-from ._errors import (CallbackError, CancelledError, CublasError, CudaError, DataLossError, Error,
+from ._errors import (CallbackError, CancelledError, CublasError, CudaError, DataLossError, DivergedError, Error,
                       FailedPreconditionError, InternalError, InvalidArgumentError, IoError, MpiError, NcclError,
                       NotFoundError, OutOfMemoryError, TimeoutError, UnimplementedError)
 
@@ -41,8 +42,8 @@ __version__ = _core.version()
 ABI_VERSION = _core.header_abi_version()
 
 __all__ = [
-    "ABI_VERSION", "ACTIVATION_POLICIES", "BuiltinData", "COMM_SEMANTICS", "CallbackError", "CancelledError", "CublasError", "CudaError", "DataLossError", "Error", "EvalResult",
+    "ABI_VERSION", "ACTIVATION_POLICIES", "BuiltinData", "COMM_SEMANTICS", "CallbackError", "CancelledError", "CublasError", "CudaError", "DataLossError", "DivergedError", "Error", "EvalResult",
     "FailedPreconditionError", "InternalError", "InvalidArgumentError", "IoError", "Metrics", "Model", "MpiError",
     "NcclError", "NotFoundError", "OutOfMemoryError", "Plan", "ProcessInfo", "RankStats", "RunResult", "SCHEDULE_NAMES", "Schedule", "Simulation",
-    "StepResult", "TimeoutError", "Trainer", "UnimplementedError",
+    "StepInfo", "StepResult", "TimeoutError", "Trainer", "UnimplementedError",
 ]

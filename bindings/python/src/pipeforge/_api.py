@@ -9,7 +9,7 @@ import typing
 import numpy as np
 
 from . import core
-from ._errors import CallbackError
+from ._errors import CallbackError, DivergedError
 
 _INT32 = np.iinfo(np.int32)
 
@@ -75,11 +75,44 @@ class RunResult:
     checkpoints: int
     diverged: bool  # a non-finite loss stopped the run
     last_checkpoint: typing.Optional[str]  # the newest checkpoint saved, or None
+    stopped: bool = False  # on_step (or Ctrl-C) ended the run early
 
     @classmethod
     def _from_core(cls, r):
         return cls(r.step, r.steps_run, r.loss, r.eval_loss, r.eval_accuracy, r.evaluations, r.checkpoints,
-                   bool(r.diverged), r.last_checkpoint or None)
+                   bool(r.diverged), r.last_checkpoint or None, bool(r.stopped))
+
+
+@dataclasses.dataclass(frozen=True)
+class StepInfo:
+    """What Trainer.run's on_step callback sees after a step."""
+
+    step: int  # the trainer's step count after it
+    steps_run: int  # steps this run() has taken, this one included
+    tokens: int
+    loss: float
+    lr: float
+    seconds: float
+
+
+class _StepWatcher(core.StepCallback):
+    """Trainer.run's callback (a SWIG director): tells the user's on_step, and turns Ctrl-C or an
+    exception in it into "stop after this step", kept to be raised once run() has returned, so that
+    nothing crosses into C. It runs on the thread that called run(), where Python delivers Ctrl-C."""
+
+    def __init__(self, user):
+        super().__init__()
+        self._user = user
+        self.exception = None
+
+    def on_step(self, info):
+        try:
+            if self._user is None:
+                return False
+            return bool(self._user(StepInfo(info.step, info.steps_run, info.tokens, info.loss, info.lr, info.seconds)))
+        except BaseException as error:  # KeyboardInterrupt included
+            self.exception = error
+            return True
 
 
 class BuiltinData:
@@ -535,13 +568,20 @@ class Trainer(_Closeable):
         return EvalResult._from_core(self._with_loaders(lambda: self._handle.evaluate(operator.index(micro_batches))))
 
     def run(self, steps, eval_every=0, eval_micro_batches=0, checkpoint_every=0, checkpoint_dir=None,
-            keep_checkpoints=0, metrics_log=None):
+            keep_checkpoints=0, metrics_log=None, on_step=None):
         """The training loop: `steps` steps from the data loader; with eval_every > 0 an evaluation
         (eval_micro_batches, default micro_batches) after every eval_every-th step and the last;
         with checkpoint_every > 0 a checkpoint into checkpoint_dir (step-N.pfckpt) after every
         checkpoint_every-th step and the last, keeping the newest keep_checkpoints (0 = all); a
         JSON Lines metrics_log with one line per step. load_checkpoint(checkpoint_dir) resumes from
-        the newest. Returns a RunResult."""
+        the newest. Returns a RunResult.
+
+        on_step(info), when given, is called after every step but the last with a StepInfo; a true
+        return ends the run after that step as if it were the last (checkpoint_dir gets its
+        checkpoint) and the result says stopped. Ctrl-C (KeyboardInterrupt) during run() does the
+        same at the end of the step in progress, then is raised again; so is an exception raised
+        by on_step. A step whose loss is not finite ends the run with DivergedError (its `result`
+        is the RunResult; no checkpoint is written for that step)."""
         o = core.RunOptions()
         o.steps = operator.index(steps)
         o.eval_every = operator.index(eval_every)
@@ -550,7 +590,16 @@ class Trainer(_Closeable):
         o.checkpoint_dir = "" if checkpoint_dir is None else os.fspath(checkpoint_dir)
         o.keep_checkpoints = operator.index(keep_checkpoints)
         o.metrics_log = "" if metrics_log is None else os.fspath(metrics_log)
-        return RunResult._from_core(self._with_loaders(lambda: self._handle.run(o)))
+        if on_step is not None and not callable(on_step):
+            raise TypeError(f"on_step must be callable, not {type(on_step).__name__}")
+        watcher = _StepWatcher(on_step)
+        result = RunResult._from_core(self._with_loaders(lambda: self._handle.run_watched(o, watcher)))
+        if watcher.exception is not None:
+            raise watcher.exception
+        if result.diverged:
+            raise DivergedError(f"training diverged at step {result.step}: the loss is {result.loss} (no checkpoint "
+                                "was written for it; try a smaller lr or clip_norm)", result)
+        return result
 
     @property
     def partition(self):

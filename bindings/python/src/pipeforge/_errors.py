@@ -51,12 +51,27 @@ UnimplementedError = _error("UnimplementedError", 14, "UNIMPLEMENTED", NotImplem
                             doc="Not supported by this build (e.g. CUDA tensors on the CPU build).")
 InternalError = _error("InternalError", 15, "INTERNAL", doc="A bug in PipeForge.")
 
+
+
+class DivergedError(Error, ArithmeticError):
+    """Trainer.run stopped at a non-finite loss (no checkpoint was written for that step); `result`
+    is the RunResult of the run up to it."""
+
+    code_name = "DIVERGED"
+
+    def __init__(self, message, result=None):
+        super().__init__(message)
+        self.result = result
+
+
+DivergedError.__module__ = "pipeforge"
+
 _BY_CODE = {cls.code: cls for cls in (
     InvalidArgumentError, FailedPreconditionError, OutOfMemoryError, NotFoundError, IoError, DataLossError,
     CudaError, CublasError, NcclError, MpiError, CallbackError, TimeoutError, CancelledError,
     UnimplementedError, InternalError)}
 
-__all__ = ["Error"] + sorted(cls.__name__ for cls in _BY_CODE.values())
+__all__ = ["DivergedError", "Error"] + sorted(cls.__name__ for cls in _BY_CODE.values())
 
 
 def from_status(code, message):
