@@ -1,7 +1,12 @@
 package pipeforge
 
 import (
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
 	"runtime"
+	"syscall"
 
 	"github.com/pipeforge/pipeforge-go/internal/core"
 )
@@ -28,6 +33,70 @@ type RunOptions struct {
 	CheckpointDir    string
 	KeepCheckpoints  int
 	MetricsLog       string
+	// OnStep (nil: none) is called after every step but the last, on the goroutine that called
+	// Run; returning true ends the run after that step as if it were the last (CheckpointDir gets
+	// its checkpoint) and RunResult.Stopped says so. A panic in it does the same, and Run returns
+	// it as a *StepPanic error.
+	OnStep func(StepInfo) bool
+}
+
+// StepInfo is what RunOptions.OnStep sees after a step.
+type StepInfo struct {
+	Step, StepsRun, Tokens int64 // the trainer's step count after it; steps this Run has taken
+	Loss, LR, Seconds      float64
+}
+
+// ErrInterrupted is returned by Run when an interrupt (Ctrl-C, os.Interrupt) or SIGTERM arrived
+// while it ran: the run ended after the step in progress, with its checkpoint written as for the
+// last step; the RunResult is valid. During Run those signals are delivered to Run instead of ending
+// the program.
+var ErrInterrupted = errors.New("pipeforge: the run was interrupted (it ended after the step in progress)")
+
+// DivergedError is returned by Run when a step's loss was not finite: the run ended there, and
+// no checkpoint was written for that step. Result is the run up to it.
+type DivergedError struct {
+	Result RunResult
+}
+
+func (e *DivergedError) Error() string {
+	return fmt.Sprintf("pipeforge: training diverged at step %d: the loss is %v (no checkpoint was written for it)",
+		e.Result.Step, e.Result.Loss)
+}
+
+// StepPanic is the error Run returns when RunOptions.OnStep panicked.
+type StepPanic struct {
+	Value interface{}
+}
+
+func (p *StepPanic) Error() string { return fmt.Sprintf("pipeforge: OnStep panicked: %v", p.Value) }
+
+// stepBridge is what the native run calls after each step (through a SWIG director). It never
+// lets a panic unwind into C.
+type stepBridge struct {
+	onStep      func(StepInfo) bool
+	signals     chan os.Signal
+	interrupted bool
+	panicked    *StepPanic
+}
+
+func (b *stepBridge) OnStep(info core.StepInfo) (stop bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			b.panicked = &StepPanic{Value: r}
+			stop = true
+		}
+	}()
+	select {
+	case <-b.signals:
+		b.interrupted = true
+		return true
+	default:
+	}
+	if b.onStep == nil {
+		return false
+	}
+	return b.onStep(StepInfo{Step: info.GetStep(), StepsRun: info.GetStepsRun(), Tokens: info.GetTokens(),
+		Loss: info.GetLoss(), LR: info.GetLr(), Seconds: info.GetSeconds()})
 }
 
 // RunResult is what Trainer.Run did; EvalLoss and EvalAccuracy are NaN when no evaluation ran.
@@ -38,6 +107,7 @@ type RunResult struct {
 	Evaluations, Checkpoints int
 	Diverged                 bool   // a non-finite loss stopped the run
 	LastCheckpoint           string // the newest checkpoint saved; "" when none
+	Stopped                  bool   // OnStep or an interrupt ended the run early
 }
 
 // DataOptions describe a data source the runtime ships: Kind "char_text" (Path: a text file or a
@@ -216,7 +286,8 @@ func (t *Trainer) Evaluate(microBatches int) (EvalResult, error) {
 }
 
 // Run is the training loop (RunOptions); LoadCheckpoint(CheckpointDir) resumes from the newest
-// checkpoint.
+// checkpoint. Errors besides the runtime's: ErrInterrupted (Ctrl-C or SIGTERM during the run),
+// *StepPanic (OnStep panicked), *DivergedError (a non-finite loss); the RunResult is valid with them.
 func (t *Trainer) Run(opts RunOptions) (RunResult, error) {
 	defer runtime.KeepAlive(t)
 	if t == nil || t.t == nil {
@@ -239,15 +310,29 @@ func (t *Trainer) Run(opts RunOptions) (RunResult, error) {
 	o.SetCheckpointDir(opts.CheckpointDir)
 	o.SetKeepCheckpoints(opts.KeepCheckpoints)
 	o.SetMetricsLog(opts.MetricsLog)
+	bridge := &stepBridge{onStep: opts.OnStep, signals: make(chan os.Signal, 1)}
+	director := core.NewDirectorStepCallback(bridge)
+	defer core.DeleteDirectorStepCallback(director)
+	signal.Notify(bridge.signals, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(bridge.signals)
 	var r core.RunResult
-	err := t.withLoaders(func(s core.Status) { r = t.t.Run(o, s) })
+	err := t.withLoaders(func(s core.Status) { r = t.t.RunWatched(o, director, s) })
 	defer core.DeleteRunResult(r)
 	if err != nil {
 		return RunResult{}, err
 	}
-	return RunResult{Step: r.GetStep(), StepsRun: r.GetStepsRun(), Loss: r.GetLoss(), EvalLoss: r.GetEvalLoss(),
+	result := RunResult{Step: r.GetStep(), StepsRun: r.GetStepsRun(), Loss: r.GetLoss(), EvalLoss: r.GetEvalLoss(),
 		EvalAccuracy: r.GetEvalAccuracy(), Evaluations: int(r.GetEvaluations()), Checkpoints: int(r.GetCheckpoints()),
-		Diverged: r.GetDiverged(), LastCheckpoint: r.GetLastCheckpoint()}, nil
+		Diverged: r.GetDiverged(), LastCheckpoint: r.GetLastCheckpoint(), Stopped: r.GetStopped()}
+	switch {
+	case bridge.panicked != nil:
+		return result, bridge.panicked
+	case bridge.interrupted:
+		return result, ErrInterrupted
+	case result.Diverged:
+		return result, &DivergedError{Result: result}
+	}
+	return result, nil
 }
 
 // Partition returns the top-level layers per stage of the partition in use (one entry for the

@@ -15,6 +15,7 @@ import (
 	"reflect"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -1405,6 +1406,43 @@ func TestAdaptMovesLayersOffASlowRankBitwise(t *testing.T) {
 	}
 	if moves[0].Step != 3 || !(moves[0].To[1] < moves[0].From[1]) {
 		t.Errorf("first move %+v: want step 3 and fewer layers on rank 1", moves[0])
+	}
+}
+
+// Issue 43 item 3: Run can be watched and stopped. OnStep returning true ends the run after that
+// step with its checkpoint; an interrupt (here a real SIGINT to this process) does the same and
+// Run returns ErrInterrupted instead of the program ending; a panic in OnStep is returned.
+func TestRunCanBeWatchedStoppedAndInterrupted(t *testing.T) {
+	dir := t.TempDir()
+	var seen []pipeforge.StepInfo
+	stopped := textTrainer(t)
+	defer stopped.Close()
+	r, err := stopped.Run(pipeforge.RunOptions{Steps: 7, CheckpointEvery: 100, CheckpointDir: dir,
+		OnStep: func(info pipeforge.StepInfo) bool { seen = append(seen, info); return info.Step == 3 }})
+	if err != nil || !r.Stopped || r.Step != 3 || len(seen) != 3 || seen[2].StepsRun != 3 || !(seen[0].LR > 0) ||
+		r.LastCheckpoint != filepath.Join(dir, "step-00000003.pfckpt") {
+		t.Fatalf("stopped run: %+v, %v, seen %+v", r, err, seen)
+	}
+	interrupted := textTrainer(t)
+	defer interrupted.Close()
+	r, err = interrupted.Run(pipeforge.RunOptions{Steps: 7, OnStep: func(info pipeforge.StepInfo) bool {
+		if info.Step == 2 {
+			if err := syscall.Kill(syscall.Getpid(), syscall.SIGINT); err != nil {
+				t.Error(err)
+			}
+			time.Sleep(50 * time.Millisecond) // delivered to Run's channel before the next step ends
+		}
+		return false
+	}})
+	if !errors.Is(err, pipeforge.ErrInterrupted) || r.Step > 3 || !r.Stopped {
+		t.Fatalf("interrupted run: %+v, %v", r, err)
+	}
+	panicking := textTrainer(t)
+	defer panicking.Close()
+	r, err = panicking.Run(pipeforge.RunOptions{Steps: 5, OnStep: func(pipeforge.StepInfo) bool { panic("watcher broke") }})
+	var p *pipeforge.StepPanic
+	if !errors.As(err, &p) || r.Step != 1 {
+		t.Fatalf("panicking OnStep: %+v, %v", r, err)
 	}
 }
 
