@@ -164,6 +164,8 @@ PF_JAVA_ARRAY((int32_t* out, size_t count), jint, int[], int[], jintArray, Int, 
 %javamethodmodifiers pipeforge::Trainer::evaluate "private";
 %rename(runNative) pipeforge::Trainer::run;
 %javamethodmodifiers pipeforge::Trainer::run "private";
+%rename(runWatchedNative) pipeforge::Trainer::run_watched;
+%javamethodmodifiers pipeforge::Trainer::run_watched "private";
 %javamethodmodifiers pipeforge::Trainer::create "private";
 %typemap(javacode) pipeforge::Trainer %{
   // The bridge the runtime calls: referenced here so that it lives while it is installed.
@@ -234,7 +236,43 @@ PF_JAVA_ARRAY((int32_t* out, size_t count), jint, int[], int[], jintArray, Int, 
    * newest checkpoint).
    */
   public RunResult run(RunOptions options) {
-    return withLoaders(() -> runNative(options));
+    return run(options, null);
+  }
+  /**
+   * {@link #run(RunOptions)} watched by {@code onStep} (null: none) after every step. Ctrl-C or
+   * SIGTERM while it runs (the JVM shutting down) ends the run after the step in progress, with its
+   * checkpoint written as for the last step, before the JVM exits. Throws what onStep threw, and
+   * TrainingDivergedException when a step's loss was not finite.
+   */
+  public RunResult run(RunOptions options, StepListener onStep) {
+    StepBridge bridge = new StepBridge(onStep);
+    java.util.concurrent.CountDownLatch done = new java.util.concurrent.CountDownLatch(1);
+    Thread hook = new Thread(() -> {
+      bridge.stopRequested = true;
+      try {
+        done.await();  // the step in progress and its checkpoint finish before the JVM halts
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    }, "pipeforge-run-shutdown");
+    Runtime.getRuntime().addShutdownHook(hook);
+    RunResult result;
+    try {
+      result = withLoaders(() -> runWatchedNative(options, bridge));
+    } finally {
+      done.countDown();
+      try {
+        Runtime.getRuntime().removeShutdownHook(hook);
+      } catch (IllegalStateException shuttingDown) {
+        // the hook runs now and returns at once
+      }
+      bridge.delete();
+    }
+    if (bridge.error instanceof RuntimeException) throw (RuntimeException) bridge.error;
+    if (bridge.error instanceof Error) throw (Error) bridge.error;
+    if (bridge.error != null) throw new RuntimeException("the step listener threw", bridge.error);
+    if (result.getDiverged()) throw new TrainingDivergedException(result);
+    return result;
   }
 
   /**
@@ -453,6 +491,7 @@ PF_JAVA_ARRAY((int32_t* out, size_t count), jint, int[], int[], jintArray, Int, 
 
 // Implementation details of the data-loader bridge.
 %typemap(javaclassmodifiers) pipeforge::LoaderCallback "abstract class"
+%typemap(javaclassmodifiers) pipeforge::StepCallback "abstract class"
 %typemap(javaclassmodifiers) pipeforge::MicroBatch "final class"
 %javamethodmodifiers pipeforge::MicroBatch::MicroBatch "";
 %ignore pipeforge::MicroBatch::clear;

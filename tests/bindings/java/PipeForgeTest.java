@@ -1278,6 +1278,39 @@ public class PipeForgeTest {
     return o;
   }
 
+  // Issue 43 item 3: a run can be watched and stopped. A listener returning true ends it after
+  // that step with its checkpoint written; one that throws ends it too, and run throws it.
+  @Test
+  public void aRunCanBeWatchedAndStopped() throws IOException {
+    File dir = Files.createTempDirectory("pipeforge_java_watch").toFile();
+    Model[] keep = new Model[1];
+    java.util.List<Long> seen = new java.util.ArrayList<>();
+    try (Trainer trainer = textTrainer(keep)) {
+      RunOptions o = new RunOptions();
+      o.setSteps(7);
+      o.setCheckpointEvery(100);
+      o.setCheckpointDir(dir.getPath());
+      RunResult r = trainer.run(o, info -> {
+        seen.add(info.getStep());
+        assertTrue(info.getLr() > 0.0);
+        return info.getStep() == 3;
+      });
+      assertTrue(r.getStopped());
+      assertEquals(3, r.getStep());
+      assertEquals(java.util.Arrays.asList(1L, 2L, 3L), seen);
+      assertEquals(new File(dir, "step-00000003.pfckpt").getPath(), r.getLastCheckpoint());
+    }
+    try (Trainer trainer = textTrainer(keep)) {
+      RunOptions o = new RunOptions();
+      o.setSteps(5);
+      IllegalStateException thrown = assertThrows(IllegalStateException.class, () -> trainer.run(o, info -> {
+        throw new IllegalStateException("the listener broke");
+      }));
+      assertEquals("the listener broke", thrown.getMessage());
+      assertEquals(1, trainer.metrics().getStep());
+    }
+  }
+
   @Test
   public void aRunResumedFromItsCheckpointFolderEqualsOneRun() throws IOException {
     File whole = Files.createTempDirectory("pipeforge_java_run").toFile();

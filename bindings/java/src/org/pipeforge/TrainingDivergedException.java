@@ -1,0 +1,19 @@
+package org.pipeforge;
+
+/**
+ * Thrown by {@link Trainer#run(RunOptions, StepListener)} when a step's loss was not finite: the run
+ * ended there and no checkpoint was written for that step. {@link #getResult()} is the run up to it.
+ */
+public class TrainingDivergedException extends ArithmeticException {
+  private final transient RunResult result;
+
+  public TrainingDivergedException(RunResult result) {
+    super("training diverged at step " + result.getStep() + ": the loss is " + result.getLoss()
+        + " (no checkpoint was written for it; try a smaller lr or clip norm)");
+    this.result = result;
+  }
+
+  public RunResult getResult() {
+    return result;
+  }
+}
