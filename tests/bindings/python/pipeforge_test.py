@@ -721,6 +721,39 @@ class PipelineTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             reference_trainer(devices="")
 
+    def test_python_signatures_types_messages_and_reprs(self):
+        # Issue 43 item 11: the options are real keyword parameters (help() and IDEs show them), a
+        # wrong type is a TypeError naming the argument (lr="0.1" leaked SWIG's), a runtime error
+        # names the option as Python spells it (not "pf_trainer_create: options->..."), reprs say
+        # what the object is.
+        import inspect
+        parameters = inspect.signature(pipeforge.Trainer.__init__).parameters
+        for name in ("micro_batches", "lr", "schedule", "stages", "chunks", "clip_norm", "config"):
+            self.assertIn(name, parameters)
+            self.assertEqual(parameters[name].kind, inspect.Parameter.KEYWORD_ONLY)
+        self.assertIn("float", str(parameters["lr"].annotation))
+        with self.assertRaisesRegex(TypeError, "^lr must be a number, not str$"):
+            pipeforge.Trainer(reference_model(), lr="0.1")
+        with self.assertRaisesRegex(TypeError, "^micro_batches must be an int, not float$"):
+            pipeforge.Trainer(reference_model(), micro_batches=2.0)
+        with self.assertRaisesRegex(TypeError, "^optimizer must be a str"):
+            pipeforge.Trainer(reference_model(), optimizer=1)
+        with self.assertRaisesRegex(TypeError, "unexpected keyword argument 'learning_rate'"):
+            reference_trainer(learning_rate=0.1)
+        with self.assertRaises(pipeforge.InvalidArgumentError) as caught:
+            reference_trainer(schedule="1f1b", stages=2, seq_slices=-1)
+        self.assertFalse(str(caught.exception).startswith("pf_"), str(caught.exception))
+        self.assertNotIn("options->", str(caught.exception))
+        self.assertIn("seq_slices", str(caught.exception))
+        self.assertTrue(caught.exception.native_message.startswith("pf_trainer_create: "))
+        model = reference_model()
+        self.assertRegex(repr(model), r"^<pipeforge.Model \d+ parameters>$")
+        with reference_trainer(schedule="1f1b", stages=2) as trainer:
+            self.assertEqual(repr(trainer), "<pipeforge.Trainer schedule='1f1b', ranks=2, step 0>")
+        self.assertEqual(repr(trainer), "<pipeforge.Trainer (closed)>")
+        with reference_trainer() as trainer:
+            self.assertEqual(repr(trainer), "<pipeforge.Trainer sequential, step 0>")
+
     def test_errors(self):
         with self.assertRaises(ValueError) as caught:
             reference_trainer(schedule="2f2b", stages=2)
@@ -771,7 +804,7 @@ class ProcessOptionsTest(unittest.TestCase):
             results = [trainer.step(inputs, targets) for inputs, targets in BATCHES]
             self.assertEqual([(bits(r.loss), bits(r.grad_norm)) for r in results], self.sequential["losses"])
             self.assertEqual(trainer.checksum(), self.sequential["checksum"])
-        with self.assertRaisesRegex(pipeforge.InvalidArgumentError, r"options->ranks is 2.*options->stages is 3"):
+        with self.assertRaisesRegex(pipeforge.InvalidArgumentError, r"^ranks is 2.*stages is 3"):
             reference_trainer(schedule="1f1b", ranks=2, stages=3)
         with self.assertRaises(TypeError):
             reference_trainer(schedule="1f1b", ranks="2")

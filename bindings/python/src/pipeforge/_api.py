@@ -231,6 +231,11 @@ class Model(_Closeable):
             raise TypeError("use Model.from_json, Model.mlp or Model.gpt to build a model")
         self._handle = handle
 
+    def __repr__(self):
+        if self.closed:
+            return "<pipeforge.Model (closed)>"
+        return f"<pipeforge.Model {self.num_parameter_elements()} parameters>"
+
     @classmethod
     def from_json(cls, json):
         """Builds a model from model JSON (a string, or a dict that is serialised first)."""
@@ -347,6 +352,30 @@ def _config_text(key, value):
     raise TypeError(f"config[{key!r}] must be a str, number, bool or list, not {type(value).__name__}")
 
 
+_INT_OPTIONS = ("micro_batches", "seed", "blas_threads", "stages", "chunks", "data_parallel", "ranks",
+                "spectrain_version", "pipemare_anneal_updates", "warmup_steps", "decay_steps", "seq_slices",
+                "adapt_patience", "slow_rank")
+_FLOAT_OPTIONS = ("lr", "momentum", "weight_decay", "beta1", "beta2", "eps", "clip_norm", "recv_timeout_seconds",
+                  "activation_budget_bytes", "pipemare_decay", "min_lr", "adapt_threshold", "slow_factor")
+
+
+def _int_option(name, value):
+    """An int option's value, or TypeError naming it (a bool or a float is not taken for an int)."""
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be an int, not bool")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}") from None
+
+
+def _float_option(name, value):
+    """A number option's value as float, or TypeError naming it ("0.1" is not taken for 0.1)."""
+    if isinstance(value, (str, bytes, bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+        raise TypeError(f"{name} must be a number, not {type(value).__name__}")
+    return float(value)
+
+
 def _core_trainer_options(options):
     """core.TrainerOptions from Trainer's keyword options (checked by name: see Trainer)."""
     core_options = core.TrainerOptions()
@@ -373,12 +402,14 @@ def _core_trainer_options(options):
                 default = "the default" if name == "local_head" else "none"
                 raise ValueError(f"{name} is empty (leave it out, or None, for {default})")
             setattr(core_options, name, value)
-        elif name in ("stages", "chunks", "data_parallel", "ranks", "spectrain_version", "pipemare_anneal_updates",
-                      "warmup_steps", "decay_steps", "seq_slices", "adapt_patience", "slow_rank"):
-            setattr(core_options, name, operator.index(value))
-        elif name in ("recv_timeout_seconds", "activation_budget_bytes", "pipemare_decay", "min_lr",
-                      "adapt_threshold", "slow_factor"):
-            setattr(core_options, name, float(value))
+        elif name in _INT_OPTIONS:
+            setattr(core_options, name, _int_option(name, value))
+        elif name in _FLOAT_OPTIONS:
+            setattr(core_options, name, _float_option(name, value))
+        elif name == "optimizer":
+            if not isinstance(value, str):
+                raise TypeError(f"optimizer must be a str (\"adamw\" or \"sgd\"), not {type(value).__name__}")
+            setattr(core_options, name, value)
         elif name in ("vertical_sync", "adapt"):
             if not isinstance(value, (bool, np.bool_)):
                 raise TypeError(f"{name} must be a bool, not {type(value).__name__}")
@@ -495,18 +526,48 @@ class Trainer(_Closeable):
                 "warmup_steps", "decay_steps", "min_lr", "seq_slices", "adapt", "adapt_threshold", "adapt_patience",
                 "slow_rank", "slow_factor", "config")
 
-    def __init__(self, model, **options):
+    def __init__(self, model: "Model", *,
+                 micro_batches: typing.Optional[int] = None, seed: typing.Optional[int] = None,
+                 optimizer: typing.Optional[str] = None, lr: typing.Optional[float] = None,
+                 momentum: typing.Optional[float] = None, weight_decay: typing.Optional[float] = None,
+                 beta1: typing.Optional[float] = None, beta2: typing.Optional[float] = None,
+                 eps: typing.Optional[float] = None, clip_norm: typing.Optional[float] = None,
+                 blas_threads: typing.Optional[int] = None,
+                 schedule: typing.Optional[str] = None, schedule_text: typing.Optional[str] = None,
+                 stages: typing.Optional[int] = None, chunks: typing.Optional[int] = None,
+                 layers_per_stage: typing.Optional[typing.Sequence[int]] = None,
+                 recv_timeout_seconds: typing.Optional[float] = None,
+                 activation_policy: typing.Optional[str] = None, activation_budget_bytes: typing.Optional[float] = None,
+                 offload_dir: typing.Optional[typing.Union[str, os.PathLike]] = None,
+                 devices: typing.Optional[typing.Union[str, typing.Sequence[str]]] = None,
+                 processes: typing.Optional[str] = None, data_parallel: typing.Optional[int] = None,
+                 gradient_reduction: typing.Optional[str] = None, ranks: typing.Optional[int] = None,
+                 vertical_sync: typing.Optional[bool] = None, spectrain_version: typing.Optional[int] = None,
+                 pipemare_anneal_updates: typing.Optional[int] = None, pipemare_decay: typing.Optional[float] = None,
+                 local_head: typing.Optional[str] = None,
+                 lr_schedule: typing.Optional[str] = None, warmup_steps: typing.Optional[int] = None,
+                 decay_steps: typing.Optional[int] = None, min_lr: typing.Optional[float] = None,
+                 seq_slices: typing.Optional[int] = None,
+                 adapt: typing.Optional[bool] = None, adapt_threshold: typing.Optional[float] = None,
+                 adapt_patience: typing.Optional[int] = None, slow_rank: typing.Optional[int] = None,
+                 slow_factor: typing.Optional[float] = None,
+                 config: typing.Optional[typing.Dict[str, typing.Any]] = None):
+        options = {name: value for name, value in locals().items() if name in self._OPTIONS}
         if not isinstance(model, Model):
             raise TypeError(f"model must be a pipeforge.Model, not {type(model).__name__}")
-        unknown = sorted(set(options) - set(self._OPTIONS))
-        if unknown:
-            raise TypeError(f"unknown trainer option(s): {', '.join(unknown)}")
         core_options = _core_trainer_options(options)
         if model._handle is None:
             raise ValueError("the model has no native object")
         self._loader = None
         self._eval_loader = None
         self._handle = core.Trainer.create(model._handle, core_options)
+        self._schedule = schedule or ("custom" if schedule_text else None)
+
+    def __repr__(self):
+        if self.closed:
+            return "<pipeforge.Trainer (closed)>"
+        how = f"schedule={self._schedule!r}, ranks={self.num_ranks}" if self._schedule else "sequential"
+        return f"<pipeforge.Trainer {how}, step {self.metrics().step}>"
 
     def step(self, inputs, targets):
         """One optimizer step on a whole batch, split into micro_batches equal micro-batches.

@@ -7,6 +7,7 @@ NotImplementedError, so code that catches the built-in kinds keeps working.
 """
 
 import builtins
+import re
 
 
 class Error(Exception):
@@ -74,9 +75,19 @@ _BY_CODE = {cls.code: cls for cls in (
 __all__ = ["DivergedError", "Error"] + sorted(cls.__name__ for cls in _BY_CODE.values())
 
 
+_C_FUNCTION = re.compile(r"^pf_[a-z0-9_]+: ")
+
+
+def python_message(message):
+    """A runtime message as Python names things: without the C function it failed in
+    ("pf_trainer_create: ") and with options->x written as x (Trainer's keyword argument)."""
+    return _C_FUNCTION.sub("", message, count=1).replace("options->", "")
+
+
 def from_status(code, message):
-    """The exception for a runtime status (called by the extension module when a call fails)."""
+    """The exception for a runtime status (called by the extension module when a call fails);
+    `native_message` keeps the runtime's own text."""
     cls = _BY_CODE.get(code)
-    if cls is None:
-        return Error(message, code=code)
-    return cls(message)
+    error = Error(python_message(message), code=code) if cls is None else cls(python_message(message))
+    error.native_message = message
+    return error
