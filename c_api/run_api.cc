@@ -31,9 +31,9 @@ using pf::capi::require;
 
 constexpr size_t kEvalResultV1Size = sizeof(pf_eval_result);
 constexpr size_t kRunOptionsV1Size = 56;  // 0.5's: without on_step (0.12)
-constexpr size_t kRunResultV1Size = sizeof(pf_run_result);
+constexpr size_t kRunResultV1Size = 72;  // 0.5's: without stopped (0.12)
 constexpr size_t kBuiltinDataOptionsV1Size = sizeof(pf_builtin_data_options);
-static_assert(kEvalResultV1Size == 48 && sizeof(pf_run_options) == 72 && kRunResultV1Size == 72 &&
+static_assert(kEvalResultV1Size == 48 && sizeof(pf_run_options) == 72 && sizeof(pf_run_result) == 80 &&
                   kBuiltinDataOptionsV1Size == 72 && sizeof(pf_step_report) == 56,
               "a struct layout changed");
 

@@ -209,7 +209,8 @@ TEST(RunApi, TheStepCallbackWatchesAndStopsTheRunWithItsCheckpoint) {
   ASSERT_NE(result.last_checkpoint, nullptr);
   EXPECT_EQ(std::string(result.last_checkpoint), dir + "/step-00000003.pfckpt");
 
-  // The 0.5 layout (56 bytes, no callback fields): all 7 steps.
+  // The 0.5 layouts (options of 56 bytes, no callback fields; a result of 72, no `stopped`): all 7
+  // steps, and nothing written past the caller's 72 bytes.
   TextRun whole;
   MakeTextRun(&whole);
   pf_run_options old = run;
@@ -217,9 +218,12 @@ TEST(RunApi, TheStepCallbackWatchesAndStopsTheRunWithItsCheckpoint) {
   old.on_step = nullptr;  // beyond the 56 bytes: not read either way
   old.checkpoint_dir = nullptr;
   old.checkpoint_every = 0;
+  result.struct_size = 72;
+  result.stopped = 12345;
   ASSERT_PF_OK(pf_trainer_run(whole.trainer, &old, &result));
-  EXPECT_EQ(result.stopped, 0);
+  EXPECT_EQ(result.stopped, 12345);
   EXPECT_EQ(result.step, 7);
+  result.struct_size = sizeof(result);
 
   TextRun rest;
   MakeTextRun(&rest);
