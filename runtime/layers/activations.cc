@@ -58,13 +58,15 @@ Tensor pointwise_backward(const Layer& layer, SavedContext& ctx, const Tensor& g
   return grad_input;
 }
 
-// ReLU's loops: plain, so the compiler vectorises them.
+// ReLU's loops: plain, so the compiler vectorises them. Written as "not <= 0" so that NaN passes
+// through as in PyTorch (x > 0 mapped it to 0, hiding a NaN from the loss); every other value,
+// -0 included, gives the bits it gave before.
 void relu_forward(int64_t n, const float* x, float* y) {
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+  for (int64_t i = 0; i < n; ++i) y[i] = !(x[i] <= 0.0f) ? x[i] : 0.0f;
 }
 
 void relu_backward(int64_t n, const float* x, const float* dy, float* dx) {
-  for (int64_t i = 0; i < n; ++i) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+  for (int64_t i = 0; i < n; ++i) dx[i] = !(x[i] <= 0.0f) ? dy[i] : 0.0f;
 }
 
 }  // namespace

@@ -16,6 +16,23 @@ TEST(ReLU, ForwardValues) {
   EXPECT_EQ(y.to_vector(), (std::vector<float>{0.0f, 0.0f, 0.5f, 3.0f}));
 }
 
+// NaN passes through forward and backward, as in PyTorch (issue 43 item 1: ReLU mapped NaN to 0,
+// so a NaN upstream left the loss finite and the divergence guard silent). -0 still gives +0.
+TEST(ReLU, NanPassesThroughAsInPyTorch) {
+  ReLU relu("act");
+  SavedContext ctx;
+  const float nan = std::nanf("");
+  const Tensor y = relu.forward(Tensor::from_vector({4}, {nan, -0.0f, -1.0f, 2.0f}), ctx);
+  const std::vector<float> out = y.to_vector();
+  EXPECT_TRUE(std::isnan(out[0]));
+  EXPECT_FALSE(std::signbit(out[1]));
+  EXPECT_EQ(out[1], 0.0f);
+  EXPECT_EQ(out[2], 0.0f);
+  EXPECT_EQ(out[3], 2.0f);
+  const std::vector<float> dx = relu.backward(ctx, Tensor::from_vector({4}, {1.0f, 1.0f, 1.0f, 1.0f})).to_vector();
+  EXPECT_EQ(dx, (std::vector<float>{1.0f, 0.0f, 0.0f, 1.0f}));  // PyTorch: grad where not (x <= 0)
+}
+
 TEST(ReLU, GradientsMatchFiniteDifferences) {
   // Inputs keep |x| >= 0.1 > eps, so no central difference straddles the kink.
   ReLU relu("act");

@@ -68,8 +68,9 @@ using pf::cpu::fast_exp;
 
 // ---- activations (runtime/layers/activations.cc) ------------------------------------------------
 
-PF_HD float relu_forward(float x) { return x > 0.0f ? x : 0.0f; }
-PF_HD float relu_backward(float x, float dy) { return x > 0.0f ? dy : 0.0f; }
+// NaN passes through, as in PyTorch and the CPU's loops (activations.cc).
+PF_HD float relu_forward(float x) { return !(x <= 0.0f) ? x : 0.0f; }
+PF_HD float relu_backward(float x, float dy) { return !(x <= 0.0f) ? dy : 0.0f; }
 
 // GPT-2's tanh GELU: the CPU's own functions (fast_math.h), so both give the same bits.
 PF_HD float gelu_forward(float v) { return pf::cpu::gelu(v); }
