@@ -228,12 +228,13 @@ TEST(PipeforgeCli, PerRankIdleSharesAndTheLopsidedPartitionWarning) {
     EXPECT_GE(share, 0.0);
     EXPECT_LE(share, 1.0);
     EXPECT_GT(rank["busy_seconds"].get<double>(), 0.0);
-    EXPECT_NEAR(share, rank["idle_seconds"].get<double>() /
-                           (rank["idle_seconds"].get<double>() + rank["busy_seconds"].get<double>()), 1e-12);
+    EXPECT_GE(rank["idle_seconds"].get<double>(), 0.0);
     lowest = std::min(lowest, share);
     highest = std::max(highest, share);
   }
-  // The headline: per step the busiest rank's share, at most the lowest mean share.
+  // The headline: the mean over the steps of the busiest rank's share, so at most the mean of any
+  // rank's own (the shares are means over the steps too, not ratios of sums, which a long step
+  // would weigh more).
   EXPECT_LE(j["bubble_rate"].get<double>(), lowest + 1e-9) << j.dump();
   EXPECT_NE(j["bubble_rate_measures"].get<std::string>().find("busiest rank"), std::string::npos);
   const bool lopsided = highest >= 0.5 && lowest <= 0.25;

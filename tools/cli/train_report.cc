@@ -44,6 +44,7 @@ void TrainTotals::add_step(const StepResult& r, const exec::PipelineTrainer* pip
       peak_versions[rank] = std::max(peak_versions[rank], stats.ranks[rank].peak_weight_versions);
       busy_us[rank] += stats.ranks[rank].busy_us;
       idle_us[rank] += stats.ranks[rank].idle_us;
+      idle_share_sum[rank] += stats.ranks[rank].bubble_rate;
     }
   }
   for (size_t rank = 0; rank < r.peak_activation_bytes.size() && rank < peak_bytes.size(); ++rank)
@@ -54,9 +55,8 @@ void TrainTotals::add_step(const StepResult& r, const exec::PipelineTrainer* pip
 
 double TrainTotals::idle_share(int rank) const {
   const size_t r = static_cast<size_t>(rank);
-  if (r >= busy_us.size()) return 0.0;
-  const double span = busy_us[r] + idle_us[r];
-  return span > 0 ? idle_us[r] / span : 0.0;
+  if (r >= idle_share_sum.size() || losses.empty()) return 0.0;
+  return idle_share_sum[r] / static_cast<double>(losses.size());
 }
 
 void print_run_start(const TrainArgs& a, const Trainer& trainer, const std::string& resumed_from) {

@@ -24,8 +24,9 @@ struct TrainTotals {
   std::vector<double> peak_bytes;   // per rank: the most activation bytes at once over the run
   std::vector<int> peak_versions;   // per rank: asynchronous schedules' weight versions
   // Per rank, summed over the steps: compute time and idle time (the step's makespan less the
-  // compute: waiting for peers, communication, the bubble), in microseconds.
-  std::vector<double> busy_us, idle_us;
+  // compute: waiting for peers, communication, the bubble), in microseconds; and the sum of the
+  // steps' idle shares (idle / makespan), which idle_share() averages as the headline averages.
+  std::vector<double> busy_us, idle_us, idle_share_sum;
   double bubble_sum = 0.0, offloaded_bytes = 0.0, seconds = 0.0;
   int64_t tokens = 0;
   nlohmann::json evaluations = nlohmann::json::array();
@@ -40,7 +41,8 @@ struct TrainTotals {
   double tokens_per_s() const { return seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0; }
   // The mean wall time of the steps run (0 before any).
   double mean_step_seconds() const { return losses.empty() ? 0.0 : seconds / static_cast<double>(losses.size()); }
-  // A rank's idle share of the steps' makespans over the run (0 before any pipelined step).
+  // A rank's idle share of the step, mean over the steps (0 before any pipelined step): the
+  // headline bubble rate is the same mean of the busiest rank's, so it is at most every rank's.
   double idle_share(int rank) const;
 };
 
