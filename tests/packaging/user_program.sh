@@ -17,7 +17,7 @@ check_installed_command() {
   local bin=$1 version=$2 out
   export PATH=$bin:$PATH
   [[ $(command -v pipeforge) == "$bin/pipeforge" ]] || { echo "pipeforge on PATH is '$(command -v pipeforge)'"; return 1; }
-  out=$(pipeforge --version 2>&1)
+  out=$(as_user_program pipeforge --version 2>&1)
   [[ $out == "pipeforge $version"* ]] || { echo "pipeforge --version says: $out"; return 1; }
   out=$(as_user_program pipeforge train --model mlp --steps 2 --quiet 2>&1) || { echo "pipeforge train failed: $out"; return 1; }
   grep -q "^final loss " <<<"$out" || { echo "pipeforge train printed: $out"; return 1; }
