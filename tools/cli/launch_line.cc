@@ -55,12 +55,14 @@ std::string find_on_path(const std::string& name) {
 
 bool running_as_root() { return ::geteuid() == 0; }
 
+std::string mpirun_root_variables() {
+  return running_as_root() ? "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " : "";
+}
+
 std::string launch_line(int processes, const std::string& arguments) {
   const std::string command = this_command() + " " + arguments;
   if (processes <= 1) return command;
-  // As root Open MPI refuses to start unless told; the variables are ignored by other MPIs.
-  return std::string(running_as_root() ? "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " : "") +
-         "mpirun -np " + std::to_string(processes) + " " + command;
+  return mpirun_root_variables() + "mpirun -np " + std::to_string(processes) + " " + command;
 }
 
 }  // namespace pf::cli

@@ -23,5 +23,8 @@ std::string find_on_path(const std::string& name);
 std::string launch_line(int processes, const std::string& arguments);
 // True when this process runs as root (Open MPI then refuses to start without being told).
 bool running_as_root();
+// As root, the variables that let Open MPI start ("OMPI_ALLOW_RUN_AS_ROOT=1 ... ", ending in a
+// space) to put before a shell's mpirun command; "" otherwise. Other MPIs ignore them.
+std::string mpirun_root_variables();
 
 }  // namespace pf::cli

@@ -162,8 +162,7 @@ std::string run_two_processes(const std::string& arguments) {
   const std::string err = temp_file("pipeforge-mpirun-err");
   if (err.empty()) return "cannot create a temporary file";
   // As root, Open MPI refuses to start unless told (the probe is ours, so we tell it).
-  const std::string as_root = running_as_root() ? "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " : "";
-  const std::string command = as_root + "timeout 120 " + shell_quote(mpirun) + " -np 2 --oversubscribe --bind-to none " +
+  const std::string command = mpirun_root_variables() + "timeout 120 " + shell_quote(mpirun) + " -np 2 --oversubscribe --bind-to none " +
                               shell_quote(self) + " " + arguments + " >/dev/null 2>" + shell_quote(err);
   const int rc = std::system(command.c_str());
   std::string why;
