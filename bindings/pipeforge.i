@@ -72,6 +72,7 @@
 %immutable pipeforge::RunResult::diverged;
 %immutable pipeforge::RunResult::stopped;
 %immutable pipeforge::RunResult::last_checkpoint;
+%immutable pipeforge::RunResult::divergence;
 %immutable pipeforge::DataInfo::vocab_size;
 %immutable pipeforge::DataInfo::seq_len;
 %immutable pipeforge::DataInfo::features;

@@ -645,6 +645,7 @@ struct RunResult {
   bool diverged = false;
   bool stopped = false;         // a StepCallback ended the run early (0.12)
   std::string last_checkpoint;  // "" when none was saved
+  std::string divergence;       // with diverged: why (pf_run_result.divergence, 0.13); "" otherwise
 };
 
 // What a StepCallback sees after a step (pf_step_report, 0.12).
@@ -1050,6 +1051,7 @@ class Trainer {
     r.checkpoints = c.checkpoints;
     r.diverged = c.diverged != 0;
     r.last_checkpoint = c.last_checkpoint != nullptr ? c.last_checkpoint : "";
+    r.divergence = c.divergence != nullptr ? c.divergence : "";
     return r;
   }
 

@@ -43,6 +43,7 @@ struct pf_trainer {
   std::unique_ptr<pf::capi::LoaderSource> loader;  // null until pf_trainer_set_data_loader
   std::unique_ptr<pf::capi::LoaderSource> eval_loader;  // null until pf_trainer_set_eval_loader
   std::string last_checkpoint;                    // pf_run_result.last_checkpoint
+  std::string divergence;                         // pf_run_result.divergence
 };
 
 struct pf_schedule {

@@ -33,7 +33,7 @@ constexpr size_t kEvalResultV1Size = sizeof(pf_eval_result);
 constexpr size_t kRunOptionsV1Size = 56;  // 0.5's: without on_step (0.12)
 constexpr size_t kRunResultV1Size = 72;  // 0.5's: without stopped (0.12)
 constexpr size_t kBuiltinDataOptionsV1Size = sizeof(pf_builtin_data_options);
-static_assert(kEvalResultV1Size == 48 && sizeof(pf_run_options) == 72 && sizeof(pf_run_result) == 80 &&
+static_assert(kEvalResultV1Size == 48 && sizeof(pf_run_options) == 72 && sizeof(pf_run_result) == 88 &&
                   kBuiltinDataOptionsV1Size == 72 && sizeof(pf_step_report) == 56,
               "a struct layout changed");
 
@@ -299,12 +299,14 @@ pf_status* pf_trainer_run(pf_trainer* trainer, const pf_run_options* options, pf
         result.checkpoints += 1;
         trainer->last_checkpoint = r.checkpoint;
       }
-      result.diverged = std::isfinite(r.result.loss) ? 0 : 1;
+      result.diverged = r.divergence.empty() ? 0 : 1;
+      trainer->divergence = r.divergence;
       result.stopped = r.stopped ? 1 : 0;
       trainer->loader->begin_step(t.metrics().data_position, trainer->step_micro_batches);
       return true;
     });
     result.last_checkpoint = result.checkpoints > 0 ? trainer->last_checkpoint.c_str() : nullptr;
+    result.divergence = result.diverged ? trainer->divergence.c_str() : nullptr;
     if (out != nullptr) pf::capi::write_struct(out, result);
   });
 }

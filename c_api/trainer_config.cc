@@ -1,5 +1,6 @@
 #include "c_api/trainer_config.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <map>
 #include <string>
@@ -86,6 +87,9 @@ int pipeline_ranks_option(const pf_trainer_options& o) {
 
 TrainerOptions convert_base(const pf_trainer_options& o) {
   TrainerOptions t;
+  PF_CHECK_ARG(o.micro_batches >= 0, "options->micro_batches is ", o.micro_batches,
+               ": expected m >= 1 micro-batches per step (0 = the default: 1 without a schedule, 2 x the pipeline "
+               "ranks with one, a schedule_text's own count)");
   t.micro_batches = o.micro_batches;
   PF_CHECK_ARG(o.data_parallel >= 1, "options->data_parallel is ", o.data_parallel,
                ": the data-parallel replicas must be >= 1 (1 = none)");
@@ -161,7 +165,7 @@ pf_trainer_options default_trainer_options() {
   const TrainingConfig d;
   pf_trainer_options o{};
   o.struct_size = sizeof(pf_trainer_options);
-  o.micro_batches = d.base.micro_batches;
+  o.micro_batches = 0;  // the default, chosen by read_training_config once the schedule is known
   o.seed = d.base.seed;
   o.blas_threads = d.base.blas_threads;
   o.optimizer = d.base.optimizer.kind == OptimizerConfig::Kind::kSgd ? PF_OPTIMIZER_SGD : PF_OPTIMIZER_ADAMW;
@@ -240,6 +244,14 @@ TrainingConfig read_training_config(const pf_trainer_options* options) {
   if (o.local_head != nullptr) c.local_head = o.local_head;
   convert_adaptation(o, &c);
   apply_config_entries(o, &c);
+  if (c.base.micro_batches == 0) {  // the default: a schedule text's own count, else 1 or 2P
+    if (!c.schedule_text.empty()) {
+      const sched::Schedule s = sched::parse_schedule(c.schedule_text);
+      c.base.micro_batches = s.num_micro_batches / std::max(1, s.seq_slices);
+    } else {
+      c.base.micro_batches = default_micro_batches(c.pipelined() ? c.ranks : 1);
+    }
+  }
   return c;
 }
 

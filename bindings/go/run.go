@@ -52,15 +52,16 @@ type StepInfo struct {
 // the program.
 var ErrInterrupted = errors.New("pipeforge: the run was interrupted (it ended after the step in progress)")
 
-// DivergedError is returned by Run when a step's loss was not finite: the run ended there, and
-// no checkpoint was written for that step. Result is the run up to it.
+// DivergedError is returned by Run when a step diverged (its loss, gradient norm or a parameter
+// after the update was NaN or infinite): the run ended there, and no checkpoint was written for
+// that step. Result is the run up to it; Result.Divergence says why.
 type DivergedError struct {
 	Result RunResult
 }
 
 func (e *DivergedError) Error() string {
-	return fmt.Sprintf("pipeforge: training diverged at step %d: the loss is %v (no checkpoint was written for it)",
-		e.Result.Step, e.Result.Loss)
+	return fmt.Sprintf("pipeforge: training diverged at step %d: %s (no checkpoint was written for it)",
+		e.Result.Step, e.Result.Divergence)
 }
 
 // StepPanic is the error Run returns when RunOptions.OnStep panicked.
@@ -105,9 +106,10 @@ type RunResult struct {
 	Loss                     float64 // the last step's
 	EvalLoss, EvalAccuracy   float64 // the last evaluation's
 	Evaluations, Checkpoints int
-	Diverged                 bool   // a non-finite loss stopped the run
+	Diverged                 bool   // a diverged step stopped the run
 	LastCheckpoint           string // the newest checkpoint saved; "" when none
 	Stopped                  bool   // OnStep or an interrupt ended the run early
+	Divergence               string // with Diverged: why, e.g. "the loss is nan"; "" otherwise
 }
 
 // DataOptions describe a data source the runtime ships: Kind "char_text" (Path: a text file or a
@@ -287,7 +289,7 @@ func (t *Trainer) Evaluate(microBatches int) (EvalResult, error) {
 
 // Run is the training loop (RunOptions); LoadCheckpoint(CheckpointDir) resumes from the newest
 // checkpoint. Errors besides the runtime's: ErrInterrupted (Ctrl-C or SIGTERM during the run),
-// *StepPanic (OnStep panicked), *DivergedError (a non-finite loss); the RunResult is valid with them.
+// *StepPanic (OnStep panicked), *DivergedError (a diverged step); the RunResult is valid with them.
 func (t *Trainer) Run(opts RunOptions) (RunResult, error) {
 	defer runtime.KeepAlive(t)
 	if t == nil || t.t == nil {
@@ -323,7 +325,8 @@ func (t *Trainer) Run(opts RunOptions) (RunResult, error) {
 	}
 	result := RunResult{Step: r.GetStep(), StepsRun: r.GetStepsRun(), Loss: r.GetLoss(), EvalLoss: r.GetEvalLoss(),
 		EvalAccuracy: r.GetEvalAccuracy(), Evaluations: int(r.GetEvaluations()), Checkpoints: int(r.GetCheckpoints()),
-		Diverged: r.GetDiverged(), LastCheckpoint: r.GetLastCheckpoint(), Stopped: r.GetStopped()}
+		Diverged: r.GetDiverged(), LastCheckpoint: r.GetLastCheckpoint(), Stopped: r.GetStopped(),
+		Divergence: r.GetDivergence()}
 	switch {
 	case bridge.panicked != nil:
 		return result, bridge.panicked

@@ -242,7 +242,8 @@ PF_JAVA_ARRAY((int32_t* out, size_t count), jint, int[], int[], jintArray, Int, 
    * {@link #run(RunOptions)} watched by {@code onStep} (null: none) after every step. Ctrl-C or
    * SIGTERM while it runs (the JVM shutting down) ends the run after the step in progress, with its
    * checkpoint written as for the last step, before the JVM exits. Throws what onStep threw, and
-   * TrainingDivergedException when a step's loss was not finite.
+   * TrainingDivergedException when a step diverged (a NaN or infinity in its loss, gradient norm or
+   * a parameter after the update).
    */
   public RunResult run(RunOptions options, StepListener onStep) {
     StepBridge bridge = new StepBridge(onStep);

@@ -163,14 +163,13 @@ Entries read_entries(const HeaderReader& reader, const nlohmann::json& header, c
 
 // Fails when any value of `entry` is NaN or infinite: a diverged run is not saved.
 void check_finite(const char* data, size_t bytes, const std::string& entry, const std::string& path, int64_t step) {
-  const size_t n = bytes / sizeof(float);
-  for (size_t i = 0; i < n; ++i) {
+  const int64_t i = first_non_finite(data, static_cast<int64_t>(bytes / sizeof(float)));
+  if (i >= 0) {
     float v;
-    std::memcpy(&v, data + i * sizeof(float), sizeof(float));
-    if (!std::isfinite(v)) {
-      fail(ErrorCode::kFailedPrecondition, "checkpoint '", path, "': ", entry, " has ", std::isnan(v) ? "a NaN" : "an infinity",
-           " at element ", i, " (step ", step, "); refusing to save a diverged model");
-    }
+    std::memcpy(&v, data + i * sizeof(float), sizeof(v));
+    fail(ErrorCode::kFailedPrecondition, "checkpoint '", path, "': ", entry, " has ",
+         std::isnan(v) ? "a NaN" : "an infinity", " at element ", i, " (step ", step,
+         "); refusing to save a diverged model");
   }
 }
 

@@ -119,13 +119,17 @@ struct TrainingConfig {
   bool pipelined() const { return !schedule.empty() || !schedule_text.empty(); }
 };
 
-// The micro-batches per step a front-end uses when none are given and it splits a batch of
-// `batch_rows` rows into them (the command line): 1 without a pipeline; for P pipeline ranks, the
-// largest divisor of batch_rows not above 2P. One micro-batch would run the ranks one after
-// another (pipelining without overlap); 2P keeps every rank busy in the steady state.
+// The micro-batches per step a front-end uses when none are given, before any batch is seen (the
+// C API and the bindings, when the trainer is made): 1 without a pipeline (pipeline_ranks 1), 2P
+// for P pipeline ranks. One micro-batch would run the ranks one after another (pipelining without
+// overlap); 2P keeps every rank busy in the steady state.
+inline int default_micro_batches(int pipeline_ranks) { return pipeline_ranks <= 1 ? 1 : 2 * pipeline_ranks; }
+
+// The same when the front-end knows the rows of the batch it splits (the command line): the
+// largest divisor of batch_rows not above default_micro_batches(pipeline_ranks).
 inline int default_micro_batches(int pipeline_ranks, int64_t batch_rows) {
   if (pipeline_ranks <= 1 || batch_rows <= 1) return 1;
-  for (int64_t m = std::min<int64_t>(batch_rows, 2 * int64_t{pipeline_ranks}); m > 1; --m)
+  for (int64_t m = std::min<int64_t>(batch_rows, default_micro_batches(pipeline_ranks)); m > 1; --m)
     if (batch_rows % m == 0) return static_cast<int>(m);
   return 1;
 }

@@ -2,8 +2,11 @@
 
 #include <cmath>
 #include <memory>
+#include <sstream>
+#include <unordered_map>
 
 #include "runtime/checkpoint/sharded_checkpoint.h"
+#include "runtime/comm/world.h"
 #include "runtime/core/error.h"
 #include "runtime/run/checkpoint_series.h"
 #include "runtime/run/metrics_log.h"
@@ -20,6 +23,52 @@ void TrainingLoopOptions::validate() const {
                " needs checkpoint_dir (the folder of the checkpoints)");
   PF_CHECK_ARG(keep_checkpoints >= 0, p, "keep_checkpoints must be >= 0 (0 = all), got ", keep_checkpoints);
 }
+
+namespace {
+
+std::string number(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+
+// StepReport::divergence of the step just taken. Every process of a pipeline takes part in the
+// one reduction (each holds only its ranks' parameters), so all of them give the same answer.
+std::string divergence_of(const Trainer& trainer, const StepResult& result) {
+  if (!std::isfinite(result.loss)) return "the loss is " + number(result.loss);
+  if (!std::isfinite(result.grad_norm)) return "the gradient norm is " + number(result.grad_norm);
+  const std::vector<Parameter*> all = trainer.model().parameters();
+  std::unordered_map<const Parameter*, size_t> index;
+  for (size_t i = 0; i < all.size(); ++i) index[all[i]] = i;
+  // [model parameter]: 0 when every value is finite, else 1 + the index of the first NaN or
+  // infinity (is_nan: 1 for a NaN); each parameter has one holder, so the sums are exact.
+  std::vector<double> first_bad(all.size(), 0.0);
+  std::vector<double> is_nan(all.size(), 0.0);
+  for (Parameter* p : trainer.local_parameters()) {
+    if (!p->allocated()) continue;
+    const auto it = index.find(p);
+    if (it == index.end()) continue;
+    const int64_t at = first_non_finite(p->value);
+    if (at < 0) continue;
+    first_bad[it->second] = static_cast<double>(at) + 1.0;
+    is_nan[it->second] = std::isnan(p->value.to_vector()[static_cast<size_t>(at)]) ? 1.0 : 0.0;
+  }
+  const ProcessGroups groups = trainer.process_groups();
+  if (groups.pipeline != nullptr) {
+    first_bad.insert(first_bad.end(), is_nan.begin(), is_nan.end());
+    groups.pipeline->all_reduce_sum(first_bad.data(), first_bad.size(), groups.timeout_seconds);
+    is_nan.assign(first_bad.begin() + static_cast<std::ptrdiff_t>(all.size()), first_bad.end());
+    first_bad.resize(all.size());
+  }
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (first_bad[i] == 0.0) continue;
+    return "parameter '" + all[i]->name + "' has " + (is_nan[i] > 0 ? "a NaN" : "an infinity") + " at element " +
+           number(first_bad[i] - 1.0) + " after the update";
+  }
+  return "";
+}
+
+}  // namespace
 
 StepReport run_training(Trainer& trainer, DataSource& train, DataSource* held_out, const TrainingLoopOptions& o,
                         const std::function<bool(const StepReport&)>& on_step) {
@@ -39,9 +88,10 @@ StepReport run_training(Trainer& trainer, DataSource& train, DataSource* held_ou
     report = StepReport();
     report.result = trainer.step(train);
     report.step = trainer.metrics().step;
+    report.divergence = divergence_of(trainer, report.result);
     report.stopped = i < o.steps && o.should_stop && o.should_stop(report);
     const bool last = i == o.steps;
-    const bool finite = std::isfinite(report.result.loss);
+    const bool finite = report.divergence.empty();
     if (finite && !report.stopped && o.eval_every > 0 && (report.step % o.eval_every == 0 || last)) {
       held_out->seek(0);
       report.eval = trainer.evaluate(*held_out, o.eval_micro_batches);

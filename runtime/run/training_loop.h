@@ -50,10 +50,17 @@ struct StepReport {
   std::optional<EvalResult> eval;   // when this step evaluated
   std::string checkpoint;           // the path saved after this step, or ""
   bool stopped = false;             // should_stop() ended the run after this step
+  // Why the run diverged at this step, "" when it did not: the loss, the gradient norm or a
+  // parameter after the update is NaN or infinite, e.g. "parameter 'fc1.weight' has an infinity at
+  // element 3 after the update" (the same on every process of a pipeline).
+  std::string divergence;
 };
 
 // Runs the loop. on_step (may be empty) sees every step's report and returns false to stop early.
-// A non-finite loss stops the run too (no checkpoint is written for it). Evaluation seeks the
+// A diverged step (StepReport::divergence: a non-finite loss, gradient norm or parameter) stops
+// the run too, with no evaluation and no checkpoint written for it: the newest checkpoint on disk
+// stays the last good one. Parameters are checked after every step (the ones this process holds;
+// with one process per rank the processes then agree in one reduction). Evaluation seeks the
 // held-out source to 0 first, so every evaluation sees the same micro-batches. Returns the last
 // step's report (step == the trainer's step before the call when steps is 0).
 StepReport run_training(Trainer& trainer, DataSource& train, DataSource* held_out, const TrainingLoopOptions& options,

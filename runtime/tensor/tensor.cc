@@ -1,5 +1,7 @@
 #include "runtime/tensor/tensor.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <sstream>
 
@@ -163,6 +165,35 @@ std::vector<float> Tensor::to_vector() const {
     return out;
   }
   return to(DType::kF32).to_vector();
+}
+
+int64_t first_non_finite(const void* values, int64_t n) {
+  const char* bytes = static_cast<const char*>(values);
+  // Blocks of a branch-free test (the exponent bits all set: NaN or infinity) that vectorises; the
+  // element is looked for only in a block that has one.
+  constexpr int64_t kBlock = 1024;
+  for (int64_t begin = 0; begin < n; begin += kBlock) {
+    const int64_t end = std::min(n, begin + kBlock);
+    uint32_t largest = 0;
+    for (int64_t i = begin; i < end; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, bytes + i * 4, sizeof(bits));
+      largest = std::max(largest, bits & 0x7fffffffu);
+    }
+    if (largest < 0x7f800000u) continue;
+    for (int64_t i = begin; i < end; ++i) {
+      float v;
+      std::memcpy(&v, bytes + i * 4, sizeof(v));
+      if (!std::isfinite(v)) return i;
+    }
+  }
+  return -1;
+}
+
+int64_t first_non_finite(const Tensor& t) {
+  if (t.device().kind == DeviceKind::kCpu && t.dtype() == DType::kF32) return first_non_finite(t.data<float>(), t.numel());
+  const std::vector<float> host = t.to_vector();
+  return first_non_finite(host.data(), static_cast<int64_t>(host.size()));
 }
 
 }  // namespace pf

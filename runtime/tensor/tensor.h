@@ -72,4 +72,10 @@ class Tensor {
   Device device_ = Device::cpu();
 };
 
+// The index of the first NaN or infinity among the `n` floats at `values` (any alignment), or -1
+// when every value is finite.
+int64_t first_non_finite(const void* values, int64_t n);
+// The same over a tensor's values (f32; a tensor on another device is copied to the host first).
+int64_t first_non_finite(const Tensor& t);
+
 }  // namespace pf

@@ -60,9 +60,9 @@ class TrainerTest : public ::testing::Test {
 TEST(Version, MatchesHeader) {
   EXPECT_EQ(pf_get_abi_version(), static_cast<uint32_t>(PF_ABI_VERSION));
   EXPECT_STREQ(pf_get_version_string(), PF_VERSION_STRING);
-  EXPECT_STREQ(pf_get_version_string(), "0.12.0");
+  EXPECT_STREQ(pf_get_version_string(), "0.13.0");
   EXPECT_EQ(PF_VERSION_MAJOR, 0);
-  EXPECT_EQ(PF_VERSION_MINOR, 12);
+  EXPECT_EQ(PF_VERSION_MINOR, 13);
   EXPECT_EQ(PF_VERSION_PATCH, 0);
   EXPECT_EQ(PF_ABI_VERSION, 1);
 }
@@ -480,8 +480,9 @@ TEST(TrainerCreate, BadArguments) {
   options.optimizer = 7;
   EXPECT_PF_ERROR(pf_trainer_create(model, &options, &trainer), PF_INVALID_ARGUMENT, "options->optimizer");
   options = Options();
-  options.micro_batches = 0;
-  EXPECT_PF_ERROR(pf_trainer_create(model, &options, &trainer), PF_INVALID_ARGUMENT, "micro_batches");
+  options.micro_batches = -1;
+  EXPECT_PF_ERROR(pf_trainer_create(model, &options, &trainer), PF_INVALID_ARGUMENT,
+                  "options->micro_batches is -1: expected m >= 1");
   options = Options();
   options.lr = -1.0f;
   EXPECT_PF_ERROR(pf_trainer_create(model, &options, &trainer), PF_INVALID_ARGUMENT, "lr");
@@ -522,7 +523,7 @@ TEST(TrainerOptions, Defaults) {
   std::memset(&options, 0xab, sizeof(options));
   pf_trainer_options_init(&options);
   EXPECT_EQ(options.struct_size, sizeof(options));
-  EXPECT_EQ(options.micro_batches, 1);
+  EXPECT_EQ(options.micro_batches, 0);  // the default: 1, or 2 x the pipeline ranks with a schedule
   EXPECT_EQ(options.blas_threads, 1);
   EXPECT_EQ(options.optimizer, PF_OPTIMIZER_ADAMW);
   EXPECT_FLOAT_EQ(options.lr, 1e-3f);

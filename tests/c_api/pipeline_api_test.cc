@@ -56,6 +56,37 @@ TEST(PipelineApi, EverySynchronousScheduleMatchesTheSequentialTrainerBitwise) {
   }
 }
 
+// micro_batches left at its default (0, what pf_trainer_options_init sets) takes 2 x the pipeline
+// ranks with a schedule, so that the ranks overlap (bitwise the sequential trainer given that
+// count; a batch it does not divide is refused naming the count), and 1 without one.
+TEST(PipelineApi, TheDefaultMicroBatchesOverlapTheRanks) {
+  pf_trainer_options defaults;
+  pf_trainer_options_init(&defaults);
+  EXPECT_EQ(defaults.micro_batches, 0);
+  const auto checksum_after_two_steps = [](const pf_trainer_options& options) {
+    pf_trainer* trainer = MakeTrainer(options);
+    if (trainer == nullptr) return std::string("(no trainer)");
+    Train(trainer, 2);
+    const std::string sum = Checksum(trainer);
+    pf_trainer_destroy(trainer);
+    return sum;
+  };
+  pf_trainer_options pipelined = Options(0);
+  pipelined.schedule = "1f1b";
+  pipelined.stages = 2;
+  EXPECT_EQ(checksum_after_two_steps(pipelined), checksum_after_two_steps(Options(4)));
+  EXPECT_NE(checksum_after_two_steps(Options(4)), checksum_after_two_steps(Options(1)));
+  EXPECT_EQ(checksum_after_two_steps(Options(0)), checksum_after_two_steps(Options(1)));
+
+  pf_trainer* trainer = MakeTrainer(pipelined);
+  ASSERT_NE(trainer, nullptr);
+  const Rows six = MakeRows(0, 6);
+  Views views(six);
+  EXPECT_PF_ERROR(pf_trainer_step(trainer, &views.inputs, &views.targets, nullptr), PF_INVALID_ARGUMENT,
+                  "batch of 6 rows cannot be split into 4 equal micro-batches");
+  pf_trainer_destroy(trainer);
+}
+
 TEST(PipelineApi, ScheduleTextAndExplicitPartition) {
   pf_trainer* reference = MakeTrainer(Options(2));
   Train(reference, 2);

@@ -123,6 +123,7 @@ TEST(RunApi, ARunResumedFromItsCheckpointFolderEqualsOneRun) {
   EXPECT_TRUE(std::isfinite(result.eval_loss));
   EXPECT_GT(result.eval_accuracy, 0.0);
   EXPECT_EQ(result.diverged, 0);
+  EXPECT_EQ(result.divergence, nullptr);
   ASSERT_NE(result.last_checkpoint, nullptr);
   EXPECT_EQ(std::string(result.last_checkpoint), whole_dir + "/step-00000007.pfckpt");
   EXPECT_FALSE(fs::exists(whole_dir + "/step-00000003.pfckpt"));

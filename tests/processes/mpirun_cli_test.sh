@@ -188,4 +188,20 @@ echo "plan printed: $line"
 grep -q "^step time: measured .*, the plan predicted " "$work/dp_run.txt" ||
   fail "train --plan did not show predicted vs measured: $(cat "$work/dp_run.txt")"
 
+# 8. A step whose loss is finite but whose update leaves a parameter infinite (AdamW's decoupled
+#    weight decay 1e38 at lr 100, resumed after 2 good steps) stops both processes at that step:
+#    the leader names the parameter, exit 1, and the checkpoint folder's newest stays step 2's.
+run_mpi 2 default "$pipeforge" train --model mlp --schedule 1f1b --stages 2 --steps 2 --checkpoint-dir "$work/series" \
+  --checkpoint-every 1 --quiet >"$work/good.txt" 2>"$work/good.err" || { cat "$work/good.err"; fail "2 good steps"; }
+run_mpi 2 default "$pipeforge" train --resume "$work/series" --schedule 1f1b --stages 2 --checkpoint-dir "$work/series" \
+  --checkpoint-every 1 --steps 3 --lr 100 --weight-decay 1e38 --json --quiet >"$work/diverged.json" 2>"$work/diverged.err"
+code=$?
+cat "$work/diverged.err"
+[[ $code == 1 ]] || fail "a diverged run on 2 processes exited $code"
+grep -q "training diverged at step 3: parameter 'fc0.weight' has an infinity at element 0 after the update" \
+  "$work/diverged.err" || fail "the divergence was not named at step 3"
+[[ "$(field "$work/diverged.json" steps_run)" == 1 ]] || fail "the run went on after the divergence"
+[[ "$(ls "$work/series")" == "$(printf 'step-00000001\nstep-00000002')" ]] ||
+  fail "the checkpoint folder holds $(ls "$work/series")"
+
 finish "mpirun CLI"

@@ -3,6 +3,7 @@
 // where the uninterrupted run ends, with the same log; the series keeps the newest K.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -59,10 +60,10 @@ TrainerOptions options() {
   return o;
 }
 
-std::unique_ptr<Trainer> make_trainer(bool pipelined) {
-  if (!pipelined) return std::make_unique<SequentialTrainer>(model(), options());
+std::unique_ptr<Trainer> make_trainer(bool pipelined, const TrainerOptions& base = options()) {
+  if (!pipelined) return std::make_unique<SequentialTrainer>(model(), base);
   exec::PipelineOptions p;
-  p.base = options();
+  p.base = base;
   p.schedule = "1f1b";
   p.ranks = 2;
   return std::make_unique<exec::PipelineTrainer>(model(), p);
@@ -148,6 +149,66 @@ TEST_P(TrainingLoop, AnInterruptedRunResumedFromItsNewestCheckpointEqualsOneRun)
   EXPECT_EQ(want[0]["lr"].get<double>(), static_cast<double>(options().lr_schedule.lr_at(0.02f, 0)));
   EXPECT_EQ(want[0]["peak_activation_bytes"].size(), pipelined ? 2u : 1u);
   EXPECT_GT(want[0]["peak_activation_bytes"][0].get<int64_t>(), 0);
+}
+
+// A step whose loss is finite but whose update leaves a parameter infinite ends the run at that
+// step, naming the parameter (the loss alone noticed it one step later, and the series then
+// refused to save that step's checkpoint with an error): no checkpoint is written for it, so the
+// series' newest stays the last good one.
+TEST_P(TrainingLoop, AStepThatLeavesAParameterInfiniteEndsTheRunAtThatStep) {
+  const bool pipelined = GetParam();
+  const std::string dir = fresh_dir(pipelined ? "infinite_pipelined" : "infinite");
+  TrainingLoopOptions o;
+  o.steps = 2;
+  o.checkpoint_every = 1;
+  o.checkpoint_dir = dir + "/checkpoints";
+  TeacherSource data(2, 6, 3);
+  run_training(*make_trainer(pipelined), data, nullptr, o, nullptr);
+
+  // The run goes on from step 2 with AdamW's decoupled weight decay at 1e38 and lr 100: the
+  // first update multiplies every weight by 1 - 1e40.
+  TrainerOptions exploding = options();
+  exploding.optimizer.lr = 100.0f;
+  exploding.optimizer.weight_decay = 1e38f;
+  exploding.lr_schedule = LrSchedule();
+  auto trainer = make_trainer(pipelined, exploding);
+  load_trainer_checkpoint(*trainer, resolve_checkpoint(o.checkpoint_dir));
+  data.seek(trainer->metrics().data_position);
+  o.steps = 3;
+  std::vector<StepReport> seen;
+  const StepReport last = run_training(*trainer, data, nullptr, o, [&](const StepReport& r) {
+    seen.push_back(r);
+    return true;
+  });
+  ASSERT_EQ(seen.size(), 1u) << "the run went on after a parameter became infinite";
+  EXPECT_EQ(last.step, 3);
+  EXPECT_TRUE(std::isfinite(last.result.loss)) << last.result.loss;
+  EXPECT_EQ(last.divergence, "parameter 'fc0.weight' has an infinity at element 0 after the update");
+  EXPECT_EQ(seen[0].divergence, last.divergence);
+  EXPECT_TRUE(last.checkpoint.empty());
+  EXPECT_EQ(checkpoint_steps(o.checkpoint_dir), (std::vector<int64_t>{1, 2}));
+  EXPECT_FALSE(std::isfinite(trainer->model().parameters()[0]->value.to_vector()[0]));
+  auto reloaded = make_trainer(pipelined);
+  load_trainer_checkpoint(*reloaded, resolve_checkpoint(o.checkpoint_dir));
+  EXPECT_EQ(reloaded->metrics().step, 2);
+}
+
+// The loss, then the gradient norm, name what diverged first.
+TEST(TrainingLoop, ANonFiniteLossOrGradientNormIsTheDivergence) {
+  TrainerOptions clipped = options();
+  clipped.optimizer.clip_norm = 1.0f;
+  clipped.optimizer.lr = 1e30f;
+  clipped.optimizer.kind = OptimizerConfig::Kind::kSgd;
+  clipped.lr_schedule = LrSchedule();
+  auto trainer = make_trainer(false, clipped);
+  TeacherSource data(2, 6, 3);
+  TrainingLoopOptions o;
+  o.steps = 10;
+  const StepReport last = run_training(*trainer, data, nullptr, o, nullptr);
+  EXPECT_LT(last.step, 10);
+  EXPECT_FALSE(last.divergence.empty());
+  EXPECT_EQ(last.divergence.rfind(std::isfinite(last.result.loss) ? "the gradient norm is " : "the loss is ", 0), 0u)
+      << last.divergence << " (loss " << last.result.loss << ", gradient norm " << last.result.grad_norm << ")";
 }
 
 INSTANTIATE_TEST_SUITE_P(Trainers, TrainingLoop, ::testing::Bool(),

@@ -364,6 +364,7 @@ TrainTotals train_loop(const TrainArgs& a, TrainRun& run) {
         progress.note("pipeforge train: " +
                       describe_adaptation(adaptive->adaptations()[adaptations_told], a.adapt_patience));
     progress.update(report.step - t.first_step, report.result.loss, t.tokens_per_s());
+    if (!report.divergence.empty()) t.divergence = report.divergence;
     if (report.stopped) t.stopped_by = InterruptGuard::signal_received() ? InterruptGuard::signal_received() : SIGINT;
     return true;
   });
@@ -373,10 +374,10 @@ TrainTotals train_loop(const TrainArgs& a, TrainRun& run) {
 // After the loop: the timeline outputs, the drain, the checksum, the final checkpoint.
 void finish_run(const TrainArgs& a, TrainRun& run, TrainTotals& t) {
   Trainer& trainer = *run.trainer;
-  t.diverged = !std::isfinite(t.losses.back());
+  t.diverged = !t.divergence.empty();
   if (t.diverged && run.leader) {
-    std::cerr << "pipeforge train: error: training diverged at step " << trainer.metrics().step << ": the loss is "
-              << t.losses.back() << (a.checkpoint.empty() ? "" : "; no checkpoint written")
+    std::cerr << "pipeforge train: error: training diverged at step " << trainer.metrics().step << ": "
+              << t.divergence << (a.checkpoint.empty() ? "" : "; no checkpoint written")
               << " (try a smaller --lr or --clip-norm)\n";
   }
   if (exec::PipelineTrainer* p = run.pipeline()) {

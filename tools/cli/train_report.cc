@@ -83,6 +83,7 @@ void print_json_report(const TrainReport& r) {
   out["steps"] = trainer.metrics().step;
   out["steps_run"] = static_cast<int64_t>(t.losses.size());
   out["diverged"] = t.diverged;
+  if (t.diverged) out["divergence"] = t.divergence;
   out["resumed_from_step"] = t.first_step;
   if (!r.resumed_from.empty()) out["resumed_from"] = r.resumed_from;
   out["lr_schedule"] = lr_schedule(a).to_json();

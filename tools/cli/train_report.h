@@ -32,6 +32,7 @@ struct TrainTotals {
   nlohmann::json evaluations = nlohmann::json::array();
   std::vector<std::string> checkpoints;
   bool diverged = false, saved = false;
+  std::string divergence;  // StepReport::divergence of the step that ended the run, "" if none
   int stopped_by = 0;  // the signal that ended the run early (SIGINT, SIGTERM), else 0
   std::string checksum;
   nlohmann::json memory;  // per process: parameter, gradient and optimizer-state bytes

@@ -1078,6 +1078,9 @@ class TrainingLoopTest(unittest.TestCase):
             self.assertIsInstance(caught.exception, ArithmeticError)
             self.assertTrue(caught.exception.result.diverged)
             self.assertIn("diverged at step", str(caught.exception))
+            # The loss or a parameter after the update: the reason is in the result and the message.
+            self.assertRegex(caught.exception.result.divergence, r"^(the loss is |parameter ')")
+            self.assertIn(caught.exception.result.divergence, str(caught.exception))
 
     def test_step_results_carry_the_scheduled_rate(self):
         with self.text_trainer() as trainer:

@@ -73,14 +73,15 @@ class RunResult:
     eval_accuracy: float
     evaluations: int
     checkpoints: int
-    diverged: bool  # a non-finite loss stopped the run
+    diverged: bool  # a diverged step (non-finite loss, gradient norm or parameter) stopped the run
     last_checkpoint: typing.Optional[str]  # the newest checkpoint saved, or None
     stopped: bool = False  # on_step (or Ctrl-C) ended the run early
+    divergence: typing.Optional[str] = None  # with diverged: why, e.g. "the loss is nan"
 
     @classmethod
     def _from_core(cls, r):
         return cls(r.step, r.steps_run, r.loss, r.eval_loss, r.eval_accuracy, r.evaluations, r.checkpoints,
-                   bool(r.diverged), r.last_checkpoint or None, bool(r.stopped))
+                   bool(r.diverged), r.last_checkpoint or None, bool(r.stopped), r.divergence or None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -435,6 +436,8 @@ class Trainer(_Closeable):
 
     Keyword options (left out or None: the C API's defaults): micro_batches, seed, optimizer
     ("adamw" or "sgd"), lr, momentum, weight_decay, beta1, beta2, eps, clip_norm, blas_threads.
+    micro_batches defaults to 1 without a schedule and to 2 x the pipeline ranks with one (so that
+    the ranks overlap; pass a count that divides your batch when that does not).
 
     Pipelined training (docs/EXECUTION.md): schedule="1f1b" (a name from SCHEDULE_NAMES) with
     stages=P ranks and chunks=V model chunks per rank, or schedule_text="..." (a schedule in the
@@ -641,8 +644,9 @@ class Trainer(_Closeable):
         return ends the run after that step as if it were the last (checkpoint_dir gets its
         checkpoint) and the result says stopped. Ctrl-C (KeyboardInterrupt) during run() does the
         same at the end of the step in progress, then is raised again; so is an exception raised
-        by on_step. A step whose loss is not finite ends the run with DivergedError (its `result`
-        is the RunResult; no checkpoint is written for that step)."""
+        by on_step. A diverged step (a NaN or infinity in the loss, the gradient norm or a parameter
+        after the update) ends the run with DivergedError (its `result` is the RunResult, whose
+        `divergence` says what diverged; no checkpoint is written for that step)."""
         o = core.RunOptions()
         o.steps = operator.index(steps)
         o.eval_every = operator.index(eval_every)
@@ -658,7 +662,7 @@ class Trainer(_Closeable):
         if watcher.exception is not None:
             raise watcher.exception
         if result.diverged:
-            raise DivergedError(f"training diverged at step {result.step}: the loss is {result.loss} (no checkpoint "
+            raise DivergedError(f"training diverged at step {result.step}: {result.divergence} (no checkpoint "
                                 "was written for it; try a smaller lr or clip_norm)", result)
         return result
 

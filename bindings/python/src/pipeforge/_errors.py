@@ -55,8 +55,9 @@ InternalError = _error("InternalError", 15, "INTERNAL", doc="A bug in PipeForge.
 
 
 class DivergedError(Error, ArithmeticError):
-    """Trainer.run stopped at a non-finite loss (no checkpoint was written for that step); `result`
-    is the RunResult of the run up to it."""
+    """Trainer.run stopped at a diverged step: a NaN or infinity in its loss, gradient norm or a
+    parameter after the update (no checkpoint was written for that step); `result` is the
+    RunResult of the run up to it, `result.divergence` what diverged."""
 
     code_name = "DIVERGED"
 
