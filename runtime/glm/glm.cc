@@ -454,7 +454,7 @@ GlmResult train_glm(const GlmData& data, const GlmOptions& options) {
     for (int64_t i = 0; i < data.rows; ++i)
       PF_CHECK_ARG(data.labels[static_cast<size_t>(i)] == 1.0 || data.labels[static_cast<size_t>(i)] == -1.0,
                    data.name, ": row ", i + 1, ": label ", data.labels[static_cast<size_t>(i)], " is not -1 or +1 (loss ",
-                   loss_name(options.loss), " classifies; to_signed_labels maps two classes to them)");
+                   loss_name(options.loss), " is a classifier's: label the two classes -1 and +1)");
   return DualSolver(data, options).solve();
 }
 

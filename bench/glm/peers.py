@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+"""Runs the peer solvers of `pipeforge glm` on one libsvm file and prints one JSON object.
+
+  peers.py --data FILE.libsvm --loss logistic|squared|hinge --lambda L [--threads 2] --json
+
+Every peer minimises the same objective as `pipeforge glm` (L2-regularised, no intercept):
+
+    F(w) = (1/n) * sum_i loss(y_i, w.x_i) + (lambda/2) * ||w||^2
+    logistic: log(1 + exp(-y z))    squared: (y - z)^2 / 2    hinge: max(0, 1 - y z)
+
+with the library's own regularisation parameter mapped from lambda (see LAMBDA MAPPINGS below and
+bench/glm/README.md), at tight tolerances, so that each peer lands on the optimum. Each peer's
+"objective" is F of its coef_ as computed by objective() here in float64, never the library's
+own figure; "seconds" times the fit call only (data loading and conversion to the library's input
+format are outside it). "reference_objective" is the lowest objective over the peers, and each
+peer's "rel_gap" is (objective - reference) / |reference|.
+
+Runs under bench/glm/setup.sh's venv (numpy, scipy, scikit-learn, snapml). A peer whose library
+is missing or whose fit fails is listed with an "error" instead of an objective.
+"""
+import argparse
+import json
+import sys
+import time
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.datasets import load_svmlight_file
+from threadpoolctl import threadpool_limits
+
+# LAMBDA MAPPINGS (n = number of rows; verified numerically, see README.md):
+#   scikit-learn LogisticRegression / LinearSVC minimise  C * sum_i loss_i + 1/2 ||w||^2
+#       -> divide by C n: C = 1 / (n lambda)
+#   scikit-learn Ridge minimises ||y - Xw||^2 + alpha ||w||^2 = 2 * (sum_i 1/2 (y_i - z_i)^2
+#       + alpha/2 ||w||^2) -> alpha = n lambda
+#   Snap ML LogisticRegression / SupportVectorMachine / LinearRegression minimise
+#       sum_i loss_i + regularizer/2 ||w||^2 (squared loss with the 1/2) -> regularizer = n lambda
+
+
+def objective(X, y, w, loss, lam):
+    """F(w) in float64: mean loss over the rows plus lambda/2 ||w||^2 (the one definition used
+    for every peer)."""
+    w = np.asarray(w, dtype=np.float64).ravel()
+    z = X @ w
+    if loss == "logistic":
+        # log(1 + exp(-m)) without overflow for large |m|
+        losses = np.logaddexp(0.0, -y * z)
+    elif loss == "squared":
+        losses = 0.5 * (y - z) ** 2
+    elif loss == "hinge":
+        losses = np.maximum(0.0, 1.0 - y * z)
+    else:
+        raise ValueError(loss)
+    return float(losses.mean() + 0.5 * lam * np.dot(w, w))
+
+
+# ---------------------------------------------------------------------------------------------
+# Peers. Each factory takes (n, lam, threads, tol) and returns (estimator, params dict, how to
+# prepare X for it). `tol` is None for the peer's own tight default.
+
+
+def _sk_logistic(solver, tol_default, max_iter):
+    def make(n, lam, threads, tol):
+        from sklearn.linear_model import LogisticRegression
+        params = dict(solver=solver, C=1.0 / (n * lam), fit_intercept=False,
+                      tol=tol if tol is not None else tol_default, max_iter=max_iter)
+        # L2 is LogisticRegression's default penalty (l1_ratio=0); passing penalty= is
+        # deprecated in recent scikit-learn.
+        return LogisticRegression(**params), params, "native"
+    return make
+
+
+def _sk_linearsvc(n, lam, threads, tol):
+    from sklearn.svm import LinearSVC
+    params = dict(loss="hinge", dual=True, C=1.0 / (n * lam), fit_intercept=False,
+                  tol=tol if tol is not None else 1e-8, max_iter=1_000_000)
+    return LinearSVC(**params), params, "native"
+
+
+def _sk_ridge(solver, tol_default):
+    def make(n, lam, threads, tol):
+        from sklearn.linear_model import Ridge
+        params = dict(alpha=n * lam, fit_intercept=False, solver=solver,
+                      tol=tol if tol is not None else tol_default, max_iter=100_000)
+        return Ridge(**params), params, "native"
+    return make
+
+
+def _snap(kind, **fixed):
+    def make(n, lam, threads, tol):
+        import snapml
+        cls = {"logistic": snapml.LogisticRegression, "hinge": snapml.SupportVectorMachine,
+               "squared": snapml.LinearRegression}[kind]
+        params = dict(regularizer=n * lam, fit_intercept=False, n_jobs=threads,
+                      tol=tol if tol is not None else 1e-7, max_iter=100_000, **fixed)
+        if kind != "hinge":
+            params["penalty"] = "l2"
+        # Snap ML trains in float32: it converts a float64 matrix inside fit(), so the matrix is
+        # handed over already in float32 (CSR for its dual solver, CSC for its primal one).
+        layout = "f32-csc" if fixed.get("dual") is False else "f32-csr"
+        return cls(**params), params, layout
+    return make
+
+
+PEERS = {
+    "logistic": [
+        ("sklearn-liblinear", _sk_logistic("liblinear", 1e-10, 100_000)),
+        ("sklearn-saga", _sk_logistic("saga", 1e-8, 100_000)),
+        ("sklearn-newton-cholesky", _sk_logistic("newton-cholesky", 1e-10, 1000)),
+        ("snapml", _snap("logistic", dual=True)),
+        ("snapml-primal", _snap("logistic", dual=False)),
+    ],
+    "hinge": [
+        ("sklearn-liblinear", _sk_linearsvc),
+        ("snapml", _snap("hinge")),
+    ],
+    "squared": [
+        ("sklearn-ridge-auto", _sk_ridge("auto", 1e-10)),
+        ("sklearn-ridge-sag", _sk_ridge("sag", 1e-10)),
+        ("snapml", _snap("squared", dual=True)),
+        ("snapml-primal", _snap("squared", dual=False)),
+    ],
+}
+
+
+def prepare(X, layout, cache):
+    """X as the peer wants it; conversions are cached and happen outside the timed fit."""
+    if layout not in cache:
+        if layout == "native":
+            cache[layout] = X
+        elif sp.issparse(X):
+            m = X.astype(np.float32)
+            cache[layout] = sp.csc_matrix(m) if layout == "f32-csc" else sp.csr_matrix(m)
+        else:
+            cache[layout] = (np.asfortranarray(X, dtype=np.float32) if layout == "f32-csc"
+                             else np.ascontiguousarray(X, dtype=np.float32))
+    return cache[layout]
+
+
+def coef_of(est):
+    return np.asarray(est.coef_, dtype=np.float64).ravel()
+
+
+def run_peer(name, make, X, y, args, cache):
+    n = X.shape[0]
+    entry = {"name": name}
+    try:
+        est, params, layout = make(n, args.lam, args.threads, args.tol)
+        entry["params"] = {k: v for k, v in params.items()}
+        Xp = prepare(X, layout, cache)
+        best = None
+        for _ in range(args.repeat):
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                t0 = time.perf_counter()
+                est.fit(Xp, y)
+                dt = time.perf_counter() - t0
+            best = dt if best is None else min(best, dt)
+        entry["objective"] = objective(X, y, coef_of(est), args.loss, args.lam)
+        entry["seconds"] = best
+        n_iter = getattr(est, "n_iter_", None)
+        if n_iter is not None:
+            entry["n_iter"] = int(np.max(n_iter))
+        msgs = sorted({str(w.message).splitlines()[0] for w in caught})
+        if msgs:
+            entry["warnings"] = msgs  # e.g. ConvergenceWarning: raise max_iter or loosen tol
+    except ImportError as e:
+        entry["error"] = f"not installed: {e}"
+    except Exception as e:  # a failing peer must not take the others down
+        entry["error"] = f"{type(e).__name__}: {e}"
+    return entry
+
+
+def load(path, fmt):
+    X, y = load_svmlight_file(path, dtype=np.float64, zero_based=False)
+    X = sp.csr_matrix(X)  # Snap ML checks for the csr_matrix class by name, not csr_array
+    density = X.nnz / max(1, X.shape[0] * X.shape[1])
+    if fmt == "dense" or (fmt == "auto" and density > 0.5):
+        X = X.toarray()
+    return X, np.asarray(y, dtype=np.float64), density
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", required=True, help="libsvm file, 1-based indices")
+    ap.add_argument("--loss", required=True, choices=sorted(PEERS))
+    ap.add_argument("--lambda", dest="lam", type=float, required=True)
+    ap.add_argument("--threads", type=int, default=2,
+                    help="Snap ML's n_jobs and the BLAS / OpenMP pool (liblinear and saga are "
+                         "single-threaded)")
+    ap.add_argument("--tol", type=float, default=None,
+                    help="one tolerance for every peer (default: each peer's tight default)")
+    ap.add_argument("--peers", default=None,
+                    help="comma-separated subset of peer names (default: all for the loss)")
+    ap.add_argument("--format", choices=["auto", "dense", "sparse"], default="auto",
+                    help="auto: a dense ndarray when over half the entries are stored, else CSR")
+    ap.add_argument("--repeat", type=int, default=1, help="fits per peer; the fastest is kept")
+    ap.add_argument("--json", action="store_true",
+                    help="print the JSON object (the only output there is; kept for symmetry "
+                         "with pipeforge glm --json)")
+    args = ap.parse_args()
+    if args.lam <= 0:
+        ap.error("--lambda must be > 0")
+
+    t0 = time.perf_counter()
+    X, y, density = load(args.data, args.format)
+    if args.loss in ("logistic", "hinge") and not np.all(np.isin(y, (-1.0, 1.0))):
+        sys.exit(f"{args.data}: {args.loss} needs labels -1 / +1")
+    print(f"loaded {args.data}: {X.shape[0]} x {X.shape[1]}, density {density:.4f}, "
+          f"{'dense' if isinstance(X, np.ndarray) else 'csr'}, "
+          f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)
+
+    wanted = set(args.peers.split(",")) if args.peers else None
+    cache = {}
+    peers = []
+    with threadpool_limits(limits=args.threads):
+        for name, make in PEERS[args.loss]:
+            if wanted is not None and name not in wanted:
+                continue
+            entry = run_peer(name, make, X, y, args, cache)
+            print(f"  {name}: " + (f"objective {entry['objective']:.12g}, "
+                                   f"{entry['seconds']:.3f} s" if "objective" in entry
+                                   else entry["error"]), file=sys.stderr)
+            peers.append(entry)
+
+    ok = [p for p in peers if "objective" in p]
+    result = {
+        "data": {"path": args.data, "rows": X.shape[0], "cols": X.shape[1],
+                 "density": density, "format": "dense" if isinstance(X, np.ndarray) else "csr"},
+        "loss": args.loss, "lambda": args.lam, "threads": args.threads,
+        "peers": peers,
+    }
+    if ok:
+        ref = min(ok, key=lambda p: p["objective"])
+        result["reference_objective"] = ref["objective"]
+        result["reference_peer"] = ref["name"]
+        for p in ok:
+            p["rel_gap"] = (p["objective"] - ref["objective"]) / abs(ref["objective"])
+    json.dump(result, sys.stdout, indent=1)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()
