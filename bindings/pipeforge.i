@@ -43,6 +43,8 @@
 %newobject pipeforge::Schedule::simulate;
 %newobject pipeforge::Schedule::simulate_comm;
 %newobject pipeforge::Plan::create;
+%newobject pipeforge::GlmModel::train;
+%newobject pipeforge::GlmModel::train_libsvm;
 
 // Serves micro-batches from the language: a director class.
 %feature("director") pipeforge::LoaderCallback;
@@ -105,5 +107,16 @@
 // A MicroBatch is filled by a loader, never read back by one.
 %ignore pipeforge::MicroBatch::inputs;
 %ignore pipeforge::MicroBatch::targets;
+
+%immutable pipeforge::GlmResult::epochs;
+%immutable pipeforge::GlmResult::objective;
+%immutable pipeforge::GlmResult::dual_objective;
+%immutable pipeforge::GlmResult::duality_gap;
+%immutable pipeforge::GlmResult::seconds;
+%immutable pipeforge::GlmResult::accuracy;
+%immutable pipeforge::GlmResult::converged;
+%immutable pipeforge::GlmResult::features;
+%immutable pipeforge::GlmResult::negative_label;
+%immutable pipeforge::GlmResult::positive_label;
 
 %include "bindings/pipeforge_core.h"

@@ -1576,4 +1576,183 @@ class Plan {
   detail::OwnedHandle<pf_plan, pf_plan_destroy> handle_;
 };
 
+// ---------------------------------------------------------------------------------------------
+// Linear models by parallel coordinate descent (pf_glm_*, 0.13)
+
+// What GlmModel::train does; the defaults are pf_glm_options_init's.
+struct GlmOptions {
+  std::string loss = "logistic";  // "logistic", "squared" (ridge) or "hinge" (linear SVM)
+  double lambda = 1e-4;           // λ of (1/n) Σ loss + (λ/2) ‖w‖²
+  std::string solver = "syscd";   // "syscd", "sequential" or "async"
+  int32_t threads = 0;            // 0: every hardware thread (sequential: 1)
+  double tol = 1e-6;              // stop at a duality gap <= tol x the objective
+  int32_t max_epochs = 1000;
+  int64_t seed = 0;
+  int64_t bucket_rows = 0;        // syscd: examples per bucket; 0 = about 16 KiB of values
+
+  GlmOptions() {
+    pf_glm_options o;
+    pf_glm_options_init(&o);
+    lambda = o.lambda;
+    threads = o.threads;
+    tol = o.tol;
+    max_epochs = o.max_epochs;
+    seed = static_cast<int64_t>(o.seed);
+    bucket_rows = o.bucket_rows;
+  }
+};
+
+// The examples to train on: dense (set_dense) or CSR (set_csr and set_row_start), and the labels.
+class GlmData {
+ public:
+  // n x d float32 values, row-major.
+  void set_dense(const Tensor& values) {
+    values_ = values;
+    row_start_.clear();
+    indices_.clear();
+  }
+  // CSR: int32 0-based feature indices and float32 values of the stored entries, d features; the
+  // offsets come from set_row_start.
+  void set_csr(const Tensor& indices, const Tensor& values, int64_t cols) {
+    indices_.assign(static_cast<size_t>(indices.size()), 0);
+    const pf_tensor_view v = indices.view();
+    for (size_t i = 0; i < indices_.size(); ++i) {
+      const int32_t index = v.data ? static_cast<const int32_t*>(v.data)[i] : 0;
+      indices_[i] = index < 0 ? 0xffffffffu : static_cast<uint32_t>(index);  // refused by the runtime, naming the row
+    }
+    values_ = values;
+    cols_ = cols;
+  }
+  // rows + 1 offsets into the CSR entries.
+  void set_row_start(const int64_t* values, size_t count) { row_start_.assign(values, values + count); }
+  void set_labels(const double* values, size_t count) { labels_.assign(values, values + count); }
+
+#ifndef SWIG
+  bool dense() const { return row_start_.empty(); }
+  const Tensor& values() const { return values_; }
+  const std::vector<int64_t>& row_start() const { return row_start_; }
+  const std::vector<uint32_t>& indices() const { return indices_; }
+  const std::vector<double>& labels() const { return labels_; }
+  int64_t cols() const { return cols_; }
+#endif  // SWIG
+
+ private:
+  Tensor values_;
+  std::vector<int64_t> row_start_;
+  std::vector<uint32_t> indices_;
+  std::vector<double> labels_;
+  int64_t cols_ = 0;
+};
+
+// What training reached (pf_glm_result).
+struct GlmResult {
+  int32_t epochs = 0;
+  double objective = 0, dual_objective = 0, duality_gap = 0, seconds = 0, accuracy = 0;
+  bool converged = false;
+  int64_t features = 0;
+  double negative_label = 0, positive_label = 0;  // a libsvm file's labels read as -1 / +1 (NaN: none)
+};
+
+class GlmModel {
+ public:
+  // Trains on a libsvm-format file (features 0: the largest index in it). A new GlmModel, or NULL
+  // after reporting the error.
+  static GlmModel* train_libsvm(const std::string& path, int64_t features, const GlmOptions& options, Status* status) {
+    pf_glm_options o;
+    if (!to_c(options, o, status)) return nullptr;
+    pf_glm_model* m = nullptr;
+    return detail::ok(pf_glm_train_libsvm(path.c_str(), features, &o, &m), status) ? new GlmModel(m) : nullptr;
+  }
+  // Trains on arrays (labels ±1 for logistic and hinge).
+  static GlmModel* train(const GlmData& data, const GlmOptions& options, Status* status) {
+    pf_glm_options o;
+    if (!to_c(options, o, status)) return nullptr;
+    const pf_tensor_view v = data.values().view();
+    const int64_t rows = static_cast<int64_t>(data.labels().size());
+    int64_t cols = data.cols();
+    if (data.dense()) {
+      if (v.ndim != 2 || v.dtype != PF_DTYPE_F32) {
+        detail::report(status, PF_INVALID_ARGUMENT, "values: expected a 2-D float32 array (examples x features)");
+        return nullptr;
+      }
+      if (v.shape[0] != rows) {
+        detail::report(status, PF_INVALID_ARGUMENT, "labels: " + std::to_string(rows) + " for " +
+                                                        std::to_string(v.shape[0]) + " rows of values");
+        return nullptr;
+      }
+      cols = v.shape[1];
+    } else if (static_cast<int64_t>(data.row_start().size()) != rows + 1) {
+      detail::report(status, PF_INVALID_ARGUMENT, "row_start: " + std::to_string(data.row_start().size()) +
+                                                      " offsets for " + std::to_string(rows) + " labels (expected rows + 1)");
+      return nullptr;
+    } else if (v.dtype != PF_DTYPE_F32 || static_cast<int64_t>(data.indices().size()) != data.row_start().back() ||
+               data.values().size() != data.row_start().back()) {
+      detail::report(status, PF_INVALID_ARGUMENT, "indices and values: expected row_start[rows] = " +
+                                                      std::to_string(data.row_start().back()) + " entries each (float32 values)");
+      return nullptr;
+    }
+    pf_glm_model* m = nullptr;
+    const bool done = detail::ok(
+        pf_glm_train(rows, cols, data.dense() ? nullptr : data.row_start().data(),
+                     data.dense() ? nullptr : data.indices().data(), static_cast<const float*>(v.data),
+                     data.labels().data(), &o, &m),
+        status);
+    return done ? new GlmModel(m) : nullptr;
+  }
+
+  void close() { handle_.close(); }
+  bool closed() const { return handle_.closed(); }
+
+  GlmResult result(Status* status) const {
+    GlmResult r;
+    pf_glm_result c = detail::sized<pf_glm_result>();
+    if (!handle_.call(status, pf_glm_model_result, &c)) return r;
+    r.epochs = c.epochs;
+    r.objective = c.objective;
+    r.dual_objective = c.dual_objective;
+    r.duality_gap = c.duality_gap;
+    r.seconds = c.seconds;
+    r.accuracy = c.accuracy;
+    r.converged = c.converged != 0;
+    r.features = c.features;
+    r.negative_label = c.negative_label;
+    r.positive_label = c.positive_label;
+    return r;
+  }
+  // The result and the weights as JSON ("weights", "history", ...).
+  std::string to_json(Status* status) {
+    const char* text = nullptr;
+    return handle_.call(status, pf_glm_model_to_json, &text) ? std::string(text) : std::string();
+  }
+
+ private:
+  explicit GlmModel(pf_glm_model* model) : handle_(model, "linear model") {}
+  static bool to_c(const GlmOptions& options, pf_glm_options& o, Status* status) {
+    pf_glm_options_init(&o);
+    if (options.loss == "logistic") o.loss = PF_GLM_LOGISTIC;
+    else if (options.loss == "squared") o.loss = PF_GLM_SQUARED;
+    else if (options.loss == "hinge") o.loss = PF_GLM_HINGE;
+    else {
+      detail::report(status, PF_INVALID_ARGUMENT, "loss '" + options.loss + "' is not one of logistic, squared, hinge");
+      return false;
+    }
+    if (options.solver == "syscd") o.solver = PF_GLM_SYSCD;
+    else if (options.solver == "sequential") o.solver = PF_GLM_SEQUENTIAL;
+    else if (options.solver == "async") o.solver = PF_GLM_ASYNC;
+    else {
+      detail::report(status, PF_INVALID_ARGUMENT, "solver '" + options.solver + "' is not one of syscd, sequential, async");
+      return false;
+    }
+    o.lambda = options.lambda;
+    o.threads = options.threads;
+    o.tol = options.tol;
+    o.max_epochs = options.max_epochs;
+    o.seed = static_cast<uint64_t>(options.seed);
+    o.bucket_rows = options.bucket_rows;
+    return true;
+  }
+
+  detail::OwnedHandle<pf_glm_model, pf_glm_model_destroy> handle_;
+};
+
 }  // namespace pipeforge

@@ -190,4 +190,7 @@ static bool pf_python_writable(PyObject* obj, Py_buffer* view, char kind, const 
 %ignore pipeforge::Trainer::partition_into;
 %ignore pipeforge::Model::partition_balanced_into;
 %ignore pipeforge::Model::partition_by_parameters_into;
+// `lambda` is a Python keyword.
+%rename(lambda_) pipeforge::GlmOptions::lambda;
+
 %include "bindings/pipeforge.i"

@@ -1258,6 +1258,74 @@ class GilTest(unittest.TestCase):
                         f"this thread stalled {longest_gap:.3f} s while steps of {shortest_step:.3f} s ran")
 
 
+class LinearModelTest(unittest.TestCase):
+    """pipeforge.train_linear: ridge on dense arrays, CSR and a libsvm file reaches the normal
+    equations' solution (numpy's, written here); a classifier's two labels map to ±1 and back."""
+
+    def setUp(self):
+        rng = np.random.default_rng(4)
+        self.X = rng.standard_normal((200, 5)).astype(np.float32)
+        self.X[self.X < -0.8] = 0.0
+        self.y = self.X.astype(np.float64) @ np.arange(1.0, 6.0) + 0.1 * rng.standard_normal(200)
+        n, lam = self.X.shape[0], 0.05
+        A = self.X.T.astype(np.float64) @ self.X / n + lam * np.eye(5)
+        self.want = np.linalg.solve(A, self.X.T.astype(np.float64) @ self.y / n)
+        self.lam = lam
+
+    class _Csr:
+        """The attributes train_linear reads of a scipy.sparse matrix (scipy is not needed here)."""
+
+        def __init__(self, dense):
+            self.shape = dense.shape
+            rows, cols = np.nonzero(dense)
+            self.indices, self.data = cols.astype(np.int32), dense[rows, cols]
+            self.indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=dense.shape[0]))])
+
+        def tocsr(self):
+            return self
+
+        def sort_indices(self):
+            pass
+
+    def test_ridge_reaches_the_normal_equations_from_arrays_csr_and_a_file(self):
+        dense = pipeforge.train_linear(X=self.X, y=self.y, loss="squared", lambda_=self.lam, tol=1e-12, threads=2)
+        sparse = pipeforge.train_linear(X=self._Csr(self.X), y=self.y, loss="squared", lambda_=self.lam, tol=1e-12,
+                                        solver="sequential")
+        with tempfile.TemporaryDirectory() as work:
+            path = os.path.join(work, "ridge.svm")
+            with open(path, "w") as f:
+                for row, target in zip(self.X, self.y):
+                    f.write(repr(float(target)) + "".join(f" {j + 1}:{float(v)!r}" for j, v in enumerate(row) if v) + "\n")
+            from_file = pipeforge.train_linear(path, loss="squared", lambda_=self.lam, tol=1e-12, solver="async")
+        for model in (dense, sparse, from_file):
+            self.assertTrue(model.converged, model)
+            np.testing.assert_allclose(model.weights, self.want, rtol=1e-6, atol=1e-7)
+            self.assertIsNone(model.labels)
+            self.assertLessEqual(model.duality_gap, 1e-12 * model.objective + 1e-15)
+        np.testing.assert_allclose(dense.predict(self.X), self.X @ dense.weights, rtol=1e-12)
+        self.assertIn("LinearModel(loss='squared'", repr(dense))
+
+    def test_a_classifier_maps_its_two_labels(self):
+        labels = np.where(self.y > 0, 7, 3)
+        model = pipeforge.train_linear(X=self.X, y=labels, loss="logistic", lambda_=1e-3, tol=1e-9)
+        self.assertEqual(model.labels, (3.0, 7.0))
+        self.assertGreater(model.accuracy, 0.9)
+        self.assertEqual(set(np.unique(model.predict(self.X))), {3, 7})
+        self.assertAlmostEqual(float(np.mean(model.predict(self.X) == labels)), model.accuracy, places=12)
+
+    def test_bad_arguments_are_named(self):
+        with self.assertRaisesRegex(TypeError, "lambda_ must be a number"):
+            pipeforge.train_linear(X=self.X, y=self.y, lambda_="0.1")
+        with self.assertRaisesRegex(ValueError, "loss must be one of logistic, squared, hinge"):
+            pipeforge.train_linear(X=self.X, y=self.y, loss="log")
+        with self.assertRaisesRegex(pipeforge.InvalidArgumentError, "lambda must be > 0"):
+            pipeforge.train_linear(X=self.X, y=self.y, loss="squared", lambda_=0.0)
+        with self.assertRaisesRegex(ValueError, "exactly two label values"):
+            pipeforge.train_linear(X=self.X, y=self.y, loss="hinge")
+        with self.assertRaises(pipeforge.NotFoundError):
+            pipeforge.train_linear("/nonexistent/data.svm")
+
+
 if __name__ == "__main__":
     REFERENCE_BINARY = os.path.abspath(sys.argv[1])
     unittest.main(argv=[sys.argv[0]] + sys.argv[2:], verbosity=2)

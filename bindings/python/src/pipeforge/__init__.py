@@ -20,6 +20,10 @@
     plan = pipeforge.Plan(model, np.zeros((16, 8), np.float32), np.zeros(16, np.int32), seed=1, lr=1e-2)
     print(plan.candidates[0], plan.trainer_options(0))
 
+    # Linear models by parallel coordinate descent (SySCD) on libsvm data or arrays.
+    linear = pipeforge.train_linear("data.svm", loss="logistic", lambda_=1e-4)
+    print(linear.objective, linear.duality_gap, linear.weights[:4])
+
     schedule = pipeforge.Schedule.generate("1f1b", stages=4, micro_batches=8)
     with schedule.simulate(t_f=1, t_b=1, t_w=1) as simulation:
         print(simulation.bubble_rate, [r.peak_activations for r in simulation.ranks])
@@ -31,6 +35,7 @@ runtime's message. docs/BINDINGS.md has the details.
 from . import core as _core
 from ._api import (BuiltinData, EvalResult, Metrics, Model, ProcessInfo, RankStats, RunResult, StepInfo, StepResult,
                    Trainer)
+from ._linear import LinearModel, train_linear
 from ._plan import Plan
 from ._schedule import ACTIVATION_POLICIES, COMM_SEMANTICS, SCHEDULE_NAMES, Schedule, Simulation
 from ._errors import (CallbackError, CancelledError, CublasError, CudaError, DataLossError, DivergedError, Error,
@@ -43,7 +48,7 @@ ABI_VERSION = _core.header_abi_version()
 
 __all__ = [
     "ABI_VERSION", "ACTIVATION_POLICIES", "BuiltinData", "COMM_SEMANTICS", "CallbackError", "CancelledError", "CublasError", "CudaError", "DataLossError", "DivergedError", "Error", "EvalResult",
-    "FailedPreconditionError", "InternalError", "InvalidArgumentError", "IoError", "Metrics", "Model", "MpiError",
+    "FailedPreconditionError", "InternalError", "InvalidArgumentError", "IoError", "LinearModel", "Metrics", "Model", "MpiError",
     "NcclError", "NotFoundError", "OutOfMemoryError", "Plan", "ProcessInfo", "RankStats", "RunResult", "SCHEDULE_NAMES", "Schedule", "Simulation",
-    "StepInfo", "StepResult", "TimeoutError", "Trainer", "UnimplementedError",
+    "StepInfo", "StepResult", "TimeoutError", "Trainer", "UnimplementedError", "train_linear",
 ]
