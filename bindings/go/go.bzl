@@ -6,6 +6,7 @@ MODULE_FILES = {
     "go.mod": "//bindings/go:go.mod",
     "doc.go": "//bindings/go:doc.go",
     "errors.go": "//bindings/go:errors.go",
+    "linear.go": "//bindings/go:linear.go",
     "loader.go": "//bindings/go:loader.go",
     "model.go": "//bindings/go:model.go",
     "plan.go": "//bindings/go:plan.go",

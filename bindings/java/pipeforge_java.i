@@ -464,6 +464,18 @@ PF_JAVA_ARRAY((int32_t* out, size_t count), jint, int[], int[], jintArray, Int, 
   }
 %}
 
+// ---- linear models -----------------------------------------------------------------------------
+%typemap(javainterfaces) pipeforge::GlmModel "AutoCloseable"
+%ignore pipeforge::GlmModel::close;
+%ignore pipeforge::GlmModel::closed;
+%typemap(javacode) pipeforge::GlmModel %{
+  /** Frees the native model. Idempotent. */
+  @Override
+  public void close() {
+    delete();
+  }
+%}
+
 // ---- planning ---------------------------------------------------------------------------------
 %typemap(javainterfaces) pipeforge::Plan "AutoCloseable"
 %ignore pipeforge::Plan::close;

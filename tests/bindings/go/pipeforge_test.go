@@ -1655,3 +1655,53 @@ func TestConfigEntriesReachTheRuntime(t *testing.T) {
 		t.Errorf("a misspelt key: %v", err)
 	}
 }
+
+// Ridge regression by coordinate descent reaches the normal equations' solution, solved here.
+func TestLinearModelReachesTheNormalEquations(t *testing.T) {
+	x := []float32{1, 0, 0, 2, 1, 1, -1, 0.5, 2, 0, 0, -1}
+	y := []float64{1.0, 2.0, 1.5, -0.5, 2.5, -1.0}
+	const lambda = 0.1
+	var a [2][2]float64
+	var b [2]float64
+	for i := 0; i < 6; i++ {
+		for j := 0; j < 2; j++ {
+			b[j] += float64(x[i*2+j]) * y[i] / 6
+			for k := 0; k < 2; k++ {
+				a[j][k] += float64(x[i*2+j]) * float64(x[i*2+k]) / 6
+			}
+		}
+	}
+	a[0][0] += lambda
+	a[1][1] += lambda
+	det := a[0][0]*a[1][1] - a[0][1]*a[1][0]
+	want := []float64{(b[0]*a[1][1] - a[0][1]*b[1]) / det, (a[0][0]*b[1] - a[1][0]*b[0]) / det}
+	model, err := pipeforge.TrainLinear(pipeforge.Float32(x, 6, 2), y,
+		pipeforge.LinearOptions{Loss: "squared", Lambda: lambda, Tol: 1e-12, Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !model.Converged || len(model.Weights) != 2 {
+		t.Fatalf("model %+v", model)
+	}
+	for j := range want {
+		if math.Abs(model.Weights[j]-want[j]) > 1e-6 {
+			t.Errorf("w[%d] = %v, the normal equations give %v", j, model.Weights[j], want[j])
+		}
+	}
+	path := filepath.Join(t.TempDir(), "classes.svm")
+	if err := os.WriteFile(path, []byte("0 1:1\n1 1:-1 2:1\n0 2:-1\n1 1:-2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	svm, err := pipeforge.TrainLinearFile(path, pipeforge.LinearOptions{Loss: "hinge", Solver: "sequential"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if svm.NegativeLabel != 0 || svm.PositiveLabel != 1 || svm.Accuracy != 1 {
+		t.Errorf("svm %+v", svm)
+	}
+	_, err = pipeforge.TrainLinear(pipeforge.Float32(x, 6, 2), y, pipeforge.LinearOptions{Loss: "squared", Lambda: -1})
+	var perr *pipeforge.Error
+	if !errors.As(err, &perr) || perr.Code != pipeforge.InvalidArgument || !strings.Contains(perr.Message, "lambda must be > 0") {
+		t.Errorf("a negative lambda: %v", err)
+	}
+}

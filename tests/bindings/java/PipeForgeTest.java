@@ -29,6 +29,10 @@ import org.pipeforge.DataInfo;
 import org.pipeforge.DataLoader;
 import org.pipeforge.DataOptions;
 import org.pipeforge.EvalResult;
+import org.pipeforge.GlmData;
+import org.pipeforge.GlmModel;
+import org.pipeforge.GlmOptions;
+import org.pipeforge.GlmResult;
 import org.pipeforge.GptConfig;
 import org.pipeforge.MlpConfig;
 import org.pipeforge.Model;
@@ -1460,5 +1464,45 @@ public class PipeForgeTest {
       assertEquals(PipeForgeException.INVALID_ARGUMENT, e.getCode());
       assertTrue(e.getMessage(), e.getMessage().contains("device.kind: unknown device kind 'tpu'"));
     }
+  }
+
+  /** Ridge regression by coordinate descent reaches the normal equations' solution, solved here. */
+  @Test
+  public void linearModelReachesTheNormalEquations() {
+    float[] x = {1, 0, 0, 2, 1, 1, -1, 0.5f, 2, 0, 0, -1};
+    double[] y = {1.0, 2.0, 1.5, -0.5, 2.5, -1.0};
+    double lambda = 0.1;
+    double[][] a = new double[2][2];
+    double[] b = new double[2];
+    for (int i = 0; i < 6; ++i) {
+      for (int j = 0; j < 2; ++j) {
+        b[j] += x[i * 2 + j] * y[i] / 6;
+        for (int k = 0; k < 2; ++k) a[j][k] += (double) x[i * 2 + j] * x[i * 2 + k] / 6;
+      }
+    }
+    a[0][0] += lambda;
+    a[1][1] += lambda;
+    double det = a[0][0] * a[1][1] - a[0][1] * a[1][0];
+    double[] want = {(b[0] * a[1][1] - a[0][1] * b[1]) / det, (a[0][0] * b[1] - a[1][0] * b[0]) / det};
+    GlmOptions options = new GlmOptions();
+    options.setLoss("squared");
+    options.setLambda(lambda);
+    options.setTol(1e-12);
+    GlmData data = new GlmData();
+    data.setDense(Tensor.fromFloats(x, 6, 2));
+    data.setLabels(y);
+    try (GlmModel model = GlmModel.train(data, options)) {
+      GlmResult r = model.result();
+      assertTrue(r.getConverged());
+      assertEquals(2, r.getFeatures());
+      String json = model.toJson();
+      int at = json.indexOf("\"weights\":[");
+      String[] w = json.substring(at + 11, json.indexOf(']', at)).split(",");
+      assertEquals(want[0], Double.parseDouble(w[0]), 1e-6);
+      assertEquals(want[1], Double.parseDouble(w[1]), 1e-6);
+    }
+    options.setLambda(0);
+    PipeForgeException e = assertThrows(PipeForgeException.class, () -> GlmModel.train(data, options));
+    assertTrue(e.getMessage(), e.getMessage().contains("lambda must be > 0"));
   }
 }
