@@ -1588,7 +1588,7 @@ struct GlmOptions {
   double tol = 1e-6;              // stop at a duality gap <= tol x the objective
   int32_t max_epochs = 1000;
   int64_t seed = 0;
-  int64_t bucket_rows = 0;        // syscd: examples per bucket; 0 = about 16 KiB of values
+  int64_t bucket_rows = 0;        // syscd: examples per bucket; 0 = about 1 KiB of values
 
   GlmOptions() {
     pf_glm_options o;

@@ -11,7 +11,7 @@ import (
 // the C API's defaults: Loss "logistic" ("squared": ridge regression, "hinge": the linear SVM),
 // Lambda 1e-4 (λ of (1/n) Σ loss + (λ/2) ‖w‖²), Solver "syscd" ("sequential", "async"), Threads
 // every hardware thread (sequential: 1), Tol 1e-6 (the relative duality gap to stop at), MaxEpochs
-// 1000, Seed 0, BucketRows about 16 KiB of values per SySCD bucket; Features (files only) the
+// 1000, Seed 0, BucketRows about 1 KiB of values per SySCD bucket; Features (files only) the
 // largest index in the file.
 type LinearOptions struct {
 	Loss, Solver string

@@ -42,7 +42,7 @@ struct GlmOptions {
   double tol = 1e-6;             // stop when the duality gap <= tol * |P(w)|
   int max_epochs = 1000;
   uint64_t seed = 0;             // the orders of the examples
-  int64_t bucket_rows = 0;       // syscd: examples per bucket; 0 = about 16 KiB of values per bucket
+  int64_t bucket_rows = 0;       // syscd: examples per bucket; 0 = about 1 KiB of values per bucket
   void validate() const;         // kInvalidArgument naming the field
   nlohmann::json to_json() const;
 };

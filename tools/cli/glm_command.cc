@@ -43,7 +43,7 @@ CLI::App* add_glm_command(CLI::App& app, GlmArgs& a) {
   cmd->add_option("--seed", a.seed, "the orders of the examples")->capture_default_str();
   cmd->add_option("--features", a.features, "d features (default: the largest index in the file)")
       ->check(CLI::Range(int64_t{1}, int64_t{4294967295}));
-  cmd->add_option("--bucket-rows", a.bucket_rows, "syscd: examples per bucket (default: about 16 KiB of values)")
+  cmd->add_option("--bucket-rows", a.bucket_rows, "syscd: examples per bucket (default: about 1 KiB of values)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   cmd->add_option("--weights", a.weights_file, "write the model as JSON (loss, lambda, labels, weights)");
   cmd->add_flag("--json", a.json, "print one JSON object on stdout");
