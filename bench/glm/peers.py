@@ -136,6 +136,12 @@ PEERS = {
 }
 
 
+# --sweep: the tolerances each peer is also run at (those looser than its tight default), and the
+# relative gaps to the reference objective that "seconds_to_gap" reports the time to reach.
+SWEEP_TOLS = [1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8]
+GAP_TARGETS = [1e-2, 1e-3, 1e-4, 1e-6]
+
+
 def prepare(X, layout, cache):
     """X as the peer wants it; conversions are cached and happen outside the timed fit."""
     if layout not in cache:
@@ -154,34 +160,59 @@ def coef_of(est):
     return np.asarray(est.coef_, dtype=np.float64).ravel()
 
 
+def fit_once(make, X, y, args, cache, tol):
+    """One peer fit at `tol` (None: the peer's default): its objective, time and diagnostics."""
+    est, params, layout = make(X.shape[0], args.lam, args.threads, tol)
+    Xp = prepare(X, layout, cache)
+    best = None
+    for _ in range(args.repeat):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            t0 = time.perf_counter()
+            est.fit(Xp, y)
+            dt = time.perf_counter() - t0
+        best = dt if best is None else min(best, dt)
+    out = {"objective": objective(X, y, coef_of(est), args.loss, args.lam), "seconds": best}
+    n_iter = getattr(est, "n_iter_", None)
+    if n_iter is not None:
+        out["n_iter"] = int(np.max(n_iter))
+    msgs = sorted({str(w.message).splitlines()[0] for w in caught})
+    if msgs:
+        out["warnings"] = msgs  # e.g. ConvergenceWarning: it stopped on max_iter, not tol
+    return out, params
+
+
 def run_peer(name, make, X, y, args, cache):
-    n = X.shape[0]
+    """The peer at its tight tolerance; with --sweep, first at each looser rung of SWEEP_TOLS
+    too (each a fresh fit from zero, kept under "sweep")."""
     entry = {"name": name}
     try:
-        est, params, layout = make(n, args.lam, args.threads, args.tol)
-        entry["params"] = {k: v for k, v in params.items()}
-        Xp = prepare(X, layout, cache)
-        best = None
-        for _ in range(args.repeat):
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                t0 = time.perf_counter()
-                est.fit(Xp, y)
-                dt = time.perf_counter() - t0
-            best = dt if best is None else min(best, dt)
-        entry["objective"] = objective(X, y, coef_of(est), args.loss, args.lam)
-        entry["seconds"] = best
-        n_iter = getattr(est, "n_iter_", None)
-        if n_iter is not None:
-            entry["n_iter"] = int(np.max(n_iter))
-        msgs = sorted({str(w.message).splitlines()[0] for w in caught})
-        if msgs:
-            entry["warnings"] = msgs  # e.g. ConvergenceWarning: raise max_iter or loosen tol
+        if args.sweep:
+            tight = make(X.shape[0], args.lam, args.threads, args.tol)[1]["tol"]
+            entry["sweep"] = []
+            for tol in [t for t in SWEEP_TOLS if t > tight]:
+                res, _ = fit_once(make, X, y, args, cache, tol)
+                entry["sweep"].append({"tol": tol, **res})
+        res, params = fit_once(make, X, y, args, cache, args.tol)
+        entry["params"] = params
+        entry.update(res)
+        if args.sweep:
+            entry["sweep"].append({"tol": params["tol"], **res})
     except ImportError as e:
         entry["error"] = f"not installed: {e}"
     except Exception as e:  # a failing peer must not take the others down
         entry["error"] = f"{type(e).__name__}: {e}"
     return entry
+
+
+def time_to_gap(entry, ref):
+    """Per target relative gap: the fit time of the fastest sweep rung that is within it."""
+    out = {}
+    for gap in GAP_TARGETS:
+        ok = [r["seconds"] for r in entry["sweep"]
+              if (r["objective"] - ref) / abs(ref) <= gap]
+        out[f"{gap:g}"] = min(ok) if ok else None
+    return out
 
 
 def load(path, fmt):
@@ -212,6 +243,9 @@ def main():
     ap.add_argument("--format", choices=["auto", "dense", "sparse"], default="auto",
                     help="auto: a dense ndarray when over half the entries are stored, else CSR")
     ap.add_argument("--repeat", type=int, default=1, help="fits per peer; the fastest is kept")
+    ap.add_argument("--sweep", action="store_true",
+                    help="also fit each peer at looser tolerances and report the time each "
+                         "needs to get within 1e-2 .. 1e-6 of the reference objective")
     ap.add_argument("--json", action="store_true",
                     help="print the JSON object (the only output there is; kept for symmetry "
                          "with pipeforge glm --json)")
@@ -256,6 +290,8 @@ def main():
         result["reference_peer"] = ref["name"]
         for p in ok:
             p["rel_gap"] = (p["objective"] - ref["objective"]) / abs(ref["objective"])
+            if args.sweep:
+                p["seconds_to_gap"] = time_to_gap(p, ref["objective"])
     json.dump(result, sys.stdout, indent=1)
     sys.stdout.write("\n")
 

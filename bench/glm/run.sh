@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The linear-model benchmark (docs/GLM.md, "Benchmark"): `pipeforge glm` with its three solvers
+# against scikit-learn and Snap ML on the same libsvm files, and one JSON object on stdout with
+# every run's objective, its distance to the best objective any run found, its time, and the time
+# ratios of the fastest run of each library that came within 1e-4 of that best.
+#
+#   bench/glm/run.sh            # the full grid (a few minutes on 2 cores)
+#   bench/glm/run.sh --quick    # small sets, to try the script
+#
+# Needs PyPI once (bench/glm/setup.sh makes the venv); the data sets are cached in
+# $PIPEFORGE_GLM_DATA (default ${XDG_CACHE_HOME:-~/.cache}/pipeforge/glm-data).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+quick=0
+[[ ${1:-} == --quick ]] && quick=1
+python=$(bench/glm/setup.sh)
+bazel build --ui_event_filters=-info --noshow_progress //:pipeforge >&2
+pipeforge=$PWD/bazel-bin/pipeforge
+data=${PIPEFORGE_GLM_DATA:-${XDG_CACHE_HOME:-$HOME/.cache}/pipeforge/glm-data}
+mkdir -p "$data"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+threads=2
+
+# name rows cols density task loss lambda: rows scaled to unit norm, as LIBSVM's own data sets are.
+if ((quick)); then
+  sets=("dense 20000 50 1 classification logistic 1e-4"
+        "sparse 50000 500 0.02 classification logistic 1e-4")
+else
+  sets=("dense 500000 100 1 classification logistic 1e-4"
+        "dense 500000 100 1 classification hinge 1e-4"
+        "sparse 500000 500 0.02 classification logistic 1e-5"
+        "regression 500000 100 1 regression squared 1e-4")
+fi
+
+for set in "${sets[@]}"; do
+  read -r kind rows cols density task loss lambda <<<"$set"
+  file="$data/$kind-$rows-$cols-$density.svm"
+  if [[ ! -s $file ]]; then
+    "$python" bench/glm/make_data.py --rows "$rows" --cols "$cols" --density "$density" --task "$task" \
+      --normalize --out "$file.tmp" && mv "$file.tmp" "$file"
+  fi
+  tag="$kind-$loss"
+  for solver in sequential async syscd; do
+    t=$threads
+    [[ $solver == sequential ]] && t=1
+    echo "pipeforge glm $tag: $solver on $t thread(s)" >&2
+    "$pipeforge" glm --loss "$loss" --lambda "$lambda" --data "$file" --solver "$solver" --threads "$t" \
+      --tol 1e-6 --json --quiet >"$work/$tag.pf.$solver.json"
+  done
+  echo "peers $tag (tight tolerances)" >&2
+  "$python" bench/glm/peers.py --data "$file" --loss "$loss" --lambda "$lambda" --threads "$threads" \
+    >"$work/$tag.peers.tight.json"
+  echo "peers $tag (the libraries' default tolerances)" >&2
+  "$python" bench/glm/peers.py --data "$file" --loss "$loss" --lambda "$lambda" --threads "$threads" \
+    --library-defaults >"$work/$tag.peers.defaults.json"
+done
+
+"$python" bench/glm/summarize.py "$work" "$(nproc)" "$(lscpu | sed -n 's/^Model name: *//p')"
