@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "runtime/core/error.h"
+#include "runtime/core/limits.h"
 #include "runtime/core/suggest.h"
 
 namespace pf::glm {
@@ -459,6 +460,13 @@ GlmResult train_glm(const GlmData& data, const GlmOptions& options) {
       PF_CHECK_ARG(data.labels[static_cast<size_t>(i)] == 1.0 || data.labels[static_cast<size_t>(i)] == -1.0,
                    data.name, ": row ", i + 1, ": label ", data.labels[static_cast<size_t>(i)], " is not -1 or +1 (loss ",
                    loss_name(options.loss), " is a classifier's: label the two classes -1 and +1)");
+  // w, its copy for the change test, a replica per thread; α, q and the order per example.
+  const int64_t limit = limits::max_loaded_data_bytes();
+  const double bytes = 8.0 * static_cast<double>(data.cols) * (options.threads + 2) + 32.0 * static_cast<double>(data.rows);
+  if (bytes > static_cast<double>(limit))
+    fail(ErrorCode::kOutOfMemory, data.name, ": ", data.rows, " examples of ", data.cols, " features need about ",
+         static_cast<int64_t>(bytes), " bytes of solver state (the weights once per thread), more than the ", limit,
+         " this process may use (limits::max_loaded_data_bytes)");
   return DualSolver(data, options).solve();
 }
 
