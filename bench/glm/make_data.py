@@ -8,7 +8,13 @@
 classification: sklearn.datasets.make_classification, two classes, labels written as -1 / +1.
 regression: sklearn.datasets.make_regression, real labels.
 --density D < 1 keeps each entry of the generated matrix independently with probability D (the
-rest become zero; the labels are not regenerated), so about a share D of the entries are stored.
+rest become zero), so about a share D of the entries are stored. The generator's labels then
+hardly depend on what is left (logistic optimum ~0.67 against log 2 = 0.69 at D = 0.05), so by
+default (--labels planted) they are drawn again from the sparse matrix X:
+  regression:     y = X @ coef + noise, with make_regression's own coef and --noise;
+  classification: y = +1 with probability sigmoid(4 z / std(z)), z = X @ v, v ~ N(0, 1) on
+                  --informative random columns (a logistic model; ~10% of labels against it).
+--labels generator keeps make_classification's / make_regression's labels as they are.
 
 The file is libsvm text as sklearn.datasets.dump_svmlight_file writes it: one row per line,
 "label idx:value ...", 1-based ascending column indices, zeros omitted, no header line, values
@@ -48,6 +54,9 @@ def main():
                     help="informative features (default: max(2, cols // 5))")
     ap.add_argument("--noise", type=float, default=1.0,
                     help="regression only: std of the Gaussian noise on the labels")
+    ap.add_argument("--labels", choices=["planted", "generator"], default="planted",
+                    help="with --density < 1: labels drawn from the sparse matrix (default) or "
+                         "the generator's own")
     ap.add_argument("--out", required=True, help="libsvm file to write")
     args = ap.parse_args()
     if not 0.0 < args.density <= 1.0:
@@ -66,12 +75,23 @@ def main():
                                    random_state=args.seed)
         y = np.where(y > 0, 1, -1).astype(np.int64)  # 0/1 -> -1/+1
     else:
-        X, y = make_regression(n_samples=args.rows, n_features=args.cols,
-                               n_informative=informative, noise=args.noise,
-                               random_state=args.seed)
+        X, y, coef = make_regression(n_samples=args.rows, n_features=args.cols,
+                                     n_informative=informative, noise=args.noise, coef=True,
+                                     random_state=args.seed)
 
     if args.density < 1.0:
-        X = sparsify(X, args.density, np.random.default_rng(args.seed + 1))
+        rng = np.random.default_rng(args.seed + 1)
+        X = sparsify(X, args.density, rng)
+        if args.labels == "planted":
+            if args.task == "regression":
+                y = X @ coef + args.noise * rng.standard_normal(args.rows)
+            else:
+                v = np.zeros(args.cols)
+                v[rng.choice(args.cols, informative, replace=False)] = \
+                    rng.standard_normal(informative)
+                z = X @ v
+                p = 1.0 / (1.0 + np.exp(-4.0 * z / z.std()))
+                y = np.where(rng.random(args.rows) < p, 1, -1).astype(np.int64)
 
     dump_svmlight_file(X, y, args.out, zero_based=False)
     nnz = X.nnz if sp.issparse(X) else int(np.count_nonzero(X))

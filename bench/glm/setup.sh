@@ -7,8 +7,10 @@
 set -euo pipefail
 venv=${PIPEFORGE_GLM_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/pipeforge/glm-venv}
 python=${PYTHON:-python3}
-# SNAPML_PIN: see the README ("Snap ML version").
-packages=(numpy scipy scikit-learn "snapml==SNAPML_PIN")
+# Snap ML is pinned to the release whose regularisation parameter README.md's mapping was checked
+# against (a cp311 manylinux_2_28 x86_64 wheel on PyPI); $PIPEFORGE_GLM_SNAPML overrides it
+# (e.g. "snapml" for the newest). The others follow the newest that pip resolves with it.
+packages=(numpy scipy scikit-learn "${PIPEFORGE_GLM_SNAPML:-snapml==1.17.2}")
 if [[ ! -x $venv/bin/python ]]; then
   mkdir -p "$(dirname "$venv")"
   "$python" -m venv "$venv" >&2
@@ -18,8 +20,7 @@ if ! "$venv/bin/python" -c 'import numpy, scipy, sklearn, snapml' 2>/dev/null; t
   "$venv/bin/python" -m pip install "${packages[@]}" >&2
 fi
 "$venv/bin/python" - >&2 <<'PY'
-import numpy, scipy, sklearn, snapml
-print("numpy", numpy.__version__, "scipy", scipy.__version__, "scikit-learn", sklearn.__version__,
-      "snapml", snapml.__version__ if hasattr(snapml, "__version__") else "?")
+from importlib.metadata import version
+print(", ".join(f"{p} {version(p)}" for p in ("numpy", "scipy", "scikit-learn", "snapml")))
 PY
 echo "$venv/bin/python"

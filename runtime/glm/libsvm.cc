@@ -57,7 +57,10 @@ class Parser {
       if (options_.features > 0 && index > options_.features)
         fail_at(field, "feature ", index, " is beyond the ", options_.features, " features given");
       const double v = number(colon + 1, p, "the value of feature " + std::to_string(index));
-      if (std::fabs(v) > std::numeric_limits<float>::max())
+      // Values are stored as float: refused from the midpoint between FLT_MAX and 2^128 on, where
+      // rounding to float gives infinity (FLT_MAX's own printed digits read back above it).
+      constexpr double kRoundsToInfinity = 0x1.ffffffp+127;
+      if (std::fabs(v) >= kRoundsToInfinity)
         fail_at(colon + 1, "the value of feature ", index, " (", v, ") is beyond float's range");
       previous = index;
       data_.indices.push_back(static_cast<uint32_t>(index - 1));

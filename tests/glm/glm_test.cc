@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -258,6 +259,8 @@ TEST(Libsvm, ParsesRowsIntoCsr) {
   EXPECT_EQ(d.row_start, (std::vector<int64_t>{0, 2, 3, 3}));
   EXPECT_EQ(d.indices, (std::vector<uint32_t>{0, 2, 1}));
   EXPECT_EQ(d.values, (std::vector<float>{0.5f, -2.0f, 1e-3f}));
+  // FLT_MAX printed with 9 digits reads back above FLT_MAX, and still rounds to it.
+  EXPECT_EQ(parse_libsvm("1 1:3.40282347e+38\n", "text").values[0], std::numeric_limits<float>::max());
   LibsvmOptions wide;
   wide.features = 10;
   EXPECT_EQ(parse_libsvm("1 2:1\n", "text", wide).cols, 10);
@@ -283,6 +286,7 @@ TEST(Libsvm, BadInputNamesTheLineAndColumn) {
   EXPECT_NE(message("1 qid:3 1:2\n").find("qid fields"), std::string::npos);
   EXPECT_NE(message("1 1:nan\n").find("the value of feature 1 is not a finite number"), std::string::npos);
   EXPECT_NE(message("1 1:1e300\n").find("beyond float's range"), std::string::npos);
+  EXPECT_NE(message("1 1:-3.4028236e38\n").find("beyond float's range"), std::string::npos);
   LibsvmOptions narrow;
   narrow.features = 2;
   EXPECT_NE(message("1 3:1\n", narrow).find("feature 3 is beyond the 2 features given"), std::string::npos);
