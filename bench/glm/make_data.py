@@ -57,6 +57,9 @@ def main():
     ap.add_argument("--labels", choices=["planted", "generator"], default="planted",
                     help="with --density < 1: labels drawn from the sparse matrix (default) or "
                          "the generator's own")
+    ap.add_argument("--normalize", action="store_true",
+                    help="scale every row to unit L2 norm (as LIBSVM's own data sets are), after "
+                         "the labels are drawn")
     ap.add_argument("--out", required=True, help="libsvm file to write")
     args = ap.parse_args()
     if not 0.0 < args.density <= 1.0:
@@ -92,6 +95,15 @@ def main():
                 z = X @ v
                 p = 1.0 / (1.0 + np.exp(-4.0 * z / z.std()))
                 y = np.where(rng.random(args.rows) < p, 1, -1).astype(np.int64)
+
+    if args.normalize:
+        if sp.issparse(X):
+            norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
+            X = sp.diags(1.0 / np.where(norms > 0, norms, 1.0)) @ X
+            X = sp.csr_matrix(X)
+        else:
+            norms = np.linalg.norm(X, axis=1)
+            X = X / np.where(norms > 0, norms, 1.0)[:, None]
 
     dump_svmlight_file(X, y, args.out, zero_based=False)
     nnz = X.nnz if sp.issparse(X) else int(np.count_nonzero(X))

@@ -56,7 +56,7 @@ def objective(X, y, w, loss, lam):
 
 
 # ---------------------------------------------------------------------------------------------
-# Peers. Each factory takes (n, lam, threads, tol) and returns (estimator, params dict, how to
+# Peers (random_state fixed wherever a solver shuffles, so reruns repeat). Each factory takes (n, lam, threads, tol) and returns (estimator, params dict, how to
 # prepare X for it). `tol` is None for the peer's own tight default. PEERS lists
 # (name, factory[, run by default]); --peers names any of them, default-off ones included.
 
@@ -65,7 +65,8 @@ def _sk_logistic(solver, tol_default, max_iter):
     def make(n, lam, threads, tol):
         from sklearn.linear_model import LogisticRegression
         params = dict(solver=solver, C=1.0 / (n * lam), fit_intercept=False,
-                      tol=tol if tol is not None else tol_default, max_iter=max_iter)
+                      tol=tol if tol is not None else tol_default, max_iter=max_iter,
+                      random_state=0)
         # L2 is LogisticRegression's default penalty (l1_ratio=0); passing penalty= is
         # deprecated in recent scikit-learn.
         return LogisticRegression(**params), params, "native"
@@ -78,7 +79,7 @@ def _sk_linearsvc(n, lam, threads, tol):
     # than on tol (its projected-gradient test); by then its objective no longer moves at
     # 1e-7 relative, so max_iter is what bounds the time here.
     params = dict(loss="hinge", dual=True, C=1.0 / (n * lam), fit_intercept=False,
-                  tol=tol if tol is not None else 1e-6, max_iter=100_000)
+                  tol=tol if tol is not None else 1e-6, max_iter=100_000, random_state=0)
     return LinearSVC(**params), params, "native"
 
 
@@ -87,7 +88,8 @@ def _sk_ridge(solver, tol_default):
         from sklearn.linear_model import Ridge
         # max_iter counts epochs for sag and iterations for sparse_cg; cholesky ignores both.
         params = dict(alpha=n * lam, fit_intercept=False, solver=solver,
-                      tol=tol if tol is not None else tol_default, max_iter=10_000)
+                      tol=tol if tol is not None else tol_default, max_iter=10_000,
+                      random_state=0)
         return Ridge(**params), params, "native"
     return make
 
@@ -98,7 +100,8 @@ def _snap(kind, tol_default, **fixed):
         cls = {"logistic": snapml.LogisticRegression, "hinge": snapml.SupportVectorMachine,
                "squared": snapml.LinearRegression}[kind]
         params = dict(regularizer=n * lam, fit_intercept=False, n_jobs=threads,
-                      tol=tol if tol is not None else tol_default, max_iter=100_000, **fixed)
+                      tol=tol if tol is not None else tol_default, max_iter=100_000,
+                      random_state=0, **fixed)
         if kind != "hinge":
             params["penalty"] = "l2"
         # Snap ML trains in float32: it converts a float64 matrix inside fit(), so the matrix is

@@ -48,12 +48,14 @@ for set in "${sets[@]}"; do
     "$pipeforge" glm --loss "$loss" --lambda "$lambda" --data "$file" --solver "$solver" --threads "$t" \
       --tol 1e-6 --json --quiet >"$work/$tag.pf.$solver.json"
   done
-  echo "peers $tag (tight tolerances)" >&2
+  for tol in 1e-4; do
+    echo "pipeforge glm $tag: syscd on $threads threads, --tol $tol" >&2
+    "$pipeforge" glm --loss "$loss" --lambda "$lambda" --data "$file" --solver syscd --threads "$threads" \
+      --tol "$tol" --json --quiet >"$work/$tag.pf.syscd-tol$tol.json"
+  done
+  echo "peers $tag (each at its tight tolerance and, --sweep, at every looser one)" >&2
   "$python" bench/glm/peers.py --data "$file" --loss "$loss" --lambda "$lambda" --threads "$threads" \
-    >"$work/$tag.peers.tight.json"
-  echo "peers $tag (the libraries' default tolerances)" >&2
-  "$python" bench/glm/peers.py --data "$file" --loss "$loss" --lambda "$lambda" --threads "$threads" \
-    --library-defaults >"$work/$tag.peers.defaults.json"
+    --sweep >"$work/$tag.peers.json"
 done
 
 "$python" bench/glm/summarize.py "$work" "$(nproc)" "$(lscpu | sed -n 's/^Model name: *//p')"

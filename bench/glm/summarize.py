@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Combines bench/glm/run.sh's results (a folder of <set>.pf.<solver>.json and
-<set>.peers.<mode>.json files) into one JSON object on stdout.
+"""Combines bench/glm/run.sh's results (a folder of <set>.pf.<run>.json and <set>.peers.json
+files) into one JSON object on stdout.
 
-Per set: every run (pipeforge's three solvers; each peer at tight and at its library's default
-tolerance) with its objective, seconds and rel_gap = (objective - best) / |best|, best being the
-lowest objective of any run; then, per library, the fastest run with rel_gap <= 1e-4, and the
-ratios of the libraries' times to pipeforge's."""
+Per set: every run (pipeforge's three solvers at --tol 1e-6 and SySCD at 1e-4; each peer at every
+rung of its tolerance sweep) with its objective, seconds and rel_gap = (objective - best) / |best|,
+best being the lowest objective of any run; then, per library, the fastest run with
+rel_gap <= 1e-4 ("the time to it"), and the ratios of the libraries' times to pipeforge's."""
 import glob
 import json
 import os
@@ -16,7 +16,7 @@ TARGET = 1e-4
 
 def main():
     folder, cores, cpu = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    sets = sorted({os.path.basename(p).split(".")[0] for p in glob.glob(os.path.join(folder, "*.json"))})
+    sets = sorted({os.path.basename(p).split(".")[0] for p in glob.glob(os.path.join(folder, "*.pf.*.json"))})
     out = {"machine": {"cores": cores, "cpu": cpu}, "target_rel_gap": TARGET, "sets": []}
     for name in sets:
         runs = []
@@ -26,19 +26,18 @@ def main():
             data = data or {"examples": r["examples"], "features": r["features"], "nonzeros": r["nonzeros"],
                             "loss": r["options"]["loss"], "lambda": r["options"]["lambda"]}
             runs.append({"library": "pipeforge", "name": "pipeforge-" + r["options"]["solver"],
-                         "threads": r["options"]["threads"], "objective": r["objective"],
+                         "threads": r["options"]["threads"], "tol": r["options"]["tol"], "objective": r["objective"],
                          "seconds": r["seconds"], "epochs": r["epochs"], "duality_gap": r["duality_gap"]})
-        for mode in ("tight", "defaults"):
-            path = os.path.join(folder, f"{name}.peers.{mode}.json")
-            if not os.path.exists(path):
+        path = os.path.join(folder, f"{name}.peers.json")
+        for p in json.load(open(path))["peers"] if os.path.exists(path) else []:
+            library = p["name"].split("-")[0]
+            if "error" in p:
+                runs.append({"library": library, "name": p["name"], "error": p["error"]})
                 continue
-            for p in json.load(open(path))["peers"]:
-                if "objective" not in p:
-                    runs.append({"library": p["name"].split("-")[0], "name": p["name"], "tolerance": mode,
-                                 "error": p.get("error")})
-                    continue
-                runs.append({"library": p["name"].split("-")[0], "name": p["name"], "tolerance": mode,
-                             "objective": p["objective"], "seconds": p["seconds"], "params": p.get("params")})
+            for rung in p.get("sweep") or [dict(p, tol=p["params"].get("tol"))]:
+                if "objective" in rung:
+                    runs.append({"library": library, "name": p["name"], "tol": rung["tol"],
+                                 "objective": rung["objective"], "seconds": rung["seconds"]})
         ok = [r for r in runs if "objective" in r]
         best = min(r["objective"] for r in ok)
         for r in ok:

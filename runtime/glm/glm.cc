@@ -17,6 +17,12 @@
 namespace pf::glm {
 namespace {
 
+// The logistic step's Newton iteration stops when it moves b by at most this share of the
+// distance to the nearer end of (0, 1): quadratic convergence has then made the last step far
+// more precise. 1e-10 took 60% more time than 1e-6 for the same objective to 12 digits (50,000 x
+// 500 sparse, 7 epochs either way).
+constexpr double kNewtonTol = 1e-6;
+
 const std::vector<std::pair<std::string, Loss>>& losses() {
   static const std::vector<std::pair<std::string, Loss>> v = {
       {"logistic", Loss::kLogistic}, {"squared", Loss::kSquared}, {"hinge", Loss::kHinge}};
@@ -147,8 +153,7 @@ double coordinate_step(Loss loss, double y, double z, double alpha, double q) {
         const double step = g / (1.0 / (b * (1.0 - b)) + q);  // -g / g'
         double next = b + step;
         if (!(next > lo && next < hi)) next = 0.5 * (lo + hi);
-        // Solved to 1e-10 of the distance to the nearer end: far below what the duality gap sees.
-        const bool done = std::fabs(next - b) <= 1e-10 * std::min(next, 1.0 - next);
+        const bool done = std::fabs(next - b) <= kNewtonTol * std::min(next, 1.0 - next);
         b = next;
         if (done) break;
       }
