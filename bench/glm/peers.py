@@ -56,9 +56,10 @@ def objective(X, y, w, loss, lam):
 
 
 # ---------------------------------------------------------------------------------------------
-# Peers (random_state fixed wherever a solver shuffles, so reruns repeat). Each factory takes (n, lam, threads, tol) and returns (estimator, params dict, how to
-# prepare X for it). `tol` is None for the peer's own tight default. PEERS lists
-# (name, factory[, run by default]); --peers names any of them, default-off ones included.
+# Peers (random_state fixed wherever a solver shuffles, so reruns repeat). Each factory takes
+# (n, lam, threads, tol) and returns (estimator, params dict, how to prepare X for it). `tol` is
+# None for the peer's own tight default. PEERS lists (name, factory[, run by default]); --peers
+# names any of them, default-off ones included.
 
 
 def _sk_logistic(solver, tol_default, max_iter):
