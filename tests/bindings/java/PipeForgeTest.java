@@ -1389,7 +1389,31 @@ public class PipeForgeTest {
 
   /** Prints the version: run_junit.sh uses it to check loading without -Dpipeforge.jni.library. */
   public static void main(String[] args) {
+    if (args.length == 2 && args[0].equals("interrupted-run")) {
+      interruptedRun(new File(args[1]));
+      return;
+    }
     System.out.println("PipeForge " + PipeForge.version() + " (ABI " + PipeForge.libraryAbiVersion() + ")");
+  }
+
+  /**
+   * What run_junit.sh sends SIGINT to: a run of far more steps than it gets to, printing each step.
+   * The JVM's shutdown (Ctrl-C) must end it after the step in progress, with its checkpoint written
+   * into {@code dir}, before the JVM exits.
+   */
+  static void interruptedRun(File dir) {
+    Model[] keep = new Model[1];
+    Trainer trainer = textTrainer(keep);
+    RunOptions o = new RunOptions();
+    o.setSteps(1000000);
+    o.setCheckpointEvery(1000000);
+    o.setCheckpointDir(dir.getPath());
+    RunResult r = trainer.run(o, info -> {
+      System.out.println("step " + info.getStep());
+      System.out.flush();
+      return true;
+    });
+    System.out.println("run returned at step " + r.getStep() + ", stopped " + r.getStopped());
   }
 
   @Test

@@ -25,3 +25,27 @@ echo "--- loading libpipeforge_jni.so from inside the jar"
 out=$("${jvm[@]}" org.pipeforge.test.PipeForgeTest)
 echo "$out"
 grep -q '^PipeForge [0-9]' <<<"$out"
+
+echo "--- Ctrl-C during Trainer.run: the run ends after the step in progress, its checkpoint written"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# A non-interactive shell starts background jobs with SIGINT ignored, and the JVM keeps an ignored
+# signal ignored: give it the default disposition, as a terminal's Ctrl-C finds it.
+env --default-signal=INT,TERM "${jvm[@]}" -Dpipeforge.jni.library="$jni_library" org.pipeforge.test.PipeForgeTest \
+  interrupted-run "$work/checkpoints" >"$work/out" 2>&1 &
+pid=$!
+for _ in $(seq 1200); do
+  grep -q '^step 3$' "$work/out" && break
+  sleep 0.1
+done
+grep -q '^step 3$' "$work/out" || { cat "$work/out"; kill -9 "$pid"; echo "the run did not reach step 3"; exit 1; }
+kill -INT "$pid"
+code=0
+wait "$pid" || code=$?
+tail -n 3 "$work/out"
+[[ $code == 130 ]] || { echo "the JVM exited $code after SIGINT (expected 130)"; exit 1; }
+saved=$(ls "$work/checkpoints")
+echo "saved: $saved"
+last=$(grep '^step ' "$work/out" | tail -n 1 | cut -d' ' -f2)
+[[ $saved == "$(printf 'step-%08d.pfckpt' "$last")" ]] ||
+  { echo "expected the checkpoint of the last step run ($last), found: $saved"; exit 1; }
