@@ -1411,7 +1411,7 @@ public class PipeForgeTest {
     RunResult r = trainer.run(o, info -> {
       System.out.println("step " + info.getStep());
       System.out.flush();
-      return true;
+      return false;  // go on: only the interrupt stops it
     });
     System.out.println("run returned at step " + r.getStep() + ", stopped " + r.getStopped());
   }
