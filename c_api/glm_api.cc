@@ -1,12 +1,10 @@
 // pf_glm_*: linear models by parallel coordinate descent (runtime/glm) for C callers and the
 // language bindings.
-#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <tuple>
 #include <limits>
 #include <string>
-#include <thread>
 #include <utility>
 
 #include "c_api/guard.h"
@@ -70,9 +68,7 @@ pf::glm::GlmOptions convert(const pf_glm_options* options) {
                ", not a pf_glm_solver (PF_GLM_SYSCD, PF_GLM_SEQUENTIAL or PF_GLM_ASYNC)");
   }
   PF_CHECK_ARG(o.threads >= 0, "options->threads is ", o.threads, ": expected >= 1 (0 = every hardware thread)");
-  g.threads = o.threads > 0 ? o.threads
-              : g.solver == pf::glm::Solver::kSequential ? 1
-                                                         : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  g.threads = o.threads > 0 ? o.threads : pf::glm::default_threads(g.solver);
   g.lambda = o.lambda;
   g.tol = o.tol;
   g.max_epochs = o.max_epochs;

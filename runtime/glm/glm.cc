@@ -428,6 +428,10 @@ const char* solver_name(Solver solver) {
     if (v == solver) return n.c_str();
   return "?";
 }
+int default_threads(Solver solver) {
+  return solver == Solver::kSequential ? 1 : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 Loss parse_loss(const std::string& name) { return parse_name(losses(), name, "loss"); }
 Solver parse_solver(const std::string& name) { return parse_name(solvers(), name, "solver"); }
 

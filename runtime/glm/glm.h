@@ -33,6 +33,9 @@ const char* loss_name(Loss loss);
 const char* solver_name(Solver solver);
 Loss parse_loss(const std::string& name);      // kInvalidArgument listing the names
 Solver parse_solver(const std::string& name);  // kInvalidArgument listing the names
+// The threads a solver runs when the caller gives none: 1 for sequential, every hardware thread
+// for async and syscd.
+int default_threads(Solver solver);
 
 struct GlmOptions {
   Loss loss = Loss::kLogistic;

@@ -1,11 +1,9 @@
 #include "tools/cli/glm_command.h"
 
-#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -57,9 +55,7 @@ int run_glm(const GlmArgs& a) {
     o.loss = glm::parse_loss(a.loss);
     o.solver = glm::parse_solver(a.solver);
     o.lambda = a.lambda;
-    o.threads = a.threads > 0 ? a.threads
-                : o.solver == glm::Solver::kSequential ? 1
-                                                       : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    o.threads = a.threads > 0 ? a.threads : glm::default_threads(o.solver);
     o.tol = a.tol;
     o.max_epochs = a.max_epochs;
     o.seed = a.seed;
