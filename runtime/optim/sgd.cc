@@ -1,5 +1,6 @@
 #include "runtime/optim/sgd.h"
 
+#include "runtime/optim/cpu_update.h"
 #include "runtime/optim/cuda_optim.h"
 
 namespace pf {
@@ -9,20 +10,8 @@ void Sgd::update(Parameter& param, int64_t step) {
     gpu::sgd_update(param, config_.momentum == 0.0f ? Tensor() : slot(param, "momentum"), config_, step);
     return;
   }
-  float* w = param.value.f32();
-  const float* g = param.grad.f32();
-  const int64_t n = param.value.numel();
-  const float lr = config_.lr, wd = config_.weight_decay, mu = config_.momentum;
-  if (mu == 0.0f) {
-    for (int64_t i = 0; i < n; ++i) w[i] -= lr * (g[i] + wd * w[i]);
-    return;
-  }
-  float* buf = slot(param, "momentum").f32();
-  for (int64_t i = 0; i < n; ++i) {
-    const float d = g[i] + wd * w[i];
-    buf[i] = step == 1 ? d : mu * buf[i] + d;
-    w[i] -= lr * buf[i];
-  }
+  cpu::sgd_update(param.value.numel(), param.value.f32(), param.grad.f32(),
+                  config_.momentum == 0.0f ? nullptr : slot(param, "momentum").f32(), config_, config_.lr, step);
 }
 
 }  // namespace pf

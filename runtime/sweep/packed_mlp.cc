@@ -1,0 +1,311 @@
+#include "runtime/sweep/packed_mlp.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "runtime/core/checked_math.h"
+#include "runtime/core/error.h"
+#include "runtime/core/limits.h"
+#include "runtime/kernels/cpu/blas.h"
+#include "runtime/kernels/cpu/fast_math.h"
+#include "runtime/models/builders.h"
+#include "runtime/models/init.h"
+#include "runtime/optim/cpu_update.h"
+
+namespace pf::sweep {
+
+namespace {
+
+// a = act(z) over n elements.
+void activate(Activation f, int64_t n, const float* z, float* a) {
+  switch (f) {
+    case Activation::kRelu:
+      for (int64_t k = 0; k < n; ++k) a[k] = z[k] > 0.0f ? z[k] : 0.0f;
+      return;
+    case Activation::kGelu:
+      for (int64_t k = 0; k < n; ++k) a[k] = cpu::gelu(z[k]);
+      return;
+    case Activation::kTanh:
+      for (int64_t k = 0; k < n; ++k) a[k] = cpu::fast_tanh(z[k]);
+      return;
+    case Activation::kSigmoid:
+      for (int64_t k = 0; k < n; ++k) a[k] = 1.0f / (1.0f + cpu::fast_exp(-z[k]));
+      return;
+    case Activation::kIdentity:
+      std::memcpy(a, z, static_cast<size_t>(n) * sizeof(float));
+      return;
+  }
+}
+
+// dy * act'(z), from z and a = act(z).
+inline float activation_grad(Activation f, float z, float a, float dy) {
+  switch (f) {
+    case Activation::kRelu: return z > 0.0f ? dy : 0.0f;
+    case Activation::kGelu: return cpu::gelu_grad(z, dy);
+    case Activation::kTanh: return dy * (1.0f - a * a);
+    case Activation::kSigmoid: return dy * (a * (1.0f - a));
+    case Activation::kIdentity: return dy;
+  }
+  return dy;
+}
+
+}  // namespace
+
+const std::vector<std::string>& activation_names() {
+  static const std::vector<std::string> names = {"relu", "gelu", "tanh", "sigmoid", "identity"};
+  return names;
+}
+
+Activation parse_activation(const std::string& name) {
+  const std::vector<std::string>& names = activation_names();
+  for (size_t k = 0; k < names.size(); ++k)
+    if (names[k] == name) return static_cast<Activation>(k);
+  fail(ErrorCode::kInvalidArgument, "unknown activation '", name, "' (known: relu, gelu, tanh, sigmoid, identity)");
+}
+
+const char* activation_name(Activation activation) {
+  return activation_names()[static_cast<size_t>(activation)].c_str();
+}
+
+PackedMlp::PackedMlp(int64_t features, int64_t classes, std::vector<MlpSpec> specs, const OptimizerConfig& optimizer,
+                     int64_t max_rows)
+    : features_(features), classes_(classes), max_rows_(max_rows), models_(std::move(specs)), optimizer_(optimizer) {
+  PF_CHECK_ARG(features >= 1 && features <= limits::kMaxDimension, "features must be in [1, ", limits::kMaxDimension,
+               "], got ", features);
+  PF_CHECK_ARG(classes >= 2 && classes <= limits::kMaxDimension, "classes must be in [2, ", limits::kMaxDimension,
+               "], got ", classes);
+  PF_CHECK_ARG(max_rows >= 1 && max_rows <= limits::kMaxDimension, "rows must be in [1, ", limits::kMaxDimension,
+               "], got ", max_rows);
+  PF_CHECK_ARG(!models_.empty(), "a packed network needs at least one model");
+  optimizer_.lr = 1.0f;  // unused: each model has its own
+  optimizer_.clip_norm = 0.0f;
+  optimizer_.validate();
+  offset_.reserve(models_.size() + 1);
+  offset_.push_back(0);
+  for (size_t i = 0; i < models_.size(); ++i) {
+    const MlpSpec& m = models_[i];
+    PF_CHECK_ARG(m.hidden >= 1 && m.hidden <= limits::kMaxDimension, "model ", i, ": hidden must be in [1, ",
+                 limits::kMaxDimension, "], got ", m.hidden);
+    PF_CHECK_ARG(std::isfinite(m.lr) && m.lr > 0, "model ", i, ": lr must be a positive number, got ", m.lr);
+    total_hidden_ = checked_add(total_hidden_, m.hidden, "the models' total hidden width");
+    offset_.push_back(total_hidden_);
+  }
+  PF_CHECK_ARG(total_hidden_ <= limits::kMaxDimension, "the models' total hidden width ", total_hidden_,
+               " is larger than ", limits::kMaxDimension);
+  const int64_t n = models();
+  // Parameters and gradients, the optimizer's slots, the work buffers: all checked before allocating.
+  const int64_t params = checked_add(checked_mul(total_hidden_, checked_add(features, classes + 1, "sizes"), "sizes"),
+                                     checked_mul(n, classes, "sizes"), "sizes");
+  const int slots = optimizer_.kind == OptimizerConfig::Kind::kAdamW ? 2 : (optimizer_.momentum != 0.0f ? 1 : 0);
+  const int64_t work = checked_add(checked_mul(checked_mul(max_rows, total_hidden_, "sizes"), 2, "sizes"),
+                                   checked_mul(checked_mul(max_rows, n, "sizes"), classes, "sizes"), "sizes");
+  const int64_t floats = checked_add(checked_mul(params, 2 + slots, "sizes"), work, "sizes");
+  const int64_t need = checked_mul(floats, int64_t{sizeof(float)}, "sizes");
+  if (need > limits::max_parameter_bytes())
+    fail(ErrorCode::kOutOfMemory, "the packed network of ", n, " models (total hidden width ", total_hidden_,
+         ") and ", max_rows, " rows per batch needs ", need, " bytes, more than the limit of ",
+         limits::max_parameter_bytes(), " (fewer models or rows per batch)");
+
+  const int64_t h = total_hidden_;
+  w1_.resize(static_cast<size_t>(h * features));
+  b1_.resize(static_cast<size_t>(h));
+  w2_.resize(static_cast<size_t>(h * classes));
+  b2_.resize(static_cast<size_t>(n * classes));
+  gw1_.resize(w1_.size());
+  gb1_.resize(b1_.size());
+  gw2_.resize(w2_.size());
+  gb2_.resize(b2_.size());
+  if (slots >= 1) {
+    s1w1_.assign(w1_.size(), 0.0f), s1b1_.assign(b1_.size(), 0.0f), s1w2_.assign(w2_.size(), 0.0f);
+    s1b2_.assign(b2_.size(), 0.0f);
+  }
+  if (slots >= 2) {
+    s2w1_.assign(w1_.size(), 0.0f), s2b1_.assign(b1_.size(), 0.0f), s2w2_.assign(w2_.size(), 0.0f);
+    s2b2_.assign(b2_.size(), 0.0f);
+  }
+  z_.resize(static_cast<size_t>(max_rows * h));
+  a_.resize(z_.size());
+  logits_.resize(static_cast<size_t>(max_rows * n * classes));
+
+  // Each model's initial parameters: those of the MLP alone, initialised from its seed.
+  for (int64_t i = 0; i < n; ++i) {
+    const MlpSpec& m = models_[static_cast<size_t>(i)];
+    MlpConfig config;
+    config.input_dim = features;
+    config.hidden = {m.hidden};
+    config.classes = classes;
+    std::unique_ptr<Model> alone = build_mlp(config);
+    initialize_parameters(alone->parameters(), m.seed);
+    for (Parameter* p : alone->parameters()) {
+      const float* v = p->value.f32();
+      const int64_t off = offset_[static_cast<size_t>(i)];
+      if (p->name == "fc0.weight") {
+        std::copy(v, v + m.hidden * features, w1_.begin() + off * features);
+      } else if (p->name == "fc0.bias") {
+        std::copy(v, v + m.hidden, b1_.begin() + off);
+      } else if (p->name == "head.weight") {  // [classes, h] -> rows off.. of [H, classes]
+        for (int64_t c = 0; c < classes; ++c)
+          for (int64_t j = 0; j < m.hidden; ++j) w2_[static_cast<size_t>((off + j) * classes + c)] = v[c * m.hidden + j];
+      } else if (p->name == "head.bias") {
+        std::copy(v, v + classes, b2_.begin() + i * classes);
+      }
+    }
+  }
+}
+
+int64_t PackedMlp::bytes() const {
+  size_t floats = 0;
+  for (const std::vector<float>* v : {&w1_, &b1_, &w2_, &b2_, &gw1_, &gb1_, &gw2_, &gb2_, &s1w1_, &s1b1_, &s1w2_,
+                                      &s1b2_, &s2w1_, &s2b1_, &s2w2_, &s2b2_, &z_, &a_, &logits_})
+    floats += v->size();
+  return static_cast<int64_t>(floats * sizeof(float));
+}
+
+void PackedMlp::check_batch(const float* x, const int32_t* y, int64_t rows) const {
+  PF_CHECK_ARG(rows >= 1 && rows <= max_rows_, "a batch must have 1 to ", max_rows_, " rows, got ", rows);
+  PF_CHECK_ARG(x != nullptr && y != nullptr, "the batch's features and labels must not be null");
+  for (int64_t r = 0; r < rows; ++r)
+    PF_CHECK_ARG(y[r] >= 0 && y[r] < classes_, "label ", y[r], " at row ", r, " is out of range [0, ", classes_, ")");
+}
+
+void PackedMlp::forward(const float* x, int64_t rows) {
+  const int64_t h = total_hidden_, n = models(), c = classes_;
+  float* z = z_.data();
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(z + r * h, b1_.data(), static_cast<size_t>(h) * sizeof(float));
+  cpu::gemm(false, true, rows, h, features_, 1.0f, x, w1_.data(), 1.0f, z);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t off = offset_[static_cast<size_t>(i)], len = offset_[static_cast<size_t>(i) + 1] - off;
+      activate(models_[static_cast<size_t>(i)].activation, len, z + r * h + off, a_.data() + r * h + off);
+    }
+  // logits[r, i, :] = b2[i, :] + sum over model i's units j of a[r, j] w2[j, :].
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* ar = a_.data() + r * h;
+    for (int64_t i = 0; i < n; ++i) {
+      float* __restrict out = logits_.data() + (r * n + i) * c;
+      const float* __restrict bias = b2_.data() + i * c;
+      for (int64_t k = 0; k < c; ++k) out[k] = bias[k];
+      for (int64_t j = offset_[static_cast<size_t>(i)]; j < offset_[static_cast<size_t>(i) + 1]; ++j) {
+        const float aj = ar[j];
+        const float* __restrict w = w2_.data() + j * c;
+        for (int64_t k = 0; k < c; ++k) out[k] += aj * w[k];
+      }
+    }
+  }
+}
+
+void PackedMlp::train_step(const float* x, const int32_t* y, int64_t rows, double* losses) {
+  check_batch(x, y, rows);
+  forward(x, rows);
+  const int64_t h = total_hidden_, n = models(), c = classes_;
+  // Each model's loss and, in place of its logits, their gradient (softmax - onehot) / rows.
+  std::fill(losses, losses + n, 0.0);
+  const float inv_rows = 1.0f / static_cast<float>(rows);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < n; ++i) {
+      float* l = logits_.data() + (r * n + i) * c;
+      float mx = l[0];
+      for (int64_t k = 1; k < c; ++k) mx = l[k] > mx ? l[k] : mx;
+      const float target = l[y[r]];
+      float sum = 0.0f;
+      for (int64_t k = 0; k < c; ++k) {
+        l[k] = cpu::fast_exp(l[k] - mx);
+        sum += l[k];
+      }
+      losses[i] += static_cast<double>(mx) + std::log(static_cast<double>(sum)) - static_cast<double>(target);
+      const float scale = inv_rows / sum;
+      for (int64_t k = 0; k < c; ++k) l[k] *= scale;
+      l[y[r]] -= inv_rows;
+    }
+  for (int64_t i = 0; i < n; ++i) losses[i] /= static_cast<double>(rows);
+
+  // Output layer: gw2[j, :] = sum_r a[r, j] g[r, i, :], gb2[i, :] = sum_r g[r, i, :], and
+  // da[r, j] = g[r, i, :] . w2[j, :], turned into dz = da * act'(z) in z_.
+  std::fill(gw2_.begin(), gw2_.end(), 0.0f);
+  std::fill(gb2_.begin(), gb2_.end(), 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* zr = z_.data() + r * h;
+    const float* ar = a_.data() + r * h;
+    for (int64_t i = 0; i < n; ++i) {
+      const float* __restrict g = logits_.data() + (r * n + i) * c;
+      float* __restrict gb = gb2_.data() + i * c;
+      for (int64_t k = 0; k < c; ++k) gb[k] += g[k];
+      const Activation f = models_[static_cast<size_t>(i)].activation;
+      for (int64_t j = offset_[static_cast<size_t>(i)]; j < offset_[static_cast<size_t>(i) + 1]; ++j) {
+        const float aj = ar[j];
+        const float* __restrict w = w2_.data() + j * c;
+        float* __restrict gw = gw2_.data() + j * c;
+        float da = 0.0f;
+        for (int64_t k = 0; k < c; ++k) {
+          gw[k] += aj * g[k];
+          da += g[k] * w[k];
+        }
+        zr[j] = activation_grad(f, zr[j], aj, da);
+      }
+    }
+  }
+  // Hidden layer: gb1 = column sums of dz, gw1 = dz^T x.
+  std::fill(gb1_.begin(), gb1_.end(), 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* __restrict dz = z_.data() + r * h;
+    float* __restrict gb = gb1_.data();
+    for (int64_t j = 0; j < h; ++j) gb[j] += dz[j];
+  }
+  cpu::gemm(true, false, h, features_, rows, 1.0f, z_.data(), x, 0.0f, gw1_.data());
+
+  // Each model's update on its four slices, with its own learning rate.
+  ++steps_;
+  const bool adamw = optimizer_.kind == OptimizerConfig::Kind::kAdamW;
+  auto update = [&](int64_t begin, int64_t len, std::vector<float>& w, std::vector<float>& g, std::vector<float>& s1,
+                    std::vector<float>& s2, float lr) {
+    if (adamw) {
+      cpu::adamw_update(len, w.data() + begin, g.data() + begin, s1.data() + begin, s2.data() + begin, optimizer_, lr,
+                        steps_);
+    } else {
+      cpu::sgd_update(len, w.data() + begin, g.data() + begin, s1.empty() ? nullptr : s1.data() + begin, optimizer_,
+                      lr, steps_);
+    }
+  };
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t off = offset_[static_cast<size_t>(i)], len = offset_[static_cast<size_t>(i) + 1] - off;
+    const float lr = models_[static_cast<size_t>(i)].lr;
+    update(off * features_, len * features_, w1_, gw1_, s1w1_, s2w1_, lr);
+    update(off, len, b1_, gb1_, s1b1_, s2b1_, lr);
+    update(off * c, len * c, w2_, gw2_, s1w2_, s2w2_, lr);
+    update(i * c, c, b2_, gb2_, s1b2_, s2b2_, lr);
+  }
+}
+
+void PackedMlp::evaluate(const float* x, const int32_t* y, int64_t rows, double* loss_sum, int64_t* correct) {
+  check_batch(x, y, rows);
+  forward(x, rows);
+  const int64_t n = models(), c = classes_;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < n; ++i) {
+      const float* l = logits_.data() + (r * n + i) * c;
+      int64_t best = 0;
+      for (int64_t k = 1; k < c; ++k) best = l[k] > l[best] ? k : best;
+      double sum = 0.0;
+      for (int64_t k = 0; k < c; ++k) sum += std::exp(static_cast<double>(l[k]) - l[best]);
+      loss_sum[i] += static_cast<double>(l[best]) + std::log(sum) - static_cast<double>(l[y[r]]);
+      correct[i] += best == y[r] ? 1 : 0;
+    }
+}
+
+std::vector<float> PackedMlp::parameter(int64_t model, const std::string& name) const {
+  PF_CHECK_ARG(model >= 0 && model < models(), "model ", model, " is out of range [0, ", models(), ")");
+  const int64_t off = offset_[static_cast<size_t>(model)], len = offset_[static_cast<size_t>(model) + 1] - off;
+  if (name == "fc0.weight") return {w1_.begin() + off * features_, w1_.begin() + (off + len) * features_};
+  if (name == "fc0.bias") return {b1_.begin() + off, b1_.begin() + off + len};
+  if (name == "head.bias") return {b2_.begin() + model * classes_, b2_.begin() + (model + 1) * classes_};
+  if (name == "head.weight") {
+    std::vector<float> out(static_cast<size_t>(classes_ * len));
+    for (int64_t k = 0; k < classes_; ++k)
+      for (int64_t j = 0; j < len; ++j) out[static_cast<size_t>(k * len + j)] = w2_[static_cast<size_t>((off + j) * classes_ + k)];
+    return out;
+  }
+  fail(ErrorCode::kInvalidArgument, "unknown parameter '", name, "' (known: fc0.weight, fc0.bias, head.weight, head.bias)");
+}
+
+}  // namespace pf::sweep
