@@ -9,9 +9,12 @@
 #include "runtime/core/limits.h"
 #include "runtime/kernels/cpu/blas.h"
 #include "runtime/kernels/cpu/fast_math.h"
+#include "runtime/kernels/cpu/vec8.h"
 #include "runtime/models/builders.h"
 #include "runtime/models/init.h"
 #include "runtime/optim/cpu_update.h"
+
+PF_VEC8_NO_PSABI_WARNING
 
 namespace pf::sweep {
 
@@ -38,16 +41,53 @@ void activate(Activation f, int64_t n, const float* z, float* a) {
   }
 }
 
-// dy * act'(z), from z and a = act(z).
-inline float activation_grad(Activation f, float z, float a, float dy) {
+// dz = dy * act'(z) over n elements, from z and a = act(z); dz may be z.
+void activation_backward(Activation f, int64_t n, float* z, const float* __restrict a, const float* __restrict dy) {
   switch (f) {
-    case Activation::kRelu: return z > 0.0f ? dy : 0.0f;
-    case Activation::kGelu: return cpu::gelu_grad(z, dy);
-    case Activation::kTanh: return dy * (1.0f - a * a);
-    case Activation::kSigmoid: return dy * (a * (1.0f - a));
-    case Activation::kIdentity: return dy;
+    case Activation::kRelu:
+      for (int64_t k = 0; k < n; ++k) z[k] = z[k] > 0.0f ? dy[k] : 0.0f;
+      return;
+    case Activation::kGelu:
+      for (int64_t k = 0; k < n; ++k) z[k] = cpu::gelu_grad(z[k], dy[k]);
+      return;
+    case Activation::kTanh:
+      for (int64_t k = 0; k < n; ++k) z[k] = dy[k] * (1.0f - a[k] * a[k]);
+      return;
+    case Activation::kSigmoid:
+      for (int64_t k = 0; k < n; ++k) z[k] = dy[k] * (a[k] * (1.0f - a[k]));
+      return;
+    case Activation::kIdentity:
+      for (int64_t k = 0; k < n; ++k) z[k] = dy[k];
+      return;
   }
-  return dy;
+}
+
+// The sum of x[0, n) in a fixed order (eight lanes, vec8.h, then the tail in order).
+float sum_of(const float* x, int64_t n) {
+  cpu::v8f acc = cpu::splat8(0.0f);
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) acc += cpu::load8(x + k);
+  float total = cpu::sum8(acc);
+  for (; k < n; ++k) total += x[k];
+  return total;
+}
+
+// dy[0, n) += w * g and returns the dot product of a and g, in a fixed order.
+float dot_and_axpy(const float* a, const float* g, float w, float* dy, int64_t n) {
+  cpu::v8f acc = cpu::splat8(0.0f);
+  const cpu::v8f wv = cpu::splat8(w);
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    const cpu::v8f gv = cpu::load8(g + k);
+    acc += cpu::load8(a + k) * gv;
+    cpu::store8(dy + k, cpu::load8(dy + k) + wv * gv);
+  }
+  float dot = cpu::sum8(acc);
+  for (; k < n; ++k) {
+    dot += a[k] * g[k];
+    dy[k] += w * g[k];
+  }
+  return dot;
 }
 
 }  // namespace
@@ -98,7 +138,8 @@ PackedMlp::PackedMlp(int64_t features, int64_t classes, std::vector<MlpSpec> spe
   const int64_t params = checked_add(checked_mul(total_hidden_, checked_add(features, classes + 1, "sizes"), "sizes"),
                                      checked_mul(n, classes, "sizes"), "sizes");
   const int slots = optimizer_.kind == OptimizerConfig::Kind::kAdamW ? 2 : (optimizer_.momentum != 0.0f ? 1 : 0);
-  const int64_t work = checked_add(checked_mul(checked_mul(max_rows, total_hidden_, "sizes"), 2, "sizes"),
+  // z, a [rows, H]; logits [rows, models, classes]; two scratch rows.
+  const int64_t work = checked_add(checked_mul(checked_add(checked_mul(max_rows, total_hidden_, "sizes"), max_rows, "sizes"), 2, "sizes"),
                                    checked_mul(checked_mul(max_rows, n, "sizes"), classes, "sizes"), "sizes");
   const int64_t floats = checked_add(checked_mul(params, 2 + slots, "sizes"), work, "sizes");
   const int64_t need = checked_mul(floats, int64_t{sizeof(float)}, "sizes");
@@ -127,6 +168,8 @@ PackedMlp::PackedMlp(int64_t features, int64_t classes, std::vector<MlpSpec> spe
   z_.resize(static_cast<size_t>(max_rows * h));
   a_.resize(z_.size());
   logits_.resize(static_cast<size_t>(max_rows * n * classes));
+  row_max_.resize(static_cast<size_t>(max_rows));
+  row_sum_.resize(static_cast<size_t>(max_rows));
 
   // Each model's initial parameters: those of the MLP alone, initialised from its seed.
   for (int64_t i = 0; i < n; ++i) {
@@ -157,7 +200,7 @@ PackedMlp::PackedMlp(int64_t features, int64_t classes, std::vector<MlpSpec> spe
 int64_t PackedMlp::bytes() const {
   size_t floats = 0;
   for (const std::vector<float>* v : {&w1_, &b1_, &w2_, &b2_, &gw1_, &gb1_, &gw2_, &gb2_, &s1w1_, &s1b1_, &s1w2_,
-                                      &s1b2_, &s2w1_, &s2b1_, &s2w2_, &s2b2_, &z_, &a_, &logits_})
+                                      &s1b2_, &s2w1_, &s2b1_, &s2w2_, &s2b2_, &z_, &a_, &logits_, &row_max_, &row_sum_})
     floats += v->size();
   return static_cast<int64_t>(floats * sizeof(float));
 }
@@ -170,26 +213,26 @@ void PackedMlp::check_batch(const float* x, const int32_t* y, int64_t rows) cons
 }
 
 void PackedMlp::forward(const float* x, int64_t rows) {
+  // Hidden-major work buffers ([H, rows] and [models, classes, rows]): every inner loop below runs
+  // over the rows of the batch, contiguous, so it vectorises whatever the widths and classes.
   const int64_t h = total_hidden_, n = models(), c = classes_;
   float* z = z_.data();
-  for (int64_t r = 0; r < rows; ++r) std::memcpy(z + r * h, b1_.data(), static_cast<size_t>(h) * sizeof(float));
-  cpu::gemm(false, true, rows, h, features_, 1.0f, x, w1_.data(), 1.0f, z);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t off = offset_[static_cast<size_t>(i)], len = offset_[static_cast<size_t>(i) + 1] - off;
-      activate(models_[static_cast<size_t>(i)].activation, len, z + r * h + off, a_.data() + r * h + off);
-    }
-  // logits[r, i, :] = b2[i, :] + sum over model i's units j of a[r, j] w2[j, :].
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* ar = a_.data() + r * h;
-    for (int64_t i = 0; i < n; ++i) {
-      float* __restrict out = logits_.data() + (r * n + i) * c;
-      const float* __restrict bias = b2_.data() + i * c;
-      for (int64_t k = 0; k < c; ++k) out[k] = bias[k];
-      for (int64_t j = offset_[static_cast<size_t>(i)]; j < offset_[static_cast<size_t>(i) + 1]; ++j) {
-        const float aj = ar[j];
-        const float* __restrict w = w2_.data() + j * c;
-        for (int64_t k = 0; k < c; ++k) out[k] += aj * w[k];
+  for (int64_t j = 0; j < h; ++j) std::fill(z + j * rows, z + (j + 1) * rows, b1_[static_cast<size_t>(j)]);
+  cpu::gemm(false, true, h, rows, features_, 1.0f, w1_.data(), x, 1.0f, z);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t off = offset_[static_cast<size_t>(i)], len = offset_[static_cast<size_t>(i) + 1] - off;
+    activate(models_[static_cast<size_t>(i)].activation, len * rows, z + off * rows, a_.data() + off * rows);
+  }
+  // logits[i, k, :] = b2[i, k] + sum over model i's units j of w2[j, k] a[j, :].
+  for (int64_t i = 0; i < n; ++i) {
+    float* logits = logits_.data() + i * c * rows;
+    for (int64_t k = 0; k < c; ++k) std::fill(logits + k * rows, logits + (k + 1) * rows, b2_[static_cast<size_t>(i * c + k)]);
+    for (int64_t j = offset_[static_cast<size_t>(i)]; j < offset_[static_cast<size_t>(i) + 1]; ++j) {
+      const float* __restrict a = a_.data() + j * rows;
+      for (int64_t k = 0; k < c; ++k) {
+        const float w = w2_[static_cast<size_t>(j * c + k)];
+        float* __restrict out = logits + k * rows;
+        for (int64_t r = 0; r < rows; ++r) out[r] += w * a[r];
       }
     }
   }
@@ -198,61 +241,62 @@ void PackedMlp::forward(const float* x, int64_t rows) {
 void PackedMlp::train_step(const float* x, const int32_t* y, int64_t rows, double* losses) {
   check_batch(x, y, rows);
   forward(x, rows);
-  const int64_t h = total_hidden_, n = models(), c = classes_;
+  const int64_t n = models(), c = classes_;
   // Each model's loss and, in place of its logits, their gradient (softmax - onehot) / rows.
-  std::fill(losses, losses + n, 0.0);
   const float inv_rows = 1.0f / static_cast<float>(rows);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t i = 0; i < n; ++i) {
-      float* l = logits_.data() + (r * n + i) * c;
-      float mx = l[0];
-      for (int64_t k = 1; k < c; ++k) mx = l[k] > mx ? l[k] : mx;
-      const float target = l[y[r]];
-      float sum = 0.0f;
-      for (int64_t k = 0; k < c; ++k) {
-        l[k] = cpu::fast_exp(l[k] - mx);
-        sum += l[k];
-      }
-      losses[i] += static_cast<double>(mx) + std::log(static_cast<double>(sum)) - static_cast<double>(target);
-      const float scale = inv_rows / sum;
-      for (int64_t k = 0; k < c; ++k) l[k] *= scale;
-      l[y[r]] -= inv_rows;
+  std::vector<float>& mx = row_max_;
+  std::vector<float>& sum = row_sum_;
+  for (int64_t i = 0; i < n; ++i) {
+    float* logits = logits_.data() + i * c * rows;
+    std::copy(logits, logits + rows, mx.begin());
+    for (int64_t k = 1; k < c; ++k) {
+      const float* __restrict l = logits + k * rows;
+      for (int64_t r = 0; r < rows; ++r) mx[static_cast<size_t>(r)] = l[r] > mx[static_cast<size_t>(r)] ? l[r] : mx[static_cast<size_t>(r)];
     }
-  for (int64_t i = 0; i < n; ++i) losses[i] /= static_cast<double>(rows);
+    double loss = 0;
+    for (int64_t r = 0; r < rows; ++r) loss -= static_cast<double>(logits[y[r] * rows + r] - mx[static_cast<size_t>(r)]);
+    std::fill(sum.begin(), sum.begin() + rows, 0.0f);
+    for (int64_t k = 0; k < c; ++k) {
+      float* __restrict l = logits + k * rows;
+      float* __restrict s = sum.data();
+      const float* __restrict m = mx.data();
+      for (int64_t r = 0; r < rows; ++r) {
+        l[r] = cpu::fast_exp(l[r] - m[r]);
+        s[r] += l[r];
+      }
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      loss += std::log(static_cast<double>(sum[static_cast<size_t>(r)]));
+      sum[static_cast<size_t>(r)] = inv_rows / sum[static_cast<size_t>(r)];
+    }
+    for (int64_t k = 0; k < c; ++k) {
+      float* __restrict l = logits + k * rows;
+      const float* __restrict s = sum.data();
+      for (int64_t r = 0; r < rows; ++r) l[r] *= s[r];
+    }
+    for (int64_t r = 0; r < rows; ++r) logits[y[r] * rows + r] -= inv_rows;
+    losses[i] = loss / static_cast<double>(rows);
+  }
 
-  // Output layer: gw2[j, :] = sum_r a[r, j] g[r, i, :], gb2[i, :] = sum_r g[r, i, :], and
-  // da[r, j] = g[r, i, :] . w2[j, :], turned into dz = da * act'(z) in z_.
-  std::fill(gw2_.begin(), gw2_.end(), 0.0f);
-  std::fill(gb2_.begin(), gb2_.end(), 0.0f);
-  for (int64_t r = 0; r < rows; ++r) {
-    float* zr = z_.data() + r * h;
-    const float* ar = a_.data() + r * h;
-    for (int64_t i = 0; i < n; ++i) {
-      const float* __restrict g = logits_.data() + (r * n + i) * c;
-      float* __restrict gb = gb2_.data() + i * c;
-      for (int64_t k = 0; k < c; ++k) gb[k] += g[k];
-      const Activation f = models_[static_cast<size_t>(i)].activation;
-      for (int64_t j = offset_[static_cast<size_t>(i)]; j < offset_[static_cast<size_t>(i) + 1]; ++j) {
-        const float aj = ar[j];
-        const float* __restrict w = w2_.data() + j * c;
-        float* __restrict gw = gw2_.data() + j * c;
-        float da = 0.0f;
-        for (int64_t k = 0; k < c; ++k) {
-          gw[k] += aj * g[k];
-          da += g[k] * w[k];
-        }
-        zr[j] = activation_grad(f, zr[j], aj, da);
-      }
+  // Output layer: gw2[j, k] = g[i, k, :] . a[j, :], gb2[i, k] = the sum of g[i, k, :], and
+  // da[j, :] = sum over k of w2[j, k] g[i, k, :], turned into dz = da * act'(z) in place of z.
+  float* __restrict da = row_sum_.data();  // reused: [rows]
+  for (int64_t i = 0; i < n; ++i) {
+    const float* g = logits_.data() + i * c * rows;
+    for (int64_t k = 0; k < c; ++k) gb2_[static_cast<size_t>(i * c + k)] = sum_of(g + k * rows, rows);
+    const Activation f = models_[static_cast<size_t>(i)].activation;
+    for (int64_t j = offset_[static_cast<size_t>(i)]; j < offset_[static_cast<size_t>(i) + 1]; ++j) {
+      const float* a = a_.data() + j * rows;
+      float* z = z_.data() + j * rows;
+      std::fill(da, da + rows, 0.0f);
+      for (int64_t k = 0; k < c; ++k)
+        gw2_[static_cast<size_t>(j * c + k)] = dot_and_axpy(a, g + k * rows, w2_[static_cast<size_t>(j * c + k)], da, rows);
+      activation_backward(f, rows, z, a, da);
+      gb1_[static_cast<size_t>(j)] = sum_of(z, rows);
     }
   }
-  // Hidden layer: gb1 = column sums of dz, gw1 = dz^T x.
-  std::fill(gb1_.begin(), gb1_.end(), 0.0f);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* __restrict dz = z_.data() + r * h;
-    float* __restrict gb = gb1_.data();
-    for (int64_t j = 0; j < h; ++j) gb[j] += dz[j];
-  }
-  cpu::gemm(true, false, h, features_, rows, 1.0f, z_.data(), x, 0.0f, gw1_.data());
+  // Hidden layer: gw1 = dz x ([H, rows] x [rows, features]).
+  cpu::gemm(false, false, total_hidden_, features_, rows, 1.0f, z_.data(), x, 0.0f, gw1_.data());
 
   // Each model's update on its four slices, with its own learning rate.
   ++steps_;
@@ -281,16 +325,18 @@ void PackedMlp::evaluate(const float* x, const int32_t* y, int64_t rows, double*
   check_batch(x, y, rows);
   forward(x, rows);
   const int64_t n = models(), c = classes_;
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t i = 0; i < n; ++i) {
-      const float* l = logits_.data() + (r * n + i) * c;
+  for (int64_t i = 0; i < n; ++i) {
+    const float* l = logits_.data() + i * c * rows;
+    for (int64_t r = 0; r < rows; ++r) {
       int64_t best = 0;
-      for (int64_t k = 1; k < c; ++k) best = l[k] > l[best] ? k : best;
+      for (int64_t k = 1; k < c; ++k) best = l[k * rows + r] > l[best * rows + r] ? k : best;
+      const double top = l[best * rows + r];
       double sum = 0.0;
-      for (int64_t k = 0; k < c; ++k) sum += std::exp(static_cast<double>(l[k]) - l[best]);
-      loss_sum[i] += static_cast<double>(l[best]) + std::log(sum) - static_cast<double>(l[y[r]]);
+      for (int64_t k = 0; k < c; ++k) sum += std::exp(static_cast<double>(l[k * rows + r]) - top);
+      loss_sum[i] += top + std::log(sum) - static_cast<double>(l[y[r] * rows + r]);
       correct[i] += best == y[r] ? 1 : 0;
     }
+  }
 }
 
 std::vector<float> PackedMlp::parameter(int64_t model, const std::string& name) const {

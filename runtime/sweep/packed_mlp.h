@@ -73,7 +73,7 @@ class PackedMlp {
   std::vector<float> parameter(int64_t model, const std::string& name) const;
 
  private:
-  // z = x w1^T + b1, a = act(z), logits: the forward of `rows` rows into the work buffers.
+  // z = w1 x^T + b1, a = act(z), logits: the forward of `rows` rows into the work buffers.
   void forward(const float* x, int64_t rows);
   void check_batch(const float* x, const int32_t* y, int64_t rows) const;
 
@@ -87,8 +87,9 @@ class PackedMlp {
   std::vector<float> w1_, b1_, w2_, b2_;
   std::vector<float> gw1_, gb1_, gw2_, gb2_;
   std::vector<float> s1w1_, s1b1_, s1w2_, s1b2_, s2w1_, s2b1_, s2w2_, s2b2_;
-  // Work: z and a [rows, H], logits (then their gradient) [rows, models, classes].
-  std::vector<float> z_, a_, logits_;
+  // Work, hidden-major: z (then dz) and a [H, rows], logits (then their gradient) [models,
+  // classes, rows], and two rows of scratch.
+  std::vector<float> z_, a_, logits_, row_max_, row_sum_;
 };
 
 }  // namespace pf::sweep

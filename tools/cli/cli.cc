@@ -18,6 +18,7 @@
 #include "runtime/core/suggest.h"
 #include "tools/cli/compare_command.h"
 #include "tools/cli/glm_command.h"
+#include "tools/cli/sweep_command.h"
 #include "tools/cli/plan_command.h"
 #include "tools/cli/process_probe.h"
 #include "tools/cli/schedule_command.h"
@@ -90,6 +91,8 @@ int run(int argc, char** argv) {
   CLI::App* plan = add_plan_command(app, plan_args);
   GlmArgs glm_args;
   CLI::App* glm = add_glm_command(app, glm_args);
+  SweepArgs sweep_args;
+  CLI::App* sweep = add_sweep_command(app, sweep_args);
   ProcessProbeArgs probe_args;
   CLI::App* probe = add_process_probe_command(app, probe_args);
 
@@ -152,6 +155,7 @@ int run(int argc, char** argv) {
     if (compare->parsed()) return run_compare(compare_args);
     if (plan->parsed()) return run_plan(plan_args);
     if (glm->parsed()) return run_glm(glm_args);
+    if (sweep->parsed()) return run_sweep(sweep_args);
     if (probe->parsed()) return run_process_probe(probe_args);
   } catch (const std::bad_alloc&) {
     // Sizes from input are checked against docs/LIMITS.md's limits before large allocations; this
