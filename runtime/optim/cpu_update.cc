@@ -4,8 +4,21 @@
 
 namespace pf::cpu {
 
+AdamWBias adamw_bias(const OptimizerConfig& config, int64_t step) {
+  AdamWBias b;
+  b.bias1 = 1.0f - static_cast<float>(std::pow(static_cast<double>(config.beta1), static_cast<double>(step)));
+  const float bias2 = 1.0f - static_cast<float>(std::pow(static_cast<double>(config.beta2), static_cast<double>(step)));
+  b.bias2_sqrt = std::sqrt(bias2);
+  return b;
+}
+
+void adamw_update(int64_t n, float* w, const float* g, float* m, float* v, const OptimizerConfig& config, float lr,
+                  int64_t step) {
+  adamw_update(n, w, g, m, v, config, lr, adamw_bias(config, step));
+}
+
 void adamw_update(int64_t n, float* w_in, const float* g_in, float* m_in, float* v_in, const OptimizerConfig& config,
-                  float lr, int64_t step) {
+                  float lr, const AdamWBias& bias) {
   // Four distinct buffers; with __restrict and without errno from sqrt (this library's copts:
   // -fno-math-errno) GCC vectorises the loop, element by element as written, so the results are
   // those of the scalar loop.
@@ -15,10 +28,8 @@ void adamw_update(int64_t n, float* w_in, const float* g_in, float* m_in, float*
   float* __restrict v = v_in;
   const float b1 = config.beta1, b2 = config.beta2, eps = config.eps;
   const float decay = 1.0f - lr * config.weight_decay;
-  const float bias1 = 1.0f - static_cast<float>(std::pow(static_cast<double>(b1), static_cast<double>(step)));
-  const float bias2 = 1.0f - static_cast<float>(std::pow(static_cast<double>(b2), static_cast<double>(step)));
-  const float step_size = lr / bias1;
-  const float bias2_sqrt = std::sqrt(bias2);
+  const float step_size = lr / bias.bias1;
+  const float bias2_sqrt = bias.bias2_sqrt;
   for (int64_t i = 0; i < n; ++i) {
     w[i] *= decay;
     m[i] = b1 * m[i] + (1.0f - b1) * g[i];

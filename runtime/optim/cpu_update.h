@@ -9,8 +9,17 @@
 
 namespace pf::cpu {
 
-// One AdamW update of n elements at optimizer step `step` (from 1) with learning rate `lr`
-// (config.lr is not read); exp_avg and exp_avg_sq are the two moments.
+// AdamW's bias corrections at optimizer step `step` (from 1): 1 - beta1^step and sqrt(1 - beta2^step).
+struct AdamWBias {
+  float bias1 = 1, bias2_sqrt = 1;
+};
+AdamWBias adamw_bias(const OptimizerConfig& config, int64_t step);
+
+// One AdamW update of n elements with learning rate `lr` (config.lr is not read) and the step's
+// bias corrections; exp_avg and exp_avg_sq are the two moments.
+void adamw_update(int64_t n, float* w, const float* g, float* exp_avg, float* exp_avg_sq, const OptimizerConfig& config,
+                  float lr, const AdamWBias& bias);
+// The same at optimizer step `step`.
 void adamw_update(int64_t n, float* w, const float* g, float* exp_avg, float* exp_avg_sq, const OptimizerConfig& config,
                   float lr, int64_t step);
 

@@ -9,6 +9,7 @@
 #include "runtime/core/limits.h"
 #include "runtime/kernels/cpu/blas.h"
 #include "runtime/kernels/cpu/fast_math.h"
+#include "runtime/kernels/cpu/fast_math_lanes.h"
 #include "runtime/kernels/cpu/vec8.h"
 #include "runtime/models/builders.h"
 #include "runtime/models/init.h"
@@ -20,20 +21,46 @@ namespace pf::sweep {
 
 namespace {
 
+using cpu::load8;
+using cpu::splat8;
+using cpu::store8;
+using cpu::v8f;
+
+// Runs vector(k) for k = 0, 8, ... while eight elements remain, then scalar(k) for the rest. The
+// vector forms below give the scalar forms' bits (fast_math_lanes.h), so results do not depend on
+// where a row's tail falls.
+template <typename Vector, typename Scalar>
+inline void for_lanes(int64_t n, Vector vector, Scalar scalar) {
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) vector(k);
+  for (; k < n; ++k) scalar(k);
+}
+
+inline v8f tanh_lanes(const v8f& x) {
+  const v8f ax = x < 0.0f ? -x : x;
+  const v8f t = cpu::exp_lanes(-2.0f * ax);
+  const v8f magnitude = (1.0f - t) / (1.0f + t);
+  return x < 0.0f ? -magnitude : magnitude;
+}
+
 // a = act(z) over n elements.
 void activate(Activation f, int64_t n, const float* z, float* a) {
   switch (f) {
     case Activation::kRelu:
-      for (int64_t k = 0; k < n; ++k) a[k] = z[k] > 0.0f ? z[k] : 0.0f;
+      for_lanes(n, [&](int64_t k) { store8(a + k, cpu::max_lanes(load8(z + k), 0.0f)); },
+                [&](int64_t k) { a[k] = z[k] > 0.0f ? z[k] : 0.0f; });
       return;
     case Activation::kGelu:
-      for (int64_t k = 0; k < n; ++k) a[k] = cpu::gelu(z[k]);
+      for_lanes(n, [&](int64_t k) { store8(a + k, cpu::gelu_lanes(load8(z + k))); },
+                [&](int64_t k) { a[k] = cpu::gelu(z[k]); });
       return;
     case Activation::kTanh:
-      for (int64_t k = 0; k < n; ++k) a[k] = cpu::fast_tanh(z[k]);
+      for_lanes(n, [&](int64_t k) { store8(a + k, tanh_lanes(load8(z + k))); },
+                [&](int64_t k) { a[k] = cpu::fast_tanh(z[k]); });
       return;
     case Activation::kSigmoid:
-      for (int64_t k = 0; k < n; ++k) a[k] = 1.0f / (1.0f + cpu::fast_exp(-z[k]));
+      for_lanes(n, [&](int64_t k) { store8(a + k, 1.0f / (1.0f + cpu::exp_lanes(-load8(z + k)))); },
+                [&](int64_t k) { a[k] = 1.0f / (1.0f + cpu::fast_exp(-z[k])); });
       return;
     case Activation::kIdentity:
       std::memcpy(a, z, static_cast<size_t>(n) * sizeof(float));
@@ -41,25 +68,36 @@ void activate(Activation f, int64_t n, const float* z, float* a) {
   }
 }
 
-// dz = dy * act'(z) over n elements, from z and a = act(z); dz may be z.
-void activation_backward(Activation f, int64_t n, float* z, const float* __restrict a, const float* __restrict dy) {
+// dz = dy * act'(z) over n elements, from z and a = act(z), written over z.
+void activation_backward(Activation f, int64_t n, float* z, const float* a, const float* dy) {
   switch (f) {
     case Activation::kRelu:
-      for (int64_t k = 0; k < n; ++k) z[k] = z[k] > 0.0f ? dy[k] : 0.0f;
+      for_lanes(n, [&](int64_t k) { const v8f zv = load8(z + k); store8(z + k, zv > 0.0f ? load8(dy + k) : v8f{}); },
+                [&](int64_t k) { z[k] = z[k] > 0.0f ? dy[k] : 0.0f; });
       return;
     case Activation::kGelu:
-      for (int64_t k = 0; k < n; ++k) z[k] = cpu::gelu_grad(z[k], dy[k]);
+      for_lanes(n, [&](int64_t k) { store8(z + k, cpu::gelu_grad_lanes(load8(z + k), load8(dy + k))); },
+                [&](int64_t k) { z[k] = cpu::gelu_grad(z[k], dy[k]); });
       return;
     case Activation::kTanh:
-      for (int64_t k = 0; k < n; ++k) z[k] = dy[k] * (1.0f - a[k] * a[k]);
+      for_lanes(n, [&](int64_t k) { const v8f av = load8(a + k); store8(z + k, load8(dy + k) * (1.0f - av * av)); },
+                [&](int64_t k) { z[k] = dy[k] * (1.0f - a[k] * a[k]); });
       return;
     case Activation::kSigmoid:
-      for (int64_t k = 0; k < n; ++k) z[k] = dy[k] * (a[k] * (1.0f - a[k]));
+      for_lanes(n, [&](int64_t k) { const v8f av = load8(a + k); store8(z + k, load8(dy + k) * (av * (1.0f - av))); },
+                [&](int64_t k) { z[k] = dy[k] * (a[k] * (1.0f - a[k])); });
       return;
     case Activation::kIdentity:
-      for (int64_t k = 0; k < n; ++k) z[k] = dy[k];
+      std::memcpy(z, dy, static_cast<size_t>(n) * sizeof(float));
       return;
   }
+}
+
+// out[0, n) += w * x.
+inline void axpy(int64_t n, float w, const float* x, float* out) {
+  const v8f wv = splat8(w);
+  for_lanes(n, [&](int64_t k) { store8(out + k, load8(out + k) + wv * load8(x + k)); },
+            [&](int64_t k) { out[k] += w * x[k]; });
 }
 
 // The sum of x[0, n) in a fixed order (eight lanes, vec8.h, then the tail in order).
@@ -228,12 +266,8 @@ void PackedMlp::forward(const float* x, int64_t rows) {
     float* logits = logits_.data() + i * c * rows;
     for (int64_t k = 0; k < c; ++k) std::fill(logits + k * rows, logits + (k + 1) * rows, b2_[static_cast<size_t>(i * c + k)]);
     for (int64_t j = offset_[static_cast<size_t>(i)]; j < offset_[static_cast<size_t>(i) + 1]; ++j) {
-      const float* __restrict a = a_.data() + j * rows;
-      for (int64_t k = 0; k < c; ++k) {
-        const float w = w2_[static_cast<size_t>(j * c + k)];
-        float* __restrict out = logits + k * rows;
-        for (int64_t r = 0; r < rows; ++r) out[r] += w * a[r];
-      }
+      const float* a = a_.data() + j * rows;
+      for (int64_t k = 0; k < c; ++k) axpy(rows, w2_[static_cast<size_t>(j * c + k)], a, logits + k * rows);
     }
   }
 }
@@ -248,31 +282,38 @@ void PackedMlp::train_step(const float* x, const int32_t* y, int64_t rows, doubl
   std::vector<float>& sum = row_sum_;
   for (int64_t i = 0; i < n; ++i) {
     float* logits = logits_.data() + i * c * rows;
-    std::copy(logits, logits + rows, mx.begin());
+    float* m = mx.data();
+    float* total = sum.data();
+    std::copy(logits, logits + rows, m);
     for (int64_t k = 1; k < c; ++k) {
-      const float* __restrict l = logits + k * rows;
-      for (int64_t r = 0; r < rows; ++r) mx[static_cast<size_t>(r)] = l[r] > mx[static_cast<size_t>(r)] ? l[r] : mx[static_cast<size_t>(r)];
+      const float* l = logits + k * rows;
+      for_lanes(rows, [&](int64_t r) { const v8f lv = load8(l + r), mv = load8(m + r); store8(m + r, lv > mv ? lv : mv); },
+                [&](int64_t r) { m[r] = l[r] > m[r] ? l[r] : m[r]; });
     }
     double loss = 0;
-    for (int64_t r = 0; r < rows; ++r) loss -= static_cast<double>(logits[y[r] * rows + r] - mx[static_cast<size_t>(r)]);
-    std::fill(sum.begin(), sum.begin() + rows, 0.0f);
+    for (int64_t r = 0; r < rows; ++r) loss -= static_cast<double>(logits[y[r] * rows + r] - m[r]);
+    std::fill(total, total + rows, 0.0f);
     for (int64_t k = 0; k < c; ++k) {
-      float* __restrict l = logits + k * rows;
-      float* __restrict s = sum.data();
-      const float* __restrict m = mx.data();
-      for (int64_t r = 0; r < rows; ++r) {
-        l[r] = cpu::fast_exp(l[r] - m[r]);
-        s[r] += l[r];
-      }
+      float* l = logits + k * rows;
+      for_lanes(rows,
+                [&](int64_t r) {
+                  const v8f e = cpu::exp_lanes(load8(l + r) - load8(m + r));
+                  store8(l + r, e);
+                  store8(total + r, load8(total + r) + e);
+                },
+                [&](int64_t r) {
+                  l[r] = cpu::fast_exp(l[r] - m[r]);
+                  total[r] += l[r];
+                });
     }
     for (int64_t r = 0; r < rows; ++r) {
-      loss += std::log(static_cast<double>(sum[static_cast<size_t>(r)]));
-      sum[static_cast<size_t>(r)] = inv_rows / sum[static_cast<size_t>(r)];
+      loss += static_cast<double>(std::log(total[r]));
+      total[r] = inv_rows / total[r];
     }
     for (int64_t k = 0; k < c; ++k) {
-      float* __restrict l = logits + k * rows;
-      const float* __restrict s = sum.data();
-      for (int64_t r = 0; r < rows; ++r) l[r] *= s[r];
+      float* l = logits + k * rows;
+      for_lanes(rows, [&](int64_t r) { store8(l + r, load8(l + r) * load8(total + r)); },
+                [&](int64_t r) { l[r] *= total[r]; });
     }
     for (int64_t r = 0; r < rows; ++r) logits[y[r] * rows + r] -= inv_rows;
     losses[i] = loss / static_cast<double>(rows);
@@ -301,11 +342,12 @@ void PackedMlp::train_step(const float* x, const int32_t* y, int64_t rows, doubl
   // Each model's update on its four slices, with its own learning rate.
   ++steps_;
   const bool adamw = optimizer_.kind == OptimizerConfig::Kind::kAdamW;
+  const cpu::AdamWBias bias = cpu::adamw_bias(optimizer_, steps_);
   auto update = [&](int64_t begin, int64_t len, std::vector<float>& w, std::vector<float>& g, std::vector<float>& s1,
                     std::vector<float>& s2, float lr) {
     if (adamw) {
       cpu::adamw_update(len, w.data() + begin, g.data() + begin, s1.data() + begin, s2.data() + begin, optimizer_, lr,
-                        steps_);
+                        bias);
     } else {
       cpu::sgd_update(len, w.data() + begin, g.data() + begin, s1.empty() ? nullptr : s1.data() + begin, optimizer_,
                       lr, steps_);
