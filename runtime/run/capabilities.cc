@@ -251,6 +251,34 @@ void add_adaptation_rules(std::vector<Capability>& t) {
       }));
 }
 
+// Bubble filling.
+void add_fill_rules(std::vector<Capability>& t) {
+  t.push_back(rule(
+      "sequential-fill", T, {"fill"}, "a fill job without a pipeline", bad,
+      [](const Facts& f) { return sequential(f) && f.fill; },
+      [](const Facts&, const Names& n) {
+        return n("fill") + " runs in a pipeline's bubbles and needs a synchronous schedule (" + n("schedule") +
+               ", e.g. 1f1b); no schedule is set";
+      }));
+  t.push_back(rule(
+      "fill-schedule", T, {"fill", "schedule"}, "a fill job with an asynchronous or local schedule", bad,
+      [](const Facts& f) { return pipelined(f) && f.fill && f.traits.windowed(); },
+      [](const Facts& f, const Names& n) {
+        return n("fill") + " is not supported with schedule '" + f.schedule + "' (" + family(f) +
+               "): it fills the bubbles a synchronous schedule's timeline measured";
+      }));
+  t.push_back(rule(
+      "fill-placement", T, {"fill", "world", "devices"}, "a fill job with ranks in processes or on GPUs", bad,
+      [](const Facts& f) { return pipelined(f) && f.fill && f.placement != RankPlacement::kThreads; },
+      [](const Facts& f, const Names& n) {
+        return n("fill") + " runs with the ranks as CPU threads of one process; " +
+               (f.placement == RankPlacement::kProcesses ? std::string("with one process per rank (") + n("world") + ")"
+                                                         : "with the ranks on " + f.first_cuda_device + " (" +
+                                                               n("devices") + ")") +
+               " it is not supported yet";
+      }));
+}
+
 // Data parallelism.
 void add_data_parallelism_rules(std::vector<Capability>& t) {
   t.push_back(rule(
@@ -425,6 +453,7 @@ std::vector<Capability> make_table() {
   add_schedule_rules(t);
   add_sequence_slices_rules(t);
   add_adaptation_rules(t);
+  add_fill_rules(t);
   add_data_parallelism_rules(t);
   add_windowed_rules(t);
   add_placement_rules(t);

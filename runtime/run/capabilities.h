@@ -59,6 +59,7 @@ struct CapabilityFacts {
   AsyncOptions async;
   bool adapt = false;
   double slow_factor = 1.0;
+  bool fill = false;                    // a fill job: bubble_fill or fill set
 };
 
 // How a front-end spells an option: key is the TrainingConfig field ("replicas", "seq_slices",

@@ -184,6 +184,8 @@ std::vector<ConfigKey> make_keys() {
           bool_field([](C& c) -> bool& { return c.record_timeline; })),
       key("rank_optimizer", "bool", "each CPU rank's worker steps its own parameters",
           bool_field([](C& c) -> bool& { return c.rank_optimizer; })),
+      key("fill", "string", "a job for the bubbles: sweep:FILE (a packed MLP sweep, docs/SWEEP.md)",
+          string_field([](C& c) -> std::string& { return c.fill; })),
   };
 }
 

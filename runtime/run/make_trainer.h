@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "runtime/models/model.h"
@@ -34,6 +35,13 @@ struct TrainerInputs {
 // (retained). Throws the first refusal naming the option as `inputs.names` spells it.
 std::unique_ptr<Trainer> make_trainer(std::shared_ptr<Model> model, const TrainingConfig& config,
                                       const TrainerInputs& inputs = {});
+
+// The fill job TrainingConfig::fill names ("sweep:FILE") for a pipeline of `ranks` ranks.
+// kInvalidArgument naming the option (as `names` spells "fill") for an unknown job; the job's own
+// errors (an unreadable file, a bad spec) with the option prefixed.
+std::shared_ptr<FillJob> make_fill_job(const std::string& fill, int ranks, const OptionNamer& names = runtime_option_name);
+// The fill job of a trainer make_trainer built, or null.
+FillJob* fill_job_of(Trainer& trainer);
 
 // The pipelined trainer doing the work of a trainer make_trainer built (itself, or the one an
 // adaptive trainer runs now: ask again after every step), or null for the sequential trainer.

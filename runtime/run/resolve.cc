@@ -214,6 +214,7 @@ CapabilityFacts capability_facts(const Model& model, const TrainingConfig& c, co
   f.async = c.async;
   f.adapt = c.adaptation.enabled;
   f.slow_factor = c.slow_factor;
+  f.fill = c.bubble_fill || !c.fill.empty();
   return f;
 }
 
@@ -259,7 +260,8 @@ PipelinePlan resolve(const Model& model, const TrainingConfig& config, const Opt
   c.layers_per_stage = plan.layers_per_stage;
   plan.loss_scale = loss_scale_of(c, traits);
   plan.optimizer_mode = optimizer_mode_of(model, plan);
-  plan.fills_bubbles = c.bubble_fill && !traits.windowed() && plan.placement == RankPlacement::kThreads;
+  plan.fills_bubbles = (c.bubble_fill || !c.fill.empty()) && !traits.windowed() &&
+                       plan.placement == RankPlacement::kThreads;
   return plan;
 }
 

@@ -40,7 +40,8 @@ struct PipelinePlan {
   float loss_scale = 1.0f;         // of each unit's (micro-batch's or slice's) loss
   sched::StepWindows windows;      // windowed schedules: each step's action lists
   OptimizerMode optimizer_mode = OptimizerMode::kMainThread;
-  // config.bubble_fill runs: a synchronous schedule with CPU threads (ignored elsewhere).
+  // config.bubble_fill (or fill) runs: a synchronous schedule with CPU threads (the capability
+  // table refuses a fill job elsewhere).
   bool fills_bubbles = false;
 
   bool measured_policy() const {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/run/fill_job.h"
 #include "runtime/tensor/device.h"
 #include "runtime/train/trainer.h"
 
@@ -111,9 +112,13 @@ struct TrainingConfig {
   bool rank_optimizer = true;
   // Bubble filling (PipeFill, docs/PLANNING.md "Filling the bubbles"): synchronous schedules, ranks
   // as CPU threads. From the second step on each rank calls bubble_fill(rank, seconds) where the
-  // last step's timeline had it waiting, with bubble_fill_safety times that wait.
+  // last step's timeline had it waiting, with bubble_fill_safety times that wait. `fill` names a
+  // job of the library's instead ("sweep:FILE": a packed MLP sweep, docs/SWEEP.md); make_trainer
+  // builds it into fill_job and bubble_fill.
   std::function<double(int rank, double budget_seconds)> bubble_fill;
   double bubble_fill_safety = 0.65;
+  std::string fill;
+  std::shared_ptr<FillJob> fill_job;
 
   // True when a schedule is set (the sequential trainer otherwise).
   bool pipelined() const { return !schedule.empty() || !schedule_text.empty(); }

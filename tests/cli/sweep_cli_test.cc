@@ -108,3 +108,54 @@ TEST(SweepCli, BadInputIsAUsageErrorNamingIt) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(SweepFillCli, ASweepFillsA1f1bRunsBubblesWithoutChangingItsResults) {
+  TempFolder dir("sweep_fill_cli");
+  std::ofstream(dir.path + "/grid.json") << R"({"hidden": [4, 8], "activations": ["relu", "tanh"], "repeats": 2,
+                                               "samples": 200, "features": 6, "classes": 3, "epochs": 2})";
+  const std::string run_line = "train --model gpt --d-model 32 --layers 2 --seq-len 16 --schedule 1f1b --stages 2 "
+                               "--steps 6 --batch-size 8 --microbatches 4";
+  const nlohmann::json plain = run_json(run_line + " --quiet");
+  const nlohmann::json filled = run_json(run_line + " --quiet --fill sweep:" + dir.path + "/grid.json");
+  EXPECT_EQ(filled.at("param_checksum"), plain.at("param_checksum")) << "the fill job changed the main job";
+  EXPECT_EQ(filled.at("losses"), plain.at("losses"));
+  EXPECT_FALSE(plain.contains("fill"));
+  const nlohmann::json& fill = filled.at("fill");
+  EXPECT_EQ(fill.at("kind"), "sweep");
+  EXPECT_EQ(fill.at("model_count"), 8);
+  EXPECT_EQ(fill.at("shards"), 2);
+  EXPECT_GT(fill.at("steps_taken").get<int64_t>(), 0) << "no bubble was filled";
+  EXPECT_LE(fill.at("steps_taken").get<int64_t>(), fill.at("steps_total").get<int64_t>());
+  EXPECT_GT(fill.at("fill_seconds").get<double>(), 0);
+  EXPECT_GT(fill.at("fill_seconds_per_step").get<double>(), 0);
+  EXPECT_EQ(fill.at("models").size(), 8u);
+
+  const auto text = run(run_line + " --fill sweep:" + dir.path + "/grid.json");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("fill: sweep of 8 models: "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("ms of fill work per step"), std::string::npos) << text.out;
+}
+
+TEST(SweepFillCli, AFillJobWhereNoBubbleCanTakeItIsRefusedNamingWhy) {
+  TempFolder dir("sweep_fill_refused");
+  std::ofstream(dir.path + "/grid.json") << R"({"hidden": [4]})";
+  const std::string fill = " --fill sweep:" + dir.path + "/grid.json";
+  auto r = run("train --model mlp --steps 2" + fill);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--fill runs in a pipeline's bubbles and needs a synchronous schedule (--schedule"),
+            std::string::npos)
+      << r.err;
+  r = run("train --model mlp --steps 2 --schedule pipedream --stages 2" + fill);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--fill is not supported with schedule 'pipedream'"), std::string::npos) << r.err;
+  r = run("train --model mlp --steps 2 --schedule 1f1b --stages 2 --fill grid.json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown fill job 'grid.json' (known: sweep:FILE)"), std::string::npos) << r.err;
+  r = run("train --model mlp --steps 2 --schedule 1f1b --stages 2 --fill sweep:" + dir.path + "/missing.json");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("missing.json"), std::string::npos) << r.err;
+}
+
+}  // namespace

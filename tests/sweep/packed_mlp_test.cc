@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <memory>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "runtime/models/builders.h"
 #include "runtime/sweep/packed_mlp.h"
 #include "runtime/sweep/sweep.h"
+#include "runtime/sweep/sweep_fill.h"
 #include "runtime/train/sequential_trainer.h"
 
 namespace pf::sweep {
@@ -289,6 +291,45 @@ TEST(Sweep, BadInputIsRefusedNamingTheField) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kOutOfMemory) << e.what();
   }
+}
+
+}  // namespace
+}  // namespace pf::sweep
+
+namespace pf::sweep {
+namespace {
+
+TEST(SweepFill, EachRankTrainsItsOwnShareInItsBubbles) {
+  SweepFill fill(small_spec(), 2);
+  EXPECT_EQ(fill.sweep().shards(), 2);
+  EXPECT_EQ(fill.run(5, 1.0), 0.0);  // no such rank: nothing to do
+  EXPECT_GT(fill.run(1, 1e9), 0.0);  // rank 1's whole share
+  EXPECT_TRUE(fill.sweep().done(1));
+  EXPECT_FALSE(fill.sweep().done(0));
+  EXPECT_EQ(fill.run(1, 1e9), 0.0);  // done: its bubbles stay empty
+  const nlohmann::json r = fill.report();
+  EXPECT_EQ(r.at("kind"), "sweep");
+  EXPECT_EQ(r.at("steps_taken"), fill.sweep().steps_per_model());
+  EXPECT_EQ(r.at("steps_total"), 2 * fill.sweep().steps_per_model());
+  EXPECT_FALSE(r.at("done").get<bool>());
+  EXPECT_EQ(r.at("models").size(), small_spec().models().size());
+  EXPECT_NE(fill.summary().find("sweep of 16 models: 15 of 30 steps (50.0%)"), std::string::npos) << fill.summary();
+}
+
+TEST(SweepFill, ASpecFilesDataPathStaysInsideItsFolder) {
+  const std::string dir = ::testing::TempDir();
+  for (const std::string& data : {"/etc/passwd", "../rows.csv", "a/../../rows.csv", ".."}) {
+    const std::string path = dir + "/spec_escape.json";
+    std::ofstream(path) << nlohmann::json{{"data", data}}.dump();
+    try {
+      read_sweep_spec_file(path);
+      ADD_FAILURE() << data << " was taken";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("must stay inside the file's folder"), std::string::npos) << e.what();
+    }
+  }
+  std::ofstream(dir + "/spec_ok.json") << R"({"data": "sub/rows..csv", "hidden": [2]})";
+  EXPECT_EQ(read_sweep_spec_file(dir + "/spec_ok.json").data, dir + "/sub/rows..csv");
 }
 
 }  // namespace

@@ -10,10 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/core/error.h"
-#include "runtime/core/input_file.h"
 #include "runtime/core/output_file.h"
 #include "runtime/sweep/alone.h"
 #include "runtime/sweep/sweep.h"
+#include "runtime/sweep/sweep_fill.h"
 #include "tools/cli/cli.h"
 #include "tools/cli/progress.h"
 #include "tools/cli/validators.h"
@@ -22,37 +22,10 @@ namespace pf::cli {
 
 namespace {
 
-constexpr uint64_t kMaxSpecBytes = uint64_t{16} << 20;
-
-// The folder of `path` ("" for the working directory).
-std::string folder_of(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? std::string() : path.substr(0, slash + 1);
-}
-
-// A data path from a spec file, resolved against the file's folder and kept inside it.
-std::string data_path_in_spec(const std::string& spec_file, const std::string& data) {
-  bool escapes = data.empty() || data[0] == '/';
-  size_t start = 0;
-  while (!escapes && start <= data.size()) {
-    const size_t end = std::min(data.find('/', start), data.size());
-    escapes = data.compare(start, end - start, "..") == 0;
-    start = end + 1;
-  }
-  PF_CHECK_ARG(!escapes, spec_file, ": data: a path in a spec file must stay inside the file's folder (relative, no ",
-               "'..'), got '", data, "'; give it with --data instead");
-  return folder_of(spec_file) + data;
-}
-
 // The spec: the file's, then every option given on the command line over it.
 sweep::SweepSpec spec_of(const SweepArgs& a) {
   nlohmann::json j = nlohmann::json::object();
-  if (!a.spec_file.empty()) {
-    j = read_json_input(a.spec_file, "--spec", kMaxSpecBytes);
-    PF_CHECK_ARG(j.is_object(), a.spec_file, ": expected a JSON object");
-    if (j.contains("data") && j["data"].is_string())
-      j["data"] = data_path_in_spec(a.spec_file, j["data"].get<std::string>());
-  }
+  if (!a.spec_file.empty()) j = sweep::read_sweep_spec_file(a.spec_file).to_json();
   for (const CLI::Option* o : a.given) {
     const std::string name = o->get_name();  // "--feature-scale"
     std::string key = name.substr(2);

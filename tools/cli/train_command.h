@@ -93,6 +93,8 @@ struct TrainArgs {
   // Test and benchmark knobs: rank slow_rank's compute runs slow_factor times as long (-1: none).
   int slow_rank = -1;
   double slow_factor = 1.0;
+  // A job for a synchronous pipeline's bubbles (ranks as threads): "sweep:FILE" (docs/SWEEP.md).
+  std::string fill;
   std::string trace_file;     // Chrome trace of the last step (pipelined)
   std::string svg_file;       // SVG timeline of the last step (pipelined)
   double svg_width = 1200;    // its width in pixels

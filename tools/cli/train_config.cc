@@ -151,6 +151,7 @@ const std::vector<Field>& fields() {
        [](const TrainArgs& a) { return or_null(a.activation_budget <= 0, a.activation_budget); }},
       {"memory.offload_dir", "--offload-dir", Type::kOutputPath, [](const TrainArgs& a) { return text_or_null(a.offload_dir); }},
       {"devices", "--devices", Type::kString, [](const TrainArgs& a) { return text_or_null(a.devices); }},
+      {"fill", "--fill", Type::kString, [](const TrainArgs& a) { return text_or_null(a.fill); }},
       {"checkpointing.every", "--checkpoint-every", Type::kInteger, [](const TrainArgs& a) { return json(a.checkpoint_every); }},
       {"checkpointing.dir", "--checkpoint-dir", Type::kOutputPath, [](const TrainArgs& a) { return text_or_null(a.checkpoint_dir); }},
       {"checkpointing.keep", "--keep-checkpoints", Type::kInteger, [](const TrainArgs& a) { return json(a.keep_checkpoints); }},

@@ -40,6 +40,7 @@ TrainingConfig training_config_of(const TrainArgs& a) {
   c.adaptation.patience = a.adapt_patience;
   c.slow_rank = a.slow_rank;
   c.slow_factor = a.slow_factor;
+  c.fill = a.fill;
   return c;
 }
 
@@ -67,6 +68,7 @@ std::string cli_option_name(const std::string& key) {
       {"slow_rank", "--slow-rank"},
       {"slow_factor", "--slow-factor"},
       {"world", "mpirun"},
+      {"fill", "--fill"},
   };
   const auto it = flags.find(key);
   return it == flags.end() ? key : it->second;

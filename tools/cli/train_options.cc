@@ -207,6 +207,9 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
                   "test and benchmark knob: --slow-rank's compute takes this many times as long (>= 1)")
       ->check(CLI::Range(1.0, 1e6))
       ->capture_default_str();
+  cmd->add_option("--fill", a.fill,
+                  "synchronous schedules, ranks as threads: run a job in the pipeline's bubbles; sweep:FILE trains "
+                  "the packed MLP sweep of FILE (docs/SWEEP.md) and prints its ranking at the end");
   cmd->add_option("--trace", a.trace_file, "pipelined: write the last step's Chrome trace here");
   cmd->add_option("--svg", a.svg_file, "pipelined: write the last step's SVG timeline here");
   cmd->add_option("--svg-width", a.svg_width, "width of the --svg drawing in pixels")
@@ -236,7 +239,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& train_optio
                     "--weight-decay", "--clip-norm", "--lr-schedule", "--warmup-steps", "--decay-steps", "--min-lr",
                     "--blas-threads"}},
       {"Pipeline", {"--schedule", "--schedule-file", "--stages", "--chunks", "--seq-slices", "--layers-per-stage",
-                    "--partition", "--devices"}},
+                    "--partition", "--devices", "--fill"}},
       {"Processes (under mpirun)", {"--data-parallel", "--gradient-reduction"}},
       {"Activation memory", {"--activation-policy", "--activation-budget", "--offload-dir"}},
       {"Asynchronous and local-learning schedules",

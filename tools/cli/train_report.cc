@@ -121,6 +121,11 @@ void print_json_report(const TrainReport& r) {
     }
   }
   out["ranks"] = ranks;
+  if (pipeline && pipeline->options().fill_job) {
+    nlohmann::json fill = pipeline->options().fill_job->report();
+    fill["fill_seconds_per_step"] = fill["fill_seconds"].get<double>() / static_cast<double>(t.losses.size());
+    out["fill"] = fill;
+  }
   out["peak_activation_bytes"] = t.peak_bytes;
   out["activation_policy"] = a.activation_policy;
   out["offloaded_bytes_per_step"] = t.offloaded_bytes;  // of the last step
@@ -163,6 +168,10 @@ void print_pipeline_summary(const TrainReport& r) {
   std::printf("partition: %s top-level layers per stage (stages on ranks %s)\n",
               join_numbers(exec::layer_counts(p.parts().stages.ranges())).c_str(),
               join_numbers(p.schedule().placement.stage_to_rank, ", ").c_str());
+  if (const FillJob* fill = p.options().fill_job.get()) {
+    const double per_step = fill->report()["fill_seconds"].get<double>() / static_cast<double>(t.losses.size());
+    std::printf("fill: %s; %.3g ms of fill work per step\n", fill->summary().c_str(), 1e3 * per_step);
+  }
   if (p.plan().schedule.traits.local_learning())
     std::printf("local learning: every stage but the last trains on its own %s head; no gradient crosses ranks\n",
                 a.local_head.c_str());
