@@ -115,6 +115,19 @@ TEST(Capabilities, EachChangeIsRefusedByItsRuleNamingTheOptions) {
          f.traits = sched::schedule_traits("ppll");
        },
        Operation::kLoadCheckpoint, ErrorCode::kFailedPrecondition, {"auxiliary heads"}},
+      {"a fill job in processes",
+       [](CapabilityFacts& f) {
+         f.fill = true;
+         f.placement = RankPlacement::kProcesses;
+       },
+       Operation::kTrain, ErrorCode::kInvalidArgument, {"<fill> runs with the ranks as CPU threads", "(<world>)"}},
+      {"a fill job on a GPU",
+       [](CapabilityFacts& f) {
+         f.fill = true;
+         f.placement = RankPlacement::kGpu;
+         f.first_cuda_device = "cuda:0";
+       },
+       Operation::kTrain, ErrorCode::kInvalidArgument, {"on cuda:0 (<devices>)"}},
       {"evaluating local-updates",
        [](CapabilityFacts& f) {
          f.schedule = "local-updates";
@@ -201,6 +214,7 @@ TEST(ConfigKeys, EveryKeySetsItsFieldAndRefusesABadValue) {
       {"spin_seconds", {"0", [](const TrainingConfig& c) { return c.spin_seconds == 0.0; }}},
       {"record_timeline", {"false", [](const TrainingConfig& c) { return !c.record_timeline; }}},
       {"rank_optimizer", {"false", [](const TrainingConfig& c) { return !c.rank_optimizer; }}},
+      {"fill", {"sweep:grid.json", [](const TrainingConfig& c) { return c.fill == "sweep:grid.json"; }}},
   };
   for (const ConfigKey& k : config_keys()) {
     const auto it = good.find(k.key);
