@@ -1172,6 +1172,9 @@ class Trainer {
   // The re-partitions of an adaptive trainer (TrainerOptions::adapt) so far, as a JSON array of
   // {"step", "slowdown" (per rank), "from", "to" (layers per stage)}; "[]" without adaptation.
   std::string adaptations_json(Status* status) { return handle_.read_string(status, pf_trainer_adaptations_json); }
+  // What the fill job (config entry "fill", e.g. "sweep:grid.json") has done so far, as one JSON
+  // object; "null" without one.
+  std::string fill_report_json(Status* status) { return handle_.read_string(status, pf_trainer_fill_report_json); }
 
  private:
   explicit Trainer(pf_trainer* trainer) : handle_(trainer, "trainer") {}

@@ -36,6 +36,7 @@ struct pf_trainer {
   pf::exec::PipelineTrainer* pipeline() const { return pf::pipeline_of(*trainer); }
   pf::plan::AdaptiveTrainer* adaptive() const { return pf::adaptive_of(*trainer); }
   std::string adaptations;                        // what pf_trainer_adaptations_json returned last
+  std::string fill_report;                        // what pf_trainer_fill_report_json returned last
   int step_micro_batches = 1;                     // D x m: what one step takes from the loader
   bool per_rank_processes = false;                // one process per rank (options->processes)
   int launch_rank = 0, launch_size = 1;           // this process in the launch (0, 1 for threads)

@@ -446,6 +446,19 @@ func (t *Trainer) AdaptationsJSON() (string, error) {
 	return text, err
 }
 
+// FillReportJSON is what the fill job (Config["fill"], e.g. "sweep:grid.json": a packed MLP sweep
+// run in the pipeline's bubbles) has done so far, as one JSON object with "steps_taken",
+// "steps_total", "fill_seconds" and "models" (ranked by held-out loss); "null" without a fill job.
+func (t *Trainer) FillReportJSON() (string, error) {
+	defer runtime.KeepAlive(t)
+	if t == nil || t.t == nil {
+		return "", errClosed("trainer")
+	}
+	var text string
+	err := call(func(s core.Status) { text = t.t.FillReportJson(s) })
+	return text, err
+}
+
 // toCore returns the native trainer options (the caller deletes them), or an error for a value
 // they cannot carry.
 func (opts TrainerOptions) toCore() (core.TrainerOptions, error) {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <fstream>
 #include <string>
 
 #include "runtime/backend/cuda_backend.h"
@@ -366,6 +367,52 @@ TEST(PipelineApi, ConfigEntriesSetOptionsByKey) {
   options.config_entries = nullptr;
   options.num_config_entries = 3;
   EXPECT_PF_ERROR(pf_trainer_create(model, &options, &out), PF_INVALID_ARGUMENT, "num_config_entries");
+  EXPECT_EQ(out, nullptr);
+  pf_model_destroy(model);
+}
+
+// A packed MLP sweep in the pipeline's bubbles (the "fill" entry, since 0.14): the steps are those
+// of the run without it, and pf_trainer_fill_report_json says what the sweep did.
+TEST(PipelineApi, AFillEntryRunsASweepInTheBubbles) {
+  const std::string spec = ::testing::TempDir() + "/capi_fill_grid.json";
+  std::ofstream(spec) << R"({"hidden": [4, 8], "repeats": 2, "samples": 200, "features": 6, "classes": 3})";
+  const std::string fill = "sweep:" + spec;
+  pf_trainer_options options = Options(4);
+  options.schedule = "1f1b";
+  options.stages = 2;
+  pf_trainer* plain = MakeTrainer(options);
+  const pf_config_entry entries[] = {{"fill", fill.c_str()}};
+  options.config_entries = entries;
+  options.num_config_entries = 1;
+  pf_trainer* filled = MakeTrainer(options);
+  ASSERT_NE(plain, nullptr);
+  ASSERT_NE(filled, nullptr);
+  const char* report = nullptr;
+  ASSERT_PF_OK(pf_trainer_fill_report_json(plain, &report));
+  EXPECT_STREQ(report, "null");
+  for (int step = 0; step < 4; ++step) {
+    const Rows batch = MakeRows(step, 8);
+    Views views(batch);
+    pf_step_result a, b;
+    a.struct_size = b.struct_size = sizeof(a);
+    ASSERT_PF_OK(pf_trainer_step(plain, &views.inputs, &views.targets, &a));
+    ASSERT_PF_OK(pf_trainer_step(filled, &views.inputs, &views.targets, &b));
+    EXPECT_EQ(a.loss, b.loss) << "step " << step << ": the fill job changed the main job";
+  }
+  ASSERT_PF_OK(pf_trainer_fill_report_json(filled, &report));
+  const std::string text = report;
+  EXPECT_NE(text.find("\"kind\":\"sweep\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"model_count\":4"), std::string::npos) << text;
+  EXPECT_EQ(text.find("\"steps_taken\":0,"), std::string::npos) << "no bubble was filled: " << text;
+  EXPECT_PF_ERROR(pf_trainer_fill_report_json(filled, nullptr), PF_INVALID_ARGUMENT, "out");
+  pf_trainer_destroy(plain);
+  pf_trainer_destroy(filled);
+
+  const pf_config_entry missing[] = {{"fill", "sweep:/nonexistent/grid.json"}};
+  options.config_entries = missing;
+  pf_model* model = pftest::MakeDeepMlp();
+  pf_trainer* out = nullptr;
+  EXPECT_PF_ERROR(pf_trainer_create(model, &options, &out), PF_NOT_FOUND, "fill sweep:/nonexistent/grid.json");
   EXPECT_EQ(out, nullptr);
   pf_model_destroy(model);
 }

@@ -1409,6 +1409,54 @@ func TestAdaptMovesLayersOffASlowRankBitwise(t *testing.T) {
 	}
 }
 
+// A packed MLP sweep in the bubbles (C API 0.14): Config["fill"], the losses unchanged,
+// FillReportJSON ranking the sweep's models.
+func TestASweepFillsTheBubblesWithoutChangingTheRun(t *testing.T) {
+	spec := filepath.Join(t.TempDir(), "grid.json")
+	if err := os.WriteFile(spec, []byte(`{"hidden": [4, 8], "samples": 200, "features": 6, "classes": 3}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plain, none := adaptRun(t, pipeforge.TrainerOptions{Schedule: "1f1b", Ranks: 2})
+	_ = none
+	m := textGPT(t, 32, 4)
+	defer m.Close()
+	opts := pipeforge.TrainerOptions{Schedule: "1f1b", Ranks: 2, MicroBatches: 4, Seed: 7, LR: 0.01,
+		Config: map[string]string{"fill": "sweep:" + spec}}
+	tr, err := pipeforge.NewTrainer(m, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if err := tr.SetBuiltinData(textData(false)); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 6; i++ {
+		r, err := tr.StepFromLoader()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Loss != plain[i] {
+			t.Errorf("step %d: loss %v with the fill job, %v without", i, r.Loss, plain[i])
+		}
+	}
+	text, err := tr.FillReportJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var report struct {
+		Kind       string           `json:"kind"`
+		ModelCount int              `json:"model_count"`
+		StepsTaken int              `json:"steps_taken"`
+		Models     []map[string]any `json:"models"`
+	}
+	if err := json.Unmarshal([]byte(text), &report); err != nil {
+		t.Fatalf("FillReportJSON %q: %v", text, err)
+	}
+	if report.Kind != "sweep" || report.ModelCount != 2 || len(report.Models) != 2 || report.StepsTaken == 0 {
+		t.Errorf("fill report %s: want a sweep of 2 models with steps taken", text)
+	}
+}
+
 // Issue 43 item 3: Run can be watched and stopped. OnStep returning true ends the run after that
 // step with its checkpoint; an interrupt (here a real SIGINT to this process) does the same and
 // Run returns ErrInterrupted instead of the program ending; a panic in OnStep is returned.

@@ -1272,6 +1272,34 @@ public class PipeForgeTest {
     assertTrue(moves[0], Integer.parseInt(m.group(5)) < Integer.parseInt(m.group(2)));
   }
 
+  /** A packed MLP sweep in the bubbles (C API 0.14): the "fill" entry, losses unchanged, fillReportJson. */
+  @Test
+  public void aSweepFillsTheBubblesWithoutChangingTheRun() throws Exception {
+    File spec = File.createTempFile("grid", ".json");
+    spec.deleteOnExit();
+    java.nio.file.Files.write(spec.toPath(),
+        "{\"hidden\": [4, 8], \"samples\": 200, \"features\": 6, \"classes\": 3}".getBytes("UTF-8"));
+    double[][] losses = new double[2][6];
+    String report = null;
+    for (int run = 0; run < 2; ++run) {
+      TrainerOptions options = TrainerOptions.pipelined("1f1b", 2);
+      options.setMicroBatches(4);
+      options.setSeed(7);
+      options.setLr(0.01f);
+      if (run == 1) options.set("fill", "sweep:" + spec.getPath());
+      try (Model model = Model.gpt(textGpt(32, 4)); Trainer trainer = new Trainer(model, options)) {
+        trainer.setBuiltinData(text(false));
+        for (int i = 0; i < 6; ++i) losses[run][i] = trainer.stepFromLoader().getLoss();
+        report = trainer.fillReportJson();
+        if (run == 0) assertEquals("null", report);
+      }
+    }
+    assertArrayEquals(losses[0], losses[1], 0.0);
+    assertTrue(report, report.contains("\"kind\":\"sweep\""));
+    assertTrue(report, report.contains("\"model_count\":2"));
+    assertFalse(report, report.contains("\"steps_taken\":0,"));
+  }
+
   static RunOptions loop(long steps, File dir) {
     RunOptions o = new RunOptions();
     o.setSteps(steps);

@@ -966,6 +966,33 @@ class AdaptTest(unittest.TestCase):
         self.assertLess(moves[0]["to"][1], moves[0]["from"][1])
 
 
+class FillJobTest(unittest.TestCase):
+    """A packed MLP sweep in a pipeline's bubbles (C API 0.14): config={"fill": "sweep:FILE"}, the
+    main job's losses unchanged, fill_report ranking the sweep's models."""
+
+    def test_a_sweep_fills_the_bubbles_without_changing_the_run(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            spec = os.path.join(tmp, "grid.json")
+            with open(spec, "w") as f:
+                json.dump({"hidden": [4, 8], "activations": ["relu", "gelu"], "samples": 200, "features": 6,
+                           "classes": 3}, f)
+            losses, reports = [], []
+            for config in ({}, {"fill": "sweep:" + spec}):
+                model = pipeforge.Model.mlp(input_dim=FEATURES, hidden=[32, 32, 32], classes=CLASSES)
+                with pipeforge.Trainer(model, micro_batches=4, seed=5, lr=0.01, schedule="1f1b", ranks=2,
+                                       config=config) as trainer:
+                    losses.append([bits(trainer.step(*batch(s)).loss) for s in range(4)])
+                    reports.append(trainer.fill_report)
+        self.assertEqual(losses[1], losses[0])
+        self.assertIsNone(reports[0])
+        report = reports[1]
+        self.assertEqual(report["kind"], "sweep")
+        self.assertEqual(report["model_count"], 4)
+        self.assertGreater(report["steps_taken"], 0, "no bubble was filled")
+        self.assertEqual(len(report["models"]), 4)
+        self.assertEqual({m["hidden"] for m in report["models"]}, {4, 8})
+
+
 class TrainingLoopTest(unittest.TestCase):
     """The training loop (C API 0.5): learning-rate schedules, evaluation, built-in data, run() with
     checkpoints and a metrics log, resumed from its folder bitwise, the partitions."""

@@ -751,6 +751,14 @@ class Trainer(_Closeable):
         stage, "to": layers per stage from the next step on}; [] without adaptation."""
         return _json.loads(self._handle.adaptations_json())
 
+    @property
+    def fill_report(self):
+        """What the fill job (config={"fill": "sweep:grid.json"}: a packed MLP sweep run in the
+        pipeline's bubbles, docs/SWEEP.md) has done so far: a dict {"kind": "sweep", "steps_taken",
+        "steps_total", "fill_seconds", "models": the models ranked by held-out loss, ...}; None
+        without a fill job."""
+        return _json.loads(self._handle.fill_report_json())
+
     def close(self):
         """Destroys the native trainer and its data loader now (idempotent)."""
         super().close()
