@@ -50,8 +50,9 @@ AloneRun train_alone(const SweepSpec& spec, std::shared_ptr<const SweepData> dat
   std::vector<float> x(static_cast<size_t>(batches.max_rows() * f));
   std::vector<int32_t> y(static_cast<size_t>(batches.max_rows()));
   const int64_t steps = spec.epochs * batches.batches_per_epoch();
+  SweepBatches::Order order;
   for (int64_t s = 0; s < steps; ++s) {
-    const int64_t rows = batches.gather(s, x.data(), y.data());
+    const int64_t rows = batches.gather(s, x.data(), y.data(), order);
     trainer.step(Batch{Tensor::from_vector({rows, f}, {x.begin(), x.begin() + rows * f}),
                        Tensor::from_ints({rows}, {y.begin(), y.begin() + rows})});
   }

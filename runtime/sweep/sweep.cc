@@ -232,17 +232,16 @@ std::vector<int64_t> SweepBatches::epoch_order(int64_t epoch) const {
   return order;
 }
 
-int64_t SweepBatches::gather(int64_t step, float* x, int32_t* y) const {
+int64_t SweepBatches::gather(int64_t step, float* x, int32_t* y, Order& order) const {
   const int64_t epoch = step / per_epoch_, k = step % per_epoch_;
   const int64_t n = data_->train_rows(), f = data_->features;
   const int64_t begin = k * batch_, rows = std::min(batch_, n - begin);
-  std::lock_guard<std::mutex> lock(order_mutex_);
-  if (cached_epoch_ != epoch) {
-    cached_order_ = epoch_order(epoch);
-    cached_epoch_ = epoch;
+  if (order.epoch != epoch) {
+    order.rows = epoch_order(epoch);
+    order.epoch = epoch;
   }
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t row = cached_order_[static_cast<size_t>(begin + r)];
+    const int64_t row = order.rows[static_cast<size_t>(begin + r)];
     std::copy(data_->train_x.begin() + row * f, data_->train_x.begin() + (row + 1) * f, x + r * f);
     y[r] = data_->train_y[static_cast<size_t>(row)];
   }
@@ -310,7 +309,7 @@ bool Sweep::done() const {
 
 bool Sweep::step_locked(Shard& s) {
   if (s.step >= total_steps_) return false;
-  const int64_t rows = batches_.gather(s.step, s.x.data(), s.y.data());
+  const int64_t rows = batches_.gather(s.step, s.x.data(), s.y.data(), s.order);
   s.net->train_step(s.x.data(), s.y.data(), rows, s.losses.data());
   for (size_t i = 0; i < s.losses.size(); ++i) s.epoch_loss_sum[i] += s.losses[i];
   ++s.epoch_steps;

@@ -68,11 +68,19 @@ std::shared_ptr<const SweepData> load_sweep_data(const SweepSpec& spec);
 // The batches of training: batch `step` of epoch step / batches_per_epoch.
 class SweepBatches {
  public:
+  // One reader's copy of the current epoch's row order (each shard keeps its own: shards filling
+  // different ranks' bubbles are in different epochs).
+  struct Order {
+    int64_t epoch = -1;
+    std::vector<int64_t> rows;
+  };
+
   SweepBatches(std::shared_ptr<const SweepData> data, int64_t batch, uint64_t seed);
   int64_t batches_per_epoch() const { return per_epoch_; }
   int64_t max_rows() const { return batch_; }
-  // Writes batch `step`'s rows into x [rows, features] and y [rows]; returns rows.
-  int64_t gather(int64_t step, float* x, int32_t* y) const;
+  // Writes batch `step`'s rows into x [rows, features] and y [rows]; returns rows. `order` is
+  // redrawn when the step is in another epoch than the one it holds.
+  int64_t gather(int64_t step, float* x, int32_t* y, Order& order) const;
   // The order of the training rows in `epoch`.
   std::vector<int64_t> epoch_order(int64_t epoch) const;
 
@@ -80,9 +88,6 @@ class SweepBatches {
   std::shared_ptr<const SweepData> data_;
   int64_t batch_, per_epoch_;
   uint64_t seed_;
-  mutable std::mutex order_mutex_;
-  mutable int64_t cached_epoch_ = -1;
-  mutable std::vector<int64_t> cached_order_;
 };
 
 struct ModelResult {
@@ -128,6 +133,7 @@ class Sweep {
     std::unique_ptr<PackedMlp> net;
     std::vector<int64_t> model_index;  // the grid index of each packed model
     int64_t step = 0;
+    SweepBatches::Order order;
     std::vector<float> x;
     std::vector<int32_t> y;
     std::vector<double> losses, epoch_loss_sum, last_epoch_loss;

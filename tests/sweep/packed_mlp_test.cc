@@ -5,6 +5,7 @@
 // is refused naming the field.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <memory>
@@ -70,9 +71,10 @@ void expect_alone_equals_packed(const SweepSpec& spec) {
   std::vector<float> x(static_cast<size_t>(spec.batch * data->features));
   std::vector<int32_t> y(static_cast<size_t>(spec.batch));
   std::vector<double> losses(models.size());
+  SweepBatches::Order order;
   double worst_loss = 0;
   for (int64_t s = 0; s < steps; ++s) {
-    const int64_t rows = batches.gather(s, x.data(), y.data());
+    const int64_t rows = batches.gather(s, x.data(), y.data(), order);
     packed.train_step(x.data(), y.data(), rows, losses.data());
     Batch b{Tensor::from_vector({rows, data->features}, {x.begin(), x.begin() + rows * data->features}),
             Tensor::from_ints({rows}, {y.begin(), y.begin() + rows})};
@@ -185,8 +187,9 @@ TEST(PackedMlp, EveryActivationMatchesAReferenceInDoublePrecision) {
   std::vector<float> x(static_cast<size_t>(spec.batch * data->features));
   std::vector<int32_t> y(static_cast<size_t>(spec.batch));
   std::vector<double> losses(models.size());
+  SweepBatches::Order order;
   for (int64_t s = 0; s < 12; ++s) {
-    const int64_t rows = batches.gather(s, x.data(), y.data());
+    const int64_t rows = batches.gather(s, x.data(), y.data(), order);
     packed.train_step(x.data(), y.data(), rows, losses.data());
     for (size_t i = 0; i < models.size(); ++i) {
       const double ref = refs[i].step(x.data(), y.data(), rows, 0.2);
@@ -236,6 +239,26 @@ TEST(Sweep, TrainingLowersTheHeldOutLossAndRankingPutsTheBestFirst) {
   for (size_t i = 0; i < unranked.size(); ++i) EXPECT_LT(unranked[i].held_out_loss, r0[i].held_out_loss) << i;
   for (size_t i = 1; i < r1.size(); ++i) EXPECT_LE(r1[i - 1].held_out_loss, r1[i].held_out_loss);
   EXPECT_GT(r1.front().held_out_accuracy, 0.7);  // 4 linearly separable classes
+}
+
+TEST(Sweep, EachEpochVisitsEveryTrainingRowOnceInItsOwnOrder) {
+  const SweepSpec spec = small_spec();
+  std::shared_ptr<const SweepData> data = load_sweep_data(spec);
+  SweepBatches batches(data, spec.batch, spec.seed);
+  EXPECT_EQ(batches.batches_per_epoch(), 5);  // 72 rows: 4 of 16 and the remainder of 8
+  std::vector<int64_t> first = batches.epoch_order(0), second = batches.epoch_order(1);
+  EXPECT_NE(first, second);
+  EXPECT_EQ(first, batches.epoch_order(0));
+  std::sort(first.begin(), first.end());
+  for (int64_t r = 0; r < data->train_rows(); ++r) EXPECT_EQ(first[static_cast<size_t>(r)], r);
+  std::vector<float> x(static_cast<size_t>(spec.batch * data->features));
+  std::vector<int32_t> y(static_cast<size_t>(spec.batch));
+  SweepBatches::Order order;
+  int64_t rows = 0;
+  for (int64_t s = 0; s < 5; ++s) rows += batches.gather(s, x.data(), y.data(), order);
+  EXPECT_EQ(rows, data->train_rows());
+  EXPECT_EQ(batches.gather(4, x.data(), y.data(), order), 8);
+  EXPECT_EQ(y[7], data->train_y[static_cast<size_t>(batches.epoch_order(0)[71])]);
 }
 
 TEST(Sweep, RunForStopsWhenTheNextStepWouldNotFit) {
