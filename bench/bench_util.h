@@ -1,12 +1,14 @@
-// What the pipeline benchmarks share: pinning, medians and random batches.
+// What the benchmarks share: pinning, timing, medians and random batches.
 #pragma once
 
 #include <pthread.h>
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <random>
@@ -25,6 +27,13 @@ inline void pin_this_thread(int cpu) {
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
   pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+// The wall seconds f() takes.
+inline double seconds_of(const std::function<void()>& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 inline double median(std::vector<double> v) {

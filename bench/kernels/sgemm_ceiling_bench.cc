@@ -26,6 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/bench_util.h"
 #include "bench/gemm_shapes.h"
 #include "runtime/kernels/cpu/blas.h"
 
@@ -153,11 +154,6 @@ struct Case {
   int64_t lda, ldb;
 };
 
-double seconds_of(const std::function<void()>& f) {
-  const auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 }  // namespace
 
@@ -250,7 +246,7 @@ int main(int argc, char** argv) {
     for (int r = 0; r < rounds; ++r) {
       for (int w = 0; w < variants; ++w) {
         const int which = r % 2 ? variants - 1 - w : w;  // alternate the order
-        best[which] = std::min(best[which], seconds_of([&] {
+        best[which] = std::min(best[which], pf::bench::seconds_of([&] {
                                  for (int it = 0; it < 3; ++it) runs[which]();
                                }) / 3);
       }

@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/bench_util.h"
+
 #include "runtime/sweep/alone.h"
 #include "runtime/sweep/sweep.h"
 
@@ -18,11 +20,6 @@ namespace {
 
 using pf::sweep::SweepSpec;
 
-double seconds_of(const std::function<void()>& f) {
-  const auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 }  // namespace
 
@@ -55,7 +52,7 @@ int main(int argc, char** argv) {
     double packed[2];
     for (int threads : {1, 2}) {
       pf::sweep::Sweep sweep(spec, data, threads);
-      packed[threads - 1] = seconds_of([&] { sweep.run(threads); });
+      packed[threads - 1] = pf::bench::seconds_of([&] { sweep.run(threads); });
     }
     // Alone: repeat 0's relu and gelu model of every width (the grid's first models).
     nlohmann::json alone = nlohmann::json::array();

@@ -339,20 +339,22 @@ double Sweep::run_for(int shard, double budget_seconds) {
   Shard& s = shards_[static_cast<size_t>(shard)];
   std::lock_guard<std::mutex> lock(*s.mutex);
   const clock_type::time_point t0 = clock_type::now();
-  if (s.mean_step_seconds == 0 && s.step < total_steps_) {
-    // The first call times one step wherever it is: a prediction needs one.
+  // A step's time, predicted: the larger of the mean of the last steps and the slowest recent one
+  // (decaying by 5% a step), so that a step starts only where even a slow one fits.
+  auto timed_step = [&s, this] {
     const clock_type::time_point t = clock_type::now();
     step_locked(s);
-    s.mean_step_seconds = std::max(seconds_since(t), 1e-9);
-  }
-  int64_t timed = 1;
+    const double seconds = seconds_since(t);
+    ++s.timed_steps;
+    s.mean_step_seconds += (seconds - s.mean_step_seconds) / static_cast<double>(std::min<int64_t>(s.timed_steps, 16));
+    s.slow_step_seconds = std::max(seconds, 0.95 * s.slow_step_seconds);
+  };
+  // The first call times one step wherever it is: a prediction needs one.
+  if (s.timed_steps == 0 && s.step < total_steps_) timed_step();
   while (s.step < total_steps_) {
-    const double used = seconds_since(t0);
-    if (used + s.mean_step_seconds > budget_seconds) break;
-    const clock_type::time_point t = clock_type::now();
-    step_locked(s);
-    ++timed;
-    s.mean_step_seconds += (seconds_since(t) - s.mean_step_seconds) / static_cast<double>(std::min<int64_t>(timed, 16));
+    const double predicted = std::max(s.mean_step_seconds, s.slow_step_seconds);
+    if (seconds_since(t0) + predicted > budget_seconds) break;
+    timed_step();
   }
   return seconds_since(t0);
 }

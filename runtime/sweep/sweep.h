@@ -116,8 +116,9 @@ class Sweep {
   // One step of shard's network on its next batch; false (and nothing done) once it has taken
   // steps_per_model() steps.
   bool step(int shard);
-  // Steps of `shard` while the next is predicted to fit in what is left of budget_seconds (its
-  // mean step time so far, from a first step timed when the sweep is made); returns the seconds.
+  // Steps of `shard` while the next is predicted to fit in what is left of budget_seconds (the
+  // larger of its mean step time and its slowest recent step; the first call takes one step to
+  // time it); returns the seconds.
   double run_for(int shard, double budget_seconds);
   // Every shard to the end, on min(threads, shards) threads.
   void run(int threads);
@@ -138,7 +139,8 @@ class Sweep {
     std::vector<int32_t> y;
     std::vector<double> losses, epoch_loss_sum, last_epoch_loss;
     int64_t epoch_steps = 0, last_epoch_steps = 0;
-    double mean_step_seconds = 0;
+    int64_t timed_steps = 0;  // by run_for, for its prediction
+    double mean_step_seconds = 0, slow_step_seconds = 0;
     std::unique_ptr<std::mutex> mutex;
   };
   bool step_locked(Shard& s);

@@ -1354,29 +1354,43 @@ func textGPT(t *testing.T, dModel, layers int64) *pipeforge.Model {
 	return m
 }
 
-// Six steps of a GPT of 7 top-level layers on the licence texts with opts; the losses and
-// AdaptationsJSON.
-func adaptRun(t *testing.T, opts pipeforge.TrainerOptions) ([]float64, string) {
+// gptTrainer is a GPT of 7 top-level layers on the licence texts with opts (micro-batches, seed and
+// learning rate set here), closed when the test ends.
+func gptTrainer(t *testing.T, opts pipeforge.TrainerOptions) *pipeforge.Trainer {
 	t.Helper()
 	m := textGPT(t, 32, 4)
-	defer m.Close()
+	t.Cleanup(func() { m.Close() })
 	opts.MicroBatches, opts.Seed, opts.LR = 4, 7, 0.01
 	tr, err := pipeforge.NewTrainer(m, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tr.Close()
+	t.Cleanup(func() { tr.Close() })
 	if err := tr.SetBuiltinData(textData(false)); err != nil {
 		t.Fatal(err)
 	}
+	return tr
+}
+
+// The losses of n steps of tr from its loader.
+func loaderLosses(t *testing.T, tr *pipeforge.Trainer, n int) []float64 {
+	t.Helper()
 	var losses []float64
-	for i := 0; i < 6; i++ {
+	for i := 0; i < n; i++ {
 		r, err := tr.StepFromLoader()
 		if err != nil {
 			t.Fatal(err)
 		}
 		losses = append(losses, r.Loss)
 	}
+	return losses
+}
+
+// Six steps of gptTrainer(opts); the losses and AdaptationsJSON.
+func adaptRun(t *testing.T, opts pipeforge.TrainerOptions) ([]float64, string) {
+	t.Helper()
+	tr := gptTrainer(t, opts)
+	losses := loaderLosses(t, tr, 6)
 	moves, err := tr.AdaptationsJSON()
 	if err != nil {
 		t.Fatal(err)
@@ -1416,28 +1430,11 @@ func TestASweepFillsTheBubblesWithoutChangingTheRun(t *testing.T) {
 	if err := os.WriteFile(spec, []byte(`{"hidden": [4, 8], "samples": 200, "features": 6, "classes": 3}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	plain, none := adaptRun(t, pipeforge.TrainerOptions{Schedule: "1f1b", Ranks: 2})
-	_ = none
-	m := textGPT(t, 32, 4)
-	defer m.Close()
-	opts := pipeforge.TrainerOptions{Schedule: "1f1b", Ranks: 2, MicroBatches: 4, Seed: 7, LR: 0.01,
-		Config: map[string]string{"fill": "sweep:" + spec}}
-	tr, err := pipeforge.NewTrainer(m, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	if err := tr.SetBuiltinData(textData(false)); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 6; i++ {
-		r, err := tr.StepFromLoader()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Loss != plain[i] {
-			t.Errorf("step %d: loss %v with the fill job, %v without", i, r.Loss, plain[i])
-		}
+	plain := loaderLosses(t, gptTrainer(t, pipeforge.TrainerOptions{Schedule: "1f1b", Ranks: 2}), 6)
+	tr := gptTrainer(t, pipeforge.TrainerOptions{Schedule: "1f1b", Ranks: 2,
+		Config: map[string]string{"fill": "sweep:" + spec}})
+	if filled := loaderLosses(t, tr, 6); !reflect.DeepEqual(filled, plain) {
+		t.Errorf("losses with the fill job %v, without %v", filled, plain)
 	}
 	text, err := tr.FillReportJSON()
 	if err != nil {
