@@ -17,7 +17,7 @@ class FillJob {
   virtual double run(int rank, double budget_seconds) = 0;
   // What it has done so far, as one JSON object ({"kind": "sweep", ...}).
   virtual nlohmann::json report() const = 0;
-  // The same in one line for people.
+  // The same for people: a first line of progress, then lines of detail (no trailing newline).
   virtual std::string summary() const = 0;
 };
 

@@ -81,7 +81,7 @@ std::string SweepFill::summary() const {
   if (!r["models"].empty()) {
     const nlohmann::json& best = r["models"][0];
     const bool held = !best["held_out_loss"].is_null();
-    std::snprintf(line, sizeof(line), "; best: model %lld (hidden %lld, %s, lr %g, seed %llu), %s %.4f",
+    std::snprintf(line, sizeof(line), "\nbest: model %lld (hidden %lld, %s, lr %g, seed %llu), %s %.4f",
                   static_cast<long long>(best["index"].get<int64_t>()), static_cast<long long>(best["hidden"].get<int64_t>()),
                   best["activation"].get<std::string>().c_str(), best["lr"].get<double>(),
                   static_cast<unsigned long long>(best["seed"].get<uint64_t>()), held ? "held-out loss" : "training loss",

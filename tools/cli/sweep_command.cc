@@ -207,9 +207,9 @@ int run_sweep(SweepArgs& a) {
   if (rows < results.size()) std::printf("  ... %zu more (--top 0 lists every model)\n", results.size() - rows);
   if (out.contains("check_alone")) {
     const nlohmann::json& c = out["check_alone"];
-    std::printf("\nalone: %zu models trained one by one (the library's MLP and sequential trainer): held-out losses "
-                "equal to the packed ones within %.1e (relative); %.4f s each, so all %lld one after another "
-                "would take about %.2f s: the packed sweep is %.1fx faster (%.1fx per thread)\n",
+    std::printf("\nalone: %zu models trained one by one (the library's MLP and sequential trainer), held-out losses\n"
+                "equal to the packed ones within %.1e (relative), %.4f s each: all %lld one after another would take\n"
+                "about %.2f s, so the packed sweep is %.1fx faster (%.1fx per thread)\n",
                 c["models"].size(), c["max_relative_difference"].get<double>(),
                 c["alone_seconds_per_model"].get<double>(), static_cast<long long>(sweep.models()),
                 c["alone_seconds_for_all"].get<double>(), c["speedup"].get<double>(),

@@ -1,5 +1,6 @@
 #include "tools/cli/train_report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -170,7 +171,14 @@ void print_pipeline_summary(const TrainReport& r) {
               join_numbers(p.schedule().placement.stage_to_rank, ", ").c_str());
   if (const FillJob* fill = p.options().fill_job.get()) {
     const double per_step = fill->report()["fill_seconds"].get<double>() / static_cast<double>(t.losses.size());
-    std::printf("fill: %s; %.3g ms of fill work per step\n", fill->summary().c_str(), 1e3 * per_step);
+    const std::string summary = fill->summary();
+    const size_t end = std::min(summary.find('\n'), summary.size());
+    std::printf("fill: %s, %.3g ms of fill work per step\n", summary.substr(0, end).c_str(), 1e3 * per_step);
+    for (size_t at = end; at < summary.size();) {  // the detail lines, indented under the first
+      const size_t next = std::min(summary.find('\n', at + 1), summary.size());
+      std::printf("      %s\n", summary.substr(at + 1, next - at - 1).c_str());
+      at = next;
+    }
   }
   if (p.plan().schedule.traits.local_learning())
     std::printf("local learning: every stage but the last trains on its own %s head; no gradient crosses ranks\n",
