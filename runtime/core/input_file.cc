@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "runtime/core/error.h"
 #include "runtime/core/json_text.h"
@@ -86,6 +87,20 @@ std::string read_input_file(const std::string& path, const std::string& what, ui
 nlohmann::json read_json_input(const std::string& path, const std::string& what, uint64_t max_bytes) {
   const std::string text = read_input_file(path, what, max_bytes);
   return parse_json_text(text, what + " '" + path + "'", static_cast<size_t>(max_bytes));
+}
+
+PathEscape find_path_escape(const std::string& base, const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path p(path);
+  if (path.empty() || !p.is_relative()) return {PathEscape::Kind::kNotRelative, ""};
+  fs::path prefix;
+  for (const fs::path& part : p) {
+    if (part == "..") return {PathEscape::Kind::kParent, ""};
+    prefix /= part;
+    std::error_code ec;
+    if (fs::is_symlink(fs::symlink_status(fs::path(base) / prefix, ec))) return {PathEscape::Kind::kSymlink, prefix.string()};
+  }
+  return {};
 }
 
 }  // namespace pf

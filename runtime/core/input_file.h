@@ -23,6 +23,17 @@ uint64_t check_input_file(const std::string& path, const std::string& what, uint
 // The whole file (the errors above; kIoError when reading fails).
 std::string read_input_file(const std::string& path, const std::string& what, uint64_t max_bytes);
 
+// Where a path read from a file (a config file's output path, a spec file's data file) would lead
+// outside `base`, the folder it is taken relative to ("" for the current one): the first reason
+// found walking it part by part, or kInside when it stays inside — relative, no "..", and no
+// symbolic link on the way (each prefix looked at under base as it stands now). Callers word the
+// refusal (what the path is for, what to do instead).
+struct PathEscape {
+  enum class Kind { kInside, kNotRelative, kParent, kSymlink } kind = Kind::kInside;
+  std::string link;  // kSymlink: the prefix that is a link, as written in the path
+};
+PathEscape find_path_escape(const std::string& base, const std::string& path);
+
 // The file parsed as one JSON value: the errors above, and malformed or too deeply nested JSON
 // (kInvalidArgument, with the line and column).
 nlohmann::json read_json_input(const std::string& path, const std::string& what, uint64_t max_bytes);

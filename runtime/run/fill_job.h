@@ -17,8 +17,10 @@ class FillJob {
   virtual double run(int rank, double budget_seconds) = 0;
   // What it has done so far, as one JSON object ({"kind": "sweep", ...}).
   virtual nlohmann::json report() const = 0;
-  // The same for people: a first line of progress, then lines of detail (no trailing newline).
-  virtual std::string summary() const = 0;
+  // A report() of this job for people: a first line of progress, then lines of detail (no trailing
+  // newline). It takes the report rather than making one: a report can be costly (a sweep evaluates
+  // its models), and a front-end that prints both makes it once.
+  virtual std::string summary(const nlohmann::json& report) const = 0;
 };
 
 }  // namespace pf

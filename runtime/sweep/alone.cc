@@ -27,10 +27,8 @@ class OneBatch final : public DataSource {
 }  // namespace
 
 AloneRun train_alone(const SweepSpec& spec, std::shared_ptr<const SweepData> data, int64_t index) {
-  const std::vector<MlpSpec> models = spec.models();
-  PF_CHECK_ARG(index >= 0 && index < static_cast<int64_t>(models.size()), "model ", index, " is out of range [0, ",
-               models.size(), ")");
-  const MlpSpec& m = models[static_cast<size_t>(index)];
+  spec.validate();
+  const MlpSpec m = spec.model(index);
   cpu::set_blas_threads_for_this_thread(1);
   const auto t0 = std::chrono::steady_clock::now();
   MlpConfig config;

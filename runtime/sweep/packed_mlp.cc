@@ -36,13 +36,6 @@ inline void for_lanes(int64_t n, Vector vector, Scalar scalar) {
   for (; k < n; ++k) scalar(k);
 }
 
-inline v8f tanh_lanes(const v8f& x) {
-  const v8f ax = x < 0.0f ? -x : x;
-  const v8f t = cpu::exp_lanes(-2.0f * ax);
-  const v8f magnitude = (1.0f - t) / (1.0f + t);
-  return x < 0.0f ? -magnitude : magnitude;
-}
-
 // a = act(z) over n elements.
 void activate(Activation f, int64_t n, const float* z, float* a) {
   switch (f) {
@@ -55,7 +48,7 @@ void activate(Activation f, int64_t n, const float* z, float* a) {
                 [&](int64_t k) { a[k] = cpu::gelu(z[k]); });
       return;
     case Activation::kTanh:
-      for_lanes(n, [&](int64_t k) { store8(a + k, tanh_lanes(load8(z + k))); },
+      for_lanes(n, [&](int64_t k) { store8(a + k, cpu::tanh_lanes(load8(z + k))); },
                 [&](int64_t k) { a[k] = cpu::fast_tanh(z[k]); });
       return;
     case Activation::kSigmoid:
@@ -137,9 +130,12 @@ const std::vector<std::string>& activation_names() {
 
 Activation parse_activation(const std::string& name) {
   const std::vector<std::string>& names = activation_names();
-  for (size_t k = 0; k < names.size(); ++k)
+  std::string known;
+  for (size_t k = 0; k < names.size(); ++k) {
     if (names[k] == name) return static_cast<Activation>(k);
-  fail(ErrorCode::kInvalidArgument, "unknown activation '", name, "' (known: relu, gelu, tanh, sigmoid, identity)");
+    known += (k ? ", " : "") + names[k];
+  }
+  fail(ErrorCode::kInvalidArgument, "unknown activation '", name, "' (known: ", known, ")");
 }
 
 const char* activation_name(Activation activation) {

@@ -134,14 +134,25 @@ SweepSpec SweepSpec::from_json(const nlohmann::json& value, const std::string& p
   return s;
 }
 
+int64_t SweepSpec::model_count() const {
+  return repeats * static_cast<int64_t>(hidden.size() * activations.size() * lr.size());
+}
+
+MlpSpec SweepSpec::model(int64_t index) const {
+  PF_CHECK_ARG(index >= 0 && index < model_count(), "model ", index, " is out of range [0, ", model_count(), ")");
+  const int64_t n_lr = static_cast<int64_t>(lr.size()), n_act = static_cast<int64_t>(activations.size());
+  const int64_t per_repeat = static_cast<int64_t>(hidden.size()) * n_act * n_lr;
+  const int64_t r = index / per_repeat, in_repeat = index % per_repeat;
+  return {hidden[static_cast<size_t>(in_repeat / (n_act * n_lr))],
+          parse_activation(activations[static_cast<size_t>(in_repeat / n_lr % n_act)]),
+          seed + static_cast<uint64_t>(r), static_cast<float>(lr[static_cast<size_t>(in_repeat % n_lr)])};
+}
+
 std::vector<MlpSpec> SweepSpec::models() const {
   validate();
   std::vector<MlpSpec> out;
-  out.reserve(static_cast<size_t>(repeats) * hidden.size() * activations.size() * lr.size());
-  for (int64_t r = 0; r < repeats; ++r)
-    for (int64_t h : hidden)
-      for (const std::string& a : activations)
-        for (double rate : lr) out.push_back({h, parse_activation(a), seed + static_cast<uint64_t>(r), static_cast<float>(rate)});
+  out.reserve(static_cast<size_t>(model_count()));
+  for (int64_t i = 0; i < model_count(); ++i) out.push_back(model(i));
   return out;
 }
 
@@ -263,7 +274,7 @@ nlohmann::json ModelResult::to_json() const {
 }
 
 Sweep::Sweep(const SweepSpec& spec, std::shared_ptr<const SweepData> data, int shards)
-    : spec_(spec), data_(std::move(data)), specs_(spec.models()), batches_(data_, spec.batch, spec.seed) {
+    : data_(std::move(data)), specs_(spec.models()), batches_(data_, spec.batch, spec.seed) {
   PF_CHECK_ARG(shards >= 1 && shards <= 4096, "shards must be in [1, 4096], got ", shards);
   total_steps_ = checked_mul(spec.epochs, batches_.batches_per_epoch(), "epochs x batches per epoch");
   // Contiguous runs of the grid with about equal total hidden width (the work of a step).
@@ -312,15 +323,12 @@ bool Sweep::step_locked(Shard& s) {
   const int64_t rows = batches_.gather(s.step, s.x.data(), s.y.data(), s.order);
   s.net->train_step(s.x.data(), s.y.data(), rows, s.losses.data());
   for (size_t i = 0; i < s.losses.size(); ++i) s.epoch_loss_sum[i] += s.losses[i];
-  ++s.epoch_steps;
   ++s.step;
   if (s.step % batches_.batches_per_epoch() == 0) {
     for (size_t i = 0; i < s.losses.size(); ++i) {
-      s.last_epoch_loss[i] = s.epoch_loss_sum[i] / static_cast<double>(s.epoch_steps);
+      s.last_epoch_loss[i] = s.epoch_loss_sum[i] / static_cast<double>(batches_.batches_per_epoch());
       s.epoch_loss_sum[i] = 0;
     }
-    s.last_epoch_steps = s.epoch_steps;
-    s.epoch_steps = 0;
   }
   steps_taken_.fetch_add(1);
   model_steps_.fetch_add(s.net->models());
@@ -400,9 +408,10 @@ std::vector<ModelResult> Sweep::results() const {
       r.parameters = r.spec.hidden * (data_->features + 1) + data_->classes * (r.spec.hidden + 1);
       r.steps = s.step;
       const size_t i = static_cast<size_t>(k);
-      r.train_loss = s.last_epoch_steps > 0 ? s.last_epoch_loss[i]
-                     : s.epoch_steps > 0    ? s.epoch_loss_sum[i] / static_cast<double>(s.epoch_steps)
-                                            : std::nan("");
+      const int64_t this_epoch = s.step % batches_.batches_per_epoch();  // steps into the epoch under way
+      r.train_loss = s.step >= batches_.batches_per_epoch() ? s.last_epoch_loss[i]
+                     : this_epoch > 0 ? s.epoch_loss_sum[i] / static_cast<double>(this_epoch)
+                                      : std::nan("");
       r.held_out_loss = held > 0 ? loss[i] / static_cast<double>(held) : std::nan("");
       r.held_out_accuracy = held > 0 ? static_cast<double>(correct[i]) / static_cast<double>(held) : std::nan("");
     }

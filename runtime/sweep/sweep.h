@@ -50,6 +50,10 @@ struct SweepSpec {
   static SweepSpec from_json(const nlohmann::json& value, const std::string& path = "sweep");
   // The grid's models in order: repeat, then hidden width, activation, learning rate.
   std::vector<MlpSpec> models() const;
+  // How many there are, and the one at `index` in that order (without building the list); on a
+  // spec that validate() accepts.
+  int64_t model_count() const;
+  MlpSpec model(int64_t index) const;
   OptimizerConfig optimizer_config() const;
 };
 
@@ -138,14 +142,12 @@ class Sweep {
     std::vector<float> x;
     std::vector<int32_t> y;
     std::vector<double> losses, epoch_loss_sum, last_epoch_loss;
-    int64_t epoch_steps = 0, last_epoch_steps = 0;
     int64_t timed_steps = 0;  // by run_for, for its prediction
     double mean_step_seconds = 0, slow_step_seconds = 0;
     std::unique_ptr<std::mutex> mutex;
   };
   bool step_locked(Shard& s);
 
-  SweepSpec spec_;
   std::shared_ptr<const SweepData> data_;
   std::vector<MlpSpec> specs_;
   SweepBatches batches_;

@@ -19,16 +19,14 @@ SweepSpec read_sweep_spec_file(const std::string& path) {
   PF_CHECK_ARG(j.is_object(), path, ": expected a JSON object, got ", j.type_name());
   if (j.contains("data") && j["data"].is_string()) {
     const std::string data = j["data"].get<std::string>();
-    bool escapes = data.empty() || data[0] == '/';
-    for (size_t start = 0; !escapes && start <= data.size();) {
-      const size_t end = std::min(data.find('/', start), data.size());
-      escapes = data.compare(start, end - start, "..") == 0;
-      start = end + 1;
-    }
-    PF_CHECK_ARG(!escapes, path, ": data: a path in a spec file must stay inside the file's folder (relative, no ",
-                 "'..'), got '", data, "'");
     const size_t slash = path.rfind('/');
-    j["data"] = (slash == std::string::npos ? std::string() : path.substr(0, slash + 1)) + data;
+    const std::string folder = slash == std::string::npos ? std::string() : path.substr(0, slash + 1);
+    const PathEscape escape = find_path_escape(folder, data);
+    PF_CHECK_ARG(escape.kind == PathEscape::Kind::kInside, path,
+                 ": data: a path in a spec file must stay inside the file's folder (relative, no '..', no symbolic ",
+                 "link)", escape.kind == PathEscape::Kind::kSymlink ? "; '" + escape.link + "' is a symbolic link" : "",
+                 ", got '", data, "'");
+    j["data"] = folder + data;
   }
   return SweepSpec::from_json(j, path);
 }
@@ -69,12 +67,11 @@ nlohmann::json SweepFill::report() const {
           {"models", models}};
 }
 
-std::string SweepFill::summary() const {
-  const nlohmann::json r = report();
+std::string SweepFill::summary(const nlohmann::json& r) const {
   const int64_t taken = r["steps_taken"], total = r["steps_total"];
   char line[512];
   std::snprintf(line, sizeof(line), "sweep of %lld models: %lld of %lld steps (%.1f%%) in %.3f s of bubbles",
-                static_cast<long long>(sweep_->models()), static_cast<long long>(taken), static_cast<long long>(total),
+                static_cast<long long>(r["model_count"].get<int64_t>()), static_cast<long long>(taken), static_cast<long long>(total),
                 total > 0 ? 100.0 * static_cast<double>(taken) / static_cast<double>(total) : 0.0,
                 r["fill_seconds"].get<double>());
   std::string out = line;

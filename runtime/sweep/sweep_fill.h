@@ -22,7 +22,7 @@ class SweepFill : public FillJob {
   // {"kind": "sweep", "spec", "data", "model_count", "steps_per_model", "steps_taken", "steps_total",
   //  "done", "fill_seconds", "fill_calls", "models": ranked results}
   nlohmann::json report() const override;
-  std::string summary() const override;
+  std::string summary(const nlohmann::json& report) const override;
 
   const Sweep& sweep() const { return *sweep_; }
 
@@ -35,7 +35,8 @@ class SweepFill : public FillJob {
 };
 
 // Reads a sweep spec from a JSON file. A "data" path in it is taken relative to the file's folder
-// and may not leave it (no absolute path, no ".."); kInvalidArgument naming the file otherwise.
+// and may not leave it (no absolute path, no "..", no symbolic link on the way: find_path_escape,
+// runtime/core/input_file.h); kInvalidArgument naming the file otherwise.
 SweepSpec read_sweep_spec_file(const std::string& path);
 
 }  // namespace pf::sweep

@@ -75,7 +75,7 @@ TEST(FastMath, GeluAndItsDerivativeAreWithinBoundsOfTheTanhFormula) {
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
 
-// Every lane of exp_lanes, gelu_lanes and gelu_grad_lanes gives the scalar function's bits: floats
+// Every lane of exp_lanes, tanh_lanes, gelu_lanes and gelu_grad_lanes gives the scalar function's bits: floats
 // from -1e6 to 1e6 stepping through every 97th bit pattern (about 25 million values), plus
 // infinities and NaN.
 TEST(FastMath, LanesGiveTheScalarFunctionsBits) {
@@ -94,8 +94,10 @@ TEST(FastMath, LanesGiveTheScalarFunctionsBits) {
   for (size_t i = 0; i < xs.size(); i += 8) {
     const cpu::v8f x = cpu::load8(&xs[i]), dy = x * 0.5f + 1.0f;
     const cpu::v8f e = cpu::exp_lanes(x), y = cpu::gelu_lanes(x), dx = cpu::gelu_grad_lanes(x, dy);
+    const cpu::v8f t = cpu::tanh_lanes(x);
     for (int l = 0; l < 8; ++l) {
-      const bool ok = same_bits(e[l], cpu::fast_exp(x[l])) && same_bits(y[l], cpu::gelu(x[l])) &&
+      const bool ok = same_bits(e[l], cpu::fast_exp(x[l])) && same_bits(t[l], cpu::fast_tanh(x[l])) &&
+                      same_bits(y[l], cpu::gelu(x[l])) &&
                       same_bits(dx[l], cpu::gelu_grad(x[l], dy[l]));
       if (!ok && ++mismatches <= 5) ADD_FAILURE() << "lanes differ from the scalar function at x = " << x[l];
     }

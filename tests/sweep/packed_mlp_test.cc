@@ -4,9 +4,11 @@
 // within fp32 summation error; the sweep's sharding does not change a model's results; bad input
 // is refused naming the field.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <memory>
 #include <vector>
@@ -241,6 +243,25 @@ TEST(Sweep, TrainingLowersTheHeldOutLossAndRankingPutsTheBestFirst) {
   EXPECT_GT(r1.front().held_out_accuracy, 0.7);  // 4 linearly separable classes
 }
 
+TEST(Sweep, TheGridIsOrderedByRepeatThenWidthActivationAndRate) {
+  const SweepSpec spec = small_spec();  // hidden 3, 9 x relu, gelu x lr 1e-2, 3e-3 x 2 repeats from seed 5
+  const std::vector<MlpSpec> models = spec.models();
+  ASSERT_EQ(static_cast<int64_t>(models.size()), spec.model_count());
+  ASSERT_EQ(models.size(), 16u);
+  auto expect = [&](size_t i, int64_t hidden, Activation act, uint64_t seed, float lr) {
+    EXPECT_EQ(models[i].hidden, hidden) << i;
+    EXPECT_EQ(models[i].activation, act) << i;
+    EXPECT_EQ(models[i].seed, seed) << i;
+    EXPECT_EQ(models[i].lr, lr) << i;
+  };
+  expect(0, 3, Activation::kRelu, 5, 1e-2f);
+  expect(1, 3, Activation::kRelu, 5, 3e-3f);
+  expect(2, 3, Activation::kGelu, 5, 1e-2f);
+  expect(4, 9, Activation::kRelu, 5, 1e-2f);
+  expect(15, 9, Activation::kGelu, 6, 3e-3f);
+  EXPECT_THROW(spec.model(16), Error);
+}
+
 TEST(Sweep, EachEpochVisitsEveryTrainingRowOnceInItsOwnOrder) {
   const SweepSpec spec = small_spec();
   std::shared_ptr<const SweepData> data = load_sweep_data(spec);
@@ -336,7 +357,9 @@ TEST(SweepFill, EachRankTrainsItsOwnShareInItsBubbles) {
   EXPECT_EQ(r.at("steps_total"), 2 * fill.sweep().steps_per_model());
   EXPECT_FALSE(r.at("done").get<bool>());
   EXPECT_EQ(r.at("models").size(), small_spec().models().size());
-  EXPECT_NE(fill.summary().find("sweep of 16 models: 15 of 30 steps (50.0%)"), std::string::npos) << fill.summary();
+  const std::string summary = fill.summary(r);
+  EXPECT_NE(summary.find("sweep of 16 models: 15 of 30 steps (50.0%)"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("\nbest: model "), std::string::npos) << summary;
 }
 
 TEST(SweepFill, ASpecFilesDataPathStaysInsideItsFolder) {
@@ -350,6 +373,16 @@ TEST(SweepFill, ASpecFilesDataPathStaysInsideItsFolder) {
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("must stay inside the file's folder"), std::string::npos) << e.what();
     }
+  }
+  const std::string link = dir + "/spec_link";
+  std::remove(link.c_str());
+  ASSERT_EQ(::symlink("/etc", link.c_str()), 0);
+  std::ofstream(dir + "/spec_through_link.json") << R"({"data": "spec_link/passwd"})";
+  try {
+    read_sweep_spec_file(dir + "/spec_through_link.json");
+    ADD_FAILURE() << "a data path through a symbolic link was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'spec_link' is a symbolic link"), std::string::npos) << e.what();
   }
   std::ofstream(dir + "/spec_ok.json") << R"({"data": "sub/rows..csv", "hidden": [2]})";
   EXPECT_EQ(read_sweep_spec_file(dir + "/spec_ok.json").data, dir + "/sub/rows..csv");

@@ -4,7 +4,6 @@
 #include "runtime/run/checkpoint_series.h"
 
 #include <cmath>
-#include <filesystem>
 #include <functional>
 #include <system_error>
 #include <vector>
@@ -214,20 +213,13 @@ void check_output_path(const std::string& value, Source source, const Field& fie
   const std::string instead = std::string("; give ") + field.option + " on the command line instead";
   PF_CHECK_ARG(source != Source::kPlanFile, where, ": a plan may not choose where the run writes ('", value, "')",
                instead);
-  namespace fs = std::filesystem;
-  const fs::path path(value);
-  PF_CHECK_ARG(!value.empty() && path.is_relative(), where, ": '", value,
+  const PathEscape escape = find_path_escape("", value);
+  PF_CHECK_ARG(escape.kind != PathEscape::Kind::kNotRelative, where, ": '", value,
                "' is not inside the current folder (a config file may choose output paths there only)", instead);
-  fs::path prefix;
-  for (const fs::path& part : path) {
-    PF_CHECK_ARG(part != "..", where, ": '", value, "' leaves the current folder ('..'; a config file may choose ",
-                 "output paths inside it only)", instead);
-    prefix /= part;
-    std::error_code ec;
-    PF_CHECK_ARG(!fs::is_symlink(fs::symlink_status(prefix, ec)), where, ": '", value,
-                 "' goes through the symbolic link '", prefix.string(), "' (a config file may choose output paths ",
-                 "inside the current folder only)", instead);
-  }
+  PF_CHECK_ARG(escape.kind != PathEscape::Kind::kParent, where, ": '", value,
+               "' leaves the current folder ('..'; a config file may choose output paths inside it only)", instead);
+  PF_CHECK_ARG(escape.kind != PathEscape::Kind::kSymlink, where, ": '", value, "' goes through the symbolic link '",
+               escape.link, "' (a config file may choose output paths inside the current folder only)", instead);
 }
 
 void apply_field(CLI::App& train, TrainArgs& args, const Field& field, const json& value, const std::string& where,

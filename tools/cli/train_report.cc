@@ -170,8 +170,9 @@ void print_pipeline_summary(const TrainReport& r) {
               join_numbers(exec::layer_counts(p.parts().stages.ranges())).c_str(),
               join_numbers(p.schedule().placement.stage_to_rank, ", ").c_str());
   if (const FillJob* fill = p.options().fill_job.get()) {
-    const double per_step = fill->report()["fill_seconds"].get<double>() / static_cast<double>(t.losses.size());
-    const std::string summary = fill->summary();
+    const nlohmann::json report = fill->report();
+    const double per_step = report["fill_seconds"].get<double>() / static_cast<double>(t.losses.size());
+    const std::string summary = fill->summary(report);
     const size_t end = std::min(summary.find('\n'), summary.size());
     std::printf("fill: %s, %.3g ms of fill work per step\n", summary.substr(0, end).c_str(), 1e3 * per_step);
     for (size_t at = end; at < summary.size();) {  // the detail lines, indented under the first

@@ -1,4 +1,4 @@
-// fast_math.h's exp and GELU on eight lanes at once (vec8.h's vectors), for the CPU kernels' loops:
+// fast_math.h's exp, tanh and GELU on eight lanes at once (vec8.h's vectors), for the CPU kernels' loops:
 // the same operations in the same order, so every lane gives the scalar function's bits (checked by
 // tests/runtime/fast_math_test over a dense sweep of floats), with the clamps as max/min instructions
 // where AVX has them (GCC compiles the scalar form's selects to slower blends; ~25% faster for exp,
@@ -49,6 +49,14 @@ inline v8f exp_lanes(const v8f& in) {
   v8f scale;
   std::memcpy(&scale, &bits, sizeof(scale));
   return p * scale;
+}
+
+// fast_tanh per lane.
+inline v8f tanh_lanes(const v8f& x) {
+  const v8f ax = x < 0.0f ? -x : x;
+  const v8f t = exp_lanes(-2.0f * ax);
+  const v8f magnitude = (1.0f - t) / (1.0f + t);
+  return x < 0.0f ? -magnitude : magnitude;
 }
 
 // gelu_exponent, gelu and gelu_grad per lane.
