@@ -6,7 +6,7 @@
 namespace pf::comm {
 
 namespace {
-constexpr int kKinds = 5;  // MessageKind's values
+constexpr int kKinds = 7;  // MessageKind's values
 
 bool valid_dtype(int32_t d) {
   return d == static_cast<int32_t>(DType::kF32) || d == static_cast<int32_t>(DType::kBF16) ||

@@ -20,6 +20,8 @@ std::string recv_action_name(const MessageKey& key) {
     case MessageKind::kContextOut: return action_name("HOLD", key, key.stage);
     case MessageKind::kContextBack: return action_name("RELOAD", key, key.stage);
     case MessageKind::kStageGradients: return std::to_string(key.stage) + "STEP";
+    case MessageKind::kGroupOutput: return action_name("GATHER_F", key, key.stage);
+    case MessageKind::kGroupLogits: return action_name("GATHER_LOGITS", key, key.stage);
   }
   return "?";
 }
@@ -31,6 +33,8 @@ std::string send_action_name(const MessageKey& key) {
     case MessageKind::kContextOut: return action_name("OFFLOAD", key, key.stage);
     case MessageKind::kContextBack: return action_name("RETURN", key, key.stage);
     case MessageKind::kStageGradients: return "the ALLREDUCE of stage " + std::to_string(key.stage) + "'s sibling";
+    case MessageKind::kGroupOutput: return action_name("SHARE_F", key, key.stage);
+    case MessageKind::kGroupLogits: return action_name("SHARE_LOGITS", key, key.stage);
   }
   return "?";
 }

@@ -24,7 +24,17 @@ namespace pf::comm {
 // balance. Their `stage` is the stage that owns the activations.
 // kStageGradients: the weight gradients of a stage going to its sibling stage in the other copy of
 // the model (two pipelines; ALLREDUCE -> STEP); `stage` is the receiving stage, micro_batch 0.
-enum class MessageKind : int { kActivation = 0, kGradient = 1, kContextOut = 2, kContextBack = 3, kStageGradients = 4 };
+// kGroupOutput / kGroupLogits: neuron groups (runtime/neuron_groups) hand a group's output and its
+// head's logits to the other groups of the same stage; `stage` is that stage.
+enum class MessageKind : int {
+  kActivation = 0,
+  kGradient = 1,
+  kContextOut = 2,
+  kContextBack = 3,
+  kStageGradients = 4,
+  kGroupOutput = 5,
+  kGroupLogits = 6,
+};
 
 struct MessageKey {
   MessageKind kind = MessageKind::kActivation;
