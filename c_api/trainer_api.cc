@@ -130,7 +130,7 @@ pf_status* pf_trainer_drain(pf_trainer* trainer) {
   return guard(__func__, [&] {
     require(trainer, "trainer");
     // Synchronous schedules and the sequential trainer have nothing in flight after a step.
-    if (trainer->pipeline() != nullptr) trainer->pipeline()->drain();
+    trainer->trainer->drain();
   });
 }
 

@@ -91,7 +91,7 @@ class PipelineTrainer : public Trainer {
   PipelineParts parts() const;
   // Windowed schedules: runs the backwards and updates still in flight, so that every stage has
   // applied every micro-batch it was given (a no-op otherwise). last_stats() describes the drain.
-  void drain();
+  void drain() override;
   // SHA-256 of every parameter in model order; with a world a collective call.
   std::string parameter_checksum() const;
   // Changes the receive timeout for later steps (> 0).

@@ -87,12 +87,12 @@ GroupNetwork::GroupNetwork(std::shared_ptr<Model> model, const NeuronGroupOption
     : model_(std::move(model)), options_(options) {
   PF_CHECK_ARG(model_ != nullptr, "neuron groups: model is null");
   options_.validate();
+  if (options_.head == "auto") options_.head = "linear";  // what "auto" means for a feature model
   const Model& m = *model_;
   PF_CHECK_ARG(m.input_spec().kind == InputSpec::Kind::kFeatures,
                "neuron groups: the model must take features (an MLP); token models are not supported");
   ranges_ = neuron_group_ranges(m, options_);
   const int G = options_.groups, K = options_.stages;
-  const std::string head_kind = options_.head == "auto" ? "linear" : options_.head;
   int64_t input_width = m.input_spec().features;
   for (int k = 0; k < K; ++k) {
     const auto [begin, end] = ranges_[static_cast<size_t>(k)];
@@ -151,7 +151,7 @@ GroupNetwork::GroupNetwork(std::shared_ptr<Model> model, const NeuronGroupOption
       part->body = std::make_shared<Model>(spec, std::move(built), std::make_unique<CrossEntropyLoss>());
       // Not the body model's last stage: it carries no loss (the head does).
       part->body_stage = std::make_unique<Stage>(*part->body, 0, 2, 0, static_cast<int>(layers.size()));
-      part->head = make_local_head(m, k, end, head_kind);
+      part->head = make_local_head(m, k, end, options_.head);
       initialize_parameters(part->head->parameters(), local_head_seed(seed, rank_of(k, g)));
       part->head_stage = std::make_unique<Stage>(*part->head, 0, 1, 0, static_cast<int>(part->head->layers().size()));
       part->parameters = part->body_stage->parameters();
@@ -174,27 +174,7 @@ GroupNetwork::GroupNetwork(std::shared_ptr<Model> model, const NeuronGroupOption
           if (r / (out / G) != c / (in / G)) w[r * in + c] = 0.0f;
     }
   }
-  for (const auto& part : parts_) {
-    if (!grouped(part->stage)) continue;
-    const auto [begin, end] = ranges_[static_cast<size_t>(part->stage)];
-    int j = 0;  // the body's layer
-    bool first = true;
-    for (int i = begin; i < end; ++i, ++j) {
-      Layer& whole = *m.layers()[static_cast<size_t>(i)];
-      if (!is_linear(whole)) continue;
-      const LinearParams from = linear_params(whole);
-      const LinearParams to = linear_params(*part->body->layers()[static_cast<size_t>(j)]);
-      const int64_t out = to.weight->value.dim(0), in = to.weight->value.dim(1);
-      const int64_t full_in = from.weight->value.dim(1);
-      const int64_t col = first ? 0 : part->group * in;
-      for (int64_t r = 0; r < out; ++r)
-        std::memcpy(to.weight->value.f32() + r * in, from.weight->value.f32() + (part->group * out + r) * full_in + col,
-                    static_cast<size_t>(in) * sizeof(float));
-      if (to.bias)
-        std::memcpy(to.bias->value.f32(), from.bias->value.f32() + part->group * out, static_cast<size_t>(out) * sizeof(float));
-      first = false;
-    }
-  }
+  for (const auto& part : parts_) copy_group(*part, true);
 }
 
 std::vector<int> GroupNetwork::ranks_of(int stage) const {
@@ -206,27 +186,34 @@ std::vector<int> GroupNetwork::ranks_of(int stage) const {
 }
 
 void GroupNetwork::write_back() const {
-  const Model& m = *model_;
-  for (const auto& part : parts_) {
-    if (!grouped(part->stage)) continue;
-    const auto [begin, end] = ranges_[static_cast<size_t>(part->stage)];
-    int j = 0;
-    bool first = true;
-    for (int i = begin; i < end; ++i, ++j) {
-      Layer& whole = *m.layers()[static_cast<size_t>(i)];
-      if (!is_linear(whole)) continue;
-      const LinearParams to = linear_params(whole);
-      const LinearParams from = linear_params(*part->body->layers()[static_cast<size_t>(j)]);
-      const int64_t out = from.weight->value.dim(0), in = from.weight->value.dim(1);
-      const int64_t full_in = to.weight->value.dim(1);
-      const int64_t col = first ? 0 : part->group * in;
-      for (int64_t r = 0; r < out; ++r)
-        std::memcpy(to.weight->value.f32() + (part->group * out + r) * full_in + col, from.weight->value.f32() + r * in,
-                    static_cast<size_t>(in) * sizeof(float));
-      if (from.bias)
-        std::memcpy(to.bias->value.f32() + part->group * out, from.bias->value.f32(), static_cast<size_t>(out) * sizeof(float));
-      first = false;
+  for (const auto& part : parts_) copy_group(*part, false);
+}
+
+void GroupNetwork::copy_group(const RankPart& part, bool out_of_model) const {
+  if (!grouped(part.stage)) return;
+  const auto [begin, end] = ranges_[static_cast<size_t>(part.stage)];
+  int j = 0;  // the body's layer
+  bool first = true;
+  for (int i = begin; i < end; ++i, ++j) {
+    Layer& whole_layer = *model_->layers()[static_cast<size_t>(i)];
+    if (!is_linear(whole_layer)) continue;
+    const LinearParams whole = linear_params(whole_layer);
+    const LinearParams group = linear_params(*part.body->layers()[static_cast<size_t>(j)]);
+    const int64_t out = group.weight->value.dim(0), in = group.weight->value.dim(1);
+    const int64_t full_in = whole.weight->value.dim(1);
+    // The group's rows; the first linear reads every input column, a later one its own group's.
+    const int64_t col = first ? 0 : part.group * in;
+    for (int64_t r = 0; r < out; ++r) {
+      float* w = whole.weight->value.f32() + (part.group * out + r) * full_in + col;
+      float* g = group.weight->value.f32() + r * in;
+      std::memcpy(out_of_model ? g : w, out_of_model ? w : g, static_cast<size_t>(in) * sizeof(float));
     }
+    if (group.bias) {
+      float* w = whole.bias->value.f32() + part.group * out;
+      float* g = group.bias->value.f32();
+      std::memcpy(out_of_model ? g : w, out_of_model ? w : g, static_cast<size_t>(out) * sizeof(float));
+    }
+    first = false;
   }
 }
 

@@ -60,6 +60,7 @@ class GroupNetwork {
   // copies each group's slices out of it. Heads are initialised from local_head_seed(seed, rank).
   GroupNetwork(std::shared_ptr<Model> model, const NeuronGroupOptions& options, uint64_t seed);
 
+  // The options, the head kind resolved ("auto" is "linear").
   const NeuronGroupOptions& options() const { return options_; }
   int ranks() const { return static_cast<int>(parts_.size()); }
   int stages() const { return options_.stages; }
@@ -78,6 +79,9 @@ class GroupNetwork {
   void write_back() const;
 
  private:
+  // Copies a group's slices between the whole model and its body, in either direction.
+  void copy_group(const RankPart& part, bool out_of_model) const;
+
   std::shared_ptr<Model> model_;
   NeuronGroupOptions options_;
   std::vector<std::pair<int, int>> ranges_;

@@ -214,12 +214,14 @@ std::vector<float> NeuronGroupTrainer::run(int64_t begin, int64_t end) {
     });
   }
   for (auto& t : threads) t.join();
-  traffic_ = GroupTraffic();
-  for (const RankRun& run : runs) {
-    traffic_.stage_outputs += run.traffic.stage_outputs;
-    traffic_.group_outputs += run.traffic.group_outputs;
-    traffic_.logits += run.traffic.logits;
-    traffic_.messages += run.traffic.messages;
+  if (!draining) {
+    traffic_ = GroupTraffic();
+    for (const RankRun& run : runs) {
+      traffic_.stage_outputs += run.traffic.stage_outputs;
+      traffic_.group_outputs += run.traffic.group_outputs;
+      traffic_.logits += run.traffic.logits;
+      traffic_.messages += run.traffic.messages;
+    }
   }
   // The first failure (the others were cancelled by it) goes to the caller.
   for (int r = 0; r < R; ++r) {
@@ -339,7 +341,8 @@ void NeuronGroupTrainer::restore_progress(int64_t step, int64_t data_position) {
 CheckpointRefusal NeuronGroupTrainer::checkpoint_refusal(bool loading) const {
   (void)loading;
   return {static_cast<int>(ErrorCode::kFailedPrecondition),
-          "neuron groups: checkpoints are not supported (the groups' heads and per-rank optimizer state are not saved)"};
+          "checkpoints of neuron groups are not supported yet (the groups' auxiliary heads and each rank's optimizer "
+          "state are not saved)"};
 }
 
 }  // namespace pf::groups

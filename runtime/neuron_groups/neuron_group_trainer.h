@@ -26,7 +26,7 @@
 
 namespace pf::groups {
 
-// Bytes that crossed ranks in the last step (or drain), by what they were.
+// Bytes that crossed ranks in the last step (not counting a drain), by what they were.
 struct GroupTraffic {
   int64_t stage_outputs = 0;  // to the next stage
   int64_t group_outputs = 0;  // to the other groups of the same stage
@@ -55,7 +55,7 @@ class NeuronGroupTrainer : public Trainer {
   CheckpointRefusal checkpoint_refusal(bool loading) const override;
 
   // Trains the micro-batches the later stages have not reached yet (a no-op when none).
-  void drain();
+  void drain() override;
   const GroupNetwork& network() const { return *network_; }
   Optimizer& rank_optimizer(int rank) const { return *optimizers_[static_cast<size_t>(rank)]; }
   const GroupTraffic& last_traffic() const { return traffic_; }

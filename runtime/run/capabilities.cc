@@ -355,6 +355,46 @@ void add_windowed_rules(std::vector<Capability>& t) {
       }));
 }
 
+// Local learning with neuron groups (runtime/neuron_groups).
+bool grouped(const Facts& f) { return f.neuron_groups > 1; }
+void add_neuron_group_rules(std::vector<Capability>& t) {
+  t.push_back(rule(
+      "neuron-groups-schedule", T, {"neuron_groups", "schedule"}, "neuron groups without a local-learning schedule", bad,
+      [](const Facts& f) { return grouped(f) && !(pipelined(f) && f.traits.local_learning()); },
+      [](const Facts& f, const Names& n) {
+        return n("neuron_groups") + " " + std::to_string(f.neuron_groups) +
+               " splits local learning's stages by width: it needs a local-learning schedule (" + n("schedule") + " " +
+               local_schedules() + ")" + (f.pipelined ? ", not '" + f.schedule + "'" : ", and no schedule is set");
+      }));
+  t.push_back(rule(
+      "group-diversity-groups", T, {"group_diversity", "neuron_groups"}, "the diversity term without neuron groups", bad,
+      [](const Facts& f) { return f.group_diversity && !grouped(f); },
+      [](const Facts&, const Names& n) {
+        return n("group_diversity") + " and " + n("group_diversity_temperature") +
+               " weigh the disagreement of a stage's width groups: they need " + n("neuron_groups") + " >= 2";
+      }));
+  t.push_back(rule(
+      "neuron-groups-model", T, {"neuron_groups"}, "neuron groups of a token model", later,
+      [](const Facts& f) { return grouped(f) && f.token_model; },
+      [](const Facts&, const Names& n) {
+        return n("neuron_groups") + " splits linear layers by width and supports feature models (MLPs) only yet; "
+               "this model takes tokens";
+      }));
+  t.push_back(rule(
+      "neuron-groups-placement", T, {"neuron_groups", "world", "devices"}, "neuron groups in processes or on GPUs", later,
+      [](const Facts& f) { return grouped(f) && f.placement != RankPlacement::kThreads; },
+      [](const Facts&, const Names& n) {
+        return n("neuron_groups") + " runs its ranks as CPU threads of one process only yet";
+      }));
+  t.push_back(rule(
+      "neuron-groups-slow-rank", T, {"neuron_groups", "slow_rank", "slow_factor"}, "a slowed rank with neuron groups", bad,
+      [](const Facts& f) { return grouped(f) && f.slow_factor != 1.0; },
+      [](const Facts&, const Names& n) {
+        return n("slow_rank") + " and " + n("slow_factor") + " slow a rank of the pipeline trainer; " +
+               n("neuron_groups") + " runs its own ranks";
+      }));
+}
+
 // Placement.
 void add_placement_rules(std::vector<Capability>& t) {
   t.push_back(rule(
@@ -417,7 +457,7 @@ void add_two_pipeline_rules(std::vector<Capability>& t) {
 void add_operation_rules(std::vector<Capability>& t) {
   t.push_back(rule(
       "evaluate-windowed", Operation::kEvaluate, {"schedule"}, "evaluation with an asynchronous or local schedule", state,
-      [](const Facts& f) { return pipelined(f) && f.traits.windowed(); },
+      [](const Facts& f) { return pipelined(f) && f.traits.windowed() && !grouped(f); },
       [](const Facts& f, const Names&) {
         return "evaluation is not supported with " + family(f) +
                " yet: it keeps micro-batches in flight between steps (evaluation runs with synchronous schedules)";
@@ -456,6 +496,7 @@ std::vector<Capability> make_table() {
   add_fill_rules(t);
   add_data_parallelism_rules(t);
   add_windowed_rules(t);
+  add_neuron_group_rules(t);
   add_placement_rules(t);
   add_two_pipeline_rules(t);
   add_operation_rules(t);

@@ -56,6 +56,8 @@ struct CapabilityFacts {
   std::string lr_schedule;              // its kind's name
   int warmup_steps = 0;
   std::string local_head = "auto";
+  int neuron_groups = 1;
+  bool group_diversity = false;         // a diversity weight or temperature other than the defaults
   AsyncOptions async;
   bool adapt = false;
   double slow_factor = 1.0;

@@ -162,6 +162,12 @@ std::vector<ConfigKey> make_keys() {
           float_field([](C& c) -> float& { return c.async.pipemare_decay; })),
       key("local_head", "string", "local learning's heads: auto, linear, layernorm-linear or mlp",
           string_field([](C& c) -> std::string& { return c.local_head; })),
+      key("neuron_groups", "int", "local learning: width groups of every stage but the last, one rank each (1: none)",
+          int_field([](C& c) -> int& { return c.neuron_groups; }, 1, kMaxInt)),
+      key("group_diversity", "float", "neuron groups: weight of the heads' diversity term (0: off)",
+          float_field([](C& c) -> float& { return c.group_diversity; })),
+      key("group_diversity_temperature", "float", "neuron groups: the diversity term's softmax temperature",
+          float_field([](C& c) -> float& { return c.group_diversity_temperature; })),
       // ---- Adaptation.
       key("adapt", "bool", "re-partition live when a rank turns fail-slow",
           bool_field([](C& c) -> bool& { return c.adaptation.enabled; })),

@@ -4,12 +4,55 @@
 
 #include "runtime/core/error.h"
 #include "runtime/execution/pipeline_trainer.h"
+#include "runtime/neuron_groups/neuron_group_trainer.h"
 #include "runtime/planner/fail_slow.h"
 #include "runtime/run/resolve.h"
 #include "runtime/sweep/sweep_fill.h"
 #include "runtime/train/sequential_trainer.h"
 
 namespace pf {
+
+namespace {
+
+// A neuron-group trainer with the config it was made from (operation_refusal reads it).
+class GroupTrainer : public groups::NeuronGroupTrainer {
+ public:
+  GroupTrainer(std::shared_ptr<Model> model, TrainingConfig config, const groups::NeuronGroupOptions& options,
+               int update_every)
+      : NeuronGroupTrainer(std::move(model), config.base, options, update_every), config_(std::move(config)) {}
+  const TrainingConfig& config() const { return config_; }
+
+ private:
+  TrainingConfig config_;
+};
+
+// Neuron groups: the config's local-learning schedule over `ranks` depth stages, every stage but
+// the last split into neuron_groups width groups.
+std::unique_ptr<Trainer> make_group_trainer(std::shared_ptr<Model> model, const TrainingConfig& config,
+                                            const OptionNamer& names) {
+  check_config_fields(config);
+  const sched::Schedule schedule = make_config_schedule(config);
+  check_capabilities(capability_facts(*model, config, &schedule), Operation::kTrain, names);
+  groups::NeuronGroupOptions o;
+  o.groups = config.neuron_groups;
+  o.stages = config.ranks;
+  o.layers_per_stage = config.layers_per_stage;
+  o.head = config.local_head != "auto" ? config.local_head : model->local_head();
+  o.diversity_weight = config.group_diversity;
+  o.diversity_temperature = config.group_diversity_temperature;
+  const int every = schedule.traits.update_every(config.base.micro_batches);
+  try {
+    return std::make_unique<GroupTrainer>(std::move(model), config, o, every);
+  } catch (const Error& e) {
+    // The layout's refusals ("neuron groups: layer 0 'fc0' has 64 outputs, ...") name the option.
+    std::string why = e.what();
+    const std::string prefix = "neuron groups: ";
+    if (why.compare(0, prefix.size(), prefix) == 0) why = why.substr(prefix.size());
+    fail(e.code(), names("neuron_groups"), " ", config.neuron_groups, ": ", why);
+  }
+}
+
+}  // namespace
 
 std::unique_ptr<Trainer> make_trainer(std::shared_ptr<Model> model, const TrainingConfig& config,
                                       const TrainerInputs& inputs) {
@@ -20,6 +63,7 @@ std::unique_ptr<Trainer> make_trainer(std::shared_ptr<Model> model, const Traini
     if (config.devices.empty()) return std::make_unique<SequentialTrainer>(std::move(model), config.base);
     return std::make_unique<SequentialTrainer>(std::move(model), config.base, config.devices.front());
   }
+  if (config.neuron_groups > 1) return make_group_trainer(std::move(model), config, inputs.names);
   PipelinePlan plan = resolve(*model, config, inputs.names, inputs.layer_costs);
   if (!plan.config.fill.empty() && !plan.config.fill_job) {
     std::shared_ptr<FillJob> job = make_fill_job(plan.config.fill, plan.schedule.num_ranks(), inputs.names);
@@ -54,9 +98,17 @@ exec::PipelineTrainer* pipeline_of(Trainer& trainer) {
   return dynamic_cast<exec::PipelineTrainer*>(&trainer);
 }
 
+groups::NeuronGroupTrainer* neuron_groups_of(Trainer& trainer) {
+  return dynamic_cast<groups::NeuronGroupTrainer*>(&trainer);
+}
+
 plan::AdaptiveTrainer* adaptive_of(Trainer& trainer) { return dynamic_cast<plan::AdaptiveTrainer*>(&trainer); }
 
 Refusal operation_refusal(Trainer& trainer, Operation operation, const OptionNamer& names) {
+  if (auto* groups = dynamic_cast<GroupTrainer*>(&trainer)) {
+    const sched::Schedule schedule = make_config_schedule(groups->config());
+    return find_refusal(capability_facts(groups->model(), groups->config(), &schedule), operation, names);
+  }
   exec::PipelineTrainer* pipeline = pipeline_of(trainer);
   if (!pipeline) return {};  // the sequential trainer does every operation
   return find_refusal(capability_facts(pipeline->model(), pipeline->options(), &pipeline->plan().schedule), operation,

@@ -22,6 +22,9 @@ class PipelineTrainer;
 namespace plan {
 class AdaptiveTrainer;
 }  // namespace plan
+namespace groups {
+class NeuronGroupTrainer;
+}  // namespace groups
 
 struct TrainerInputs {
   OptionNamer names = runtime_option_name;  // how the caller spells options in refusals
@@ -46,6 +49,8 @@ FillJob* fill_job_of(Trainer& trainer);
 // The pipelined trainer doing the work of a trainer make_trainer built (itself, or the one an
 // adaptive trainer runs now: ask again after every step), or null for the sequential trainer.
 exec::PipelineTrainer* pipeline_of(Trainer& trainer);
+// The neuron-group trainer (TrainingConfig::neuron_groups > 1), or null.
+groups::NeuronGroupTrainer* neuron_groups_of(Trainer& trainer);
 // The adaptive trainer, or null.
 plan::AdaptiveTrainer* adaptive_of(Trainer& trainer);
 // The refusal of `operation` (evaluation, checkpoints) for a trainer make_trainer built.

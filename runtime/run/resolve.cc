@@ -23,25 +23,6 @@
 namespace pf {
 namespace {
 
-// The schedule the config names, generated (or parsed) once.
-sched::Schedule make_config_schedule(const TrainingConfig& c) {
-  if (!c.schedule_text.empty()) {
-    sched::Schedule s = sched::parse_schedule(c.schedule_text);
-    if (s.seq_slices == c.seq_slices)
-      PF_CHECK_ARG(s.num_micro_batches == c.base.micro_batches * s.seq_slices, "schedule_text has ",
-                   s.num_micro_batches, s.seq_slices > 1 ? " units" : " micro-batches",
-                   ", options.base.micro_batches is ", c.base.micro_batches,
-                   s.seq_slices > 1 ? " (x seq_slices " + std::to_string(s.seq_slices) + ")" : std::string());
-    return s;
-  }
-  sched::GeneratorOptions g;
-  g.ranks = c.ranks;
-  g.micro_batches = c.base.micro_batches;
-  g.chunks = c.chunks;
-  g.seq_slices = c.seq_slices;
-  return sched::generate_schedule(c.schedule, g);
-}
-
 bool has_windowed_actions(const sched::Schedule& s) { return sched::is_asynchronous(s) || sched::has_local_heads(s); }
 
 // CPU threads, processes or CUDA devices; the CUDA ordinal of each rank (kGpu).
@@ -128,6 +109,24 @@ float loss_scale_of(const TrainingConfig& c, const sched::ScheduleTraits& traits
 
 }  // namespace
 
+sched::Schedule make_config_schedule(const TrainingConfig& c) {
+  if (!c.schedule_text.empty()) {
+    sched::Schedule s = sched::parse_schedule(c.schedule_text);
+    if (s.seq_slices == c.seq_slices)
+      PF_CHECK_ARG(s.num_micro_batches == c.base.micro_batches * s.seq_slices, "schedule_text has ",
+                   s.num_micro_batches, s.seq_slices > 1 ? " units" : " micro-batches",
+                   ", options.base.micro_batches is ", c.base.micro_batches,
+                   s.seq_slices > 1 ? " (x seq_slices " + std::to_string(s.seq_slices) + ")" : std::string());
+    return s;
+  }
+  sched::GeneratorOptions g;
+  g.ranks = c.ranks;
+  g.micro_batches = c.base.micro_batches;
+  g.chunks = c.chunks;
+  g.seq_slices = c.seq_slices;
+  return sched::generate_schedule(c.schedule, g);
+}
+
 ProcessGroups process_groups_of(const PipelinePlan& plan) {
   const TrainingConfig& c = plan.config;
   ProcessGroups g;
@@ -162,6 +161,11 @@ void check_config_fields(const TrainingConfig& c) {
   PF_CHECK_ARG(c.activation_budget_bytes >= 0, "activation_budget_bytes must be >= 0, got ",
                c.activation_budget_bytes);
   check_local_head_kind(c.local_head);
+  PF_CHECK_ARG(c.neuron_groups >= 1, "neuron_groups must be >= 1, got ", c.neuron_groups);
+  PF_CHECK_ARG(std::isfinite(c.group_diversity) && c.group_diversity >= 0,
+               "group_diversity must be a finite number >= 0, got ", c.group_diversity);
+  PF_CHECK_ARG(std::isfinite(c.group_diversity_temperature) && c.group_diversity_temperature > 0,
+               "group_diversity_temperature must be a finite number > 0, got ", c.group_diversity_temperature);
   const AsyncOptions& a = c.async;
   PF_CHECK_ARG(a.spectrain_version == 1 || a.spectrain_version == 2,
                "spectrain_version must be 1 (the paper) or 2, got ", a.spectrain_version);
@@ -211,6 +215,9 @@ CapabilityFacts capability_facts(const Model& model, const TrainingConfig& c, co
   f.lr_schedule = lr_schedule_kind_name(c.base.lr_schedule.kind);
   f.warmup_steps = static_cast<int>(c.base.lr_schedule.warmup_steps);
   f.local_head = c.local_head;
+  f.neuron_groups = c.neuron_groups;
+  f.group_diversity = c.group_diversity != TrainingConfig().group_diversity ||
+                      c.group_diversity_temperature != TrainingConfig().group_diversity_temperature;
   f.async = c.async;
   f.adapt = c.adaptation.enabled;
   f.slow_factor = c.slow_factor;

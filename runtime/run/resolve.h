@@ -54,6 +54,9 @@ ProcessGroups process_groups_of(const PipelinePlan& plan);
 // This process's data-parallel replica (0 with one replica).
 int replica_index(const PipelinePlan& plan);
 
+// The schedule the config names, generated (or parsed); kInvalidArgument for an unknown name.
+sched::Schedule make_config_schedule(const TrainingConfig& config);
+
 // The field checks of a config (ranges, names, sizes): kInvalidArgument naming the field.
 void check_config_fields(const TrainingConfig& config);
 

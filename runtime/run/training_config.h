@@ -94,6 +94,13 @@ struct TrainingConfig {
   AsyncOptions async;
   // The auxiliary heads of local learning: "auto", "linear", "layernorm-linear" or "mlp".
   std::string local_head = "auto";
+  // Neuron groups (docs/SCHEDULES.md, "Neuron groups"; runtime/neuron_groups): G > 1 splits every
+  // stage of a local-learning schedule but the last by width into G groups, each on its own rank
+  // ((ranks - 1) G + 1 ranks in all), each with its own head; the diversity term's weight (0: off)
+  // and softmax temperature.
+  int neuron_groups = 1;
+  float group_diversity = 0.0f;
+  float group_diversity_temperature = 3.0f;
 
   // ---- Adaptation, and its test knob: rank slow_rank's compute runs slow_factor (>= 1) times as
   // long (-1: none).

@@ -110,6 +110,10 @@ class Trainer {
   virtual const TrainerMetrics& metrics() const = 0;
   // Restores step and data position (used by checkpoint loading).
   virtual void restore_progress(int64_t step, int64_t data_position) = 0;
+  // Trains the micro-batches still in flight (schedules whose pipeline does not drain between
+  // steps: asynchronous and local learning), so the parameters hold every micro-batch given; a
+  // no-op for the others.
+  virtual void drain() {}
   // Where the parameters live (a wrapper such as the adaptive trainer answers for the trainer it
   // runs now): the default is one process holding every parameter.
   virtual ProcessGroups process_groups() const { return {}; }

@@ -417,4 +417,51 @@ TEST(PipelineApi, AFillEntryRunsASweepInTheBubbles) {
   pf_model_destroy(model);
 }
 
+// Neuron groups through the config entries: ppll's first stage split into width groups (3 ranks),
+// deterministic, drained, and its checkpoints refused as ppll's are.
+TEST(PipelineApi, NeuronGroupEntriesSplitPpllsStagesByWidth) {
+  pf_trainer_options options = Options(4);
+  options.schedule = "ppll";
+  options.stages = 2;
+  pf_trainer* depth_only = MakeTrainer(options);
+  const pf_config_entry entries[] = {{"neuron_groups", "2"}, {"group_diversity", "0.5"}};
+  options.config_entries = entries;
+  options.num_config_entries = 2;
+  pf_trainer* a = MakeTrainer(options);
+  pf_trainer* b = MakeTrainer(options);
+  ASSERT_NE(depth_only, nullptr);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  bool differs = false;
+  for (int step = 0; step < 4; ++step) {
+    const Rows batch = MakeRows(step, 8);
+    Views views(batch);
+    pf_step_result ra, rb, rd;
+    ra.struct_size = rb.struct_size = rd.struct_size = sizeof(ra);
+    ASSERT_PF_OK(pf_trainer_step(a, &views.inputs, &views.targets, &ra));
+    ASSERT_PF_OK(pf_trainer_step(b, &views.inputs, &views.targets, &rb));
+    ASSERT_PF_OK(pf_trainer_step(depth_only, &views.inputs, &views.targets, &rd));
+    EXPECT_EQ(ra.loss, rb.loss) << "step " << step;
+    EXPECT_TRUE(std::isfinite(ra.loss));
+    differs = differs || (step > 0 && ra.loss != rd.loss);
+  }
+  EXPECT_TRUE(differs) << "splitting the stage by width trained the same network";
+  ASSERT_PF_OK(pf_trainer_drain(a));
+  EXPECT_PF_ERROR(pf_trainer_save_checkpoint(a, (::testing::TempDir() + "/ng.ckpt").c_str()), PF_FAILED_PRECONDITION,
+                  "auxiliary heads");
+  pf_trainer_destroy(depth_only);
+  pf_trainer_destroy(a);
+  pf_trainer_destroy(b);
+
+  const pf_config_entry odd[] = {{"neuron_groups", "3"}};
+  options.config_entries = odd;
+  options.num_config_entries = 1;
+  pf_model* model = pftest::MakeDeepMlp();
+  pf_trainer* out = nullptr;
+  EXPECT_PF_ERROR(pf_trainer_create(model, &options, &out), PF_INVALID_ARGUMENT,
+                  "has 16 outputs, which do not split into 3 groups");
+  EXPECT_EQ(out, nullptr);
+  pf_model_destroy(model);
+}
+
 }  // namespace

@@ -134,6 +134,50 @@ TEST(Capabilities, EachChangeIsRefusedByItsRuleNamingTheOptions) {
          f.traits = sched::schedule_traits("local-updates");
        },
        Operation::kEvaluate, ErrorCode::kFailedPrecondition, {"local-learning schedule 'local-updates'"}},
+      {"neuron groups on 1f1b", [](CapabilityFacts& f) { f.neuron_groups = 2; }, Operation::kTrain,
+       ErrorCode::kInvalidArgument, {"<neuron_groups> 2", "local-learning schedule (<schedule> ppll, local-updates)", "'1f1b'"}},
+      {"neuron groups without a schedule",
+       [](CapabilityFacts& f) {
+         f.pipelined = false;
+         f.ranks = 1;
+         f.neuron_groups = 3;
+       },
+       Operation::kTrain, ErrorCode::kInvalidArgument, {"<neuron_groups> 3", "no schedule is set"}},
+      {"diversity without groups", [](CapabilityFacts& f) { f.group_diversity = true; }, Operation::kTrain,
+       ErrorCode::kInvalidArgument, {"<group_diversity>", "<neuron_groups> >= 2"}},
+      {"neuron groups of a GPT",
+       [](CapabilityFacts& f) {
+         f.schedule = "ppll";
+         f.traits = sched::schedule_traits("ppll");
+         f.neuron_groups = 2;
+         f.token_model = true;
+       },
+       Operation::kTrain, ErrorCode::kUnimplemented, {"feature models (MLPs) only"}},
+      {"neuron groups in processes",
+       [](CapabilityFacts& f) {
+         f.schedule = "ppll";
+         f.traits = sched::schedule_traits("ppll");
+         f.neuron_groups = 2;
+         f.token_model = false;
+         f.placement = RankPlacement::kProcesses;
+       },
+       Operation::kTrain, ErrorCode::kUnimplemented, {"CPU threads of one process"}},
+      {"neuron groups with a slowed rank",
+       [](CapabilityFacts& f) {
+         f.schedule = "ppll";
+         f.traits = sched::schedule_traits("ppll");
+         f.neuron_groups = 2;
+         f.token_model = false;
+         f.slow_factor = 2;
+       },
+       Operation::kTrain, ErrorCode::kInvalidArgument, {"<slow_rank>", "<neuron_groups> runs its own ranks"}},
+      {"neuron groups checkpoint",
+       [](CapabilityFacts& f) {
+         f.schedule = "ppll";
+         f.traits = sched::schedule_traits("ppll");
+         f.neuron_groups = 2;
+       },
+       Operation::kCheckpoint, ErrorCode::kFailedPrecondition, {"auxiliary heads"}},
   };
   for (const Case& c : cases) {
     CapabilityFacts f = plain();
@@ -144,6 +188,17 @@ TEST(Capabilities, EachChangeIsRefusedByItsRuleNamingTheOptions) {
     for (const std::string& part : c.says)
       EXPECT_NE(r.message.find(part), std::string::npos) << c.what << ": '" << part << "' not in: " << r.message;
   }
+}
+
+// Neuron groups evaluate with the current weights of every group (ppll alone refuses).
+TEST(Capabilities, NeuronGroupsEvaluate) {
+  CapabilityFacts f = plain();
+  f.schedule = "ppll";
+  f.traits = sched::schedule_traits("ppll");
+  f.neuron_groups = 2;
+  f.token_model = false;
+  EXPECT_FALSE(find_refusal(f, Operation::kTrain).refused()) << find_refusal(f, Operation::kTrain).message;
+  EXPECT_FALSE(find_refusal(f, Operation::kEvaluate).refused()) << find_refusal(f, Operation::kEvaluate).message;
 }
 
 // The library refuses through the same table as the command line, once, at make_trainer.
@@ -204,6 +259,10 @@ TEST(ConfigKeys, EveryKeySetsItsFieldAndRefusesABadValue) {
       {"pipemare_anneal_updates", {"7", [](const TrainingConfig& c) { return c.async.pipemare_anneal_updates == 7; }}},
       {"pipemare_decay", {"0.5", [](const TrainingConfig& c) { return c.async.pipemare_decay == 0.5f; }}},
       {"local_head", {"mlp", [](const TrainingConfig& c) { return c.local_head == "mlp"; }}},
+      {"neuron_groups", {"3", [](const TrainingConfig& c) { return c.neuron_groups == 3; }}},
+      {"group_diversity", {"0.5", [](const TrainingConfig& c) { return c.group_diversity == 0.5f; }}},
+      {"group_diversity_temperature",
+       {"2", [](const TrainingConfig& c) { return c.group_diversity_temperature == 2.0f; }}},
       {"adapt", {"1", [](const TrainingConfig& c) { return c.adaptation.enabled; }}},
       {"adapt_threshold", {"2", [](const TrainingConfig& c) { return c.adaptation.threshold == 2.0; }}},
       {"adapt_patience", {"4", [](const TrainingConfig& c) { return c.adaptation.patience == 4; }}},

@@ -324,6 +324,7 @@ TrainTotals train_loop(const TrainArgs& a, TrainRun& run) {
   t.first_step = trainer.metrics().step;
   t.losses.reserve(static_cast<size_t>(a.steps));
   t.ranks = run.pipeline() ? run.pipeline()->schedule().num_ranks() : 1;
+  if (const groups::NeuronGroupTrainer* g = neuron_groups_of(*run.trainer)) t.ranks = g->network().ranks();
   t.peak_bytes.assign(static_cast<size_t>(t.ranks), 0.0);
   t.peak_versions.assign(static_cast<size_t>(t.ranks), 0);
   t.busy_us.assign(static_cast<size_t>(t.ranks), 0.0);
@@ -390,8 +391,8 @@ void finish_run(const TrainArgs& a, TrainRun& run, TrainTotals& t) {
                                  p->last_stats().bubble_rate);
       write_output_file(a.svg_file, sched::to_svg(p->last_timeline(), svg), "--svg");
     }
-    p->drain();  // asynchronous schedules: the micro-batches in flight finish before the results
   }
+  trainer.drain();  // asynchronous and local schedules: the micro-batches in flight finish before the results
   t.checksum = run.pipeline() ? run.pipeline()->parameter_checksum() : parameter_checksum(trainer.model().parameters());
   t.memory = process_memory(run.launch.get());
   t.saved = !a.checkpoint.empty() && !t.diverged;
@@ -416,7 +417,8 @@ int run_train(const TrainArgs& a) {
   TrainTotals totals = train_loop(a, run);
   finish_run(a, run, totals);
   if (run.leader) {
-    const TrainReport report{a, *run.trainer, run.pipeline(), adaptive_of(*run.trainer), run.launch.get(),
+    const TrainReport report{a, *run.trainer, run.pipeline(), adaptive_of(*run.trainer), neuron_groups_of(*run.trainer),
+                             run.launch.get(),
                              run.setup.description, run.resumed_from, run.layer_seconds, totals};
     if (a.json) print_json_report(report);
     else print_summary(report);

@@ -83,6 +83,9 @@ struct TrainArgs {
   int64_t pipemare_anneal = 100;      // pipemare: updates over which the learning rate anneals
   double pipemare_decay = 0.9;        // pipemare: decay of the discrepancy average
   std::string local_head = "auto";    // local learning (ppll, local-updates): the auxiliary heads
+  int neuron_groups = 1;              // local learning: width groups of every stage but the last
+  double group_diversity = 0.0;       // neuron groups: the diversity term's weight
+  double group_diversity_temperature = 3.0;
   // Fail-slow adaptation (docs/PLANNING.md, "Adapting to a slow rank"): a synchronous schedule's
   // trainer re-partitions itself when a rank stays `adapt_threshold` times slower than predicted
   // (against the fastest) for `adapt_patience` steps in a row.

@@ -35,6 +35,9 @@ TrainingConfig training_config_of(const TrainArgs& a) {
   c.async.pipemare_anneal_updates = a.pipemare_anneal;
   c.async.pipemare_decay = static_cast<float>(a.pipemare_decay);
   c.local_head = a.local_head;
+  c.neuron_groups = a.neuron_groups;
+  c.group_diversity = static_cast<float>(a.group_diversity);
+  c.group_diversity_temperature = static_cast<float>(a.group_diversity_temperature);
   c.adaptation.enabled = a.adapt;
   c.adaptation.threshold = a.adapt_threshold;
   c.adaptation.patience = a.adapt_patience;
@@ -60,6 +63,9 @@ std::string cli_option_name(const std::string& key) {
       {"clip_norm", "--clip-norm"},
       {"lr_schedule", "--lr-schedule"},
       {"local_head", "--local-head"},
+      {"neuron_groups", "--neuron-groups"},
+      {"group_diversity", "--group-diversity"},
+      {"group_diversity_temperature", "--group-diversity-temperature"},
       {"vertical_sync", "--vertical-sync"},
       {"spectrain_version", "--spectrain-version"},
       {"pipemare_anneal_updates", "--pipemare-anneal"},

@@ -186,6 +186,20 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
                   "linear, layernorm-linear or mlp")
       ->check(CLI::IsMember(local_head_kinds()))
       ->capture_default_str();
+  cmd->add_option("--neuron-groups", a.neuron_groups,
+                  "ppll, local-updates: split every stage but the last by width into this many groups, one rank "
+                  "each, each with its own head ((stages - 1) x groups + 1 ranks; docs/SCHEDULES.md, \"Neuron groups\")")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
+  cmd->add_option("--group-diversity", a.group_diversity,
+                  "--neuron-groups: weight of the term that makes a stage's group heads disagree on wrong classes "
+                  "(0: off; the paper uses 0.5)")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str();
+  cmd->add_option("--group-diversity-temperature", a.group_diversity_temperature,
+                  "--neuron-groups: the diversity term's softmax temperature")
+      ->check(CLI::Range(1e-6, 1e6))
+      ->capture_default_str();
   cmd->add_flag("--adapt", a.adapt,
                 "synchronous schedules: re-partition live when a rank turns fail-slow (docs/PLANNING.md, "
                 "\"Adapting to a slow rank\"); training stays bitwise equal to the run without it");
@@ -243,7 +257,8 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& train_optio
       {"Processes (under mpirun)", {"--data-parallel", "--gradient-reduction"}},
       {"Activation memory", {"--activation-policy", "--activation-budget", "--offload-dir"}},
       {"Asynchronous and local-learning schedules",
-       {"--vertical-sync", "--spectrain-version", "--pipemare-anneal", "--pipemare-decay", "--local-head"}},
+       {"--vertical-sync", "--spectrain-version", "--pipemare-anneal", "--pipemare-decay", "--local-head",
+        "--neuron-groups", "--group-diversity", "--group-diversity-temperature"}},
       {"Adapting to a slow rank", {"--adapt", "--adapt-threshold", "--adapt-patience", "--profile", "--slow-rank",
                                    "--slow-factor"}},
       {"Evaluation", {"--eval-every", "--eval-batches"}},

@@ -71,6 +71,28 @@ void print_run_start(const TrainArgs& a, const Trainer& trainer, const std::stri
             << "\n";
 }
 
+namespace {
+
+// The layout and the last step's traffic of a neuron-group run.
+nlohmann::json neuron_groups_json(const groups::NeuronGroupTrainer& trainer) {
+  const groups::GroupNetwork& net = trainer.network();
+  const groups::GroupTraffic& traffic = trainer.last_traffic();
+  std::vector<int> layers;
+  for (const auto& [begin, end] : net.ranges()) layers.push_back(end - begin);
+  return {{"groups", net.groups()},
+          {"stages", net.stages()},
+          {"ranks", net.ranks()},
+          {"layers_per_stage", layers},
+          {"head", net.options().head},
+          {"diversity_weight", net.options().diversity_weight},
+          {"diversity_temperature", net.options().diversity_temperature},
+          {"last_step_bytes",
+           {{"stage_outputs", traffic.stage_outputs}, {"group_outputs", traffic.group_outputs},
+            {"logits", traffic.logits}, {"gradients", 0}}}};
+}
+
+}  // namespace
+
 void print_json_report(const TrainReport& r) {
   const TrainArgs& a = r.args;
   const TrainTotals& t = r.totals;
@@ -106,7 +128,8 @@ void print_json_report(const TrainReport& r) {
   out["tokens_per_s"] = t.tokens_per_s();
   out["data_position"] = trainer.metrics().data_position;
   out["param_checksum"] = t.checksum;
-  out["schedule"] = pipeline ? pipeline->schedule().name : "sequential";
+  out["schedule"] = pipeline ? pipeline->schedule().name : r.groups ? a.schedule : "sequential";
+  if (r.groups) out["neuron_groups"] = neuron_groups_json(*r.groups);
   out["stages"] = t.ranks;
   // Measured, mean over the steps run (0 for sequential): the busiest rank's idle share of each
   // step's makespan. Every rank's own share is in "ranks".
@@ -135,7 +158,7 @@ void print_json_report(const TrainReport& r) {
   out["gradient_reduction"] = a.gradient_reduction;
   out["process_memory"] = t.memory;  // per process: its stages' parameters, gradients, optimizer state
   out["asynchronous"] = pipeline != nullptr && pipeline->plan().schedule.traits.asynchronous();
-  out["local_learning"] = pipeline != nullptr && pipeline->plan().schedule.traits.local_learning();
+  out["local_learning"] = r.groups != nullptr || (pipeline != nullptr && pipeline->plan().schedule.traits.local_learning());
   if (out["asynchronous"].get<bool>()) out["peak_weight_versions"] = t.peak_versions;
   if (r.adaptive) out["adaptations"] = plan::adaptations_to_json(r.adaptive->adaptations());
   if (t.saved) out["checkpoint"] = a.checkpoint;
@@ -193,6 +216,23 @@ void print_pipeline_summary(const TrainReport& r) {
   }
 }
 
+
+// The neuron groups' lines of the summary.
+void print_neuron_group_summary(const TrainReport& r) {
+  const groups::GroupNetwork& net = r.groups->network();
+  const groups::GroupTraffic& traffic = r.groups->last_traffic();
+  std::vector<int> layers;
+  for (const auto& [begin, end] : net.ranges()) layers.push_back(end - begin);
+  std::printf("%s with neuron groups on %d ranks (threads of one process): %d stages of %s top-level layers, each but "
+              "the last split into %d width groups with their own %s heads\n",
+              r.args.schedule.c_str(), net.ranks(), net.stages(), join_numbers(layers).c_str(), net.groups(),
+              net.options().head.c_str());
+  std::printf("forward values only cross ranks (last step): %.1f kB of stage outputs, %.1f kB between groups, %.1f kB "
+              "of logits%s; no gradient\n",
+              traffic.stage_outputs / 1e3, traffic.group_outputs / 1e3, traffic.logits / 1e3,
+              net.options().diversity_weight > 0 ? " (the diversity term)" : "");
+}
+
 }  // namespace
 
 void print_summary(const TrainReport& r) {
@@ -203,6 +243,7 @@ void print_summary(const TrainReport& r) {
               static_cast<long long>(r.trainer.metrics().step), ProgressBar::format_rate(t.tokens_per_s()).c_str());
   std::printf("parameter checksum (sha256): %s\n", t.checksum.c_str());
   if (r.pipeline) print_pipeline_summary(r);
+  if (r.groups) print_neuron_group_summary(r);
   if (r.world) {
     std::string line;
     for (const auto& m : t.memory) {

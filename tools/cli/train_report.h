@@ -10,6 +10,7 @@
 
 #include "runtime/comm/world.h"
 #include "runtime/execution/pipeline_trainer.h"
+#include "runtime/neuron_groups/neuron_group_trainer.h"
 #include "runtime/planner/fail_slow.h"
 #include "runtime/train/trainer.h"
 #include "tools/cli/train_command.h"
@@ -52,6 +53,7 @@ struct TrainReport {
   const Trainer& trainer;
   const exec::PipelineTrainer* pipeline;  // null for the sequential trainer
   const plan::AdaptiveTrainer* adaptive;  // null without --adapt
+  const groups::NeuronGroupTrainer* groups;  // null without --neuron-groups
   const comm::World* world;               // null in one process
   const nlohmann::json& model_description;
   const std::string& resumed_from;
