@@ -168,7 +168,7 @@ TrainedRun train_steps(Trainer& trainer, DataSource& source, int steps) {
     run.last_loss = r.loss;
     run.samples += r.samples;
   }
-  if (auto* pipe = dynamic_cast<exec::PipelineTrainer*>(&trainer)) pipe->drain();
+  trainer.drain();  // schedules that keep micro-batches in flight finish them
   return run;
 }
 
