@@ -1585,7 +1585,8 @@ class Plan {
 // What GlmModel::train does; the defaults are pf_glm_options_init's.
 struct GlmOptions {
   std::string loss = "logistic";  // "logistic", "squared" (ridge) or "hinge" (linear SVM)
-  double lambda = 1e-4;           // λ of (1/n) Σ loss + (λ/2) ‖w‖²
+  double lambda = 1e-4;           // λ of (1/n) Σ loss + (λ/2) ‖w‖² + μ ‖w‖₁
+  double l1 = 0;                  // μ (0.15; 0: L2 only)
   std::string solver = "syscd";   // "syscd", "sequential" or "async"
   int32_t threads = 0;            // 0: every hardware thread (sequential: 1)
   double tol = 1e-6;              // stop at a duality gap <= tol x the objective
@@ -1602,6 +1603,7 @@ struct GlmOptions {
     max_epochs = o.max_epochs;
     seed = static_cast<int64_t>(o.seed);
     bucket_rows = o.bucket_rows;
+    l1 = o.l1;
   }
 };
 
@@ -1752,6 +1754,7 @@ class GlmModel {
     o.max_epochs = options.max_epochs;
     o.seed = static_cast<uint64_t>(options.seed);
     o.bucket_rows = options.bucket_rows;
+    o.l1 = options.l1;
     return true;
   }
 

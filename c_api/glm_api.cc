@@ -27,9 +27,9 @@ using pf::capi::guard;
 using pf::capi::guard_void;
 using pf::capi::require;
 
-constexpr size_t kGlmOptionsV1Size = sizeof(pf_glm_options);
+constexpr size_t kGlmOptionsV1Size = 56;  // 0.13: up to bucket_rows (0.15 added l1)
 constexpr size_t kGlmResultV1Size = sizeof(pf_glm_result);
-static_assert(kGlmOptionsV1Size == 56 && kGlmResultV1Size == 80, "a struct layout changed");
+static_assert(sizeof(pf_glm_options) == 64 && kGlmResultV1Size == 80, "a struct layout changed");
 
 pf_glm_options default_glm_options() {
   const pf::glm::GlmOptions d;
@@ -43,6 +43,7 @@ pf_glm_options default_glm_options() {
   o.max_epochs = d.max_epochs;
   o.seed = d.seed;
   o.bucket_rows = d.bucket_rows;
+  o.l1 = d.l1;
   return o;
 }
 
@@ -70,6 +71,7 @@ pf::glm::GlmOptions convert(const pf_glm_options* options) {
   PF_CHECK_ARG(o.threads >= 0, "options->threads is ", o.threads, ": expected >= 1 (0 = every hardware thread)");
   g.threads = o.threads > 0 ? o.threads : pf::glm::default_threads(g.solver);
   g.lambda = o.lambda;
+  g.l1 = o.l1;
   g.tol = o.tol;
   g.max_epochs = o.max_epochs;
   g.seed = o.seed;

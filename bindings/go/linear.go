@@ -9,13 +9,14 @@ import (
 
 // LinearOptions says how TrainLinear and TrainLinearFile train (docs/GLM.md). Zero fields take
 // the C API's defaults: Loss "logistic" ("squared": ridge regression, "hinge": the linear SVM),
-// Lambda 1e-4 (λ of (1/n) Σ loss + (λ/2) ‖w‖²), Solver "syscd" ("sequential", "async"), Threads
+// Lambda 1e-4 (λ of (1/n) Σ loss + (λ/2) ‖w‖² + μ ‖w‖₁), L1 0 (μ: the elastic net), Solver "syscd" ("sequential", "async"), Threads
 // every hardware thread (sequential: 1), Tol 1e-6 (the relative duality gap to stop at), MaxEpochs
 // 1000, Seed 0, BucketRows about 1 KiB of values per SySCD bucket; Features (files only) the
 // largest index in the file.
 type LinearOptions struct {
 	Loss, Solver string
 	Lambda, Tol  float64
+	L1           float64
 	Threads      int
 	MaxEpochs    int
 	Seed         int64
@@ -63,6 +64,7 @@ func (opts LinearOptions) toCore() (core.GlmOptions, error) {
 	o.SetThreads(opts.Threads)
 	o.SetSeed(opts.Seed)
 	o.SetBucketRows(opts.BucketRows)
+	o.SetL1(opts.L1)
 	return o, nil
 }
 

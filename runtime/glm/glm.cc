@@ -106,6 +106,9 @@ void axpy_shared(const Row& r, double a, double* w) {
   }
 }
 
+// The soft threshold sign(v) max(|v| - k, 0): w of the elastic net's v (k = μ/λ).
+double soft(double v, double k) { return v > k ? v - k : v < -k ? v + k : 0.0; }
+
 double primal_loss(Loss loss, double y, double z) {
   switch (loss) {
     case Loss::kLogistic: {
@@ -200,8 +203,9 @@ class DualSolver {
  public:
   DualSolver(const GlmData& data, const GlmOptions& o)
       : d_(data), o_(o), n_(data.rows), scale_(1.0 / (o.lambda * static_cast<double>(data.rows))),
-        alpha_(static_cast<size_t>(data.rows), 0.0), w_(static_cast<size_t>(data.cols), 0.0),
+        kappa_(o.l1 / o.lambda), alpha_(static_cast<size_t>(data.rows), 0.0), v_(static_cast<size_t>(data.cols), 0.0),
         q_(static_cast<size_t>(data.rows)), engine_(o.seed) {
+    if (l1()) w_.assign(v_.size(), 0.0);
     for (int64_t i = 0; i < n_; ++i) {
       const Row r = row_of(d_, i);
       double s = 0;
@@ -229,7 +233,7 @@ class DualSolver {
     std::vector<double> previous;
     int since_check = 0;
     for (int epoch = 1; epoch <= o_.max_epochs; ++epoch) {
-      previous = w_;
+      previous = v_;
       switch (o_.solver) {
         case Solver::kSequential: sequential_epoch(); break;
         case Solver::kAsync: async_epoch(); break;
@@ -239,9 +243,9 @@ class DualSolver {
       // The gap costs a pass over the data: computed once w has nearly stopped moving (relative
       // change below sqrt(tol)), at least every 10 epochs, and after the last.
       double change = 0, norm = 0;
-      for (size_t j = 0; j < w_.size(); ++j) {
-        change += (w_[j] - previous[j]) * (w_[j] - previous[j]);
-        norm += w_[j] * w_[j];
+      for (size_t j = 0; j < v_.size(); ++j) {
+        change += (v_[j] - previous[j]) * (v_[j] - previous[j]);
+        norm += v_[j] * v_[j];
       }
       ++since_check;
       if (change > o_.tol * norm && since_check < 10 && epoch < o_.max_epochs) continue;
@@ -259,7 +263,7 @@ class DualSolver {
     if (o_.solver == Solver::kAsync) resync_w();
     result.seconds = since_start();
     const Objectives obj = objectives();
-    result.weights = w_;
+    result.weights = l1() ? w_ : v_;
     result.objective = obj.primal;
     result.dual_objective = obj.dual;
     result.duality_gap = obj.primal - obj.dual;
@@ -275,14 +279,38 @@ class DualSolver {
   };
 
   double label(int64_t i) const { return d_.labels[static_cast<size_t>(i)]; }
+  bool l1() const { return o_.l1 > 0; }
 
-  void update(int64_t i, double* view, double sigma) {
+  // What a thread reads and updates: v and the weights w = soft(v) (one array without L1).
+  struct View {
+    double* v;
+    double* w;
+  };
+  View view_of(std::vector<double>& v, std::vector<double>& w) { return {v.data(), l1() ? w.data() : v.data()}; }
+
+  // w = soft(v) on the features of row r (after they changed in v).
+  void threshold(const Row& r, const View& view) const {
+    if (r.indices == nullptr) {
+      for (int64_t k = 0; k < r.count; ++k) view.w[k] = soft(view.v[k], kappa_);
+    } else {
+      for (int64_t k = 0; k < r.count; ++k) view.w[r.indices[k]] = soft(view.v[r.indices[k]], kappa_);
+    }
+  }
+  void threshold_all() {
+    if (l1())
+      for (size_t j = 0; j < v_.size(); ++j) w_[j] = soft(v_[j], kappa_);
+  }
+
+  // The step of αᵢ is the same closed form as without L1 (prox-SDCA): the margin reads w, the
+  // change goes to v, and q bounds the curvature because soft() is 1-Lipschitz.
+  void update(int64_t i, const View& view, double sigma) {
     const Row r = row_of(d_, i);
     double& a = alpha_[static_cast<size_t>(i)];
-    const double step = coordinate_step(o_.loss, label(i), dot(r, view), a, sigma * q_[static_cast<size_t>(i)]);
+    const double step = coordinate_step(o_.loss, label(i), dot(r, view.w), a, sigma * q_[static_cast<size_t>(i)]);
     if (step == 0) return;
     a += step;
-    axpy(r, sigma * step * scale_, view);
+    axpy(r, sigma * step * scale_, view.v);
+    if (l1()) threshold(r, view);
   }
 
   std::vector<int64_t> shuffled(int64_t n) {
@@ -305,13 +333,13 @@ class DualSolver {
     const std::vector<int64_t> order = shuffled(n_);
     for (size_t k = 0; k < order.size(); ++k) {
       if (k + 2 < order.size()) prefetch(order[k + 2]);
-      update(order[k], w_.data(), 1.0);
+      update(order[k], view_of(v_, w_), 1.0);
     }
   }
 
   void async_epoch() {
     const std::vector<int64_t> order = shuffled(n_);
-    double* w = w_.data();
+    const View view = view_of(v_, w_);
     run_threads(threads_, [&](int t) {
       const auto [begin, end] = part_of(n_, threads_, t);
       for (int64_t k = begin; k < end; ++k) {
@@ -319,10 +347,15 @@ class DualSolver {
         if (k + 2 < end) prefetch(order[static_cast<size_t>(k) + 2]);
         const Row r = row_of(d_, i);
         double& a = alpha_[static_cast<size_t>(i)];
-        const double step = coordinate_step(o_.loss, label(i), dot_shared(r, w), a, q_[static_cast<size_t>(i)]);
+        const double step = coordinate_step(o_.loss, label(i), dot_shared(r, view.w), a, q_[static_cast<size_t>(i)]);
         if (step == 0) continue;
         a += step;
-        axpy_shared(r, step * scale_, w);
+        axpy_shared(r, step * scale_, view.v);
+        if (!l1()) continue;
+        for (int64_t k = 0; k < r.count; ++k) {
+          const int64_t j = r.indices ? r.indices[k] : k;
+          store(view.w + j, soft(load(view.v + j), kappa_));
+        }
       }
     });
   }
@@ -331,10 +364,12 @@ class DualSolver {
     const int64_t buckets = (n_ + bucket_rows_ - 1) / bucket_rows_;
     const std::vector<int64_t> order = shuffled(buckets);  // dealt to the threads anew each epoch
     const double sigma = threads_;                        // CoCoA's σ' for adding the replicas
-    std::vector<std::vector<double>> replicas(static_cast<size_t>(threads_));
+    std::vector<std::vector<double>> replicas(static_cast<size_t>(threads_)), weights(static_cast<size_t>(threads_));
     run_threads(threads_, [&](int t) {
-      std::vector<double>& view = replicas[static_cast<size_t>(t)];
-      view = w_;
+      std::vector<double>& replica = replicas[static_cast<size_t>(t)];
+      replica = v_;
+      if (l1()) weights[static_cast<size_t>(t)] = w_;
+      const View view = view_of(replica, weights[static_cast<size_t>(t)]);
       std::mt19937_64 rng(o_.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch) * 1000003u +
                           static_cast<uint64_t>(t));
       std::vector<int64_t> rows;
@@ -344,21 +379,23 @@ class DualSolver {
         rows.resize(static_cast<size_t>(last - first));
         std::iota(rows.begin(), rows.end(), first);
         std::shuffle(rows.begin(), rows.end(), rng);
-        for (int64_t i : rows) update(i, view.data(), sigma);
+        for (int64_t i : rows) update(i, view, sigma);
       }
     });
     if (threads_ == 1) {
-      w_ = std::move(replicas[0]);
+      v_ = std::move(replicas[0]);
+      if (l1()) w_ = std::move(weights[0]);
       return;
     }
-    // w += Σ_t (replica_t - w) / σ', in thread order (the same bits for a given seed and count).
+    // v += Σ_t (replica_t - v) / σ', in thread order (the same bits for a given seed and count).
     run_threads(threads_, [&](int t) {
-      const auto [begin, end] = part_of(static_cast<int64_t>(w_.size()), threads_, t);
+      const auto [begin, end] = part_of(static_cast<int64_t>(v_.size()), threads_, t);
       for (int64_t j = begin; j < end; ++j) {
-        const double base = w_[static_cast<size_t>(j)];
+        const double base = v_[static_cast<size_t>(j)];
         double sum = base;
         for (const std::vector<double>& r : replicas) sum += (r[static_cast<size_t>(j)] - base) / sigma;
-        w_[static_cast<size_t>(j)] = sum;
+        v_[static_cast<size_t>(j)] = sum;
+        if (l1()) w_[static_cast<size_t>(j)] = soft(sum, kappa_);
       }
     });
   }
@@ -367,15 +404,16 @@ class DualSolver {
     std::vector<std::vector<double>> parts(static_cast<size_t>(threads_));
     run_threads(threads_, [&](int t) {
       std::vector<double>& part = parts[static_cast<size_t>(t)];
-      part.assign(w_.size(), 0.0);
+      part.assign(v_.size(), 0.0);
       const auto [begin, end] = part_of(n_, threads_, t);
       for (int64_t i = begin; i < end; ++i) axpy(row_of(d_, i), alpha_[static_cast<size_t>(i)] * scale_, part.data());
     });
-    for (size_t j = 0; j < w_.size(); ++j) {
+    for (size_t j = 0; j < v_.size(); ++j) {
       double sum = 0;
       for (const std::vector<double>& part : parts) sum += part[j];
-      w_[j] = sum;
+      v_[j] = sum;
     }
+    threshold_all();
   }
 
   Objectives objectives() {
@@ -384,11 +422,12 @@ class DualSolver {
       int64_t correct = 0;
     };
     std::vector<Part> parts(static_cast<size_t>(threads_));
+    const double* w = l1() ? w_.data() : v_.data();
     run_threads(threads_, [&](int t) {
       const auto [begin, end] = part_of(n_, threads_, t);
       Part& p = parts[static_cast<size_t>(t)];
       for (int64_t i = begin; i < end; ++i) {
-        const double y = label(i), z = dot(row_of(d_, i), w_.data());
+        const double y = label(i), z = dot(row_of(d_, i), w);
         p.loss += primal_loss(o_.loss, y, z);
         p.dual += dual_term(o_.loss, y, alpha_[static_cast<size_t>(i)]);
         p.correct += y * z > 0 ? 1 : 0;
@@ -400,17 +439,24 @@ class DualSolver {
       sum.dual += p.dual;
       sum.correct += p.correct;
     }
-    double norm = 0;
-    for (double v : w_) norm += v * v;
+    // With L1 the dual's regulariser is λ g*(v) = (λ/2) ‖soft(v)‖² = (λ/2) ‖w‖².
+    double norm = 0, abs_sum = 0;
+    for (size_t j = 0; j < v_.size(); ++j) {
+      norm += w[j] * w[j];
+      abs_sum += std::fabs(w[j]);
+    }
     const double n = static_cast<double>(n_);
-    return {sum.loss / n + 0.5 * o_.lambda * norm, sum.dual / n - 0.5 * o_.lambda * norm, sum.correct};
+    return {sum.loss / n + 0.5 * o_.lambda * norm + o_.l1 * abs_sum, sum.dual / n - 0.5 * o_.lambda * norm,
+            sum.correct};
   }
 
   const GlmData& d_;
   const GlmOptions& o_;
   const int64_t n_;
   const double scale_;  // 1 / (λn)
-  std::vector<double> alpha_, w_, q_;
+  const double kappa_;  // μ / λ: the soft threshold of w = soft(v)
+  // v = (1/(λn)) Σ αᵢ xᵢ; w = soft(v) (empty without L1, where w is v).
+  std::vector<double> alpha_, v_, w_, q_;
   std::mt19937_64 engine_;
   int threads_ = 1;
   int64_t bucket_rows_ = 1;
@@ -436,7 +482,10 @@ Loss parse_loss(const std::string& name) { return parse_name(losses(), name, "lo
 Solver parse_solver(const std::string& name) { return parse_name(solvers(), name, "solver"); }
 
 void GlmOptions::validate() const {
-  PF_CHECK_ARG(std::isfinite(lambda) && lambda > 0, "lambda must be > 0 (the L2 regularisation), got ", lambda);
+  PF_CHECK_ARG(std::isfinite(lambda) && lambda > 0, "lambda must be > 0 (the L2 regularisation), got ", lambda,
+               lambda == 0 && l1 > 0 ? " (L1 alone has no dual for coordinate ascent: use a small lambda beside l1)"
+                                     : "");
+  PF_CHECK_ARG(std::isfinite(l1) && l1 >= 0, "l1 must be >= 0 (the L1 regularisation), got ", l1);
   PF_CHECK_ARG(threads >= 1 && threads <= 1024, "threads must be in [1, 1024], got ", threads);
   PF_CHECK_ARG(solver != Solver::kSequential || threads == 1, "threads is ", threads,
                " but the sequential solver runs one thread (solver async or syscd runs several)");
@@ -446,7 +495,7 @@ void GlmOptions::validate() const {
 }
 
 nlohmann::json GlmOptions::to_json() const {
-  return {{"loss", loss_name(loss)}, {"lambda", lambda},       {"solver", solver_name(solver)},
+  return {{"loss", loss_name(loss)}, {"lambda", lambda},       {"l1", l1}, {"solver", solver_name(solver)},
           {"threads", threads},      {"tol", tol},             {"max_epochs", max_epochs},
           {"seed", seed},            {"bucket_rows", bucket_rows}};
 }
@@ -471,7 +520,8 @@ GlmResult train_glm(const GlmData& data, const GlmOptions& options) {
                    loss_name(options.loss), " is a classifier's: label the two classes -1 and +1)");
   // w, its copy for the change test, a replica per thread; α, q and the order per example.
   const int64_t limit = limits::max_loaded_data_bytes();
-  const double bytes = 8.0 * static_cast<double>(data.cols) * (options.threads + 2) + 32.0 * static_cast<double>(data.rows);
+  const double copies = options.l1 > 0 ? 2.0 * options.threads + 3 : options.threads + 2;  // L1: w beside v
+  const double bytes = 8.0 * static_cast<double>(data.cols) * copies + 32.0 * static_cast<double>(data.rows);
   if (bytes > static_cast<double>(limit))
     fail(ErrorCode::kOutOfMemory, data.name, ": ", data.rows, " examples of ", data.cols, " features need about ",
          static_cast<int64_t>(bytes), " bytes of solver state (the weights once per thread), more than the ", limit,
@@ -479,14 +529,19 @@ GlmResult train_glm(const GlmData& data, const GlmOptions& options) {
   return DualSolver(data, options).solve();
 }
 
-double primal_objective(const GlmData& data, Loss loss, double lambda, const std::vector<double>& weights) {
+double primal_objective(const GlmData& data, Loss loss, double lambda, const std::vector<double>& weights,
+                        double l1) {
   PF_CHECK_ARG(static_cast<int64_t>(weights.size()) == data.cols, "weights: ", weights.size(), " for ", data.cols,
                " features");
   double sum = 0, norm = 0;
   for (int64_t i = 0; i < data.rows; ++i)
     sum += primal_loss(loss, data.labels[static_cast<size_t>(i)], dot(row_of(data, i), weights.data()));
-  for (double v : weights) norm += v * v;
-  return sum / static_cast<double>(data.rows) + 0.5 * lambda * norm;
+  double abs_sum = 0;
+  for (double v : weights) {
+    norm += v * v;
+    abs_sum += std::fabs(v);
+  }
+  return sum / static_cast<double>(data.rows) + 0.5 * lambda * norm + l1 * abs_sum;
 }
 
 std::pair<double, double> to_signed_labels(GlmData& data) {

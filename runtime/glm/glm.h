@@ -1,8 +1,11 @@
 // Generalised linear models by coordinate descent on the dual (SDCA): logistic regression, ridge
-// regression and the linear SVM, L2-regularised, no intercept. The primal objective
-//   P(w) = (1/n) Σᵢ loss(yᵢ, xᵢᵀw) + (λ/2) ‖w‖²
+// regression and the linear SVM, L2-regularised (plus L1: the elastic net), no intercept. The
+// primal objective
+//   P(w) = (1/n) Σᵢ loss(yᵢ, xᵢᵀw) + (λ/2) ‖w‖² + μ ‖w‖₁
 // with loss logistic log(1 + exp(-y z)), squared ½ (y - z)², hinge max(0, 1 - y z) (y = ±1 for
-// logistic and hinge). Each dual coordinate αᵢ belongs to example i and w = (1/(λn)) Σᵢ αᵢ xᵢ; the
+// logistic and hinge). Each dual coordinate αᵢ belongs to example i; v = (1/(λn)) Σᵢ αᵢ xᵢ and
+// w = soft(v, μ/λ), the soft threshold (w = v without L1: plain SDCA; with it prox-SDCA,
+// Shalev-Shwartz and Zhang 2014, whose dual needs λ > 0: L1 alone has no dual to ascend). The
 // duality gap P(w) - D(α) bounds the distance to the optimum and stops the solver.
 //
 // Three solvers (docs/GLM.md):
@@ -40,6 +43,7 @@ int default_threads(Solver solver);
 struct GlmOptions {
   Loss loss = Loss::kLogistic;
   double lambda = 1e-4;          // λ > 0
+  double l1 = 0;                 // μ >= 0 (0: L2 only)
   Solver solver = Solver::kSyscd;
   int threads = 1;               // sequential: 1
   double tol = 1e-6;             // stop when the duality gap <= tol * |P(w)|
@@ -73,7 +77,8 @@ struct GlmResult {
 GlmResult train_glm(const GlmData& data, const GlmOptions& options);
 
 // P(w) of `weights` on the data (what GlmResult::objective is).
-double primal_objective(const GlmData& data, Loss loss, double lambda, const std::vector<double>& weights);
+double primal_objective(const GlmData& data, Loss loss, double lambda, const std::vector<double>& weights,
+                        double l1 = 0);
 
 // Classification labels as ±1: data with exactly two label values gets -1 for the smaller and +1
 // for the larger (e.g. 0/1 or 1/2 files); kInvalidArgument naming the values otherwise. Returns

@@ -95,6 +95,29 @@ TEST(GlmApi, RidgeFromDenseCsrAndFileReachesTheNormalEquations) {
   pf_glm_model_destroy(from_file);
 }
 
+// l1 (0.15): a μ above every |gradient| at w = 0 zeroes every weight; a caller built against the
+// 0.13 struct (without l1) gets L2 only.
+TEST(GlmApi, L1ZeroesWeightsAndAnOldStructHasNone) {
+  pf_glm_options o = RidgeOptions();
+  o.l1 = 100;
+  pf_glm_model* model = nullptr;
+  ASSERT_PF_OK(pf_glm_train(6, 2, nullptr, nullptr, kDense, kTargets, &o, &model));
+  const double* w = nullptr;
+  size_t count = 0;
+  ASSERT_PF_OK(pf_glm_model_weights(model, &w, &count));
+  EXPECT_EQ(w[0], 0.0);
+  EXPECT_EQ(w[1], 0.0);
+  pf_glm_model_destroy(model);
+  o.struct_size = 56;  // the 0.13 layout ends before l1
+  ASSERT_PF_OK(pf_glm_train(6, 2, nullptr, nullptr, kDense, kTargets, &o, &model));
+  ExpectNormalEquations(model);
+  pf_glm_model_destroy(model);
+  o.struct_size = sizeof(o);
+  o.l1 = -1;
+  EXPECT_PF_ERROR(pf_glm_train(6, 2, nullptr, nullptr, kDense, kTargets, &o, &model), PF_INVALID_ARGUMENT,
+                  "options->l1 must be >= 0");
+}
+
 TEST(GlmApi, AClassifiersFileLabelsBecomeMinusAndPlusOne) {
   const std::string path = ::testing::TempDir() + "/classes.svm";
   std::ofstream(path) << "0 1:1\n1 1:-1 2:1\n0 2:-1\n1 1:-2\n";

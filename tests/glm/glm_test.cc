@@ -209,6 +209,90 @@ TEST(Glm, TheSvmIsAtLeastAsGoodAsSubgradientDescentAndItsGapIsClosed) {
   }
 }
 
+// The elastic net (1/n) Σ loss + (λ/2)‖w‖² + μ‖w‖₁ by FISTA (accelerated proximal gradient) on
+// the primal: the soft threshold of a gradient step, with Nesterov's momentum.
+std::vector<double> elastic_net_reference(const GlmData& d, Loss loss, double lambda, double mu) {
+  const auto x = dense_rows(d);
+  // The step 1/L: L bounds the smooth part's curvature (the largest row norm² times the loss's
+  // curvature bound, plus λ).
+  double max_norm = 0;
+  for (const auto& row : x) {
+    double s = 0;
+    for (double v : row) s += v * v;
+    max_norm = std::max(max_norm, s);
+  }
+  const double step = 1.0 / ((loss == Loss::kLogistic ? 0.25 : 1.0) * max_norm + lambda);
+  std::vector<double> w(kCols, 0.0), previous = w, y = w;
+  double t = 1;
+  for (int it = 0; it < 20000; ++it) {
+    std::vector<double> g(kCols, 0.0);
+    for (int64_t i = 0; i < d.rows; ++i) {
+      double z = 0;
+      for (int64_t j = 0; j < kCols; ++j) z += x[i][j] * y[j];
+      const double l = d.labels[i];
+      const double dz = loss == Loss::kSquared ? z - l : -l / (1.0 + std::exp(l * z));
+      for (int64_t j = 0; j < kCols; ++j) g[j] += dz * x[i][j] / d.rows;
+    }
+    previous = w;
+    for (int64_t j = 0; j < kCols; ++j) {
+      const double v = y[j] - step * (g[j] + lambda * y[j]), k = step * mu;
+      w[j] = v > k ? v - k : v < -k ? v + k : 0.0;
+    }
+    const double next = 0.5 * (1 + std::sqrt(1 + 4 * t * t));
+    for (int64_t j = 0; j < kCols; ++j) y[j] = w[j] + (t - 1) / next * (w[j] - previous[j]);
+    t = next;
+  }
+  return w;
+}
+
+int zeros_of(const std::vector<double>& w) {
+  int n = 0;
+  for (double v : w) n += v == 0.0;
+  return n;
+}
+
+TEST(Glm, TheElasticNetReachesTheProximalGradientOptimum) {
+  const double lambda = 1e-2;
+  for (const Loss loss : {Loss::kSquared, Loss::kLogistic}) {
+    const GlmData data = synthetic(loss != Loss::kSquared, 0.3);
+    // The smallest μ of these that zeroes some weights but not most: the test must test L1.
+    double mu = 0;
+    std::vector<double> want;
+    for (const double m : {0.02, 0.05, 0.1, 0.2, 0.3, 0.5}) {
+      want = elastic_net_reference(data, loss, lambda, m);
+      mu = m;
+      if (zeros_of(want) >= 2) break;
+    }
+    ASSERT_GE(zeros_of(want), 2) << "no μ zeroes a weight";
+    ASSERT_LE(zeros_of(want), kCols - 2) << "μ " << mu << " zeroes most weights";
+    const double optimum = primal_objective(data, loss, lambda, want, mu);
+    for (const GlmData& stored : {data, to_dense(data)}) {
+      for (const SolverCase& c : kSolvers) {
+        GlmOptions o = options(loss, c, lambda);
+        o.l1 = mu;
+        const GlmResult r = train_glm(stored, o);
+        SCOPED_TRACE(std::string(loss_name(loss)) + " " + solver_name(c.solver) + " x" + std::to_string(c.threads) +
+                     (stored.dense ? " dense" : " sparse"));
+        EXPECT_TRUE(r.converged) << r.epochs << " epochs, gap " << r.duality_gap;
+        EXPECT_GE(r.duality_gap, -1e-12);
+        EXPECT_NEAR(r.objective, optimum, 1e-8 * optimum);
+        EXPECT_NEAR(r.objective, primal_objective(stored, loss, lambda, r.weights, mu), 1e-12);
+        EXPECT_LE(max_difference(r.weights, want), std::sqrt(2 * std::max(0.0, r.duality_gap) / lambda) + 1e-9);
+        EXPECT_EQ(zeros_of(r.weights), zeros_of(want)) << "the soft threshold zeroes the same weights";
+      }
+    }
+  }
+  // The SVM too: its gap closes and P(w) is what the weights give.
+  const GlmData data = synthetic(true);
+  GlmOptions o = options(Loss::kHinge, {Solver::kSyscd, 2}, lambda);
+  o.l1 = 0.05;
+  o.tol = 1e-8;
+  const GlmResult r = train_glm(data, o);
+  EXPECT_TRUE(r.converged) << r.epochs << " epochs, gap " << r.duality_gap;
+  EXPECT_NEAR(r.objective, primal_objective(data, Loss::kHinge, lambda, r.weights, o.l1), 1e-12);
+  EXPECT_GT(zeros_of(train_glm(data, [&] { GlmOptions big = o; big.l1 = 0.3; return big; }()).weights), 0);
+}
+
 TEST(Glm, SyscdIsBitwiseDeterministicForASeedAndThreadCount) {
   const GlmData data = synthetic(true, 0.5);
   GlmOptions o = options(Loss::kLogistic, {Solver::kSyscd, 3});
@@ -240,6 +324,11 @@ TEST(Glm, ClassLabelsAndBadOptionsAreNamed) {
   GlmOptions o;
   o.lambda = 0;
   EXPECT_NE(message([&] { o.validate(); }).find("lambda must be > 0"), std::string::npos);
+  o.l1 = 0.1;
+  EXPECT_NE(message([&] { o.validate(); }).find("L1 alone has no dual for coordinate ascent"), std::string::npos);
+  o = GlmOptions();
+  o.l1 = -1;
+  EXPECT_NE(message([&] { o.validate(); }).find("l1 must be >= 0"), std::string::npos);
   o = GlmOptions();
   o.solver = Solver::kSequential;
   o.threads = 2;

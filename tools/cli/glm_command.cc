@@ -1,5 +1,6 @@
 #include "tools/cli/glm_command.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -27,6 +28,11 @@ CLI::App* add_glm_command(CLI::App& app, GlmArgs& a) {
   cmd->add_option("--lambda", a.lambda, "L2 regularisation λ of (1/n) Σ loss + (λ/2) ‖w‖²")
       ->required()
       ->check(positive_number());
+  cmd->add_option("--l1", a.l1,
+                  "L1 regularisation μ: the elastic net (1/n) Σ loss + (λ/2) ‖w‖² + μ ‖w‖₁ (0: none; L1 needs --lambda > 0 "
+                  "beside it for the dual)")
+      ->check(CLI::Range(0.0, 1e300))
+      ->capture_default_str();
   cmd->add_option("--solver", a.solver,
                   "sequential, async (lock-free threads on one shared w) or syscd (buckets, per-thread replicas, "
                   "dynamic partitioning)")
@@ -55,6 +61,7 @@ int run_glm(const GlmArgs& a) {
     o.loss = glm::parse_loss(a.loss);
     o.solver = glm::parse_solver(a.solver);
     o.lambda = a.lambda;
+    o.l1 = a.l1;
     o.threads = a.threads > 0 ? a.threads : glm::default_threads(o.solver);
     o.tol = a.tol;
     o.max_epochs = a.max_epochs;
@@ -90,9 +97,12 @@ int run_glm(const GlmArgs& a) {
   out["dense"] = data.dense;
   out["load_seconds"] = load_seconds;
   out["options"] = o.to_json();
+  const int64_t zero_weights = std::count(r.weights.begin(), r.weights.end(), 0.0);
+  out["zero_weights"] = zero_weights;  // what L1 zeroes (none but by chance without it)
   if (o.loss != glm::Loss::kSquared) out["labels"] = {{"negative", classes.first}, {"positive", classes.second}};
   if (!a.weights_file.empty()) {
     nlohmann::json model = {{"loss", a.loss}, {"lambda", a.lambda}, {"features", data.cols}, {"weights", r.weights}};
+    if (a.l1 > 0) model["l1"] = a.l1;
     if (o.loss != glm::Loss::kSquared) model["labels"] = out["labels"];
     write_output_file(a.weights_file, model.dump(1) + "\n", "--weights");
     out["weights_file"] = a.weights_file;
@@ -100,14 +110,17 @@ int run_glm(const GlmArgs& a) {
   if (a.json) {
     std::cout << out.dump() << std::endl;
   } else if (!a.quiet) {
-    std::printf("%s, lambda %s, %s on %d thread%s: %lld examples x %lld features (%s, %lld values) from %s\n",
-                a.loss.c_str(), format_number(a.lambda).c_str(), glm::solver_name(o.solver), o.threads,
+    const std::string l1 = a.l1 > 0 ? ", l1 " + format_number(a.l1) : "";
+    std::printf("%s, lambda %s%s, %s on %d thread%s: %lld examples x %lld features (%s, %lld values) from %s\n",
+                a.loss.c_str(), format_number(a.lambda).c_str(), l1.c_str(), glm::solver_name(o.solver), o.threads,
                 o.threads == 1 ? "" : "s", static_cast<long long>(data.rows), static_cast<long long>(data.cols),
                 data.dense ? "dense" : "sparse", static_cast<long long>(data.nonzeros()), a.data.c_str());
     std::printf("objective %.10g (dual %.10g, gap %.3g) after %d epochs%s, %.3f s (loading: %.3f s)\n", r.objective,
                 r.dual_objective, r.duality_gap, r.epochs, r.converged ? "" : " (not converged: --max-epochs)",
                 r.seconds, load_seconds);
     if (std::isfinite(r.accuracy)) std::printf("training accuracy %.4f\n", r.accuracy);
+    if (a.l1 > 0)
+      std::printf("%lld of %lld weights are zero\n", static_cast<long long>(zero_weights), static_cast<long long>(data.cols));
     if (!a.weights_file.empty()) std::printf("weights written to %s\n", a.weights_file.c_str());
   }
   if (!r.converged && !a.quiet)

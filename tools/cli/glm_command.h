@@ -16,6 +16,7 @@ struct GlmArgs {
   std::string data;
   std::string weights_file;  // "" = none: the weights as JSON
   double lambda = 0;
+  double l1 = 0;  // μ of the elastic net's μ ‖w‖₁
   int threads = 0;           // 0: 1 for sequential, else every hardware thread
   double tol = 1e-6;
   int max_epochs = 1000;

@@ -1744,6 +1744,19 @@ func TestLinearModelReachesTheNormalEquations(t *testing.T) {
 	if svm.NegativeLabel != 0 || svm.PositiveLabel != 1 || svm.Accuracy != 1 {
 		t.Errorf("svm %+v", svm)
 	}
+	// An L1 weight above every |gradient| at w = 0 zeroes every weight: P = mean(y²)/2.
+	sparse, err := pipeforge.TrainLinear(pipeforge.Float32(x, 6, 2), y,
+		pipeforge.LinearOptions{Loss: "squared", Lambda: lambda, L1: 100, Tol: 1e-12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	meanSquare := 0.0
+	for _, v := range y {
+		meanSquare += v * v / 12
+	}
+	if sparse.Weights[0] != 0 || sparse.Weights[1] != 0 || math.Abs(sparse.Objective-meanSquare) > 1e-12 {
+		t.Errorf("L1 100: weights %v, objective %v (want 0, 0 and %v)", sparse.Weights, sparse.Objective, meanSquare)
+	}
 	_, err = pipeforge.TrainLinear(pipeforge.Float32(x, 6, 2), y, pipeforge.LinearOptions{Loss: "squared", Lambda: -1})
 	var perr *pipeforge.Error
 	if !errors.As(err, &perr) || perr.Code != pipeforge.InvalidArgument || !strings.Contains(perr.Message, "lambda must be > 0") {

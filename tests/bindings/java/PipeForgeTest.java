@@ -1553,6 +1553,13 @@ public class PipeForgeTest {
       assertEquals(want[0], Double.parseDouble(w[0]), 1e-6);
       assertEquals(want[1], Double.parseDouble(w[1]), 1e-6);
     }
+    // An L1 weight above every |gradient| at w = 0 zeroes every weight.
+    options.setL1(100);
+    try (GlmModel model = GlmModel.train(data, options)) {
+      String json = model.toJson();
+      assertTrue(json, json.contains("\"weights\":[0.0,0.0]"));
+    }
+    options.setL1(0);
     options.setLambda(0);
     PipeForgeException e = assertThrows(PipeForgeException.class, () -> GlmModel.train(data, options));
     assertTrue(e.getMessage(), e.getMessage().contains("lambda must be > 0"));

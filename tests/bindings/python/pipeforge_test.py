@@ -1332,6 +1332,26 @@ class LinearModelTest(unittest.TestCase):
         np.testing.assert_allclose(dense.predict(self.X), self.X @ dense.weights, rtol=1e-12)
         self.assertIn("LinearModel(loss='squared'", repr(dense))
 
+    def test_the_elastic_net_meets_its_optimality_conditions(self):
+        # At the optimum of (1/n) Σ ½(y - xᵀw)² + (λ/2)‖w‖² + μ‖w‖₁ the smooth part's gradient g
+        # has g_j = -μ sign(w_j) where w_j != 0 and |g_j| <= μ where w_j = 0 (checked in numpy).
+        mu = 1.2
+        model = pipeforge.train_linear(X=self.X, y=self.y, loss="squared", lambda_=self.lam, l1=mu, tol=1e-13)
+        self.assertTrue(model.converged, model)
+        self.assertEqual(model.l1, mu)
+        self.assertIn("l1=1.2", repr(model))
+        X, w, n = self.X.astype(np.float64), model.weights, self.X.shape[0]
+        g = X.T @ (X @ w - self.y) / n + self.lam * w
+        zero = w == 0
+        self.assertGreaterEqual(int(zero.sum()), 1, w)
+        self.assertLess(int(zero.sum()), w.size, w)
+        np.testing.assert_allclose(g[~zero], -mu * np.sign(w[~zero]), atol=1e-5)
+        self.assertTrue(np.all(np.abs(g[zero]) <= mu + 1e-6), g)
+        objective = 0.5 * np.mean((X @ w - self.y) ** 2) + 0.5 * self.lam * w @ w + mu * np.abs(w).sum()
+        self.assertAlmostEqual(model.objective, objective, places=9)
+        with self.assertRaisesRegex(pipeforge.InvalidArgumentError, "l1 must be >= 0"):
+            pipeforge.train_linear(X=self.X, y=self.y, loss="squared", l1=-1.0)
+
     def test_a_classifier_maps_its_two_labels(self):
         labels = np.where(self.y > 0, 7, 3)
         model = pipeforge.train_linear(X=self.X, y=labels, loss="logistic", lambda_=1e-3, tol=1e-9)

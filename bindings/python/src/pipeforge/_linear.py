@@ -16,7 +16,7 @@ _SOLVERS = ("syscd", "sequential", "async")
 
 @dataclasses.dataclass(frozen=True)
 class LinearModel:
-    """What train_linear learned: the weights w of (1/n) Σ loss(y, xᵀw) + (λ/2) ‖w‖² (no intercept)
+    """What train_linear learned: the weights w of (1/n) Σ loss(y, xᵀw) + (λ/2) ‖w‖² + μ ‖w‖₁ (no intercept)
     and how far the solver got. `labels` is (negative, positive): the two classes read as -1 and +1
     (logistic, hinge), None for squared."""
 
@@ -32,6 +32,7 @@ class LinearModel:
     accuracy: typing.Optional[float]  # classifiers: share of training examples classified right
     labels: typing.Optional[typing.Tuple[float, float]]
     history: typing.List[dict]  # {"epoch", "seconds", "objective", "gap"} where the gap was computed
+    l1: float = 0.0  # μ of the elastic net's μ ‖w‖₁ (0: L2 only)
 
     def decision_function(self, X):
         """Xᵀw for every row of X (a 2-D array or a scipy.sparse matrix)."""
@@ -45,7 +46,8 @@ class LinearModel:
         return np.where(z > 0, self.labels[1], self.labels[0])
 
     def __repr__(self):
-        return (f"LinearModel(loss={self.loss!r}, lambda_={self.lambda_}, features={self.weights.size}, "
+        return (f"LinearModel(loss={self.loss!r}, lambda_={self.lambda_}, "
+                f"{f'l1={self.l1}, ' if self.l1 else ''}features={self.weights.size}, "
                 f"objective={self.objective:.8g}, duality_gap={self.duality_gap:.3g}, epochs={self.epochs}, "
                 f"converged={self.converged})")
 
@@ -59,9 +61,10 @@ def _number(value, name, kind=numbers.Real):
 
 def train_linear(data=None, *, X=None, y=None, loss: str = "logistic", lambda_: float = 1e-4,
                  solver: str = "syscd", threads: typing.Optional[int] = None, tol: float = 1e-6,
-                 max_epochs: int = 1000, seed: int = 0, bucket_rows: int = 0, features: int = 0) -> LinearModel:
+                 max_epochs: int = 1000, seed: int = 0, bucket_rows: int = 0, features: int = 0,
+                 l1: float = 0.0) -> LinearModel:
     """Trains an L2-regularised linear model by dual coordinate descent until the duality gap is at
-    most tol x the objective (docs/GLM.md).
+    most tol x the objective (docs/GLM.md); l1 > 0 adds l1 x ‖w‖₁ (the elastic net, beside lambda_).
 
     data: a libsvm-format file (<label> <feature>:<value> ..., features from 1; `features` sets d
     when the file's largest index is not it); or X (a 2-D array, or a scipy.sparse matrix, stored as
@@ -77,6 +80,7 @@ def train_linear(data=None, *, X=None, y=None, loss: str = "logistic", lambda_: 
     options.loss = loss
     options.solver = solver
     options.lambda_ = float(_number(lambda_, "lambda_"))
+    options.l1 = float(_number(l1, "l1"))
     options.threads = 0 if threads is None else int(_number(threads, "threads", numbers.Integral))
     options.tol = float(_number(tol, "tol"))
     options.max_epochs = int(_number(max_epochs, "max_epochs", numbers.Integral))
@@ -121,7 +125,7 @@ def train_linear(data=None, *, X=None, y=None, loss: str = "logistic", lambda_: 
         labels = (r.negative_label, r.positive_label)
     return LinearModel(loss, float(lambda_), np.asarray(out["weights"], dtype=np.float64), r.objective,
                        r.dual_objective, r.duality_gap, r.epochs, bool(r.converged), r.seconds,
-                       None if loss == "squared" else r.accuracy, labels, out["history"])
+                       None if loss == "squared" else r.accuracy, labels, out["history"], float(l1))
 
 
 LinearModel.__module__ = "pipeforge"
