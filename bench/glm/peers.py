@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Runs the peer solvers of `pipeforge glm` on one libsvm file and prints one JSON object.
 
-  peers.py --data FILE.libsvm --loss logistic|squared|hinge --lambda L [--threads 2] --json
+  peers.py --data FILE.libsvm --loss logistic|squared|hinge --lambda L [--l1 MU] [--threads 2] --json
 
 Every peer minimises the same objective as `pipeforge glm` (L2-regularised, no intercept):
 
     F(w) = (1/n) * sum_i loss(y_i, w.x_i) + (lambda/2) * ||w||^2
     logistic: log(1 + exp(-y z))    squared: (y - z)^2 / 2    hinge: max(0, 1 - y z)
 
+plus mu * ||w||_1 with --l1 (the elastic net: then the peers that minimise it, PEERS_L1 below),
 with the library's own regularisation parameter mapped from lambda (see LAMBDA MAPPINGS below and
 bench/glm/README.md), at tight tolerances, so that each peer lands on the optimum. Each peer's
 "objective" is F of its coef_ as computed by objective() here in float64, never the library's
@@ -36,11 +37,17 @@ from threadpoolctl import threadpool_limits
 #       + alpha/2 ||w||^2) -> alpha = n lambda
 #   Snap ML LogisticRegression / SupportVectorMachine / LinearRegression minimise
 #       sum_i loss_i + regularizer/2 ||w||^2 (squared loss with the 1/2) -> regularizer = n lambda
+# The elastic net, lambda/2 ||w||^2 + mu ||w||_1 (--l1 mu): with a = lambda + mu, r = mu / a,
+#   scikit-learn ElasticNet minimises (1/(2n)) ||y - Xw||^2 + a r ||w||_1 + a (1 - r)/2 ||w||^2
+#       -> alpha = a, l1_ratio = r
+#   scikit-learn LogisticRegression (saga) minimises C sum_i loss_i + r ||w||_1 + (1 - r)/2 ||w||^2
+#       -> C = 1 / (n a), l1_ratio = r
+#   Snap ML offers L1 alone or L2 alone, not their sum: it has no peer here.
 
 
-def objective(X, y, w, loss, lam):
-    """F(w) in float64: mean loss over the rows plus lambda/2 ||w||^2 (the one definition used
-    for every peer)."""
+def objective(X, y, w, loss, lam, l1=0.0):
+    """F(w) in float64: mean loss over the rows plus lambda/2 ||w||^2 plus l1 ||w||_1 (the one
+    definition used for every peer)."""
     w = np.asarray(w, dtype=np.float64).ravel()
     z = X @ w
     if loss == "logistic":
@@ -52,7 +59,7 @@ def objective(X, y, w, loss, lam):
         losses = np.maximum(0.0, 1.0 - y * z)
     else:
         raise ValueError(loss)
-    return float(losses.mean() + 0.5 * lam * np.dot(w, w))
+    return float(losses.mean() + 0.5 * lam * np.dot(w, w) + l1 * np.abs(w).sum())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -140,6 +147,28 @@ PEERS = {
 }
 
 
+# The elastic net's peers: each factory takes (n, lam, mu, threads, tol).
+def _sk_elasticnet(n, lam, mu, threads, tol):
+    from sklearn.linear_model import ElasticNet
+    params = dict(alpha=lam + mu, l1_ratio=mu / (lam + mu), fit_intercept=False,
+                  tol=tol if tol is not None else 1e-10, max_iter=100_000, random_state=0)
+    return ElasticNet(**params), params, "native"
+
+
+def _sk_saga_elasticnet(n, lam, mu, threads, tol):
+    from sklearn.linear_model import LogisticRegression
+    params = dict(solver="saga", C=1.0 / (n * (lam + mu)), l1_ratio=mu / (lam + mu), fit_intercept=False,
+                  tol=tol if tol is not None else 1e-6, max_iter=1000, random_state=0)
+    return LogisticRegression(**params), params, "native"
+
+
+PEERS_L1 = {
+    "squared": [("sklearn-elasticnet", _sk_elasticnet)],
+    "logistic": [("sklearn-saga", _sk_saga_elasticnet)],
+    "hinge": [],
+}
+
+
 # --sweep: the tolerances each peer is also run at (those looser than its tight default), and the
 # relative gaps to the reference objective that "seconds_to_gap" reports the time to reach.
 SWEEP_TOLS = [1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8]
@@ -176,7 +205,7 @@ def fit_once(make, X, y, args, cache, tol):
             est.fit(Xp, y)
             dt = time.perf_counter() - t0
         best = dt if best is None else min(best, dt)
-    out = {"objective": objective(X, y, coef_of(est), args.loss, args.lam), "seconds": best}
+    out = {"objective": objective(X, y, coef_of(est), args.loss, args.lam, args.l1), "seconds": best}
     n_iter = getattr(est, "n_iter_", None)
     if n_iter is not None:
         out["n_iter"] = int(np.max(n_iter))
@@ -237,6 +266,8 @@ def main():
     ap.add_argument("--data", required=True, help="libsvm file, 1-based indices")
     ap.add_argument("--loss", required=True, choices=sorted(PEERS))
     ap.add_argument("--lambda", dest="lam", type=float, required=True)
+    ap.add_argument("--l1", type=float, default=0.0,
+                    help="mu of the elastic net's mu ||w||_1 (0: L2 only); the peers are then PEERS_L1's")
     ap.add_argument("--threads", type=int, default=2,
                     help="Snap ML's n_jobs and the BLAS / OpenMP pool (liblinear and saga are "
                          "single-threaded)")
@@ -265,14 +296,19 @@ def main():
           f"{'dense' if isinstance(X, np.ndarray) else 'csr'}, "
           f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)
 
+    if args.l1 > 0:
+        table = [(name, (lambda f: lambda n, lam, threads, tol: f(n, lam, args.l1, threads, tol))(make))
+                 for name, make in PEERS_L1[args.loss]]
+    else:
+        table = PEERS[args.loss]
     wanted = set(args.peers.split(",")) if args.peers else None
-    unknown = (wanted or set()) - {p[0] for p in PEERS[args.loss]}
+    unknown = (wanted or set()) - {p[0] for p in table}
     if unknown:
         ap.error(f"no such peer for {args.loss}: {', '.join(sorted(unknown))}")
     cache = {}
     peers = []
     with threadpool_limits(limits=args.threads):
-        for name, make, *on in PEERS[args.loss]:
+        for name, make, *on in table:
             if (name not in wanted) if wanted is not None else (on and not on[0]):
                 continue
             entry = run_peer(name, make, X, y, args, cache)
@@ -285,7 +321,7 @@ def main():
     result = {
         "data": {"path": args.data, "rows": X.shape[0], "cols": X.shape[1],
                  "density": density, "format": "dense" if isinstance(X, np.ndarray) else "csr"},
-        "loss": args.loss, "lambda": args.lam, "threads": args.threads,
+        "loss": args.loss, "lambda": args.lam, "l1": args.l1, "threads": args.threads,
         "peers": peers,
     }
     if ok:
