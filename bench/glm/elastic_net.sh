@@ -12,14 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 quick=0
 [[ ${1:-} == --quick ]] && quick=1
-python=$(bench/glm/setup.sh)
-bazel build --ui_event_filters=-info --noshow_progress //:pipeforge >&2
-pipeforge=$PWD/bazel-bin/pipeforge
-data=${PIPEFORGE_GLM_DATA:-${XDG_CACHE_HOME:-$HOME/.cache}/pipeforge/glm-data}
-mkdir -p "$data"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-threads=2
+source bench/glm/common.sh
 
 # name rows cols density task loss lambda mu
 if ((quick)); then
@@ -31,11 +24,7 @@ fi
 
 for set in "${sets[@]}"; do
   read -r kind rows cols density task loss lambda mu <<<"$set"
-  file="$data/$kind-$rows-$cols-$density.svm"
-  if [[ ! -s $file ]]; then
-    "$python" bench/glm/make_data.py --rows "$rows" --cols "$cols" --density "$density" --task "$task" \
-      --normalize --out "$file.tmp" && mv "$file.tmp" "$file"
-  fi
+  file=$(data_set "$kind" "$rows" "$cols" "$density" "$task")
   tag="$kind-$loss-l1"
   for tol in 1e-4 1e-6; do
     echo "pipeforge glm $tag: syscd on $threads threads, --l1 $mu, --tol $tol" >&2

@@ -13,14 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 quick=0
 [[ ${1:-} == --quick ]] && quick=1
-python=$(bench/glm/setup.sh)
-bazel build --ui_event_filters=-info --noshow_progress //:pipeforge >&2
-pipeforge=$PWD/bazel-bin/pipeforge
-data=${PIPEFORGE_GLM_DATA:-${XDG_CACHE_HOME:-$HOME/.cache}/pipeforge/glm-data}
-mkdir -p "$data"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-threads=2
+source bench/glm/common.sh
 
 # name rows cols density task loss lambda: rows scaled to unit norm, as LIBSVM's own data sets are.
 if ((quick)); then
@@ -34,11 +27,7 @@ fi
 
 for set in "${sets[@]}"; do
   read -r kind rows cols density task loss lambda <<<"$set"
-  file="$data/$kind-$rows-$cols-$density.svm"
-  if [[ ! -s $file ]]; then
-    "$python" bench/glm/make_data.py --rows "$rows" --cols "$cols" --density "$density" --task "$task" \
-      --normalize --out "$file.tmp" && mv "$file.tmp" "$file"
-  fi
+  file=$(data_set "$kind" "$rows" "$cols" "$density" "$task")
   tag="$kind-$loss"
   for solver in sequential async syscd; do
     t=$threads

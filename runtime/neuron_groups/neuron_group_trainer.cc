@@ -264,9 +264,8 @@ StepResult NeuronGroupTrainer::finish_step(const std::vector<Batch>& micro, cons
   return r;
 }
 
-StepResult NeuronGroupTrainer::step(const Batch& batch) {
+StepResult NeuronGroupTrainer::run_step(const std::vector<Batch>& micro) {
   const auto start = std::chrono::steady_clock::now();
-  std::vector<Batch> micro = split_into_micro_batches(network_->model(), batch, options_.micro_batches);
   previous_ = std::move(current_);
   current_ = micro;
   const int64_t begin = trained_;
@@ -284,26 +283,22 @@ StepResult NeuronGroupTrainer::step(const Batch& batch) {
   return finish_step(micro, losses, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
+StepResult NeuronGroupTrainer::step(const Batch& batch) {
+  return run_step(split_into_micro_batches(network_->model(), batch, options_.micro_batches));
+}
+
 StepResult NeuronGroupTrainer::step(DataSource& source) {
   const int64_t start = source.position();
-  std::vector<Batch> micro = pull_micro_batches(network_->model(), source, options_.micro_batches);
-  const auto t0 = std::chrono::steady_clock::now();
-  previous_ = std::move(current_);
-  current_ = micro;
-  const int64_t begin = trained_;
-  trained_ += options_.micro_batches;
-  std::vector<float> losses;
+  const std::vector<Batch> micro = pull_micro_batches(network_->model(), source, options_.micro_batches);
+  StepResult r;
   try {
-    losses = run(begin, trained_);
+    r = run_step(micro);
   } catch (...) {
-    trained_ = begin;
-    current_ = std::move(previous_);
-    previous_.clear();
-    rewind_after_failure(source, start);
+    rewind_after_failure(source, start);  // a retried step sees the same micro-batches
     throw;
   }
   metrics_.data_position = source.position();
-  return finish_step(micro, losses, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  return r;
 }
 
 void NeuronGroupTrainer::drain() {

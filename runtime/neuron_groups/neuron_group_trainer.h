@@ -65,6 +65,8 @@ class NeuronGroupTrainer : public Trainer {
   // Every rank trains its share of the global micro-batches [begin - lag, end - lag), lag = its
   // stage; returns the last stage's (scaled) losses.
   std::vector<float> run(int64_t begin, int64_t end);
+  // One step on `micro` (the trainer's state restored when a rank fails).
+  StepResult run_step(const std::vector<Batch>& micro);
   void train_micro_batch(int rank, int64_t e, comm::Transport& transport, RankRun& out);
   const Batch& batch_of(int64_t e) const;
   StepResult finish_step(const std::vector<Batch>& micro, const std::vector<float>& losses, double seconds);
