@@ -1,8 +1,10 @@
-# Sourced by bench/glm/run.sh and elastic_net.sh: the benchmark venv ($python, bench/glm/setup.sh),
+# Sourced by bench/glm/run.sh and elastic_net.sh: $quick (1 when the script got --quick), the benchmark venv ($python, bench/glm/setup.sh),
 # `pipeforge` built ($pipeforge), the data cache ($data: $PIPEFORGE_GLM_DATA, default
 # ${XDG_CACHE_HOME:-~/.cache}/pipeforge/glm-data), a work folder removed on exit ($work), and
 # `data_set KIND ROWS COLS DENSITY TASK`, which makes the set once (rows scaled to unit norm, as
 # LIBSVM's own data sets are) and prints its path.
+quick=0
+[[ ${1:-} == --quick ]] && quick=1
 python=$(bench/glm/setup.sh)
 bazel build --ui_event_filters=-info --noshow_progress //:pipeforge >&2
 pipeforge=$PWD/bazel-bin/pipeforge

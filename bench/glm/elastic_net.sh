@@ -10,8 +10,6 @@
 #   bench/glm/elastic_net.sh --quick    # a 20,000 x 50 set
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-quick=0
-[[ ${1:-} == --quick ]] && quick=1
 source bench/glm/common.sh
 
 # name rows cols density task loss lambda mu

@@ -11,8 +11,6 @@
 # $PIPEFORGE_GLM_DATA (default ${XDG_CACHE_HOME:-~/.cache}/pipeforge/glm-data).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-quick=0
-[[ ${1:-} == --quick ]] && quick=1
 source bench/glm/common.sh
 
 # name rows cols density task loss lambda: rows scaled to unit norm, as LIBSVM's own data sets are.

@@ -124,15 +124,8 @@ StepResult PipelineTrainer::step(const Batch& batch) {
 }
 
 StepResult PipelineTrainer::step(DataSource& source) {
-  const int64_t start = source.position();
-  std::vector<Batch> micro = pull_micro_batches(*model_, source, plan_.config.base.step_micro_batches());
-  StepResult r;
-  try {
-    r = run_step(micro);
-  } catch (...) {
-    rewind_after_failure(source, start);
-    throw;
-  }
+  const StepResult r = step_on_source(*model_, source, plan_.config.base.step_micro_batches(),
+                                      [&](const std::vector<Batch>& micro) { return run_step(micro); });
   report_.metrics().data_position = source.position();
   return r;
 }

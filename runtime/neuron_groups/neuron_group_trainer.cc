@@ -288,15 +288,8 @@ StepResult NeuronGroupTrainer::step(const Batch& batch) {
 }
 
 StepResult NeuronGroupTrainer::step(DataSource& source) {
-  const int64_t start = source.position();
-  const std::vector<Batch> micro = pull_micro_batches(network_->model(), source, options_.micro_batches);
-  StepResult r;
-  try {
-    r = run_step(micro);
-  } catch (...) {
-    rewind_after_failure(source, start);  // a retried step sees the same micro-batches
-    throw;
-  }
+  const StepResult r = step_on_source(network_->model(), source, options_.micro_batches,
+                                      [&](const std::vector<Batch>& micro) { return run_step(micro); });
   metrics_.data_position = source.position();
   return r;
 }

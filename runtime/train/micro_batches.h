@@ -25,4 +25,19 @@ std::vector<Batch> split_into_sequence_slices(const std::vector<Batch>& micro_ba
 // cannot replace the error being reported.
 void rewind_after_failure(DataSource& source, int64_t position) noexcept;
 
+// A trainer's step on a data source: pulls `count` micro-batches and returns run(them); when run
+// throws, rewinds `source` to where the step began (a retried step sees the same micro-batches) and
+// rethrows.
+template <typename Run>
+auto step_on_source(const Model& model, DataSource& source, int count, const Run& run) {
+  const int64_t start = source.position();
+  const std::vector<Batch> micro = pull_micro_batches(model, source, count);
+  try {
+    return run(micro);
+  } catch (...) {
+    rewind_after_failure(source, start);
+    throw;
+  }
+}
+
 }  // namespace pf

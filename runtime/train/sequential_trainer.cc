@@ -62,15 +62,8 @@ StepResult SequentialTrainer::step(const Batch& batch) {
 }
 
 StepResult SequentialTrainer::step(DataSource& source) {
-  const int64_t start = source.position();
-  std::vector<Batch> micro = pull_micro_batches(*model_, source, options_.step_micro_batches());
-  StepResult r;
-  try {
-    r = run_step(micro);
-  } catch (...) {
-    rewind_after_failure(source, start);  // a retried step sees the same micro-batches
-    throw;
-  }
+  const StepResult r = step_on_source(*model_, source, options_.step_micro_batches(),
+                                      [&](const std::vector<Batch>& micro) { return run_step(micro); });
   metrics_.data_position = source.position();
   return r;
 }
