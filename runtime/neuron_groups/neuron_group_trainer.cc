@@ -9,6 +9,7 @@
 
 #include "runtime/core/error.h"
 #include "runtime/kernels/cpu/blas.h"
+#include "runtime/layers/parameter.h"
 #include "runtime/models/init.h"
 #include "runtime/neuron_groups/diversity.h"
 #include "runtime/train/micro_batches.h"
@@ -55,11 +56,13 @@ void zero_gradients(const std::vector<Parameter*>& params) {
 struct NeuronGroupTrainer::RankRun {
   std::vector<float> losses;  // the last stage's scaled losses
   GroupTraffic traffic;
+  std::exception_ptr error;   // what stopped the rank
 };
 
 NeuronGroupTrainer::NeuronGroupTrainer(std::shared_ptr<Model> model, const TrainerOptions& options,
-                                       const NeuronGroupOptions& groups, int update_every)
-    : options_(options), update_every_(update_every), world_(groups.ranks()) {
+                                       const NeuronGroupOptions& groups, int update_every,
+                                       std::shared_ptr<comm::World> processes)
+    : options_(options), update_every_(update_every), processes_(std::move(processes)) {
   options_.validate();
   groups.validate();
   PF_CHECK_ARG(model != nullptr, "neuron groups: model is null");
@@ -74,6 +77,17 @@ NeuronGroupTrainer::NeuronGroupTrainer(std::shared_ptr<Model> model, const Train
                ") must be >= stages - 1 (", groups.stages - 1,
                "): stage k works k micro-batches behind, on what stage k - 1 forwarded");
   scale_ = 1.0f / static_cast<float>(update_every);
+  if (processes_) {
+    PF_CHECK_ARG(processes_->size() == groups.ranks(), "neuron groups: ", processes_->describe(), " is one of ",
+                 processes_->size(), " processes but ", groups.stages, " stages of ", groups.groups,
+                 " groups take (stages - 1) x groups + 1 = ", groups.ranks(),
+                 " ranks (one process per rank: launch ", groups.ranks(), " processes, e.g. mpirun -np ",
+                 groups.ranks(), ")");
+  } else {
+    threads_ = std::make_unique<comm::ThreadWorld>(groups.ranks());
+  }
+  // Every process holds the whole MLP (the groups are cut from it, evaluation runs it).
+  for (Parameter* p : model->parameters()) allocate_parameter(*p);
   initialize_parameters(model->parameters(), options_.seed);
   network_ = std::make_unique<GroupNetwork>(std::move(model), groups, options_.seed);
   for (int r = 0; r < network_->ranks(); ++r) optimizers_.push_back(make_optimizer(options_.optimizer));
@@ -82,6 +96,7 @@ NeuronGroupTrainer::NeuronGroupTrainer(std::shared_ptr<Model> model, const Train
 NeuronGroupTrainer::~NeuronGroupTrainer() = default;
 
 Model& NeuronGroupTrainer::model() const {
+  // In processes the other ranks' parts are current only after a drain or an evaluation.
   if (!written_back_) {
     network_->write_back();
     written_back_ = true;
@@ -185,60 +200,90 @@ void NeuronGroupTrainer::train_micro_batch(int rank, int64_t e, comm::Transport&
   }
 }
 
+void NeuronGroupTrainer::run_rank(int rank, int64_t begin, int64_t end, comm::World& world, RankRun& out) {
+  try {
+    cpu::set_blas_threads_for_this_thread(options_.blas_threads);
+    const int64_t lag = network_->part(rank).stage;
+    const int64_t from = std::max<int64_t>(0, begin - lag);
+    const int64_t to = begin == end ? end : end - lag;  // a drain trains every stage up to the end
+    for (int64_t e = from; e < to; ++e) train_micro_batch(rank, e, world.endpoint(), out);
+  } catch (...) {
+    out.error = std::current_exception();
+    std::string why = "unknown error";
+    try {
+      throw;
+    } catch (const std::exception& ex) {
+      why = ex.what();
+    } catch (...) {
+    }
+    world.abort(why);  // the others' waits end (kCancelled naming this rank) instead of timing out
+  }
+}
+
+void NeuronGroupTrainer::add_traffic(const GroupTraffic& t) {
+  traffic_.stage_outputs += t.stage_outputs;
+  traffic_.group_outputs += t.group_outputs;
+  traffic_.logits += t.logits;
+  traffic_.messages += t.messages;
+}
+
 std::vector<float> NeuronGroupTrainer::run(int64_t begin, int64_t end) {
   const int R = network_->ranks();
   const bool draining = begin == end;
-  std::vector<RankRun> runs(static_cast<size_t>(R));
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(R));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < R; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        cpu::set_blas_threads_for_this_thread(options_.blas_threads);
-        const int64_t lag = network_->part(r).stage;
-        const int64_t from = std::max<int64_t>(0, begin - lag);
-        const int64_t to = draining ? end : end - lag;
-        for (int64_t e = from; e < to; ++e)
-          train_micro_batch(r, e, world_.member(r).endpoint(), runs[static_cast<size_t>(r)]);
-      } catch (...) {
-        errors[static_cast<size_t>(r)] = std::current_exception();
-        std::string why = "unknown error";
-        try {
-          throw;
-        } catch (const std::exception& ex) {
-          why = ex.what();
-        } catch (...) {
-        }
-        world_.member(r).abort(why);
-      }
-    });
+  written_back_ = false;
+  gathered_ = false;
+  if (processes_) {
+    // One rank per process: this one's, on this thread.
+    comm::World& world = *processes_;
+    RankRun mine;
+    run_rank(world.rank(), begin, end, world, mine);
+    if (mine.error) std::rethrow_exception(mine.error);
+    if (!draining) {
+      traffic_ = GroupTraffic();
+      const std::vector<int64_t> all = comm::all_gather_int64s(
+          world, {mine.traffic.stage_outputs, mine.traffic.group_outputs, mine.traffic.logits, mine.traffic.messages},
+          kTimeoutSeconds);
+      for (size_t at = 0; at < all.size(); at += 4) add_traffic({all[at], all[at + 1], all[at + 2], all[at + 3]});
+    }
+    // The last rank's losses, on every process.
+    int64_t count = static_cast<int64_t>(mine.losses.size());
+    world.broadcast(&count, sizeof(count), R - 1, kTimeoutSeconds);
+    mine.losses.resize(static_cast<size_t>(count));
+    if (count > 0) world.broadcast(mine.losses.data(), mine.losses.size() * sizeof(float), R - 1, kTimeoutSeconds);
+    return mine.losses;
   }
+  std::vector<RankRun> runs(static_cast<size_t>(R));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < R; ++r)
+    threads.emplace_back([&, r] { run_rank(r, begin, end, threads_->member(r), runs[static_cast<size_t>(r)]); });
   for (auto& t : threads) t.join();
   if (!draining) {
     traffic_ = GroupTraffic();
-    for (const RankRun& run : runs) {
-      traffic_.stage_outputs += run.traffic.stage_outputs;
-      traffic_.group_outputs += run.traffic.group_outputs;
-      traffic_.logits += run.traffic.logits;
-      traffic_.messages += run.traffic.messages;
-    }
+    for (const RankRun& run : runs) add_traffic(run.traffic);
   }
-  // The first failure (the others were cancelled by it) goes to the caller.
+  // The rank that failed first (the others were cancelled by it) goes to the caller.
+  const std::string cause = threads_->abort_cause();
+  std::exception_ptr first;
   for (int r = 0; r < R; ++r) {
-    if (!errors[static_cast<size_t>(r)]) continue;
-    std::exception_ptr first = errors[static_cast<size_t>(r)];
-    const std::string cause = world_.abort_cause();
-    world_.reset();
-    if (!cause.empty() && cause.rfind("rank " + std::to_string(r) + " ", 0) != 0) {
-      // Report the rank that failed first, not the first one cancelled.
-      for (int q = 0; q < R; ++q)
-        if (errors[static_cast<size_t>(q)] && cause.rfind("rank " + std::to_string(q) + " ", 0) == 0)
-          first = errors[static_cast<size_t>(q)];
-    }
+    const std::exception_ptr& e = runs[static_cast<size_t>(r)].error;
+    if (e && (!first || cause.rfind("rank " + std::to_string(r) + " ", 0) == 0)) first = e;
+  }
+  if (first) {
+    threads_->reset();
     std::rethrow_exception(first);
   }
-  written_back_ = false;
+  gathered_ = true;  // every rank's parameters are in this process
   return runs.back().losses;
+}
+
+void NeuronGroupTrainer::gather_parameters() {
+  if (gathered_) return;
+  // Every rank's parameters from the process that trained them, in rank order (a collective).
+  for (int r = 0; r < network_->ranks(); ++r)
+    for (Parameter* p : network_->part(r).parameters)
+      processes_->broadcast(p->value.f32(), p->value.nbytes(), r, kTimeoutSeconds);
+  gathered_ = true;
+  written_back_ = false;
 }
 
 StepResult NeuronGroupTrainer::finish_step(const std::vector<Batch>& micro, const std::vector<float>& losses,
@@ -295,16 +340,19 @@ StepResult NeuronGroupTrainer::step(DataSource& source) {
 }
 
 void NeuronGroupTrainer::drain() {
-  if (trained_ == 0) return;
-  run(trained_, trained_);
-  // Nothing is in flight any more: the next step starts from an empty pipeline.
-  previous_.clear();
-  current_.clear();
-  trained_ = 0;
+  if (trained_ > 0) {
+    run(trained_, trained_);
+    // Nothing is in flight any more: the next step starts from an empty pipeline.
+    previous_.clear();
+    current_.clear();
+    trained_ = 0;
+  }
+  if (processes_) gather_parameters();
 }
 
 EvalResult NeuronGroupTrainer::evaluate(DataSource& source, int micro_batches) {
   PF_CHECK_ARG(micro_batches >= 1, "evaluate: micro_batches must be >= 1, got ", micro_batches);
+  if (processes_) gather_parameters();
   Model& whole = model();
   const std::vector<Batch> micro = pull_micro_batches(whole, source, micro_batches);
   cpu::set_blas_threads_for_this_thread(options_.blas_threads);

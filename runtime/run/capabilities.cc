@@ -381,12 +381,6 @@ void add_neuron_group_rules(std::vector<Capability>& t) {
                "this model takes tokens";
       }));
   t.push_back(rule(
-      "neuron-groups-placement", T, {"neuron_groups", "world", "devices"}, "neuron groups in processes or on GPUs", later,
-      [](const Facts& f) { return grouped(f) && f.placement != RankPlacement::kThreads; },
-      [](const Facts&, const Names& n) {
-        return n("neuron_groups") + " runs its ranks as CPU threads of one process only yet";
-      }));
-  t.push_back(rule(
       "neuron-groups-slow-rank", T, {"neuron_groups", "slow_rank", "slow_factor"}, "a slowed rank with neuron groups", bad,
       [](const Facts& f) { return grouped(f) && f.slow_factor != 1.0; },
       [](const Facts&, const Names& n) {

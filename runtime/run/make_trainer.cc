@@ -19,7 +19,8 @@ class GroupTrainer : public groups::NeuronGroupTrainer {
  public:
   GroupTrainer(std::shared_ptr<Model> model, TrainingConfig config, const groups::NeuronGroupOptions& options,
                int update_every)
-      : NeuronGroupTrainer(std::move(model), config.base, options, update_every), config_(std::move(config)) {}
+      : NeuronGroupTrainer(std::move(model), config.base, options, update_every, config.world),
+        config_(std::move(config)) {}
   const TrainingConfig& config() const { return config_; }
 
  private:

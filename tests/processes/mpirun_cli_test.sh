@@ -204,4 +204,22 @@ grep -q "training diverged at step 3: parameter 'fc0.weight' has an infinity at 
 [[ "$(ls "$work/series")" == "$(printf 'step-00000001\nstep-00000002')" ]] ||
   fail "the checkpoint folder holds $(ls "$work/series")"
 
+# 9. Neuron groups, one process per rank: ppll's first stage split into 2 width groups with the
+#    diversity term (3 processes over loopback TCP) ends with the threads' checksum, losses,
+#    evaluations and bytes crossing ranks.
+groups=(train --model mlp --layers 4 --hidden 16 --features 12 --classes 5 --steps 8 --batch-size 16 --microbatches 4
+        --schedule ppll --stages 2 --neuron-groups 2 --group-diversity 0.5 --eval-every 4 --json --quiet)
+"$pipeforge" "${groups[@]}" >"$work/groups_threads.json" || fail "neuron groups on threads"
+run_mpi 3 tcp "$pipeforge" "${groups[@]}" >"$work/groups_processes.json" 2>"$work/groups.err" ||
+  { cat "$work/groups.err"; fail "mpirun -np 3 neuron groups"; }
+python3 - "$work/groups_threads.json" "$work/groups_processes.json" <<'PY' || fail "neuron groups: processes differ from threads"
+import json, sys
+threads, processes = (json.load(open(p)) for p in sys.argv[1:])
+print("neuron groups, threads:", threads["param_checksum"], "3 processes:", processes["param_checksum"])
+assert processes["processes"] == 3 and processes["neuron_groups"]["ranks"] == 3, processes["neuron_groups"]
+for key in ("param_checksum", "losses", "evaluations"):
+    assert threads[key] == processes[key], (key, threads[key], processes[key])
+assert threads["neuron_groups"]["last_step_bytes"] == processes["neuron_groups"]["last_step_bytes"]
+PY
+
 finish "mpirun CLI"

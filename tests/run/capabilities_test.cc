@@ -153,15 +153,15 @@ TEST(Capabilities, EachChangeIsRefusedByItsRuleNamingTheOptions) {
          f.token_model = true;
        },
        Operation::kTrain, ErrorCode::kUnimplemented, {"feature models (MLPs) only"}},
-      {"neuron groups in processes",
+      {"neuron groups on a GPU (as ppll alone)",
        [](CapabilityFacts& f) {
          f.schedule = "ppll";
          f.traits = sched::schedule_traits("ppll");
          f.neuron_groups = 2;
          f.token_model = false;
-         f.placement = RankPlacement::kProcesses;
+         f.placement = RankPlacement::kGpu;
        },
-       Operation::kTrain, ErrorCode::kUnimplemented, {"CPU threads of one process"}},
+       Operation::kTrain, ErrorCode::kUnimplemented, {"'ppll' on CUDA devices is not supported yet"}},
       {"neuron groups with a slowed rank",
        [](CapabilityFacts& f) {
          f.schedule = "ppll";

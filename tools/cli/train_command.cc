@@ -267,7 +267,8 @@ int prepare_run(const TrainArgs& a, TrainRun& run) {
     TrainingConfig config = training_config_of(a);
     if (world) {
       check_process_args(a, *world);
-      const int ranks = config.schedule_text.empty() ? a.stages : sched::parse_schedule(config.schedule_text).num_ranks();
+      int ranks = config.schedule_text.empty() ? a.stages : sched::parse_schedule(config.schedule_text).num_ranks();
+      if (a.neuron_groups > 1) ranks = (a.stages - 1) * a.neuron_groups + 1;  // a rank per group, and the last stage
       run.grid = mpi_backend().process_grid(*run.launch, a.data_parallel, ranks);
       config.world = run.grid.pipeline;
       config.data_parallel_world = run.grid.data_parallel;
