@@ -223,14 +223,13 @@ void print_neuron_group_summary(const TrainReport& r) {
   const groups::GroupTraffic& traffic = r.groups->last_traffic();
   std::vector<int> layers;
   for (const auto& [begin, end] : net.ranges()) layers.push_back(end - begin);
-  std::printf("%s with neuron groups on %d ranks (%s): %d stages of %s top-level layers, each but the last split "
-              "into %d width groups with their own %s heads\n",
-              r.args.schedule.c_str(), net.ranks(), r.groups->processes() ? "one process each" : "threads of one process",
-              net.stages(), join_numbers(layers).c_str(), net.groups(), net.options().head.c_str());
-  std::printf("forward values only cross ranks (last step): %.1f kB of stage outputs, %.1f kB between groups, %.1f kB "
-              "of logits%s; no gradient\n",
-              traffic.stage_outputs / 1e3, traffic.group_outputs / 1e3, traffic.logits / 1e3,
-              net.options().diversity_weight > 0 ? " (the diversity term)" : "");
+  std::printf("%s with neuron groups on %d ranks (%s): %d stages of %s top-level layers\n", r.args.schedule.c_str(),
+              net.ranks(), r.groups->processes() ? "one process each" : "threads of one process", net.stages(),
+              join_numbers(layers).c_str());
+  std::printf("every stage but the last: %d width groups with their own %s heads; no gradient crosses ranks\n",
+              net.groups(), net.options().head.c_str());
+  std::printf("across ranks in the last step: %.1f kB of stage outputs, %.1f kB between groups, %.1f kB of logits\n",
+              traffic.stage_outputs / 1e3, traffic.group_outputs / 1e3, traffic.logits / 1e3);
 }
 
 }  // namespace
