@@ -993,6 +993,28 @@ class FillJobTest(unittest.TestCase):
         self.assertEqual({m["hidden"] for m in report["models"]}, {4, 8})
 
 
+class NeuronGroupsTest(unittest.TestCase):
+    """Local learning with neuron groups (0.15) through config={"neuron_groups": G}: deterministic,
+    another network than ppll's depth stages alone, refused naming the key when a width does not
+    split."""
+
+    def run_steps(self, config):
+        model = pipeforge.Model.mlp(input_dim=FEATURES, hidden=[32, 32, 32], classes=CLASSES)
+        with pipeforge.Trainer(model, micro_batches=4, seed=5, lr=0.01, schedule="ppll", ranks=2,
+                               config=config) as trainer:
+            losses = [bits(trainer.step(*batch(s)).loss) for s in range(4)]
+            trainer.drain()
+            return losses
+
+    def test_width_groups_train_deterministically(self):
+        groups = {"neuron_groups": 2, "group_diversity": 0.5}
+        first, again, depth_only = self.run_steps(groups), self.run_steps(groups), self.run_steps({})
+        self.assertEqual(first, again)
+        self.assertNotEqual(first[1:], depth_only[1:])
+        with self.assertRaisesRegex(pipeforge.InvalidArgumentError, "neuron_groups 3: layer 0 'fc0' has 32 outputs"):
+            self.run_steps({"neuron_groups": 3})
+
+
 class TrainingLoopTest(unittest.TestCase):
     """The training loop (C API 0.5): learning-rate schedules, evaluation, built-in data, run() with
     checkpoints and a metrics log, resumed from its folder bitwise, the partitions."""
