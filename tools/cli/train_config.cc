@@ -105,7 +105,8 @@ const std::vector<Field>& fields() {
       {"data.held_out", "--held-out", Type::kNumber, [](const TrainArgs& a) { return or_null(a.held_out < 0, a.held_out); }},
       {"trainer.steps", "--steps", Type::kInteger, [](const TrainArgs& a) { return json(a.steps); }},
       {"trainer.batch_size", "--batch-size", Type::kInteger, [](const TrainArgs& a) { return json(a.batch_size); }},
-      {"trainer.micro_batches", "--micro-batches", Type::kInteger, [](const TrainArgs& a) { return json(a.micro_batches); }},
+      {"trainer.micro_batches", "--micro-batches", Type::kInteger,
+       [](const TrainArgs& a) { return or_null(a.micro_batches <= 0, a.micro_batches); }},  // 0: not given
       {"trainer.seed", "--seed", Type::kInteger, [](const TrainArgs& a) { return json(a.seed); }},
       {"trainer.optimizer", "--optimizer", Type::kString, [](const TrainArgs& a) { return json(a.optimizer); }},
       {"trainer.lr", "--lr", Type::kNumber, [](const TrainArgs& a) { return or_null(a.lr <= 0, a.lr); }},
