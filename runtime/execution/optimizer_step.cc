@@ -27,6 +27,9 @@ OptimizerStep::OptimizerStep(const PipelinePlan& plan, const ModelStages& stages
     copy_optimizer_ = make_optimizer(c.base.optimizer);
     initialize_parameters(ownership.local_copies(), c.base.seed);
   }
+  // Overlapping steps: the ranks' squared norms of a step are written while the main thread may
+  // commit another, so the vector is sized once (threads: every parameter is local, in model order).
+  if (c.overlap_steps && plan.placement == RankPlacement::kThreads) squared_norms_.assign(ownership.local().size(), 0.0);
   if (c.base.replicas > 1)
     reducer_ = std::make_unique<GradientReducer>(c.data_parallel_world, parse_gradient_reduction(c.gradient_reduction),
                                                  c.recv_timeout_seconds);
@@ -46,12 +49,13 @@ void OptimizerStep::begin_step(const Model& model) {
     sync_copy(model);
     copy_stale_ = false;
   }
-  if (on_workers() && plan_->config.base.optimizer.clip_norm > 0.0f)
+  if (on_workers() && !plan_->config.overlap_steps && plan_->config.base.optimizer.clip_norm > 0.0f)
     squared_norms_.assign(model.parameters().size(), 0.0);
 }
 
 void OptimizerStep::after_rank_actions(int rank, RankStats& stats) {
-  if (!on_workers() || plan_->config.base.optimizer.clip_norm <= 0.0f) return;
+  const bool on_ranks = on_workers() || (plan_->config.overlap_steps && plan_->placement == RankPlacement::kThreads);
+  if (!on_ranks || plan_->config.base.optimizer.clip_norm <= 0.0f) return;
   const auto start = clock_type::now();
   const auto& params = ownership_->of_rank(rank);
   const auto& index = ownership_->model_index_of_rank(rank);
@@ -128,6 +132,29 @@ std::exception_ptr OptimizerStep::apply(
     if (copy_optimizer_) copy_optimizer_->update_parameters(copies);
     outputs[static_cast<size_t>(rank)].stats.optimizer_us += micros_since(start);
   });
+}
+
+void OptimizerStep::begin_overlapped_update(double lr) {
+  optimizer_->set_lr(static_cast<float>(lr));
+  optimizer_->begin_step(ownership_->local());
+}
+
+double OptimizerStep::overlapped_norm(const Model& model, float* scale) {
+  const float clip = plan_->config.base.optimizer.clip_norm;
+  double norm = 0.0;
+  if (clip > 0.0f)
+    norm = plan_->placement == RankPlacement::kProcesses ? gathered_norm(model) : global_norm(squared_norms_);
+  *scale = clip_scale(norm, clip);
+  return norm;
+}
+
+void OptimizerStep::update_rank(int rank, float scale, RankStats& stats) {
+  const auto start = clock_type::now();
+  const auto& params = ownership_->of_rank(rank);
+  if (scale != 1.0f) scale_gradients(params, scale);
+  optimizer_->update_parameters(params);
+  for (Parameter* p : params) p->grad.fill(0.0f);
+  stats.optimizer_us += micros_since(start);
 }
 
 void OptimizerStep::sync_copy(const Model& model) {

@@ -50,6 +50,18 @@ class OptimizerStep {
                            const std::function<std::exception_ptr(const std::function<void(int)>&)>& run_on_workers,
                            std::vector<RankExecutor::StepOutput>& outputs);
 
+  // Overlapping steps (step_overlap.h): the update runs on each rank's worker when the step is
+  // committed, in every placement of CPU ranks. The main thread, before any rank updates for the
+  // step: the learning rate and the optimizer's step count and state slots.
+  void begin_overlapped_update(double lr);
+  // The gradient norm of the committed step before clipping (0 with clipping off), once every
+  // local rank's gradients are final and before any updates: threads from the squared norms the
+  // ranks left (after_rank_actions); processes a collective. `scale`: what clipping multiplies by.
+  double overlapped_norm(const Model& model, float* scale);
+  // Worker `rank`: scales its gradients by `scale`, applies the update, and zeroes its gradients
+  // for the next step.
+  void update_rank(int rank, float scale, RankStats& stats);
+
  private:
   void sync_copy(const Model& model);  // the second copy and its optimizer state <- the first's
   double gathered_norm(const Model& model);  // per process: every parameter's squared norm from its owner

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "runtime/core/error.h"
+#include "runtime/core/log.h"
 #include "runtime/schedules/forward_only.h"
 #include "runtime/train/micro_batches.h"
 
@@ -47,9 +48,25 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, PipelinePlan plan
   pool_ = std::make_unique<WorkerPool>(
       local_ranks(plan_, ownership_), plan_.config.cpu_affinity, plan_.config.base.blas_threads,
       [this](int rank, std::exception_ptr error) { group_->rank_failed(rank, describe_exception(error)); });
+  if (plan_.config.overlap_steps) {
+    // Each rank steps its own parameters: one shared by several ranks (updated once, after all of
+    // their gradients) cannot be.
+    if (plan_.optimizer_mode == OptimizerMode::kMainThread && plan_.config.rank_optimizer)
+      fail(ErrorCode::kUnimplemented,
+             "overlap_steps: this model shares parameters between ranks, which one rank cannot update by itself; "
+             "not supported yet");
+    overlap_ = std::make_unique<StepOverlap>(static_cast<int>(local_ranks(plan_, ownership_).size()),
+                                             [this] { return group_->cancelled(); });
+  }
 }
 
-PipelineTrainer::~PipelineTrainer() = default;
+PipelineTrainer::~PipelineTrainer() {
+  try {
+    settle(false);  // the workers leave a run begun ahead before the parts they use go
+  } catch (const std::exception& e) {
+    log(LogLevel::kWarning, std::string("pipeline trainer: ending overlapped steps: ") + e.what());
+  }
+}
 
 PipelineParts PipelineTrainer::parts() const {
   return PipelineParts{model_, stages_, ownership_, *devices_, *group_, memory_, optimizer_, async_};
@@ -77,10 +94,12 @@ void PipelineTrainer::set_recv_timeout_seconds(double seconds) {
 }
 
 void PipelineTrainer::plan_activation_memory(const Batch& micro_batch) {
+  settle();
   memory_.plan(*model_, stages_, *devices_, micro_batch);
 }
 
 void PipelineTrainer::restore_progress(int64_t step, int64_t data_position) {
+  settle();
   report_.metrics().step = step;
   report_.metrics().data_position = data_position;
   optimizer_.optimizer().set_steps_taken(step);
@@ -120,10 +139,12 @@ void PipelineTrainer::fail_step(std::exception_ptr error) {
 }
 
 StepResult PipelineTrainer::step(const Batch& batch) {
+  settle();
   return run_step(split_into_micro_batches(*model_, batch, plan_.config.base.step_micro_batches()));
 }
 
 StepResult PipelineTrainer::step(DataSource& source) {
+  if (overlaps() && (expected_steps_ > 1 || overlap_->in_flight() > 0)) return overlapped_step(source);
   const StepResult r = step_on_source(*model_, source, plan_.config.base.step_micro_batches(),
                                       [&](const std::vector<Batch>& micro) { return run_step(micro); });
   report_.metrics().data_position = source.position();
@@ -131,6 +152,7 @@ StepResult PipelineTrainer::step(DataSource& source) {
 }
 
 void PipelineTrainer::drain() {
+  settle();
   if (!async_.windowed() || async_.pipeline_empty()) return;
   async_.check_usable();
   const std::vector<Batch> none;
@@ -149,6 +171,7 @@ void PipelineTrainer::drain() {
 
 EvalResult PipelineTrainer::evaluate(DataSource& source, int micro_batches) {
   PF_CHECK_ARG(micro_batches >= 1, "evaluate: micro_batches must be >= 1, got ", micro_batches);
+  settle();
   check_capabilities(capability_facts(*model_, plan_.config, &plan_.schedule), Operation::kEvaluate);
   // Two pipelines: the first copy of the model evaluates.
   const sched::Schedule& s = schedule();

@@ -24,6 +24,7 @@
 #include "runtime/execution/parameter_ownership.h"
 #include "runtime/execution/rank_devices.h"
 #include "runtime/execution/rank_executor.h"
+#include "runtime/execution/step_overlap.h"
 #include "runtime/execution/step_report.h"
 #include "runtime/execution/worker_pool.h"
 #include "runtime/run/resolve.h"
@@ -92,6 +93,11 @@ class PipelineTrainer : public Trainer {
   // Windowed schedules: runs the backwards and updates still in flight, so that every stage has
   // applied every micro-batch it was given (a no-op otherwise). last_stats() describes the drain.
   void drain() override;
+  // Overlapping steps (overlap_steps): how many step(source) calls follow back to back.
+  void expect_steps(int64_t steps) override;
+  // Overlapping steps: how many times a rank of this process began a step while an earlier one
+  // was still unfinished on another rank (0 without overlap_steps).
+  int64_t steps_begun_early() const { return overlap_ ? overlap_->begun_early() : 0; }
   // SHA-256 of every parameter in model order; with a world a collective call.
   std::string parameter_checksum() const;
   // Changes the receive timeout for later steps (> 0).
@@ -113,6 +119,16 @@ class PipelineTrainer : public Trainer {
   void worker_step(int rank, Step& step);
   double finish_loss(const std::vector<float>& losses, int64_t window, int units) const;
   [[noreturn]] void fail_step(std::exception_ptr error);
+  // Overlapping steps (pipeline_trainer_overlap.cc).
+  bool overlaps() const { return overlap_ != nullptr; }
+  StepResult overlapped_step(DataSource& source);
+  std::unique_ptr<StepOverlap::Step> pull_overlapped_step(DataSource& source, int64_t number);
+  void overlapped_worker(int rank, int64_t first);
+  // Ends a run of overlapped steps: a step begun ahead is abandoned and, with `rewind`, its
+  // micro-batches go back to the source; a failure is rethrown.
+  void settle(bool rewind = true);
+  // A run stopped by a failure: every wait ends, the source goes back to the failed step's start.
+  [[noreturn]] void fail_overlapped_run();
 
   PipelinePlan plan_;
   std::shared_ptr<Model> model_;
@@ -126,6 +142,10 @@ class PipelineTrainer : public Trainer {
   AsyncState async_;
   StepReport report_;
   std::unique_ptr<WorkerPool> pool_;
+  std::unique_ptr<StepOverlap> overlap_;  // overlap_steps: the steps in flight
+  int64_t expected_steps_ = 0;            // expect_steps()
+  DataSource* overlap_source_ = nullptr;  // where the steps in flight came from
+  std::string unusable_;                  // why no step can run after a failed overlapped one
 };
 
 // rank_setup.cc: the rank group a plan's ranks use (threads, processes, or CUDA devices with NCCL

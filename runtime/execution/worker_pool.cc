@@ -36,17 +36,29 @@ WorkerPool::~WorkerPool() {
 }
 
 std::exception_ptr WorkerPool::run(const std::function<void(int rank)>& job) {
+  start(job);
+  return wait();
+}
+
+void WorkerPool::start(std::function<void(int rank)> job) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    job_ = &job;
+    started_job_ = std::move(job);
+    job_ = &started_job_;
     error_ = nullptr;
     running_ = static_cast<int>(threads_.size());
     generation_ += 1;
+    started_ = true;
   }
   start_cv_.notify_all();
+}
+
+std::exception_ptr WorkerPool::wait() {
   std::unique_lock<std::mutex> lock(mutex_);
   done_cv_.wait(lock, [&] { return running_ == 0; });
   job_ = nullptr;
+  started_job_ = nullptr;
+  started_ = false;
   std::exception_ptr error = error_;
   error_ = nullptr;
   return error;

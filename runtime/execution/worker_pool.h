@@ -26,6 +26,12 @@ class WorkerPool {
   // Runs job(rank) on every worker and waits for all of them; returns the first failure (the root
   // cause; later ones are usually the other ranks being cancelled), or null.
   std::exception_ptr run(const std::function<void(int rank)>& job);
+  // run() in two halves: start() hands job(rank) to every worker and returns at once (the job is
+  // copied and kept until wait()); wait() waits for them all and returns the first failure. One
+  // job at a time.
+  void start(std::function<void(int rank)> job);
+  std::exception_ptr wait();
+  bool started() const { return started_; }
 
  private:
   void main(int rank);
@@ -40,6 +46,8 @@ class WorkerPool {
   int running_ = 0;
   bool shutdown_ = false;
   const std::function<void(int)>* job_ = nullptr;
+  std::function<void(int)> started_job_;  // start()'s
+  bool started_ = false;
   std::exception_ptr error_;
 };
 

@@ -389,6 +389,69 @@ void add_neuron_group_rules(std::vector<Capability>& t) {
       }));
 }
 
+// Overlapping steps (TrainingConfig::overlap_steps): what ends a step on every rank together.
+bool overlapped(const Facts& f) { return f.overlap_steps && f.pipelined; }
+void add_overlap_rules(std::vector<Capability>& t) {
+  t.push_back(rule(
+      "overlap-sequential", T, {"overlap_steps", "schedule"}, "overlapping steps without a schedule", bad,
+      [](const Facts& f) { return f.overlap_steps && !f.pipelined; },
+      [](const Facts&, const Names& n) {
+        return n("overlap_steps") + " overlaps the consecutive steps of a pipeline schedule; no " + n("schedule") +
+               " is set";
+      }));
+  t.push_back(rule(
+      "overlap-windowed", T, {"overlap_steps", "schedule"}, "overlapping steps of a schedule that never flushes", bad,
+      [](const Facts& f) { return overlapped(f) && f.traits.windowed(); },
+      [](const Facts& f, const Names& n) {
+        return n("overlap_steps") + " applies to synchronous schedules: " + family(f) +
+               " never flushes, so its steps overlap already";
+      }));
+  t.push_back(rule(
+      "overlap-replicas", T, {"overlap_steps", "replicas"}, "overlapping steps with data parallelism", later,
+      [](const Facts& f) { return overlapped(f) && f.replicas > 1; },
+      [](const Facts& f, const Names& n) {
+        return n("overlap_steps") + " with " + n("replicas") + " " + std::to_string(f.replicas) +
+               ": the replicas reduce each step's gradients before any rank updates, which ends the step on every "
+               "rank together; not supported yet";
+      }));
+  t.push_back(rule(
+      "overlap-policy", T, {"overlap_steps", "activation_policy"}, "overlapping steps with an activation policy", later,
+      [](const Facts& f) { return overlapped(f) && f.policy != ActivationPolicy::kNone; },
+      [](const Facts& f, const Names& n) {
+        return n("overlap_steps") + " with " + n("activation_policy") + " '" + policy_name(f) +
+               "': the activation stores and their copy lane are emptied and checked at the end of every step, on "
+               "every rank together; not supported yet (use none)";
+      }));
+  t.push_back(rule(
+      "overlap-gpu", T, {"overlap_steps", "devices"}, "overlapping steps on CUDA devices", later,
+      [](const Facts& f) { return overlapped(f) && f.cuda_devices > 0; },
+      [](const Facts& f, const Names& n) {
+        return n("overlap_steps") + " runs CPU ranks only yet; " + n("devices") + " names " + f.first_cuda_device;
+      }));
+  t.push_back(rule(
+      "overlap-fill", T, {"overlap_steps", "fill"}, "overlapping steps with bubble filling", later,
+      [](const Facts& f) { return overlapped(f) && f.fill; },
+      [](const Facts&, const Names& n) {
+        return n("overlap_steps") + " with a fill job (" + n("fill") +
+               "): filling plans each step's bubbles from the last step's timeline, whose bubbles overlapping "
+               "closes; not supported yet";
+      }));
+  t.push_back(rule(
+      "overlap-adapt", T, {"overlap_steps", "adapt"}, "overlapping steps with adaptation", later,
+      [](const Facts& f) { return overlapped(f) && f.adapt; },
+      [](const Facts&, const Names& n) {
+        return n("overlap_steps") + " with " + n("adapt") +
+               ": adaptation moves the pipeline between steps through a checkpoint; not supported yet";
+      }));
+  t.push_back(rule(
+      "overlap-two-pipelines", T, {"overlap_steps", "schedule"}, "overlapping steps of two pipelines", later,
+      [](const Facts& f) { return overlapped(f) && f.pipelines > 1; },
+      [](const Facts& f, const Names& n) {
+        return n("overlap_steps") + " with " + family(f) +
+               ": the two copies of the model update together after every step; not supported yet";
+      }));
+}
+
 // Placement.
 void add_placement_rules(std::vector<Capability>& t) {
   t.push_back(rule(
@@ -491,6 +554,7 @@ std::vector<Capability> make_table() {
   add_data_parallelism_rules(t);
   add_windowed_rules(t);
   add_neuron_group_rules(t);
+  add_overlap_rules(t);
   add_placement_rules(t);
   add_two_pipeline_rules(t);
   add_operation_rules(t);

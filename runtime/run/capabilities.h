@@ -62,6 +62,7 @@ struct CapabilityFacts {
   bool adapt = false;
   double slow_factor = 1.0;
   bool fill = false;                    // a fill job: bubble_fill or fill set
+  bool overlap_steps = false;
 };
 
 // How a front-end spells an option: key is the TrainingConfig field ("replicas", "seq_slices",

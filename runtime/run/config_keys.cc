@@ -168,6 +168,8 @@ std::vector<ConfigKey> make_keys() {
           float_field([](C& c) -> float& { return c.group_diversity; })),
       key("group_diversity_temperature", "float", "neuron groups: the diversity term's softmax temperature",
           float_field([](C& c) -> float& { return c.group_diversity_temperature; })),
+      key("overlap_steps", "bool", "synchronous schedules: a rank starts the next step once its own part is done",
+          bool_field([](C& c) -> bool& { return c.overlap_steps; })),
       // ---- Adaptation.
       key("adapt", "bool", "re-partition live when a rank turns fail-slow",
           bool_field([](C& c) -> bool& { return c.adaptation.enabled; })),

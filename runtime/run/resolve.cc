@@ -222,6 +222,7 @@ CapabilityFacts capability_facts(const Model& model, const TrainingConfig& c, co
   f.adapt = c.adaptation.enabled;
   f.slow_factor = c.slow_factor;
   f.fill = c.bubble_fill || !c.fill.empty();
+  f.overlap_steps = c.overlap_steps;
   return f;
 }
 

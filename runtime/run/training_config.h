@@ -117,6 +117,12 @@ struct TrainingConfig {
   // parameters (docs/EXECUTION.md, "The optimizer on the ranks"); false: the main thread steps
   // them all (the baseline bench/pipeline:rank_optimizer measures).
   bool rank_optimizer = true;
+  // Overlapping steps (docs/EXECUTION.md, "Overlapping steps"): a synchronous schedule on CPU ranks
+  // starts the next step's work on a rank as soon as the rank's own part of this step and its
+  // update are done, while later ranks finish their tails, when the caller said more steps follow
+  // (Trainer::expect_steps; the training loop says so). Results stay bitwise those without it.
+  // Refused where a step must end on every rank together (the capability table).
+  bool overlap_steps = false;
   // Bubble filling (PipeFill, docs/PLANNING.md "Filling the bubbles"): synchronous schedules, ranks
   // as CPU threads. From the second step on each rank calls bubble_fill(rank, seconds) where the
   // last step's timeline had it waiting, with bubble_fill_safety times that wait. `fill` names a

@@ -1,5 +1,6 @@
 #include "runtime/run/training_loop.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <sstream>
@@ -8,6 +9,7 @@
 #include "runtime/checkpoint/sharded_checkpoint.h"
 #include "runtime/comm/world.h"
 #include "runtime/core/error.h"
+#include "runtime/core/log.h"
 #include "runtime/run/checkpoint_series.h"
 #include "runtime/run/metrics_log.h"
 
@@ -68,6 +70,15 @@ std::string divergence_of(const Trainer& trainer, const StepResult& result) {
   return "";
 }
 
+// How many steps from step `done` + 1 on run back to back: up to and including the next one that
+// evaluates or saves a checkpoint, at most `left`.
+int64_t back_to_back_steps(int64_t done, int64_t left, const TrainingLoopOptions& o) {
+  int64_t n = left;
+  for (int64_t every : {o.eval_every, o.checkpoint_every})
+    if (every > 0) n = std::min(n, every - done % every);
+  return std::max<int64_t>(n, 1);
+}
+
 }  // namespace
 
 StepReport run_training(Trainer& trainer, DataSource& train, DataSource* held_out, const TrainingLoopOptions& o,
@@ -84,13 +95,32 @@ StepReport run_training(Trainer& trainer, DataSource& train, DataSource* held_ou
 
   StepReport report;
   report.step = first_step;
+  // Back-to-back steps up to the next evaluation, checkpoint or the end (a trainer that overlaps
+  // steps begins the next one early within them); a loop that stops early settles the trainer.
+  struct Settle {
+    Trainer& t;
+    ~Settle() {
+      try {
+        t.expect_steps(0);
+      } catch (const std::exception& e) {
+        pf::log(LogLevel::kWarning, std::string("training loop: settling the trainer: ") + e.what());
+      }
+    }
+  } settle{trainer};
+  int64_t expected = 0;  // steps of the current back-to-back run still to call
   for (int64_t i = 1; i <= o.steps; ++i) {
+    if (expected == 0) {
+      expected = back_to_back_steps(first_step + i - 1, o.steps - i + 1, o);
+      trainer.expect_steps(expected);
+    }
+    --expected;
     report = StepReport();
     report.result = trainer.step(train);
     report.step = trainer.metrics().step;
     report.divergence = divergence_of(trainer, report.result);
     report.stopped = i < o.steps && o.should_stop && o.should_stop(report);
     const bool last = i == o.steps;
+    if (report.stopped) trainer.expect_steps(0);  // the checkpoint below sees no step begun ahead
     const bool finite = report.divergence.empty();
     if (finite && !report.stopped && o.eval_every > 0 && (report.step % o.eval_every == 0 || last)) {
       held_out->seek(0);

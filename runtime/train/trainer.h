@@ -114,6 +114,13 @@ class Trainer {
   // steps: asynchronous and local learning), so the parameters hold every micro-batch given; a
   // no-op for the others.
   virtual void drain() {}
+  // The next `steps` calls are step(source) on the same source, back to back, with nothing else in
+  // between (the training loop says so up to its next evaluation, checkpoint or end). A trainer
+  // that overlaps steps (TrainingConfig::overlap_steps) may then begin the next step's work while
+  // this one ends; the source must outlive those calls. `steps` <= 1 settles: a step begun ahead is
+  // abandoned (nothing it did is kept; its micro-batches go back to the source). Other calls
+  // settle by themselves. The default ignores it.
+  virtual void expect_steps(int64_t steps) { (void)steps; }
   // Where the parameters live (a wrapper such as the adaptive trainer answers for the trainer it
   // runs now): the default is one process holding every parameter.
   virtual ProcessGroups process_groups() const { return {}; }
