@@ -28,8 +28,13 @@ OptimizerStep::OptimizerStep(const PipelinePlan& plan, const ModelStages& stages
     initialize_parameters(ownership.local_copies(), c.base.seed);
   }
   // Overlapping steps: the ranks' squared norms of a step are written while the main thread may
-  // commit another, so the vector is sized once (threads: every parameter is local, in model order).
-  if (c.overlap_steps && plan.placement == RankPlacement::kThreads) squared_norms_.assign(ownership.local().size(), 0.0);
+  // commit another, so the vector is sized once, for every parameter of the model.
+  if (c.overlap_steps) {
+    size_t parameters = 0;
+    for (int r = 0; r < plan.schedule.num_ranks(); ++r) parameters += ownership.of_rank(r).size();
+    squared_norms_.assign(2 * parameters, 0.0);  // by step parity
+    kept_.resize(static_cast<size_t>(plan.schedule.num_ranks()));
+  }
   if (c.base.replicas > 1)
     reducer_ = std::make_unique<GradientReducer>(c.data_parallel_world, parse_gradient_reduction(c.gradient_reduction),
                                                  c.recv_timeout_seconds);
@@ -53,13 +58,14 @@ void OptimizerStep::begin_step(const Model& model) {
     squared_norms_.assign(model.parameters().size(), 0.0);
 }
 
-void OptimizerStep::after_rank_actions(int rank, RankStats& stats) {
-  const bool on_ranks = on_workers() || (plan_->config.overlap_steps && plan_->placement == RankPlacement::kThreads);
+void OptimizerStep::after_rank_actions(int rank, RankStats& stats, int64_t step) {
+  const bool on_ranks = on_workers() || plan_->config.overlap_steps;
   if (!on_ranks || plan_->config.base.optimizer.clip_norm <= 0.0f) return;
   const auto start = clock_type::now();
   const auto& params = ownership_->of_rank(rank);
   const auto& index = ownership_->model_index_of_rank(rank);
-  for (size_t k = 0; k < params.size(); ++k) squared_norms_[index[k]] = grad_squared_norm(*params[k]);
+  const size_t offset = plan_->config.overlap_steps ? static_cast<size_t>(step % 2) * (squared_norms_.size() / 2) : 0;
+  for (size_t k = 0; k < params.size(); ++k) squared_norms_[offset + index[k]] = grad_squared_norm(*params[k]);
   stats.optimizer_us += micros_since(start);
 }
 
@@ -90,7 +96,13 @@ double OptimizerStep::gathered_norm(const Model& model) {
 
 double OptimizerStep::clip(const Model& model) {
   const float clip = plan_->config.base.optimizer.clip_norm;
-  if (on_workers()) return clip > 0.0f ? global_norm(squared_norms_) : 0.0;
+  if (on_workers()) {
+    if (clip <= 0.0f) return 0.0;
+    if (!plan_->config.overlap_steps) return global_norm(squared_norms_);
+    // A step with the barrier (overlap_steps on, no run of steps): the first of the two buffers.
+    return global_norm(std::vector<double>(squared_norms_.begin(), squared_norms_.begin() +
+                                                                        static_cast<ptrdiff_t>(squared_norms_.size() / 2)));
+  }
   double norm = 0.0;
   if (plan_->optimizer_mode == OptimizerMode::kPerProcess) {
     norm = clip > 0.0f ? gathered_norm(model) : 0.0;
@@ -139,22 +151,77 @@ void OptimizerStep::begin_overlapped_update(double lr) {
   optimizer_->begin_step(ownership_->local());
 }
 
-double OptimizerStep::overlapped_norm(const Model& model, float* scale) {
+double OptimizerStep::overlapped_norm(int64_t step, float* scale) {
   const float clip = plan_->config.base.optimizer.clip_norm;
   double norm = 0.0;
-  if (clip > 0.0f)
-    norm = plan_->placement == RankPlacement::kProcesses ? gathered_norm(model) : global_norm(squared_norms_);
+  if (clip > 0.0f) {
+    const size_t n = squared_norms_.size() / 2;
+    const std::vector<double> mine(squared_norms_.begin() + static_cast<ptrdiff_t>((step % 2) * n),
+                                   squared_norms_.begin() + static_cast<ptrdiff_t>((step % 2 + 1) * n));
+    if (plan_->placement == RankPlacement::kProcesses) {
+      // Each process has its ranks' squared norms; the others' entries are 0 here.
+      comm::World& world = *plan_->config.world;
+      std::vector<double> partial(n, 0.0);
+      for (int r = 0; r < plan_->schedule.num_ranks(); ++r) {
+        if (!ownership_->is_local_rank(r)) continue;
+        for (size_t i : ownership_->model_index_of_rank(r)) partial[i] = mine[i];
+      }
+      const std::vector<char> gathered = world.all_gather(partial.data(), partial.size() * sizeof(double),
+                                                           plan_->config.recv_timeout_seconds);
+      for (int r = 0; r < plan_->schedule.num_ranks(); ++r)
+        for (size_t i : ownership_->model_index_of_rank(r))
+          std::memcpy(&partial[i], gathered.data() + (static_cast<size_t>(r) * partial.size() + i) * sizeof(double),
+                      sizeof(double));
+      norm = global_norm(partial);
+    } else {
+      norm = global_norm(mine);
+    }
+  }
   *scale = clip_scale(norm, clip);
   return norm;
 }
 
-void OptimizerStep::update_rank(int rank, float scale, RankStats& stats) {
+void OptimizerStep::update_rank(int rank, float scale, bool keep, RankStats& stats) {
   const auto start = clock_type::now();
   const auto& params = ownership_->of_rank(rank);
+  if (keep) {
+    Kept& k = kept_[static_cast<size_t>(rank)];
+    if (k.values.empty()) {  // the first time: the copies and the optimizer's slots of these parameters
+      for (Parameter* p : params) {
+        k.values.push_back(p->value.clone());
+        k.grads.push_back(p->grad.clone());
+        for (auto& [name, slot] : optimizer_->state())
+          if (name.compare(0, p->name.size() + 1, p->name + "/") == 0) {
+            k.state_slots.push_back(&slot);
+            k.state.push_back(slot.clone());
+          }
+      }
+    } else {
+      for (size_t i = 0; i < params.size(); ++i) {
+        k.values[i].copy_from(params[i]->value);
+        k.grads[i].copy_from(params[i]->grad);
+      }
+      for (size_t i = 0; i < k.state.size(); ++i) k.state[i].copy_from(*k.state_slots[i]);
+    }
+  }
   if (scale != 1.0f) scale_gradients(params, scale);
   optimizer_->update_parameters(params);
   for (Parameter* p : params) p->grad.fill(0.0f);
   stats.optimizer_us += micros_since(start);
+}
+
+void OptimizerStep::redo_update(int rank, float scale) {
+  const auto& params = ownership_->of_rank(rank);
+  Kept& k = kept_[static_cast<size_t>(rank)];
+  PF_INTERNAL_CHECK(k.values.size() == params.size(), "post-validation: rank ", rank, " kept no update to redo");
+  for (size_t i = 0; i < params.size(); ++i) {
+    params[i]->value.copy_from(k.values[i]);
+    params[i]->grad.copy_from(k.grads[i]);
+  }
+  for (size_t i = 0; i < k.state.size(); ++i) k.state_slots[i]->copy_from(k.state[i]);
+  if (scale != 1.0f) scale_gradients(params, scale);
+  optimizer_->update_parameters(params);
+  for (Parameter* p : params) p->grad.fill(0.0f);
 }
 
 void OptimizerStep::sync_copy(const Model& model) {

@@ -37,7 +37,9 @@ class OptimizerStep {
   void begin_step(const Model& model);
   // Worker `rank`, after its actions (its gradients are final): on the workers with clipping on,
   // its parameters' squared gradient norms, which overlap the other ranks' remaining work.
-  void after_rank_actions(int rank, RankStats& stats);
+  // Overlapping steps: `step` picks one of two buffers, since a rank may finish the next step's
+  // gradients before the main thread has read this one's norms.
+  void after_rank_actions(int rank, RankStats& stats, int64_t step = 0);
   // After the workers: waits for the data-parallel reductions; their failure is returned.
   std::exception_ptr wait_for_reductions();
   // The gradient norm before clipping (0 with clipping off), gradients scaled to the clip. Per
@@ -54,13 +56,17 @@ class OptimizerStep {
   // committed, in every placement of CPU ranks. The main thread, before any rank updates for the
   // step: the learning rate and the optimizer's step count and state slots.
   void begin_overlapped_update(double lr);
-  // The gradient norm of the committed step before clipping (0 with clipping off), once every
-  // local rank's gradients are final and before any updates: threads from the squared norms the
-  // ranks left (after_rank_actions); processes a collective. `scale`: what clipping multiplies by.
-  double overlapped_norm(const Model& model, float* scale);
+  // The gradient norm of a step before clipping (0 with clipping off), from the squared norms every
+  // rank left when its gradients were final (after_rank_actions; processes: a collective), summed
+  // in model order as the barrier sums them. `scale`: what clipping multiplies the gradients by.
+  double overlapped_norm(int64_t step, float* scale);
   // Worker `rank`: scales its gradients by `scale`, applies the update, and zeroes its gradients
-  // for the next step.
-  void update_rank(int rank, float scale, RankStats& stats);
+  // for the next step. `keep`: first keeps what the update changes (post-validation, below).
+  void update_rank(int rank, float scale, bool keep, RankStats& stats);
+  // Post-validation: worker `rank` restores what update_rank(keep) kept — its parameters, their
+  // optimizer state and gradients — and updates again with the gradients scaled by `scale`: the
+  // bits of an update that had waited for the norm.
+  void redo_update(int rank, float scale);
 
  private:
   void sync_copy(const Model& model);  // the second copy and its optimizer state <- the first's
@@ -74,6 +80,13 @@ class OptimizerStep {
   bool copy_stale_ = false;
   float clip_scale_ = 1.0f;             // on the workers: the scale of the update phase
   std::vector<double> squared_norms_;   // on the workers: [model parameter index]
+  // Post-validation: per rank, copies of its parameters' values, gradients and optimizer state
+  // before its last update (reused from step to step).
+  struct Kept {
+    std::vector<Tensor> values, grads, state;
+    std::vector<Tensor*> state_slots;  // the optimizer's, in the order of `state`
+  };
+  std::vector<Kept> kept_;
 };
 
 }  // namespace pf::exec

@@ -98,6 +98,9 @@ class PipelineTrainer : public Trainer {
   // Overlapping steps: how many times a rank of this process began a step while an earlier one
   // was still unfinished on another rank (0 without overlap_steps).
   int64_t steps_begun_early() const { return overlap_ ? overlap_->begun_early() : 0; }
+  // Overlapping steps with clipping: updates redone because the norm called for clipping (or was
+  // not finite) after the ranks had updated optimistically.
+  int64_t rollbacks() const { return rollbacks_; }
   // SHA-256 of every parameter in model order; with a world a collective call.
   std::string parameter_checksum() const;
   // Changes the receive timeout for later steps (> 0).
@@ -124,9 +127,19 @@ class PipelineTrainer : public Trainer {
   StepResult overlapped_step(DataSource& source);
   std::unique_ptr<StepOverlap::Step> pull_overlapped_step(DataSource& source, int64_t number);
   void overlapped_worker(int rank, int64_t first);
+  // Starts a run of overlapped steps on the workers with `first`.
+  void start_run(std::unique_ptr<StepOverlap::Step> first);
+  // Ends the run on the workers: a step begun ahead is abandoned — threads at once (the group is
+  // cancelled and reset), processes after its actions, so that every message of it is received.
+  // Returns a failure of processes (threads: the cancellation asked for is no failure).
+  std::exception_ptr stop_run();
   // Ends a run of overlapped steps: a step begun ahead is abandoned and, with `rewind`, its
   // micro-batches go back to the source; a failure is rethrown.
   void settle(bool rewind = true);
+  // Post-validation: the step's global norm says its optimistic update must change (clipping
+  // applies, or the norm is not finite): every rank restores and updates again with `scale`; a
+  // step begun ahead on the optimistic weights runs again.
+  void roll_back(float scale);
   // A run stopped by a failure: every wait ends, the source goes back to the failed step's start.
   [[noreturn]] void fail_overlapped_run();
 
@@ -146,6 +159,7 @@ class PipelineTrainer : public Trainer {
   int64_t expected_steps_ = 0;            // expect_steps()
   DataSource* overlap_source_ = nullptr;  // where the steps in flight came from
   std::string unusable_;                  // why no step can run after a failed overlapped one
+  int64_t rollbacks_ = 0;
 };
 
 // rank_setup.cc: the rank group a plan's ranks use (threads, processes, or CUDA devices with NCCL

@@ -6,6 +6,7 @@
 // would have used, so the parameters after every step are those of the barrier, bit for bit.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "runtime/core/error.h"
 #include "runtime/core/log.h"
@@ -55,10 +56,10 @@ void PipelineTrainer::overlapped_worker(int rank, int64_t first) {
     if (s == nullptr) return;  // the run ended (or was abandoned) before step n
     RankExecutor::StepOutput* out = &s->outputs[static_cast<size_t>(rank)];
     executor.run_step(s->micro, s->t0, endpoint, memory_.store(rank), cancelled, out);
-    optimizer_.after_rank_actions(rank, out->stats);  // clipping: this rank's squared norms
+    optimizer_.after_rank_actions(rank, out->stats, n);  // clipping: this rank's squared norms
     overlap_->gradients_final(*s);
     if (!overlap_->wait_committed(*s)) return;  // a step begun ahead and abandoned: no update
-    optimizer_.update_rank(rank, s->clip_scale, out->stats);
+    optimizer_.update_rank(rank, s->clip_scale, s->keep, out->stats);
     overlap_->updated(*s);
   }
 }
@@ -74,23 +75,19 @@ StepResult PipelineTrainer::overlapped_step(DataSource& source) {
     s = nullptr;
   }
   if (s == nullptr) {  // a run begins
-    group_->reset();
-    memory_.reset_stats();
-    devices_->zero_gradients(ownership_.local(), ownership_.local_copies());
     overlap_source_ = &source;
-    s = &overlap_->push(pull_overlapped_step(source, k));
-    pool_->start([this, k](int rank) {
-      const auto scopes = devices_->enter(rank);
-      overlapped_worker(rank, k);
-    });
+    start_run(pull_overlapped_step(source, k));
+    s = overlap_->front();
   }
   const bool ahead = expected_steps_ > 1;
   expected_steps_ = std::max<int64_t>(0, expected_steps_ - 1);
   StepResult result;
   result.lr = c.base.lr_at(k);
   optimizer_.begin_overlapped_update(result.lr);
+  // With clipping the norm is known only when every rank's gradients are: the ranks update
+  // optimistically, keeping what they change, and the norm validates the update afterwards.
   const bool clipping = c.base.optimizer.clip_norm > 0.0f;
-  if (!clipping) overlap_->commit(*s, 1.0f);
+  overlap_->commit(*s, 1.0f, clipping);
   // The next step's micro-batches, so that the ranks done with this one go on.
   bool pushed = false;
   if (ahead) {
@@ -104,16 +101,15 @@ StepResult PipelineTrainer::overlapped_step(DataSource& source) {
     }
   }
   if (!pushed) overlap_->end_after(k);
+  float scale = 1.0f;
   if (clipping) {
     if (!overlap_->wait_gradients_final(*s)) fail_overlapped_run();
-    float scale = 1.0f;
     try {
-      result.grad_norm = optimizer_.overlapped_norm(*model_, &scale);
+      result.grad_norm = optimizer_.overlapped_norm(k, &scale);
     } catch (...) {
       group_->rank_failed(local_ranks(plan_, ownership_).front(), describe_exception(std::current_exception()));
       fail_overlapped_run();
     }
-    overlap_->commit(*s, scale);
   }
   if (!overlap_->wait_updated(*s)) fail_overlapped_run();
   const auto updated = clock_type::now();
@@ -122,8 +118,11 @@ StepResult PipelineTrainer::overlapped_step(DataSource& source) {
   const int units = static_cast<int>(s->micro.size());
   result.samples = s->samples;
   result.tokens = s->tokens;
-  overlap_->pop_front();
-  if (pushed) {
+  if (clipping && (scale != 1.0f || !std::isfinite(result.grad_norm))) {
+    roll_back(scale);  // step k's update as the barrier would have applied it; step k + 1 again
+    report_.metrics().data_position = pushed ? overlap_->front()->source_start : source.position();
+  } else if (pushed) {
+    overlap_->pop_front();
     report_.metrics().data_position = overlap_->front()->source_start;
   } else {
     const std::exception_ptr error = pool_->wait();
@@ -144,13 +143,58 @@ StepResult PipelineTrainer::overlapped_step(DataSource& source) {
   return result;
 }
 
+void PipelineTrainer::start_run(std::unique_ptr<StepOverlap::Step> first) {
+  group_->reset();
+  memory_.reset_stats();
+  devices_->zero_gradients(ownership_.local(), ownership_.local_copies());
+  const int64_t k = first->number;
+  first->t0 = clock_type::now();
+  overlap_->push(std::move(first));
+  pool_->start([this, k](int rank) {
+    const auto scopes = devices_->enter(rank);
+    overlapped_worker(rank, k);
+  });
+}
+
+std::exception_ptr PipelineTrainer::stop_run() {
+  if (!pool_->started()) return nullptr;
+  overlap_->abandon();
+  const bool threads = plan_.placement == RankPlacement::kThreads;
+  if (threads && !group_->cancelled())
+    group_->rank_failed(local_ranks(plan_, ownership_).front(), "overlapped steps: the step begun ahead is abandoned");
+  std::exception_ptr error = pool_->wait();
+  overlap_->clear();
+  if (threads) {
+    group_->reset();
+    error = nullptr;
+  }
+  return error;
+}
+
+void PipelineTrainer::roll_back(float scale) {
+  std::unique_ptr<StepOverlap::Step> again;
+  if (overlap_->in_flight() > 1) {
+    const StepOverlap::Step& ahead = *overlap_->back();
+    again = std::make_unique<StepOverlap::Step>();
+    again->number = ahead.number;
+    again->micro = ahead.micro;
+    again->source_start = ahead.source_start;
+    again->samples = ahead.samples;
+    again->tokens = ahead.tokens;
+    again->outputs.assign(ahead.outputs.size(), RankExecutor::StepOutput());
+  }
+  if (std::exception_ptr error = stop_run()) fail_step(error);
+  if (std::exception_ptr error = run_workers([&](int rank) { optimizer_.redo_update(rank, scale); }))
+    fail_step(error);
+  ++rollbacks_;
+  if (again) start_run(std::move(again));
+}
+
 void PipelineTrainer::settle(bool rewind) {
   if (!overlaps() || !pool_->started()) return;
   const StepOverlap::Step* ahead = overlap_->back();
   const int64_t rewind_to = ahead ? ahead->source_start : -1;
-  overlap_->abandon();
-  const std::exception_ptr error = pool_->wait();
-  overlap_->clear();
+  const std::exception_ptr error = stop_run();
   if (rewind && overlap_source_ && rewind_to >= 0) rewind_after_failure(*overlap_source_, rewind_to);
   overlap_source_ = nullptr;
   // The abandoned step's gradients go; its update never applied.

@@ -127,6 +127,28 @@ TEST(OverlapTest, EarlyRanksBeginTheNextStep) {
   EXPECT_GE(early, 2) << "rank 0 never began a step before rank 1 finished the previous one";
 }
 
+// Post-validation: with clipping the ranks update before the global norm is known. A clip norm
+// that every step exceeds redoes every update (and the step begun on it); one that no step
+// reaches redoes none. Both bitwise equal to the sequential trainer.
+TEST(OverlapTest, PostValidationRollsBackWhereClippingApplies) {
+  for (float clip : {1e-3f, 1e3f}) {
+    PipelineOptions o = overlap_options("zb-h1", 2, 1, 4, 0);
+    o.base.optimizer.clip_norm = clip;
+    SequentialTrainer ref(make_model(ModelKind::kMlp), o.base);
+    PipelineTrainer pipe(make_model(ModelKind::kMlp), o);
+    StreamSource ref_source(ref.model()), pipe_source(pipe.model());
+    pipe.expect_steps(5);
+    for (int step = 0; step < 5; ++step) {
+      const StepResult a = ref.step(ref_source), b = pipe.step(pipe_source);
+      EXPECT_EQ(a.loss, b.loss);
+      EXPECT_EQ(a.grad_norm, b.grad_norm);
+    }
+    std::string diff;
+    EXPECT_TRUE(testing::parameters_bitwise_equal(ref.model(), pipe.model(), &diff)) << diff;
+    EXPECT_EQ(pipe.rollbacks(), clip < 1.0f ? 5 : 0) << "clip norm " << clip;
+  }
+}
+
 // A step begun ahead and then abandoned (the caller evaluated instead) leaves no trace: the
 // parameters and the source are where the barrier leaves them, and training goes on equal.
 TEST(OverlapTest, AbandonedStepChangesNothing) {

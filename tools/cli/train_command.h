@@ -77,6 +77,7 @@ struct TrainArgs {
   double activation_budget = 0;            // selective: per-rank activation bytes
   std::string offload_dir;                 // file tier folder
   std::string devices;                     // "" = cpu; "cuda:N"; pipelined: one per rank, comma-separated
+  bool overlap_steps = false;              // synchronous schedules: a rank begins the next step early
   // Asynchronous schedules (pipedream, pipedream-2bw, spectrain, pipemare).
   bool vertical_sync = false;         // pipedream
   int spectrain_version = 1;          // spectrain: 1 (the paper) or 2

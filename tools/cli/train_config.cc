@@ -132,6 +132,7 @@ const std::vector<Field>& fields() {
       {"schedule.seq_slices", "--seq-slices", Type::kInteger, [](const TrainArgs& a) { return json(a.seq_slices); }},
       {"schedule.layers_per_stage", "--layers-per-stage", Type::kIntegers, [](const TrainArgs& a) { return json(a.layers_per_stage); }},
       {"schedule.partition", "--partition", Type::kString, [](const TrainArgs& a) { return json(a.partition); }},
+      {"schedule.overlap_steps", "--overlap-steps", Type::kBool, [](const TrainArgs& a) { return json(a.overlap_steps); }},
       {"schedule.vertical_sync", "--vertical-sync", Type::kBool, [](const TrainArgs& a) { return json(a.vertical_sync); }},
       {"schedule.spectrain_version", "--spectrain-version", Type::kInteger,
        [](const TrainArgs& a) { return json(a.spectrain_version); }},

@@ -44,6 +44,7 @@ TrainingConfig training_config_of(const TrainArgs& a) {
   c.slow_rank = a.slow_rank;
   c.slow_factor = a.slow_factor;
   c.fill = a.fill;
+  c.overlap_steps = a.overlap_steps;
   return c;
 }
 
@@ -75,6 +76,7 @@ std::string cli_option_name(const std::string& key) {
       {"slow_factor", "--slow-factor"},
       {"world", "mpirun"},
       {"fill", "--fill"},
+      {"overlap_steps", "--overlap-steps"},
   };
   const auto it = flags.find(key);
   return it == flags.end() ? key : it->second;

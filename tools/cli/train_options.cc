@@ -168,6 +168,9 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--offload-dir", a.offload_dir, "folder for offload-file (and selective with files)");
   cmd->add_option("--devices", a.devices,
                   "where to train: cpu (default), cuda:N, or pipelined one device per rank (cuda:0,cuda:1)");
+  cmd->add_flag("--overlap-steps", a.overlap_steps,
+                "synchronous schedules: a rank begins the next step as soon as its own part of this one and its "
+                "update are done, while later ranks finish (results unchanged; docs/EXECUTION.md, \"Overlapping steps\")");
   cmd->add_flag("--vertical-sync", a.vertical_sync,
                 "pipedream: every stage uses, for a micro-batch, the weight version stage 0 used");
   cmd->add_option("--spectrain-version", a.spectrain_version,
@@ -253,7 +256,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& train_optio
                     "--weight-decay", "--clip-norm", "--lr-schedule", "--warmup-steps", "--decay-steps", "--min-lr",
                     "--blas-threads"}},
       {"Pipeline", {"--schedule", "--schedule-file", "--stages", "--chunks", "--seq-slices", "--layers-per-stage",
-                    "--partition", "--devices", "--fill"}},
+                    "--partition", "--devices", "--fill", "--overlap-steps"}},
       {"Processes (under mpirun)", {"--data-parallel", "--gradient-reduction"}},
       {"Activation memory", {"--activation-policy", "--activation-budget", "--offload-dir"}},
       {"Asynchronous and local-learning schedules",

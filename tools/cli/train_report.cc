@@ -160,6 +160,10 @@ void print_json_report(const TrainReport& r) {
   out["asynchronous"] = pipeline != nullptr && pipeline->plan().schedule.traits.asynchronous();
   out["local_learning"] = r.groups != nullptr || (pipeline != nullptr && pipeline->plan().schedule.traits.local_learning());
   if (out["asynchronous"].get<bool>()) out["peak_weight_versions"] = t.peak_versions;
+  if (pipeline && pipeline->options().overlap_steps) {
+    // This process's ranks: how often one began a step while another rank still finished the last.
+    out["overlap_steps"] = {{"steps_begun_early", pipeline->steps_begun_early()}};
+  }
   if (r.adaptive) out["adaptations"] = plan::adaptations_to_json(r.adaptive->adaptations());
   if (t.saved) out["checkpoint"] = a.checkpoint;
   if (a.plan_step_seconds > 0) {
