@@ -143,6 +143,40 @@ TEST(Capabilities, EachChangeIsRefusedByItsRuleNamingTheOptions) {
          f.neuron_groups = 3;
        },
        Operation::kTrain, ErrorCode::kInvalidArgument, {"<neuron_groups> 3", "no schedule is set"}},
+      {"overlapping steps of pipedream",
+       [](CapabilityFacts& f) {
+         f.schedule = "pipedream";
+         f.traits = sched::schedule_traits("pipedream");
+         f.overlap_steps = true;
+       },
+       Operation::kTrain, ErrorCode::kInvalidArgument, {"<overlap_steps> applies to synchronous schedules"}},
+      {"overlapping steps with offloading",
+       [](CapabilityFacts& f) {
+         f.overlap_steps = true;
+         f.policy = sched::ActivationPolicy::kOffloadHost;
+       },
+       Operation::kTrain, ErrorCode::kUnimplemented, {"<overlap_steps> with <activation_policy> 'offload-host'"}},
+      {"overlapping steps on a GPU",
+       [](CapabilityFacts& f) {
+         f.overlap_steps = true;
+         f.cuda_devices = 2;
+         f.placement = RankPlacement::kGpu;
+         f.first_cuda_device = "cuda:0";
+       },
+       Operation::kTrain, ErrorCode::kUnimplemented, {"CPU ranks only", "cuda:0"}},
+      {"overlapping steps with a fill job", [](CapabilityFacts& f) { f.overlap_steps = true; f.fill = true; },
+       Operation::kTrain, ErrorCode::kUnimplemented, {"<overlap_steps> with a fill job"}},
+      {"overlapping steps with adaptation", [](CapabilityFacts& f) { f.overlap_steps = true; f.adapt = true; },
+       Operation::kTrain, ErrorCode::kUnimplemented, {"<overlap_steps> with <adapt>"}},
+      {"overlapping steps of two pipelines", [](CapabilityFacts& f) { f.overlap_steps = true; f.pipelines = 2; },
+       Operation::kTrain, ErrorCode::kUnimplemented, {"the two copies of the model"}},
+      {"overlapping steps without a schedule",
+       [](CapabilityFacts& f) {
+         f.pipelined = false;
+         f.ranks = 1;
+         f.overlap_steps = true;
+       },
+       Operation::kTrain, ErrorCode::kInvalidArgument, {"<overlap_steps> overlaps", "no <schedule> is set"}},
       {"diversity without groups", [](CapabilityFacts& f) { f.group_diversity = true; }, Operation::kTrain,
        ErrorCode::kInvalidArgument, {"<group_diversity>", "<neuron_groups> >= 2"}},
       {"neuron groups of a GPT",
@@ -263,6 +297,7 @@ TEST(ConfigKeys, EveryKeySetsItsFieldAndRefusesABadValue) {
       {"group_diversity", {"0.5", [](const TrainingConfig& c) { return c.group_diversity == 0.5f; }}},
       {"group_diversity_temperature",
        {"2", [](const TrainingConfig& c) { return c.group_diversity_temperature == 2.0f; }}},
+      {"overlap_steps", {"true", [](const TrainingConfig& c) { return c.overlap_steps; }}},
       {"adapt", {"1", [](const TrainingConfig& c) { return c.adaptation.enabled; }}},
       {"adapt_threshold", {"2", [](const TrainingConfig& c) { return c.adaptation.threshold == 2.0; }}},
       {"adapt_patience", {"4", [](const TrainingConfig& c) { return c.adaptation.patience == 4; }}},
