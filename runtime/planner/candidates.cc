@@ -8,6 +8,7 @@
 #include "runtime/core/error.h"
 #include "runtime/planner/stage_partition.h"
 #include "runtime/schedules/activation_policy.h"
+#include "runtime/schedules/overlapped_steps.h"
 #include "runtime/schedules/async_schedules.h"
 #include "runtime/schedules/validator.h"
 #include "runtime/schedules/generators.h"
@@ -71,7 +72,7 @@ bool same_run(const Candidate& a, const Candidate& b) {
 std::string Candidate::describe() const {
   std::ostringstream s;
   s << schedule << " P=" << ranks << " v=" << chunks << " m=" << micro_batches << " D=" << data_parallel << " "
-    << activation_policy;
+    << activation_policy << (overlap_steps ? " overlap" : "");
   return s.str();
 }
 
@@ -232,6 +233,9 @@ Prediction predict(const PlanRequest& request, const Candidate& c) {
     const sched::SimulationResult sim = sched::simulate(schedule, cm, so);
     p.pipeline_seconds = sim.makespan + calibration.step_overhead_s;
     p.bubble_rate = sim.bubble_rate;
+    // Overlapping steps: what the capability table lets overlap (one replica, no policy, one pipeline).
+    p.candidate.overlap_steps = request.overlap_steps && D == 1 && policy == sched::ActivationPolicy::kNone &&
+                                schedule.pipelines == 1 && P > 1;
     p.memory_bytes.assign(static_cast<size_t>(P), 0.0);
     p.activation_bytes = sim.peak_activation_bytes;
     std::vector<double> rank_parameters(static_cast<size_t>(P), 0.0);
@@ -243,8 +247,16 @@ Prediction predict(const PlanRequest& request, const Candidate& c) {
       p.update_seconds = std::max(p.update_seconds, params * upd);
       p.memory_bytes[static_cast<size_t>(rank)] = params * bpp + sim.peak_activation_bytes[static_cast<size_t>(rank)];
     }
+    if (p.candidate.overlap_steps) {
+      // Each rank updates right after its own last gradient (UPDATE costs the slowest rank's
+      // update) and goes on with the next step: the steady-state time per step is the step.
+      cm.t_step = p.update_seconds;
+      const double period = sched::simulate_step_times(schedule, cm, so).overlapped;
+      p.pipeline_seconds = period + calibration.step_overhead_s;
+      p.bubble_rate = period > 0 ? std::max(0.0, 1.0 - (sim.ideal + cm.t_step) / period) : 0.0;
+    }
   }
-  p.step_seconds = p.pipeline_seconds + p.update_seconds;
+  p.step_seconds = p.candidate.overlap_steps ? p.pipeline_seconds : p.pipeline_seconds + p.update_seconds;
   p.tokens_per_second = p.step_seconds > 0 ? tokens / p.step_seconds : 0.0;
   p.peak_memory_bytes = *std::max_element(p.memory_bytes.begin(), p.memory_bytes.end());
   p.fits = p.peak_memory_bytes <= request.limit();

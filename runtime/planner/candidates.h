@@ -31,15 +31,19 @@ struct Candidate {
   std::string schedule = kSequentialLabel;
   std::string activation_policy = "none";
   std::vector<int> layers_per_stage;  // one pipeline's model stages; empty: chosen by the planner
-  std::string describe() const;       // "1f1b P=2 v=1 m=4 D=1 none"
+  // Steps overlap (TrainingConfig::overlap_steps): set by predict() where the request allows it and
+  // the trainer can (one replica, no activation policy, one pipeline).
+  bool overlap_steps = false;
+  std::string describe() const;       // "1f1b P=2 v=1 m=4 D=1 none" (+ " overlap")
   bool sequential() const { return schedule == kSequentialLabel; }
 };
 
 struct Prediction {
   Candidate candidate;
-  double step_seconds = 0;      // pipeline + update
+  double step_seconds = 0;      // pipeline + update; with overlap_steps, pipeline_seconds alone
   double pipeline_seconds = 0;  // the simulated makespan of the schedule (or the sequential passes), with
-                                // the profile's calibrated per-step overhead
+                                // the profile's calibrated per-step overhead; with overlap_steps the
+                                // steady-state time per step of steps that overlap, the update inside
   double update_seconds = 0;    // zeroing the gradients and the optimizer, the slowest rank
   double tokens_per_second = 0;
   double bubble_rate = 0;
@@ -61,6 +65,9 @@ struct PlanRequest {
   int max_micro_batches = 64;
   int max_chunks = 4;
   double memory_limit_bytes = 0;         // per device; 0: the cluster's device memory
+  // Predict every candidate that can overlap its steps with overlap (and say so in its candidate):
+  // the trainer then runs them with overlap_steps.
+  bool overlap_steps = true;
   double limit() const;
 };
 

@@ -113,6 +113,7 @@ TrainArgs train_args_for(const PlanArgs& a, const plan::Prediction& choice) {
     t.chunks = c.chunks;
     t.layers_per_stage = c.layers_per_stage;
     t.activation_policy = c.activation_policy;
+    t.overlap_steps = c.overlap_steps;
   }
   return t;
 }
@@ -164,6 +165,9 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& a) {
   cmd->add_option("--max-microbatches", a.max_micro_batches, "the most micro-batches per replica to try")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
+  cmd->add_flag("--no-overlap-steps", a.no_overlap_steps,
+                "predict every step ending on every rank together (by default candidates that can overlap their "
+                "steps are predicted and run with train --overlap-steps)");
   cmd->add_option("--max-chunks", a.max_chunks, "the most chunks per rank for the looped schedules (1, 2, 4, ...)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
@@ -210,6 +214,7 @@ int run_plan(const PlanArgs& a) {
     request.ranks = a.ranks;
     request.max_micro_batches = a.max_micro_batches;
     request.max_chunks = a.max_chunks;
+    request.overlap_steps = !a.no_overlap_steps;
     request.memory_limit_bytes = a.memory_limit_gib * 1024.0 * 1024.0 * 1024.0;
     nlohmann::json model;
     request.profile = model_profile(a.model, a.profile, plan::needed_micro_batch_rows(request), a.repeats, a.quiet, &model);

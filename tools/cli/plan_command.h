@@ -29,6 +29,7 @@ struct PlanArgs {
   std::vector<int> ranks;          // pipeline degrees to try (empty: all)
   int max_micro_batches = 16;
   int max_chunks = 2;
+  bool no_overlap_steps = false;   // predict with a barrier after every step
   int repeats = 3;
   int calibration_steps = 5;      // steps of each calibration run (0: none)
   int top = 15;

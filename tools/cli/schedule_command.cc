@@ -9,6 +9,7 @@
 
 #include "runtime/core/error.h"
 #include "runtime/core/output_file.h"
+#include "runtime/schedules/overlapped_steps.h"
 #include "runtime/schedules/activation_policy.h"
 #include "runtime/schedules/comm_semantics.h"
 #include "runtime/schedules/generators.h"
@@ -160,6 +161,12 @@ CLI::App* add_simulate_command(CLI::App& app, ScheduleArgs& a) {
                   "--microbatches each to run back to back, without a flush between them")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
+  cmd->add_option("--steps", a.steps,
+                  "synchronous schedules: steps to run back to back with overlap (train --overlap-steps: a rank "
+                  "begins the next step once its own part and update are done); prints the time per step with "
+                  "and without overlap")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   return cmd;
 }
 
@@ -201,6 +208,21 @@ int run_simulate(const ScheduleArgs& a) {
     return kExitUsage;
   }
   const int m = s.num_micro_batches;
+  if (a.steps > 1 && (windowed || a.activation_policy != "none")) {
+    std::cerr << "pipeforge simulate: --steps overlaps the steps of a synchronous schedule without an activation "
+              << "policy" << (windowed ? "; '" + s.name + "' never flushes: use --windows" : std::string()) << "\n";
+    return kExitUsage;
+  }
+  const sched::Schedule one_step = s;  // --steps: the step whose times are compared
+  if (a.steps > 1) {
+    try {
+      s = sched::overlapped_run(s, a.steps);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kInvalidArgument) throw;
+      std::cerr << "pipeforge simulate: " << e.what() << "\n";
+      return kExitUsage;
+    }
+  }
   if (windowed) {
     try {
       sched::check_schedule_size(s.num_ranks(), s.num_stages(), static_cast<int64_t>(a.windows) * m, "--windows");
@@ -231,12 +253,18 @@ int run_simulate(const ScheduleArgs& a) {
   sched::SimulationOptions sim;
   sim.comm = sched::parse_comm_semantics(a.comm);
   const sched::SimulationResult r = sched::simulate(s, costs, sim);
+  sched::StepTimes step_times;
+  if (a.steps > 1)
+    step_times = sched::simulate_step_times(a.lower ? sched::lower_communication(one_step) : one_step, costs, sim);
 
   if (!a.trace_file.empty()) write_text_file(a.trace_file, sched::to_chrome_trace(r.timeline), "--trace");
   if (!a.svg_file.empty()) {
     sched::SvgOptions svg;
     svg.width = a.svg_width;
     svg.title = timeline_title(s, s.num_micro_batches, "simulated", r.bubble_rate);
+    if (a.steps > 1)
+      svg.title = s.name + ": p=" + std::to_string(s.num_ranks()) + ", " + std::to_string(a.steps) + " overlapped steps of m=" +
+                  std::to_string(m);
     if (windowed)
       svg.title = s.name + ": p=" + std::to_string(s.num_ranks()) + ", " + std::to_string(a.windows) + " steps of m=" +
                   std::to_string(m) + " without a flush";
@@ -269,6 +297,15 @@ int run_simulate(const ScheduleArgs& a) {
                           {"comm", a.comm},
                           {"offloaded_bytes_per_step", offloaded},
                           {"ranks", ranks}};
+    if (a.steps > 1) {
+      out["microbatches"] = m;
+      out["steps"] = a.steps;
+      out["step_times"] = {{"barrier", step_times.barrier},
+                           {"overlapped", step_times.overlapped},
+                           {"span", step_times.span},
+                           {"measures", "barrier: one step's makespan; overlapped: the steady-state time per step "
+                                        "with overlap; span: one step's longest rank span"}};
+    }
     if (windowed) {
       out["asynchronous"] = s.traits.asynchronous();
       out["local_learning"] = s.traits.local_learning();
@@ -286,6 +323,12 @@ int run_simulate(const ScheduleArgs& a) {
             << s.num_micro_batches << " micro-batches\n"
             << "makespan " << r.makespan << ", ideal " << r.ideal << ", bubble rate " << r.bubble_rate
             << " (per-rank span, the zero-bubble paper's measure: " << r.span_bubble_rate << ")\n";
+  if (a.steps > 1) {
+    std::cout << a.steps << " steps of " << m << " micro-batches with overlap (each rank begins the next step once "
+              << "its own part and update are done)\n"
+              << "time per step: " << step_times.overlapped << " overlapped, " << step_times.barrier
+              << " with a barrier (one step's makespan); one step's longest rank span " << step_times.span << "\n";
+  }
   if (windowed) {
     std::cout << (s.traits.local_learning() ? "local learning" : "asynchronous") << ": " << a.windows << " steps of " << m
               << " micro-batches run back to back (no flush; "

@@ -27,6 +27,7 @@ struct ScheduleArgs {
   double activation_budget = 0;            // simulate only: selective, bytes per rank
   double transfer_bandwidth = 0;           // simulate only: bytes per time unit for OFFLOAD/RELOAD
   int windows = 3;                         // simulate only, asynchronous schedules: steps shown in a row
+  int steps = 1;                           // simulate only, synchronous schedules: overlapped steps in a row
 };
 
 CLI::App* add_schedule_command(CLI::App& app, ScheduleArgs& args);
