@@ -234,8 +234,8 @@ Prediction predict(const PlanRequest& request, const Candidate& c) {
     p.pipeline_seconds = sim.makespan + calibration.step_overhead_s;
     p.bubble_rate = sim.bubble_rate;
     // Overlapping steps: what the capability table lets overlap (one replica, no policy, one pipeline).
-    p.candidate.overlap_steps = request.overlap_steps && D == 1 && policy == sched::ActivationPolicy::kNone &&
-                                schedule.pipelines == 1 && P > 1;
+    const bool can_overlap = request.overlap_steps && D == 1 && policy == sched::ActivationPolicy::kNone &&
+                             schedule.pipelines == 1 && P > 1;
     p.memory_bytes.assign(static_cast<size_t>(P), 0.0);
     p.activation_bytes = sim.peak_activation_bytes;
     std::vector<double> rank_parameters(static_cast<size_t>(P), 0.0);
@@ -247,13 +247,18 @@ Prediction predict(const PlanRequest& request, const Candidate& c) {
       p.update_seconds = std::max(p.update_seconds, params * upd);
       p.memory_bytes[static_cast<size_t>(rank)] = params * bpp + sim.peak_activation_bytes[static_cast<size_t>(rank)];
     }
-    if (p.candidate.overlap_steps) {
+    if (can_overlap) {
       // Each rank updates right after its own last gradient (UPDATE costs the slowest rank's
-      // update) and goes on with the next step: the steady-state time per step is the step.
+      // update) and goes on with the next step: the steady-state time per step is the step. The
+      // ranks' fixed orders can make that longer than the barrier's makespan plus one update (the
+      // updates then sit on the critical path one after another): overlap only where it is faster.
       cm.t_step = p.update_seconds;
       const double period = sched::simulate_step_times(schedule, cm, so).overlapped;
-      p.pipeline_seconds = period + calibration.step_overhead_s;
-      p.bubble_rate = period > 0 ? std::max(0.0, 1.0 - (sim.ideal + cm.t_step) / period) : 0.0;
+      if (period < sim.makespan + p.update_seconds) {
+        p.candidate.overlap_steps = true;
+        p.pipeline_seconds = period + calibration.step_overhead_s;
+        p.bubble_rate = period > 0 ? std::max(0.0, 1.0 - (sim.ideal + cm.t_step) / period) : 0.0;
+      }
     }
   }
   p.step_seconds = p.candidate.overlap_steps ? p.pipeline_seconds : p.pipeline_seconds + p.update_seconds;

@@ -31,8 +31,8 @@ struct Candidate {
   std::string schedule = kSequentialLabel;
   std::string activation_policy = "none";
   std::vector<int> layers_per_stage;  // one pipeline's model stages; empty: chosen by the planner
-  // Steps overlap (TrainingConfig::overlap_steps): set by predict() where the request allows it and
-  // the trainer can (one replica, no activation policy, one pipeline).
+  // Steps overlap (TrainingConfig::overlap_steps): set by predict() where the request allows it, the
+  // trainer can (one replica, no activation policy, one pipeline) and it is faster than the barrier.
   bool overlap_steps = false;
   std::string describe() const;       // "1f1b P=2 v=1 m=4 D=1 none" (+ " overlap")
   bool sequential() const { return schedule == kSequentialLabel; }
@@ -65,8 +65,8 @@ struct PlanRequest {
   int max_micro_batches = 64;
   int max_chunks = 4;
   double memory_limit_bytes = 0;         // per device; 0: the cluster's device memory
-  // Predict every candidate that can overlap its steps with overlap (and say so in its candidate):
-  // the trainer then runs them with overlap_steps.
+  // Predict every candidate that can overlap its steps with overlap too, and keep it where it is
+  // faster (the candidate says so; the trainer then runs it with overlap_steps).
   bool overlap_steps = true;
   double limit() const;
 };

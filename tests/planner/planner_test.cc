@@ -18,6 +18,7 @@
 #include "runtime/planner/overhead_fit.h"
 #include "runtime/planner/plan_report.h"
 #include "runtime/planner/stage_partition.h"
+#include "runtime/schedules/generators.h"
 #include "runtime/schedules/simulator.h"
 
 namespace pf::plan {
@@ -134,6 +135,7 @@ PlanRequest request_for(const MicroBatchCosts& costs, int devices, int64_t batch
   r.profile = profile_of(costs);
   r.cluster = free_links(devices);
   r.batch_rows = batch_rows;
+  r.overlap_steps = false;  // a barrier after every step (OverlappingSteps below: with overlap)
   return r;
 }
 
@@ -162,6 +164,44 @@ TEST(Predict, OneFOneBOnEqualStagesTakesTheClosedForm) {
   // GPipe keeps all m.
   c.schedule = "gpipe";
   EXPECT_DOUBLE_EQ(predict(r, c).memory_bytes[0], statics + 4 * 2000);
+}
+
+// With overlapping steps a candidate that can overlap (one replica, no policy, one pipeline) costs
+// the steady-state time per step with every rank's update inside it, where that is faster than the
+// barrier: ZB-H2 on 4 ranks with F = B = W loses its start-up bubble (27 s -> 24 s, the ranks'
+// passes back to back); 1F1B (rank 0 starts first and ends last) gains nothing and keeps the
+// barrier, as does what the trainer cannot overlap.
+TEST(Predict, OverlappingStepsCostTheSteadyState) {
+  MicroBatchCosts costs = layers_with({1, 1, 1, 1});
+  for (LayerCosts& l : costs.layers) l.backward_input_s = l.forward_s;  // F = B = W = 1 s
+  PlanRequest r = request_for(costs, 4, 32);
+  Candidate c;
+  c.ranks = 4;
+  c.micro_batches = 8;
+  c.schedule = "zb-h2";
+  r.overlap_steps = true;
+  const Prediction zb = predict(r, c);
+  EXPECT_TRUE(zb.candidate.overlap_steps);
+  EXPECT_NEAR(zb.step_seconds, 8 * 3.0, 1e-9);
+  EXPECT_NEAR(zb.pipeline_seconds, zb.step_seconds, 1e-12);  // the updates are inside
+  EXPECT_NEAR(zb.bubble_rate, 0.0, 1e-12);
+  EXPECT_NE(zb.candidate.describe().find(" overlap"), std::string::npos);
+  r.overlap_steps = false;
+  const Prediction zb_barrier = predict(r, c);
+  EXPECT_FALSE(zb_barrier.candidate.overlap_steps);
+  EXPECT_NEAR(zb_barrier.step_seconds, 27.0, 1e-9);
+  r.overlap_steps = true;
+  r.profile.update_seconds_per_parameter = 0.01;  // 1 s per rank
+  const Prediction with_update = predict(r, c);
+  EXPECT_TRUE(with_update.candidate.overlap_steps);
+  EXPECT_NEAR(with_update.step_seconds, 8 * 3.0 + 1.0, 1e-9);
+  c.schedule = "1f1b";
+  const Prediction f = predict(r, c);
+  EXPECT_FALSE(f.candidate.overlap_steps);
+  EXPECT_NEAR(f.step_seconds, f.pipeline_seconds + f.update_seconds, 1e-12);
+  c.activation_policy = "recompute";
+  c.schedule = "zb-h2";
+  EXPECT_FALSE(predict(r, c).candidate.overlap_steps);
 }
 
 TEST(Predict, CommunicationAddsItsLatencyOnEveryCrossing) {
