@@ -302,7 +302,9 @@ pf_status* pf_trainer_run(pf_trainer* trainer, const pf_run_options* options, pf
       result.diverged = r.divergence.empty() ? 0 : 1;
       trainer->divergence = r.divergence;
       result.stopped = r.stopped ? 1 : 0;
-      trainer->loader->begin_step(t.metrics().data_position, trainer->step_micro_batches);
+      // Where the next pull starts: with overlapping steps the trainer already pulled the next
+      // step's micro-batches, so that is past the trained data position.
+      trainer->loader->begin_step(trainer->loader->position(), trainer->step_micro_batches);
       return true;
     });
     result.last_checkpoint = result.checkpoints > 0 ? trainer->last_checkpoint.c_str() : nullptr;

@@ -135,7 +135,8 @@ StepResult PipelineTrainer::overlapped_step(DataSource& source) {
   for (float loss : losses) result.loss += loss;  // in micro-batch order, as the barrier sums them
   const auto end = clock_type::now();
   result.seconds = std::chrono::duration<double>(end - start).count();
-  report_.collect(outputs, std::vector<mem::StoreStats>(static_cast<size_t>(plan_.schedule.num_ranks())));
+  report_.collect(outputs, std::vector<mem::StoreStats>(static_cast<size_t>(plan_.schedule.num_ranks())),
+                  micros_between(start, end));
   result.bubble_rate = report_.stats().bubble_rate;
   for (const RankStats& rs : report_.stats().ranks)
     result.peak_activation_bytes.push_back(static_cast<int64_t>(rs.peak_activation_bytes));

@@ -62,7 +62,7 @@ void StepReport::evaluation(const std::vector<RankExecutor::StepOutput>& outputs
 }
 
 void StepReport::collect(std::vector<RankExecutor::StepOutput>& outputs,
-                         const std::vector<mem::StoreStats>& store_stats) {
+                         const std::vector<mem::StoreStats>& store_stats, double period_us) {
   const int num_ranks = static_cast<int>(outputs.size());
   stats_ = PipelineStats();
   for (auto& out : outputs) stats_.ranks.push_back(out.stats);
@@ -90,10 +90,11 @@ void StepReport::collect(std::vector<RankExecutor::StepOutput>& outputs,
     max_busy = std::max(max_busy, rs.busy_us);
   }
   stats_.makespan_us = makespan;
-  stats_.bubble_rate = makespan > 0 ? (makespan - max_busy) / makespan : 0.0;
+  const double span = period_us > 0 ? period_us : makespan;
+  stats_.bubble_rate = span > 0 ? std::max(0.0, span - max_busy) / span : 0.0;
   for (auto& rs : stats_.ranks) {
-    rs.idle_us = makespan - rs.busy_us;
-    rs.bubble_rate = makespan > 0 ? rs.idle_us / makespan : 0.0;
+    rs.idle_us = std::max(0.0, span - rs.busy_us);
+    rs.bubble_rate = span > 0 ? rs.idle_us / span : 0.0;
   }
   timeline_ = sched::Timeline();
   timeline_.time_unit = "us";

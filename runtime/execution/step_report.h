@@ -23,7 +23,7 @@ struct PipelineStats {
   // count in RankStats::optimizer_us only).
   double optimizer_us = 0;
   bool optimizer_on_workers = false;  // OptimizerStep::on_workers() for this step
-  double bubble_rate = 0;     // (makespan - max busy) / makespan
+  double bubble_rate = 0;     // (makespan - max busy) / makespan; overlapping steps: the step's wall time for makespan
   size_t offloaded_bytes = 0; // sum over ranks of RankStats::offloaded_bytes
   std::vector<RankStats> ranks;
 };
@@ -38,7 +38,10 @@ class StepReport {
   void evaluation(const std::vector<RankExecutor::StepOutput>& outputs, int last_rank, int micro_batches,
                   std::vector<float>* losses, std::vector<int64_t>* correct) const;
   // Per-rank statistics and the timeline of the step that just ran (takes the outputs' timings).
-  void collect(std::vector<RankExecutor::StepOutput>& outputs, const std::vector<mem::StoreStats>& store_stats);
+  // `period_us` > 0: steps overlap (overlap_steps), so idle time and the bubble rate are measured
+  // against the step's wall time (its share of the run) instead of its makespan.
+  void collect(std::vector<RankExecutor::StepOutput>& outputs, const std::vector<mem::StoreStats>& store_stats,
+               double period_us = 0);
   // The step's totals, and the metrics after it.
   void finish(const StepResult& result, double step_us, double optimizer_us, bool optimizer_on_workers);
   // Bubble filling: each executor's budgets for the next step from this step's timeline.

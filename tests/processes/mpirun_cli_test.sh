@@ -222,4 +222,27 @@ for key in ("param_checksum", "losses", "evaluations"):
 assert threads["neuron_groups"]["last_step_bytes"] == processes["neuron_groups"]["last_step_bytes"]
 PY
 
+# 10. Overlapping steps, one process per rank: ZB-V with clipping (post-validation: the ranks
+#     update before the gathered norm validates it) and evaluations between runs of steps, in 2
+#     processes over loopback TCP and in threads, ends with the barrier's checksum, losses and
+#     evaluations (how often a rank began a step early is timing, printed, not asserted).
+overlap=(train --model gpt --layers 4 --batch-size 8 --microbatches 4 --steps 6 --schedule zb-v --stages 2
+         --clip-norm 0.3 --eval-every 3 --json --quiet)
+"$pipeforge" "${overlap[@]}" >"$work/overlap_barrier.json" || fail "zb-v with a barrier"
+"$pipeforge" "${overlap[@]}" --overlap-steps >"$work/overlap_threads.json" || fail "zb-v overlapped in threads"
+run_mpi 2 tcp "$pipeforge" "${overlap[@]}" --overlap-steps >"$work/overlap_processes.json" 2>"$work/overlap.err" ||
+  { cat "$work/overlap.err"; fail "mpirun -np 2 zb-v overlapped"; }
+python3 - "$work/overlap_barrier.json" "$work/overlap_threads.json" "$work/overlap_processes.json" <<'PY' ||
+import json, sys
+barrier, threads, processes = (json.load(open(p)) for p in sys.argv[1:])
+print("overlapping steps, barrier:", barrier["param_checksum"], "threads:", threads["param_checksum"],
+      "2 processes:", processes["param_checksum"], "begun early:", processes["overlap_steps"])
+assert processes["processes"] == 2
+for run in (threads, processes):
+    for key in ("param_checksum", "losses", "evaluations"):
+        assert run[key] == barrier[key], (key, run[key], barrier[key])
+    assert "steps_begun_early" in run["overlap_steps"], run
+PY
+  fail "overlapping steps: differ from the barrier"
+
 finish "mpirun CLI"

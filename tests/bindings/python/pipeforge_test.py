@@ -1015,6 +1015,36 @@ class NeuronGroupsTest(unittest.TestCase):
             self.run_steps({"neuron_groups": 3})
 
 
+class OverlapStepsTest(unittest.TestCase):
+    """Overlapping steps (0.16) through config={"overlap_steps": True}: run() with evaluations and
+    clipping (the ranks update before the norm validates it) ends bitwise where the barrier ends;
+    a schedule that never flushes is refused naming the key."""
+
+    TEXT = dict(rows=2, seq_len=16, seed=3, held_out_fraction=0.1)
+
+    def run_loop(self, config, schedule="zb-v", clip_norm=0.5):
+        info = pipeforge.BuiltinData("char_text", **self.TEXT).info()
+        model = pipeforge.Model.gpt(vocab=info["vocab_size"], seq_len=info["seq_len"], d_model=16, heads=2, layers=2)
+        with pipeforge.Trainer(model, micro_batches=2, seed=7, lr=0.01, clip_norm=clip_norm, schedule=schedule,
+                               ranks=2, config=config) as trainer:
+            trainer.set_data_loader(pipeforge.BuiltinData("char_text", **self.TEXT))
+            trainer.set_eval_loader(pipeforge.BuiltinData("char_text", held_out=True, **self.TEXT))
+            result = trainer.run(6, eval_every=3)
+            return result, {n: trainer.get_parameter(n).tobytes() for n in model.parameter_names()}
+
+    def test_run_overlapped_equals_the_barrier(self):
+        barrier, barrier_params = self.run_loop({})
+        overlapped, overlapped_params = self.run_loop({"overlap_steps": True})
+        self.assertEqual((overlapped.step, overlapped.steps_run, overlapped.evaluations), (6, 6, 2))
+        self.assertEqual(bits(overlapped.loss), bits(barrier.loss))
+        self.assertEqual(bits(overlapped.eval_loss), bits(barrier.eval_loss))
+        self.assertEqual(overlapped_params, barrier_params)
+
+    def test_refused_naming_the_key(self):
+        with self.assertRaisesRegex(pipeforge.InvalidArgumentError, "overlap_steps applies to synchronous schedules"):
+            self.run_loop({"overlap_steps": True}, schedule="pipedream", clip_norm=0.0)
+
+
 class TrainingLoopTest(unittest.TestCase):
     """The training loop (C API 0.5): learning-rate schedules, evaluation, built-in data, run() with
     checkpoints and a metrics log, resumed from its folder bitwise, the partitions."""
