@@ -1,6 +1,6 @@
 // One process per rank (run under mpirun -np 4 by run_mpi_test.sh): every synchronous schedule,
-// p = 2 and 4, MLP and GPT, AdamW and SGD, with and without clipping, and with activation
-// policies, trains bitwise equal to the sequential trainer that each process also runs; each
+// p = 2 and 4, MLP and GPT, AdamW and SGD, with and without clipping, with overlapping steps (m = 8)
+// and with activation policies, trains bitwise equal to the sequential trainer that each process also runs; each
 // process allocates only its stages' parameters.
 #include <gtest/gtest.h>
 
@@ -24,6 +24,7 @@
 #include "runtime/models/builders.h"
 #include "runtime/schedules/schedule_request.h"
 #include "runtime/tensor/memory_tracker.h"
+#include "runtime/train/micro_batches.h"
 #include "tests/execution/test_util.h"
 
 namespace pf::exec {
@@ -50,6 +51,25 @@ std::shared_ptr<comm::World> group_of(int p) {
 }
 
 
+// The micro-batches of data_for's batches, step after step: what a trainer that overlaps steps
+// (overlap_steps) pulls, one step ahead.
+class StepBatches : public DataSource {
+ public:
+  StepBatches(const Model& model, int micro_batches) : model_(&model), m_(micro_batches) {}
+  Batch next() override {
+    const int step = static_cast<int>(position_ / m_);
+    const std::vector<Batch> micro = split_into_micro_batches(*model_, data_for(*model_, m_, step), m_);
+    return micro[static_cast<size_t>(position_++ % m_)];
+  }
+  int64_t position() const override { return position_; }
+  void seek(int64_t position) override { position_ = position; }
+
+ private:
+  const Model* model_;
+  int m_;
+  int64_t position_ = 0;
+};
+
 // Trains the sequential reference here and the pipeline across the group; returns "" when every
 // step's loss and gradient norm and the final parameters match bitwise. Every process of the group
 // makes the same collective calls whatever it finds (no early return).
@@ -64,10 +84,13 @@ std::string compare(ModelKind kind, PipelineOptions popts, int steps = 2,
     model = make_model(kind);
   }
   PipelineTrainer pipe(model, popts);
+  // Overlapping steps run back to back from a source (the batches' micro-batches in order).
+  StepBatches source(ref.model(), popts.base.micro_batches);
+  if (popts.overlap_steps) pipe.expect_steps(steps);
   for (int step = 0; step < steps; ++step) {
     const Batch batch = data_for(ref.model(), popts.base.micro_batches, step);
     const StepResult a = ref.step(batch);
-    const StepResult b = pipe.step(batch);
+    const StepResult b = popts.overlap_steps ? pipe.step(source) : pipe.step(batch);
     if (a.loss != b.loss) problems += " loss differs at step " + std::to_string(step) + ";";
     if (a.grad_norm != b.grad_norm) problems += " grad norm differs at step " + std::to_string(step) + ";";
     if (a.samples != b.samples || a.tokens != b.tokens) problems += " counts differ;";
@@ -117,9 +140,11 @@ TEST_P(ProcessEquivalence, BitwiseEqualToSequential) {
       o.base = testing::varied_options(m, variant++);
       o.world = group_of(p);
       o.recv_timeout_seconds = 60;
+      o.overlap_steps = m == 8;  // overlapping steps (three back to back), clipped in some variants
       ++ran;
-      EXPECT_EQ(compare(kind, o), "") << c.schedule << " p=" << p << " m=" << m << " "
-                                      << o.world->describe();
+      EXPECT_EQ(compare(kind, o, o.overlap_steps ? 3 : 2), "")
+          << c.schedule << " p=" << p << " m=" << m << (o.overlap_steps ? " overlapped " : " ")
+          << o.world->describe();
     }
   }
   EXPECT_GE(ran, 3) << c.schedule;
