@@ -3,13 +3,15 @@
 // with overlap_steps, in alternating rounds of back-to-back steps on the same data. Per schedule:
 // the steady-state time per step of each (wall time of a round / its steps, median over the
 // rounds), the simulator's time per step with and without overlap and its span under the costs the
-// barrier trainer measured (mean F, B, W, BW per stage; the slower rank's update as UPDATE), the
+// barrier trainer measured (per step the mean F, B, W, BW of each stage and the slower rank's
+// update as UPDATE; the median over its steps), the
 // ratios, and whether both trainers ended bitwise equal. Then the schedules ordered by measured
 // and by simulated time per step with overlap. Prints one JSON object.
 // Usage: overlap_steps [--steps N (per round)] [--rounds R] [--pin 0|1] [--d_model D] [--blocks L] [--seq S] [--rows R]
 #include <algorithm>
 #include <chrono>
 #include <iostream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -55,12 +57,36 @@ std::unique_ptr<exec::PipelineTrainer> trainer(const bench::GptPipelineBench& b,
   return std::make_unique<exec::PipelineTrainer>(build_gpt(b.gpt()), po);
 }
 
-// Wall seconds per step of `steps` back-to-back steps.
-double round_seconds(exec::PipelineTrainer& t, DataSource& source, int steps, bool overlap) {
+using Costs = std::map<std::pair<int, int>, double>;
+
+// Wall seconds per step of `steps` back-to-back steps; with `costs`, each step's mean action
+// costs (and, under key {-1, 0}, its slower rank's update) are appended.
+double round_seconds(exec::PipelineTrainer& t, DataSource& source, int steps, bool overlap,
+                     std::vector<Costs>* costs = nullptr) {
   t.expect_steps(overlap ? steps : 0);
-  const auto start = std::chrono::steady_clock::now();
-  for (int s = 0; s < steps; ++s) t.step(source);
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / steps;
+  double seconds = 0;
+  for (int s = 0; s < steps; ++s) {
+    const auto start = std::chrono::steady_clock::now();
+    t.step(source);
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!costs) continue;
+    costs->push_back(bench::mean_action_costs(t, nullptr));
+    double update_us = 0;
+    for (const exec::RankStats& rs : t.last_stats().ranks) update_us = std::max(update_us, rs.optimizer_us);
+    costs->back()[{-1, 0}] = update_us;
+  }
+  return seconds / steps;
+}
+
+// The median of every entry over the steps.
+Costs median_costs(const std::vector<Costs>& steps) {
+  Costs out;
+  for (const auto& [key, value] : steps.front()) {
+    std::vector<double> v;
+    for (const Costs& c : steps) v.push_back(c.at(key));
+    out[key] = bench::median(v);
+  }
+  return out;
 }
 
 }  // namespace
@@ -78,23 +104,27 @@ int main(int argc, char** argv) {
     round_seconds(*barrier, barrier_data, 1, false);  // warm-up: allocations, the activation plan
     round_seconds(*overlapped, overlapped_data, 1, true);
     std::vector<double> with_barrier, with_overlap;
+    std::vector<Costs> step_costs;
     for (int r = 0; r < rounds; ++r) {
-      with_barrier.push_back(round_seconds(*barrier, barrier_data, b.steps, false));
+      with_barrier.push_back(round_seconds(*barrier, barrier_data, b.steps, false, &step_costs));
       with_overlap.push_back(round_seconds(*overlapped, overlapped_data, b.steps, true));
     }
-    // The costs of the barrier trainer's last step; UPDATE: the slower rank's optimizer time.
-    sched::CostModel costs =
-        bench::measured_cost_model(bench::mean_action_costs(*barrier, nullptr), barrier->schedule().num_stages());
-    double update_us = 0;
-    for (const exec::RankStats& rs : barrier->last_stats().ranks) update_us = std::max(update_us, rs.optimizer_us);
-    costs.t_step = update_us;
+    // The barrier trainer's action costs, the median over its steps of each step's means; UPDATE:
+    // the slower rank's optimizer time.
+    const Costs median = median_costs(step_costs);
+    sched::CostModel costs = bench::measured_cost_model(median, barrier->schedule().num_stages());
+    costs.t_step = median.at({-1, 0});
     sched::SimulationOptions so;
     so.comm = sched::communication_semantics(barrier->schedule());
     const sched::StepTimes sim = sched::simulate_step_times(barrier->schedule(), costs, so);
     const double measured_barrier = bench::median(with_barrier), measured_overlap = bench::median(with_overlap);
     const double sim_overlap_s = sim.overlapped * 1e-6, sim_span_s = sim.span * 1e-6, sim_barrier_s = sim.barrier * 1e-6;
+    auto spread = [](const std::vector<double>& v) {
+      return nlohmann::json{*std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end())};
+    };
     rows.push_back({{"schedule", schedule},
                     {"measured_step_s", {{"barrier", measured_barrier}, {"overlap", measured_overlap}}},
+                    {"rounds_min_max_s", {{"barrier", spread(with_barrier)}, {"overlap", spread(with_overlap)}}},
                     {"simulated_step_s", {{"barrier", sim_barrier_s}, {"overlap", sim_overlap_s}, {"span", sim_span_s}}},
                     {"measured_gain", measured_barrier / measured_overlap},
                     {"simulated_gain", sim.barrier / sim.overlapped},

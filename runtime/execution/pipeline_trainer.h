@@ -124,7 +124,8 @@ class PipelineTrainer : public Trainer {
   [[noreturn]] void fail_step(std::exception_ptr error);
   // Overlapping steps (pipeline_trainer_overlap.cc).
   bool overlaps() const { return overlap_ != nullptr; }
-  StepResult overlapped_step(DataSource& source);
+  StepResult overlapped_step(DataSource& source);  // run_overlapped_step; a failure ends the run
+  StepResult run_overlapped_step(DataSource& source);
   std::unique_ptr<StepOverlap::Step> pull_overlapped_step(DataSource& source, int64_t number);
   void overlapped_worker(int rank, int64_t first);
   // Starts a run of overlapped steps on the workers with `first`.

@@ -65,6 +65,24 @@ void PipelineTrainer::overlapped_worker(int rank, int64_t first) {
 }
 
 StepResult PipelineTrainer::overlapped_step(DataSource& source) {
+  try {
+    return run_overlapped_step(source);
+  } catch (...) {
+    // What failed on this thread (a collective of the report, the source) ends the run too, so
+    // that no worker is left in it; a failure the run's own handling met has ended it already.
+    if (pool_->started()) {
+      overlap_->abandon();
+      group_->rank_failed(local_ranks(plan_, ownership_).front(), describe_exception(std::current_exception()));
+      pool_->wait();
+      overlap_->clear();
+      overlap_source_ = nullptr;
+      group_->reset();
+    }
+    throw;
+  }
+}
+
+StepResult PipelineTrainer::run_overlapped_step(DataSource& source) {
   PF_CHECK_STATE(unusable_.empty(), unusable_);
   const auto start = clock_type::now();
   const TrainingConfig& c = plan_.config;

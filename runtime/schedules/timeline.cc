@@ -158,7 +158,7 @@ const char* legend_text(ActionKind kind) {
     case ActionKind::kAllReduce: return "ALLREDUCE";
     case ActionKind::kHold: return "HOLD (partner keeps)";
     case ActionKind::kReturn: return "RETURN (to owner)";
-    case ActionKind::kUpdate: return "UPDATE (per micro-batch)";
+    case ActionKind::kUpdate: return "UPDATE (a stage's own)";
     case ActionKind::kHead: return "HEAD local loss";
     case ActionKind::kSendF: case ActionKind::kSendB: return "SEND";
     case ActionKind::kRecvF: case ActionKind::kRecvB: return "RECV (waiting)";
