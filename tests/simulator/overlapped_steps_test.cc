@@ -10,6 +10,7 @@
 #include "runtime/core/error.h"
 #include "runtime/schedules/generators.h"
 #include "runtime/schedules/overlapped_steps.h"
+#include "runtime/schedules/schedule_request.h"
 #include "runtime/schedules/simulator.h"
 #include "runtime/schedules/stage_actions.h"
 #include "runtime/schedules/validator.h"
@@ -20,11 +21,12 @@ namespace pf::sched {
 namespace {
 
 Schedule gen(const std::string& name, int p, int m, int chunks = 0) {
-  GeneratorOptions o;
-  o.ranks = p;
-  o.micro_batches = m;
-  o.chunks = chunks;
-  return generate_schedule(name, o);
+  ScheduleRequest request;
+  request.name = name;
+  request.ranks = p;
+  request.micro_batches = m;
+  request.chunks = chunks;
+  return make_schedule(request);
 }
 
 TEST(OverlappedRun, RepeatsTheStepWithRenumberedMicroBatches) {
