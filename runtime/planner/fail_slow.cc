@@ -229,6 +229,12 @@ void AdaptiveTrainer::check_same_decision(const std::vector<int>& to) const {
            " (-1: no move)");
 }
 
+void AdaptiveTrainer::drain() {
+  check_usable();
+  move_if_decided();
+  trainer_->drain();
+}
+
 void AdaptiveTrainer::move_if_decided() {
   if (decided_.empty()) return;
   const std::vector<int> to = std::move(decided_);

@@ -104,6 +104,9 @@ class AdaptiveTrainer : public Trainer {
   std::vector<Parameter*> local_parameters() const override { return trainer_->local_parameters(); }
   CheckpointRefusal checkpoint_refusal(bool loading) const override { return trainer_->checkpoint_refusal(loading); }
 
+  // The end of training: a move decided after the last step is made now, so that the partition
+  // is the last adaptation's (a move changes no parameter); then the pipeline drains.
+  void drain() override;
   exec::PipelineTrainer& pipeline() const { return *trainer_; }
   const std::vector<Adaptation>& adaptations() const { return adaptations_; }
   std::vector<int> layers_per_stage() const;
