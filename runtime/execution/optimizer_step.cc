@@ -80,17 +80,20 @@ std::exception_ptr OptimizerStep::wait_for_reductions() {
 }
 
 double OptimizerStep::gathered_norm(const Model& model) {
-  comm::World& world = *plan_->config.world;
   const auto& all = model.parameters();
   std::vector<double> partial(all.size(), 0.0);
   for (size_t i = 0; i < all.size(); ++i)
     if (ownership_->is_local_rank(ownership_->owner(all[i]))) partial[i] = grad_squared_norm(*all[i]);
-  const std::vector<char> gathered = world.all_gather(partial.data(), partial.size() * sizeof(double),
-                                                       plan_->config.recv_timeout_seconds);
-  for (size_t i = 0; i < all.size(); ++i)
-    std::memcpy(&partial[i],
-                gathered.data() + (static_cast<size_t>(ownership_->owner(all[i])) * all.size() + i) * sizeof(double),
-                sizeof(double));
+  return gathered_norm(std::move(partial));
+}
+
+double OptimizerStep::gathered_norm(std::vector<double> partial) {
+  const std::vector<char> gathered = plan_->config.world->all_gather(
+      partial.data(), partial.size() * sizeof(double), plan_->config.recv_timeout_seconds);
+  for (int r = 0; r < plan_->schedule.num_ranks(); ++r)
+    for (size_t i : ownership_->model_index_of_rank(r))
+      std::memcpy(&partial[i], gathered.data() + (static_cast<size_t>(r) * partial.size() + i) * sizeof(double),
+                  sizeof(double));
   return global_norm(partial);
 }
 
@@ -160,19 +163,12 @@ double OptimizerStep::overlapped_norm(int64_t step, float* scale) {
                                    squared_norms_.begin() + static_cast<ptrdiff_t>((step % 2 + 1) * n));
     if (plan_->placement == RankPlacement::kProcesses) {
       // Each process has its ranks' squared norms; the others' entries are 0 here.
-      comm::World& world = *plan_->config.world;
       std::vector<double> partial(n, 0.0);
       for (int r = 0; r < plan_->schedule.num_ranks(); ++r) {
         if (!ownership_->is_local_rank(r)) continue;
         for (size_t i : ownership_->model_index_of_rank(r)) partial[i] = mine[i];
       }
-      const std::vector<char> gathered = world.all_gather(partial.data(), partial.size() * sizeof(double),
-                                                           plan_->config.recv_timeout_seconds);
-      for (int r = 0; r < plan_->schedule.num_ranks(); ++r)
-        for (size_t i : ownership_->model_index_of_rank(r))
-          std::memcpy(&partial[i], gathered.data() + (static_cast<size_t>(r) * partial.size() + i) * sizeof(double),
-                      sizeof(double));
-      norm = global_norm(partial);
+      norm = gathered_norm(std::move(partial));
     } else {
       norm = global_norm(mine);
     }
@@ -181,7 +177,13 @@ double OptimizerStep::overlapped_norm(int64_t step, float* scale) {
   return norm;
 }
 
-void OptimizerStep::update_rank(int rank, float scale, bool keep, RankStats& stats) {
+void OptimizerStep::step_rank(const std::vector<Parameter*>& params, float scale) {
+  if (scale != 1.0f) scale_gradients(params, scale);
+  optimizer_->update_parameters(params);
+  for (Parameter* p : params) p->grad.fill(0.0f);
+}
+
+void OptimizerStep::update_rank(int rank, bool keep, RankStats& stats) {
   const auto start = clock_type::now();
   const auto& params = ownership_->of_rank(rank);
   if (keep) {
@@ -204,9 +206,7 @@ void OptimizerStep::update_rank(int rank, float scale, bool keep, RankStats& sta
       for (size_t i = 0; i < k.state.size(); ++i) k.state[i].copy_from(*k.state_slots[i]);
     }
   }
-  if (scale != 1.0f) scale_gradients(params, scale);
-  optimizer_->update_parameters(params);
-  for (Parameter* p : params) p->grad.fill(0.0f);
+  step_rank(params, 1.0f);
   stats.optimizer_us += micros_since(start);
 }
 
@@ -219,9 +219,7 @@ void OptimizerStep::redo_update(int rank, float scale) {
     params[i]->grad.copy_from(k.grads[i]);
   }
   for (size_t i = 0; i < k.state.size(); ++i) k.state_slots[i]->copy_from(k.state[i]);
-  if (scale != 1.0f) scale_gradients(params, scale);
-  optimizer_->update_parameters(params);
-  for (Parameter* p : params) p->grad.fill(0.0f);
+  step_rank(params, scale);
 }
 
 void OptimizerStep::sync_copy(const Model& model) {

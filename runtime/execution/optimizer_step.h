@@ -60,9 +60,9 @@ class OptimizerStep {
   // rank left when its gradients were final (after_rank_actions; processes: a collective), summed
   // in model order as the barrier sums them. `scale`: what clipping multiplies the gradients by.
   double overlapped_norm(int64_t step, float* scale);
-  // Worker `rank`: scales its gradients by `scale`, applies the update, and zeroes its gradients
-  // for the next step. `keep`: first keeps what the update changes (post-validation, below).
-  void update_rank(int rank, float scale, bool keep, RankStats& stats);
+  // Worker `rank`: applies the update with its unclipped gradients and zeroes them for the next
+  // step. `keep`: first keeps what the update changes (post-validation, below).
+  void update_rank(int rank, bool keep, RankStats& stats);
   // Post-validation: worker `rank` restores what update_rank(keep) kept — its parameters, their
   // optimizer state and gradients — and updates again with the gradients scaled by `scale`: the
   // bits of an update that had waited for the norm.
@@ -71,6 +71,11 @@ class OptimizerStep {
  private:
   void sync_copy(const Model& model);  // the second copy and its optimizer state <- the first's
   double gathered_norm(const Model& model);  // per process: every parameter's squared norm from its owner
+  // Per process: `partial` ([model parameter index]) holds this process's parameters' squared
+  // norms; each entry is replaced by its owner's, and the global norm returned.
+  double gathered_norm(std::vector<double> partial);
+  // Worker `rank`'s parameters: gradients scaled by `scale`, the update, gradients zeroed.
+  void step_rank(const std::vector<Parameter*>& params, float scale);
 
   const PipelinePlan* plan_;
   const ModelStages* stages_;

@@ -59,7 +59,7 @@ void PipelineTrainer::overlapped_worker(int rank, int64_t first) {
     optimizer_.after_rank_actions(rank, out->stats, n);  // clipping: this rank's squared norms
     overlap_->gradients_final(*s);
     if (!overlap_->wait_committed(*s)) return;  // a step begun ahead and abandoned: no update
-    optimizer_.update_rank(rank, s->clip_scale, s->keep, out->stats);
+    optimizer_.update_rank(rank, s->keep, out->stats);
     overlap_->updated(*s);
   }
 }
@@ -105,7 +105,7 @@ StepResult PipelineTrainer::run_overlapped_step(DataSource& source) {
   // With clipping the norm is known only when every rank's gradients are: the ranks update
   // optimistically, keeping what they change, and the norm validates the update afterwards.
   const bool clipping = c.base.optimizer.clip_norm > 0.0f;
-  overlap_->commit(*s, 1.0f, clipping);
+  overlap_->commit(*s, clipping);
   // The next step's micro-batches, so that the ranks done with this one go on.
   bool pushed = false;
   if (ahead) {

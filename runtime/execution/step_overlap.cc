@@ -42,9 +42,8 @@ size_t StepOverlap::in_flight() const {
   return steps_.size();
 }
 
-void StepOverlap::commit(Step& step, float clip_scale, bool keep) {
+void StepOverlap::commit(Step& step, bool keep) {
   std::lock_guard<std::mutex> lock(mutex_);
-  step.clip_scale = clip_scale;
   step.keep = keep;
   step.committed = true;
   changed_.notify_all();

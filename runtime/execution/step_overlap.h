@@ -36,7 +36,6 @@ class StepOverlap {
     std::vector<RankExecutor::StepOutput> outputs;  // [rank]
     // Set by the main thread when it commits the step.
     bool committed = false;
-    float clip_scale = 1.0f;
     bool keep = false;  // post-validation: each rank keeps what its update changes
     int gradients_final = 0;  // local ranks whose gradients of this step are final
     int updated = 0;          // local ranks that applied its update
@@ -52,9 +51,9 @@ class StepOverlap {
   Step* front();
   Step* back();
   size_t in_flight() const;
-  // Lets the ranks apply the step's update, with its gradients scaled by `clip_scale`; with `keep`
-  // each rank keeps what the update changes, so that it can be redone (post-validation).
-  void commit(Step& step, float clip_scale, bool keep = false);
+  // Lets the ranks apply the step's update (with the unclipped gradients); with `keep` each rank
+  // keeps what the update changes, so that it can be redone (post-validation).
+  void commit(Step& step, bool keep);
   // Ends the run after `number`: the ranks' job returns once they have updated for it.
   void end_after(int64_t number);
   // Waits until every local rank's gradients of `step` are final / every local rank updated for
