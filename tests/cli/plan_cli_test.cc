@@ -131,3 +131,80 @@ TEST(PlanCli, NamesBadInput) {
 }
 
 }  // namespace
+
+// `pipeforge predict`: the cluster model's step for a GPT configuration on GPUs this machine has
+// not; the JSON the issue names, the text report, a user's GPU file, and bad input named.
+namespace {
+
+const std::string kPredict =
+    "predict --gpu a100-80gb --gpus 512 --tensor-parallel 8 --stages 64 --global-batch 512 --micro-batch 1 "
+    "--layers 128 --d-model 25600 --heads 160 --vocab 51200 --seq-len 2048 --precision fp16 --attention unfused";
+
+TEST(PredictCli, PrintsTheStepFlopsAndMemoryOfAPublishedRun) {
+  // Korthikanti et al.'s 1T run with selective recompute and sequence parallelism: 71.49 s.
+  const nlohmann::json j = run_json(kPredict + " --recompute selective --sequence-parallel --json");
+  EXPECT_NEAR(j.at("step_seconds").get<double>(), 71.49, 0.1 * 71.49) << j.dump();
+  const double flops = 72.0 * 512 * 2048 * 128 * 25600.0 * 25600 * (1 + 2048 / (6 * 25600.0) + 51200 / (12 * 128 * 25600.0));
+  EXPECT_NEAR(j.at("tflops_per_gpu").get<double>(), flops / (j.at("step_seconds").get<double>() * 512) / 1e12, 1e-6);
+  EXPECT_GT(j.at("bubble_rate").get<double>(), 0.05);
+  EXPECT_LT(j.at("bubble_rate").get<double>(), 0.2);
+  EXPECT_GT(j.at("memory_per_gpu_bytes").get<double>(), 10e9);
+  EXPECT_TRUE(j.at("fits").get<bool>());
+  EXPECT_EQ(j.at("stage_costs").size(), 64u);
+  // Full recompute: SC21's 96 x ... count, and slower.
+  const nlohmann::json full = run_json(kPredict + " --recompute full --json");
+  EXPECT_GT(full.at("step_seconds").get<double>(), j.at("step_seconds").get<double>());
+  const CommandResult text = run(kPredict + " --recompute full");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("TFLOP/s"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("fits"), std::string::npos) << text.out;
+}
+
+// kPredict with one option's value replaced.
+std::string predict_with(const std::string& option, const std::string& value) {
+  std::string args = kPredict;
+  const size_t begin = args.find(option + " ") + option.size() + 1;
+  const size_t end = args.find(' ', begin);
+  return args.replace(begin, end - begin, value);
+}
+
+TEST(PredictCli, TakesAGpuFileAndNamesBadInput) {
+  const std::string dir = tmp_dir();
+  // A preset's JSON with twice the bandwidth between nodes: a data-parallel step gets faster.
+  const std::string base =
+      "predict --gpus 16 --data-parallel 16 --global-batch 64 --micro-batch 2 --layers 12 --d-model 768 --heads 12 "
+      "--vocab 50257 --seq-len 1024 --json --gpu ";
+  const nlohmann::json h100 = run_json(base + "h100-sxm");
+  EXPECT_EQ(run_json(base + "h100-sxm"), h100);  // deterministic
+  write_file(dir + "/fast.json",
+             R"({"name": "fast", "gpu": {"peak_tflops": {"bf16": 989.4}, "sms": 132, "memory_mib": 81559,
+                 "memory_gb_per_s": 3350, "gemm_efficiency": 0.72, "gemm_k_overhead": 256,
+                 "flash_attention_efficiency": 0.5, "memory_efficiency": 0.85, "kernel_overhead_us": 4},
+                 "node": {"gpus": 8, "nvlink_gb_per_s": 450, "nvlink_efficiency": 0.8, "nvlink_latency_us": 2},
+                 "network": {"gb_per_s_per_gpu": 100, "efficiency": 0.9, "latency_us": 5}, "reserved_mib": 2048})");
+  const nlohmann::json fast = run_json(base + dir + "/fast.json");
+  EXPECT_LT(fast.at("data_parallel_seconds").get<double>(), h100.at("data_parallel_seconds").get<double>());
+  EXPECT_DOUBLE_EQ(fast.at("pipeline_seconds").get<double>(), h100.at("pipeline_seconds").get<double>());
+
+  struct Case {
+    std::string args, message;
+  };
+  const Case cases[] = {
+      {predict_with("--gpus", "256"), "--gpus 256 is not --tensor-parallel x --stages x --data-parallel = 8 x 64 x 1 = 512"},
+      {predict_with("--heads", "100"), "--heads 100 is not divisible by --tensor-parallel 8"},
+      {predict_with("--gpu", "h100"), "unknown GPU 'h100'"},
+      {predict_with("--micro-batch", "3"), "--global-batch 512 is not a multiple of --micro-batch x --data-parallel = 3 x 1"},
+      {kPredict + " --recompute some", "--recompute"},
+  };
+  for (const Case& c : cases) {
+    const CommandResult r = run(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
+  }
+  write_file(dir + "/bad.json", R"({"name": "bad", "gpu": {}})");
+  const CommandResult bad = run(base + dir + "/bad.json");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("bad.json: gpu.peak_tflops: required field is missing"), std::string::npos) << bad.err;
+}
+
+}  // namespace

@@ -71,5 +71,165 @@ TEST(GpuModel, PredictsThePublishedStepTimesWithinTenPercent) {
   std::printf("largest error %.1f%%\n", 100 * worst);
 }
 
+
+// A 1T row's published utilisation (the Megatron-LM README: 56.3% MFU for selective recompute
+// with sequence parallelism, 71.49 s per step) follows from SC21's 72 x ... count.
+TEST(GpuModel, FlopsCountGivesThePublishedUtilisation) {
+  const PublishedRow& one_t = published_rows().back();
+  const double mfu = megatron_flops(one_t.shape, 512, false) / (one_t.selective_sp_s * 512 * 312e12);
+  EXPECT_NEAR(mfu, 0.563, 0.002);
+  // 96 x ... with full recompute: 4/3 of the 72 x ... count up to the vocabulary term.
+  const GptShape m{24, 1024, 16, 50000, 1024};
+  const double s = 1024, l = 24, h = 1024, V = 50000, B = 8;
+  EXPECT_DOUBLE_EQ(megatron_flops(m, B, true), 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h)));
+  EXPECT_DOUBLE_EQ(megatron_flops(m, B, false), 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h)));
+}
+
+TEST(GpuModel, PresetsAreReadStrictly) {
+  for (const std::string& name : gpu_preset_names()) {
+    const GpuSystem s = gpu_preset(name);
+    EXPECT_EQ(s.name, name);
+    EXPECT_EQ(gpu_system_to_json(gpu_system_from_json(gpu_system_to_json(s), "x")), gpu_system_to_json(s));
+  }
+  EXPECT_EQ(gpu_preset_names(), (std::vector<std::string>{"a100-40gb", "a100-80gb", "h100-sxm", "h200"}));
+  EXPECT_DOUBLE_EQ(gpu_preset("h100-sxm").gpu.peak(Precision::kBf16), 989.4e12);
+  EXPECT_EQ(gpu_preset("h200").gpu.memory_bytes, int64_t{143771} << 20);
+  try {
+    gpu_preset("h100-smx");
+    FAIL() << "an unknown preset was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("did you mean 'h100-sxm'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("presets: a100-40gb, a100-80gb, h100-sxm, h200"), std::string::npos) << e.what();
+  }
+  nlohmann::json bad = gpu_system_to_json(gpu_preset("a100-80gb"));
+  bad["gpu"]["gemm_efficency"] = 0.5;
+  EXPECT_THROW(
+      try { gpu_system_from_json(bad, "my.json"); } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("my.json: gpu.gemm_efficency"), std::string::npos) << e.what();
+        throw;
+      },
+      Error);
+  bad = gpu_system_to_json(gpu_preset("a100-80gb"));
+  bad["network"]["efficiency"] = 1.5;
+  EXPECT_THROW(
+      try { gpu_system_from_json(bad, "my.json"); } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("network.efficiency"), std::string::npos) << e.what();
+        throw;
+      },
+      Error);
+}
+
+TEST(GpuModel, GemmRooflineQuantisesWavesAndShortInnerDimensions) {
+  GpuSpec gpu = gpu_preset("a100-80gb").gpu;
+  EXPECT_DOUBLE_EQ(wave_efficiency(108, 108), 1.0);
+  EXPECT_DOUBLE_EQ(wave_efficiency(109, 108), 109.0 / 216);
+  gpu.kernel_overhead_s = 0;
+  gpu.gemm_k_overhead = 0;
+  // 3456 x 8192 x 8192: 27 x 64 tiles = 16 whole waves on 108 SMs: compute-bound at peak x efficiency.
+  const double flops = 2.0 * 3456 * 8192 * 8192;
+  EXPECT_NEAR(gemm_seconds(gpu, Precision::kBf16, 3456, 8192, 8192), flops / (312e12 * 0.80), 1e-12);
+  // One row more starts a 17th wave.
+  EXPECT_NEAR(gemm_seconds(gpu, Precision::kBf16, 3457, 8192, 8192) / gemm_seconds(gpu, Precision::kBf16, 3456, 8192, 8192),
+              3457.0 / 3456 * (17.0 * 108) / (28 * 64), 1e-9);  // 28 x 64 tiles over 17 waves of 108
+  // A matrix-vector product is memory-bound: its bytes at the HBM bandwidth x efficiency.
+  const double bytes = (8192.0 * 8192 + 8192 + 8192) * 2;
+  EXPECT_NEAR(gemm_seconds(gpu, Precision::kBf16, 8192, 1, 8192), bytes / (2039e9 * 0.85), 1e-12);
+  gpu.gemm_k_overhead = 256;
+  // K = 256 with a 256-element prologue and epilogue: half the rate.
+  EXPECT_NEAR(gemm_seconds(gpu, Precision::kBf16, 3456, 8192, 256) /
+                  (2.0 * 3456 * 8192 * 256 / (312e12 * 0.80)),
+              2.0, 1e-9);
+}
+
+TEST(GpuModel, CollectivesFollowThePlacement) {
+  const GpuSystem sys = gpu_preset("h100-sxm");
+  const Grid grid{8, 4, 2};  // rank = tp + 8 (dp + 2 pp)
+  EXPECT_EQ(grid.tensor_group(), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(grid.data_group(), (std::vector<int>{0, 8}));
+  EXPECT_EQ(grid.pipeline_group(), (std::vector<int>{0, 16, 32, 48}));
+  EXPECT_EQ(&group_link(sys, grid.tensor_group()), &sys.nvlink);
+  EXPECT_EQ(&group_link(sys, grid.data_group()), &sys.network);
+  EXPECT_EQ(&group_link(sys, Grid{2, 1, 4}.data_group()), &sys.nvlink);  // 0, 2, 4, 6: one node
+  const double bytes = 1e9;
+  EXPECT_NEAR(allreduce_seconds(sys.nvlink, 8, bytes), 2 * 7.0 / 8 * bytes / (450e9 * 0.8) + 14 * 2e-6, 1e-12);
+  EXPECT_NEAR(allgather_seconds(sys.network, 4, bytes), 3.0 / 4 * bytes / (50e9 * 0.9) + 3 * 5e-6, 1e-12);
+  EXPECT_EQ(allreduce_seconds(sys.nvlink, 1, bytes), 0.0);
+  EXPECT_NEAR(p2p_seconds(sys.network, bytes), bytes / 45e9 + 5e-6, 1e-12);
+}
+
+StepRequest small_request() {
+  StepRequest r;
+  r.system = gpu_preset("h100-sxm");
+  r.model = {24, 2048, 16, 50257, 2048};
+  r.grid = {2, 4, 2};
+  r.global_batch = 64;
+  r.micro_batch = 2;
+  return r;
+}
+
+TEST(GpuModel, RefusesWhatCannotRunNamingTheOption) {
+  auto message = [](StepRequest r) {
+    try {
+      predict_step(r);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  StepRequest r = small_request();
+  r.grid.tensor = 3;
+  EXPECT_NE(message(r).find("--heads 16 is not divisible by --tensor-parallel 3"), std::string::npos) << message(r);
+  r = small_request();
+  r.global_batch = 66;
+  EXPECT_NE(message(r).find("--global-batch 66"), std::string::npos) << message(r);
+  r = small_request();
+  r.grid.pipeline = 8;
+  r.chunks = 4;
+  EXPECT_NE(message(r).find("--layers 24 is fewer than the 32 stages"), std::string::npos) << message(r);
+  r = small_request();
+  r.schedule = "pipedream";
+  EXPECT_NE(message(r).find("synchronous"), std::string::npos) << message(r);
+}
+
+TEST(GpuModel, PipelineMemoryAndTensorParallelismBehave) {
+  StepRequest r = small_request();
+  const StepPrediction base = predict_step(r);
+  EXPECT_GT(base.step_seconds, base.pipeline_seconds);
+  EXPECT_GT(base.data_parallel_seconds, 0);
+  ASSERT_EQ(base.stages.size(), 4u);
+  EXPECT_TRUE(base.stages.front().embedding && base.stages.back().head);
+  // More micro-batches (smaller ones) shrink the bubble.
+  r.micro_batch = 1;
+  EXPECT_LT(predict_step(r).bubble_rate, base.bubble_rate);
+  // Recompute trades time for memory.
+  r = small_request();
+  r.recompute = Recompute::kFull;
+  const StepPrediction full = predict_step(r);
+  EXPECT_GT(full.step_seconds, base.step_seconds);
+  EXPECT_LT(full.activation_bytes, base.activation_bytes);
+  // Sequence parallelism divides the layers' activations by T: s b h 34 / T instead of s b h (10 + 24 / T).
+  r = small_request();
+  r.recompute = Recompute::kSelective;
+  const StepPrediction selective = predict_step(r);
+  r.sequence_parallel = true;
+  const StepPrediction sp = predict_step(r);
+  const double sbh = 2048.0 * 2 * 2048;
+  EXPECT_NEAR(sp.stages[1].activation_bytes / sp.stages[1].layers, sbh * 34 / 2, 1);
+  EXPECT_NEAR(selective.stages[1].activation_bytes / selective.stages[1].layers, sbh * (10 + 24.0 / 2), 1);
+  // Parameters per GPU: a layer's 12 h^2 weights split over T.
+  EXPECT_NEAR(base.stages[1].parameters / base.stages[1].layers, 12.0 * 2048 * 2048 / 2 + 7.0 * 2048 / 2 + 6 * 2048, 1e-6);
+  // 1F1B's first rank holds P micro-batches: its memory is its state plus P x its stage's bytes.
+  EXPECT_NEAR(base.activation_bytes, 4 * base.stages[0].activation_bytes, 1);
+  // A model too large for one GPU does not fit.
+  r = small_request();
+  r.model = {96, 12288, 96, 51200, 2048};
+  r.grid = {1, 1, 1};
+  r.global_batch = 8;
+  r.micro_batch = 1;
+  const StepPrediction huge = predict_step(r);
+  EXPECT_FALSE(huge.fits);
+  EXPECT_GT(huge.memory_per_gpu_bytes, 175e9 * 18);
+}
+
 }  // namespace
 }  // namespace pf::gpu

@@ -20,6 +20,7 @@
 #include "tools/cli/glm_command.h"
 #include "tools/cli/sweep_command.h"
 #include "tools/cli/plan_command.h"
+#include "tools/cli/predict_command.h"
 #include "tools/cli/process_probe.h"
 #include "tools/cli/schedule_command.h"
 #include "tools/cli/train_command.h"
@@ -89,6 +90,8 @@ int run(int argc, char** argv) {
   CLI::App* compare = add_compare_command(app, compare_args);
   PlanArgs plan_args;
   CLI::App* plan = add_plan_command(app, plan_args);
+  PredictArgs predict_args;
+  CLI::App* predict = add_predict_command(app, predict_args);
   GlmArgs glm_args;
   CLI::App* glm = add_glm_command(app, glm_args);
   SweepArgs sweep_args;
@@ -154,6 +157,7 @@ int run(int argc, char** argv) {
     if (simulate->parsed()) return run_simulate(simulate_args);
     if (compare->parsed()) return run_compare(compare_args);
     if (plan->parsed()) return run_plan(plan_args);
+    if (predict->parsed()) return run_predict(predict_args);
     if (glm->parsed()) return run_glm(glm_args);
     if (sweep->parsed()) return run_sweep(sweep_args);
     if (probe->parsed()) return run_process_probe(probe_args);
