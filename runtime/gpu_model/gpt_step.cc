@@ -24,6 +24,7 @@ struct LayerCost {
   double backward_comm = 0;    // of backward_input
   double backward_weight = 0;  // W: the four weight-gradient GEMMs
   double activation_bytes = 0; // kept from F to B
+  double weight_pending_bytes = 0;   // kept from B to W (split schedules): the linears' inputs and output gradients
   double full_activation_bytes = 0;  // what F keeps without recompute (a recomputed layer's transient)
 };
 
@@ -119,6 +120,9 @@ LayerCost layer_cost(const Context& c) {
   const double outside_core = c.sp ? sbh * 34 / T : sbh * (10 + 24 / T);
   const double core = c.r.attention == Attention::kUnfused ? 5 * c.a * c.s * c.s * c.b / T : 0.0;
   l.full_activation_bytes = outside_core + core;
+  // W needs each linear's input (qkv's and fc1's sequence-sharded with SP) and output gradient.
+  const double gathered = c.sp ? 1 / T : 1;
+  l.weight_pending_bytes = kHalf * sbh * ((gathered + 1 / T + gathered + 4 / T) + (3 / T + 1 + 4 / T + 1));
   switch (c.r.recompute) {
     case Recompute::kNone:
       l.activation_bytes = outside_core + core;
@@ -228,45 +232,38 @@ double megatron_flops(const GptShape& m, double batch, bool full_recompute) {
                         : 72 * base * (1 + s / (6 * h) + V / (12 * l * h));
 }
 
-StepPrediction predict_step(const StepRequest& r) {
-  check_request(r);
+namespace {
+
+// The stages of one pipeline (S of them) with their costs, and the latency of a pipeline message.
+struct BuiltStages {
+  LayerCost layer;
+  std::vector<StageCost> stages;
+  double t_comm = 0;
+  double vocab_padded = 0;
+};
+
+BuiltStages build_stages(const StepRequest& r, int S) {
   const GptShape& m = r.model;
   const Grid& g = r.grid;
-  const int T = g.tensor, P = g.pipeline, D = g.data;
-  StepPrediction out;
-  out.chunks = r.chunks;
-  out.micro_batches = static_cast<int>(r.global_batch / (r.micro_batch * D));
-  out.schedule = !r.schedule.empty() ? r.schedule : r.chunks > 1 ? "interleaved-1f1b" : "1f1b";
-  const sched::ScheduleTraits traits = sched::schedule_traits(out.schedule);
-  PF_CHECK_ARG(!traits.windowed() && traits.pipelines == 1 && !traits.slices_sequences,
-               "--schedule ", out.schedule, ": the cluster model times synchronous one-pipeline schedules");
-
+  const int T = g.tensor, P = g.pipeline;
+  PF_CHECK_ARG(m.layers >= S, "--layers ", m.layers, " is fewer than the schedule's ", S, " stages");
+  BuiltStages out;
   // Megatron pads the vocabulary to a multiple of 128 x T.
-  const double vocab_padded = std::ceil(static_cast<double>(m.vocab) / (128.0 * T)) * 128.0 * T;
+  out.vocab_padded = std::ceil(static_cast<double>(m.vocab) / (128.0 * T)) * 128.0 * T;
   Context c{r, r.system.gpu, static_cast<double>(r.micro_batch), static_cast<double>(m.seq_len),
             static_cast<double>(m.d_model), static_cast<double>(m.heads), static_cast<double>(T),
-            static_cast<double>(r.micro_batch) * m.seq_len, vocab_padded, r.sequence_parallel, 0,
+            static_cast<double>(r.micro_batch) * m.seq_len, out.vocab_padded, r.sequence_parallel, 0,
             group_link(r.system, g.tensor_group())};
   c.token_rows = c.sp ? c.bs / T : c.bs;
-  const LayerCost layer = layer_cost(c);
+  out.layer = layer_cost(c);
+  const LayerCost& layer = out.layer;
   const EndCost embedding = embedding_cost(c), head = head_cost(c);
-
-  sched::ScheduleRequest sr;
-  sr.name = out.schedule;
-  sr.ranks = P;
-  sr.micro_batches = out.micro_batches;
-  sr.chunks = r.chunks;
-  sched::Schedule schedule = sched::make_schedule(sr);
-  const int S = schedule.num_stages();
-  PF_CHECK_ARG(m.layers >= S, "--layers ", m.layers, " is fewer than the schedule's ", S, " stages");
   const std::vector<int> counts = layers_per_stage(m.layers, S);
 
   const double h = m.d_model;
   const double layer_parameters = 12 * h * h / T + 7 * h / T + 6 * h;
-  const double embedding_parameters = vocab_padded * h / T + static_cast<double>(m.seq_len) * h;
-  const double head_parameters = vocab_padded * h / T + 2 * h;  // the tied copy and the final LN
-
-  sched::CostModel cm;
+  const double embedding_parameters = out.vocab_padded * h / T + static_cast<double>(m.seq_len) * h;
+  const double head_parameters = out.vocab_padded * h / T + 2 * h;  // the tied copy and the final LN
   for (int s = 0; s < S; ++s) {
     StageCost st;
     st.layers = counts[static_cast<size_t>(s)];
@@ -278,6 +275,7 @@ StepPrediction predict_step(const StepRequest& r) {
     st.tensor_parallel_s = st.layers * (layer.forward_comm + layer.backward_comm);
     st.parameters = st.layers * layer_parameters;
     st.activation_bytes = st.layers * layer.activation_bytes;
+    st.weight_pending_bytes = st.layers * layer.weight_pending_bytes;
     for (const auto& [on, end, params] : {std::tuple{st.embedding, &embedding, embedding_parameters},
                                           std::tuple{st.head, &head, head_parameters}}) {
       if (!on) continue;
@@ -288,11 +286,6 @@ StepPrediction predict_step(const StepRequest& r) {
       st.parameters += params;
       st.activation_bytes += end->activation_bytes;
     }
-    cm.t_f.push_back(st.forward_s);
-    cm.t_b.push_back(st.backward_input_s);
-    cm.t_w.push_back(st.backward_weight_s);
-    cm.m_b.push_back(st.activation_bytes);
-    cm.m_w.push_back(0);
     out.stages.push_back(st);
   }
   // A pipeline message: the [b s, h] activation (or its gradient). Each TP rank sends 1/T of it to
@@ -301,8 +294,119 @@ StepPrediction predict_step(const StepRequest& r) {
   const double message = c.bs * h * kHalf;
   if (P > 1) {
     const LinkSpec& pp_link = group_link(r.system, {g.rank(0, 0, 0), g.rank(0, 0, 1)});
-    cm.t_comm = p2p_seconds(pp_link, message / T) + (c.sp ? 0.0 : allgather_seconds(c.tp_link, T, message));
+    out.t_comm = p2p_seconds(pp_link, message / T) + (c.sp ? 0.0 : allgather_seconds(c.tp_link, T, message));
   }
+  return out;
+}
+
+// The schedule's name (the default for the chunks when none is given), checked.
+std::string schedule_of(const StepRequest& r) {
+  const std::string name = !r.schedule.empty() ? r.schedule : r.chunks > 1 ? "interleaved-1f1b" : "1f1b";
+  const sched::ScheduleTraits traits = sched::schedule_traits(name);
+  PF_CHECK_ARG(!traits.windowed() && traits.pipelines == 1 && !traits.slices_sequences,
+               "--schedule ", name, ": the cluster model times synchronous one-pipeline schedules");
+  return name;
+}
+
+double grad_bytes_of(const StepRequest& r) { return r.precision == Precision::kBf16 ? 4 : 2; }
+
+// What follows the pipeline: the data-parallel all-reduce of `parameters` (a rank's), the tied
+// embedding's gradient, the optimizer step.
+struct AfterPipeline {
+  double data_parallel = 0, embedding = 0, optimizer = 0;
+  double total() const { return data_parallel + embedding + optimizer; }
+};
+
+AfterPipeline after_pipeline(const StepRequest& r, double parameters, double vocab_padded) {
+  const Grid& g = r.grid;
+  const double grad_bytes = grad_bytes_of(r);  // bf16 reduces fp32 main gradients
+  AfterPipeline a;
+  a.data_parallel = allreduce_seconds(group_link(r.system, g.data_group()), g.data, parameters * grad_bytes);
+  if (g.pipeline > 1)
+    a.embedding = allreduce_seconds(group_link(r.system, {g.rank(0, 0, 0), g.rank(0, 0, g.pipeline - 1)}), 2,
+                                    vocab_padded * r.model.d_model / g.tensor * grad_bytes);
+  // The mixed-precision optimizer step, pass by pass over the rank's parameters (bytes read and
+  // written per parameter): unscale the gradients and look for inf/NaN (2 x grad), their norm
+  // (grad), clip (2 x grad), Adam on the fp32 master weights (read weight, gradient, m, v; write
+  // weight, m, v: 24 + grad), the half-precision copy (4 + 2), zero the gradients (grad).
+  const double bytes_per_parameter = 2 * grad_bytes + grad_bytes + 2 * grad_bytes + (24 + grad_bytes) +
+                                     (4 + kHalf) + grad_bytes;
+  a.optimizer = 6 * r.system.gpu.kernel_overhead_s + streaming_seconds(r.system.gpu, parameters * bytes_per_parameter);
+  return a;
+}
+
+// A GPU at slowest_gpu_speed slows its tensor-parallel group and so its stage: the busiest
+// stage's compute (F, B, W) divided by the speed.
+void slow_down_one_stage(const StepRequest& r, BuiltStages* built) {
+  if (r.slowest_gpu_speed >= 1) return;
+  StageCost* busiest = &built->stages.front();
+  for (StageCost& st : built->stages)
+    if (st.forward_s + st.backward_input_s + st.backward_weight_s >
+        busiest->forward_s + busiest->backward_input_s + busiest->backward_weight_s)
+      busiest = &st;
+  busiest->forward_s /= r.slowest_gpu_speed;
+  busiest->backward_input_s /= r.slowest_gpu_speed;
+  busiest->backward_weight_s /= r.slowest_gpu_speed;
+}
+
+// Stages per pipeline: P x v (the V schedules: 2 P).
+int stage_count(const StepRequest& r) {
+  const sched::ScheduleTraits traits = sched::schedule_traits(schedule_of(r));
+  const int chunks = traits.chunks == sched::ChunkRule::kTwo ? 2 : traits.chunks == sched::ChunkRule::kAny ? r.chunks : 1;
+  return r.grid.pipeline * chunks;
+}
+
+}  // namespace
+
+StepBounds step_bounds(const StepRequest& r) {
+  check_request(r);
+  const int P = r.grid.pipeline;
+  BuiltStages built = build_stages(r, stage_count(r));
+  slow_down_one_stage(r, &built);
+  const double m = static_cast<double>(r.global_batch / (r.micro_batch * r.grid.data));
+  double work = 0, parameters = 0;
+  for (const StageCost& st : built.stages) {
+    work += st.forward_s + st.backward_input_s + st.backward_weight_s;
+    parameters += st.parameters;
+  }
+  StepBounds bounds;
+  // Some rank does at least the average rank's work, and holds at least the average parameters.
+  bounds.step_seconds = m * work / P + after_pipeline(r, parameters / P, built.vocab_padded).total();
+  // Rank 0 holds stage 0 (every placement) and at least one micro-batch of its activations.
+  const StageCost& first = built.stages.front();
+  bounds.memory_per_gpu_bytes = first.parameters * (kHalf + grad_bytes_of(r) + 12) + first.activation_bytes;
+  return bounds;
+}
+
+StepPrediction predict_step(const StepRequest& r) {
+  check_request(r);
+  const GptShape& m = r.model;
+  const Grid& g = r.grid;
+  const int P = g.pipeline, D = g.data;
+  StepPrediction out;
+  out.chunks = r.chunks;
+  out.micro_batches = static_cast<int>(r.global_batch / (r.micro_batch * D));
+  out.schedule = schedule_of(r);
+  sched::ScheduleRequest sr;
+  sr.name = out.schedule;
+  sr.ranks = P;
+  sr.micro_batches = out.micro_batches;
+  sr.chunks = r.chunks;
+  const sched::Schedule schedule = sched::make_schedule(sr);
+  const int S = schedule.num_stages();
+  BuiltStages built = build_stages(r, S);
+  slow_down_one_stage(r, &built);
+  const LayerCost& layer = built.layer;
+  out.stages = built.stages;
+  sched::CostModel cm;
+  for (const StageCost& st : out.stages) {
+    cm.t_f.push_back(st.forward_s);
+    cm.t_b.push_back(st.backward_input_s);
+    cm.t_w.push_back(st.backward_weight_s);
+    cm.m_b.push_back(st.activation_bytes);
+    cm.m_w.push_back(st.weight_pending_bytes);
+  }
+  cm.t_comm = built.t_comm;
   sched::SimulationOptions so;
   so.comm = sched::communication_semantics(schedule);
   const sched::SimulationResult sim = sched::simulate(schedule, cm, so);
@@ -314,21 +418,11 @@ StepPrediction predict_step(const StepRequest& r) {
   for (int s = 0; s < S; ++s)
     rank_parameters[static_cast<size_t>(schedule.placement.rank_of(s))] += out.stages[static_cast<size_t>(s)].parameters;
   const double most_parameters = *std::max_element(rank_parameters.begin(), rank_parameters.end());
-  const double grad_bytes = r.precision == Precision::kBf16 ? 4 : 2;  // bf16 reduces fp32 main gradients
-  out.data_parallel_seconds =
-      allreduce_seconds(group_link(r.system, g.data_group()), D, most_parameters * grad_bytes);
-  if (P > 1)
-    out.embedding_sync_seconds =
-        allreduce_seconds(group_link(r.system, {g.rank(0, 0, 0), g.rank(0, 0, P - 1)}), 2,
-                          vocab_padded * h / T * grad_bytes);
-  // The mixed-precision optimizer step, pass by pass over the rank's parameters (bytes read and
-  // written per parameter): unscale the gradients and look for inf/NaN (2 x grad), their norm
-  // (grad), clip (2 x grad), Adam on the fp32 master weights (read weight, gradient, m, v; write
-  // weight, m, v: 24 + grad), the half-precision copy (4 + 2), zero the gradients (grad).
-  const double optimizer_bytes_per_parameter = 2 * grad_bytes + grad_bytes + 2 * grad_bytes + (24 + grad_bytes) +
-                                               (4 + kHalf) + grad_bytes;
-  out.optimizer_seconds = 6 * r.system.gpu.kernel_overhead_s +
-                          streaming_seconds(r.system.gpu, most_parameters * optimizer_bytes_per_parameter);
+  const double grad_bytes = grad_bytes_of(r);
+  const AfterPipeline after = after_pipeline(r, most_parameters, built.vocab_padded);
+  out.data_parallel_seconds = after.data_parallel;
+  out.embedding_sync_seconds = after.embedding;
+  out.optimizer_seconds = after.optimizer;
   out.step_seconds = out.pipeline_seconds + out.data_parallel_seconds + out.embedding_sync_seconds +
                      out.optimizer_seconds;
 

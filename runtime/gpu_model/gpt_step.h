@@ -52,6 +52,9 @@ struct StepRequest {
   bool sequence_parallel = false;
   Precision precision = Precision::kBf16;
   Attention attention = Attention::kFlash;
+  // The slowest GPU's speed relative to the others (ResiHP's fail-slow GPU; 1: all alike): its
+  // tensor-parallel group, and so the busiest pipeline stage, runs that much slower.
+  double slowest_gpu_speed = 1;
 };
 
 struct StageCost {
@@ -61,6 +64,7 @@ struct StageCost {
   double tensor_parallel_s = 0;     // of F + B: the exposed tensor-parallel communication
   double parameters = 0;            // per GPU
   double activation_bytes = 0;      // kept per micro-batch from F until its backward
+  double weight_pending_bytes = 0;  // kept per micro-batch from B until W (split schedules)
 };
 
 struct StepPrediction {
@@ -91,6 +95,15 @@ double megatron_flops(const GptShape& model, double batch, bool full_recompute);
 // kInvalidArgument naming the option at fault (GPUs, heads % T, batch % (micro-batch x D), layers
 // < P x v, an unknown or asynchronous schedule, ...).
 StepPrediction predict_step(const StepRequest& request);
+
+// Lower bounds of predict_step's step_seconds and memory_per_gpu_bytes without generating or
+// simulating the schedule (a rank works at least the average rank's m x (F + B + W) and holds at
+// least stage 0 and one micro-batch of its activations): what a search prunes with.
+struct StepBounds {
+  double step_seconds = 0;
+  double memory_per_gpu_bytes = 0;
+};
+StepBounds step_bounds(const StepRequest& request);
 
 nlohmann::json prediction_to_json(const StepRequest& request, const StepPrediction& prediction);
 

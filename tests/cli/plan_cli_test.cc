@@ -208,3 +208,45 @@ TEST(PredictCli, TakesAGpuFileAndNamesBadInput) {
 }
 
 }  // namespace
+
+// `plan --cluster FILE` with a GPU cluster: the cluster model's ranked search, its size and time,
+// the chart; the CPU planner's cluster files keep their meaning.
+namespace {
+
+TEST(PlanGpuClusterCli, RanksConfigurationsOfAGpuCluster) {
+  const std::string dir = tmp_dir();
+  write_file(dir + "/gpus.json", R"({"gpu": "h100-sxm", "nodes": 4})");
+  const std::string args = "plan --cluster " + dir + "/gpus.json --layers 24 --d-model 2048 --heads 16 --seq-len 2048 "
+                           "--batch-size 128 --top 5 --svg " + dir + "/gpus.svg";
+  const CommandResult text = run(args);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("32 x h100-sxm (4 nodes)"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("search: "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("pruned by their lower bound"), std::string::npos) << text.out;
+  EXPECT_NE(read_file(dir + "/gpus.svg").find("choice: "), std::string::npos);
+  const nlohmann::json j = run_json(args + " --json");
+  ASSERT_EQ(j.at("ranked").size(), 5u) << j.dump();
+  const nlohmann::json& best = j.at("ranked")[0];
+  EXPECT_EQ(best.at("gpus"), 32);
+  EXPECT_EQ(best.at("tensor_parallel").get<int>() * best.at("stages").get<int>() * best.at("data_parallel").get<int>(), 32);
+  EXPECT_LE(best.at("step_seconds").get<double>(), j.at("ranked")[4].at("step_seconds").get<double>());
+  EXPECT_GT(j.at("search").at("candidates").get<int>(), j.at("search").at("simulated").get<int>());
+  // The best row is what `predict` says of that configuration.
+  const nlohmann::json again = run_json(
+      "predict --gpu h100-sxm --layers 24 --d-model 2048 --heads 16 --seq-len 2048 --vocab 51200 --global-batch 128"
+      " --gpus 32 --tensor-parallel " + std::to_string(best.at("tensor_parallel").get<int>()) +
+      " --stages " + std::to_string(best.at("stages").get<int>()) +
+      " --data-parallel " + std::to_string(best.at("data_parallel").get<int>()) +
+      " --chunks " + std::to_string(best.at("chunks").get<int>()) + " --schedule " + best.at("schedule").get<std::string>() +
+      " --micro-batch " + std::to_string(best.at("micro_batch").get<int>()) + " --recompute " +
+      best.at("recompute").get<std::string>() + (best.at("sequence_parallel").get<bool>() ? " --sequence-parallel" : "") +
+      " --json");
+  EXPECT_DOUBLE_EQ(again.at("step_seconds").get<double>(), best.at("step_seconds").get<double>());
+  // No --layers: named.
+  write_file(dir + "/bad.json", R"({"gpu": "h100-sxm", "nodes": 0})");
+  const CommandResult bad = run("plan --cluster " + dir + "/bad.json --layers 4 --batch-size 8");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("bad.json: nodes"), std::string::npos) << bad.err;
+}
+
+}  // namespace

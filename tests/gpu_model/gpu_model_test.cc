@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/core/error.h"
+#include "runtime/gpu_model/cluster_search.h"
 #include "runtime/gpu_model/collectives.h"
 #include "runtime/gpu_model/gpt_step.h"
 #include "runtime/gpu_model/gpu_system.h"
@@ -229,6 +230,95 @@ TEST(GpuModel, PipelineMemoryAndTensorParallelismBehave) {
   const StepPrediction huge = predict_step(r);
   EXPECT_FALSE(huge.fits);
   EXPECT_GT(huge.memory_per_gpu_bytes, 175e9 * 18);
+}
+
+
+ClusterSearch small_search(size_t top) {
+  ClusterSearch s;
+  s.cluster = gpu_cluster_from_json(nlohmann::json{{"gpu", "a100-80gb"}, {"nodes", 2}}, "test");
+  s.model = {24, 2048, 16, 50257, 2048};
+  s.global_batch = 64;
+  s.top = top;
+  return s;
+}
+
+std::string row_key(const std::pair<StepRequest, StepPrediction>& row) {
+  const auto& [r, p] = row;
+  return std::to_string(r.grid.tensor) + " " + std::to_string(r.grid.pipeline) + " " + std::to_string(r.grid.data) +
+         " " + p.schedule + " " + std::to_string(p.chunks) + " " + std::to_string(r.micro_batch) + " " +
+         recompute_name(r.recompute) + (r.sequence_parallel ? " sp" : "");
+}
+
+TEST(ClusterSearch, PruningKeepsTheExhaustiveRanking) {
+  const ClusterPlan all = search_cluster(small_search(100000));
+  const ClusterPlan top = search_cluster(small_search(5));
+  EXPECT_EQ(all.pruned, 0);
+  EXPECT_GT(top.pruned, 0);
+  EXPECT_LT(top.simulated, all.simulated);
+  EXPECT_EQ(top.candidates, all.candidates);
+  ASSERT_EQ(top.ranked.size(), 5u);
+  ASSERT_GT(all.ranked.size(), 20u);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(row_key(top.ranked[i]), row_key(all.ranked[i])) << i;
+    EXPECT_EQ(top.ranked[i].second.step_seconds, all.ranked[i].second.step_seconds) << i;
+  }
+  // Every candidate simulated obeys its bounds, and the ranking is by step time.
+  for (size_t i = 0; i < all.ranked.size(); ++i) {
+    const auto& [r, p] = all.ranked[i];
+    const StepBounds b = step_bounds(r);
+    EXPECT_LE(b.step_seconds, p.step_seconds * (1 + 1e-12)) << row_key(all.ranked[i]);
+    EXPECT_LE(b.memory_per_gpu_bytes, p.memory_per_gpu_bytes * (1 + 1e-12)) << row_key(all.ranked[i]);
+    if (i > 0) EXPECT_LE(all.ranked[i - 1].second.step_seconds, p.step_seconds);
+    EXPECT_EQ(r.grid.size(), 16);
+    EXPECT_EQ(r.model.heads % r.grid.tensor, 0);
+    EXPECT_LE(r.grid.tensor, 8);  // within a node
+  }
+}
+
+TEST(ClusterSearch, AnEightThousandGpuClusterIsSearched) {
+  ClusterSearch s;
+  s.cluster = gpu_cluster_from_json(nlohmann::json{{"gpu", "h100-sxm"}, {"nodes", 1024}}, "test");
+  s.model = {96, 12288, 96, 51200, 2048};
+  s.global_batch = 1536;
+  const ClusterPlan plan = search_cluster(s);
+  EXPECT_GT(plan.candidates, 500);
+  ASSERT_EQ(plan.ranked.size(), 15u);
+  EXPECT_EQ(plan.ranked[0].first.grid.size(), 8192);
+  EXPECT_TRUE(plan.ranked[0].second.fits);
+  const std::string table = cluster_plan_table(plan, 15);
+  EXPECT_NE(table.find("search: "), std::string::npos);
+  EXPECT_NE(cluster_plan_svg(plan, "t").find("choice: "), std::string::npos);
+}
+
+TEST(ClusterSearch, DegradedLinksAndASlowGpuCost) {
+  StepRequest r = small_request();
+  const double base = predict_step(r).step_seconds;
+  const GpuCluster slow = gpu_cluster_from_json(
+      nlohmann::json{{"gpu", "h100-sxm"}, {"nodes", 2}, {"network", {{"gb_per_s_per_gpu", 5}}}, {"slowest_gpu_speed", 0.5}},
+      "c.json");
+  EXPECT_DOUBLE_EQ(slow.system.network.bandwidth, 5e9);
+  EXPECT_EQ(slow.gpus(), 16);
+  r.system = slow.system;
+  const StepPrediction degraded = predict_step(r);
+  EXPECT_GT(degraded.embedding_sync_seconds, 5 * predict_step(small_request()).embedding_sync_seconds);  // ranks 0 and 12: two nodes
+  r.slowest_gpu_speed = slow.slowest_gpu_speed;
+  EXPECT_GT(predict_step(r).pipeline_seconds, 1.5 * degraded.pipeline_seconds);
+  EXPECT_GT(degraded.step_seconds, base);
+  auto error_of = [](const nlohmann::json& j) {
+    try {
+      gpu_cluster_from_json(j, "c.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(error_of({{"gpu", "h100-sxm"}, {"nodes", 0}}).find("c.json: nodes"), std::string::npos);
+  EXPECT_NE(error_of({{"gpu", "h100-sxm"}, {"nodes", 2}, {"slowest_gpu_speed", 2}}).find("slowest_gpu_speed"),
+            std::string::npos);
+  EXPECT_NE(error_of({{"gpu", "h100-sxm"}, {"nodes", 2}, {"network", {{"bandwith", 5}}}}).find("network.bandwith"),
+            std::string::npos);
+  EXPECT_NE(error_of({{"gpu", "h100-sxm"}, {"nodes", 2}, {"extra", 1}}).find("extra"), std::string::npos);
+  EXPECT_FALSE(is_gpu_cluster({{"nodes", 1}, {"devices_per_node", 2}}));
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "runtime/core/error.h"
 #include "runtime/core/output_file.h"
 #include "runtime/core/median.h"
+#include "runtime/gpu_model/cluster_search.h"
 #include "runtime/kernels/cpu/blas.h"
 #include "runtime/planner/calibration.h"
 #include "runtime/planner/candidates.h"
@@ -186,13 +187,74 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& a) {
   cmd->add_option("--svg", a.svg, "write the step time vs peak memory chart here")->capture_default_str();
   cmd->add_flag("--json", a.json, "print one JSON object on stdout instead of the table");
   cmd->add_flag("--quiet", a.quiet, "no progress on stderr");
+  const std::string gpu = "GPU cluster (a --cluster file with \"gpu\"; docs/PREDICT.md): ";
+  cmd->add_option("--vocab", a.vocab, gpu + "the GPT model's vocabulary")->check(CLI::Range(1, 1 << 24))->capture_default_str();
+  cmd->add_option("--precision", a.precision, gpu + "bf16 or fp16")->check(CLI::IsMember({"bf16", "fp16"}))->capture_default_str();
+  cmd->add_option("--attention", a.attention, gpu + "flash or unfused")
+      ->check(CLI::IsMember({"flash", "unfused"}))
+      ->capture_default_str();
+  cmd->add_option("--recompute", a.recompute, gpu + "the recompute modes to search (default: none,selective,full)")
+      ->delimiter(',')
+      ->transform(trimmed())
+      ->check(CLI::IsMember({"none", "selective", "full"}));
+  cmd->add_option("--micro-batch-sizes", a.micro_batch_sizes, gpu + "sequences per micro-batch to search (default: 1,2,4,8)")
+      ->delimiter(',')
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   return cmd;
 }
+
+namespace {
+
+// `plan --cluster FILE` with a GPU cluster: the cluster model's search (no profile, no calibration:
+// the GPUs are described, not measured) over a GPT model of --layers, --d-model, --heads, --seq-len
+// and --vocab, --batch-size sequences per step.
+int run_gpu_plan(const PlanArgs& a, const nlohmann::json& file) {
+  gpu::ClusterSearch search;
+  search.cluster = gpu::gpu_cluster_from_json(file, a.cluster);
+  PF_CHECK_ARG(a.model.layers > 0, "--layers is needed to plan a GPT model for a GPU cluster");
+  search.model = {static_cast<int>(a.model.layers), static_cast<int>(a.model.d_model), static_cast<int>(a.model.heads),
+                  a.vocab, static_cast<int>(a.model.seq_len)};
+  search.global_batch = a.batch_size;
+  search.precision = gpu::parse_precision(a.precision, "--precision");
+  search.attention = gpu::parse_attention(a.attention, "--attention");
+  search.schedules = a.schedules;
+  for (const std::string& r : a.recompute) search.recomputes.push_back(gpu::parse_recompute(r, "--recompute"));
+  search.micro_batches = a.micro_batch_sizes;
+  search.max_chunks = std::max(2, a.max_chunks);
+  search.top = static_cast<size_t>(a.top);
+  const gpu::ClusterPlan plan = gpu::search_cluster(search);
+  char title[200];
+  std::snprintf(title, sizeof title, "GPT l=%d h=%d a=%d V=%d s=%d, batch %lld, %d x %s (%d nodes)",
+                search.model.layers, search.model.d_model, search.model.heads, search.model.vocab,
+                search.model.seq_len, static_cast<long long>(a.batch_size), search.cluster.gpus(),
+                search.cluster.system.name.c_str(), search.cluster.nodes);
+  if (!a.svg.empty()) write_file(a.svg, gpu::cluster_plan_svg(plan, title), "--svg");
+  if (a.json) {
+    std::cout << gpu::cluster_plan_to_json(search, plan).dump() << std::endl;
+  } else {
+    std::cout << title << "\n" << gpu::cluster_plan_table(plan, static_cast<size_t>(a.top));
+    if (!a.svg.empty()) std::cout << "chart: " << a.svg << "\n";
+    std::cout << "(a plan for GPUs is a prediction: `train --plan` does not run tensor parallelism yet)\n";
+  }
+  if (plan.ranked.empty()) {
+    std::fflush(stdout);
+    std::cerr << "pipeforge plan: no configuration fits in " << search.cluster.system.usable_memory_bytes() / (1024.0 * 1024.0)
+              << " MiB per GPU (" << a.cluster << ")\n";
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+}  // namespace
 
 int run_plan(const PlanArgs& a) {
   try {
     PF_CHECK_ARG(a.measure || !a.cluster.empty(), "--cluster FILE or --measure is needed: the planner plans for "
                                                     "machines it knows");
+    if (!a.cluster.empty()) {
+      const nlohmann::json file = read_json_file(a.cluster, "--cluster");
+      if (gpu::is_gpu_cluster(file)) return run_gpu_plan(a, file);
+    }
     cpu::set_blas_threads_for_this_thread(a.model.blas_threads);
     plan::PlanRequest request;
     // How the processes' links were obtained (D > 1 trains one process per rank under mpirun).

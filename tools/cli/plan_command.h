@@ -37,6 +37,13 @@ struct PlanArgs {
   std::string svg = "plan.svg";
   bool json = false;
   bool quiet = false;
+  // A GPU cluster file (runtime/gpu_model/cluster_search.h): the GPT model's vocabulary, its
+  // precision and attention, and the recompute modes and micro-batch sizes to search.
+  int vocab = 51200;
+  std::string precision = "bf16";
+  std::string attention = "flash";
+  std::vector<std::string> recompute;
+  std::vector<int64_t> micro_batch_sizes;
 };
 
 CLI::App* add_plan_command(CLI::App& app, PlanArgs& args);
