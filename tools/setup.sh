@@ -33,6 +33,8 @@ DEBIAN_PACKAGES=(
   pkg-config               # the installed C library's pipeforge.pc (tests/packaging, the Go module's cgo flags)
   unzip                    # tests/packaging: the jar's manifest
   libglpk-dev              # GLPK's MILP solver (static libglpk.a): the exact schedule solver, runtime/schedules/optimal_schedule
+  protobuf-compiler        # protoc: the Chakra execution-trace schema (runtime/gpu_model/chakra)
+  libprotobuf-dev          # libprotobuf.a, linked statically: writing and reading Chakra traces
   libltdl-dev              # libltdl.a and zlib1g-dev's libz.a: what the static libglpk.a links against
   zlib1g-dev
 )

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "runtime/core/error.h"
+#include "runtime/gpu_model/chakra_trace.h"
 #include "runtime/gpu_model/operator_costs.h"
 #include "runtime/schedules/comm_semantics.h"
 #include "runtime/schedules/generators.h"
@@ -25,6 +26,7 @@ struct LayerCost {
   double backward_weight = 0;  // W: the four weight-gradient GEMMs
   double activation_bytes = 0; // kept from F to B
   double weight_pending_bytes = 0;   // kept from B to W (split schedules): the linears' inputs and output gradients
+  double forward_collective_bytes = 0, backward_collective_bytes = 0;  // the [b s, h] tensors its collectives move
   double full_activation_bytes = 0;  // what F keeps without recompute (a recomputed layer's transient)
 };
 
@@ -89,6 +91,9 @@ LayerCost layer_cost(const Context& c) {
   const double compute = 2 * layer_norm + gemm(c, bs, 3 * h / T, h) + attention + gemm(c, bs, h, h / T) +
                          2 * dropout_add + gemm(c, bs, 4 * h / T, h) + gelu + gemm(c, bs, h, 4 * h / T);
   l.forward_comm = 2 * tp_gather(c) + 2 * tp_reduce(c);
+  const double tensor_bytes = c.T > 1 ? bs * h * kHalf : 0.0;
+  l.forward_collective_bytes = (c.sp ? 4 : 2) * tensor_bytes;
+  l.backward_collective_bytes = (c.sp ? 6 : 2) * tensor_bytes;
   l.forward = compute + l.forward_comm;
 
   // W: the weight gradients of qkv, proj, fc1 and fc2.
@@ -135,6 +140,7 @@ LayerCost layer_cost(const Context& c) {
       l.activation_bytes = 2 * sbh / (c.sp ? T : 1);
       l.backward_input += l.forward;
       l.backward_comm += l.forward_comm;
+      l.backward_collective_bytes += l.forward_collective_bytes;
       break;
   }
   return l;
@@ -143,11 +149,12 @@ LayerCost layer_cost(const Context& c) {
 // The first stage's embedding and the last stage's head and loss (vocabulary-parallel).
 struct EndCost {
   double forward = 0, backward_input = 0, backward_weight = 0, comm = 0, activation_bytes = 0;
+  double forward_comm = 0, backward_comm = 0;  // comm's parts in F and in B
 };
 
 EndCost embedding_cost(const Context& c) {
   EndCost e;
-  e.comm = tp_reduce(c);  // the partial lookups summed over the TP group
+  e.comm = e.forward_comm = tp_reduce(c);  // the partial lookups summed over the TP group
   e.forward = stream(c, c.bs * c.h * kHalf * 3) + stream(c, c.token_rows * c.h * (kHalf * 2 + 1)) + e.comm;
   e.backward_weight = stream(c, c.bs * c.h * (kHalf + 4));  // scatter-add into the fp32 gradient
   e.activation_bytes = c.token_rows * c.h;                 // the dropout mask
@@ -160,14 +167,15 @@ EndCost head_cost(const Context& c) {
   // Final LN, [all-gather], logits GEMM, the fp32 cross-entropy passes (and its three all-reduces
   // of per-token values).
   const double reductions = 3 * allreduce_seconds(c.tp_link, static_cast<int>(c.T), c.bs * 4);
-  e.comm = tp_gather(c) + reductions;
+  e.comm = e.forward_comm = tp_gather(c) + reductions;
   e.forward = stream(c, c.token_rows * c.h * kHalf * 2) + gemm(c, c.bs, c.vocab_padded / c.T, c.h) +
               stream(c, logits * (kHalf + 4 * 4)) + e.comm;
   const double w = gemm(c, c.vocab_padded / c.T, c.h, c.bs);
   const double reduce = std::max(0.0, tp_reduce(c) - w);
   e.backward_input = stream(c, logits * (4 + kHalf)) + gemm(c, c.bs, c.h, c.vocab_padded / c.T) + reduce +
                      tp_gather(c) + stream(c, c.token_rows * c.h * kHalf * 3);
-  e.comm += reduce + tp_gather(c);
+  e.backward_comm = reduce + tp_gather(c);
+  e.comm += e.backward_comm;
   e.backward_weight = w;
   e.activation_bytes = logits * 4 + c.token_rows * c.h * kHalf;  // the fp32 softmax, the LN input
   return e;
@@ -273,6 +281,10 @@ BuiltStages build_stages(const StepRequest& r, int S) {
     st.backward_input_s = st.layers * layer.backward_input;
     st.backward_weight_s = st.layers * layer.backward_weight;
     st.tensor_parallel_s = st.layers * (layer.forward_comm + layer.backward_comm);
+    st.forward_tp_s = st.layers * layer.forward_comm;
+    st.backward_tp_s = st.layers * layer.backward_comm;
+    st.forward_collective_bytes = st.layers * layer.forward_collective_bytes;
+    st.backward_collective_bytes = st.layers * layer.backward_collective_bytes;
     st.parameters = st.layers * layer_parameters;
     st.activation_bytes = st.layers * layer.activation_bytes;
     st.weight_pending_bytes = st.layers * layer.weight_pending_bytes;
@@ -283,6 +295,8 @@ BuiltStages build_stages(const StepRequest& r, int S) {
       st.backward_input_s += end->backward_input;
       st.backward_weight_s += end->backward_weight;
       st.tensor_parallel_s += end->comm;
+      st.forward_tp_s += end->forward_comm;
+      st.backward_tp_s += end->backward_comm;
       st.parameters += params;
       st.activation_bytes += end->activation_bytes;
     }
@@ -446,6 +460,31 @@ StepPrediction predict_step(const StepRequest& r) {
   out.usable_memory_bytes = static_cast<double>(r.system.usable_memory_bytes());
   out.fits = out.memory_per_gpu_bytes <= out.usable_memory_bytes;
   return out;
+}
+
+int write_step_traces(const StepRequest& r, const std::string& dir, const std::string& prefix) {
+  const StepPrediction p = predict_step(r);
+  sched::ScheduleRequest sr;
+  sr.name = p.schedule;
+  sr.ranks = r.grid.pipeline;
+  sr.micro_batches = p.micro_batches;
+  sr.chunks = r.chunks;
+  const sched::Schedule schedule = sched::make_schedule(sr);
+  TraceCosts costs;
+  for (const StageCost& st : p.stages) {
+    costs.forward_s.push_back(st.forward_s - st.forward_tp_s);
+    costs.backward_input_s.push_back(st.backward_input_s - st.backward_tp_s);
+    costs.backward_weight_s.push_back(st.backward_weight_s);
+    costs.forward_collective_bytes.push_back(st.forward_collective_bytes);
+    costs.backward_collective_bytes.push_back(st.backward_collective_bytes);
+  }
+  costs.message_bytes = static_cast<double>(r.micro_batch) * r.model.seq_len * r.model.d_model * kHalf / r.grid.tensor;
+  costs.gradient_bytes.assign(static_cast<size_t>(r.grid.pipeline), 0.0);
+  for (int s = 0; s < schedule.num_stages(); ++s)
+    costs.gradient_bytes[static_cast<size_t>(schedule.placement.rank_of(s))] +=
+        p.stages[static_cast<size_t>(s)].parameters * grad_bytes_of(r);
+  costs.optimizer_s = p.optimizer_seconds;
+  return write_chakra_traces(schedule, r.grid, costs, dir, prefix);
 }
 
 nlohmann::json prediction_to_json(const StepRequest& r, const StepPrediction& p) {

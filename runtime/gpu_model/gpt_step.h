@@ -62,6 +62,8 @@ struct StageCost {
   bool embedding = false, head = false;
   double forward_s = 0, backward_input_s = 0, backward_weight_s = 0;
   double tensor_parallel_s = 0;     // of F + B: the exposed tensor-parallel communication
+  double forward_tp_s = 0, backward_tp_s = 0;  // of it, in F and in B
+  double forward_collective_bytes = 0, backward_collective_bytes = 0;  // what F's and B's collectives move
   double parameters = 0;            // per GPU
   double activation_bytes = 0;      // kept per micro-batch from F until its backward
   double weight_pending_bytes = 0;  // kept per micro-batch from B until W (split schedules)
@@ -104,6 +106,10 @@ struct StepBounds {
   double memory_per_gpu_bytes = 0;
 };
 StepBounds step_bounds(const StepRequest& request);
+
+// Writes the Chakra execution traces of the predicted step (chakra_trace.h): one file
+// <prefix>.<rank>.et per GPU under `dir`; returns how many.
+int write_step_traces(const StepRequest& request, const std::string& dir, const std::string& prefix);
 
 nlohmann::json prediction_to_json(const StepRequest& request, const StepPrediction& prediction);
 

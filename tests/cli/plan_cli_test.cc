@@ -247,6 +247,16 @@ TEST(PlanGpuClusterCli, RanksConfigurationsOfAGpuCluster) {
   const CommandResult bad = run("plan --cluster " + dir + "/bad.json --layers 4 --batch-size 8");
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("bad.json: nodes"), std::string::npos) << bad.err;
+  // --chakra: the choice's traces, one per GPU.
+  const nlohmann::json traced = run_json(args + " --json --chakra " + dir + "/traces");
+  EXPECT_EQ(traced.at("chakra").at("files"), 32) << traced.dump();
+  EXPECT_TRUE(std::ifstream(dir + "/traces/pipeforge.31.et").good());
+  EXPECT_FALSE(std::ifstream(dir + "/traces/pipeforge.32.et").good());
+  write_file(dir + "/cpu.json", R"({"nodes": 1, "devices_per_node": 2, "device": {"kind": "cpu", "memory_gib": 8},
+      "intra_node": {"bandwidth_gb_per_s": 10, "latency_us": 5}, "inter_node": {"bandwidth_gb_per_s": 1, "latency_us": 50}})");
+  const CommandResult cpu = run("plan --cluster " + dir + "/cpu.json --batch-size 8 --chakra " + dir + "/t2");
+  EXPECT_EQ(cpu.exit_code, 2);
+  EXPECT_NE(cpu.err.find("--chakra applies to a GPU cluster file"), std::string::npos) << cpu.err;
 }
 
 }  // namespace

@@ -1,4 +1,9 @@
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <tuple>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -6,7 +11,13 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/util/delimited_message_util.h>
+
 #include "runtime/core/error.h"
+#include "runtime/gpu_model/chakra/et_def.pb.h"
+#include "runtime/gpu_model/chakra_trace.h"
+#include "runtime/schedules/schedule_request.h"
 #include "runtime/gpu_model/cluster_search.h"
 #include "runtime/gpu_model/collectives.h"
 #include "runtime/gpu_model/gpt_step.h"
@@ -319,6 +330,111 @@ TEST(ClusterSearch, DegradedLinksAndASlowGpuCost) {
             std::string::npos);
   EXPECT_NE(error_of({{"gpu", "h100-sxm"}, {"nodes", 2}, {"extra", 1}}).find("extra"), std::string::npos);
   EXPECT_FALSE(is_gpu_cluster({{"nodes", 1}, {"devices_per_node", 2}}));
+}
+
+
+struct ParsedTrace {
+  ChakraProtoMsg::GlobalMetadata meta;
+  std::vector<ChakraProtoMsg::Node> nodes;
+};
+
+ParsedTrace parse_trace(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const std::string bytes = buffer.str();
+  google::protobuf::io::ArrayInputStream stream(bytes.data(), static_cast<int>(bytes.size()));
+  ParsedTrace t;
+  bool eof = false;
+  EXPECT_TRUE(google::protobuf::util::ParseDelimitedFromZeroCopyStream(&t.meta, &stream, &eof)) << path;
+  for (;;) {
+    ChakraProtoMsg::Node n;
+    if (!google::protobuf::util::ParseDelimitedFromZeroCopyStream(&n, &stream, &eof)) break;
+    t.nodes.push_back(n);
+  }
+  EXPECT_TRUE(eof) << path << ": not all of it parsed";
+  return t;
+}
+
+int64_t int_attr(const ChakraProtoMsg::Node& n, const std::string& name) {
+  for (const auto& a : n.attr())
+    if (a.name() == name) return a.int64_val();
+  ADD_FAILURE() << n.name() << " has no " << name;
+  return -1;
+}
+
+TEST(ChakraTrace, EveryRankParsesBackAsItsScheduleSaysWithMatchedMessages) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/chakra";
+  StepRequest r = small_request();  // T 2, P 4, D 2: 16 GPUs
+  r.schedule = "zb-h1";             // B and W apart
+  const int files = write_step_traces(r, dir, "pf");
+  ASSERT_EQ(files, 16);
+  sched::ScheduleRequest sr;
+  sr.name = "zb-h1";
+  sr.ranks = 4;
+  sr.micro_batches = 16;  // 64 / (2 x 2)
+  const sched::Schedule schedule = sched::make_schedule(sr);
+  std::map<std::tuple<int64_t, int64_t, int64_t>, int> messages;  // (src, dst, tag): sends - receives
+  for (int rank = 0; rank < 16; ++rank) {
+    const ParsedTrace t = parse_trace(dir + "/pf." + std::to_string(rank) + ".et");
+    EXPECT_EQ(t.meta.version(), "0.0.4");
+    ASSERT_GE(t.meta.attr_size(), 1);
+    EXPECT_EQ(t.meta.attr(0).name(), "rank");
+    EXPECT_EQ(t.meta.attr(0).int64_val(), rank);
+    const int pp = rank / 4;  // rank = tp + 2 (dp + 2 pp)
+    // The compute nodes are the pipeline rank's F, B and W in schedule order, then the optimizer.
+    std::vector<std::string> expected;
+    for (const sched::Action& a : schedule.ranks[static_cast<size_t>(pp)]) {
+      const std::string id = std::to_string(a.stage) + "_" + std::to_string(a.micro_batch);
+      if (a.kind == sched::ActionKind::kForward) expected.push_back("F " + id);
+      if (a.kind == sched::ActionKind::kBackwardInput) expected.push_back("B " + id);
+      if (a.kind == sched::ActionKind::kBackwardWeight) expected.push_back("W " + id);
+    }
+    expected.push_back("optimizer step");
+    std::vector<std::string> compute;
+    int collectives = 0;
+    for (size_t i = 0; i < t.nodes.size(); ++i) {
+      const ChakraProtoMsg::Node& n = t.nodes[i];
+      EXPECT_EQ(n.id(), i);
+      for (uint64_t d : n.ctrl_deps()) EXPECT_LT(d, i) << n.name();
+      for (uint64_t d : n.data_deps()) EXPECT_LT(d, i) << n.name();
+      switch (n.type()) {
+        case ChakraProtoMsg::COMP_NODE:
+          compute.push_back(n.name());
+          EXPECT_GT(n.duration_micros(), 0u) << n.name();
+          break;
+        case ChakraProtoMsg::COMM_COLL_NODE:
+          ++collectives;
+          EXPECT_GT(int_attr(n, "comm_size"), 0) << n.name();
+          EXPECT_EQ(int_attr(n, "comm_type"), ChakraProtoMsg::ALL_REDUCE);
+          break;
+        case ChakraProtoMsg::COMM_SEND_NODE:
+          ++messages[{rank, int_attr(n, "comm_dst"), int_attr(n, "comm_tag")}];
+          break;
+        case ChakraProtoMsg::COMM_RECV_NODE:
+          --messages[{int_attr(n, "comm_src"), rank, int_attr(n, "comm_tag")}];
+          // The compute that consumes it follows it and depends on it.
+          ASSERT_LT(i + 1, t.nodes.size());
+          ASSERT_EQ(t.nodes[i + 1].data_deps_size(), 1);
+          EXPECT_EQ(t.nodes[i + 1].data_deps(0), i);
+          break;
+        default:
+          ADD_FAILURE() << "unexpected node type " << n.type();
+      }
+    }
+    EXPECT_EQ(compute, expected) << "rank " << rank;
+    // T = 2: a collective after every F and every B; D = 2: the gradient all-reduce.
+    EXPECT_EQ(collectives, 2 * 16 + 1) << "rank " << rank;
+  }
+  // Every send has its receive on the peer, with the same tag; a stage boundary crossed 16 x 2 ways
+  // by each of 3 boundaries, on 4 (tp, dp) pairs.
+  int total = 0;
+  for (const auto& [key, balance] : messages) {
+    EXPECT_EQ(balance, 0) << std::get<0>(key) << " -> " << std::get<1>(key) << " tag " << std::get<2>(key);
+    ++total;
+  }
+  EXPECT_EQ(total, 3 * 16 * 2 * 4);
 }
 
 }  // namespace

@@ -197,6 +197,7 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& a) {
       ->delimiter(',')
       ->transform(trimmed())
       ->check(CLI::IsMember({"none", "selective", "full"}));
+  cmd->add_option("--chakra", a.chakra, gpu + "write the choice's Chakra execution traces here (pipeforge.<rank>.et)");
   cmd->add_option("--micro-batch-sizes", a.micro_batch_sizes, gpu + "sequences per micro-batch to search (default: 1,2,4,8)")
       ->delimiter(',')
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
@@ -229,11 +230,17 @@ int run_gpu_plan(const PlanArgs& a, const nlohmann::json& file) {
                 search.model.seq_len, static_cast<long long>(a.batch_size), search.cluster.gpus(),
                 search.cluster.system.name.c_str(), search.cluster.nodes);
   if (!a.svg.empty()) write_file(a.svg, gpu::cluster_plan_svg(plan, title), "--svg");
+  int traces = 0;
+  if (!a.chakra.empty() && !plan.ranked.empty())
+    traces = gpu::write_step_traces(plan.ranked.front().first, a.chakra, "pipeforge");
   if (a.json) {
-    std::cout << gpu::cluster_plan_to_json(search, plan).dump() << std::endl;
+    nlohmann::json out = gpu::cluster_plan_to_json(search, plan);
+    if (traces > 0) out["chakra"] = {{"dir", a.chakra}, {"files", traces}};
+    std::cout << out.dump() << std::endl;
   } else {
     std::cout << title << "\n" << gpu::cluster_plan_table(plan, static_cast<size_t>(a.top));
     if (!a.svg.empty()) std::cout << "chart: " << a.svg << "\n";
+    if (traces > 0) std::cout << "Chakra traces of the choice: " << a.chakra << "/pipeforge.<rank>.et, " << traces << " files\n";
     std::cout << "(a plan for GPUs is a prediction: `train --plan` does not run tensor parallelism yet)\n";
   }
   if (plan.ranked.empty()) {
@@ -254,6 +261,7 @@ int run_plan(const PlanArgs& a) {
     if (!a.cluster.empty()) {
       const nlohmann::json file = read_json_file(a.cluster, "--cluster");
       if (gpu::is_gpu_cluster(file)) return run_gpu_plan(a, file);
+    PF_CHECK_ARG(a.chakra.empty(), "--chakra applies to a GPU cluster file (docs/PREDICT.md)");
     }
     cpu::set_blas_threads_for_this_thread(a.model.blas_threads);
     plan::PlanRequest request;

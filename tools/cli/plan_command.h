@@ -44,6 +44,7 @@ struct PlanArgs {
   std::string attention = "flash";
   std::vector<std::string> recompute;
   std::vector<int64_t> micro_batch_sizes;
+  std::string chakra;  // the choice's Chakra traces
 };
 
 CLI::App* add_plan_command(CLI::App& app, PlanArgs& args);

@@ -61,6 +61,7 @@ CLI::App* add_predict_command(CLI::App& app, PredictArgs& a) {
   cmd->add_option("--vocab", a.model.vocab, "vocabulary V")->check(CLI::Range(1, 1 << 24))->required();
   cmd->add_option("--seq-len", a.model.seq_len, "sequence length s")->check(CLI::Range(1, 1 << 24))->required();
   cmd->add_flag("--json", a.json, "print one JSON object on stdout");
+  cmd->add_option("--chakra", a.chakra, "write the step's Chakra execution traces here: pipeforge.<rank>.et per GPU");
   return cmd;
 }
 
@@ -87,8 +88,12 @@ int run_predict(const PredictArgs& a) {
     std::cerr << "pipeforge predict: " << e.what() << "\n";
     return kExitUsage;
   }
+  int traces = 0;
+  if (!a.chakra.empty()) traces = gpu::write_step_traces(request, a.chakra, "pipeforge");
   if (a.json) {
-    std::cout << gpu::prediction_to_json(request, p).dump() << std::endl;
+    nlohmann::json out = gpu::prediction_to_json(request, p);
+    if (!a.chakra.empty()) out["chakra"] = {{"dir", a.chakra}, {"files", traces}};
+    std::cout << out.dump() << std::endl;
     return kExitOk;
   }
   std::printf("%s: %d GPUs, T=%d P=%d D=%d, %s v=%d, m=%d micro-batches of %lld, recompute %s%s, %s, %s attention\n",
@@ -103,6 +108,8 @@ int run_predict(const PredictArgs& a) {
   std::printf("  memory per GPU  %10.1f GiB  (parameters, gradients, optimizer %.1f + activations %.1f) of %.1f usable: %s\n",
               gib(p.memory_per_gpu_bytes), gib(p.parameter_state_bytes), gib(p.activation_bytes),
               gib(p.usable_memory_bytes), p.fits ? "fits" : "DOES NOT FIT");
+  if (traces > 0)
+    std::printf("  Chakra traces   %s/pipeforge.<rank>.et, %d files\n", a.chakra.c_str(), traces);
   return kExitOk;
 }
 

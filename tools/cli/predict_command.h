@@ -20,6 +20,7 @@ struct PredictArgs {
   bool sequence_parallel = false;
   gpu::GptShape model;
   bool json = false;
+  std::string chakra;  // write Chakra traces of the step here
 };
 
 CLI::App* add_predict_command(CLI::App& app, PredictArgs& args);
