@@ -128,6 +128,11 @@ int write_chakra_traces(const sched::Schedule& schedule, const Grid& grid, const
               if (prev_elsewhere) send(s - 1, tag(true, s - 1, mb), "SEND_B " + id);
               break;
             }
+            case sched::ActionKind::kRecompute: {  // the forward again, before its backward
+              proto::Node* n = t.add("R " + id, proto::COMP_NODE);
+              n->set_duration_micros(micros(c.forward_s[static_cast<size_t>(s)]));
+              break;
+            }
             case sched::ActionKind::kBackwardWeight: {
               proto::Node* n = t.add("W " + id, proto::COMP_NODE);
               n->set_duration_micros(micros(c.backward_weight_s[static_cast<size_t>(s)]));

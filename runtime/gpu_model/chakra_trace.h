@@ -3,7 +3,8 @@
 // tp + T (dp + D pp), each a length-delimited GlobalMetadata followed by length-delimited Nodes
 // (runtime/gpu_model/chakra/et_def.proto). A rank's nodes follow its pipeline rank's actions in
 // schedule order, each depending on the one before (ctrl_deps):
-//   * F, B, BW and W: a COMP_NODE with the action's compute time (duration_micros);
+//   * F, B, BW, W and RECOMPUTE: a COMP_NODE with the action's compute time (duration_micros; a
+//     RECOMPUTE costs its F);
 //   * the tensor-parallel collectives of an F or a B/BW: a COMM_COLL_NODE (ALL_REDUCE, comm_size the
 //     action's total bytes) after its COMP_NODE, when T > 1;
 //   * a pipeline message: COMM_SEND_NODE after the producing action (comm_dst, comm_tag,

@@ -148,3 +148,24 @@ TEST(ScheduleCli, ActivationPoliciesChangeThePredictedPeaks) {
 }
 
 }  // namespace
+
+// simulate --chakra: one Chakra trace per rank of the simulated step; refused where a trace cannot
+// say what the schedule does.
+TEST(ScheduleCli, WritesChakraTracesPerRank) {
+  const std::string dir = tmp_dir() + "/chakra";
+  const auto j = run_json("simulate --schedule zb-v --stages 4 --microbatches 8 --message-bytes 4096 --json --chakra " + dir);
+  EXPECT_EQ(j.at("chakra").at("files"), 4) << j.dump();
+  for (int rank = 0; rank < 4; ++rank) EXPECT_TRUE(std::ifstream(dir + "/pipeforge." + std::to_string(rank) + ".et").good());
+  EXPECT_FALSE(std::ifstream(dir + "/pipeforge.4.et").good());
+  const auto recompute =
+      run_json("simulate --schedule 1f1b --stages 2 --microbatches 4 --activation-policy recompute --json --chakra " + dir + "2");
+  EXPECT_EQ(recompute.at("chakra").at("files"), 2) << recompute.dump();
+  const auto windowed = run("simulate --schedule pipedream --stages 2 --microbatches 4 --chakra " + dir + "3");
+  EXPECT_EQ(windowed.exit_code, 2);
+  EXPECT_NE(windowed.err.find("--chakra writes one step of a synchronous one-pipeline schedule"), std::string::npos)
+      << windowed.err;
+  const auto offload = run("simulate --schedule 1f1b --stages 2 --microbatches 4 --activation-policy offload-host "
+                           "--chakra " + dir + "4");
+  EXPECT_EQ(offload.exit_code, 2);
+  EXPECT_NE(offload.err.find("does not express"), std::string::npos) << offload.err;
+}

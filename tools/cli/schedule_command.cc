@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/core/error.h"
+#include "runtime/gpu_model/chakra_trace.h"
 #include "runtime/core/output_file.h"
 #include "runtime/schedules/overlapped_steps.h"
 #include "runtime/schedules/activation_policy.h"
@@ -167,8 +168,38 @@ CLI::App* add_simulate_command(CLI::App& app, ScheduleArgs& a) {
                   "and without overlap")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
+  cmd->add_option("--chakra", a.chakra,
+                  "write Chakra execution traces of the step here, pipeforge.<rank>.et per rank (the cost units "
+                  "taken as microseconds; docs/PREDICT.md)");
+  cmd->add_option("--message-bytes", a.message_bytes, "--chakra: bytes of one activation or gradient crossing ranks")
+      ->check(non_negative_number())
+      ->capture_default_str();
   return cmd;
 }
+
+namespace {
+
+// simulate --chakra: the schedule as Chakra traces, one per rank (T = D = 1), its costs' units taken
+// as microseconds.
+int write_simulated_traces(const ScheduleArgs& a, const sched::Schedule& s, const sched::CostModel& costs) {
+  PF_CHECK_ARG(!s.traits.windowed() && a.steps == 1 && s.pipelines == 1,
+               "--chakra writes one step of a synchronous one-pipeline schedule (not --windows, --steps or two "
+               "pipelines)");
+  gpu::TraceCosts t;
+  for (int stage = 0; stage < s.num_stages(); ++stage) {
+    t.forward_s.push_back(costs.t_f[static_cast<size_t>(stage)] * 1e-6);
+    t.backward_input_s.push_back(costs.t_b[static_cast<size_t>(stage)] * 1e-6);
+    t.backward_weight_s.push_back(costs.t_w[static_cast<size_t>(stage)] * 1e-6);
+  }
+  t.forward_collective_bytes.assign(static_cast<size_t>(s.num_stages()), 0.0);
+  t.backward_collective_bytes.assign(static_cast<size_t>(s.num_stages()), 0.0);
+  t.message_bytes = a.message_bytes;
+  t.gradient_bytes.assign(static_cast<size_t>(s.num_ranks()), 0.0);
+  t.optimizer_s = costs.t_step * 1e-6;
+  return gpu::write_chakra_traces(s, gpu::Grid{1, s.num_ranks(), 1}, t, a.chakra, "pipeforge");
+}
+
+}  // namespace
 
 int run_schedule(const ScheduleArgs& a) {
   try {
@@ -250,6 +281,16 @@ int run_simulate(const ScheduleArgs& a) {
       return kExitUsage;
     }
   }
+  int traces = 0;
+  if (!a.chakra.empty()) {
+    try {
+      traces = write_simulated_traces(a, s, costs);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kInvalidArgument) throw;
+      std::cerr << "pipeforge simulate: " << e.what() << "\n";
+      return kExitUsage;
+    }
+  }
   sched::SimulationOptions sim;
   sim.comm = sched::parse_comm_semantics(a.comm);
   const sched::SimulationResult r = sched::simulate(s, costs, sim);
@@ -315,6 +356,7 @@ int run_simulate(const ScheduleArgs& a) {
       out["steady_state_step"] = steady.per_micro_batch * m;
       out["fill_and_drain"] = steady.fill_and_drain;
     }
+    if (traces > 0) out["chakra"] = {{"dir", a.chakra}, {"files", traces}};
     std::cout << out.dump() << std::endl;
     return kExitOk;
   }
@@ -340,6 +382,7 @@ int run_simulate(const ScheduleArgs& a) {
     std::cout << "rank " << i << ": busy " << r.busy[i] << ", idle " << r.idle[i] << ", peak activations "
               << r.peak_activations[i] << " micro-batches (" << r.peak_activation_bytes[i] << " bytes)\n";
   }
+  if (traces > 0) std::cout << "Chakra traces: " << a.chakra << "/pipeforge.<rank>.et, " << traces << " files\n";
   if (a.grid_width > 0) std::cout << "\n" << sched::to_ascii_grid(r.timeline, a.grid_width);
   return kExitOk;
 }

@@ -28,6 +28,8 @@ struct ScheduleArgs {
   double transfer_bandwidth = 0;           // simulate only: bytes per time unit for OFFLOAD/RELOAD
   int windows = 3;                         // simulate only, asynchronous schedules: steps shown in a row
   int steps = 1;                           // simulate only, synchronous schedules: overlapped steps in a row
+  std::string chakra;                      // simulate only: write Chakra execution traces here
+  double message_bytes = 1;                // simulate only, --chakra: bytes of one message between ranks
 };
 
 CLI::App* add_schedule_command(CLI::App& app, ScheduleArgs& args);
