@@ -105,10 +105,9 @@ int write_chakra_traces(const sched::Schedule& schedule, const Grid& grid, const
           switch (a.kind) {
             case sched::ActionKind::kForward: {
               if (prev_elsewhere) recv(s - 1, tag(false, s, mb), "RECV_F " + id);
-              const bool waits = prev_elsewhere;
               proto::Node* n = t.add("F " + id, proto::COMP_NODE);
               n->set_duration_micros(micros(c.forward_s[static_cast<size_t>(s)]));
-              if (waits) n->add_data_deps(n->id() - 1);
+              if (prev_elsewhere) n->add_data_deps(n->id() - 1);  // the RECV just before
               if (c.forward_collective_bytes[static_cast<size_t>(s)] > 0)
                 collective(t, "TP F " + id, c.forward_collective_bytes[static_cast<size_t>(s)], proto::ALL_REDUCE);
               if (next_elsewhere) send(s + 1, tag(false, s + 1, mb), "SEND_F " + id);
@@ -118,11 +117,10 @@ int write_chakra_traces(const sched::Schedule& schedule, const Grid& grid, const
             case sched::ActionKind::kBackward: {
               const bool fused = a.kind == sched::ActionKind::kBackward;
               if (next_elsewhere) recv(s + 1, tag(true, s, mb), "RECV_B " + id);
-              const bool waits = next_elsewhere;
               proto::Node* n = t.add((fused ? "BW " : "B ") + id, proto::COMP_NODE);
               n->set_duration_micros(micros(c.backward_input_s[static_cast<size_t>(s)] +
                                             (fused ? c.backward_weight_s[static_cast<size_t>(s)] : 0.0)));
-              if (waits) n->add_data_deps(n->id() - 1);
+              if (next_elsewhere) n->add_data_deps(n->id() - 1);  // the RECV just before
               if (c.backward_collective_bytes[static_cast<size_t>(s)] > 0)
                 collective(t, "TP B " + id, c.backward_collective_bytes[static_cast<size_t>(s)], proto::ALL_REDUCE);
               if (prev_elsewhere) send(s - 1, tag(true, s - 1, mb), "SEND_B " + id);

@@ -22,10 +22,10 @@ std::vector<int> divisors(int n) {
   return d;
 }
 
-std::string describe(const StepRequest& r, const StepPrediction* p) {
+std::string describe(const StepRequest& r, const StepPrediction& p) {
   char text[160];
   std::snprintf(text, sizeof text, "T=%d P=%d D=%d %s v=%d b=%lld %s%s", r.grid.tensor, r.grid.pipeline, r.grid.data,
-                p != nullptr ? p->schedule.c_str() : r.schedule.c_str(), r.chunks, static_cast<long long>(r.micro_batch),
+                p.schedule.c_str(), r.chunks, static_cast<long long>(r.micro_batch),
                 recompute_name(r.recompute), r.sequence_parallel ? " sp" : "");
   return text;
 }
@@ -280,9 +280,9 @@ std::string cluster_plan_svg(const ClusterPlan& plan, const std::string& title) 
     const auto& [r, p] = plan.ranked[i];
     const double cx = x(p.memory_per_gpu_bytes / kGiB), cy = y(p.step_seconds);
     o << "<circle cx=\"" << cx << "\" cy=\"" << cy << "\" r=\"" << (i == 0 ? 7 : 4) << "\" fill=\""
-      << (i == 0 ? "#2a7" : "#47a") << "\" fill-opacity=\"0.8\"><title>" << esc(describe(r, &p)) << "</title></circle>\n";
+      << (i == 0 ? "#2a7" : "#47a") << "\" fill-opacity=\"0.8\"><title>" << esc(describe(r, p)) << "</title></circle>\n";
     if (i == 0)
-      o << "<text x=\"" << cx + 10 << "\" y=\"" << cy + 4 << "\">choice: " << esc(describe(r, &p)) << "</text>\n";
+      o << "<text x=\"" << cx + 10 << "\" y=\"" << cy + 4 << "\">choice: " << esc(describe(r, p)) << "</text>\n";
   }
   o << "</svg>\n";
   return o.str();

@@ -462,8 +462,8 @@ StepPrediction predict_step(const StepRequest& r) {
   return out;
 }
 
-int write_step_traces(const StepRequest& r, const std::string& dir, const std::string& prefix) {
-  const StepPrediction p = predict_step(r);
+int write_step_traces(const StepRequest& r, const StepPrediction& p, const std::string& dir,
+                      const std::string& prefix) {
   sched::ScheduleRequest sr;
   sr.name = p.schedule;
   sr.ranks = r.grid.pipeline;

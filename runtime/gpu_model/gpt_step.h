@@ -107,9 +107,10 @@ struct StepBounds {
 };
 StepBounds step_bounds(const StepRequest& request);
 
-// Writes the Chakra execution traces of the predicted step (chakra_trace.h): one file
-// <prefix>.<rank>.et per GPU under `dir`; returns how many.
-int write_step_traces(const StepRequest& request, const std::string& dir, const std::string& prefix);
+// Writes the Chakra execution traces of `prediction` (predict_step's of `request`; chakra_trace.h):
+// one file <prefix>.<rank>.et per GPU under `dir`; returns how many.
+int write_step_traces(const StepRequest& request, const StepPrediction& prediction, const std::string& dir,
+                      const std::string& prefix);
 
 nlohmann::json prediction_to_json(const StepRequest& request, const StepPrediction& prediction);
 

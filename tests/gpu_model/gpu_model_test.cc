@@ -368,7 +368,7 @@ TEST(ChakraTrace, EveryRankParsesBackAsItsScheduleSaysWithMatchedMessages) {
   const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/chakra";
   StepRequest r = small_request();  // T 2, P 4, D 2: 16 GPUs
   r.schedule = "zb-h1";             // B and W apart
-  const int files = write_step_traces(r, dir, "pf");
+  const int files = write_step_traces(r, predict_step(r), dir, "pf");
   ASSERT_EQ(files, 16);
   sched::ScheduleRequest sr;
   sr.name = "zb-h1";

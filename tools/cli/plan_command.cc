@@ -232,7 +232,7 @@ int run_gpu_plan(const PlanArgs& a, const nlohmann::json& file) {
   if (!a.svg.empty()) write_file(a.svg, gpu::cluster_plan_svg(plan, title), "--svg");
   int traces = 0;
   if (!a.chakra.empty() && !plan.ranked.empty())
-    traces = gpu::write_step_traces(plan.ranked.front().first, a.chakra, "pipeforge");
+    traces = gpu::write_step_traces(plan.ranked.front().first, plan.ranked.front().second, a.chakra, "pipeforge");
   if (a.json) {
     nlohmann::json out = gpu::cluster_plan_to_json(search, plan);
     if (traces > 0) out["chakra"] = {{"dir", a.chakra}, {"files", traces}};

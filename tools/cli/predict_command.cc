@@ -13,12 +13,11 @@
 namespace pf::cli {
 namespace {
 
-// A preset's name, else a file in the presets' format.
+// A file in the presets' format when it looks like a path (a '/' or ".json"), else a preset's name
+// (an unknown one: the error with the closest name).
 gpu::GpuSystem system_of(const std::string& gpu_option) {
-  for (const std::string& name : gpu::gpu_preset_names())
-    if (name == gpu_option) return gpu::gpu_preset(name);
   if (gpu_option.find('/') == std::string::npos && gpu_option.find(".json") == std::string::npos)
-    return gpu::gpu_preset(gpu_option);  // the unknown-preset error, with the closest name
+    return gpu::gpu_preset(gpu_option);
   return gpu::gpu_system_from_json(read_json_file(gpu_option, "--gpu"), gpu_option);
 }
 
@@ -89,7 +88,7 @@ int run_predict(const PredictArgs& a) {
     return kExitUsage;
   }
   int traces = 0;
-  if (!a.chakra.empty()) traces = gpu::write_step_traces(request, a.chakra, "pipeforge");
+  if (!a.chakra.empty()) traces = gpu::write_step_traces(request, p, a.chakra, "pipeforge");
   if (a.json) {
     nlohmann::json out = gpu::prediction_to_json(request, p);
     if (!a.chakra.empty()) out["chakra"] = {{"dir", a.chakra}, {"files", traces}};
