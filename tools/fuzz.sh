@@ -12,6 +12,7 @@
 # Fuzzing copies the seed corpus into a work folder (PF_FUZZ_WORK, default /tmp/pf_fuzz_work) and
 # grows it there; each run's log and findings go to PF_FUZZ_WORK/NAME/run-<time>/. Every file in
 # tests/fuzz/regressions/NAME/ is replayed first and counts as a finding while it still fails.
+# Targets are fuzzed one per core at a time (PF_FUZZ_JOBS overrides), each still for SECONDS.
 # Ends with one line per target (executions, libFuzzer's cov and ft, findings) and exits 1 on any
 # finding, printing where the inputs are.
 set -euo pipefail
@@ -86,6 +87,42 @@ common_flags() {
     -max_len="$(max_len "$1")" -dict=tests/fuzz/$1.dict
 }
 
+# Fuzzes target $1 for $seconds (mode fuzz): its summary lines into $WORK/$1.summary, its number of
+# findings into $WORK/$1.findings, the first finding's report on stderr.
+fuzz_target() {
+  local t=$1 bin=$bin_dir/${1}_fuzzer run f execs cov
+  local -a flags findings=() extra=() lines=()
+  mapfile -t flags < <(common_flags "$t")
+  run=$WORK/$t/run-$(date +%Y%m%d-%H%M%S)
+  mkdir -p "$WORK/$t/corpus" "$run"
+  cp -n "tests/fuzz/corpus/$t"/* "$WORK/$t/corpus/"
+  for f in "tests/fuzz/regressions/$t"/*; do
+    [[ -f $f ]] || continue
+    if ! "$bin" "${flags[@]}" "$f" >>"$run/regressions.log" 2>&1; then findings+=("$f (regression, log: $run/regressions.log)"); fi
+  done
+  ((keep_going)) && extra=(-fork=1 -ignore_crashes=1 -ignore_ooms=1 -ignore_timeouts=1)
+  log "$t: fuzzing for $seconds s (log: $run/fuzz.log)"
+  "$bin" "${flags[@]}" "${extra[@]}" -max_total_time="$seconds" -print_final_stats=1 \
+    -artifact_prefix="$run/" "$WORK/$t/corpus" >"$run/fuzz.log" 2>&1 || true
+  for f in "$run"/crash-* "$run"/leak-* "$run"/oom-* "$run"/timeout-*; do
+    [[ -f $f ]] && findings+=("$f")
+  done
+  execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$run/fuzz.log" | tail -n 1 | grep -o '[0-9]*$' || true)
+  [[ -n $execs ]] || execs=$(grep -o '^#[0-9]*' "$run/fuzz.log" | tail -n 1 | tr -d '#' || true)
+  cov=$(grep -o 'cov: [0-9]* ft: [0-9]*' "$run/fuzz.log" | tail -n 1 || true)
+  lines+=("fuzz $t: ${execs:-0} execs in $seconds s, ${cov:-cov: ? ft: ?}, corpus $(ls "$WORK/$t/corpus" | wc -l) inputs, ${#findings[@]} findings")
+  if ((${#findings[@]} > 0)); then
+    grep -m 1 -A 30 -E 'FUZZ FINDING|ERROR: (AddressSanitizer|libFuzzer|LeakSanitizer)|runtime error:' "$run/fuzz.log" >&2 || true
+    for f in "${findings[@]}"; do lines+=("  finding: $f"); done
+  fi
+  printf '%s\n' "${lines[@]}" >"$WORK/$t.summary"
+  echo "${#findings[@]}" >"$WORK/$t.findings"
+}
+
+# Targets fuzzed at once: one per core (PF_FUZZ_JOBS overrides).
+JOBS=${PF_FUZZ_JOBS:-$(nproc)}
+((JOBS >= 1)) || JOBS=1
+
 status=0
 summary=()
 for t in "${selected[@]}"; do
@@ -110,33 +147,26 @@ for t in "${selected[@]}"; do
       summary+=("merge $t: $(( $(ls "tests/fuzz/corpus/$t" | wc -l) - before )) new inputs in tests/fuzz/corpus/$t")
       ;;
     fuzz)
-      run=$WORK/$t/run-$(date +%Y%m%d-%H%M%S)
-      mkdir -p "$WORK/$t/corpus" "$run"
-      cp -n "tests/fuzz/corpus/$t"/* "$WORK/$t/corpus/"
-      findings=()
-      for f in "tests/fuzz/regressions/$t"/*; do
-        [[ -f $f ]] || continue
-        if ! "$bin" "${flags[@]}" "$f" >>"$run/regressions.log" 2>&1; then findings+=("$f (regression, log: $run/regressions.log)"); fi
-      done
-      extra=()
-      ((keep_going)) && extra=(-fork=1 -ignore_crashes=1 -ignore_ooms=1 -ignore_timeouts=1)
-      log "$t: fuzzing for $seconds s (log: $run/fuzz.log)"
-      "$bin" "${flags[@]}" "${extra[@]}" -max_total_time="$seconds" -print_final_stats=1 \
-        -artifact_prefix="$run/" "$WORK/$t/corpus" >"$run/fuzz.log" 2>&1 || true
-      for f in "$run"/crash-* "$run"/leak-* "$run"/oom-* "$run"/timeout-*; do
-        [[ -f $f ]] && findings+=("$f")
-      done
-      execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$run/fuzz.log" | tail -n 1 | grep -o '[0-9]*$' || true)
-      [[ -n $execs ]] || execs=$(grep -o '^#[0-9]*' "$run/fuzz.log" | tail -n 1 | tr -d '#' || true)
-      cov=$(grep -o 'cov: [0-9]* ft: [0-9]*' "$run/fuzz.log" | tail -n 1 || true)
-      summary+=("fuzz $t: ${execs:-0} execs in $seconds s, ${cov:-cov: ? ft: ?}, corpus $(ls "$WORK/$t/corpus" | wc -l) inputs, ${#findings[@]} findings")
-      if ((${#findings[@]} > 0)); then
-        status=1
-        grep -m 1 -A 30 -E 'FUZZ FINDING|ERROR: (AddressSanitizer|libFuzzer|LeakSanitizer)|runtime error:' "$run/fuzz.log" >&2 || true
-        for f in "${findings[@]}"; do summary+=("  finding: $f"); done
-      fi
+      # In the background, JOBS targets at a time (one core each): each writes its summary lines
+      # to $WORK/$t.summary and its findings count to $WORK/$t.findings; collected below in order.
+      while (($(jobs -rp | wc -l) >= JOBS)); do wait -n || true; done
+      fuzz_target "$t" &
       ;;
   esac
 done
+if [[ $mode == fuzz ]]; then
+  wait
+  for t in "${selected[@]}"; do
+    if [[ -f $WORK/$t.summary && -f $WORK/$t.findings ]]; then
+      mapfile -t lines <"$WORK/$t.summary"
+      summary+=("${lines[@]}")
+      (($(cat "$WORK/$t.findings") == 0)) || status=1
+    else
+      summary+=("fuzz $t: the run was cut short (no summary), 1 findings")
+      status=1
+    fi
+    rm -f "$WORK/$t.summary" "$WORK/$t.findings"
+  done
+fi
 printf '%s\n' "${summary[@]}"
 exit $status

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -12,16 +11,11 @@
 #include "runtime/core/error.h"
 #include "runtime/core/input_file.h"
 #include "runtime/core/limits.h"
-#include "runtime/data/random.h"
 
 namespace pf {
 namespace {
 
 constexpr const char* kDefaultTextFolder = "/usr/share/common-licenses";
-// Distinguishes the row-start stream from any other use of the same seed.
-constexpr uint64_t kRowStartStream = 0x43484152'54455854ull;  // "CHARTEXT"
-constexpr uint64_t kHeldOutRowStartStream = 0x48454c44'4f555454ull;  // "HELDOUTT"
-
 
 bool looks_like_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -120,15 +114,8 @@ CharTextDataset::CharTextDataset(const CharTextOptions& options) : options_(opti
 }
 
 void CharTextDataset::select_split() {
-  const int64_t needed = options_.seq_len + 1;
-  const int64_t total = static_cast<int64_t>(tokens_->size());
-  const int64_t held = static_cast<int64_t>(std::llround(options_.held_out_fraction * static_cast<double>(total)));
-  const bool held_out = options_.split == CharTextOptions::Split::kHeldOut;
-  split_begin_ = held_out ? total - held : 0;
-  split_end_ = held_out ? total : total - held;
-  PF_CHECK_ARG(split_end_ - split_begin_ >= needed, "the ", held_out ? "held-out" : "training", " split of the text (",
-               split_end_ - split_begin_, " of ", total, " tokens with held_out_fraction ", options_.held_out_fraction,
-               ") is shorter than seq_len + 1 = ", needed);
+  split_ = data::split_range(static_cast<int64_t>(tokens_->size()), options_.held_out_fraction, options_.split,
+                             options_.seq_len, "the text");
 }
 
 std::unique_ptr<CharTextDataset> CharTextDataset::with_split(CharTextOptions::Split split) const {
@@ -154,18 +141,13 @@ Batch CharTextDataset::next() {
 Batch CharTextDataset::batch_at(int64_t position) const {
   const int64_t rows = options_.rows;
   const int64_t seq = options_.seq_len;
-  // Windows start in [split_begin, split_begin + starts) so that seq_len + 1 tokens of the split fit.
-  const uint64_t starts = static_cast<uint64_t>(split_end_ - split_begin_) - static_cast<uint64_t>(seq);
-  const bool held_out = options_.split == CharTextOptions::Split::kHeldOut;
   Batch batch;
   batch.inputs = Tensor::empty({rows, seq}, DType::kI32);
   batch.targets = Tensor::empty({rows, seq}, DType::kI32);
   int32_t* in = batch.inputs.i32();
   int32_t* out = batch.targets.i32();
   for (int64_t r = 0; r < rows; ++r) {
-    const uint64_t bits = data::hash_words(options_.seed, held_out ? kHeldOutRowStartStream : kRowStartStream,
-                                           static_cast<uint64_t>(position), static_cast<uint64_t>(r));
-    const int32_t* window = tokens_->data() + split_begin_ + data::uniform_below(bits, starts);
+    const int32_t* window = tokens_->data() + data::window_start(options_.seed, options_.split, position, r, split_, seq);
     std::memcpy(in + r * seq, window, static_cast<size_t>(seq) * sizeof(int32_t));
     std::memcpy(out + r * seq, window + 1, static_cast<size_t>(seq) * sizeof(int32_t));
   }

@@ -2,13 +2,8 @@
 //
 // The files are read once and concatenated (in the order given) into one byte stream; the
 // vocabulary is the sorted set of distinct bytes in it, so token id i is the i-th smallest byte.
-// Micro-batch number p (p = position) holds `rows` windows of seq_len + 1 consecutive tokens; the
-// start of row r is a pure function of (seed, p, r), so seek(p) reproduces the stream exactly and
-// a run resumed from a checkpoint sees the same data as one that never stopped.
-// inputs = window[0, seq_len), targets = window[1, seq_len + 1) (next-character prediction).
-// With held_out_fraction f > 0 the last round(f x tokens) tokens are held out: the training split's
-// windows lie in the text before them and the held-out split's (split = kHeldOut) within them,
-// each with its own row-start stream. The vocabulary is the whole text's either way.
+// The windows and the held-out split are token_windows.h's (next-character prediction); the
+// vocabulary is the whole text's either way.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/data/token_windows.h"
 #include "runtime/train/batch.h"
 
 namespace pf {
@@ -26,7 +22,8 @@ struct CharTextOptions {
   int64_t seq_len = 64;
   uint64_t seed = 0;
   double held_out_fraction = 0.0;  // in [0, 1)
-  enum class Split { kTrain, kHeldOut } split = Split::kTrain;  // kHeldOut needs held_out_fraction > 0
+  using Split = DataSplit;
+  Split split = Split::kTrain;  // kHeldOut needs held_out_fraction > 0
   void validate() const;  // kInvalidArgument naming the field
 };
 
@@ -52,8 +49,8 @@ class CharTextDataset : public DataSource {
   // The distinct bytes, sorted; vocabulary()[id] is the byte of token id.
   const std::string& vocabulary() const { return vocabulary_; }
   // The tokens [begin, end) of the split the windows come from.
-  int64_t split_begin() const { return split_begin_; }
-  int64_t split_end() const { return split_end_; }
+  int64_t split_begin() const { return split_.begin; }
+  int64_t split_end() const { return split_.end; }
   // The whole text as token ids.
   const std::vector<int32_t>& tokens() const { return *tokens_; }
   // Token id of a byte; -1 when the byte is not in the vocabulary.
@@ -71,9 +68,9 @@ class CharTextDataset : public DataSource {
   int32_t byte_to_id_[256];
   // Shared by the datasets with_split() makes: the text is tokenised and held once.
   std::shared_ptr<const std::vector<int32_t>> tokens_;
-  int64_t split_begin_ = 0, split_end_ = 0;
+  data::TokenRange split_;
 
-  void select_split();  // split_begin_ and split_end_ from options_
+  void select_split();  // split_ from options_
   int64_t position_ = 0;
 };
 

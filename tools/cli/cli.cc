@@ -17,6 +17,7 @@
 #include "c_api/pipeforge.h"
 #include "runtime/core/suggest.h"
 #include "tools/cli/compare_command.h"
+#include "tools/cli/eval_command.h"
 #include "tools/cli/glm_command.h"
 #include "tools/cli/sweep_command.h"
 #include "tools/cli/plan_command.h"
@@ -83,6 +84,8 @@ int run(int argc, char** argv) {
 
   TrainArgs train_args;
   CLI::App* train = add_train_command(app, train_args);
+  EvalArgs eval_args;
+  CLI::App* eval = add_eval_command(app, eval_args);
   ScheduleArgs schedule_args, simulate_args;
   CLI::App* schedule = add_schedule_command(app, schedule_args);
   CLI::App* simulate = add_simulate_command(app, simulate_args);
@@ -158,6 +161,10 @@ int run(int argc, char** argv) {
     if (compare->parsed()) return run_compare(compare_args);
     if (plan->parsed()) return run_plan(plan_args);
     if (predict->parsed()) return run_predict(predict_args);
+    if (eval->parsed()) {
+      note_eval_options(*eval, eval_args);
+      return run_eval(eval_args);
+    }
     if (glm->parsed()) return run_glm(glm_args);
     if (sweep->parsed()) return run_sweep(sweep_args);
     if (probe->parsed()) return run_process_probe(probe_args);

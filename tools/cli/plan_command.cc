@@ -188,7 +188,6 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& a) {
   cmd->add_flag("--json", a.json, "print one JSON object on stdout instead of the table");
   cmd->add_flag("--quiet", a.quiet, "no progress on stderr");
   const std::string gpu = "GPU cluster (a --cluster file with \"gpu\"; docs/PREDICT.md): ";
-  cmd->add_option("--vocab", a.vocab, gpu + "the GPT model's vocabulary")->check(CLI::Range(1, 1 << 24))->capture_default_str();
   cmd->add_option("--precision", a.precision, gpu + "bf16 or fp16")->check(CLI::IsMember({"bf16", "fp16"}))->capture_default_str();
   cmd->add_option("--attention", a.attention, gpu + "flash or unfused")
       ->check(CLI::IsMember({"flash", "unfused"}))
@@ -214,7 +213,8 @@ int run_gpu_plan(const PlanArgs& a, const nlohmann::json& file) {
   search.cluster = gpu::gpu_cluster_from_json(file, a.cluster);
   PF_CHECK_ARG(a.model.layers > 0, "--layers is needed to plan a GPT model for a GPU cluster");
   search.model = {static_cast<int>(a.model.layers), static_cast<int>(a.model.d_model), static_cast<int>(a.model.heads),
-                  a.vocab, static_cast<int>(a.model.seq_len)};
+                  static_cast<int>(a.model.vocab > 0 ? a.model.vocab : PlanArgs::kGpuPlanVocab),
+                  static_cast<int>(a.model.seq_len)};
   search.global_batch = a.batch_size;
   search.precision = gpu::parse_precision(a.precision, "--precision");
   search.attention = gpu::parse_attention(a.attention, "--attention");

@@ -37,9 +37,10 @@ struct PlanArgs {
   std::string svg = "plan.svg";
   bool json = false;
   bool quiet = false;
-  // A GPU cluster file (runtime/gpu_model/cluster_search.h): the GPT model's vocabulary, its
-  // precision and attention, and the recompute modes and micro-batch sizes to search.
-  int vocab = 51200;
+  // A GPU cluster file (runtime/gpu_model/cluster_search.h): the GPT model's precision and
+  // attention, and the recompute modes and micro-batch sizes to search. Its vocabulary is the
+  // model options' --vocab, kGpuPlanVocab when not given.
+  static constexpr int kGpuPlanVocab = 51200;
   std::string precision = "bf16";
   std::string attention = "flash";
   std::vector<std::string> recompute;

@@ -79,7 +79,7 @@ void check_args(const TrainArgs& a) {
                 std::to_string(a.micro_batches));
   }
   if (a.model == "mlp") {
-    if (!a.data.empty()) usage_error("--data applies to --model gpt only");
+    if (!a.data.empty() || a.vocab > 0) usage_error("--data and --vocab apply to --model gpt only");
   } else {
     if (a.d_model % a.heads != 0) {
       usage_error("--d-model " + std::to_string(a.d_model) + " is not divisible by --heads " +
@@ -99,8 +99,8 @@ void check_args(const TrainArgs& a) {
     usage_error("--lr-schedule " + a.lr_schedule + " with --resume needs --decay-steps: its default (--steps minus "
                 "--warmup-steps) would count this run's steps only, and the resumed rates would differ");
   if (!a.model_json.empty() || !a.model_file.empty()) {
-    if (a.layers >= 0 || a.hidden >= 0)
-      usage_error("--layers and --hidden describe the built-in models; the model file describes its own");
+    if (a.layers >= 0 || a.hidden >= 0 || a.vocab > 0)
+      usage_error("--layers, --hidden and --vocab describe the built-in models; the model file describes its own");
   }
   if (a.slow_factor != 1.0 && a.slow_rank < 0) usage_error("--slow-factor needs --slow-rank");
   if (!a.adapt && (a.adapt_threshold != 1.5 || a.adapt_patience != 3 || !a.profile.empty()))

@@ -98,6 +98,7 @@ const std::vector<Field>& fields() {
       {"model.d_model", "--d-model", Type::kInteger, [](const TrainArgs& a) { return json(a.d_model); }},
       {"model.heads", "--heads", Type::kInteger, [](const TrainArgs& a) { return json(a.heads); }},
       {"model.seq_len", "--seq-len", Type::kInteger, [](const TrainArgs& a) { return json(a.seq_len); }},
+      {"model.vocab", "--vocab", Type::kInteger, [](const TrainArgs& a) { return or_null(a.vocab < 0, a.vocab); }},
       {"model.hidden", "--hidden", Type::kInteger, [](const TrainArgs& a) { return or_null(a.hidden < 0, a.hidden); }},
       {"model.features", "--features", Type::kInteger, [](const TrainArgs& a) { return json(a.features); }},
       {"model.classes", "--classes", Type::kInteger, [](const TrainArgs& a) { return json(a.classes); }},

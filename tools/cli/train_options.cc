@@ -29,6 +29,10 @@ void add_model_options(CLI::App* cmd, TrainArgs& a) {
   cmd->add_option("--seq-len", a.seq_len, "GPT: tokens per row")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
+  cmd->add_option("--vocab", a.vocab,
+                  "GPT: vocabulary size (default: the text's distinct bytes; needed with --data tokens:FILE, "
+                  "e.g. 50257 for GPT-2's tokens; plan on a GPU cluster: 51200)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   cmd->add_option("--hidden", a.hidden, "GPT: MLP width of a block (4 * d-model); MLP: hidden width (64)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cmd->add_option("--features", a.features, "MLP: input features")
@@ -37,8 +41,10 @@ void add_model_options(CLI::App* cmd, TrainArgs& a) {
   cmd->add_option("--classes", a.classes, "MLP: classes")
       ->check(CLI::Range(int64_t{2}, int64_t{1} << 20))
       ->capture_default_str();
-  cmd->add_option("--data", a.data, "GPT: text files (default: /usr/share/common-licenses/*)")
-      ->check(CLI::ExistingFile);
+  cmd->add_option("--data", a.data,
+                  "GPT: text files (default: /usr/share/common-licenses/*), or tokens:FILE, a token file of "
+                  "nanoGPT (uint16) or llm.c (with its header)")
+      ->check(data_file());
 }
 
 void add_optimizer_options(CLI::App* cmd, TrainArgs& a) {
@@ -250,7 +256,7 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
 
 const std::vector<std::pair<std::string, std::vector<std::string>>>& train_option_groups() {
   static const std::vector<std::pair<std::string, std::vector<std::string>>> groups = {
-      {"Model and data", {"--model", "--model-file", "--layers", "--d-model", "--heads", "--seq-len", "--hidden",
+      {"Model and data", {"--model", "--model-file", "--layers", "--d-model", "--heads", "--seq-len", "--vocab", "--hidden",
                           "--features", "--classes", "--data", "--held-out"}},
       {"Training", {"--steps", "--batch-size", "--microbatches", "--seed", "--optimizer", "--lr", "--momentum",
                     "--weight-decay", "--clip-norm", "--lr-schedule", "--warmup-steps", "--decay-steps", "--min-lr",

@@ -8,6 +8,7 @@
 #include "runtime/core/limits.h"
 #include "runtime/data/char_text_dataset.h"
 #include "runtime/data/synthetic_classification.h"
+#include "runtime/data/token_file.h"
 #include "runtime/models/builders.h"
 #include "runtime/run/training_config.h"
 #include "runtime/schedules/schedule_request.h"
@@ -40,15 +41,53 @@ std::shared_ptr<Model> model_from_json(const TrainArgs& a) {
     throw Error(e.code(), "--model-file '" + a.model_file + "': " + e.what());
   }
 }
-// The character-text training data of `rows` rows (its held-out split: with_split).
-std::unique_ptr<CharTextDataset> char_text(const TrainArgs& a, int64_t rows, int64_t seq_len) {
-  CharTextOptions data;
-  data.files = a.data;
-  data.rows = rows;
-  data.seq_len = seq_len;
-  data.seed = a.seed;
-  data.held_out_fraction = held_out_fraction(a);
-  return std::make_unique<CharTextDataset>(data);
+// The training data of a token model (character text, or the token file of --data tokens:FILE),
+// its held-out split with --eval-every, its vocabulary and what to report about it.
+struct TokenData {
+  std::unique_ptr<DataSource> train, held_out;
+  int64_t vocab = 0;  // the text's distinct bytes, or the vocabulary the token file was checked against
+  nlohmann::json description;
+};
+// `model_vocab`: the vocabulary of the model the data feeds (0: --vocab, or the text's own).
+TokenData token_data(const TrainArgs& a, int64_t rows, int64_t seq_len, int64_t model_vocab) {
+  TokenData d;
+  const bool evaluate = a.eval_every > 0;
+  const std::string token_file = token_file_of(a.data, "--data");
+  if (!token_file.empty()) {
+    d.vocab = model_vocab > 0 ? model_vocab : a.vocab;
+    PF_CHECK_ARG(d.vocab > 0, "--data tokens:", token_file, " needs --vocab (the vocabulary the tokens were made ",
+                 "with, e.g. 50257 for GPT-2's)");
+    TokenFileOptions o;
+    o.file = token_file;
+    o.rows = rows;
+    o.seq_len = seq_len;
+    o.seed = a.seed;
+    o.held_out_fraction = held_out_fraction(a);
+    o.vocab = d.vocab;
+    auto tokens = std::make_unique<TokenFileDataset>(o);
+    d.description = {{"data_files", {token_file}},
+                     {"data_format", tokens->file().format_name()},
+                     {"data_tokens", tokens->file().size()}};
+    if (evaluate) d.held_out = tokens->with_split(DataSplit::kHeldOut);
+    d.train = std::move(tokens);
+    return d;
+  }
+  CharTextOptions o;
+  o.files = a.data;
+  o.rows = rows;
+  o.seq_len = seq_len;
+  o.seed = a.seed;
+  o.held_out_fraction = held_out_fraction(a);
+  auto text = std::make_unique<CharTextDataset>(o);
+  d.vocab = text->vocab_size();
+  const int64_t limit = model_vocab > 0 ? model_vocab : a.vocab;
+  PF_CHECK_ARG(limit <= 0 || d.vocab <= limit, "the model's vocabulary (", limit,
+               " tokens) is smaller than the text's (", d.vocab, " distinct bytes)");
+  if (a.vocab > 0) d.vocab = a.vocab;
+  d.description = {{"data_files", text->files()}, {"data_tokens", text->tokens().size()}};
+  if (evaluate) d.held_out = text->with_split(DataSplit::kHeldOut);
+  d.train = std::move(text);
+  return d;
 }
 std::unique_ptr<SyntheticClassification> synthetic(const TrainArgs& a, int64_t rows, int64_t features,
                                                    int64_t classes, bool held_out) {
@@ -62,6 +101,16 @@ std::unique_ptr<SyntheticClassification> synthetic(const TrainArgs& a, int64_t r
 }
 
 }  // namespace
+
+std::string token_file_of(const std::vector<std::string>& data, const std::string& option) {
+  for (const std::string& d : data) {
+    if (d.rfind(kTokenFilePrefix, 0) != 0) continue;
+    PF_CHECK_ARG(data.size() == 1, option, " ", d, ": a token file is the only data of a run (", data.size(),
+                 " were given)");
+    return d.substr(std::char_traits<char>::length(kTokenFilePrefix));
+  }
+  return "";
+}
 
 // The model stages of the schedule the arguments ask for (1 without one; one pipeline's with two).
 int schedule_stages(const TrainArgs& a) {
@@ -98,13 +147,11 @@ Setup make_setup(const TrainArgs& a) {
   if (std::shared_ptr<Model> model = model_from_json(a)) {
     const InputSpec& in = model->input_spec();
     if (in.kind == InputSpec::Kind::kTokens) {
-      auto text = char_text(a, rows, in.seq_len);
-      PF_CHECK_ARG(text->vocab_size() <= in.vocab && text->vocab_size() <= in.classes, "the model's vocabulary (",
-                   in.vocab, " tokens, ", in.classes, " classes) is smaller than the text's (", text->vocab_size(),
-                   " distinct bytes)");
-      s.description = {{"vocab", in.vocab}, {"seq_len", in.seq_len}, {"data_files", text->files()}};
-      if (evaluate) s.held_out = text->with_split(CharTextOptions::Split::kHeldOut);
-      s.data = std::move(text);
+      TokenData data = token_data(a, rows, in.seq_len, std::min(in.vocab, in.classes));
+      s.description = {{"vocab", in.vocab}, {"seq_len", in.seq_len}};
+      s.description.update(data.description);
+      s.data = std::move(data.train);
+      s.held_out = std::move(data.held_out);
     } else {
       s.data = synthetic(a, rows, in.features, in.classes, false);
       if (evaluate) s.held_out = synthetic(a, rows, in.features, in.classes, true);
@@ -125,20 +172,19 @@ Setup make_setup(const TrainArgs& a) {
     s.model = build_mlp(config);
     s.description = {{"features", config.input_dim}, {"hidden", config.hidden}, {"classes", config.classes}};
   } else {
-    auto text = char_text(a, rows, a.seq_len);
+    TokenData data = token_data(a, rows, a.seq_len, 0);
     GptConfig config;
-    config.vocab = text->vocab_size();
+    config.vocab = data.vocab;
     config.seq_len = a.seq_len;
     config.d_model = a.d_model;
     config.heads = a.heads;
     config.layers = layers;
     config.mlp_hidden = a.hidden < 0 ? 0 : a.hidden;
-    s.description = {{"vocab", config.vocab},       {"seq_len", config.seq_len},
-                     {"d_model", config.d_model},   {"heads", config.heads},
-                     {"layers", config.layers},     {"mlp_hidden", config.mlp_hidden},
-                     {"data_files", text->files()}, {"data_tokens", text->tokens().size()}};
-    if (evaluate) s.held_out = text->with_split(CharTextOptions::Split::kHeldOut);
-    s.data = std::move(text);
+    s.description = {{"vocab", config.vocab},     {"seq_len", config.seq_len}, {"d_model", config.d_model},
+                     {"heads", config.heads},     {"layers", config.layers},   {"mlp_hidden", config.mlp_hidden}};
+    s.description.update(data.description);
+    s.data = std::move(data.train);
+    s.held_out = std::move(data.held_out);
     s.model = build_gpt(config);
   }
   return s;

@@ -45,4 +45,16 @@ inline CLI::Validator trimmed() {
       "");
 }
 
+// A file that exists, or tokens:FILE for one (the --data of train and eval).
+inline CLI::Validator data_file() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const std::string prefix = "tokens:";
+        const std::string path = text.rfind(prefix, 0) == 0 ? text.substr(prefix.size()) : text;
+        const std::string why = CLI::ExistingFile(path);
+        return why.empty() ? why : why + (path == text ? "" : " (in '" + text + "')");
+      },
+      "FILE|tokens:FILE");
+}
+
 }  // namespace pf::cli

@@ -1,0 +1,136 @@
+#include "tools/cli/eval_command.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/checkpoint/sharded_checkpoint.h"
+#include "runtime/core/error.h"
+#include "runtime/data/token_file.h"
+#include "runtime/models/builders.h"
+#include "runtime/run/checkpoint_series.h"
+#include "runtime/run/make_trainer.h"
+#include "runtime/run/training_config.h"
+#include "tools/cli/cli.h"
+#include "tools/cli/train_config_of.h"
+#include "tools/cli/train_setup.h"
+
+namespace pf::cli {
+
+CLI::App* add_eval_command(CLI::App& app, EvalArgs& a) {
+  CLI::App* cmd = app.add_subcommand(
+      "eval", "Mean cross-entropy of a token model over a whole token file (consecutive windows of --seq-len + 1)");
+  add_model_options(cmd, a.model);
+  cmd->add_option("--resume", a.resume,
+                  "the weights of this checkpoint (file, sharded folder or series folder: its newest), and its "
+                  "model unless model options are given");
+  cmd->add_option("--batch-size", a.batch_size, "windows per forward pass")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16))
+      ->capture_default_str();
+  cmd->add_option("--seed", a.model.seed, "seed of the initial parameters (without --resume)")->capture_default_str();
+  cmd->add_flag("--json", a.json, "print one JSON object");
+  return cmd;
+}
+
+void note_eval_options(const CLI::App& cmd, EvalArgs& a) {
+  for (const char* option : {"--model", "--model-file", "--layers", "--d-model", "--heads", "--vocab", "--hidden",
+                             "--features", "--classes"})
+    if (cmd.get_option(option)->count() > 0) a.model_given = true;
+  a.seq_len_given = cmd.get_option("--seq-len")->count() > 0;
+}
+
+namespace {
+
+// The model to evaluate: the checkpoint's, or the one the model options describe.
+std::shared_ptr<Model> eval_model(const EvalArgs& a, const std::string& checkpoint) {
+  if (!checkpoint.empty() && !a.model_given) {
+    const nlohmann::json header = checkpoint_header(checkpoint);
+    PF_CHECK_ARG(header.contains("model") && header["model"].is_object(), "--resume ", a.resume,
+                 ": the checkpoint does not describe its model; give the model options it was trained with");
+    return build_model_from_json_text(header["model"].dump());
+  }
+  TrainArgs t = a.model;
+  t.batch_size = 1;
+  t.micro_batches = 1;
+  t.eval_every = 0;
+  return make_setup(t).model;
+}
+
+}  // namespace
+
+int run_eval(const EvalArgs& a) {
+  std::string checkpoint;
+  std::shared_ptr<Model> model;
+  std::unique_ptr<Trainer> trainer;
+  std::unique_ptr<ConsecutiveWindows> windows;
+  std::shared_ptr<const TokenFile> file;
+  std::string token_file;
+  try {
+    token_file = token_file_of(a.model.data, "--data");
+    PF_CHECK_ARG(!token_file.empty(), "eval reads a token file: --data tokens:FILE");
+    if (!a.resume.empty()) checkpoint = resolve_checkpoint(a.resume);
+    model = eval_model(a, checkpoint);
+    const InputSpec& in = model->input_spec();
+    PF_CHECK_ARG(in.kind == InputSpec::Kind::kTokens, "eval needs a token model (GPT or a model file with token input)");
+    const int64_t seq_len = a.seq_len_given ? a.model.seq_len : in.seq_len;
+    PF_CHECK_ARG(seq_len <= in.seq_len, "--seq-len ", seq_len, " is longer than the model's ", in.seq_len, " positions");
+    file = TokenFile::open(token_file);
+    windows = std::make_unique<ConsecutiveWindows>(file, seq_len, a.batch_size,
+                                                   std::min(in.vocab, in.classes));
+    TrainingConfig config;
+    config.base.seed = a.model.seed;
+    TrainerInputs inputs;
+    inputs.names = cli_option_name;
+    trainer = make_trainer(model, config, inputs);
+    if (!checkpoint.empty()) load_trainer_checkpoint(*trainer, checkpoint);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kInvalidArgument && e.code() != ErrorCode::kNotFound &&
+        e.code() != ErrorCode::kDataLoss)
+      throw;
+    std::cerr << "pipeforge eval: " << e.what() << "\n";
+    return kExitUsage;
+  }
+
+  // Each batch's loss is the mean over its rows x S positions: weighted by its rows, the sum over
+  // batches is the mean over every position of every window.
+  const auto start = std::chrono::steady_clock::now();
+  double weighted = 0.0;
+  int64_t rows = 0, correct_targets = 0;
+  for (int64_t b = 0; b < windows->batches(); ++b) {
+    const EvalResult r = trainer->evaluate(*windows, 1);
+    weighted += r.loss * static_cast<double>(r.samples);
+    correct_targets += static_cast<int64_t>(std::llround(r.accuracy * static_cast<double>(r.targets)));
+    rows += r.samples;
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const int64_t seq_len = a.seq_len_given ? a.model.seq_len : model->input_spec().seq_len;
+  const double loss = weighted / static_cast<double>(rows);
+  const int64_t targets = rows * seq_len;
+  if (a.json) {
+    nlohmann::ordered_json out;
+    out["format"] = "pipeforge.eval/1";
+    out["loss"] = loss;
+    out["accuracy"] = static_cast<double>(correct_targets) / static_cast<double>(targets);
+    out["windows"] = rows;
+    out["seq_len"] = seq_len;
+    out["tokens_scored"] = targets;
+    out["file_tokens"] = file->size();
+    out["file_format"] = file->format_name();
+    out["data"] = token_file;
+    out["checkpoint"] = checkpoint.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(checkpoint);
+    out["seconds"] = seconds;
+    std::cout << out.dump(2) << std::endl;
+  } else {
+    std::cout << "eval: " << token_file << ", " << rows << " windows of " << seq_len + 1 << " tokens ("
+              << targets << " targets)" << (checkpoint.empty() ? "" : ", weights of " + checkpoint) << "\n"
+              << "loss " << loss << ", accuracy " << static_cast<double>(correct_targets) / static_cast<double>(targets)
+              << " (" << seconds << " s)\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace pf::cli
