@@ -123,19 +123,8 @@ std::unique_ptr<CharTextDataset> CharTextDataset::with_split(CharTextOptions::Sp
   other->options_.split = split;
   other->options_.validate();
   other->select_split();
-  other->position_ = 0;
+  other->rewind();
   return other;
-}
-
-void CharTextDataset::seek(int64_t position) {
-  PF_CHECK_ARG(position >= 0, "data position must be >= 0, got ", position);
-  position_ = position;
-}
-
-Batch CharTextDataset::next() {
-  Batch batch = batch_at(position_);
-  ++position_;
-  return batch;
 }
 
 Batch CharTextDataset::batch_at(int64_t position) const {

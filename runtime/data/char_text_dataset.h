@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/data/positioned_source.h"
 #include "runtime/data/token_windows.h"
 #include "runtime/train/batch.h"
 
@@ -27,21 +28,15 @@ struct CharTextOptions {
   void validate() const;  // kInvalidArgument naming the field
 };
 
-class CharTextDataset : public DataSource {
+class CharTextDataset : public PositionedSource {
  public:
   // Reads every file; throws kNotFound / kIoError naming the file that cannot be read, and
   // kInvalidArgument when the text is shorter than seq_len + 1 bytes.
   explicit CharTextDataset(const CharTextOptions& options);
 
-  Batch next() override;
-  int64_t position() const override { return position_; }
-  void seek(int64_t position) override;
-
+  Batch batch_at(int64_t position) const override;
   // The same text (not read again) serving the other split, from position 0.
   std::unique_ptr<CharTextDataset> with_split(CharTextOptions::Split split) const;
-
-  // The micro-batch at `position`, without moving the cursor.
-  Batch batch_at(int64_t position) const;
 
   const CharTextOptions& options() const { return options_; }
   const std::vector<std::string>& files() const { return options_.files; }
@@ -71,7 +66,6 @@ class CharTextDataset : public DataSource {
   data::TokenRange split_;
 
   void select_split();  // split_ from options_
-  int64_t position_ = 0;
 };
 
 }  // namespace pf

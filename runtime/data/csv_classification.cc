@@ -14,6 +14,7 @@
 #include "runtime/core/error.h"
 #include "runtime/core/input_file.h"
 #include "runtime/core/limits.h"
+#include "runtime/data/positioned_source.h"
 #include "runtime/data/random.h"
 
 namespace pf {
@@ -236,24 +237,12 @@ Batch copy_rows(const CsvSamples& samples, int64_t begin, int64_t size, int64_t 
   return batch;
 }
 
-class CsvTrainingSource final : public DataSource {
+class CsvTrainingSource final : public PositionedSource {
  public:
   CsvTrainingSource(std::shared_ptr<const CsvSamples> samples, int64_t train_size, int64_t rows)
       : samples_(std::move(samples)), train_size_(train_size), rows_(rows) {}
 
-  Batch next() override {
-    Batch batch = batch_at(position_);
-    ++position_;
-    return batch;
-  }
-  int64_t position() const override { return position_; }
-  void seek(int64_t position) override {
-    PF_CHECK_ARG(position >= 0, "data position must be >= 0, got ", position);
-    position_ = position;
-  }
-
- private:
-  Batch batch_at(int64_t position) const {
+  Batch batch_at(int64_t position) const override {
     // (position * rows) mod n without overflow: both factors are reduced below n first, and n
     // (samples in a file of at most 1 GiB) is far below 2^31.
     const int64_t n = train_size_;
@@ -264,7 +253,6 @@ class CsvTrainingSource final : public DataSource {
   std::shared_ptr<const CsvSamples> samples_;
   int64_t train_size_;
   int64_t rows_;
-  int64_t position_ = 0;
 };
 
 }  // namespace

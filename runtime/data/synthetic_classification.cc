@@ -44,17 +44,6 @@ SyntheticClassification::SyntheticClassification(const SyntheticClassificationOp
   }
 }
 
-void SyntheticClassification::seek(int64_t position) {
-  PF_CHECK_ARG(position >= 0, "data position must be >= 0, got ", position);
-  position_ = position;
-}
-
-Batch SyntheticClassification::next() {
-  Batch batch = batch_at(position_);
-  ++position_;
-  return batch;
-}
-
 int32_t SyntheticClassification::label(const float* x) const {
   const int64_t c = options_.classes, d = options_.features;
   int32_t best = 0;

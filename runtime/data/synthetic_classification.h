@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "runtime/data/positioned_source.h"
 #include "runtime/train/batch.h"
 
 namespace pf {
@@ -24,16 +25,12 @@ struct SyntheticClassificationOptions {
   void validate() const;              // kInvalidArgument naming the field
 };
 
-class SyntheticClassification : public DataSource {
+class SyntheticClassification : public PositionedSource {
  public:
   explicit SyntheticClassification(const SyntheticClassificationOptions& options);
 
   // inputs: f32 [rows, features]; targets: i32 [rows] in [0, classes).
-  Batch next() override;
-  int64_t position() const override { return position_; }
-  void seek(int64_t position) override;
-
-  Batch batch_at(int64_t position) const;
+  Batch batch_at(int64_t position) const override;
   // The teacher's label for one feature vector.
   int32_t label(const float* features) const;
   const SyntheticClassificationOptions& options() const { return options_; }
@@ -42,7 +39,6 @@ class SyntheticClassification : public DataSource {
   SyntheticClassificationOptions options_;
   std::vector<double> weight_;  // [classes, features]
   std::vector<double> bias_;    // [classes]
-  int64_t position_ = 0;
 };
 
 }  // namespace pf

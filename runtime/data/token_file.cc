@@ -140,19 +140,8 @@ std::unique_ptr<TokenFileDataset> TokenFileDataset::with_split(DataSplit split) 
   other->options_.validate();
   other->split_ = data::split_range(file_->size(), options_.held_out_fraction, split, options_.seq_len,
                                     "token file '" + options_.file + "'");
-  other->position_ = 0;
+  other->rewind();
   return other;
-}
-
-void TokenFileDataset::seek(int64_t position) {
-  PF_CHECK_ARG(position >= 0, "data position must be >= 0, got ", position);
-  position_ = position;
-}
-
-Batch TokenFileDataset::next() {
-  Batch batch = batch_at(position_);
-  ++position_;
-  return batch;
 }
 
 namespace {

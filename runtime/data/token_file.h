@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 
+#include "runtime/data/positioned_source.h"
 #include "runtime/data/token_windows.h"
 #include "runtime/train/batch.h"
 
@@ -65,18 +66,13 @@ struct TokenFileOptions {
   void validate() const;  // kInvalidArgument naming the field
 };
 
-class TokenFileDataset : public DataSource {
+class TokenFileDataset : public PositionedSource {
  public:
   explicit TokenFileDataset(const TokenFileOptions& options);
 
-  Batch next() override;
-  int64_t position() const override { return position_; }
-  void seek(int64_t position) override;
-
+  Batch batch_at(int64_t position) const override;
   // The same mapped file serving the other split, from position 0.
   std::unique_ptr<TokenFileDataset> with_split(DataSplit split) const;
-  // The micro-batch at `position`, without moving the cursor.
-  Batch batch_at(int64_t position) const;
 
   const TokenFileOptions& options() const { return options_; }
   const TokenFile& file() const { return *file_; }
@@ -87,7 +83,6 @@ class TokenFileDataset : public DataSource {
   TokenFileOptions options_;
   std::shared_ptr<const TokenFile> file_;
   data::TokenRange split_;
-  int64_t position_ = 0;
 };
 
 // The whole file as consecutive non-overlapping windows of seq_len + 1 tokens (the remainder
