@@ -120,7 +120,7 @@ fuzz_target() {
 }
 
 # Targets fuzzed at once: one per core (PF_FUZZ_JOBS overrides).
-JOBS=${PF_FUZZ_JOBS:-$(nproc)}
+JOBS=${PF_FUZZ_JOBS:-$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)}  # nproc obeys OMP_NUM_THREADS, set above
 ((JOBS >= 1)) || JOBS=1
 
 status=0

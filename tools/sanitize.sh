@@ -79,6 +79,8 @@ case $mode in
     # A test tagged tcp_variant reruns another test's binary over loopback TCP instead of shared
     # memory: the same PipeForge code, so its sanitizer run would find nothing the other's does not.
     flags+=(--test_tag_filters=-tcp_variant)
+    # Instrumented code runs about twice as slow (tests at -O0 more): twice Bazel's timeouts per size.
+    flags+=(--test_timeout=120,600,1800,7200)
     ;;
   tsan)
     ((${#targets[@]})) || targets=("${TSAN_TARGETS[@]}")

@@ -25,6 +25,7 @@ CLI::App* add_eval_command(CLI::App& app, EvalArgs& a) {
   CLI::App* cmd = app.add_subcommand(
       "eval", "Mean cross-entropy of a token model over a whole token file (consecutive windows of --seq-len + 1)");
   add_model_options(cmd, a.model);
+  cmd->get_option("--seq-len")->description("tokens per window, S (default: the model's positions)")->default_str("");
   cmd->add_option("--resume", a.resume,
                   "the weights of this checkpoint (file, sharded folder or series folder: its newest), and its "
                   "model unless model options are given");
