@@ -29,12 +29,7 @@ bool looks_like_text(const std::string& path) {
 }  // namespace
 
 void CharTextOptions::validate() const {
-  PF_CHECK_ARG(rows >= 1, "rows must be >= 1, got ", rows);
-  PF_CHECK_ARG(seq_len >= 1, "seq_len must be >= 1, got ", seq_len);
-  PF_CHECK_ARG(held_out_fraction >= 0.0 && held_out_fraction < 1.0, "held_out_fraction must be in [0, 1), got ",
-               held_out_fraction);
-  PF_CHECK_ARG(split == Split::kTrain || held_out_fraction > 0.0,
-               "the held-out split needs held_out_fraction > 0 (the share of the text held out)");
+  data::check_window_options(rows, seq_len, held_out_fraction, split, "the text");
 }
 
 std::vector<std::string> CharTextDataset::text_files_in(const std::string& folder) {

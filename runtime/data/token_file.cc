@@ -118,18 +118,17 @@ void TokenFile::read(int64_t begin, int64_t count, int64_t vocab, int32_t* out) 
 
 void TokenFileOptions::validate() const {
   PF_CHECK_ARG(!file.empty(), "the token file is not given");
-  PF_CHECK_ARG(rows >= 1, "rows must be >= 1, got ", rows);
-  PF_CHECK_ARG(seq_len >= 1, "seq_len must be >= 1, got ", seq_len);
-  PF_CHECK_ARG(held_out_fraction >= 0.0 && held_out_fraction < 1.0, "held_out_fraction must be in [0, 1), got ",
-               held_out_fraction);
-  PF_CHECK_ARG(split == DataSplit::kTrain || held_out_fraction > 0.0,
-               "the held-out split needs held_out_fraction > 0 (the share of the tokens held out)");
+  data::check_window_options(rows, seq_len, held_out_fraction, split, "the tokens");
   PF_CHECK_ARG(vocab >= 0, "vocab must be >= 0, got ", vocab);
 }
 
 TokenFileDataset::TokenFileDataset(const TokenFileOptions& options) : options_(options) {
   options_.validate();
   file_ = TokenFile::open(options_.file);
+  select_split();
+}
+
+void TokenFileDataset::select_split() {
   split_ = data::split_range(file_->size(), options_.held_out_fraction, options_.split, options_.seq_len,
                              "token file '" + options_.file + "'");
 }
@@ -138,8 +137,7 @@ std::unique_ptr<TokenFileDataset> TokenFileDataset::with_split(DataSplit split) 
   auto other = std::make_unique<TokenFileDataset>(*this);
   other->options_.split = split;
   other->options_.validate();
-  other->split_ = data::split_range(file_->size(), options_.held_out_fraction, split, options_.seq_len,
-                                    "token file '" + options_.file + "'");
+  other->select_split();
   other->rewind();
   return other;
 }
@@ -181,17 +179,11 @@ ConsecutiveWindows::ConsecutiveWindows(std::shared_ptr<const TokenFile> file, in
                " tokens, fewer than one window of seq_len + 1 = ", seq_len_ + 1);
 }
 
-void ConsecutiveWindows::seek(int64_t position) {
-  PF_CHECK_ARG(position >= 0, "data position must be >= 0, got ", position);
-  position_ = position;
-}
-
-Batch ConsecutiveWindows::next() {
-  const int64_t first = position_ * rows_;
-  PF_CHECK_STATE(first < windows_, "token file '", file_->path(), "': batch ", position_, " is past the last of ",
+Batch ConsecutiveWindows::batch_at(int64_t position) const {
+  const int64_t first = position * rows_;
+  PF_CHECK_STATE(first < windows_, "token file '", file_->path(), "': batch ", position, " is past the last of ",
                  batches(), " (", windows_, " windows of ", seq_len_ + 1, " tokens)");
   const int64_t rows = std::min(rows_, windows_ - first);
-  ++position_;
   return window_batch(*file_, rows, seq_len_, vocab_, [&](int64_t r) { return (first + r) * (seq_len_ + 1); });
 }
 

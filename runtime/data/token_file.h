@@ -83,19 +83,19 @@ class TokenFileDataset : public PositionedSource {
   TokenFileOptions options_;
   std::shared_ptr<const TokenFile> file_;
   data::TokenRange split_;
+
+  void select_split();  // split_ from options_
 };
 
 // The whole file as consecutive non-overlapping windows of seq_len + 1 tokens (the remainder
 // dropped), `rows` windows a batch (the last batch holds the rest). Window w is tokens
 // [w (seq_len + 1), (w + 1) (seq_len + 1)); inputs its first seq_len, targets its last seq_len.
-class ConsecutiveWindows : public DataSource {
+class ConsecutiveWindows : public PositionedSource {
  public:
   // kInvalidArgument when the file holds no whole window.
   ConsecutiveWindows(std::shared_ptr<const TokenFile> file, int64_t seq_len, int64_t rows, int64_t vocab);
 
-  Batch next() override;  // kFailedPrecondition past the last window
-  int64_t position() const override { return position_; }
-  void seek(int64_t position) override;
+  Batch batch_at(int64_t position) const override;  // kFailedPrecondition past the last window
 
   int64_t windows() const { return windows_; }
   int64_t batches() const { return (windows_ + rows_ - 1) / rows_; }
@@ -103,7 +103,6 @@ class ConsecutiveWindows : public DataSource {
  private:
   std::shared_ptr<const TokenFile> file_;
   int64_t seq_len_, rows_, vocab_, windows_;
-  int64_t position_ = 0;
 };
 
 }  // namespace pf

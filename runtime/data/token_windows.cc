@@ -14,6 +14,16 @@ constexpr uint64_t kHeldOutRowStartStream = 0x48454c44'4f555454ull;  // "HELDOUT
 
 }  // namespace
 
+void check_window_options(int64_t rows, int64_t seq_len, double held_out_fraction, DataSplit split,
+                          const std::string& what) {
+  PF_CHECK_ARG(rows >= 1, "rows must be >= 1, got ", rows);
+  PF_CHECK_ARG(seq_len >= 1, "seq_len must be >= 1, got ", seq_len);
+  PF_CHECK_ARG(held_out_fraction >= 0.0 && held_out_fraction < 1.0, "held_out_fraction must be in [0, 1), got ",
+               held_out_fraction);
+  PF_CHECK_ARG(split == DataSplit::kTrain || held_out_fraction > 0.0,
+               "the held-out split needs held_out_fraction > 0 (the share of ", what, " held out)");
+}
+
 TokenRange split_range(int64_t total, double held_out_fraction, DataSplit split, int64_t seq_len,
                        const std::string& what) {
   const int64_t needed = seq_len + 1;

@@ -23,6 +23,11 @@ struct TokenRange {
   int64_t size() const { return end - begin; }
 };
 
+// The checks every windowed source makes of its options (kInvalidArgument naming the field);
+// `what` names the tokens in the held-out message ("the text", "the tokens").
+void check_window_options(int64_t rows, int64_t seq_len, double held_out_fraction, DataSplit split,
+                          const std::string& what);
+
 // The split's range of `total` tokens; kInvalidArgument naming `what` (e.g. "the text") when it
 // is shorter than seq_len + 1.
 TokenRange split_range(int64_t total, double held_out_fraction, DataSplit split, int64_t seq_len,

@@ -16,6 +16,7 @@
 #include "runtime/run/make_trainer.h"
 #include "runtime/run/training_config.h"
 #include "tools/cli/cli.h"
+#include "tools/cli/train_config.h"
 #include "tools/cli/train_config_of.h"
 #include "tools/cli/train_setup.h"
 
@@ -38,9 +39,9 @@ CLI::App* add_eval_command(CLI::App& app, EvalArgs& a) {
 }
 
 void note_eval_options(const CLI::App& cmd, EvalArgs& a) {
-  for (const char* option : {"--model", "--model-file", "--layers", "--d-model", "--heads", "--vocab", "--hidden",
-                             "--features", "--classes"})
-    if (cmd.get_option(option)->count() > 0) a.model_given = true;
+  // --seq-len is the windows' length here; the others describe a model.
+  for (const std::string& option : model_options_given(cmd))
+    if (option != "--seq-len") a.model_given = true;
   a.seq_len_given = cmd.get_option("--seq-len")->count() > 0;
 }
 
@@ -70,6 +71,7 @@ int run_eval(const EvalArgs& a) {
   std::unique_ptr<ConsecutiveWindows> windows;
   std::shared_ptr<const TokenFile> file;
   std::string token_file;
+  int64_t seq_len = 0;  // S: --seq-len, or the model's positions
   try {
     token_file = token_file_of(a.model.data, "--data");
     PF_CHECK_ARG(!token_file.empty(), "eval reads a token file: --data tokens:FILE");
@@ -77,7 +79,7 @@ int run_eval(const EvalArgs& a) {
     model = eval_model(a, checkpoint);
     const InputSpec& in = model->input_spec();
     PF_CHECK_ARG(in.kind == InputSpec::Kind::kTokens, "eval needs a token model (GPT or a model file with token input)");
-    const int64_t seq_len = a.seq_len_given ? a.model.seq_len : in.seq_len;
+    seq_len = a.seq_len_given ? a.model.seq_len : in.seq_len;
     PF_CHECK_ARG(seq_len <= in.seq_len, "--seq-len ", seq_len, " is longer than the model's ", in.seq_len, " positions");
     file = TokenFile::open(token_file);
     windows = std::make_unique<ConsecutiveWindows>(file, seq_len, a.batch_size,
@@ -108,7 +110,6 @@ int run_eval(const EvalArgs& a) {
     rows += r.samples;
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const int64_t seq_len = a.seq_len_given ? a.model.seq_len : model->input_spec().seq_len;
   const double loss = weighted / static_cast<double>(rows);
   const int64_t targets = rows * seq_len;
   if (a.json) {

@@ -311,12 +311,17 @@ void apply_train_config(CLI::App& train, TrainArgs& args) {
   apply_object(train, args, config, "", file, Source::kConfigFile);
 }
 
-bool adopt_checkpoint_model(CLI::App& train, TrainArgs& args) {
-  args.model_options_given.clear();
+std::vector<std::string> model_options_given(const CLI::App& cmd) {
+  std::vector<std::string> given;
   for (const Field& f : fields()) {
     if (std::string(f.path).rfind("model.", 0) != 0 || f.option == nullptr) continue;
-    if (train.get_option(f.option)->count() > 0) args.model_options_given.push_back(f.option);
+    if (cmd.get_option(f.option)->count() > 0) given.push_back(f.option);
   }
+  return given;
+}
+
+bool adopt_checkpoint_model(CLI::App& train, TrainArgs& args) {
+  args.model_options_given = model_options_given(train);
   if (!args.model_json.empty()) args.model_options_given.push_back("model.json (config)");
   if (args.resume.empty()) return false;
   json header;

@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "tools/cli/train_command.h"
 
@@ -28,6 +29,10 @@ void apply_train_config(CLI::App& train, TrainArgs& args);
 // given in args.model_options_given (a mismatch names them). Returns true when it restored
 // anything. A checkpoint it cannot read is left for the load to report.
 bool adopt_checkpoint_model(CLI::App& train, TrainArgs& args);
+
+// The model's options (the config's model.* fields: --model, --layers, ...) given on `cmd`'s
+// command line, as their flags; `cmd` has add_model_options' options (train, plan, eval).
+std::vector<std::string> model_options_given(const CLI::App& cmd);
 
 // The effective config of parsed arguments, in the file's form (every field, defaults included):
 // `pipeforge train --print-config > run.json` then `--config run.json` runs the same training.

@@ -13,6 +13,7 @@
 #include "runtime/planner/model_profile.h"
 #include "runtime/train/batch.h"
 #include "runtime/train/lr_schedule.h"
+#include "tools/cli/data_option.h"
 #include "tools/cli/train_command.h"
 
 namespace pf::cli {
@@ -32,8 +33,6 @@ int schedule_ranks(const TrainArgs& a);
 // micro-batches (a schedule file's own count; else default_micro_batches of the pipeline ranks and
 // --batch-size). Throws what reading the schedule file throws.
 void resolve_train_defaults(TrainArgs& a);
-// --data tokens:FILE names a token file (runtime/data/token_file.h) instead of text files.
-inline constexpr const char kTokenFilePrefix[] = "tokens:";
 // The FILE of `data` = {"tokens:FILE"}; "" when `data` names text files. kInvalidArgument naming
 // `option` when a token file comes with other data.
 std::string token_file_of(const std::vector<std::string>& data, const std::string& option);

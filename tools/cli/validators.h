@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "tools/cli/data_option.h"
+
 namespace pf::cli {
 
 namespace detail {
@@ -49,7 +51,7 @@ inline CLI::Validator trimmed() {
 inline CLI::Validator data_file() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
-        const std::string prefix = "tokens:";
+        const std::string prefix = kTokenFilePrefix;
         const std::string path = text.rfind(prefix, 0) == 0 ? text.substr(prefix.size()) : text;
         const std::string why = CLI::ExistingFile(path);
         return why.empty() ? why : why + (path == text ? "" : " (in '" + text + "')");
