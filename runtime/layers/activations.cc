@@ -1,5 +1,7 @@
 #include "runtime/layers/activations.h"
 
+#include <cmath>
+
 #include "runtime/core/error.h"
 #include "runtime/kernels/cpu/gelu.h"
 #include "runtime/layers/cuda_dispatch.h"
@@ -105,6 +107,56 @@ Tensor GELU::backward_input_column_sums(SavedContext& ctx, const Tensor& grad_ou
   *column_sums = Tensor::empty({cols});
   cpu::gelu_backward_column_sums(cols == 0 ? 0 : input.numel() / cols, cols, input.f32(), grad_output.f32(),
                                  grad_input.f32(), column_sums->f32());
+  ctx.clear();  // nothing left for backward_weight
+  return grad_input;
+}
+
+SwiGLU::SwiGLU(std::string name) : Layer(std::move(name)) {}
+
+nlohmann::json SwiGLU::config() const { return {{"type", type()}, {"name", name()}}; }
+
+Tensor SwiGLU::forward(const Tensor& input, SavedContext& ctx) {
+  check_input(*this, input);
+  PF_CHECK_ARG(input.rank() >= 1 && input.dim(-1) % 2 == 0 && input.dim(-1) > 0, "swiglu '", name(),
+               "': the input's last dimension must be even (gate half, up half), got ",
+               shape_to_string(input.shape()));
+  if (is_cuda(input)) fail(ErrorCode::kUnimplemented, "swiglu '", name(), "': runs on the CPU only");
+  const int64_t width = input.dim(-1), half = width / 2, rows = input.numel() / width;
+  Shape shape = input.shape();
+  shape.back() = half;
+  Tensor output = Tensor::empty(shape);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* a = input.f32() + r * width;
+    const float* u = a + half;
+    float* y = output.f32() + r * half;
+    for (int64_t i = 0; i < half; ++i) y[i] = a[i] / (1.0f + std::exp(-a[i])) * u[i];
+  }
+  ctx.save("input", input);
+  return output;
+}
+
+Tensor SwiGLU::backward_input(SavedContext& ctx, const Tensor& grad_output) {
+  const Tensor input = ctx.get("input");
+  const int64_t width = input.dim(-1), half = width / 2, rows = input.numel() / width;
+  Shape shape = input.shape();
+  shape.back() = half;
+  PF_CHECK_ARG(grad_output.defined() && grad_output.dtype() == DType::kF32 && grad_output.shape() == shape,
+               "swiglu '", name(), "': output gradient ", shape_to_string(grad_output.shape()),
+               " does not match the forward output ", shape_to_string(shape));
+  check_same_device(type(), name(), "output gradient", grad_output.device(), "the forward input", input.device());
+  Tensor grad_input = Tensor::empty(input.shape());
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* a = input.f32() + r * width;
+    const float* u = a + half;
+    const float* dy = grad_output.f32() + r * half;
+    float* da = grad_input.f32() + r * width;
+    float* du = da + half;
+    for (int64_t i = 0; i < half; ++i) {
+      const float s = 1.0f / (1.0f + std::exp(-a[i]));
+      da[i] = dy[i] * u[i] * s * (1.0f + a[i] * (1.0f - s));
+      du[i] = dy[i] * a[i] * s;
+    }
+  }
   ctx.clear();  // nothing left for backward_weight
   return grad_input;
 }

@@ -32,4 +32,18 @@ class GELU : public Layer {
   Tensor backward_input_column_sums(SavedContext& ctx, const Tensor& grad_output, Tensor* column_sums);
 };
 
+// Llama's gated MLP activation: the input's last dimension holds a gate half and an up half,
+// x = [a | u] of width 2 H, and y = silu(a) o u of width H, silu(a) = a / (1 + exp(-a)) (so a Linear
+// to 2 H before it is Llama's gate_proj and up_proj in one GEMM). Saves the input; CPU tensors only.
+//   da = dy o u o s (1 + a (1 - s)), s = sigmoid(a)       du = dy o silu(a)
+class SwiGLU : public Layer {
+ public:
+  explicit SwiGLU(std::string name);
+  const char* type() const override { return "swiglu"; }
+  nlohmann::json config() const override;
+
+  Tensor forward(const Tensor& input, SavedContext& ctx) override;
+  Tensor backward_input(SavedContext& ctx, const Tensor& grad_output) override;
+};
+
 }  // namespace pf

@@ -63,31 +63,31 @@ EarlierSlices earlier_slices(const SavedContext& core, const std::string& name, 
   return out;
 }
 
-// The [L, hd] keys (part 1) or values (part 2) of head h, batch b over the earlier slices and then
-// this slice's `qkv` (L = earlier.steps + T).
-void gather_keys(const EarlierSlices& earlier, const Tensor& qkv, int64_t b, int64_t dim, int64_t part,
-                 int64_t col, int64_t hd, float* out) {
+// The [L, hd] block at column `col` of qkv (a key or value head) of batch b over the earlier
+// slices and then this slice's `qkv` (L = earlier.steps + T); width = qkv's row width.
+void gather_keys(const EarlierSlices& earlier, const Tensor& qkv, int64_t b, int64_t width, int64_t col,
+                 int64_t hd, float* out) {
   for (const SavedContext* c : earlier.cores) {
     const Tensor& x = c->get("qkv");
-    gather_block(x.f32(), b, x.dim(1), 3 * dim, part * dim + col, hd, out);
+    gather_block(x.f32(), b, x.dim(1), width, col, hd, out);
     out += x.dim(1) * hd;
   }
-  gather_block(qkv.f32(), b, qkv.dim(1), 3 * dim, part * dim + col, hd, out);
+  gather_block(qkv.f32(), b, qkv.dim(1), width, col, hd, out);
 }
 
-// Adds the [L, hd] key (part 1) or value (part 2) gradient of head h, batch b to the earlier
-// slices' "kv_grad" ([B, T_i, 2 dim]: keys | values, created at zero on first use); returns where
-// this slice's own rows start.
-const float* add_to_earlier(const EarlierSlices& earlier, const float* grad, int64_t b, int64_t dim,
-                            int64_t part, int64_t col, int64_t hd) {
+// Adds the [L, hd] gradient of the key or value head at column `kv_col` of the earlier slices'
+// "kv_grad" ([B, T_i, kv_width]: keys | values, created at zero on first use) of batch b; returns
+// where this slice's own rows start.
+const float* add_to_earlier(const EarlierSlices& earlier, const float* grad, int64_t b, int64_t kv_width,
+                            int64_t kv_col, int64_t hd) {
   for (SavedContext* c : earlier.cores) {
     // Sizes copied out: save() may move the context's tensors, so no reference into it outlives it.
     const int64_t batch = c->get("qkv").dim(0), steps = c->get("qkv").dim(1);
     if (!c->has("kv_grad")) {
       MemoryCategoryScope scope(MemoryCategory::kActivations);  // held until that slice's backward
-      c->save("kv_grad", Tensor::zeros({batch, steps, 2 * dim}));
+      c->save("kv_grad", Tensor::zeros({batch, steps, kv_width}));
     }
-    add_block(grad, b, steps, 2 * dim, (part - 1) * dim + col, hd, c->get("kv_grad").f32());
+    add_block(grad, b, steps, kv_width, kv_col, hd, c->get("kv_grad").f32());
     grad += steps * hd;
   }
   return grad;
@@ -95,18 +95,63 @@ const float* add_to_earlier(const EarlierSlices& earlier, const float* grad, int
 
 }  // namespace
 
-CausalSelfAttention::CausalSelfAttention(std::string name, int64_t dim, int64_t heads, float init_std)
-    : Layer(std::move(name)), dim_(dim), heads_(heads), head_dim_(0), init_std_(init_std) {
+CausalSelfAttention::CausalSelfAttention(std::string name, int64_t dim, int64_t heads, float init_std,
+                                         const AttentionOptions& options)
+    : Layer(std::move(name)), dim_(dim), heads_(heads), head_dim_(0), kv_heads_(0), init_std_(init_std),
+      options_(options) {
   PF_CHECK_ARG(dim_ > 0 && heads_ > 0 && dim_ % heads_ == 0, "attention '", this->name(),
                "': dim and heads must be > 0 with dim divisible by heads, got dim ", dim_,
                " and heads ", heads_);
   head_dim_ = dim_ / heads_;
-  qkv_ = std::make_unique<Linear>(join_name(this->name(), "qkv"), dim_, 3 * dim_, true, init_std_);
-  proj_ = std::make_unique<Linear>(join_name(this->name(), "proj"), dim_, dim_, true, init_std_);
+  kv_heads_ = options_.kv_heads == 0 ? heads_ : options_.kv_heads;
+  PF_CHECK_ARG(kv_heads_ > 0 && heads_ % kv_heads_ == 0, "attention '", this->name(), "': kv_heads ", kv_heads_,
+               " must be > 0 and divide heads ", heads_);
+  PF_CHECK_ARG(std::isfinite(options_.rope_theta) && options_.rope_theta >= 0.0f, "attention '", this->name(),
+               "': rope_theta must be finite and >= 0, got ", options_.rope_theta);
+  PF_CHECK_ARG(options_.rope_theta == 0.0f || head_dim_ % 2 == 0, "attention '", this->name(),
+               "': rotary positions need an even head dimension, got dim ", dim_, " / heads ", heads_, " = ",
+               head_dim_);
+  options_.kv_heads = kv_heads_;
+  qkv_ = std::make_unique<Linear>(join_name(this->name(), "qkv"), dim_, dim_ + 2 * kv_heads_ * head_dim_,
+                                  options_.bias, init_std_);
+  proj_ = std::make_unique<Linear>(join_name(this->name(), "proj"), dim_, dim_, options_.bias, init_std_);
 }
 
 nlohmann::json CausalSelfAttention::config() const {
-  return {{"type", type()}, {"name", name()}, {"dim", dim_}, {"heads", heads_}, {"init_std", init_std_}};
+  nlohmann::json j = {{"type", type()}, {"name", name()}, {"dim", dim_}, {"heads", heads_}, {"init_std", init_std_}};
+  if (kv_heads_ != heads_) j["kv_heads"] = kv_heads_;
+  if (!options_.bias) j["bias"] = false;
+  if (options_.rope_theta > 0.0f) j["rope_theta"] = options_.rope_theta;
+  return j;
+}
+
+void CausalSelfAttention::rotate(Tensor& qkv, int64_t offset, bool inverse) const {
+  const int64_t batch = qkv.dim(0), steps = qkv.dim(1), width = qkv.dim(2), hd = head_dim_, half = hd / 2;
+  const int64_t rotated_heads = heads_ + kv_heads_;  // the query heads, then the key heads
+  // The angles as Hugging Face's LlamaRotaryEmbedding computes them, in f32: inv_freq_i =
+  // 1 / theta^(2i / hd), angle = position * inv_freq_i.
+  std::vector<float> cosines(static_cast<size_t>(steps * half)), sines(cosines.size());
+  for (int64_t i = 0; i < half; ++i) {
+    const float inv_freq =
+        1.0f / std::pow(options_.rope_theta, static_cast<float>(2 * i) / static_cast<float>(hd));
+    for (int64_t t = 0; t < steps; ++t) {
+      const float angle = static_cast<float>(offset + t) * inv_freq;
+      cosines[t * half + i] = std::cos(angle);
+      sines[t * half + i] = inverse ? -std::sin(angle) : std::sin(angle);
+    }
+  }
+  for (int64_t r = 0; r < batch * steps; ++r) {
+    const float* c = cosines.data() + (r % steps) * half;
+    const float* sn = sines.data() + (r % steps) * half;
+    for (int64_t h = 0; h < rotated_heads; ++h) {
+      float* x = qkv.f32() + r * width + h * hd;
+      for (int64_t i = 0; i < half; ++i) {
+        const float x1 = x[i], x2 = x[i + half];
+        x[i] = x1 * c[i] - x2 * sn[i];
+        x[i + half] = x2 * c[i] + x1 * sn[i];
+      }
+    }
+  }
 }
 
 std::vector<Parameter*> CausalSelfAttention::parameters() {
@@ -125,10 +170,14 @@ Tensor CausalSelfAttention::forward(const Tensor& input, SavedContext& ctx) {
   check_same_device(type(), name(), "input", input.device(), "the parameters",
                     qkv_->parameters()[0]->value.device());
   const int64_t batch = input.dim(0), steps = input.dim(1), hd = head_dim_;
+  if (is_cuda(input) && (kv_heads_ != heads_ || options_.rope_theta > 0.0f))
+    fail(ErrorCode::kUnimplemented, "attention '", name(),
+         "': grouped-query attention and rotary positions run on the CPU only");
 
   Tensor qkv = qkv_->forward(input, ctx.child(kQkvChild));
   SavedContext& core = ctx.child(kCoreChild);
   const EarlierSlices earlier = earlier_slices(core, name(), batch);
+  if (options_.rope_theta > 0.0f) rotate(qkv, earlier.steps, false);
   if (is_cuda(input)) {  // same contexts as below; the core runs on the GPU (cuda_dispatch.h)
     if (!earlier.cores.empty())
       fail(ErrorCode::kUnimplemented, "attention '", name(), "': sequence slices (seq_slices > 1) run on the CPU only");
@@ -141,7 +190,7 @@ Tensor CausalSelfAttention::forward(const Tensor& input, SavedContext& ctx) {
   // Queries are this slice's steps; keys and values span the earlier slices too (keys = L). The
   // fused kernel reads q, k and v in place from qkv, or k and v gathered over the slices.
   const cpu::AttentionDims dims{steps, earlier.steps + steps, hd, earlier.steps};
-  const int64_t width = 3 * dim_;
+  const int64_t kv_dim = kv_heads_ * hd, width = dim_ + 2 * kv_dim, group = heads_ / kv_heads_;
   Tensor lse = Tensor::empty({batch, heads_, steps});
   Tensor attended = Tensor::empty({batch, steps, dim_});
   Tensor work, k, v;
@@ -155,11 +204,13 @@ Tensor CausalSelfAttention::forward(const Tensor& input, SavedContext& ctx) {
   }
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t h = 0; h < heads_; ++h) {
-      const float* q = qkv.f32() + b * steps * width + h * hd;
-      cpu::ConstRows keys{q + dim_, width}, values{q + 2 * dim_, width};
+      const float* row0 = qkv.f32() + b * steps * width;
+      const int64_t kcol = dim_ + (h / group) * hd, vcol = kcol + kv_dim;  // its key and value head
+      const float* q = row0 + h * hd;
+      cpu::ConstRows keys{row0 + kcol, width}, values{row0 + vcol, width};
       if (!earlier.cores.empty()) {
-        gather_keys(earlier, qkv, b, dim_, 1, h * hd, hd, k.f32());
-        gather_keys(earlier, qkv, b, dim_, 2, h * hd, hd, v.f32());
+        gather_keys(earlier, qkv, b, width, kcol, hd, k.f32());
+        gather_keys(earlier, qkv, b, width, vcol, hd, v.f32());
         keys = {k.f32(), hd};
         values = {v.f32(), hd};
       }
@@ -195,10 +246,14 @@ Tensor CausalSelfAttention::backward_input(SavedContext& ctx, const Tensor& grad
   // backwards ("kv_grad"), and its own backward adds to the earlier slices' ones.
   const EarlierSlices earlier = earlier_slices(core, name(), batch);
   const cpu::AttentionDims dims{steps, earlier.steps + steps, hd, earlier.steps};
-  const int64_t width = 3 * dim_;
+  const int64_t kv_dim = kv_heads_ * hd, width = dim_ + 2 * kv_dim, group = heads_ / kv_heads_;
   const Tensor& lse = core.get("lse");
   const Tensor& out = core.get("out");
   Tensor grad_qkv = Tensor::empty(qkv.shape());
+  // The key and value gradients go straight into grad_qkv when one query head alone reads them
+  // over this slice only; else into dk, dv, from where they are scattered (the first query head of
+  // a group) or added (the others, in head order) to grad_qkv and the earlier slices' "kv_grad".
+  const bool direct = earlier.cores.empty() && group == 1;
   Tensor work, k, v, dk, dv;
   {
     MemoryCategoryScope scope(MemoryCategory::kWorkspace);
@@ -206,22 +261,27 @@ Tensor CausalSelfAttention::backward_input(SavedContext& ctx, const Tensor& grad
     if (!earlier.cores.empty()) {
       k = Tensor::empty({dims.keys, hd});
       v = Tensor::empty({dims.keys, hd});
+    }
+    if (!direct) {
       dk = Tensor::empty({dims.keys, hd});
       dv = Tensor::empty({dims.keys, hd});
     }
   }
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t h = 0; h < heads_; ++h) {
-      const int64_t at = b * steps * width + h * hd;  // this head's q in qkv and dq in grad_qkv
-      const float* q = qkv.f32() + at;
-      float* dq = grad_qkv.f32() + at;
-      cpu::ConstRows keys{q + dim_, width}, values{q + 2 * dim_, width};
-      cpu::Rows dkeys{dq + dim_, width}, dvalues{dq + 2 * dim_, width};
-      if (!earlier.cores.empty()) {  // over all L keys; this slice's rows are scattered below
-        gather_keys(earlier, qkv, b, dim_, 1, h * hd, hd, k.f32());
-        gather_keys(earlier, qkv, b, dim_, 2, h * hd, hd, v.f32());
+      const int64_t at = b * steps * width;  // this batch row's first qkv row, in qkv and grad_qkv
+      const int64_t kv_head = h / group, kcol = dim_ + kv_head * hd, vcol = kcol + kv_dim;
+      const float* q = qkv.f32() + at + h * hd;
+      float* dq = grad_qkv.f32() + at + h * hd;
+      cpu::ConstRows keys{qkv.f32() + at + kcol, width}, values{qkv.f32() + at + vcol, width};
+      cpu::Rows dkeys{grad_qkv.f32() + at + kcol, width}, dvalues{grad_qkv.f32() + at + vcol, width};
+      if (!earlier.cores.empty()) {  // over all L keys
+        gather_keys(earlier, qkv, b, width, kcol, hd, k.f32());
+        gather_keys(earlier, qkv, b, width, vcol, hd, v.f32());
         keys = {k.f32(), hd};
         values = {v.f32(), hd};
+      }
+      if (!direct) {
         dkeys = {dk.f32(), hd};
         dvalues = {dv.f32(), hd};
       }
@@ -229,11 +289,12 @@ Tensor CausalSelfAttention::backward_input(SavedContext& ctx, const Tensor& grad
       cpu::flash_attention_backward(dims, {q, width}, keys, values, {out.f32() + rows_at, dim_},
                                     lse.f32() + (b * heads_ + h) * steps, {grad_attended.f32() + rows_at, dim_},
                                     {dq, width}, dkeys, dvalues, work.f32());
-      if (!earlier.cores.empty()) {
-        scatter_block(add_to_earlier(earlier, dk.f32(), b, dim_, 1, h * hd, hd), b, steps, width,
-                      dim_ + h * hd, hd, grad_qkv.f32());
-        scatter_block(add_to_earlier(earlier, dv.f32(), b, dim_, 2, h * hd, hd), b, steps, width,
-                      2 * dim_ + h * hd, hd, grad_qkv.f32());
+      if (!direct) {
+        const float* own_k = add_to_earlier(earlier, dk.f32(), b, 2 * kv_dim, kv_head * hd, hd);
+        const float* own_v = add_to_earlier(earlier, dv.f32(), b, 2 * kv_dim, kv_dim + kv_head * hd, hd);
+        const auto place = h % group == 0 ? scatter_block : add_block;
+        place(own_k, b, steps, width, kcol, hd, grad_qkv.f32());
+        place(own_v, b, steps, width, vcol, hd, grad_qkv.f32());
       }
     }
   }
@@ -241,8 +302,9 @@ Tensor CausalSelfAttention::backward_input(SavedContext& ctx, const Tensor& grad
     const float* carry = core.get("kv_grad").f32();
     float* g = grad_qkv.f32();
     for (int64_t r = 0; r < batch * steps; ++r)
-      for (int64_t c = 0; c < 2 * dim_; ++c) g[r * 3 * dim_ + dim_ + c] += carry[r * 2 * dim_ + c];
+      for (int64_t c = 0; c < 2 * kv_dim; ++c) g[r * width + dim_ + c] += carry[r * 2 * kv_dim + c];
   }
+  if (options_.rope_theta > 0.0f) rotate(grad_qkv, earlier.steps, true);  // to the unrotated q and k
   core.clear();  // backward_weight needs only what the two Linear layers keep
   return qkv_->backward_input(ctx.child(kQkvChild), grad_qkv);
 }

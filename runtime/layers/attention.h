@@ -1,6 +1,15 @@
 // Causal multi-head self-attention (GPT-2): x [B, T, dim] -> qkv = Linear(dim, 3 dim) split into
 // q | k | v (head h uses columns [h*hd, (h+1)*hd) of each), per head softmax(q k^T / sqrt(hd)) with
 // position t attending to positions <= t, times v, heads concatenated, then Linear(dim, dim).
+//
+// AttentionOptions make it Llama's: grouped-query attention (kv_heads dividing heads: qkv is
+// Linear(dim, (heads + 2 kv_heads) hd) split into q [heads hd] | k [kv_heads hd] | v [kv_heads hd],
+// query head h reads key/value head h / (heads / kv_heads); the gradients of a shared key/value
+// head are summed over its query heads in head order), no biases, and rotary positions (RoPE,
+// Hugging Face's rotate_half form): after the qkv Linear, the pair (x_i, x_{i + hd/2}) of every
+// query and key head at position p is rotated by p * theta^(-2i / hd), i < hd / 2, computed in f32
+// as Hugging Face does; the backward rotates the query and key gradients back. Those forms run on
+// the CPU only.
 // Child contexts: 0 = the qkv Linear, 1 = the attention core, 2 = the output projection. The core
 // keeps what backward_input needs (and drops it there): on the CPU the qkv activations, the
 // output (the projection's input: no extra bytes) and one log-sum-exp per (row, head, query) —
@@ -21,9 +30,16 @@
 
 namespace pf {
 
+struct AttentionOptions {
+  int64_t kv_heads = 0;     // key/value heads; 0: as many as query heads
+  bool bias = true;         // biases on the qkv and output projections
+  float rope_theta = 0.0f;  // rotary position base (Llama: 10000 or 500000); 0: no rotation
+};
+
 class CausalSelfAttention : public Layer {
  public:
-  CausalSelfAttention(std::string name, int64_t dim, int64_t heads, float init_std = 0.02f);
+  CausalSelfAttention(std::string name, int64_t dim, int64_t heads, float init_std = 0.02f,
+                      const AttentionOptions& options = {});
   const char* type() const override { return "attention"; }
   nlohmann::json config() const override;
   std::vector<Parameter*> parameters() override;
@@ -34,10 +50,17 @@ class CausalSelfAttention : public Layer {
 
   int64_t dim() const { return dim_; }
   int64_t heads() const { return heads_; }
+  int64_t kv_heads() const { return kv_heads_; }
+  const AttentionOptions& options() const { return options_; }
 
  private:
-  int64_t dim_, heads_, head_dim_;
+  // Rotates this slice's query and key heads in qkv [B, T, width] in place by the angles of
+  // positions offset .. offset + T - 1 (inverse: by minus those angles, for their gradients).
+  void rotate(Tensor& qkv, int64_t offset, bool inverse) const;
+
+  int64_t dim_, heads_, head_dim_, kv_heads_;
   float init_std_;
+  AttentionOptions options_;
   std::unique_ptr<Linear> qkv_, proj_;
 };
 

@@ -5,22 +5,29 @@
 
 namespace pf {
 
-Embedding::Embedding(std::string name, int64_t vocab, int64_t seq_len, int64_t dim, float init_std)
-    : Layer(std::move(name)), vocab_(vocab), seq_len_(seq_len), dim_(dim), init_std_(init_std) {
+Embedding::Embedding(std::string name, int64_t vocab, int64_t seq_len, int64_t dim, float init_std, bool positions)
+    : Layer(std::move(name)), vocab_(vocab), seq_len_(seq_len), dim_(dim), init_std_(init_std), positions_(positions) {
   PF_CHECK_ARG(vocab_ > 0 && seq_len_ > 0 && dim_ > 0, "embedding '", this->name(),
                "': vocab, seq_len and dim must be > 0, got ", vocab_, ", ", seq_len_, " and ", dim_);
   token_weight_ = make_parameter(join_name(this->name(), "token_weight"), {vocab_, dim_},
                                  InitSpec::normal(init_std_));
-  position_weight_ = make_parameter(join_name(this->name(), "position_weight"), {seq_len_, dim_},
-                                    InitSpec::normal(init_std_));
+  if (positions_) {
+    position_weight_ = make_parameter(join_name(this->name(), "position_weight"), {seq_len_, dim_},
+                                      InitSpec::normal(init_std_));
+  }
 }
 
 nlohmann::json Embedding::config() const {
-  return {{"type", type()},     {"name", name()}, {"vocab", vocab_},
-          {"seq_len", seq_len_}, {"dim", dim_},    {"init_std", init_std_}};
+  nlohmann::json j = {{"type", type()},     {"name", name()}, {"vocab", vocab_},
+                      {"seq_len", seq_len_}, {"dim", dim_},    {"init_std", init_std_}};
+  if (!positions_) j["positions"] = false;
+  return j;
 }
 
-std::vector<Parameter*> Embedding::parameters() { return {&token_weight_, &position_weight_}; }
+std::vector<Parameter*> Embedding::parameters() {
+  if (!positions_) return {&token_weight_};
+  return {&token_weight_, &position_weight_};
+}
 
 Tensor Embedding::forward(const Tensor& input, SavedContext& ctx) {
   PF_CHECK_ARG(input.defined() && input.dtype() == DType::kI32 && input.rank() == 2 &&
@@ -34,6 +41,8 @@ Tensor Embedding::forward(const Tensor& input, SavedContext& ctx) {
                " of ", steps, " tokens runs past seq_len ", seq_len_);
   if (is_cuda(input) && offset != 0)
     fail(ErrorCode::kUnimplemented, "embedding '", name(), "': sequence slices (seq_slices > 1) run on the CPU only");
+  if (is_cuda(input) && !positions_)
+    fail(ErrorCode::kUnimplemented, "embedding '", name(), "': an embedding without learned positions runs on the CPU only");
   // CUDA: the ids are checked on a host copy (the kernel would turn a bad id into NaN outputs).
   const std::vector<int32_t> host_ids = is_cuda(input) ? cuda_backend().i32_to_host(input) : std::vector<int32_t>();
   const int32_t* ids = is_cuda(input) ? host_ids.data() : input.i32();
@@ -48,12 +57,15 @@ Tensor Embedding::forward(const Tensor& input, SavedContext& ctx) {
   }
   Tensor output = Tensor::empty({batch, steps, dim_});
   const float* tok = token_weight_.value.f32();
-  const float* pos = position_weight_.value.f32();
   float* y = output.f32();
   for (int64_t r = 0; r < batch * steps; ++r) {
     const float* tr = tok + static_cast<int64_t>(ids[r]) * dim_;
-    const float* pr = pos + (offset + r % steps) * dim_;
     float* yr = y + r * dim_;
+    if (!positions_) {
+      for (int64_t i = 0; i < dim_; ++i) yr[i] = tr[i];
+      continue;
+    }
+    const float* pr = position_weight_.value.f32() + (offset + r % steps) * dim_;
     for (int64_t i = 0; i < dim_; ++i) yr[i] = tr[i] + pr[i];
   }
   ctx.save("input", input);
@@ -85,12 +97,15 @@ void Embedding::backward_weight(SavedContext& ctx) {
   const int32_t* ids = input.i32();
   const float* dy = grad_output.f32();
   float* dtok = token_weight_.grad.f32();
-  float* dpos = position_weight_.grad.f32();
   // Scatter-add in row order, so repeated ids always sum in the same order.
   for (int64_t r = 0; r < rows; ++r) {
     const float* dyr = dy + r * dim_;
     float* tr = dtok + static_cast<int64_t>(ids[r]) * dim_;
-    float* pr = dpos + (offset + r % steps) * dim_;
+    if (!positions_) {
+      for (int64_t i = 0; i < dim_; ++i) tr[i] += dyr[i];
+      continue;
+    }
+    float* pr = position_weight_.grad.f32() + (offset + r % steps) * dim_;
     for (int64_t i = 0; i < dim_; ++i) {
       tr[i] += dyr[i];
       pr[i] += dyr[i];

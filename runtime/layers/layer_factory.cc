@@ -15,7 +15,9 @@
 #include "runtime/layers/embedding.h"
 #include "runtime/layers/layer_norm.h"
 #include "runtime/layers/linear.h"
+#include "runtime/layers/llama_block.h"
 #include "runtime/layers/residual.h"
+#include "runtime/layers/rms_norm.h"
 #include "runtime/layers/sequential.h"
 #include "runtime/layers/transformer_block.h"
 
@@ -160,6 +162,14 @@ void check_divisible(const Fields& f, int64_t dim, int64_t heads) {
   PF_CHECK_ARG(dim % heads == 0, f.at("heads"), ": dim ", dim, " is not divisible by heads ", heads);
 }
 
+// kv_heads (default: heads), which must divide heads.
+int64_t kv_heads_of(const Fields& f, int64_t heads) {
+  const int64_t kv_heads = f.optional_size("kv_heads", heads);
+  PF_CHECK_ARG(heads % kv_heads == 0, f.at("kv_heads"), ": heads ", heads, " is not divisible by kv_heads ",
+               kv_heads);
+  return kv_heads;
+}
+
 const std::vector<LayerKind>& layer_kinds() {
   static const std::vector<LayerKind> kinds = {
       {"linear", {"in", "out", "bias", "init_std"},
@@ -181,20 +191,49 @@ const std::vector<LayerKind>& layer_kinds() {
          return std::make_unique<LayerNorm>(name, f.required_size("dim", "layernorm"),
                                             f.optional_float("eps", 1e-5f, true));
        }},
-      {"embedding", {"vocab", "seq_len", "dim", "init_std"},
+      {"rmsnorm", {"dim", "eps"},
+       [](const Fields& f, const std::string& name) -> std::unique_ptr<Layer> {
+         return std::make_unique<RMSNorm>(name, f.required_size("dim", "rmsnorm"), f.optional_float("eps", 1e-5f, true));
+       }},
+      {"swiglu", {},
+       [](const Fields&, const std::string& name) -> std::unique_ptr<Layer> {
+         return std::make_unique<SwiGLU>(name);
+       }},
+      {"embedding", {"vocab", "seq_len", "dim", "init_std", "positions"},
        [](const Fields& f, const std::string& name) -> std::unique_ptr<Layer> {
          return std::make_unique<Embedding>(name, f.required_size("vocab", "embedding"),
                                             f.required_size("seq_len", "embedding"),
                                             f.required_size("dim", "embedding"),
-                                            f.optional_float("init_std", 0.02f, false));
+                                            f.optional_float("init_std", 0.02f, false),
+                                            f.optional_bool("positions", true));
        }},
-      {"attention", {"dim", "heads", "init_std"},
+      {"attention", {"dim", "heads", "init_std", "kv_heads", "bias", "rope_theta"},
        [](const Fields& f, const std::string& name) -> std::unique_ptr<Layer> {
          const int64_t dim = f.required_size("dim", "attention");
          const int64_t heads = f.required_size("heads", "attention");
          check_divisible(f, dim, heads);
-         return std::make_unique<CausalSelfAttention>(name, dim, heads,
-                                                      f.optional_float("init_std", 0.02f, false));
+         AttentionOptions options;
+         options.kv_heads = kv_heads_of(f, heads);
+         options.bias = f.optional_bool("bias", true);
+         options.rope_theta = f.optional_float("rope_theta", 0.0f, false);
+         PF_CHECK_ARG(options.rope_theta == 0.0f || (dim / heads) % 2 == 0, f.at("rope_theta"),
+                      ": rotary positions need an even head dimension, got dim ", dim, " / heads ", heads);
+         return std::make_unique<CausalSelfAttention>(name, dim, heads, f.optional_float("init_std", 0.02f, false),
+                                                      options);
+       }},
+      {"llama_block", {"dim", "heads", "kv_heads", "mlp_hidden", "rope_theta", "norm_eps"},
+       [](const Fields& f, const std::string& name) -> std::unique_ptr<Layer> {
+         LlamaBlockConfig c;
+         c.dim = f.required_size("dim", "llama_block");
+         c.heads = f.required_size("heads", "llama_block");
+         check_divisible(f, c.dim, c.heads);
+         c.kv_heads = kv_heads_of(f, c.heads);
+         c.mlp_hidden = f.optional_size("mlp_hidden", llama_default_mlp_hidden(c.dim));
+         c.rope_theta = f.optional_float("rope_theta", c.rope_theta, true);
+         c.norm_eps = f.optional_float("norm_eps", c.norm_eps, true);
+         PF_CHECK_ARG((c.dim / c.heads) % 2 == 0, f.at("heads"),
+                      ": rotary positions need an even head dimension, got dim ", c.dim, " / heads ", c.heads);
+         return std::make_unique<LlamaBlock>(name, c);
        }},
       {"transformer_block", {"dim", "heads", "mlp_hidden"},
        [](const Fields& f, const std::string& name) -> std::unique_ptr<Layer> {

@@ -22,4 +22,17 @@ class Sequential : public Layer {
   std::vector<std::unique_ptr<Layer>> layers_;
 };
 
+// The layers given, in order, as a vector (for building Sequential and Residual bodies).
+template <typename... Layers>
+std::vector<std::unique_ptr<Layer>> layer_list(std::unique_ptr<Layers>... layers) {
+  std::vector<std::unique_ptr<Layer>> out;
+  (out.push_back(std::move(layers)), ...);
+  return out;
+}
+
+// A Sequential of `layers`, as a Layer.
+inline std::unique_ptr<Layer> make_sequential(const std::string& name, std::vector<std::unique_ptr<Layer>> layers) {
+  return std::make_unique<Sequential>(name, std::move(layers));
+}
+
 }  // namespace pf

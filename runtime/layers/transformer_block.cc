@@ -10,21 +10,6 @@
 
 namespace pf {
 
-namespace {
-
-std::unique_ptr<Layer> sequential(const std::string& name, std::vector<std::unique_ptr<Layer>> layers) {
-  return std::make_unique<Sequential>(name, std::move(layers));
-}
-
-template <typename... Layers>
-std::vector<std::unique_ptr<Layer>> list(std::unique_ptr<Layers>... layers) {
-  std::vector<std::unique_ptr<Layer>> out;
-  (out.push_back(std::move(layers)), ...);
-  return out;
-}
-
-}  // namespace
-
 TransformerBlock::TransformerBlock(std::string name, int64_t dim, int64_t heads, int64_t mlp_hidden)
     : Layer(std::move(name)), dim_(dim), heads_(heads), mlp_hidden_(mlp_hidden) {
   PF_CHECK_ARG(dim_ > 0 && heads_ > 0 && mlp_hidden_ > 0 && dim_ % heads_ == 0, "transformer_block '",
@@ -46,12 +31,12 @@ TransformerBlock::TransformerBlock(std::string name, int64_t dim, int64_t heads,
   fc_ = fc.get();
   act_ = act.get();
   proj_ = proj.get();
-  auto attn_body = sequential(join_name(attn_residual, "body"), list(std::move(ln1), std::move(attn)));
-  auto mlp_body = sequential(
+  auto attn_body = make_sequential(join_name(attn_residual, "body"), layer_list(std::move(ln1), std::move(attn)));
+  auto mlp_body = make_sequential(
       join_name(mlp_residual, "body"),
-      list(std::move(ln2), sequential(mlp, list(std::move(fc), std::move(act), std::move(proj)))));
+      layer_list(std::move(ln2), make_sequential(mlp, layer_list(std::move(fc), std::move(act), std::move(proj)))));
   body_ = std::make_unique<Sequential>(
-      n, list(std::make_unique<Residual>(attn_residual, std::move(attn_body)),
+      n, layer_list(std::make_unique<Residual>(attn_residual, std::move(attn_body)),
               std::make_unique<Residual>(mlp_residual, std::move(mlp_body))));
 }
 

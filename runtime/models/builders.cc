@@ -3,6 +3,7 @@
 #include "runtime/models/local_head_kind.h"
 
 #include <cmath>
+#include <limits>
 
 #include "runtime/core/error.h"
 #include "runtime/core/json_object.h"
@@ -14,6 +15,8 @@
 #include "runtime/layers/layer_factory.h"
 #include "runtime/layers/layer_norm.h"
 #include "runtime/layers/linear.h"
+#include "runtime/layers/llama_block.h"
+#include "runtime/layers/rms_norm.h"
 #include "runtime/layers/parameter.h"
 #include "runtime/layers/transformer_block.h"
 
@@ -55,6 +58,36 @@ void check_gpt(const GptConfig& c) {
                4 * c.d_model, " is larger than ", limits::kMaxDimension, "; give mlp_hidden");
 }
 
+// A finite positive number that fits a float (checked as a double: converting an out-of-range
+// double to float is undefined).
+float positive_float(const JsonObject& obj, const char* key, float fallback) {
+  const double v = obj.get_number(key, fallback);
+  PF_CHECK_ARG(std::isfinite(v) && v > 0.0 && v <= std::numeric_limits<float>::max() &&
+                   static_cast<float>(v) > 0.0f,
+               obj.path_of(key), ": expected a finite positive number, got ", v);
+  return static_cast<float>(v);
+}
+
+void check_llama(const LlamaConfig& c) {
+  check_dimension(c.vocab, "llama: vocab");
+  check_dimension(c.seq_len, "llama: seq_len");
+  check_dimension(c.d_model, "llama: d_model");
+  PF_CHECK_ARG(c.heads > 0 && c.d_model % c.heads == 0, "llama: heads must be > 0 and divide d_model (",
+               c.d_model, "), got ", c.heads);
+  PF_CHECK_ARG((c.d_model / c.heads) % 2 == 0, "llama: rotary positions need an even head dimension, got d_model ",
+               c.d_model, " / heads ", c.heads, " = ", c.d_model / c.heads);
+  PF_CHECK_ARG(c.kv_heads >= 0 && (c.kv_heads == 0 || c.heads % c.kv_heads == 0),
+               "llama: kv_heads must divide heads (", c.heads, "), got ", c.kv_heads);
+  PF_CHECK_ARG(c.layers >= 0 && c.layers <= kMaxGptBlocks, "llama: layers must be in [0, ", kMaxGptBlocks,
+               "], got ", c.layers);
+  PF_CHECK_ARG(c.mlp_hidden >= 0 && c.mlp_hidden <= limits::kMaxDimension, "llama: mlp_hidden must be in [0, ",
+               limits::kMaxDimension, "], got ", c.mlp_hidden);
+  PF_CHECK_ARG(std::isfinite(c.rope_theta) && c.rope_theta > 0.0f, "llama: rope_theta must be finite and > 0, got ",
+               c.rope_theta);
+  PF_CHECK_ARG(std::isfinite(c.norm_eps) && c.norm_eps > 0.0f, "llama: norm_eps must be finite and > 0, got ",
+               c.norm_eps);
+}
+
 std::unique_ptr<Model> build_preset(const JsonObject& obj, const std::string& preset) {
   constexpr int64_t kDim = limits::kMaxDimension;
   if (preset == "mlp") {
@@ -77,7 +110,23 @@ std::unique_ptr<Model> build_preset(const JsonObject& obj, const std::string& pr
     obj.reject_unknown({"preset", "format", "local_head"});
     return build_gpt(c);
   }
-  fail(ErrorCode::kInvalidArgument, "preset: unknown preset '", preset, "' (known: mlp, gpt)");
+  if (preset == "llama") {
+    LlamaConfig c;
+    c.vocab = obj.get_int_in("vocab", c.vocab, 1, kDim);
+    c.seq_len = obj.get_int_in("seq_len", c.seq_len, 1, kDim);
+    c.d_model = obj.get_int_in("d_model", c.d_model, 1, kDim);
+    c.heads = obj.get_int_in("heads", c.heads, 1, kDim);
+    c.kv_heads = obj.get_int_in("kv_heads", c.heads, 1, kDim);
+    c.layers = obj.get_int_in("layers", c.layers, 0, kMaxGptBlocks);
+    c.mlp_hidden = obj.get_int_in("mlp_hidden", c.mlp_hidden, 0, kDim);
+    c.rope_theta = positive_float(obj, "rope_theta", c.rope_theta);
+    c.norm_eps = positive_float(obj, "norm_eps", c.norm_eps);
+    PF_CHECK_ARG(!obj.get_bool("tie_embeddings", false), obj.path_of("tie_embeddings"),
+                 ": a head tied to the token embedding is not implemented yet; train with it false (untied)");
+    obj.reject_unknown({"preset", "format", "local_head"});
+    return build_llama(c);
+  }
+  fail(ErrorCode::kInvalidArgument, "preset: unknown preset '", preset, "' (known: mlp, gpt, llama)");
 }
 
 InputSpec parse_input(const nlohmann::json& j) {
@@ -140,6 +189,28 @@ std::unique_ptr<Model> assemble_gpt(const GptConfig& config) {
   return std::make_unique<Model>(spec, std::move(layers), std::make_unique<CrossEntropyLoss>());
 }
 
+std::unique_ptr<Model> assemble_llama(const LlamaConfig& config) {
+  LlamaBlockConfig block;
+  block.dim = config.d_model;
+  block.heads = config.heads;
+  block.kv_heads = config.kv_heads;
+  block.mlp_hidden = config.mlp_hidden > 0 ? config.mlp_hidden : llama_default_mlp_hidden(config.d_model);
+  block.rope_theta = config.rope_theta;
+  block.norm_eps = config.norm_eps;
+  std::vector<std::unique_ptr<Layer>> layers;
+  layers.push_back(std::make_unique<Embedding>("embed", config.vocab, config.seq_len, config.d_model, 0.02f, false));
+  for (int64_t i = 0; i < config.layers; ++i)
+    layers.push_back(std::make_unique<LlamaBlock>("blocks." + std::to_string(i), block));
+  layers.push_back(std::make_unique<RMSNorm>("norm", config.d_model, config.norm_eps));
+  layers.push_back(std::make_unique<Linear>("head", config.d_model, config.vocab, false));
+  InputSpec spec;
+  spec.kind = InputSpec::Kind::kTokens;
+  spec.vocab = config.vocab;
+  spec.seq_len = config.seq_len;
+  spec.classes = config.vocab;
+  return std::make_unique<Model>(spec, std::move(layers), std::make_unique<CrossEntropyLoss>());
+}
+
 std::unique_ptr<Model> assemble_from_json(const JsonObject& obj) {
   InputSpec spec = parse_input(obj.get("input"));
   const auto& list = obj.get_array("layers");
@@ -189,6 +260,11 @@ std::unique_ptr<Model> build_mlp(const MlpConfig& config) {
 std::unique_ptr<Model> build_gpt(const GptConfig& config) {
   check_gpt(config);
   return build_within_memory_limit("gpt", [&] { return assemble_gpt(config); });
+}
+
+std::unique_ptr<Model> build_llama(const LlamaConfig& config) {
+  check_llama(config);
+  return build_within_memory_limit("llama", [&] { return assemble_llama(config); });
 }
 
 std::unique_ptr<Model> build_model_from_json(const nlohmann::json& description) {

@@ -1,4 +1,5 @@
-// The two reference models: an MLP classifier and a small GPT (pre-LayerNorm transformer).
+// The reference models: an MLP classifier, a small GPT (pre-LayerNorm transformer) and a Llama
+// (RMSNorm, rotary positions, SwiGLU, grouped-query attention, no biases).
 #pragma once
 
 #include <memory>
@@ -36,12 +37,27 @@ struct GptConfig {
   int64_t mlp_hidden = 0;  // 0 = 4 * d_model
 };
 
+struct LlamaConfig {
+  int64_t vocab = 96;
+  int64_t seq_len = 64;  // the longest sequence (positions are rotary: no parameter depends on it)
+  int64_t d_model = 64;
+  int64_t heads = 4;
+  int64_t kv_heads = 0;    // 0: heads
+  int64_t layers = 2;
+  int64_t mlp_hidden = 0;  // 0: llama_default_mlp_hidden(d_model) (runtime/layers/llama_block.h)
+  float rope_theta = 10000.0f;
+  float norm_eps = 1e-5f;
+};
+
 // Top-level layers: "fc0", "act0", "fc1", ... , "head"; loss: cross-entropy.
 std::unique_ptr<Model> build_mlp(const MlpConfig& config);
 // Top-level layers: "embed" (token + position), "blocks.0" ... "blocks.{L-1}", "ln_f", "head".
 std::unique_ptr<Model> build_gpt(const GptConfig& config);
+// Top-level layers: "embed" (tokens only), "blocks.0" ... "blocks.{L-1}" (LlamaBlock), "norm"
+// (RMSNorm), "head" (no bias).
+std::unique_ptr<Model> build_llama(const LlamaConfig& config);
 
-// Builds from model JSON: either {"preset": "mlp"|"gpt", ...config fields} or
+// Builds from model JSON: either {"preset": "mlp"|"gpt"|"llama", ...config fields} or
 // {"input": {...}, "layers": [...], "loss": "cross_entropy"}. Unknown fields, unknown layer types
 // and bad values are kInvalidArgument errors that name the field (as a JSON path). Sizes are bounded
 // as runtime/core/limits.h says (dimensions, layer count and nesting, JSON size and depth); a model

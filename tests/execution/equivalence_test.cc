@@ -15,10 +15,19 @@ namespace {
 
 using testing::data_for;
 
-enum class ModelKind { kMlp, kGpt };
+enum class ModelKind { kMlp, kGpt, kLlama };
 
 std::shared_ptr<Model> make_model(ModelKind kind) {
-  return kind == ModelKind::kMlp ? testing::tiny_mlp() : testing::tiny_gpt();
+  switch (kind) {
+    case ModelKind::kMlp: return testing::tiny_mlp();
+    case ModelKind::kGpt: return testing::tiny_gpt();
+    case ModelKind::kLlama: return testing::tiny_llama();
+  }
+  return nullptr;
+}
+
+const char* kind_name(ModelKind kind) {
+  return kind == ModelKind::kMlp ? "mlp" : kind == ModelKind::kGpt ? "gpt" : "llama";
 }
 
 TrainerOptions base_options(int m, int variant) {
@@ -98,10 +107,9 @@ TEST_P(Equivalence, BitwiseEqualToSequential) {
 INSTANTIATE_TEST_SUITE_P(
     AllSynchronousSchedules, Equivalence,
     ::testing::Combine(::testing::ValuesIn(testing::synchronous_schedules()),
-                       ::testing::Values(ModelKind::kMlp, ModelKind::kGpt)),
+                       ::testing::Values(ModelKind::kMlp, ModelKind::kGpt, ModelKind::kLlama)),
     [](const ::testing::TestParamInfo<std::tuple<Case, ModelKind>>& info) {
-      return testing::test_name(std::get<0>(info.param).schedule,
-                                std::get<1>(info.param) == ModelKind::kMlp ? "mlp" : "gpt");
+      return testing::test_name(std::get<0>(info.param).schedule, kind_name(std::get<1>(info.param)));
     });
 
 TEST(Equivalence, UserScheduleTextWithSplitBackwardAndCustomPlacement) {

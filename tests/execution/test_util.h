@@ -45,6 +45,19 @@ inline std::shared_ptr<Model> tiny_gpt(int blocks = 5, int64_t mlp_hidden = 0) {
   return build_gpt(c);
 }
 
+// A Llama of `blocks` blocks, grouped-query (4 heads, 2 key/value heads) with rotary positions.
+inline std::shared_ptr<Model> tiny_llama(int blocks = 5) {
+  LlamaConfig c;
+  c.vocab = 96;
+  c.seq_len = 8;
+  c.d_model = 16;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.layers = blocks;
+  c.mlp_hidden = 24;
+  return build_llama(c);
+}
+
 inline const std::string& corpus() {
   static const std::string text = [] {
     std::string t;

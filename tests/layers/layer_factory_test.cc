@@ -8,6 +8,8 @@
 #include "runtime/layers/embedding.h"
 #include "runtime/layers/layer_norm.h"
 #include "runtime/layers/linear.h"
+#include "runtime/layers/llama_block.h"
+#include "runtime/layers/rms_norm.h"
 #include "runtime/layers/residual.h"
 #include "runtime/layers/sequential.h"
 #include "runtime/layers/transformer_block.h"
@@ -74,6 +76,27 @@ TEST(LayerFactory, EveryLayerRoundTrips) {
   expect_round_trip(attn, rows);
   TransformerBlock block("blocks.1", 8, 2, 20);
   expect_round_trip(block, rows);
+  RMSNorm rms("norm", 8, 1e-6f);
+  expect_round_trip(rms, rows);
+  SwiGLU swiglu("mlp.act");
+  expect_round_trip(swiglu, rows);
+  Embedding tokens_only("embed", 11, 4, 8, 0.02f, false);
+  expect_round_trip(tokens_only, int_tensor({2, 3}, {1, 10, 0, 3, 3, 7}));
+  AttentionOptions gqa;
+  gqa.kv_heads = 2;
+  gqa.bias = false;
+  gqa.rope_theta = 500000.0f;
+  CausalSelfAttention llama_attn("attn", 8, 4, 0.02f, gqa);
+  expect_round_trip(llama_attn, rows);
+  LlamaBlockConfig lc;
+  lc.dim = 8;
+  lc.heads = 2;
+  lc.kv_heads = 1;
+  lc.mlp_hidden = 12;
+  lc.rope_theta = 1000.0f;
+  lc.norm_eps = 1e-6f;
+  LlamaBlock llama("blocks.2", lc);
+  expect_round_trip(llama, rows);
   Residual residual("res", std::make_unique<Sequential>(
                                "res.body", list(std::make_unique<LayerNorm>("res.ln", 8),
                                                 std::make_unique<Linear>("res.fc", 8, 8))));
@@ -98,6 +121,12 @@ TEST(LayerFactory, DefaultsAndNames) {
   auto embed =
       layer_from_json({{"type", "embedding"}, {"vocab", 5}, {"seq_len", 4}, {"dim", 3}}, "embed", "");
   EXPECT_EQ(embed->parameters()[0]->init.stddev, 0.02f);
+  auto llama = layer_from_json({{"type", "llama_block"}, {"dim", 64}, {"heads", 4}}, "b", "");
+  const LlamaBlockConfig& lc = static_cast<LlamaBlock&>(*llama).block_config();
+  EXPECT_EQ(lc.kv_heads, 4);
+  EXPECT_EQ(lc.mlp_hidden, 176);
+  EXPECT_EQ(lc.rope_theta, 10000.0f);
+  EXPECT_EQ(lc.norm_eps, 1e-5f);
 
   // Sub-layers without names are called <name>.<index>; named ones keep their names.
   auto seq = layer_from_json(json::parse(R"({"type": "sequential", "name": "mlp", "layers": [
@@ -137,6 +166,17 @@ TEST(LayerFactory, ErrorsNameThePath) {
   expect_error({{"type", "embedding"}, {"vocab", 8}, {"dim", 4}}, {"layers[2].seq_len", "missing"});
   expect_error({{"type", "transformer_block"}, {"dim", 8}, {"heads", 2}, {"mlp_hidden", 0}},
                {"layers[2].mlp_hidden", "positive"});
+  expect_error({{"type", "attention"}, {"dim", 8}, {"heads", 4}, {"kv_heads", 3}},
+               {"layers[2].kv_heads", "heads 4", "kv_heads 3"});
+  expect_error({{"type", "attention"}, {"dim", 12}, {"heads", 4}, {"rope_theta", 10000}},
+               {"layers[2].rope_theta", "even head dimension"});
+  expect_error({{"type", "llama_block"}, {"dim", 8}, {"heads", 2}, {"rope_theta", 0}},
+               {"layers[2].rope_theta", "positive"});
+  expect_error({{"type", "llama_block"}, {"dim", 8}, {"heads", 2}, {"kv_heads", 4}},
+               {"layers[2].kv_heads", "heads 2"});
+  expect_error({{"type", "rmsnorm"}, {"dim", 8}, {"bias", true}}, {"layers[2].bias", "unknown field"});
+  expect_error({{"type", "embedding"}, {"vocab", 8}, {"seq_len", 4}, {"dim", 4}, {"positions", 0}},
+               {"layers[2].positions", "true or false"});
   expect_error({{"type", "relu"}, {"dim", 8}}, {"layers[2].dim", "unknown field"});
   expect_error({{"type", "relu"}, {"name", 3}}, {"layers[2].name", "string"});
   expect_error({{"type", "sequential"}, {"layers", {{"type", "relu"}}}}, {"layers[2].layers", "array"});

@@ -19,6 +19,7 @@
 #include "runtime/core/error.h"
 #include "runtime/layers/attention.h"
 #include "runtime/layers/embedding.h"
+#include "runtime/layers/llama_block.h"
 #include "runtime/layers/transformer_block.h"
 #include "tests/layers/gradient_check.h"
 
@@ -99,6 +100,26 @@ TEST(SlicedAttention, EqualsWholeSequence) {
 
 TEST(SlicedAttention, InsideATransformerBlock) {
   TransformerBlock block("block", kDim, kHeads, 16);
+  randomize_parameters(block, 5);
+  for (int S : {2, 4}) expect_sliced_equals_whole(block, S);
+}
+
+// Llama's attention: rotary positions from the slice's offset, grouped key/value heads whose
+// gradients from later slices are summed over their query heads.
+TEST(SlicedAttention, GroupedQueryWithRotaryPositions) {
+  AttentionOptions o;
+  o.kv_heads = 1;
+  o.bias = false;
+  o.rope_theta = 100.0f;
+  CausalSelfAttention attn("attn", kDim, kHeads, 0.02f, o);
+  randomize_parameters(attn, 4);
+  for (int S : {1, 2, 4, 8}) expect_sliced_equals_whole(attn, S);
+  LlamaBlockConfig c;
+  c.dim = kDim;
+  c.heads = kHeads;
+  c.kv_heads = 1;
+  c.mlp_hidden = 16;
+  LlamaBlock block("block", c);
   randomize_parameters(block, 5);
   for (int S : {2, 4}) expect_sliced_equals_whole(block, S);
 }

@@ -28,6 +28,31 @@ TEST(ModelJson, PresetsBuildTheReferenceModels) {
   EXPECT_EQ(gpt->input_spec().kind, InputSpec::Kind::kTokens);
 }
 
+// Llama: token-only embedding, blocks, RMSNorm, head without bias; counted parameter by parameter.
+TEST(ModelJson, LlamaPreset) {
+  auto llama = build_model_from_json_text(R"({"preset": "llama", "vocab": 20, "seq_len": 8, "d_model": 16,
+      "heads": 4, "kv_heads": 2, "layers": 2, "mlp_hidden": 24, "rope_theta": 500000, "norm_eps": 1e-6})");
+  EXPECT_EQ(llama->layers().size(), 5u);  // embed, 2 blocks, norm, head
+  const int64_t hd = 4, qkv = (4 + 2 * 2) * hd * 16, block = 16 + qkv + 16 * 16 + 16 + 2 * 24 * 16 + 24 * 16;
+  EXPECT_EQ(llama->num_parameter_elements(), 20 * 16 + 2 * block + 16 + 16 * 20);
+  EXPECT_EQ(llama->find_parameter("head.bias"), nullptr);
+  EXPECT_EQ(llama->find_parameter("embed.position_weight"), nullptr);
+  EXPECT_NE(llama->find_parameter("blocks.1.mlp.gate_up.weight"), nullptr);
+  // to_json rebuilds the same model.
+  auto again = build_model_from_json(llama->to_json());
+  EXPECT_EQ(again->to_json(), llama->to_json());
+  EXPECT_EQ(again->num_parameter_elements(), llama->num_parameter_elements());
+
+  EXPECT_NE(error_of(R"({"preset": "llama", "d_model": 16, "heads": 4, "kv_heads": 3})").find("kv_heads"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"preset": "llama", "d_model": 12, "heads": 4})").find("even head dimension"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"preset": "llama", "rope_theta": -1})").find("rope_theta"), std::string::npos);
+  EXPECT_NE(error_of(R"({"preset": "llama", "norm_eps": 1e300})").find("norm_eps"), std::string::npos);
+  EXPECT_NE(error_of(R"({"preset": "llama", "tie_embeddings": true})").find("tie_embeddings"), std::string::npos);
+  EXPECT_NO_THROW(build_model_from_json_text(R"({"preset": "llama", "tie_embeddings": false})"));
+}
+
 TEST(ModelJson, ToJsonRebuildsAnIdenticalModel) {
   GptConfig c;
   c.vocab = 11;

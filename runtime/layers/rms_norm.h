@@ -1,0 +1,34 @@
+// RMSNorm (Llama): y = x * rstd * weight over the last dimension, rstd = 1 / sqrt(mean(x^2) + eps);
+// no mean is subtracted and there is no bias. As in Hugging Face's LlamaRMSNorm, the statistics and
+// the product are computed in f32. backward_input keeps xhat = x * rstd and the output gradient for
+// backward_weight; the per-row rstd, which only backward_input needs, lives in child context 0 so it
+// is dropped on its own. CPU tensors only (a CUDA input is refused, naming the layer).
+//   B: dx = rstd * (dy o w - xhat * mean(dy o w o xhat))      W: dw += sum over rows of dy o xhat
+// Every sum runs in index order, so results are deterministic.
+#pragma once
+
+#include "runtime/layers/layer.h"
+
+namespace pf {
+
+class RMSNorm : public Layer {
+ public:
+  RMSNorm(std::string name, int64_t dim, float eps = 1e-5f);
+  const char* type() const override { return "rmsnorm"; }
+  nlohmann::json config() const override;
+  std::vector<Parameter*> parameters() override;
+
+  Tensor forward(const Tensor& input, SavedContext& ctx) override;
+  Tensor backward_input(SavedContext& ctx, const Tensor& grad_output) override;
+  void backward_weight(SavedContext& ctx) override;
+
+  int64_t dim() const { return dim_; }
+  float eps() const { return eps_; }
+
+ private:
+  int64_t dim_;
+  float eps_;
+  Parameter weight_;
+};
+
+}  // namespace pf
