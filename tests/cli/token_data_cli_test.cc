@@ -91,6 +91,38 @@ TEST(TokenDataCli, ATokenFileOfTheTextsIdsTrainsExactlyAsTheText) {
   EXPECT_EQ(piped["losses"], text_in_two["losses"]);
 }
 
+// --model llama on a token file: pipelined (1F1B and ZB-V) bitwise equal to sequential; its
+// checkpoint evaluates (the model rebuilt from the checkpoint's JSON); eval of the initial
+// weights is near ln(vocab) and training lowers it.
+TEST(TokenDataCli, LlamaTrainsPipelinedBitwiseAndEvaluates) {
+  TempFolder dir("token_llama");
+  const std::string text = read_file("/usr/share/common-licenses/GPL-3").substr(0, 12000);
+  int vocab = 0;
+  write_tokens(dir.path + "/t.bin", character_ids(text, &vocab), false);
+  const std::string llama = " --model llama --d-model 16 --heads 4 --kv-heads 2 --layers 2 --seq-len 12 --vocab " +
+                            std::to_string(vocab) + " --data tokens:" + dir.path + "/t.bin --batch-size 4 --seed 3";
+  const nlohmann::json seq = run_json("train --quiet" + llama + " --steps 3 --micro-batches 4");
+  EXPECT_EQ(seq["model"], "llama");
+  EXPECT_EQ(seq["config"]["kv_heads"], 2);
+  for (const char* schedule : {" --schedule 1f1b --stages 2", " --schedule zb-v --stages 2 --chunks 2"}) {
+    const nlohmann::json piped = run_json("train --quiet" + llama + " --steps 3 --micro-batches 4" + schedule);
+    EXPECT_EQ(piped["param_checksum"], seq["param_checksum"]) << schedule;
+    EXPECT_EQ(piped["losses"], seq["losses"]) << schedule;
+  }
+  run_json("train --quiet" + llama + " --steps 40 --checkpoint " + dir.path + "/trained.ckpt");
+  const double initial = eval_loss(llama);  // the model options' initial weights
+  const double trained = eval_loss(" --resume " + dir.path + "/trained.ckpt --data tokens:" + dir.path + "/t.bin");
+  EXPECT_NEAR(initial, std::log(static_cast<double>(vocab)), 0.1);
+  EXPECT_LT(trained, initial - 0.5);
+
+  const CommandResult odd = run("train --quiet --model llama --heads 4 --kv-heads 3 --steps 1");
+  EXPECT_EQ(odd.exit_code, 2);
+  EXPECT_NE(odd.err.find("--kv-heads 3"), std::string::npos) << odd.err;
+  const CommandResult gpt_kv = run("train --quiet --model gpt --kv-heads 2 --steps 1");
+  EXPECT_EQ(gpt_kv.exit_code, 2);
+  EXPECT_NE(gpt_kv.err.find("--kv-heads applies to --model llama"), std::string::npos) << gpt_kv.err;
+}
+
 TEST(TokenDataCli, EvalIsTheMeanOverEveryPositionOfConsecutiveWindows) {
   TempFolder dir("token_eval");
   const std::string text = read_file("/usr/share/common-licenses/GPL-3").substr(0, 20000);
@@ -155,7 +187,7 @@ TEST(TokenDataCli, BadInputIsNamed) {
       {"train --steps 1 --data tokens:" + dir.path + "/odd.bin --vocab 9", 2, "holds 3 bytes, an odd number"},
       {"train --steps 1 --data tokens:" + dir.path + "/missing.bin --vocab 9", 2, "missing.bin"},
       {"train --steps 1" + tokens + " --data " + dir.path + "/odd.bin --vocab 9", 2, "a token file is the only data"},
-      {"train --model mlp --vocab 9 --steps 1", 2, "--data and --vocab apply to --model gpt only"},
+      {"train --model mlp --vocab 9 --steps 1", 2, "--data and --vocab apply to --model gpt or llama only"},
       {"eval --data " + dir.path + "/t.bin --vocab 9", 2, "eval reads a token file: --data tokens:FILE"},
       {"eval" + tokens + " --vocab 9 --seq-len 300", 2, "shorter than seq_len + 1 = 301"},
       {"eval" + tokens + " --seq-len 100 --resume " + dir.path + "/m.ckpt", 2,

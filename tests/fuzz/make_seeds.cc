@@ -1,6 +1,6 @@
 // Writes the generated part of the seed corpus (bazel run //tests/fuzz:make_seeds -- $PWD/tests/fuzz/corpus):
 // schedules from every generator (plain, lowered, with activation policies) in the text form, the
-// to_json of the two presets, and a real checkpoint of the tiny trainer after two steps. The
+// to_json of the three presets, and a real checkpoint of the tiny trainer after two steps. The
 // hand-written seeds live next to the generated ones: model JSON in corpus/model_json/, PyTorch CSV
 // schedules (pytorch_csv_*.csv) in corpus/schedule_text/.
 #include <cstdio>
@@ -88,6 +88,15 @@ int main(int argc, char** argv) {
   gpt.heads = 2;
   gpt.layers = 1;
   write(corpus + "/model_json/gpt_to_json.json", pf::build_gpt(gpt)->to_json().dump(1));
+  pf::LlamaConfig llama;
+  llama.vocab = 20;
+  llama.seq_len = 8;
+  llama.d_model = 16;
+  llama.heads = 4;
+  llama.kv_heads = 2;
+  llama.layers = 1;
+  llama.mlp_hidden = 24;
+  write(corpus + "/model_json/llama_to_json.json", pf::build_llama(llama)->to_json().dump(1));
 
   auto trainer = pf::fuzz::make_tiny_trainer();
   for (int i = 0; i < 2; ++i) trainer->step(pf::fuzz::tiny_batch());

@@ -32,10 +32,15 @@ namespace {
 
 using testing::data_for;
 
-enum class ModelKind { kMlp, kGpt };
+enum class ModelKind { kMlp, kGpt, kLlama };
 
 std::shared_ptr<Model> make_model(ModelKind kind) {
-  return kind == ModelKind::kMlp ? testing::tiny_mlp() : testing::tiny_gpt();
+  switch (kind) {
+    case ModelKind::kMlp: return testing::tiny_mlp();
+    case ModelKind::kGpt: return testing::tiny_gpt();
+    case ModelKind::kLlama: return testing::tiny_llama();
+  }
+  return nullptr;
 }
 
 // The processes of the launch in groups of p (ranks r / p): each group trains on its own.
@@ -158,6 +163,24 @@ INSTANTIATE_TEST_SUITE_P(
       return testing::test_name(std::get<0>(info.param).schedule,
                                 std::get<1>(info.param) == ModelKind::kMlp ? "mlp" : "gpt");
     });
+
+// The Llama (grouped-query attention, rotary positions, SwiGLU, RMSNorm) under a schedule of each
+// kind: one stage per rank, two interleaved chunks with split backward, and a V placement.
+TEST(ProcessEquivalence, LlamaBitwiseEqualToSequential) {
+  int variant = 0;
+  for (const Case& c : std::vector<Case>{{"1f1b", 1}, {"interleaved-zb", 2}, {"zb-v", 2}}) {
+    for (int p : {2, 4}) {
+      PipelineOptions o;
+      o.schedule = c.schedule;
+      o.ranks = p;
+      o.chunks = c.chunks;
+      o.base = testing::varied_options(4, variant++);
+      o.world = group_of(p);
+      o.recv_timeout_seconds = 60;
+      EXPECT_EQ(compare(ModelKind::kLlama, o, 2), "") << c.schedule << " p=" << p << " " << o.world->describe();
+    }
+  }
+}
 
 // BitPipe: two copies of the model over the same processes, their stages exchanging gradients
 // across processes; bitwise equal to the sequential trainer of two replicas of m/2 micro-batches.

@@ -211,6 +211,9 @@ namespace {
 int run_gpu_plan(const PlanArgs& a, const nlohmann::json& file) {
   gpu::ClusterSearch search;
   search.cluster = gpu::gpu_cluster_from_json(file, a.cluster);
+  PF_CHECK_ARG(a.model.model == "gpt" && a.model.model_file.empty(), "--model ",
+               a.model.model_file.empty() ? a.model.model : "--model-file",
+               ": a GPU cluster is planned for the GPT model only (its cost model counts a GPT block's FLOPs and bytes)");
   PF_CHECK_ARG(a.model.layers > 0, "--layers is needed to plan a GPT model for a GPU cluster");
   search.model = {static_cast<int>(a.model.layers), static_cast<int>(a.model.d_model), static_cast<int>(a.model.heads),
                   static_cast<int>(a.model.vocab > 0 ? a.model.vocab : PlanArgs::kGpuPlanVocab),

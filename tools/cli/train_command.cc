@@ -79,13 +79,19 @@ void check_args(const TrainArgs& a) {
                 std::to_string(a.micro_batches));
   }
   if (a.model == "mlp") {
-    if (!a.data.empty() || a.vocab > 0) usage_error("--data and --vocab apply to --model gpt only");
+    if (!a.data.empty() || a.vocab > 0) usage_error("--data and --vocab apply to --model gpt or llama only");
   } else {
     if (a.d_model % a.heads != 0) {
       usage_error("--d-model " + std::to_string(a.d_model) + " is not divisible by --heads " +
                   std::to_string(a.heads));
     }
   }
+  if (a.kv_heads > 0 && a.model != "llama") usage_error("--kv-heads applies to --model llama only");
+  if (a.model == "llama" && a.kv_heads > 0 && a.heads % a.kv_heads != 0)
+    usage_error("--heads " + std::to_string(a.heads) + " is not divisible by --kv-heads " + std::to_string(a.kv_heads));
+  if (a.model == "llama" && (a.d_model / a.heads) % 2 != 0)
+    usage_error("--model llama: the head dimension --d-model / --heads = " + std::to_string(a.d_model / a.heads) +
+                " must be even (rotary positions turn pairs of it)");
   if (a.optimizer == "adamw" && a.momentum != 0.0) usage_error("--momentum applies to --optimizer sgd only");
   if (a.eval_every == 0 && (a.eval_batches != 0 || a.held_out >= 0))
     usage_error("--eval-batches and --held-out need --eval-every");
@@ -99,8 +105,8 @@ void check_args(const TrainArgs& a) {
     usage_error("--lr-schedule " + a.lr_schedule + " with --resume needs --decay-steps: its default (--steps minus "
                 "--warmup-steps) would count this run's steps only, and the resumed rates would differ");
   if (!a.model_json.empty() || !a.model_file.empty()) {
-    if (a.layers >= 0 || a.hidden >= 0 || a.vocab > 0)
-      usage_error("--layers, --hidden and --vocab describe the built-in models; the model file describes its own");
+    if (a.layers >= 0 || a.hidden >= 0 || a.vocab > 0 || a.kv_heads > 0)
+      usage_error("--layers, --hidden, --kv-heads and --vocab describe the built-in models; the model file describes its own");
   }
   if (a.slow_factor != 1.0 && a.slow_rank < 0) usage_error("--slow-factor needs --slow-rank");
   if (!a.adapt && (a.adapt_threshold != 1.5 || a.adapt_patience != 3 || !a.profile.empty()))

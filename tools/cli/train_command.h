@@ -37,9 +37,10 @@ struct TrainArgs {
   double weight_decay = 0.0;
   double clip_norm = 0.0;
   // Model size. -1: the model's default.
-  int64_t layers = -1;  // GPT: transformer blocks; MLP: hidden layers
+  int64_t layers = -1;  // GPT and Llama: transformer blocks; MLP: hidden layers
   int64_t d_model = 64;
   int64_t heads = 4;
+  int64_t kv_heads = -1;          // Llama: key/value heads (grouped-query attention); -1: --heads
   int64_t seq_len = 64;
   int64_t vocab = -1;             // GPT: the text's distinct bytes, or the token file's vocabulary (needed)
   int64_t hidden = -1;            // GPT: MLP width of a block (default 4 * d_model); MLP: hidden width (64)

@@ -10,30 +10,34 @@
 namespace pf::cli {
 
 void add_model_options(CLI::App* cmd, TrainArgs& a) {
-  auto* model = cmd->add_option("--model", a.model, "mlp (synthetic classification) or gpt (character text)")
-                    ->check(CLI::IsMember({"mlp", "gpt"}))
+  auto* model = cmd->add_option("--model", a.model,
+                                "mlp (synthetic classification), gpt or llama (character text or a token file)")
+                    ->check(CLI::IsMember({"mlp", "gpt", "llama"}))
                     ->capture_default_str();
   cmd->add_option("--model-file", a.model_file,
                   "train the model of this JSON file (the C API's format; token input: character text, "
                   "feature input: synthetic classification)")
       ->check(CLI::ExistingFile)
       ->excludes(model);
-  cmd->add_option("--layers", a.layers, "GPT: transformer blocks; MLP: hidden layers (default 2, or enough for one top-level layer per stage of the schedule)")
+  cmd->add_option("--layers", a.layers, "GPT, Llama: transformer blocks; MLP: hidden layers (default 2, or enough for one top-level layer per stage of the schedule)")
       ->check(CLI::Range(int64_t{0}, int64_t{1024}));
-  cmd->add_option("--d-model", a.d_model, "GPT: model width")
+  cmd->add_option("--d-model", a.d_model, "GPT, Llama: model width")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 16))
       ->capture_default_str();
-  cmd->add_option("--heads", a.heads, "GPT: attention heads")
+  cmd->add_option("--heads", a.heads, "GPT, Llama: attention heads")
       ->check(CLI::Range(int64_t{1}, int64_t{1024}))
       ->capture_default_str();
-  cmd->add_option("--seq-len", a.seq_len, "GPT: tokens per row")
+  cmd->add_option("--kv-heads", a.kv_heads,
+                  "Llama: key/value heads, dividing --heads (grouped-query attention; default: --heads)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1024}));
+  cmd->add_option("--seq-len", a.seq_len, "GPT, Llama: tokens per row")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
   cmd->add_option("--vocab", a.vocab,
-                  "GPT: vocabulary size (default: the text's distinct bytes; needed with --data tokens:FILE, "
+                  "GPT, Llama: vocabulary size (default: the text's distinct bytes; needed with --data tokens:FILE, "
                   "e.g. 50257 for GPT-2's tokens; plan on a GPU cluster: 51200)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
-  cmd->add_option("--hidden", a.hidden, "GPT: MLP width of a block (4 * d-model); MLP: hidden width (64)")
+  cmd->add_option("--hidden", a.hidden, "GPT: MLP width of a block (4 * d-model); Llama: SwiGLU width (8/3 * d-model, rounded up to a multiple of 8); MLP: hidden width (64)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cmd->add_option("--features", a.features, "MLP: input features")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
@@ -42,7 +46,7 @@ void add_model_options(CLI::App* cmd, TrainArgs& a) {
       ->check(CLI::Range(int64_t{2}, int64_t{1} << 20))
       ->capture_default_str();
   cmd->add_option("--data", a.data,
-                  "GPT: text files (default: /usr/share/common-licenses/*), or tokens:FILE, a token file of "
+                  "GPT, Llama: text files (default: /usr/share/common-licenses/*), or tokens:FILE, a token file of "
                   "nanoGPT (uint16) or llm.c (with its header)")
       ->check(data_file());
 }

@@ -18,12 +18,12 @@ namespace pf::cli {
 
 namespace {
 
-// --layers when not given: 2, or enough for one top-level layer per stage of the schedule (GPT:
-// blocks + embedding, final LayerNorm and head; MLP: a Linear and an activation per hidden layer,
+// --layers when not given: 2, or enough for one top-level layer per stage of the schedule (GPT and
+// Llama: blocks + embedding, final norm and head; MLP: a Linear and an activation per hidden layer,
 // and the head).
 int64_t default_layers(const TrainArgs& a) {
   const int64_t stages = schedule_stages(a);
-  return a.model == "gpt" ? std::max<int64_t>(2, stages - 3) : std::max<int64_t>(2, stages / 2);
+  return a.model == "mlp" ? std::max<int64_t>(2, stages / 2) : std::max<int64_t>(2, stages - 3);
 }
 // The share of the text held out: --held-out, or 0.1 when evaluating.
 double held_out_fraction(const TrainArgs& a) {
@@ -173,19 +173,34 @@ Setup make_setup(const TrainArgs& a) {
     s.description = {{"features", config.input_dim}, {"hidden", config.hidden}, {"classes", config.classes}};
   } else {
     TokenData data = token_data(a, rows, a.seq_len, 0);
-    GptConfig config;
-    config.vocab = data.vocab;
-    config.seq_len = a.seq_len;
-    config.d_model = a.d_model;
-    config.heads = a.heads;
-    config.layers = layers;
-    config.mlp_hidden = a.hidden < 0 ? 0 : a.hidden;
-    s.description = {{"vocab", config.vocab},     {"seq_len", config.seq_len}, {"d_model", config.d_model},
-                     {"heads", config.heads},     {"layers", config.layers},   {"mlp_hidden", config.mlp_hidden}};
+    s.description = {{"vocab", data.vocab}, {"seq_len", a.seq_len}, {"d_model", a.d_model},
+                     {"heads", a.heads},    {"layers", layers}};
+    if (a.model == "llama") {
+      LlamaConfig config;
+      config.vocab = data.vocab;
+      config.seq_len = a.seq_len;
+      config.d_model = a.d_model;
+      config.heads = a.heads;
+      config.kv_heads = a.kv_heads < 0 ? a.heads : a.kv_heads;
+      config.layers = layers;
+      config.mlp_hidden = a.hidden < 0 ? 0 : a.hidden;
+      s.description["kv_heads"] = config.kv_heads;
+      s.description["mlp_hidden"] = config.mlp_hidden;
+      s.model = build_llama(config);
+    } else {
+      GptConfig config;
+      config.vocab = data.vocab;
+      config.seq_len = a.seq_len;
+      config.d_model = a.d_model;
+      config.heads = a.heads;
+      config.layers = layers;
+      config.mlp_hidden = a.hidden < 0 ? 0 : a.hidden;
+      s.description["mlp_hidden"] = config.mlp_hidden;
+      s.model = build_gpt(config);
+    }
     s.description.update(data.description);
     s.data = std::move(data.train);
     s.held_out = std::move(data.held_out);
-    s.model = build_gpt(config);
   }
   return s;
 }
