@@ -1,10 +1,5 @@
 #include "runtime/data/token_file.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <climits>
@@ -13,6 +8,7 @@
 #include <vector>
 
 #include "runtime/core/error.h"
+#include "runtime/core/mapped_file.h"
 
 namespace pf {
 namespace {
@@ -26,36 +22,15 @@ int32_t int32_at(const unsigned char* p) {  // little-endian, as llm.c writes it
                               static_cast<uint32_t>(p[2]) << 16 | static_cast<uint32_t>(p[3]) << 24);
 }
 
-// Closes the descriptor on every way out of open().
-struct Descriptor {
-  int fd;
-  ~Descriptor() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
 }  // namespace
 
 std::shared_ptr<const TokenFile> TokenFile::open(const std::string& path) {
-  Descriptor d{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (d.fd < 0) {
-    const int e = errno;
-    fail(e == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIoError, "token file '", path, "': cannot open it: ",
-         std::strerror(e));
-  }
-  struct stat st {};
-  if (::fstat(d.fd, &st) != 0) fail(ErrorCode::kIoError, "token file '", path, "': cannot stat it: ", std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) fail(ErrorCode::kInvalidArgument, "token file '", path, "' is not a regular file");
-  const int64_t bytes = static_cast<int64_t>(st.st_size);
-  if (bytes < 2) fail(ErrorCode::kDataLoss, "token file '", path, "' holds ", bytes, " bytes: no token");
-
   std::shared_ptr<TokenFile> file(new TokenFile());
   file->path_ = path;
-  void* map = ::mmap(nullptr, static_cast<size_t>(bytes), PROT_READ, MAP_PRIVATE, d.fd, 0);
-  if (map == MAP_FAILED) fail(ErrorCode::kIoError, "token file '", path, "': cannot map it: ", std::strerror(errno));
-  file->map_ = static_cast<const unsigned char*>(map);
-  file->map_bytes_ = static_cast<size_t>(bytes);
-  ::madvise(map, static_cast<size_t>(bytes), MADV_RANDOM);  // windows are read at random places
+  file->file_ = MappedFile::open(path, "token file", true);  // windows are read at random places
+  file->map_ = file->file_->data();
+  const int64_t bytes = static_cast<int64_t>(file->file_->size());
+  if (bytes < 2) fail(ErrorCode::kDataLoss, "token file '", path, "' holds ", bytes, " bytes: no token");
 
   const int32_t magic = bytes >= 4 ? int32_at(file->map_) : 0;
   if (magic == kLlmcGpt2Magic || magic == kLlmcLlama3Magic) {
@@ -85,10 +60,6 @@ std::shared_ptr<const TokenFile> TokenFile::open(const std::string& path) {
     file->tokens_ = bytes / 2;
   }
   return file;
-}
-
-TokenFile::~TokenFile() {
-  if (map_ != nullptr) ::munmap(const_cast<unsigned char*>(map_), map_bytes_);
 }
 
 const char* TokenFile::format_name() const {

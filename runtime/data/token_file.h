@@ -24,13 +24,14 @@
 
 namespace pf {
 
+class MappedFile;
+
 class TokenFile {
  public:
   enum class Format { kNanoGptUint16, kLlmcGpt2, kLlmcLlama3 };
 
   // Maps the file; kNotFound / kIoError / kDataLoss naming it.
   static std::shared_ptr<const TokenFile> open(const std::string& path);
-  ~TokenFile();
   TokenFile(const TokenFile&) = delete;
   TokenFile& operator=(const TokenFile&) = delete;
 
@@ -48,8 +49,8 @@ class TokenFile {
   TokenFile() = default;
   std::string path_;
   Format format_ = Format::kNanoGptUint16;
-  const unsigned char* map_ = nullptr;  // the whole file
-  size_t map_bytes_ = 0;
+  std::shared_ptr<const MappedFile> file_;
+  const unsigned char* map_ = nullptr;  // file_'s bytes
   int64_t header_bytes_ = 0;
   int64_t token_bytes_ = 2;
   int64_t tokens_ = 0;

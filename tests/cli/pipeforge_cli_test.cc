@@ -170,7 +170,7 @@ TEST(PipeforgeCli, BadOptionsExitWithTwoAndSayWhy) {
   const CommandResult unknown = run("measure");
   EXPECT_EQ(unknown.exit_code, 2);
   EXPECT_EQ(unknown.err.find("measure-processes"), std::string::npos) << unknown.err;
-  EXPECT_NE(unknown.err.find("(commands: train, eval, schedule, simulate, compare, plan, predict, glm, sweep)"), std::string::npos) << unknown.err;
+  EXPECT_NE(unknown.err.find("(commands: train, eval, export, schedule, simulate, compare, plan, predict, glm, sweep)"), std::string::npos) << unknown.err;
 }
 
 // Lists take blanks after their commas, as people type them.

@@ -18,6 +18,7 @@
 #include "runtime/core/suggest.h"
 #include "tools/cli/compare_command.h"
 #include "tools/cli/eval_command.h"
+#include "tools/cli/export_command.h"
 #include "tools/cli/glm_command.h"
 #include "tools/cli/sweep_command.h"
 #include "tools/cli/plan_command.h"
@@ -86,6 +87,8 @@ int run(int argc, char** argv) {
   CLI::App* train = add_train_command(app, train_args);
   EvalArgs eval_args;
   CLI::App* eval = add_eval_command(app, eval_args);
+  ExportArgs export_args;
+  CLI::App* export_cmd = add_export_command(app, export_args);
   ScheduleArgs schedule_args, simulate_args;
   CLI::App* schedule = add_schedule_command(app, schedule_args);
   CLI::App* simulate = add_simulate_command(app, simulate_args);
@@ -164,6 +167,10 @@ int run(int argc, char** argv) {
     if (eval->parsed()) {
       note_eval_options(*eval, eval_args);
       return run_eval(eval_args);
+    }
+    if (export_cmd->parsed()) {
+      note_export_options(*export_cmd, export_args);
+      return run_export(export_args);
     }
     if (glm->parsed()) return run_glm(glm_args);
     if (sweep->parsed()) return run_sweep(sweep_args);

@@ -8,9 +8,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/checkpoint/safetensors.h"
 #include "runtime/checkpoint/sharded_checkpoint.h"
+#include "runtime/core/output_file.h"
 #include "runtime/core/error.h"
 #include "runtime/data/token_file.h"
+#include "runtime/interop/hf_models.h"
 #include "runtime/models/builders.h"
 #include "runtime/run/checkpoint_series.h"
 #include "runtime/run/make_trainer.h"
@@ -22,6 +25,30 @@
 
 namespace pf::cli {
 
+namespace {
+
+constexpr int64_t kMaxLogitsBytes = int64_t{1} << 30;
+
+// The model's output for every window of `windows` (one forward per batch; the model's own
+// layers in one process), as the safetensors bytes of "logits" [windows, S, vocab].
+std::string window_logits(const Model& model, ConsecutiveWindows& windows, int64_t seq_len) {
+  const int64_t vocab = model.input_spec().classes;
+  Tensor all = Tensor::empty({windows.windows(), seq_len, vocab});
+  int64_t row = 0;
+  for (int64_t b = 0; b < windows.batches(); ++b) {
+    Tensor x = windows.batch_at(b).inputs;
+    SavedContext ctx;
+    for (size_t i = 0; i < model.layers().size(); ++i) x = model.layers()[i]->forward(x, ctx.child(i));
+    PF_INTERNAL_CHECK(x.numel() == x.dim(0) * seq_len * vocab, "eval --logits: the model's output ",
+                      shape_to_string(x.shape()), " is not [rows, ", seq_len, ", ", vocab, "]");
+    all.slice_rows(row, row + x.dim(0)).copy_from(x.reshape({x.dim(0), seq_len, vocab}));
+    row += x.dim(0);
+  }
+  return encode_safetensors({{"logits", &all}}, {{"format", "pt"}});
+}
+
+}  // namespace
+
 CLI::App* add_eval_command(CLI::App& app, EvalArgs& a) {
   CLI::App* cmd = app.add_subcommand(
       "eval", "Mean cross-entropy of a token model over a whole token file (consecutive windows of --seq-len + 1)");
@@ -30,10 +57,15 @@ CLI::App* add_eval_command(CLI::App& app, EvalArgs& a) {
   cmd->add_option("--resume", a.resume,
                   "the weights of this checkpoint (file, sharded folder or series folder: its newest), and its "
                   "model unless model options are given");
+  cmd->get_option("--init-from")->description(
+      "a Hugging Face Transformers folder (config.json and model.safetensors; Llama): its model and weights");
   cmd->add_option("--batch-size", a.batch_size, "windows per forward pass")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 16))
       ->capture_default_str();
   cmd->add_option("--seed", a.model.seed, "seed of the initial parameters (without --resume)")->capture_default_str();
+  cmd->add_option("--logits", a.logits,
+                  "also write every window's logits to this safetensors file (tensor \"logits\", f32 [windows, S, "
+                  "vocab]; at most 1 GiB)");
   cmd->add_flag("--json", a.json, "print one JSON object");
   return cmd;
 }
@@ -45,25 +77,6 @@ void note_eval_options(const CLI::App& cmd, EvalArgs& a) {
   a.seq_len_given = cmd.get_option("--seq-len")->count() > 0;
 }
 
-namespace {
-
-// The model to evaluate: the checkpoint's, or the one the model options describe.
-std::shared_ptr<Model> eval_model(const EvalArgs& a, const std::string& checkpoint) {
-  if (!checkpoint.empty() && !a.model_given) {
-    const nlohmann::json header = checkpoint_header(checkpoint);
-    PF_CHECK_ARG(header.contains("model") && header["model"].is_object(), "--resume ", a.resume,
-                 ": the checkpoint does not describe its model; give the model options it was trained with");
-    return build_model_from_json_text(header["model"].dump());
-  }
-  TrainArgs t = a.model;
-  t.batch_size = 1;
-  t.micro_batches = 1;
-  t.eval_every = 0;
-  return make_setup(t).model;
-}
-
-}  // namespace
-
 int run_eval(const EvalArgs& a) {
   std::string checkpoint;
   std::shared_ptr<Model> model;
@@ -73,23 +86,33 @@ int run_eval(const EvalArgs& a) {
   std::string token_file;
   int64_t seq_len = 0;  // S: --seq-len, or the model's positions
   try {
+    PF_CHECK_ARG(a.model.init_from.empty() || a.resume.empty(), "--init-from and --resume both give the weights; give one");
     token_file = token_file_of(a.model.data, "--data");
     PF_CHECK_ARG(!token_file.empty(), "eval reads a token file: --data tokens:FILE");
     if (!a.resume.empty()) checkpoint = resolve_checkpoint(a.resume);
-    model = eval_model(a, checkpoint);
+    model = model_with_weights_of(a.model, checkpoint, a.model_given, "--resume " + a.resume);
     const InputSpec& in = model->input_spec();
     PF_CHECK_ARG(in.kind == InputSpec::Kind::kTokens, "eval needs a token model (GPT or a model file with token input)");
     seq_len = a.seq_len_given ? a.model.seq_len : in.seq_len;
     PF_CHECK_ARG(seq_len <= in.seq_len, "--seq-len ", seq_len, " is longer than the model's ", in.seq_len, " positions");
+    if (!a.logits.empty()) check_output_path(a.logits, "--logits");
     file = TokenFile::open(token_file);
     windows = std::make_unique<ConsecutiveWindows>(file, seq_len, a.batch_size,
                                                    std::min(in.vocab, in.classes));
+    if (!a.logits.empty()) {
+      const double bytes = 4.0 * static_cast<double>(windows->windows()) * static_cast<double>(seq_len) *
+                           static_cast<double>(in.classes);  // in double: no overflow
+      PF_CHECK_ARG(bytes <= static_cast<double>(kMaxLogitsBytes), "--logits: ",
+                   windows->windows(), " windows x ", seq_len, " positions x ", in.classes,
+                   " logits would take more than the limit of 1 GiB; evaluate a shorter file");
+    }
     TrainingConfig config;
     config.base.seed = a.model.seed;
     TrainerInputs inputs;
     inputs.names = cli_option_name;
     trainer = make_trainer(model, config, inputs);
     if (!checkpoint.empty()) load_trainer_checkpoint(*trainer, checkpoint);
+    if (!a.model.init_from.empty()) load_hf_weights(*model, trainer->local_parameters(), a.model.init_from);
   } catch (const Error& e) {
     if (e.code() != ErrorCode::kInvalidArgument && e.code() != ErrorCode::kNotFound &&
         e.code() != ErrorCode::kDataLoss)
@@ -110,6 +133,7 @@ int run_eval(const EvalArgs& a) {
     rows += r.samples;
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!a.logits.empty()) write_output_file(a.logits, window_logits(*model, *windows, seq_len), "--logits");
   const double loss = weighted / static_cast<double>(rows);
   const int64_t targets = rows * seq_len;
   if (a.json) {

@@ -3,7 +3,9 @@
 // ConsecutiveWindows; the remainder dropped): inputs a window's first S tokens, targets its last S,
 // every position of every window counted once. The model: a checkpoint's (--resume, the model it
 // was saved with unless model options are given) or the model options' (as `train` takes them).
-// A short report, or one JSON object with --json (docs/CLI.md, "eval").
+// A short report, or one JSON object with --json (docs/CLI.md, "eval"). --logits FILE also writes
+// the model's output for every window as a safetensors file ("logits", f32 [windows, S, vocab]):
+// what comparisons with another implementation (tests/interop) read.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -19,6 +21,7 @@ struct EvalArgs {
   bool seq_len_given = false;  // --seq-len was; else the model's
   std::string resume;  // a checkpoint file or folder (a series folder: its newest)
   int64_t batch_size = 8;  // windows per forward pass
+  std::string logits;      // write every window's logits here (safetensors), or ""
   bool json = false;
 };
 

@@ -24,6 +24,7 @@
 #include "runtime/data/char_text_dataset.h"
 #include "runtime/data/synthetic_classification.h"
 #include "runtime/execution/pipeline_trainer.h"
+#include "runtime/interop/hf_models.h"
 #include "runtime/models/builders.h"
 #include "runtime/planner/fail_slow.h"
 #include "runtime/run/capabilities.h"
@@ -104,10 +105,14 @@ void check_args(const TrainArgs& a) {
   if (a.lr_schedule != "constant" && !a.resume.empty() && a.decay_steps <= 0)
     usage_error("--lr-schedule " + a.lr_schedule + " with --resume needs --decay-steps: its default (--steps minus "
                 "--warmup-steps) would count this run's steps only, and the resumed rates would differ");
-  if (!a.model_json.empty() || !a.model_file.empty()) {
+  if (!a.model_json.empty() || !a.model_file.empty() || !a.init_from.empty()) {
     if (a.layers >= 0 || a.hidden >= 0 || a.vocab > 0 || a.kv_heads > 0)
-      usage_error("--layers, --hidden, --kv-heads and --vocab describe the built-in models; the model file describes its own");
+      usage_error("--layers, --hidden, --kv-heads and --vocab describe the built-in models; the model file (or the "
+                  "--init-from folder's config.json) describes its own");
   }
+  if (!a.init_from.empty() && !a.resume.empty())
+    usage_error("--init-from and --resume both give the weights; give one (a checkpoint of a run started with "
+                "--init-from resumes with --resume alone)");
   if (a.slow_factor != 1.0 && a.slow_rank < 0) usage_error("--slow-factor needs --slow-rank");
   if (!a.adapt && (a.adapt_threshold != 1.5 || a.adapt_patience != 3 || !a.profile.empty()))
     usage_error("--adapt-threshold, --adapt-patience and --profile need --adapt");
@@ -295,6 +300,7 @@ int prepare_run(const TrainArgs& a, TrainRun& run) {
     // Saved in the checkpoints: `--resume` alone restores it (adopt_checkpoint_model).
     run.trainer->set_run_description(nlohmann::json::parse(effective_train_config(a).dump()));
     check_operations(a, *run.trainer);
+    if (!a.init_from.empty()) load_hf_weights(run.trainer->model(), run.trainer->local_parameters(), a.init_from);
     if (!a.resume.empty()) {
       run.resumed_from = resolve_checkpoint(a.resume);
       try {

@@ -27,6 +27,7 @@ struct TrainArgs {
   std::string model = "gpt";
   std::string model_file;      // a model JSON file (the C API's format) instead of --model's builders
   std::string model_json;      // the same inline (config files only)
+  std::string init_from;       // a Transformers folder (config.json, model.safetensors): its model and weights
   int64_t steps = 100;
   int micro_batches = 0;  // 0: not given; resolve_train_defaults() picks them
   int64_t batch_size = 8;  // rows per step, split into micro_batches equal micro-batches

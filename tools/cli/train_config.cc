@@ -92,6 +92,7 @@ const std::vector<Field>& fields() {
   static const std::vector<Field> all = {
       {"model.kind", "--model", Type::kString, [](const TrainArgs& a) { return json(a.model); }},
       {"model.file", "--model-file", Type::kString, [](const TrainArgs& a) { return text_or_null(a.model_file); }},
+      {"model.init_from", "--init-from", Type::kString, [](const TrainArgs& a) { return text_or_null(a.init_from); }},
       {"model.json", nullptr, Type::kObject,
        [](const TrainArgs& a) { return a.model_json.empty() ? json() : json::parse(a.model_json); }},
       {"model.layers", "--layers", Type::kInteger, [](const TrainArgs& a) { return or_null(a.layers < 0, a.layers); }},

@@ -19,6 +19,12 @@ void add_model_options(CLI::App* cmd, TrainArgs& a) {
                   "feature input: synthetic classification)")
       ->check(CLI::ExistingFile)
       ->excludes(model);
+  cmd->add_option("--init-from", a.init_from,
+                  "a Hugging Face Transformers folder (config.json and model.safetensors, as save_pretrained or "
+                  "`pipeforge export` write it; Llama): its model and its weights")
+      ->check(CLI::ExistingDirectory)
+      ->excludes(model)
+      ->excludes("--model-file");
   cmd->add_option("--layers", a.layers, "GPT, Llama: transformer blocks; MLP: hidden layers (default 2, or enough for one top-level layer per stage of the schedule)")
       ->check(CLI::Range(int64_t{0}, int64_t{1024}));
   cmd->add_option("--d-model", a.d_model, "GPT, Llama: model width")

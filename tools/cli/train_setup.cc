@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <iostream>
 
+#include "runtime/checkpoint/sharded_checkpoint.h"
 #include "runtime/core/error.h"
 #include "runtime/core/input_file.h"
 #include "runtime/core/limits.h"
 #include "runtime/data/char_text_dataset.h"
 #include "runtime/data/synthetic_classification.h"
 #include "runtime/data/token_file.h"
+#include "runtime/interop/hf_models.h"
 #include "runtime/models/builders.h"
 #include "runtime/run/training_config.h"
 #include "runtime/schedules/schedule_request.h"
@@ -32,6 +34,7 @@ double held_out_fraction(const TrainArgs& a) {
 }
 // A model from --model-file or the config's inline model; null when neither is given.
 std::shared_ptr<Model> model_from_json(const TrainArgs& a) {
+  if (!a.init_from.empty()) return build_model_from_json(model_json_from_hf_folder(a.init_from));
   if (!a.model_json.empty()) return build_model_from_json_text(a.model_json);
   if (a.model_file.empty()) return nullptr;
   const std::string text = read_input_file(a.model_file, "--model-file", limits::kMaxModelJsonBytes);
@@ -203,6 +206,22 @@ Setup make_setup(const TrainArgs& a) {
     s.held_out = std::move(data.held_out);
   }
   return s;
+}
+
+std::shared_ptr<Model> model_with_weights_of(const TrainArgs& a, const std::string& checkpoint, bool model_given,
+                                             const std::string& option) {
+  if (!checkpoint.empty() && !model_given) {
+    const nlohmann::json header = checkpoint_header(checkpoint);
+    PF_CHECK_ARG(header.contains("model") && header["model"].is_object(), option,
+                 ": the checkpoint does not describe its model; give the model options it was trained with");
+    return build_model_from_json_text(header["model"].dump());
+  }
+  if (std::shared_ptr<Model> described = model_from_json(a)) return described;  // no data needed
+  TrainArgs t = a;
+  t.batch_size = 1;
+  t.micro_batches = 1;
+  t.eval_every = 0;
+  return make_setup(t).model;
 }
 
 // "gpt model", "the model of m.json".

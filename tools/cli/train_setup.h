@@ -38,6 +38,11 @@ void resolve_train_defaults(TrainArgs& a);
 std::string token_file_of(const std::vector<std::string>& data, const std::string& option);
 // The model and its data: rows per micro-batch = --batch-size / --microbatches.
 Setup make_setup(const TrainArgs& a);
+// The model whose weights `checkpoint` holds (a resolved checkpoint path, or ""): the one its
+// header describes unless `model_given` (a model option on the command line), else the one the
+// options describe. `option` names the checkpoint in errors ("--resume ck").
+std::shared_ptr<Model> model_with_weights_of(const TrainArgs& a, const std::string& checkpoint, bool model_given,
+                                             const std::string& option);
 // "gpt model", "the model of m.json".
 std::string model_name(const TrainArgs& a);
 LrSchedule lr_schedule(const TrainArgs& a);
