@@ -18,7 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-TARGETS=(schedule_text model_json checkpoint train_config libsvm)
+TARGETS=(schedule_text model_json checkpoint train_config libsvm safetensors)
 # One output base per checkout (its runfiles trees link into the checkout that built them).
 OUTPUT_BASE=${PF_FUZZ_OUTPUT_BASE:-/tmp/pf_fuzz_base.$(pwd -P | md5sum | cut -c1-12)}
 WORK=${PF_FUZZ_WORK:-/tmp/pf_fuzz_work}
@@ -50,7 +50,7 @@ else
 fi
 
 # Per target: longest input and per-input time limit (seconds).
-max_len() { case $1 in schedule_text) echo 8192 ;; model_json) echo 16384 ;; checkpoint) echo 8192 ;; train_config) echo 16384 ;; libsvm) echo 8192 ;; esac; }
+max_len() { case $1 in schedule_text) echo 8192 ;; model_json) echo 16384 ;; checkpoint) echo 8192 ;; train_config) echo 16384 ;; libsvm) echo 8192 ;; safetensors) echo 8192 ;; esac; }
 timeout_of() { case $1 in checkpoint) echo 20 ;; *) echo 10 ;; esac; }
 
 tools/setup.sh --fuzz

@@ -189,7 +189,7 @@ TEST(TokenDataCli, BadInputIsNamed) {
       {"train --steps 1" + tokens + " --data " + dir.path + "/odd.bin --vocab 9", 2, "a token file is the only data"},
       {"train --model mlp --vocab 9 --steps 1", 2, "--data and --vocab apply to --model gpt or llama only"},
       {"eval --data " + dir.path + "/t.bin --vocab 9", 2, "eval reads a token file: --data tokens:FILE"},
-      {"eval" + tokens + " --vocab 9 --seq-len 300", 2, "shorter than seq_len + 1 = 301"},
+      {"eval" + tokens + " --vocab 9 --seq-len 300", 2, "fewer than one window of seq_len + 1 = 301"},
       {"eval" + tokens + " --seq-len 100 --resume " + dir.path + "/m.ckpt", 2,
        "--seq-len 100 is longer than the model's 8 positions"},
       {"eval" + tokens + " --vocab 9 --seq-len 8 --model-file " + dir.path + "/t.bin", 2, "--model-file"},

@@ -266,7 +266,7 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
 
 const std::vector<std::pair<std::string, std::vector<std::string>>>& train_option_groups() {
   static const std::vector<std::pair<std::string, std::vector<std::string>>> groups = {
-      {"Model and data", {"--model", "--model-file", "--layers", "--d-model", "--heads", "--seq-len", "--vocab", "--hidden",
+      {"Model and data", {"--model", "--model-file", "--init-from", "--layers", "--d-model", "--heads", "--kv-heads", "--seq-len", "--vocab", "--hidden",
                           "--features", "--classes", "--data", "--held-out"}},
       {"Training", {"--steps", "--batch-size", "--microbatches", "--seed", "--optimizer", "--lr", "--momentum",
                     "--weight-decay", "--clip-norm", "--lr-schedule", "--warmup-steps", "--decay-steps", "--min-lr",

@@ -143,6 +143,34 @@ int schedule_ranks(const TrainArgs& a) {
   if (!a.schedule_file.empty()) return sched::read_schedule_file(a.schedule_file).num_ranks();
   return a.stages;
 }
+// The built-in token model (--model gpt or llama) of the options with vocabulary `vocab`; its
+// description (sizes) added to *description.
+std::shared_ptr<Model> token_model(const TrainArgs& a, int64_t vocab, nlohmann::json* description) {
+  const int64_t layers = a.layers < 0 ? default_layers(a) : a.layers;
+  *description = {{"vocab", vocab}, {"seq_len", a.seq_len}, {"d_model", a.d_model}, {"heads", a.heads}, {"layers", layers}};
+  (*description)["mlp_hidden"] = a.hidden < 0 ? 0 : a.hidden;
+  if (a.model == "llama") {
+    LlamaConfig config;
+    config.vocab = vocab;
+    config.seq_len = a.seq_len;
+    config.d_model = a.d_model;
+    config.heads = a.heads;
+    config.kv_heads = a.kv_heads < 0 ? a.heads : a.kv_heads;
+    config.layers = layers;
+    config.mlp_hidden = a.hidden < 0 ? 0 : a.hidden;
+    (*description)["kv_heads"] = config.kv_heads;
+    return build_llama(config);
+  }
+  GptConfig config;
+  config.vocab = vocab;
+  config.seq_len = a.seq_len;
+  config.d_model = a.d_model;
+  config.heads = a.heads;
+  config.layers = layers;
+  config.mlp_hidden = a.hidden < 0 ? 0 : a.hidden;
+  return build_gpt(config);
+}
+
 Setup make_setup(const TrainArgs& a) {
   Setup s;
   const int64_t rows = a.batch_size / a.micro_batches;
@@ -176,31 +204,7 @@ Setup make_setup(const TrainArgs& a) {
     s.description = {{"features", config.input_dim}, {"hidden", config.hidden}, {"classes", config.classes}};
   } else {
     TokenData data = token_data(a, rows, a.seq_len, 0);
-    s.description = {{"vocab", data.vocab}, {"seq_len", a.seq_len}, {"d_model", a.d_model},
-                     {"heads", a.heads},    {"layers", layers}};
-    if (a.model == "llama") {
-      LlamaConfig config;
-      config.vocab = data.vocab;
-      config.seq_len = a.seq_len;
-      config.d_model = a.d_model;
-      config.heads = a.heads;
-      config.kv_heads = a.kv_heads < 0 ? a.heads : a.kv_heads;
-      config.layers = layers;
-      config.mlp_hidden = a.hidden < 0 ? 0 : a.hidden;
-      s.description["kv_heads"] = config.kv_heads;
-      s.description["mlp_hidden"] = config.mlp_hidden;
-      s.model = build_llama(config);
-    } else {
-      GptConfig config;
-      config.vocab = data.vocab;
-      config.seq_len = a.seq_len;
-      config.d_model = a.d_model;
-      config.heads = a.heads;
-      config.layers = layers;
-      config.mlp_hidden = a.hidden < 0 ? 0 : a.hidden;
-      s.description["mlp_hidden"] = config.mlp_hidden;
-      s.model = build_gpt(config);
-    }
+    s.model = token_model(a, data.vocab, &s.description);
     s.description.update(data.description);
     s.data = std::move(data.train);
     s.held_out = std::move(data.held_out);
@@ -217,6 +221,10 @@ std::shared_ptr<Model> model_with_weights_of(const TrainArgs& a, const std::stri
     return build_model_from_json_text(header["model"].dump());
   }
   if (std::shared_ptr<Model> described = model_from_json(a)) return described;  // no data needed
+  if (a.model != "mlp" && a.vocab > 0) {  // the vocabulary given: no data needed either
+    nlohmann::json description;
+    return token_model(a, a.vocab, &description);
+  }
   TrainArgs t = a;
   t.batch_size = 1;
   t.micro_batches = 1;
