@@ -69,6 +69,16 @@ void OptimizerStep::after_rank_actions(int rank, RankStats& stats, int64_t step)
   stats.optimizer_us += micros_since(start);
 }
 
+void OptimizerStep::gradients_changed(const std::vector<Parameter*>& params) {
+  if (!on_workers() || plan_->config.base.optimizer.clip_norm <= 0.0f) return;  // the others read them in clip()
+  for (Parameter* p : params) {
+    const int rank = ownership_->owner(p);
+    const auto& mine = ownership_->of_rank(rank);
+    for (size_t k = 0; k < mine.size(); ++k)
+      if (mine[k] == p) squared_norms_[ownership_->model_index_of_rank(rank)[k]] = grad_squared_norm(*p);
+  }
+}
+
 std::exception_ptr OptimizerStep::wait_for_reductions() {
   if (!reducer_) return nullptr;
   try {

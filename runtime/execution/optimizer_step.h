@@ -40,6 +40,9 @@ class OptimizerStep {
   // Overlapping steps: `step` picks one of two buffers, since a rank may finish the next step's
   // gradients before the main thread has read this one's norms.
   void after_rank_actions(int rank, RankStats& stats, int64_t step = 0);
+  // After the workers, before clip(): `params` (this process's) got new gradients since
+  // after_rank_actions read their norms (weight tying): their norms are read again.
+  void gradients_changed(const std::vector<Parameter*>& params);
   // After the workers: waits for the data-parallel reductions; their failure is returned.
   std::exception_ptr wait_for_reductions();
   // The gradient norm before clipping (0 with clipping off), gradients scaled to the clip. Per

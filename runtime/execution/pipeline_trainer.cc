@@ -39,6 +39,7 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, PipelinePlan plan
       stages_(require_model(model_), plan_),
       ownership_(*model_, stages_, plan_),
       optimizer_(plan_, stages_, ownership_),
+      tied_(*model_, ownership_),
       devices_(make_rank_devices(plan_, *model_, stages_)),
       group_(make_rank_group(plan_)),
       executors_(make_executors(plan_, stages_, ownership_, optimizer_)),
@@ -310,6 +311,14 @@ StepResult PipelineTrainer::finish_step(Step& step, int units, int64_t window) {
     result.loss = finish_loss(losses, window, units);
     result.lr = c.base.optimizer.lr;  // every stage updated itself during the step
     return result;
+  }
+  if (!tied_.empty()) {  // weight tying: both halves of a pair get their sum before the norm
+    try {
+      tied_.sum(*group_, c.recv_timeout_seconds);
+    } catch (...) {
+      fail_step(std::current_exception());
+    }
+    optimizer_.gradients_changed(tied_.changed());
   }
   result.grad_norm = optimizer_.clip(*model_);  // 0 with clipping off, where no norm is computed
   for (float loss : losses) result.loss += loss;  // every replica's, in micro-batch order

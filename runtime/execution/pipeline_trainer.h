@@ -22,6 +22,7 @@
 #include "runtime/execution/model_stages.h"
 #include "runtime/execution/optimizer_step.h"
 #include "runtime/execution/parameter_ownership.h"
+#include "runtime/execution/tied_gradients.h"
 #include "runtime/execution/rank_devices.h"
 #include "runtime/execution/rank_executor.h"
 #include "runtime/execution/step_overlap.h"
@@ -149,6 +150,7 @@ class PipelineTrainer : public Trainer {
   ModelStages stages_;
   ParameterOwnership ownership_;
   OptimizerStep optimizer_;
+  TiedGradients tied_;
   std::unique_ptr<RankDevices> devices_;
   std::unique_ptr<comm::RankGroup> group_;
   std::vector<std::unique_ptr<RankExecutor>> executors_;  // per rank; null for ranks of other processes

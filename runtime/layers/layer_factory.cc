@@ -120,6 +120,17 @@ class Fields {
     return static_cast<float>(v);
   }
 
+  // A string of at most limits::kMaxNameBytes bytes without control characters.
+  std::string optional_string(const char* key, const std::string& fallback) const {
+    const json* value = find(key);
+    if (!value) return fallback;
+    PF_CHECK_ARG(value->is_string(), at(key), ": expected a string, got ", describe_json(*value));
+    const std::string s = value->get<std::string>();
+    PF_CHECK_ARG(s.size() <= limits::kMaxNameBytes && !has_control_character(s), at(key),
+                 ": expected a parameter name (at most ", limits::kMaxNameBytes, " bytes, no control character)");
+    return s;
+  }
+
   bool optional_bool(const char* key, bool fallback) const {
     const json* value = find(key);
     if (!value) return fallback;
@@ -172,11 +183,11 @@ int64_t kv_heads_of(const Fields& f, int64_t heads) {
 
 const std::vector<LayerKind>& layer_kinds() {
   static const std::vector<LayerKind> kinds = {
-      {"linear", {"in", "out", "bias", "init_std"},
+      {"linear", {"in", "out", "bias", "init_std", "tied_to"},
        [](const Fields& f, const std::string& name) -> std::unique_ptr<Layer> {
          return std::make_unique<Linear>(name, f.required_size("in", "linear"),
                                          f.required_size("out", "linear"), f.optional_bool("bias", true),
-                                         f.optional_float("init_std", 0.02f, false));
+                                         f.optional_float("init_std", 0.02f, false), f.optional_string("tied_to", ""));
        }},
       {"relu", {},
        [](const Fields&, const std::string& name) -> std::unique_ptr<Layer> {

@@ -12,18 +12,21 @@ std::string join_name(const std::string& prefix, const std::string& suffix) {
 }
 
 Linear::Linear(std::string name, int64_t in_features, int64_t out_features, bool bias,
-               float init_stddev)
+               float init_stddev, const std::string& tied_to)
     : Layer(std::move(name)), in_(in_features), out_(out_features), has_bias_(bias),
       init_stddev_(init_stddev) {
   PF_CHECK_ARG(in_ > 0 && out_ > 0, "linear '", this->name(), "': in and out features must be > 0, got ",
                in_, " and ", out_);
   weight_ = make_parameter(join_name(this->name(), "weight"), {out_, in_}, InitSpec::normal(init_stddev));
+  weight_.tied_to = tied_to;
   if (has_bias_) bias_ = make_parameter(join_name(this->name(), "bias"), {out_}, InitSpec::zeros());
 }
 
 nlohmann::json Linear::config() const {
-  return {{"type", type()}, {"name", name()}, {"in", in_}, {"out", out_}, {"bias", has_bias_},
-          {"init_std", init_stddev_}};
+  nlohmann::json j = {{"type", type()}, {"name", name()}, {"in", in_}, {"out", out_}, {"bias", has_bias_},
+                      {"init_std", init_stddev_}};
+  if (!weight_.tied_to.empty()) j["tied_to"] = weight_.tied_to;
+  return j;
 }
 
 std::vector<Parameter*> Linear::parameters() {

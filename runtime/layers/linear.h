@@ -8,8 +8,10 @@ namespace pf {
 
 class Linear : public Layer {
  public:
+  // `tied_to`: the weight is a tied copy of that parameter (Parameter::tied_to; e.g. a head tied
+  // to the token embedding "embed.token_weight", [out, in] = [vocab, dim]); "" for its own.
   Linear(std::string name, int64_t in_features, int64_t out_features, bool bias = true,
-         float init_stddev = 0.02f);
+         float init_stddev = 0.02f, const std::string& tied_to = "");
   const char* type() const override { return "linear"; }
   nlohmann::json config() const override;
   std::vector<Parameter*> parameters() override;

@@ -23,6 +23,13 @@ struct Parameter {
   Tensor value;      // f32, charged to kParameters; undefined while not allocated
   Tensor grad;       // f32, charged to kGradients; accumulated by backward_weight
   InitSpec init;
+  // A tied copy (weight tying, e.g. a head tied to the token embedding on another stage): the name
+  // of the parameter it copies, its primary; "" for any other parameter. A copy holds the primary's
+  // values (initialised from the primary's stream, runtime/models/init.h) and, before the norm and
+  // the update, the same gradient: their sum (exec::TiedGradients, SequentialTrainer). So both stay
+  // bitwise equal, and the global gradient norm counts the pair once (grad_squared_norm is 0 for a
+  // copy).
+  std::string tied_to;
 
   bool allocated() const { return value.defined(); }
 };

@@ -107,6 +107,7 @@ std::unique_ptr<Model> build_preset(const JsonObject& obj, const std::string& pr
     c.heads = obj.get_int_in("heads", c.heads, 1, kDim);
     c.layers = obj.get_int_in("layers", c.layers, 0, kMaxGptBlocks);
     c.mlp_hidden = obj.get_int_in("mlp_hidden", c.mlp_hidden, 0, kDim);
+    c.tie_embeddings = obj.get_bool("tie_embeddings", false);
     obj.reject_unknown({"preset", "format", "local_head"});
     return build_gpt(c);
   }
@@ -121,8 +122,7 @@ std::unique_ptr<Model> build_preset(const JsonObject& obj, const std::string& pr
     c.mlp_hidden = obj.get_int_in("mlp_hidden", c.mlp_hidden, 0, kDim);
     c.rope_theta = positive_float(obj, "rope_theta", c.rope_theta);
     c.norm_eps = positive_float(obj, "norm_eps", c.norm_eps);
-    PF_CHECK_ARG(!obj.get_bool("tie_embeddings", false), obj.path_of("tie_embeddings"),
-                 ": a head tied to the token embedding is not implemented yet; train with it false (untied)");
+    c.tie_embeddings = obj.get_bool("tie_embeddings", false);
     obj.reject_unknown({"preset", "format", "local_head"});
     return build_llama(c);
   }
@@ -180,7 +180,11 @@ std::unique_ptr<Model> assemble_gpt(const GptConfig& config) {
                                                         config.heads, hidden));
   }
   layers.push_back(std::make_unique<LayerNorm>("ln_f", config.d_model));
-  layers.push_back(std::make_unique<Linear>("head", config.d_model, config.vocab));
+  if (config.tie_embeddings) {
+    layers.push_back(std::make_unique<Linear>("head", config.d_model, config.vocab, false, 0.02f, "embed.token_weight"));
+  } else {
+    layers.push_back(std::make_unique<Linear>("head", config.d_model, config.vocab));
+  }
   InputSpec spec;
   spec.kind = InputSpec::Kind::kTokens;
   spec.vocab = config.vocab;
@@ -202,7 +206,8 @@ std::unique_ptr<Model> assemble_llama(const LlamaConfig& config) {
   for (int64_t i = 0; i < config.layers; ++i)
     layers.push_back(std::make_unique<LlamaBlock>("blocks." + std::to_string(i), block));
   layers.push_back(std::make_unique<RMSNorm>("norm", config.d_model, config.norm_eps));
-  layers.push_back(std::make_unique<Linear>("head", config.d_model, config.vocab, false));
+  layers.push_back(std::make_unique<Linear>("head", config.d_model, config.vocab, false, 0.02f,
+                                            config.tie_embeddings ? "embed.token_weight" : ""));
   InputSpec spec;
   spec.kind = InputSpec::Kind::kTokens;
   spec.vocab = config.vocab;

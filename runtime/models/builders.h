@@ -35,6 +35,9 @@ struct GptConfig {
   int64_t heads = 4;
   int64_t layers = 2;
   int64_t mlp_hidden = 0;  // 0 = 4 * d_model
+  // The head tied to the token embedding, without bias (GPT-2's own form, which Transformers'
+  // GPT2LMHeadModel computes): "head.weight" is a tied copy of "embed.token_weight".
+  bool tie_embeddings = false;
 };
 
 struct LlamaConfig {
@@ -47,6 +50,7 @@ struct LlamaConfig {
   int64_t mlp_hidden = 0;  // 0: llama_default_mlp_hidden(d_model) (runtime/layers/llama_block.h)
   float rope_theta = 10000.0f;
   float norm_eps = 1e-5f;
+  bool tie_embeddings = false;  // "head.weight" a tied copy of "embed.token_weight"
 };
 
 // Top-level layers: "fc0", "act0", "fc1", ... , "head"; loss: cross-entropy.

@@ -46,7 +46,8 @@ void initialize_parameter(Parameter& parameter, uint64_t seed) {
       for (int64_t i = 0; i < n; ++i) v[i] = 1.0f;
       break;
     case InitSpec::Kind::kNormal: {
-      const uint64_t key = stream_key(seed, parameter.name);
+      // A tied copy draws the primary's stream: the same values without communication.
+      const uint64_t key = stream_key(seed, parameter.tied_to.empty() ? parameter.name : parameter.tied_to);
       for (int64_t i = 0; i < n; ++i) {
         // Box-Muller on two draws of the element's own counter: element i depends on i only.
         const uint64_t c = static_cast<uint64_t>(i) * 2;

@@ -22,6 +22,18 @@ Model::Model(InputSpec input, std::vector<std::unique_ptr<Layer>> layers, std::u
       parameters_.push_back(p);
     }
   }
+  for (Parameter* copy : parameters_) {
+    if (copy->tied_to.empty()) continue;
+    Parameter* primary = find_parameter(copy->tied_to);
+    PF_CHECK_ARG(primary != nullptr && primary != copy, "model: parameter '", copy->name, "' is tied to '",
+                 copy->tied_to, "', which is not another parameter of the model");
+    PF_CHECK_ARG(primary->tied_to.empty(), "model: parameter '", copy->name, "' is tied to '", copy->tied_to,
+                 "', itself a tied copy (tie to its primary '", primary->tied_to, "')");
+    PF_CHECK_ARG(primary->shape == copy->shape, "model: parameter '", copy->name, "' ", shape_to_string(copy->shape),
+                 " is tied to '", primary->name, "' ", shape_to_string(primary->shape), ": the shapes differ");
+    copy->init = primary->init;  // initialised as its primary, from its primary's stream
+    tied_.emplace_back(primary, copy);
+  }
 }
 
 Parameter* Model::find_parameter(const std::string& name) const {

@@ -33,6 +33,8 @@ class Model {
   const std::vector<Parameter*>& parameters() const { return parameters_; }
   // nullptr when there is no parameter of that name.
   Parameter* find_parameter(const std::string& name) const;
+  // The tied parameters (Parameter::tied_to): {primary, copy} in model order of the copies.
+  const std::vector<std::pair<Parameter*, Parameter*>>& tied_pairs() const { return tied_; }
   int64_t num_parameter_elements() const;
 
   // Moves every parameter's value and gradient to `device` (copies charged to kParameters and
@@ -60,6 +62,7 @@ class Model {
   std::vector<std::unique_ptr<Layer>> layers_;
   std::unique_ptr<Loss> loss_;
   std::vector<Parameter*> parameters_;
+  std::vector<std::pair<Parameter*, Parameter*>> tied_;
   Device device_ = Device::cpu();
   std::string local_head_ = "auto";
 };

@@ -114,6 +114,7 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config) {
 }
 
 double grad_squared_norm(const Parameter& param) {
+  if (!param.tied_to.empty()) return 0.0;  // counted at its primary
   if (param.grad.device().kind != DeviceKind::kCpu) return gpu::grad_squared_norm(param);
   const float* g = param.grad.f32();
   double sum = 0.0;

@@ -76,7 +76,8 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config);
 // SGD "momentum"; AdamW "exp_avg" and "exp_avg_sq". Each has its parameter's shape.
 const std::vector<std::string>& optimizer_slot_names(OptimizerConfig::Kind kind);
 
-// Sum of squares of one parameter's gradient, accumulated in double in element order.
+// Sum of squares of one parameter's gradient, accumulated in double in element order; 0 for a tied
+// copy (Parameter::tied_to), whose gradient is its primary's: the pair counts once.
 double grad_squared_norm(const Parameter& param);
 // sqrt of the sum of `squared_norms` added in the given order (what clip_grad_norm sums).
 double global_norm(const std::vector<double>& squared_norms);

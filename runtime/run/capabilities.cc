@@ -452,6 +452,40 @@ void add_overlap_rules(std::vector<Capability>& t) {
       }));
 }
 
+// Weight tying (Parameter::tied_to): the pair's gradients are summed at the step's barrier
+// (exec::TiedGradients), on CPU gradients.
+bool tied(const Facts& f) { return f.tied_parameters && f.pipelined; }
+void add_tied_rules(std::vector<Capability>& t) {
+  t.push_back(rule(
+      "tied-windowed", T, {"schedule"}, "tied weights with a schedule that updates inside its steps", later,
+      [](const Facts& f) { return tied(f) && (f.traits.windowed() || f.traits.local_learning() || f.pipelines > 1); },
+      [](const Facts& f, const Names& n) {
+        return "the model ties weights across stages (e.g. the head to the token embedding), whose gradients are "
+               "summed when every rank has finished a step; " + n("schedule") + " " + family(f) +
+               " updates stages on their own or runs two copies of the model; not supported yet";
+      }));
+  t.push_back(rule(
+      "tied-overlap", T, {"overlap_steps"}, "tied weights with overlapping steps", later,
+      [](const Facts& f) { return tied(f) && f.overlap_steps; },
+      [](const Facts&, const Names& n) {
+        return n("overlap_steps") + ": the model ties weights across stages, whose gradients are summed when every "
+               "rank has finished a step; not supported yet";
+      }));
+  t.push_back(rule(
+      "tied-gpu", T, {"devices"}, "tied weights on CUDA devices", later,
+      [](const Facts& f) { return f.tied_parameters && f.cuda_devices > 0; },
+      [](const Facts& f, const Names& n) {
+        return n("devices") + " names " + f.first_cuda_device +
+               ": tied weights (the head tied to the token embedding) run on the CPU only yet";
+      }));
+  t.push_back(rule(
+      "tied-neuron-groups", T, {"neuron_groups"}, "tied weights with neuron groups", later,
+      [](const Facts& f) { return f.tied_parameters && f.neuron_groups > 1; },
+      [](const Facts&, const Names& n) {
+        return n("neuron_groups") + " with a model that ties weights; not supported yet";
+      }));
+}
+
 // Placement.
 void add_placement_rules(std::vector<Capability>& t) {
   t.push_back(rule(
@@ -555,6 +589,7 @@ std::vector<Capability> make_table() {
   add_windowed_rules(t);
   add_neuron_group_rules(t);
   add_overlap_rules(t);
+  add_tied_rules(t);
   add_placement_rules(t);
   add_two_pipeline_rules(t);
   add_operation_rules(t);

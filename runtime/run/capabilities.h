@@ -63,6 +63,7 @@ struct CapabilityFacts {
   double slow_factor = 1.0;
   bool fill = false;                    // a fill job: bubble_fill or fill set
   bool overlap_steps = false;
+  bool tied_parameters = false;         // the model ties parameters (Parameter::tied_to)
 };
 
 // How a front-end spells an option: key is the TrainingConfig field ("replicas", "seq_slices",

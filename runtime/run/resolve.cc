@@ -223,6 +223,7 @@ CapabilityFacts capability_facts(const Model& model, const TrainingConfig& c, co
   f.slow_factor = c.slow_factor;
   f.fill = c.bubble_fill || !c.fill.empty();
   f.overlap_steps = c.overlap_steps;
+  f.tied_parameters = !model.tied_pairs().empty();
   return f;
 }
 

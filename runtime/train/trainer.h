@@ -43,6 +43,18 @@ inline void add_replica_gradient(float* sum, const float* replica, int64_t n) {
   for (int64_t i = 0; i < n; ++i) sum[i] += replica[i];
 }
 
+// Weight tying (Parameter::tied_to), once a step's gradients are final (after the data-parallel
+// reduction, as Megatron-LM sums its word-embedding gradients after it) and before the norm: each
+// of a pair gets primary + copy. Float addition is commutative, so the side that adds the other's
+// gradient to its own gets the same bits either way (exec::TiedGradients across processes).
+// CPU gradients.
+inline void sum_tied_gradients(const std::vector<std::pair<Parameter*, Parameter*>>& pairs) {
+  for (const auto& [primary, copy] : pairs) {
+    add_replica_gradient(primary->grad.f32(), copy->grad.f32(), primary->grad.numel());
+    copy->grad.copy_from(primary->grad);
+  }
+}
+
 struct StepResult {
   double loss = 0.0;          // mean loss over the batch (sum of the 1/m-scaled micro-batch losses)
   // The global gradient L2 norm before clipping, computed only when clipping is on

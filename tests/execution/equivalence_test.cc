@@ -15,19 +15,26 @@ namespace {
 
 using testing::data_for;
 
-enum class ModelKind { kMlp, kGpt, kLlama };
+enum class ModelKind { kMlp, kGpt, kLlama, kTiedGpt };
 
 std::shared_ptr<Model> make_model(ModelKind kind) {
   switch (kind) {
     case ModelKind::kMlp: return testing::tiny_mlp();
     case ModelKind::kGpt: return testing::tiny_gpt();
     case ModelKind::kLlama: return testing::tiny_llama();
+    case ModelKind::kTiedGpt: return testing::tiny_gpt(5, 0, true);
   }
   return nullptr;
 }
 
 const char* kind_name(ModelKind kind) {
-  return kind == ModelKind::kMlp ? "mlp" : kind == ModelKind::kGpt ? "gpt" : "llama";
+  switch (kind) {
+    case ModelKind::kMlp: return "mlp";
+    case ModelKind::kGpt: return "gpt";
+    case ModelKind::kLlama: return "llama";
+    case ModelKind::kTiedGpt: return "tied_gpt";
+  }
+  return "";
 }
 
 TrainerOptions base_options(int m, int variant) {
@@ -107,7 +114,8 @@ TEST_P(Equivalence, BitwiseEqualToSequential) {
 INSTANTIATE_TEST_SUITE_P(
     AllSynchronousSchedules, Equivalence,
     ::testing::Combine(::testing::ValuesIn(testing::synchronous_schedules()),
-                       ::testing::Values(ModelKind::kMlp, ModelKind::kGpt, ModelKind::kLlama)),
+                       ::testing::Values(ModelKind::kMlp, ModelKind::kGpt, ModelKind::kLlama,
+                                         ModelKind::kTiedGpt)),
     [](const ::testing::TestParamInfo<std::tuple<Case, ModelKind>>& info) {
       return testing::test_name(std::get<0>(info.param).schedule, kind_name(std::get<1>(info.param)));
     });

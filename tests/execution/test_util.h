@@ -33,9 +33,10 @@ inline std::shared_ptr<Model> tiny_mlp(int hidden_layers = 8) {
   return build_mlp(c);
 }
 
-// `mlp_hidden` 0: 4 x d_model.
-inline std::shared_ptr<Model> tiny_gpt(int blocks = 5, int64_t mlp_hidden = 0) {
+// `mlp_hidden` 0: 4 x d_model. `tied`: the head tied to the token embedding (GPT-2's form).
+inline std::shared_ptr<Model> tiny_gpt(int blocks = 5, int64_t mlp_hidden = 0, bool tied = false) {
   GptConfig c;
+  c.tie_embeddings = tied;
   c.vocab = 96;
   c.seq_len = 8;
   c.d_model = 16;

@@ -32,13 +32,14 @@ namespace {
 
 using testing::data_for;
 
-enum class ModelKind { kMlp, kGpt, kLlama };
+enum class ModelKind { kMlp, kGpt, kLlama, kTiedGpt };
 
 std::shared_ptr<Model> make_model(ModelKind kind) {
   switch (kind) {
     case ModelKind::kMlp: return testing::tiny_mlp();
     case ModelKind::kGpt: return testing::tiny_gpt();
     case ModelKind::kLlama: return testing::tiny_llama();
+    case ModelKind::kTiedGpt: return testing::tiny_gpt(5, 0, true);
   }
   return nullptr;
 }
@@ -164,20 +165,25 @@ INSTANTIATE_TEST_SUITE_P(
                                 std::get<1>(info.param) == ModelKind::kMlp ? "mlp" : "gpt");
     });
 
-// The Llama (grouped-query attention, rotary positions, SwiGLU, RMSNorm) under a schedule of each
-// kind: one stage per rank, two interleaved chunks with split backward, and a V placement.
-TEST(ProcessEquivalence, LlamaBitwiseEqualToSequential) {
+// The Llama (grouped-query attention, rotary positions, SwiGLU, RMSNorm) and the GPT with its head
+// tied to the token embedding (GPT-2's form: the pair's gradients swapped between the first and
+// the last stage's processes, or summed in one process where a V placement puts both on rank 0)
+// under a schedule of each kind: one stage per rank, two interleaved chunks with split backward,
+// and a V placement.
+TEST(ProcessEquivalence, LlamaAndTiedGptBitwiseEqualToSequential) {
   int variant = 0;
   for (const Case& c : std::vector<Case>{{"1f1b", 1}, {"interleaved-zb", 2}, {"zb-v", 2}}) {
     for (int p : {2, 4}) {
-      PipelineOptions o;
-      o.schedule = c.schedule;
-      o.ranks = p;
-      o.chunks = c.chunks;
-      o.base = testing::varied_options(4, variant++);
-      o.world = group_of(p);
-      o.recv_timeout_seconds = 60;
-      EXPECT_EQ(compare(ModelKind::kLlama, o, 2), "") << c.schedule << " p=" << p << " " << o.world->describe();
+      for (ModelKind kind : {ModelKind::kLlama, ModelKind::kTiedGpt}) {
+        PipelineOptions o;
+        o.schedule = c.schedule;
+        o.ranks = p;
+        o.chunks = c.chunks;
+        o.base = testing::varied_options(4, variant++);
+        o.world = group_of(p);
+        o.recv_timeout_seconds = 60;
+        EXPECT_EQ(compare(kind, o, 2), "") << c.schedule << " p=" << p << " " << o.world->describe();
+      }
     }
   }
 }
@@ -389,7 +395,7 @@ TEST(DataParallel, DeterministicReductionIsBitwiseTheSequentialReplicaSum) {
   for (auto [replicas, ranks] : {std::pair<int, int>{2, 2}, {4, 1}}) {
     for (const Case& c : {Case{"1f1b", 1}, Case{"zb-h1", 1}, Case{"interleaved-1f1b", 2}}) {
       if (ranks == 1 && c.chunks > 1) continue;
-      for (ModelKind kind : {ModelKind::kMlp, ModelKind::kGpt}) {
+      for (ModelKind kind : {ModelKind::kMlp, ModelKind::kGpt, ModelKind::kTiedGpt}) {
         PipelineOptions o;
         o.schedule = c.schedule;
         o.ranks = ranks;

@@ -190,3 +190,86 @@ TEST(SequentialTrainer, ActivationMemoryIsAccountedAndReleased) {
 
 }  // namespace
 }  // namespace pf
+
+namespace pf {
+namespace {
+
+std::shared_ptr<Model> tied_gpt() {
+  GptConfig c;
+  c.vocab = 128;  // text_batch's ids are the bytes
+  c.seq_len = 8;
+  c.d_model = 8;
+  c.heads = 2;
+  c.layers = 1;
+  c.tie_embeddings = true;
+  return build_gpt(c);
+}
+
+const std::string& tied_text() {
+  static const std::string t = "tied weights: one matrix reads the tokens and writes the logits. ";
+  return t;
+}
+
+// Weight tying (GPT-2's head = its token embedding): the copy starts equal and stays equal; the
+// gradient both get is d loss / d (the shared matrix), checked against central differences that
+// move both copies together; and the gradient norm counts the matrix once.
+TEST(SequentialTrainer, TiedEmbeddingsShareOneGradient) {
+  auto model = tied_gpt();
+  ASSERT_EQ(model->tied_pairs().size(), 1u);
+  EXPECT_EQ(model->find_parameter("head.bias"), nullptr);
+  Parameter* embed = model->find_parameter("embed.token_weight");
+  Parameter* head = model->find_parameter("head.weight");
+  TrainerOptions o;
+  o.micro_batches = 2;
+  o.optimizer.kind = OptimizerConfig::Kind::kSgd;
+  o.optimizer.lr = 1.0f;  // SGD without momentum: after = before - gradient
+  o.optimizer.momentum = 0.0f;
+  o.optimizer.weight_decay = 0.0f;
+  SequentialTrainer trainer(model, o);
+  EXPECT_EQ(embed->value.to_vector(), head->value.to_vector());
+  const Batch batch = testing::text_batch(tied_text(), 4, 8, 3);
+  std::vector<std::vector<float>> before;
+  for (Parameter* p : model->parameters()) before.push_back(p->value.to_vector());
+  const std::vector<float> shared = embed->value.to_vector();
+  // The loss at the current values (lr 0 leaves them), moving both copies of element i by +-eps.
+  auto loss_at = [&](int64_t i, float delta) {
+    SequentialTrainer probe(tied_gpt(), o);
+    for (size_t k = 0; k < model->parameters().size(); ++k) {
+      std::vector<float> v = before[k];
+      if (!probe.model().parameters()[k]->tied_to.empty() || probe.model().parameters()[k]->name == embed->name)
+        v[static_cast<size_t>(i)] += delta;
+      std::memcpy(probe.model().parameters()[k]->value.f32(), v.data(), v.size() * sizeof(float));
+    }
+    return probe.step(batch).loss;  // the loss before the update
+  };
+  trainer.step(batch);
+  EXPECT_EQ(embed->value.to_vector(), head->value.to_vector());
+  const std::vector<float> after = embed->value.to_vector();
+  const float eps = 1e-2f;
+  int checked = 0;
+  for (int64_t i = 0; i < static_cast<int64_t>(shared.size()); i += 13) {
+    const double numeric = (loss_at(i, eps) - loss_at(i, -eps)) / (2.0 * eps);
+    const double analytic = static_cast<double>(shared[static_cast<size_t>(i)]) - after[static_cast<size_t>(i)];
+    EXPECT_NEAR(analytic, numeric, 2e-3 + 2e-2 * std::fabs(numeric)) << "element " << i;
+    ++checked;
+  }
+  EXPECT_GT(checked, 40);
+
+  // The norm: every parameter's gradient (before - after) once, the copy not again.
+  double squares = 0.0;
+  for (size_t k = 0; k < model->parameters().size(); ++k) {
+    if (!model->parameters()[k]->tied_to.empty()) continue;
+    const std::vector<float> now = model->parameters()[k]->value.to_vector();
+    for (size_t j = 0; j < now.size(); ++j) squares += std::pow(static_cast<double>(before[k][j]) - now[j], 2);
+  }
+  TrainerOptions clipped = o;
+  clipped.optimizer.clip_norm = 1e-3f;
+  SequentialTrainer again(tied_gpt(), clipped);
+  const StepResult r = again.step(batch);
+  EXPECT_NEAR(r.grad_norm, std::sqrt(squares), 1e-4 * std::sqrt(squares));
+  EXPECT_EQ(again.model().find_parameter("head.weight")->value.to_vector(),
+            again.model().find_parameter("embed.token_weight")->value.to_vector());
+}
+
+}  // namespace
+}  // namespace pf
