@@ -49,8 +49,20 @@ TEST(ModelJson, LlamaPreset) {
             std::string::npos);
   EXPECT_NE(error_of(R"({"preset": "llama", "rope_theta": -1})").find("rope_theta"), std::string::npos);
   EXPECT_NE(error_of(R"({"preset": "llama", "norm_eps": 1e300})").find("norm_eps"), std::string::npos);
-  EXPECT_NE(error_of(R"({"preset": "llama", "tie_embeddings": true})").find("tie_embeddings"), std::string::npos);
-  EXPECT_NO_THROW(build_model_from_json_text(R"({"preset": "llama", "tie_embeddings": false})"));
+  // Tied: the head is a copy of the token embedding, and the model JSON keeps the tie.
+  auto tied = build_model_from_json_text(R"({"preset": "llama", "vocab": 20, "d_model": 16, "tie_embeddings": true})");
+  ASSERT_EQ(tied->tied_pairs().size(), 1u);
+  EXPECT_EQ(tied->tied_pairs()[0].first->name, "embed.token_weight");
+  EXPECT_EQ(tied->tied_pairs()[0].second->name, "head.weight");
+  EXPECT_EQ(build_model_from_json(tied->to_json())->tied_pairs().size(), 1u);
+  EXPECT_NE(error_of(R"({"preset": "llama", "tie_embeddings": 1})").find("tie_embeddings"), std::string::npos);
+  EXPECT_NE(error_of(R"({"input": {"kind": "features", "features": 4, "classes": 4},
+      "layers": [{"type": "linear", "in": 4, "out": 4, "tied_to": "nothing.weight"}]})").find("nothing.weight"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"input": {"kind": "features", "features": 4, "classes": 3},
+      "layers": [{"type": "linear", "name": "a", "in": 4, "out": 4},
+                 {"type": "linear", "name": "b", "in": 4, "out": 3, "tied_to": "a.weight"}]})").find("shapes differ"),
+            std::string::npos);
 }
 
 TEST(ModelJson, ToJsonRebuildsAnIdenticalModel) {
