@@ -14,8 +14,20 @@
 //   blocks.i.mlp.down.weight        model.layers.i.mlp.down_proj.weight
 //   norm.weight                     model.norm.weight
 //   head.weight                     lm_head.weight
-// Linear weights are [out, in] in both. "hf-gpt2" (GPT2LMHeadModel) needs a head tied to the token
-// embedding without a bias, which PipeForge's GPT does not have yet: it is refused, saying so.
+// Linear weights are [out, in] in both. A Llama whose head is tied to the token embedding
+// (tie_embeddings; Transformers' tie_word_embeddings) has no lm_head in the file, as
+// save_pretrained leaves it out.
+//
+// "hf-gpt2", GPT2LMHeadModel, for the GPT preset with tie_embeddings (GPT-2's form: the head is the
+// token embedding, no bias; tanh GELU = Transformers' gelu_new; LayerNorm eps 1e-5):
+//   embed.token_weight / position_weight   transformer.wte.weight / transformer.wpe.weight
+//   blocks.i.ln1 / ln2 (weight, bias)      transformer.h.i.ln_1 / ln_2
+//   blocks.i.attn.qkv (weight, bias)       transformer.h.i.attn.c_attn (weight transposed: Conv1D
+//                                          stores [in, out]; the same q | k | v column blocks)
+//   blocks.i.attn.proj                     transformer.h.i.attn.c_proj (transposed)
+//   blocks.i.mlp.fc / proj                 transformer.h.i.mlp.c_fc / c_proj (transposed)
+//   ln_f                                   transformer.ln_f
+// and no lm_head (tied).
 #pragma once
 
 #include <string>
@@ -28,18 +40,22 @@
 
 namespace pf {
 
-enum class HfFamily { kLlama };
+enum class HfFamily { kLlama, kGpt2 };
 
-// "hf-llama"; `what` names the option in errors (kInvalidArgument; kUnimplemented for hf-gpt2).
+// "hf-llama" or "hf-gpt2"; `what` names the option in errors (kInvalidArgument).
 HfFamily parse_hf_family(const std::string& name, const std::string& what);
 
 // One Transformers tensor: rows [row_begin, row_begin + rows) of the PipeForge parameter `param`
-// (all of its columns).
+// (all of its columns), transposed when `transpose` (GPT-2's Conv1D weights).
 struct HfTensor {
   std::string hf_name;
   std::string param;
   int64_t row_begin = 0, rows = 0;
+  bool transpose = false;
 };
+
+// The family `model` has the form of (kInvalidArgument naming the layer that fits none).
+HfFamily hf_family_of(const Model& model);
 
 // The tensors of `model` in `family`'s names, in Transformers' order. kInvalidArgument naming the
 // layer when the model is not of the family.
@@ -64,10 +80,12 @@ void export_hf_folder(const Model& model, HfFamily family, const std::string& di
 
 // Loads the weights of DIR (model.safetensors, or the shards model.safetensors.index.json lists:
 // relative file names inside DIR) into those of `params` (parameters of `model` this process
-// holds) that the family's map names. Checked before any parameter changes: every tensor the map
-// names is in the folder with its shape, and the folder holds no other tensor (rotary inv_freq
-// buffers of old Transformers excepted); kInvalidArgument naming the tensor and the file,
-// kDataLoss for a damaged file, kNotFound for a missing one. F32, F16, BF16 and F64 are read.
+// holds) that the map of the model's family names; a tied copy gets its primary's tensor. Checked
+// before any parameter changes: every tensor the map names is in the folder with its shape, and the
+// folder holds no other tensor (what older Transformers saved besides excepted: rotary inv_freq,
+// GPT-2's attn.bias / attn.masked_bias masks, the lm_head of a tied model); kInvalidArgument
+// naming the tensor and the file, kDataLoss for a damaged file, kNotFound for a missing one. F32,
+// F16, BF16 and F64 are read.
 void load_hf_weights(const Model& model, const std::vector<Parameter*>& params, const std::string& dir);
 
 }  // namespace pf

@@ -254,11 +254,11 @@ TEST(HfLlama, MismatchesAreRefused) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("layer 'embed' is a embedding"), std::string::npos) << e.what();
   }
-  try {
-    parse_hf_family("hf-gpt2", "--names");
-    ADD_FAILURE();
+  try {  // GPT-2's head is the token embedding: an untied GPT has no GPT-2 form
+    export_hf_folder(*build_gpt(g), HfFamily::kGpt2, dir);
+    ADD_FAILURE() << "an untied GPT exported as GPT-2";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kUnimplemented);
+    EXPECT_NE(std::string(e.what()).find("is not tied to the token embedding"), std::string::npos) << e.what();
   }
   auto config_error = [](const json& c) {
     try {
@@ -277,7 +277,10 @@ TEST(HfLlama, MismatchesAreRefused) {
     return c;
   };
   EXPECT_NE(config_error(with("model_type", "mistral")).find("model_type 'mistral'"), std::string::npos);
-  EXPECT_NE(config_error(with("tie_word_embeddings", true)).find("tie_word_embeddings"), std::string::npos);
+  EXPECT_EQ(build_model_from_json(model_json_from_hf_config(with("tie_word_embeddings", true), "c.json"))
+                ->tied_pairs()
+                .size(),
+            1u);
   EXPECT_NE(config_error(with("attention_bias", true)).find("attention_bias"), std::string::npos);
   EXPECT_NE(config_error(with("hidden_act", "gelu")).find("hidden_act 'gelu'"), std::string::npos);
   EXPECT_NE(config_error(with("head_dim", 4)).find("head_dim"), std::string::npos);
@@ -285,9 +288,54 @@ TEST(HfLlama, MismatchesAreRefused) {
             std::string::npos);
   EXPECT_NE(config_error(with("num_attention_heads", 3)).find("not divisible"), std::string::npos);
   EXPECT_NE(config_error(with("vocab_size", -1)).find("vocab_size"), std::string::npos);
+  const json gpt2 = {{"model_type", "gpt2"}, {"vocab_size", 11}, {"n_positions", 8}, {"n_embd", 8}, {"n_layer", 1},
+                     {"n_head", 2}};
+  EXPECT_EQ(build_model_from_json(model_json_from_hf_config(gpt2, "c.json"))->tied_pairs().size(), 1u);
+  auto gpt2_with = [&](const char* key, json value) {
+    json c = gpt2;
+    c[key] = std::move(value);
+    return c;
+  };
+  EXPECT_NE(config_error(gpt2_with("tie_word_embeddings", false)).find("tie_word_embeddings false"), std::string::npos);
+  EXPECT_NE(config_error(gpt2_with("activation_function", "relu")).find("'relu'"), std::string::npos);
+  EXPECT_NE(config_error(gpt2_with("layer_norm_epsilon", 1e-6)).find("layer_norm_epsilon"), std::string::npos);
+  EXPECT_NE(config_error(gpt2_with("scale_attn_by_inverse_layer_idx", true)).find("scale_attn"), std::string::npos);
   json no_vocab = base;
   no_vocab.erase("vocab_size");
   EXPECT_NE(config_error(no_vocab).find("missing required field \"vocab_size\""), std::string::npos);
+}
+
+// GPT-2: Conv1D weights transposed ([in, out]), no lm_head (tied); the round trip is bitwise, and
+// the tied copy loads from transformer.wte.
+TEST(HfGpt2, TransposedWeightsAndTiedHead) {
+  GptConfig c;
+  c.vocab = 11;
+  c.seq_len = 6;
+  c.d_model = 8;
+  c.heads = 2;
+  c.layers = 1;
+  c.tie_embeddings = true;
+  auto model = build_gpt(c);
+  for (Parameter* p : model->parameters())
+    for (int64_t i = 0; i < p->value.numel(); ++i) p->value.f32()[i] = 0.001f * static_cast<float>(i % 997) - 0.3f;
+  model->find_parameter("head.weight")->value.copy_from(model->find_parameter("embed.token_weight")->value);
+  const std::string dir = pftest::fresh_temp_dir("hf_gpt2");
+  export_hf_folder(*model, HfFamily::kGpt2, dir);
+  auto f = SafetensorsFile::open(dir + "/model.safetensors");
+  EXPECT_EQ(f->find("lm_head.weight"), nullptr);
+  const SafetensorsEntry* c_attn = f->find("transformer.h.0.attn.c_attn.weight");
+  ASSERT_NE(c_attn, nullptr);
+  EXPECT_EQ(c_attn->shape, (Shape{8, 24}));  // [in, out]
+  const Tensor t = f->read_f32(*c_attn);
+  const Parameter* qkv = model->find_parameter("blocks.0.attn.qkv.weight");  // [24, 8]
+  EXPECT_EQ(t.f32()[3 * 24 + 17], qkv->value.f32()[17 * 8 + 3]);
+  GptConfig other = c;
+  auto copy = build_gpt(other);
+  load_hf_weights(*copy, copy->parameters(), dir);
+  for (size_t i = 0; i < model->parameters().size(); ++i)
+    ASSERT_EQ(model->parameters()[i]->value.to_vector(), copy->parameters()[i]->value.to_vector())
+        << model->parameters()[i]->name;
+  EXPECT_EQ(model_json_from_hf_folder(dir)["tie_embeddings"], true);
 }
 
 // Transformers' sharded form: model.safetensors.index.json names a file per tensor, inside the folder.

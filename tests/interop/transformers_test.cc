@@ -1,7 +1,7 @@
-// PipeForge against the real Hugging Face Transformers (issue 39): a random LlamaForCausalLM made
-// and saved by Transformers is imported (`--init-from`) and evaluated with the same logits (within
-// 1e-4) and loss (within 1e-5); a Llama PipeForge trained pipelined from it and exported
-// (`export --names hf-llama`) loads in Transformers with the same logits and loss. Transformers
+// PipeForge against the real Hugging Face Transformers (issue 39): a random LlamaForCausalLM and a
+// GPT2LMHeadModel made and saved by Transformers are imported (`--init-from`) and evaluated with the
+// same logits (within 1e-4) and loss (within 1e-5); models PipeForge trained pipelined from them
+// and exported (`export --names hf-llama | hf-gpt2`) load in Transformers with the same logits and loss. Transformers
 // runs in the venv of tools/hf_venv.sh, which tools/test.sh makes and passes as
 // PIPEFORGE_HF_PYTHON; without it (PyPI unreachable, or `bazel test` run directly) the tests skip
 // themselves.
@@ -57,27 +57,48 @@ void expect_same_as_transformers(const std::string& weights, const std::string& 
   EXPECT_GT(theirs["max_logit"].get<double>(), 3.0);  // far from uniform: the comparison can fail
 }
 
-TEST(Transformers, ALlamaMadeByTransformersEvaluatesAlike) {
-  if (hf_python().empty()) GTEST_SKIP() << "no Transformers venv (tools/hf_venv.sh; PIPEFORGE_HF_PYTHON unset)";
-  TempFolder dir("hf_import");
-  ASSERT_EQ(run_shell(python_line("make-llama " + dir.path + "/hf " + dir.path + "/t.bin")).exit_code, 0);
+// Made by Transformers, imported, evaluated: the same logits and loss.
+void made_by_transformers_evaluates_alike(const std::string& family) {
+  TempFolder dir("hf_import_" + family);
+  ASSERT_EQ(run_shell(python_line("make-" + family + " " + dir.path + "/hf " + dir.path + "/t.bin")).exit_code, 0);
   expect_same_as_transformers("--init-from " + dir.path + "/hf", dir.path + "/hf", dir.path + "/t.bin",
                               dir.path + "/logits.safetensors");
 }
 
-TEST(Transformers, APipeForgeTrainedLlamaLoadsInTransformers) {
-  if (hf_python().empty()) GTEST_SKIP() << "no Transformers venv (tools/hf_venv.sh; PIPEFORGE_HF_PYTHON unset)";
-  TempFolder dir("hf_export");
+// Fine-tuned from the Transformers folder, pipelined with split backward over 2 stages (the GPT-2's
+// tied head: its gradient swapped between the first and the last stage), exported, loaded by
+// Transformers: the same logits and loss.
+void trained_by_pipeforge_loads_in_transformers(const std::string& family) {
+  TempFolder dir("hf_export_" + family);
   const std::string hf = dir.path + "/hf", tokens = dir.path + "/t.bin";
-  ASSERT_EQ(run_shell(python_line("make-llama " + hf + " " + tokens)).exit_code, 0);
-  // Fine-tuned from the Transformers folder, pipelined with split backward over 2 stages.
+  ASSERT_EQ(run_shell(python_line("make-" + family + " " + hf + " " + tokens)).exit_code, 0);
   const nlohmann::json trained =
       run_json("train --quiet --init-from " + hf + " --data tokens:" + tokens +
                " --steps 12 --batch-size 8 --schedule zb-h1 --stages 2 --micro-batches 4 --checkpoint " + dir.path +
                "/ck");
   EXPECT_LT(trained["loss"].get<double>(), trained["first_loss"].get<double>());
-  run_json("export --resume " + dir.path + "/ck --names hf-llama --out " + dir.path + "/out");
+  run_json("export --resume " + dir.path + "/ck --names hf-" + family + " --out " + dir.path + "/out");
   expect_same_as_transformers("--resume " + dir.path + "/ck", dir.path + "/out", tokens, dir.path + "/l.safetensors");
+}
+
+TEST(Transformers, ALlamaMadeByTransformersEvaluatesAlike) {
+  if (hf_python().empty()) GTEST_SKIP() << "no Transformers venv (tools/hf_venv.sh; PIPEFORGE_HF_PYTHON unset)";
+  made_by_transformers_evaluates_alike("llama");
+}
+
+TEST(Transformers, APipeForgeTrainedLlamaLoadsInTransformers) {
+  if (hf_python().empty()) GTEST_SKIP() << "no Transformers venv (tools/hf_venv.sh; PIPEFORGE_HF_PYTHON unset)";
+  trained_by_pipeforge_loads_in_transformers("llama");
+}
+
+TEST(Transformers, AGpt2MadeByTransformersEvaluatesAlike) {
+  if (hf_python().empty()) GTEST_SKIP() << "no Transformers venv (tools/hf_venv.sh; PIPEFORGE_HF_PYTHON unset)";
+  made_by_transformers_evaluates_alike("gpt2");
+}
+
+TEST(Transformers, APipeForgeTrainedGpt2LoadsInTransformers) {
+  if (hf_python().empty()) GTEST_SKIP() << "no Transformers venv (tools/hf_venv.sh; PIPEFORGE_HF_PYTHON unset)";
+  trained_by_pipeforge_loads_in_transformers("gpt2");
 }
 
 }  // namespace

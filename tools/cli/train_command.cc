@@ -88,6 +88,7 @@ void check_args(const TrainArgs& a) {
     }
   }
   if (a.kv_heads > 0 && a.model != "llama") usage_error("--kv-heads applies to --model llama only");
+  if (a.tie_embeddings && a.model == "mlp") usage_error("--tie-embeddings applies to --model gpt or llama only");
   if (a.model == "llama" && a.kv_heads > 0 && a.heads % a.kv_heads != 0)
     usage_error("--heads " + std::to_string(a.heads) + " is not divisible by --kv-heads " + std::to_string(a.kv_heads));
   if (a.model == "llama" && (a.d_model / a.heads) % 2 != 0)
@@ -106,7 +107,7 @@ void check_args(const TrainArgs& a) {
     usage_error("--lr-schedule " + a.lr_schedule + " with --resume needs --decay-steps: its default (--steps minus "
                 "--warmup-steps) would count this run's steps only, and the resumed rates would differ");
   if (!a.model_json.empty() || !a.model_file.empty() || !a.init_from.empty()) {
-    if (a.layers >= 0 || a.hidden >= 0 || a.vocab > 0 || a.kv_heads > 0)
+    if (a.layers >= 0 || a.hidden >= 0 || a.vocab > 0 || a.kv_heads > 0 || a.tie_embeddings)
       usage_error("--layers, --hidden, --kv-heads and --vocab describe the built-in models; the model file (or the "
                   "--init-from folder's config.json) describes its own");
   }

@@ -42,6 +42,7 @@ struct TrainArgs {
   int64_t d_model = 64;
   int64_t heads = 4;
   int64_t kv_heads = -1;          // Llama: key/value heads (grouped-query attention); -1: --heads
+  bool tie_embeddings = false;    // GPT, Llama: the head tied to the token embedding, no bias
   int64_t seq_len = 64;
   int64_t vocab = -1;             // GPT: the text's distinct bytes, or the token file's vocabulary (needed)
   int64_t hidden = -1;            // GPT: MLP width of a block (default 4 * d_model); MLP: hidden width (64)

@@ -98,6 +98,7 @@ const std::vector<Field>& fields() {
       {"model.layers", "--layers", Type::kInteger, [](const TrainArgs& a) { return or_null(a.layers < 0, a.layers); }},
       {"model.d_model", "--d-model", Type::kInteger, [](const TrainArgs& a) { return json(a.d_model); }},
       {"model.heads", "--heads", Type::kInteger, [](const TrainArgs& a) { return json(a.heads); }},
+      {"model.tie_embeddings", "--tie-embeddings", Type::kBool, [](const TrainArgs& a) { return json(a.tie_embeddings); }},
       {"model.kv_heads", "--kv-heads", Type::kInteger, [](const TrainArgs& a) { return or_null(a.kv_heads < 0, a.kv_heads); }},
       {"model.seq_len", "--seq-len", Type::kInteger, [](const TrainArgs& a) { return json(a.seq_len); }},
       {"model.vocab", "--vocab", Type::kInteger, [](const TrainArgs& a) { return or_null(a.vocab < 0, a.vocab); }},

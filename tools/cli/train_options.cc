@@ -36,6 +36,8 @@ void add_model_options(CLI::App* cmd, TrainArgs& a) {
   cmd->add_option("--kv-heads", a.kv_heads,
                   "Llama: key/value heads, dividing --heads (grouped-query attention; default: --heads)")
       ->check(CLI::Range(int64_t{1}, int64_t{1024}));
+  cmd->add_flag("--tie-embeddings", a.tie_embeddings,
+                "GPT, Llama: the head is the token embedding (one matrix, no head bias; GPT-2's form)");
   cmd->add_option("--seq-len", a.seq_len, "GPT, Llama: tokens per row")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
@@ -266,7 +268,7 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
 
 const std::vector<std::pair<std::string, std::vector<std::string>>>& train_option_groups() {
   static const std::vector<std::pair<std::string, std::vector<std::string>>> groups = {
-      {"Model and data", {"--model", "--model-file", "--init-from", "--layers", "--d-model", "--heads", "--kv-heads", "--seq-len", "--vocab", "--hidden",
+      {"Model and data", {"--model", "--model-file", "--init-from", "--layers", "--d-model", "--heads", "--kv-heads", "--tie-embeddings", "--seq-len", "--vocab", "--hidden",
                           "--features", "--classes", "--data", "--held-out"}},
       {"Training", {"--steps", "--batch-size", "--microbatches", "--seed", "--optimizer", "--lr", "--momentum",
                     "--weight-decay", "--clip-norm", "--lr-schedule", "--warmup-steps", "--decay-steps", "--min-lr",

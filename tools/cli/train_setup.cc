@@ -149,6 +149,7 @@ std::shared_ptr<Model> token_model(const TrainArgs& a, int64_t vocab, nlohmann::
   const int64_t layers = a.layers < 0 ? default_layers(a) : a.layers;
   *description = {{"vocab", vocab}, {"seq_len", a.seq_len}, {"d_model", a.d_model}, {"heads", a.heads}, {"layers", layers}};
   (*description)["mlp_hidden"] = a.hidden < 0 ? 0 : a.hidden;
+  if (a.tie_embeddings) (*description)["tie_embeddings"] = true;
   if (a.model == "llama") {
     LlamaConfig config;
     config.vocab = vocab;
@@ -158,6 +159,7 @@ std::shared_ptr<Model> token_model(const TrainArgs& a, int64_t vocab, nlohmann::
     config.kv_heads = a.kv_heads < 0 ? a.heads : a.kv_heads;
     config.layers = layers;
     config.mlp_hidden = a.hidden < 0 ? 0 : a.hidden;
+    config.tie_embeddings = a.tie_embeddings;
     (*description)["kv_heads"] = config.kv_heads;
     return build_llama(config);
   }
@@ -168,6 +170,7 @@ std::shared_ptr<Model> token_model(const TrainArgs& a, int64_t vocab, nlohmann::
   config.heads = a.heads;
   config.layers = layers;
   config.mlp_hidden = a.hidden < 0 ? 0 : a.hidden;
+  config.tie_embeddings = a.tie_embeddings;
   return build_gpt(config);
 }
 
