@@ -88,6 +88,19 @@ void check_llama(const LlamaConfig& c) {
                c.norm_eps);
 }
 
+// The fields the GPT and Llama presets share.
+template <typename Config>
+void read_token_model_fields(const JsonObject& obj, Config* c) {
+  constexpr int64_t kDim = limits::kMaxDimension;
+  c->vocab = obj.get_int_in("vocab", c->vocab, 1, kDim);
+  c->seq_len = obj.get_int_in("seq_len", c->seq_len, 1, kDim);
+  c->d_model = obj.get_int_in("d_model", c->d_model, 1, kDim);
+  c->heads = obj.get_int_in("heads", c->heads, 1, kDim);
+  c->layers = obj.get_int_in("layers", c->layers, 0, kMaxGptBlocks);
+  c->mlp_hidden = obj.get_int_in("mlp_hidden", c->mlp_hidden, 0, kDim);
+  c->tie_embeddings = obj.get_bool("tie_embeddings", false);
+}
+
 std::unique_ptr<Model> build_preset(const JsonObject& obj, const std::string& preset) {
   constexpr int64_t kDim = limits::kMaxDimension;
   if (preset == "mlp") {
@@ -101,28 +114,16 @@ std::unique_ptr<Model> build_preset(const JsonObject& obj, const std::string& pr
   }
   if (preset == "gpt") {
     GptConfig c;
-    c.vocab = obj.get_int_in("vocab", c.vocab, 1, kDim);
-    c.seq_len = obj.get_int_in("seq_len", c.seq_len, 1, kDim);
-    c.d_model = obj.get_int_in("d_model", c.d_model, 1, kDim);
-    c.heads = obj.get_int_in("heads", c.heads, 1, kDim);
-    c.layers = obj.get_int_in("layers", c.layers, 0, kMaxGptBlocks);
-    c.mlp_hidden = obj.get_int_in("mlp_hidden", c.mlp_hidden, 0, kDim);
-    c.tie_embeddings = obj.get_bool("tie_embeddings", false);
+    read_token_model_fields(obj, &c);
     obj.reject_unknown({"preset", "format", "local_head"});
     return build_gpt(c);
   }
   if (preset == "llama") {
     LlamaConfig c;
-    c.vocab = obj.get_int_in("vocab", c.vocab, 1, kDim);
-    c.seq_len = obj.get_int_in("seq_len", c.seq_len, 1, kDim);
-    c.d_model = obj.get_int_in("d_model", c.d_model, 1, kDim);
-    c.heads = obj.get_int_in("heads", c.heads, 1, kDim);
+    read_token_model_fields(obj, &c);
     c.kv_heads = obj.get_int_in("kv_heads", c.heads, 1, kDim);
-    c.layers = obj.get_int_in("layers", c.layers, 0, kMaxGptBlocks);
-    c.mlp_hidden = obj.get_int_in("mlp_hidden", c.mlp_hidden, 0, kDim);
     c.rope_theta = positive_float(obj, "rope_theta", c.rope_theta);
     c.norm_eps = positive_float(obj, "norm_eps", c.norm_eps);
-    c.tie_embeddings = obj.get_bool("tie_embeddings", false);
     obj.reject_unknown({"preset", "format", "local_head"});
     return build_llama(c);
   }

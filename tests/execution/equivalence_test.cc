@@ -15,27 +15,10 @@ namespace {
 
 using testing::data_for;
 
-enum class ModelKind { kMlp, kGpt, kLlama, kTiedGpt };
+using testing::ModelKind;
+using testing::kind_name;
 
-std::shared_ptr<Model> make_model(ModelKind kind) {
-  switch (kind) {
-    case ModelKind::kMlp: return testing::tiny_mlp();
-    case ModelKind::kGpt: return testing::tiny_gpt();
-    case ModelKind::kLlama: return testing::tiny_llama();
-    case ModelKind::kTiedGpt: return testing::tiny_gpt(5, 0, true);
-  }
-  return nullptr;
-}
-
-const char* kind_name(ModelKind kind) {
-  switch (kind) {
-    case ModelKind::kMlp: return "mlp";
-    case ModelKind::kGpt: return "gpt";
-    case ModelKind::kLlama: return "llama";
-    case ModelKind::kTiedGpt: return "tied_gpt";
-  }
-  return "";
-}
+std::shared_ptr<Model> make_model(ModelKind kind) { return testing::model_of(kind); }
 
 TrainerOptions base_options(int m, int variant) {
   TrainerOptions o;

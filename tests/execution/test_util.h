@@ -59,6 +59,27 @@ inline std::shared_ptr<Model> tiny_llama(int blocks = 5) {
   return build_llama(c);
 }
 
+// The models the equivalence tests run every schedule on.
+enum class ModelKind { kMlp, kGpt, kLlama, kTiedGpt };
+inline std::shared_ptr<Model> model_of(ModelKind kind) {
+  switch (kind) {
+    case ModelKind::kMlp: return tiny_mlp();
+    case ModelKind::kGpt: return tiny_gpt();
+    case ModelKind::kLlama: return tiny_llama();
+    case ModelKind::kTiedGpt: return tiny_gpt(5, 0, true);
+  }
+  return nullptr;
+}
+inline const char* kind_name(ModelKind kind) {
+  switch (kind) {
+    case ModelKind::kMlp: return "mlp";
+    case ModelKind::kGpt: return "gpt";
+    case ModelKind::kLlama: return "llama";
+    case ModelKind::kTiedGpt: return "tied_gpt";
+  }
+  return "";
+}
+
 inline const std::string& corpus() {
   static const std::string text = [] {
     std::string t;

@@ -32,17 +32,9 @@ namespace {
 
 using testing::data_for;
 
-enum class ModelKind { kMlp, kGpt, kLlama, kTiedGpt };
+using testing::ModelKind;
 
-std::shared_ptr<Model> make_model(ModelKind kind) {
-  switch (kind) {
-    case ModelKind::kMlp: return testing::tiny_mlp();
-    case ModelKind::kGpt: return testing::tiny_gpt();
-    case ModelKind::kLlama: return testing::tiny_llama();
-    case ModelKind::kTiedGpt: return testing::tiny_gpt(5, 0, true);
-  }
-  return nullptr;
-}
+std::shared_ptr<Model> make_model(ModelKind kind) { return testing::model_of(kind); }
 
 // The processes of the launch in groups of p (ranks r / p): each group trains on its own.
 std::shared_ptr<comm::World> group_of(int p) {
@@ -162,7 +154,7 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(ModelKind::kMlp, ModelKind::kGpt)),
     [](const ::testing::TestParamInfo<std::tuple<Case, ModelKind>>& info) {
       return testing::test_name(std::get<0>(info.param).schedule,
-                                std::get<1>(info.param) == ModelKind::kMlp ? "mlp" : "gpt");
+                                testing::kind_name(std::get<1>(info.param)));
     });
 
 // The Llama (grouped-query attention, rotary positions, SwiGLU, RMSNorm) and the GPT with its head

@@ -106,13 +106,7 @@ int run_eval(const EvalArgs& a) {
                    windows->windows(), " windows x ", seq_len, " positions x ", in.classes,
                    " logits would take more than the limit of 1 GiB; evaluate a shorter file");
     }
-    TrainingConfig config;
-    config.base.seed = a.model.seed;
-    TrainerInputs inputs;
-    inputs.names = cli_option_name;
-    trainer = make_trainer(model, config, inputs);
-    if (!checkpoint.empty()) load_trainer_checkpoint(*trainer, checkpoint);
-    if (!a.model.init_from.empty()) load_hf_weights(*model, trainer->local_parameters(), a.model.init_from);
+    trainer = trainer_with_weights(model, a.model.seed, checkpoint, a.model.init_from);
   } catch (const Error& e) {
     if (e.code() != ErrorCode::kInvalidArgument && e.code() != ErrorCode::kNotFound &&
         e.code() != ErrorCode::kDataLoss)

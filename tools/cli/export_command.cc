@@ -48,13 +48,7 @@ int run_export(const ExportArgs& a) {
     PF_CHECK_ARG(a.model.init_from.empty() || a.resume.empty(), "--init-from and --resume both give the weights; give one");
     if (!a.resume.empty()) checkpoint = resolve_checkpoint(a.resume);
     std::shared_ptr<Model> model = model_with_weights_of(a.model, checkpoint, a.model_given, "--resume " + a.resume);
-    TrainingConfig config;
-    config.base.seed = a.model.seed;
-    TrainerInputs inputs;
-    inputs.names = cli_option_name;
-    trainer = make_trainer(model, config, inputs);
-    if (!checkpoint.empty()) load_trainer_checkpoint(*trainer, checkpoint);
-    if (!a.model.init_from.empty()) load_hf_weights(*model, trainer->local_parameters(), a.model.init_from);
+    trainer = trainer_with_weights(model, a.model.seed, checkpoint, a.model.init_from);
     tensors = hf_tensor_map(*model, family).size();
     export_hf_folder(*model, family, a.out);
   } catch (const Error& e) {

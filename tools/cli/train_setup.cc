@@ -12,9 +12,11 @@
 #include "runtime/data/token_file.h"
 #include "runtime/interop/hf_models.h"
 #include "runtime/models/builders.h"
+#include "runtime/run/make_trainer.h"
 #include "runtime/run/training_config.h"
 #include "runtime/schedules/schedule_request.h"
 #include "runtime/schedules/text_format.h"
+#include "tools/cli/train_config_of.h"
 
 namespace pf::cli {
 
@@ -233,6 +235,18 @@ std::shared_ptr<Model> model_with_weights_of(const TrainArgs& a, const std::stri
   t.micro_batches = 1;
   t.eval_every = 0;
   return make_setup(t).model;
+}
+
+std::unique_ptr<Trainer> trainer_with_weights(std::shared_ptr<Model> model, uint64_t seed,
+                                              const std::string& checkpoint, const std::string& init_from) {
+  TrainingConfig config;
+  config.base.seed = seed;
+  TrainerInputs inputs;
+  inputs.names = cli_option_name;
+  std::unique_ptr<Trainer> trainer = make_trainer(model, config, inputs);
+  if (!checkpoint.empty()) load_trainer_checkpoint(*trainer, checkpoint);
+  if (!init_from.empty()) load_hf_weights(*model, trainer->local_parameters(), init_from);
+  return trainer;
 }
 
 // "gpt model", "the model of m.json".

@@ -13,6 +13,7 @@
 #include "runtime/planner/model_profile.h"
 #include "runtime/train/batch.h"
 #include "runtime/train/lr_schedule.h"
+#include "runtime/train/trainer.h"
 #include "tools/cli/data_option.h"
 #include "tools/cli/train_command.h"
 
@@ -43,6 +44,11 @@ Setup make_setup(const TrainArgs& a);
 // options describe. `option` names the checkpoint in errors ("--resume ck").
 std::shared_ptr<Model> model_with_weights_of(const TrainArgs& a, const std::string& checkpoint, bool model_given,
                                              const std::string& option);
+// A sequential trainer of `model` for reading weights (eval, export): initialised from `seed`, then
+// the weights of `checkpoint` (a resolved path, or "") and of the Transformers folder `init_from`
+// (or "") loaded.
+std::unique_ptr<Trainer> trainer_with_weights(std::shared_ptr<Model> model, uint64_t seed,
+                                              const std::string& checkpoint, const std::string& init_from);
 // "gpt model", "the model of m.json".
 std::string model_name(const TrainArgs& a);
 LrSchedule lr_schedule(const TrainArgs& a);
