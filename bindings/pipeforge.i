@@ -32,6 +32,7 @@
 
 // Factories hand a new object to the language, which owns (and destroys) it.
 %newobject pipeforge::Model::from_json;
+%newobject pipeforge::Model::from_hf;
 %newobject pipeforge::Model::mlp;
 %newobject pipeforge::Model::gpt;
 %newobject pipeforge::Trainer::create;

@@ -376,6 +376,12 @@ class Model {
     pf_model* m = nullptr;
     return detail::ok(pf_model_create_from_json(json.c_str(), &m), status) ? new Model(m) : nullptr;
   }
+  // Since 0.17: the model of a Hugging Face Transformers folder's config.json (a Llama or a
+  // GPT-2); its weights go in with Trainer::load_hf_weights.
+  static Model* from_hf(const std::string& dir, Status* status) {
+    pf_model* m = nullptr;
+    return detail::ok(pf_model_create_from_hf(dir.c_str(), &m), status) ? new Model(m) : nullptr;
+  }
   static Model* mlp(const MlpConfig& config, Status* status) {
     pf_mlp_config c;
     pf_mlp_config_init(&c);
@@ -665,21 +671,23 @@ class StepCallback {
 };
 
 // A built-in data source (pf_builtin_data_options): kind "char_text" (a text file or folder; ""
-// = the licence texts), "synthetic" or "csv" (path required).
+// = the licence texts), "synthetic", "csv" (path required) or, since 0.17, "token_file" (path and
+// vocab required: a nanoGPT or llm.c token file).
 struct DataOptions {
   std::string kind = "char_text";
   int64_t rows = 8;
   int64_t seed = 0;
   std::string path;
-  int64_t seq_len = 64;            // char_text
-  double held_out_fraction = 0;    // char_text, csv: the share held out
+  int64_t seq_len = 64;            // char_text, token_file
+  double held_out_fraction = 0;    // char_text, token_file, csv: the share held out
   bool held_out = false;           // serve the held-out split
   float feature_scale = 1.0f;      // csv
   int64_t features = 32, classes = 10;  // synthetic
+  int64_t vocab = 0;               // token_file: the vocabulary (tokens >= vocab are refused)
 };
 
-// What a model for a built-in data source needs: char_text: vocab_size and seq_len; synthetic and
-// csv: features and classes.
+// What a model for a built-in data source needs: char_text and token_file: vocab_size and seq_len;
+// synthetic and csv: features and classes.
 struct DataInfo {
   int64_t vocab_size = 0, seq_len = 0, features = 0, classes = 0;
 };
@@ -806,9 +814,12 @@ inline bool create_builtin_loader(const DataOptions& options, pf_data_loader* ou
     o.kind = PF_DATA_SYNTHETIC;
   } else if (options.kind == "csv") {
     o.kind = PF_DATA_CSV;
+  } else if (options.kind == "token_file") {
+    o.kind = PF_DATA_TOKEN_FILE;
   } else {
     report(status, PF_INVALID_ARGUMENT,
-           "data kind is '" + options.kind + "' (expected \"char_text\", \"synthetic\" or \"csv\")");
+           "data kind is '" + options.kind +
+               "' (expected \"char_text\", \"synthetic\", \"csv\" or \"token_file\")");
     return false;
   }
   o.rows = options.rows;
@@ -820,20 +831,22 @@ inline bool create_builtin_loader(const DataOptions& options, pf_data_loader* ou
   o.feature_scale = options.feature_scale;
   o.features = options.features;
   o.classes = options.classes;
+  o.vocab = options.vocab;
   return ok(pf_data_loader_create_builtin(&o, out, info), status);
 }
 
 }  // namespace detail
 #endif  // SWIG
 
-// What a model for the built-in data source `options` needs (reads the text or CSV once).
+// What a model for the built-in data source `options` needs (reads the text or CSV once; maps the
+// token file).
 inline DataInfo builtin_data_info(const DataOptions& options, Status* status) {
   DataInfo info;
   pf_data_loader loader;
   int64_t needs[2] = {0, 0};
   if (!detail::create_builtin_loader(options, &loader, needs, status)) return info;
   loader.destroy(loader.user_data);
-  if (options.kind == "char_text") {
+  if (options.kind == "char_text" || options.kind == "token_file") {
     info.vocab_size = needs[0];
     info.seq_len = needs[1];
   } else {
@@ -1140,6 +1153,16 @@ class Trainer {
   }
   void load_checkpoint(const std::string& path, Status* status) {
     handle_.call(status, pf_trainer_load_checkpoint, path.c_str());
+  }
+  // Since 0.17: Hugging Face Transformers folders. Loads the weights of `dir` into the parameters
+  // this process holds (all checked first: a mismatch changes nothing).
+  void load_hf_weights(const std::string& dir, Status* status) {
+    handle_.call(status, pf_trainer_load_hf_weights, dir.c_str());
+  }
+  // Writes config.json and model.safetensors of the model and its current weights to `dir` with
+  // the names of family `names` ("hf-llama" or "hf-gpt2"); this process must hold every parameter.
+  void export_hf(const std::string& dir, const std::string& names, Status* status) const {
+    handle_.call(status, pf_trainer_export_hf, names.c_str(), dir.c_str());
   }
 
   // This process's rank in the launch and the launch's size (0 and 1 when the ranks are threads).

@@ -1,4 +1,5 @@
-// pf_model_*: models from JSON and from the MLP / GPT presets, and what a caller can ask of them.
+// pf_model_*: models from JSON, from the MLP / GPT presets and from a Transformers folder's
+// config.json, and what a caller can ask of them.
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -6,6 +7,7 @@
 #include "c_api/guard.h"
 #include "c_api/handles.h"
 #include "c_api/struct_io.h"
+#include "runtime/interop/hf_models.h"
 #include "runtime/models/builders.h"
 
 namespace {
@@ -61,6 +63,14 @@ pf_status* pf_model_create_from_json(const char* json, pf_model** out) {
     const std::string text = pf::capi::require_string(json, "json", /*allow_empty=*/true);
     require(out, "out");
     *out = wrap(pf::build_model_from_json_text(text));
+  });
+}
+
+pf_status* pf_model_create_from_hf(const char* dir, pf_model** out) {
+  return guard(__func__, [&] {
+    const std::string folder = pf::capi::require_string(dir, "dir");
+    require(out, "out");
+    *out = wrap(pf::build_model_from_json(pf::model_json_from_hf_folder(folder)));
   });
 }
 

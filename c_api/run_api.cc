@@ -20,6 +20,7 @@
 #include "runtime/data/char_text_dataset.h"
 #include "runtime/data/csv_classification.h"
 #include "runtime/data/synthetic_classification.h"
+#include "runtime/data/token_file.h"
 #include "runtime/execution/partition.h"
 #include "runtime/run/training_loop.h"
 #include "runtime/tensor/memory_tracker.h"
@@ -32,9 +33,9 @@ using pf::capi::require;
 constexpr size_t kEvalResultV1Size = sizeof(pf_eval_result);
 constexpr size_t kRunOptionsV1Size = 56;  // 0.5's: without on_step (0.12)
 constexpr size_t kRunResultV1Size = 72;  // 0.5's: without stopped (0.12)
-constexpr size_t kBuiltinDataOptionsV1Size = sizeof(pf_builtin_data_options);
+constexpr size_t kBuiltinDataOptionsV1Size = 72;  // 0.5's: without vocab (0.17)
 static_assert(kEvalResultV1Size == 48 && sizeof(pf_run_options) == 72 && sizeof(pf_run_result) == 88 &&
-                  kBuiltinDataOptionsV1Size == 72 && sizeof(pf_step_report) == 56,
+                  sizeof(pf_builtin_data_options) == 80 && sizeof(pf_step_report) == 56,
               "a struct layout changed");
 
 pf_run_options default_run_options() {
@@ -132,6 +133,17 @@ void check_batch_size(int64_t rows, int64_t width, const char* width_name) {
                " bytes allows (a quarter of the memory this process may use)");
 }
 
+// The options every windowed token source (char text, token file) takes alike.
+template <typename WindowOptions>
+void copy_window_options(const pf_builtin_data_options& o, WindowOptions* c) {
+  check_batch_size(o.rows, o.seq_len, "options->seq_len");
+  c->rows = o.rows;
+  c->seq_len = o.seq_len;
+  c->seed = o.seed;
+  c->held_out_fraction = o.held_out_fraction;
+  c->split = o.held_out == 1 ? pf::DataSplit::kHeldOut : pf::DataSplit::kTrain;
+}
+
 // The source the options ask for, and what a model for it needs (info).
 
 std::unique_ptr<pf::DataSource> make_source(const pf_builtin_data_options& o, int64_t info[2]) {
@@ -147,16 +159,23 @@ std::unique_ptr<pf::DataSource> make_source(const pf_builtin_data_options& o, in
         c.files = std::filesystem::is_directory(path, error) ? pf::CharTextDataset::text_files_in(path)
                                                              : std::vector<std::string>{path};
       }
-      check_batch_size(o.rows, o.seq_len, "options->seq_len");
-      c.rows = o.rows;
-      c.seq_len = o.seq_len;
-      c.seed = o.seed;
-      c.held_out_fraction = o.held_out_fraction;
-      c.split = o.held_out == 1 ? pf::CharTextOptions::Split::kHeldOut : pf::CharTextOptions::Split::kTrain;
+      copy_window_options(o, &c);
       auto text = std::make_unique<pf::CharTextDataset>(c);
       info[0] = text->vocab_size();
       info[1] = c.seq_len;
       return text;
+    }
+    case PF_DATA_TOKEN_FILE: {
+      PF_CHECK_ARG(o.vocab >= 1 && o.vocab <= pf::limits::kMaxDimension, "options->vocab is ", o.vocab,
+                   ": a token file needs its vocabulary, 1 to ", pf::limits::kMaxDimension,
+                   " (e.g. 50257 for GPT-2's tokenizer)");
+      pf::TokenFileOptions c;
+      copy_window_options(o, &c);
+      c.file = pf::capi::require_string(o.path, "options->path");
+      c.vocab = o.vocab;
+      info[0] = c.vocab;
+      info[1] = c.seq_len;
+      return std::make_unique<pf::TokenFileDataset>(c);
     }
     case PF_DATA_SYNTHETIC: {
       check_batch_size(o.rows, o.features, "options->features");
@@ -188,7 +207,8 @@ std::unique_ptr<pf::DataSource> make_source(const pf_builtin_data_options& o, in
     }
     default:
       pf::fail(pf::ErrorCode::kInvalidArgument, "options->kind is ", o.kind,
-               ", not a pf_builtin_data_kind (PF_DATA_CHAR_TEXT, PF_DATA_SYNTHETIC or PF_DATA_CSV)");
+               ", not a pf_builtin_data_kind (PF_DATA_CHAR_TEXT, PF_DATA_SYNTHETIC, PF_DATA_CSV or "
+               "PF_DATA_TOKEN_FILE)");
   }
 }
 

@@ -1,6 +1,8 @@
 // pf_trainer_* on a trainer's parameters and checkpoints: read and write a parameter (with one
-// process per rank, in the process that holds it), its shape, the collective checksum, and
-// checkpoints (with one process per rank a folder of shards, written by every process).
+// process per rank, in the process that holds it), its shape, the collective checksum,
+// checkpoints (with one process per rank a folder of shards, written by every process), and
+// (since 0.17) the weights of Transformers folders, loaded into the parameters this process holds
+// or exported from a process that holds them all.
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -13,6 +15,7 @@
 #include "c_api/struct_io.h"
 #include "runtime/checkpoint/parameter_checksum.h"
 #include "runtime/checkpoint/sharded_checkpoint.h"
+#include "runtime/interop/hf_models.h"
 #include "runtime/run/checkpoint_series.h"
 #include "runtime/schedules/timeline.h"
 #include "runtime/tensor/allocator.h"
@@ -129,6 +132,25 @@ pf_status* pf_trainer_load_checkpoint(pf_trainer* trainer, const char* path) {
     const std::string file = pf::capi::require_string(path, "path");
     // A folder of periodic checkpoints (pf_trainer_run's checkpoint_dir) means its newest.
     pf::load_trainer_checkpoint(*trainer->trainer, pf::resolve_checkpoint(file));
+  });
+}
+
+pf_status* pf_trainer_load_hf_weights(pf_trainer* trainer, const char* dir) {
+  return guard(__func__, [&] {
+    require(trainer, "trainer");
+    const std::string folder = pf::capi::require_string(dir, "dir");
+    pf::load_hf_weights(trainer->trainer->model(), trainer->trainer->local_parameters(), folder);
+  });
+}
+
+pf_status* pf_trainer_export_hf(pf_trainer* trainer, const char* names, const char* dir) {
+  return guard(__func__, [&] {
+    require(trainer, "trainer");
+    const pf::HfFamily family = pf::parse_hf_family(pf::capi::require_string(names, "names"), "names");
+    const std::string folder = pf::capi::require_string(dir, "dir");
+    // With one process per rank a process holds only its stages' parameters: export_hf_folder
+    // refuses a parameter this process does not hold (kFailedPrecondition).
+    pf::export_hf_folder(trainer->trainer->model(), family, folder);
   });
 }
 

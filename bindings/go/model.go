@@ -48,6 +48,14 @@ func ModelFromJSON(json string) (*Model, error) {
 	return newModel(func(s core.Status) core.Model { return core.ModelFromJson(json, s) })
 }
 
+// ModelFromHF builds the model of a Hugging Face Transformers folder's config.json (a Llama or a
+// GPT-2; since 0.17). Its weights are the folder's once Trainer.LoadHFWeights(dir) has loaded them. What PipeForge
+// does not compute the same way is an InvalidArgument error naming the field; a missing config.json
+// is NotFound.
+func ModelFromHF(dir string) (*Model, error) {
+	return newModel(func(s core.Status) core.Model { return core.ModelFromHf(dir, s) })
+}
+
 // NewMLP builds an MLP classifier.
 func NewMLP(cfg MLPConfig) (*Model, error) {
 	c := core.NewMlpConfig()

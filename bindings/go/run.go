@@ -114,9 +114,11 @@ type RunResult struct {
 
 // DataOptions describe a data source the runtime ships: Kind "char_text" (Path: a text file or a
 // folder of them, "" = the licence texts in /usr/share/common-licenses; windows of SeqLen + 1
-// characters), "synthetic" (Features, Classes) or "csv" (Path required; FeatureScale). HeldOut
-// serves the held-out split (char_text and csv: the last HeldOutFraction). Zero fields take the
-// defaults: 8 rows, 64 tokens, 32 features, 10 classes, feature scale 1.
+// characters), "synthetic" (Features, Classes), "csv" (Path required; FeatureScale) or, since 0.17,
+// "token_file" (Path and Vocab required: a nanoGPT or llm.c token file, served in the windows of
+// char_text; a token >= Vocab fails the step that reads it). HeldOut serves the held-out split
+// (char_text, token_file and csv: the last HeldOutFraction). Zero fields take the defaults: 8 rows,
+// 64 tokens, 32 features, 10 classes, feature scale 1.
 type DataOptions struct {
 	Kind              string
 	Rows              int64
@@ -127,10 +129,11 @@ type DataOptions struct {
 	HeldOut           bool
 	FeatureScale      float32
 	Features, Classes int64
+	Vocab             int64
 }
 
-// DataInfo is what a model for a built-in data source needs: VocabSize and SeqLen for char_text,
-// Features and Classes otherwise.
+// DataInfo is what a model for a built-in data source needs: VocabSize and SeqLen for char_text
+// and token_file, Features and Classes otherwise.
 type DataInfo struct {
 	VocabSize, SeqLen, Features, Classes int64
 }
@@ -142,7 +145,7 @@ func (o DataOptions) toCore() core.DataOptions {
 		v   int64
 		set func(int64)
 	}{{o.Rows, c.SetRows}, {o.Seed, c.SetSeed}, {o.SeqLen, c.SetSeqLen}, {o.Features, c.SetFeatures},
-		{o.Classes, c.SetClasses}} {
+		{o.Classes, c.SetClasses}, {o.Vocab, c.SetVocab}} {
 		if f.v != 0 {
 			f.set(f.v)
 		}

@@ -347,6 +347,29 @@ func (t *Trainer) LoadCheckpoint(path string) error {
 	return call(func(s core.Status) { t.t.LoadCheckpoint(path, s) })
 }
 
+// LoadHFWeights loads the weights of a Hugging Face Transformers folder (model.safetensors or its
+// shards) into the parameters this process holds (since 0.17). Everything is checked first: a
+// missing, extra or misshapen tensor is an InvalidArgument error naming it and changes nothing.
+func (t *Trainer) LoadHFWeights(dir string) error {
+	defer runtime.KeepAlive(t)
+	if t == nil || t.t == nil {
+		return errClosed("trainer")
+	}
+	return call(func(s core.Status) { t.t.LoadHfWeights(dir, s) })
+}
+
+// ExportHF writes the model and its current weights as a Transformers folder (config.json,
+// model.safetensors) that from_pretrained(dir) loads, with the names of family names: "hf-llama"
+// (LlamaForCausalLM) or "hf-gpt2" (GPT2LMHeadModel, for a GPT with tie_embeddings); since 0.17.
+// This process must hold every parameter (FailedPrecondition with one process per pipeline rank).
+func (t *Trainer) ExportHF(dir, names string) error {
+	defer runtime.KeepAlive(t)
+	if t == nil || t.t == nil {
+		return errClosed("trainer")
+	}
+	return call(func(s core.Status) { t.t.ExportHf(dir, names, s) })
+}
+
 // Process returns this process's rank in the mpirun launch and the launch's number of processes,
 // for a trainer with one process per rank; 0 and 1 when the ranks are threads.
 func (t *Trainer) Process() (rank, size int, err error) {

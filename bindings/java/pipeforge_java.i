@@ -277,6 +277,15 @@ PF_JAVA_ARRAY((int32_t* out, size_t count), jint, int[], int[], jintArray, Int, 
   }
 
   /**
+   * Writes the model and its current weights as a Hugging Face Transformers folder ({@code
+   * config.json}, {@code model.safetensors}) with LlamaForCausalLM's names ("hf-llama"); since 0.17.
+   * {@link #loadHfWeights(String)} and {@link Model#fromHf(String)} read it back.
+   */
+  public void exportHf(String dir) {
+    exportHf(dir, "hf-llama");
+  }
+
+  /**
    * Every rank's statistics over the last step of a pipelined trainer, rank 0 first (microseconds
    * from the step start). Throws PipeForgeException (FAILED_PRECONDITION) for the sequential
    * trainer or before the first step.
@@ -316,9 +325,12 @@ PF_JAVA_ARRAY((int32_t* out, size_t count), jint, int[], int[], jintArray, Int, 
 // setAdaptPatience, and the test knobs setSlowRank, setSlowFactor; Trainer.adaptationsJson()
 // lists the moves); the setters return nothing, as SWIG makes them. The
 // training loop: setBuiltinData / setBuiltinEvalData (a DataOptions: "char_text", "synthetic",
-// "csv"; PipeForge.builtinDataInfo says what a model for it needs), setEvalLoader, evaluate(n),
+// "csv", since 0.17 "token_file" with setPath and setVocab; PipeForge.builtinDataInfo says what a
+// model for it needs), setEvalLoader, evaluate(n),
 // run(RunOptions), partition(); Model.partitionBalanced(inputs, targets, stages), since 0.10
-// Model.partitionByParameters(stages). Trainer.process() gives the launch rank
+// Model.partitionByParameters(stages). Hugging Face Transformers folders, since 0.17:
+// Model.fromHf(dir), Trainer.loadHfWeights(dir), Trainer.exportHf(dir[, "hf-llama" | "hf-gpt2"]).
+// Trainer.process() gives the launch rank
 // and size, RankStats.getLocal() whether this process ran the rank; Trainer.drain() finishes the
 // micro-batches an asynchronous or local-learning schedule left in flight (call it before reading
 // the final parameters; a no-op otherwise).

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -60,9 +61,9 @@ class TrainerTest : public ::testing::Test {
 TEST(Version, MatchesHeader) {
   EXPECT_EQ(pf_get_abi_version(), static_cast<uint32_t>(PF_ABI_VERSION));
   EXPECT_STREQ(pf_get_version_string(), PF_VERSION_STRING);
-  EXPECT_STREQ(pf_get_version_string(), "0.16.0");
+  EXPECT_STREQ(pf_get_version_string(), "0.17.0");
   EXPECT_EQ(PF_VERSION_MAJOR, 0);
-  EXPECT_EQ(PF_VERSION_MINOR, 16);
+  EXPECT_EQ(PF_VERSION_MINOR, 17);
   EXPECT_EQ(PF_VERSION_PATCH, 0);
   EXPECT_EQ(PF_ABI_VERSION, 1);
 }
@@ -126,6 +127,15 @@ TEST(ModelFromJson, NullArguments) {
   EXPECT_EQ(model, kModelSentinel);
   EXPECT_PF_ERROR(pf_model_create_from_json("{\"preset\": \"mlp\"}", nullptr), PF_INVALID_ARGUMENT,
                   "argument 'out' is NULL");
+}
+
+TEST(ModelFromHf, NullAndEmptyArguments) {
+  pf_model* model = kModelSentinel;
+  EXPECT_PF_ERROR(pf_model_create_from_hf(nullptr, &model), PF_INVALID_ARGUMENT, "pf_model_create_from_hf",
+                  "argument 'dir' is NULL");
+  EXPECT_PF_ERROR(pf_model_create_from_hf("", &model), PF_INVALID_ARGUMENT, "argument 'dir' is empty");
+  EXPECT_PF_ERROR(pf_model_create_from_hf("/nonexistent", nullptr), PF_INVALID_ARGUMENT, "argument 'out' is NULL");
+  EXPECT_EQ(model, kModelSentinel);
 }
 
 TEST(ModelFromJson, MalformedJson) {
@@ -958,6 +968,27 @@ TEST_F(TrainerTest, CheckpointBadArguments) {
   std::fclose(f);
   const std::string before = pftest::Checksum(trainer_);
   EXPECT_PF_ERROR(pf_trainer_load_checkpoint(trainer_, garbage.c_str()), PF_DATA_LOSS, garbage.c_str());
+  ExpectUnchanged(before);
+}
+
+TEST_F(TrainerTest, HfFolderBadArguments) {
+  EXPECT_PF_ERROR(pf_trainer_load_hf_weights(nullptr, "x"), PF_INVALID_ARGUMENT, "pf_trainer_load_hf_weights",
+                  "argument 'trainer' is NULL");
+  EXPECT_PF_ERROR(pf_trainer_load_hf_weights(trainer_, nullptr), PF_INVALID_ARGUMENT, "argument 'dir' is NULL");
+  EXPECT_PF_ERROR(pf_trainer_load_hf_weights(trainer_, ""), PF_INVALID_ARGUMENT, "argument 'dir' is empty");
+  EXPECT_PF_ERROR(pf_trainer_export_hf(nullptr, "hf-llama", "x"), PF_INVALID_ARGUMENT, "pf_trainer_export_hf",
+                  "argument 'trainer' is NULL");
+  EXPECT_PF_ERROR(pf_trainer_export_hf(trainer_, nullptr, "x"), PF_INVALID_ARGUMENT, "argument 'names' is NULL");
+  EXPECT_PF_ERROR(pf_trainer_export_hf(trainer_, "hf-llama", nullptr), PF_INVALID_ARGUMENT,
+                  "argument 'dir' is NULL");
+  EXPECT_PF_ERROR(pf_trainer_export_hf(trainer_, "hf-llama", ""), PF_INVALID_ARGUMENT, "argument 'dir' is empty");
+  // This trainer's MLP is no Llama: refused before any file is written, the parameters unchanged.
+  const std::string before = pftest::Checksum(trainer_);
+  const std::string dir = TempPath("mlp-as-llama");
+  EXPECT_PF_ERROR(pf_trainer_export_hf(trainer_, "hf-llama", dir.c_str()), PF_INVALID_ARGUMENT, "hf-llama",
+                  "layer 'fc0'");
+  EXPECT_FALSE(std::filesystem::exists(dir + "/config.json"));
+  EXPECT_PF_ERROR(pf_trainer_load_hf_weights(trainer_, dir.c_str()), PF_INVALID_ARGUMENT, "layer 'fc0'");
   ExpectUnchanged(before);
 }
 

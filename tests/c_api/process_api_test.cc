@@ -55,18 +55,6 @@ std::vector<pf_step_result> Train(pf_trainer* trainer, int steps) {
   return results;
 }
 
-std::vector<std::string> ParameterNames(pf_model* model) {
-  size_t n = 0;
-  EXPECT_PF_OK(pf_model_num_parameters(model, &n));
-  std::vector<std::string> names;
-  for (size_t i = 0; i < n; ++i) {
-    const char* name = nullptr;
-    EXPECT_PF_OK(pf_model_parameter_name(model, i, &name));
-    names.push_back(name);
-  }
-  return names;
-}
-
 size_t Count(const pf_trainer* trainer, const std::string& name) {
   int64_t shape[8];
   size_t ndim = 0;
@@ -198,7 +186,7 @@ TEST_F(ProcessApi, ParametersLiveInTheProcessOfTheirStage) {
   ASSERT_NE(t, nullptr);
   Train(t, 1);
   int local = 0, remote = 0;
-  for (const std::string& name : ParameterNames(model)) {
+  for (const std::string& name : pftest::ParameterNames(model)) {
     const size_t n = Count(t, name);
     std::vector<float> expected(n), got(n, -7.0f);
     ASSERT_PF_OK(pf_trainer_get_parameter(reference, name.c_str(), expected.data(), n));

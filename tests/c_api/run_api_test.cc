@@ -1,7 +1,7 @@
 // The training loop through the C API (since 0.5): learning-rate schedules, evaluation, the
 // built-in data loaders, pf_trainer_run with periodic checkpoints and a metrics log, resumed from
-// its checkpoint folder bitwise, the partition, the balanced partitioner and (since 0.10) the split
-// by parameter count.
+// its checkpoint folder bitwise, the partition, the balanced partitioner, (since 0.10) the split
+// by parameter count and (since 0.17) the token-file loader.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,7 +21,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A tiny GPT over the licence texts' characters (the built-in char-text loader).
+// A tiny GPT and its trainer, on the built-in char-text loader (MakeTextRun) or a token file
+// (MakeTokenRun).
 struct TextRun {
   pf_model* model = nullptr;
   pf_trainer* trainer = nullptr;
@@ -358,6 +359,141 @@ TEST(RunApi, PartitionByParametersBalancesParameterCounts) {
 
   pf_trainer_destroy(TrainerWithPartition(model, "1f1b", {two[0], two[1]}));
   pf_model_destroy(model);
+}
+
+// A headerless nanoGPT file of uint16 tokens.
+std::string WriteTokens(const std::string& name, const std::vector<uint16_t>& tokens) {
+  const std::string path = Dir("capi_tokens") + "-" + name + ".bin";
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(tokens.data()), static_cast<std::streamsize>(tokens.size() * 2));
+  return path;
+}
+
+// TextData's windows (2 rows of 16 tokens, a tenth held out) of a token file.
+pf_builtin_data_options TokenData(const char* path, int64_t vocab, int held_out) {
+  pf_builtin_data_options d = TextData(held_out);
+  d.kind = PF_DATA_TOKEN_FILE;
+  d.path = path;
+  d.vocab = vocab;
+  return d;
+}
+
+// What micro-batch `position` of a TokenData loader holds: int32 inputs and targets, 2 x 16 each.
+void Pull(const pf_data_loader& loader, int64_t position, std::vector<int32_t>* inputs,
+          std::vector<int32_t>* targets) {
+  pf_micro_batch batch{};
+  batch.struct_size = sizeof(batch);
+  ASSERT_PF_OK(loader.next(loader.user_data, position, &batch));
+  ASSERT_EQ(batch.inputs.dtype, PF_DTYPE_I32);
+  ASSERT_EQ(batch.inputs.ndim, 2);
+  ASSERT_EQ(batch.inputs.shape[0], 2);
+  ASSERT_EQ(batch.inputs.shape[1], 16);
+  const auto* in = static_cast<const int32_t*>(batch.inputs.data);
+  const auto* tg = static_cast<const int32_t*>(batch.targets.data);
+  inputs->assign(in, in + 32);
+  targets->assign(tg, tg + 32);
+}
+
+// A one-block GPT of `vocab` tokens and 16 positions (micro_batches per step) training on `loader`,
+// which it takes over.
+void MakeTokenRun(TextRun* run, int64_t vocab, int micro_batches, const pf_data_loader& loader) {
+  const std::string json = R"({"preset": "gpt", "seq_len": 16, "d_model": 8, "heads": 2, "layers": 1, "vocab": )" +
+                           std::to_string(vocab) + "}";
+  ASSERT_PF_OK(pf_model_create_from_json(json.c_str(), &run->model));
+  const pf_trainer_options o = pftest::Options(micro_batches);
+  ASSERT_PF_OK(pf_trainer_create(run->model, &o, &run->trainer));
+  ASSERT_PF_OK(pf_trainer_set_data_loader(run->trainer, &loader));
+}
+
+// Since 0.17: PF_DATA_TOKEN_FILE serves windows of seq_len + 1 tokens of the file (token i is i
+// here, so each row must be a run of consecutive values), the training windows in the first 90 %
+// and the held-out ones in the last 10 %; info is the vocabulary and seq_len; a GPT trains on it.
+TEST(RunApi, TheTokenFileLoaderServesWindowsOfTheFile) {
+  std::vector<uint16_t> tokens(200);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint16_t>(i);
+  const std::string path = WriteTokens("counting", tokens);
+  for (int held_out : {0, 1}) {
+    SCOPED_TRACE(held_out ? "held-out" : "training");
+    pf_builtin_data_options d = TokenData(path.c_str(), 200, held_out);
+    pf_data_loader loader{};
+    int64_t info[2] = {0, 0};
+    ASSERT_PF_OK(pf_data_loader_create_builtin(&d, &loader, info));
+    EXPECT_EQ(info[0], 200);
+    EXPECT_EQ(info[1], 16);
+    std::vector<int32_t> first, inputs, targets;
+    for (int64_t position = 0; position < 4; ++position) {
+      Pull(loader, position, &inputs, &targets);
+      for (int r = 0; r < 2; ++r) {
+        const int32_t start = inputs[r * 16];
+        EXPECT_GE(start, held_out ? 180 : 0);
+        EXPECT_LE(start + 16, held_out ? 199 : 179) << "the window's last target is outside the split";
+        for (int t = 0; t < 16; ++t) {
+          EXPECT_EQ(inputs[r * 16 + t], start + t);
+          EXPECT_EQ(targets[r * 16 + t], start + t + 1);
+        }
+      }
+      if (position == 0) first = inputs;
+    }
+    Pull(loader, 0, &inputs, &targets);  // a position served again is the same micro-batch
+    EXPECT_EQ(inputs, first);
+    loader.destroy(loader.user_data);
+  }
+
+  pf_data_loader train{};
+  pf_builtin_data_options d = TokenData(path.c_str(), 200, 0);
+  ASSERT_PF_OK(pf_data_loader_create_builtin(&d, &train, nullptr));
+  TextRun run;
+  MakeTokenRun(&run, 200, 3, train);
+  pf_step_result r;
+  r.struct_size = sizeof(r);
+  ASSERT_PF_OK(pf_trainer_step_from_loader(run.trainer, &r));
+  EXPECT_TRUE(std::isfinite(r.loss));
+  EXPECT_EQ(r.tokens, 3 * 2 * 16);
+}
+
+// The vocabulary is required and checked: a token >= vocab fails its window (naming the file, the
+// token's index and value) and the step that pulls it (PF_CALLBACK_ERROR, the trainer unchanged);
+// a 0.5-size struct, without vocab, is refused for a token file and still serves char text.
+TEST(RunApi, TheTokenFileLoaderRefusesTokensOutsideTheVocabulary) {
+  const std::string path = WriteTokens("fifties", std::vector<uint16_t>(64, 50));
+  pf_data_loader loader{};
+  pf_builtin_data_options d = TokenData(path.c_str(), 50, 0);
+  ASSERT_PF_OK(pf_data_loader_create_builtin(&d, &loader, nullptr));
+  pf_micro_batch batch{};
+  batch.struct_size = sizeof(batch);
+  EXPECT_PF_ERROR(loader.next(loader.user_data, 0, &batch), PF_INVALID_ARGUMENT, path.c_str(),
+                  "is 50, outside the model's vocabulary of 50");
+  {
+    TextRun run;
+    MakeTokenRun(&run, 50, 1, loader);
+    const std::string before = Checksum(run.trainer);
+    EXPECT_PF_ERROR(pf_trainer_step_from_loader(run.trainer, nullptr), PF_CALLBACK_ERROR, path.c_str(),
+                    "INVALID_ARGUMENT");
+    EXPECT_EQ(Checksum(run.trainer), before);
+  }
+
+  d.vocab = 0;
+  EXPECT_PF_ERROR(pf_data_loader_create_builtin(&d, &loader, nullptr), PF_INVALID_ARGUMENT, "options->vocab is 0");
+  d.vocab = -3;
+  EXPECT_PF_ERROR(pf_data_loader_create_builtin(&d, &loader, nullptr), PF_INVALID_ARGUMENT, "options->vocab is -3");
+  d.vocab = 50;
+  d.path = nullptr;
+  EXPECT_PF_ERROR(pf_data_loader_create_builtin(&d, &loader, nullptr), PF_INVALID_ARGUMENT, "options->path");
+  d.path = "/nonexistent/train.bin";
+  EXPECT_PF_ERROR(pf_data_loader_create_builtin(&d, &loader, nullptr), PF_NOT_FOUND, "/nonexistent/train.bin");
+  const std::string odd = WriteTokens("odd", {1, 2, 3});
+  std::filesystem::resize_file(odd, 5);
+  d.path = odd.c_str();
+  EXPECT_PF_ERROR(pf_data_loader_create_builtin(&d, &loader, nullptr), PF_DATA_LOSS, odd.c_str());
+  d.path = path.c_str();
+  d.struct_size = 72;  // a 0.5 caller's struct: vocab is past its end, so it reads as 0
+  EXPECT_PF_ERROR(pf_data_loader_create_builtin(&d, &loader, nullptr), PF_INVALID_ARGUMENT, "options->vocab is 0");
+  d = TextData(0);
+  d.struct_size = 72;
+  int64_t info[2] = {0, 0};
+  ASSERT_PF_OK(pf_data_loader_create_builtin(&d, &loader, info));
+  EXPECT_EQ(info[1], 16);
+  loader.destroy(loader.user_data);
 }
 
 TEST(RunApi, BadOptionsAndMissingLoadersAreNamed) {

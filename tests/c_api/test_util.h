@@ -190,6 +190,19 @@ struct PositionLoader {
   pf_data_loader vtable() { return pf_data_loader{sizeof(pf_data_loader), this, Next, nullptr, nullptr}; }
 };
 
+// The model's parameter names, in model order.
+inline std::vector<std::string> ParameterNames(const pf_model* model) {
+  size_t n = 0;
+  EXPECT_PF_OK(pf_model_num_parameters(model, &n));
+  std::vector<std::string> names;
+  for (size_t i = 0; i < n; ++i) {
+    const char* name = nullptr;
+    EXPECT_PF_OK(pf_model_parameter_name(model, i, &name));
+    names.push_back(name != nullptr ? name : "");
+  }
+  return names;
+}
+
 inline std::string Checksum(const pf_trainer* trainer) {
   char hex[65] = {0};
   pf_status* status = pf_trainer_parameter_checksum(trainer, hex);

@@ -344,6 +344,143 @@ func TestParametersAndCheckpoints(t *testing.T) {
 	m2.Close()
 }
 
+// Hugging Face Transformers folders and token files (C API 0.17).
+const llamaJSON = `{"preset": "llama", "vocab": 20, "seq_len": 8, "d_model": 16, "heads": 4, "kv_heads": 2,
+	"layers": %d, "mlp_hidden": 24}`
+
+// writeTokens writes a nanoGPT token file (uint16 little-endian, no header) of count tokens i % 20.
+func writeTokens(t *testing.T, count int) string {
+	bytes := make([]byte, 2*count)
+	for i := 0; i < count; i++ {
+		bytes[2*i] = byte(i % 20)
+	}
+	path := filepath.Join(t.TempDir(), "train.bin")
+	if err := os.WriteFile(path, bytes, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func tokenData(path string, vocab int64) pipeforge.DataOptions {
+	return pipeforge.DataOptions{Kind: "token_file", Path: path, Vocab: vocab, Rows: 2, SeqLen: 8, Seed: 1}
+}
+
+func TestALlamaTrainedOnATokenFileComesBackFromItsTransformersFolder(t *testing.T) {
+	path := writeTokens(t, 200)
+	if info, err := pipeforge.BuiltinDataInfo(tokenData(path, 20)); err != nil || info.VocabSize != 20 || info.SeqLen != 8 {
+		t.Fatalf("info %+v (%v)", info, err)
+	}
+	model, err := pipeforge.ModelFromJSON(fmt.Sprintf(llamaJSON, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer model.Close()
+	trained, err := pipeforge.NewTrainer(model, pipeforge.TrainerOptions{MicroBatches: 2, Seed: 7, LR: 0.01})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer trained.Close()
+	if err := trained.SetBuiltinData(tokenData(path, 20)); err != nil {
+		t.Fatal(err)
+	}
+	for s := 0; s < 2; s++ {
+		if r, err := trained.StepFromLoader(); err != nil || math.IsNaN(r.Loss) {
+			t.Fatalf("step %d: %+v (%v)", s, r, err)
+		}
+	}
+	hf := filepath.Join(t.TempDir(), "hf")
+	if err := trained.ExportHF(hf, "hf-llama"); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := trained.Checksum()
+	names, _ := model.ParameterNames()
+
+	restored, err := pipeforge.ModelFromHF(hf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer restored.Close()
+	if got, _ := restored.ParameterNames(); !reflect.DeepEqual(got, names) {
+		t.Errorf("parameter names %v, want %v", got, names)
+	}
+	loaded, err := pipeforge.NewTrainer(restored, pipeforge.TrainerOptions{Seed: 99, Schedule: "1f1b", Ranks: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer loaded.Close()
+	if sum, _ := loaded.Checksum(); sum == want {
+		t.Fatalf("a trainer of another seed already had the weights")
+	}
+	if err := loaded.LoadHFWeights(hf); err != nil {
+		t.Fatal(err)
+	}
+	if sum, _ := loaded.Checksum(); sum != want {
+		t.Errorf("checksum after LoadHFWeights %s, want %s", sum, want)
+	}
+	for _, name := range names {
+		a, _ := trained.Parameter(name)
+		b, _ := loaded.Parameter(name)
+		if !reflect.DeepEqual(a.F32, b.F32) {
+			t.Errorf("%s differs after the round trip", name)
+		}
+	}
+}
+
+func TestTransformersFoldersAndTokenFilesThatDoNotFitAreRefused(t *testing.T) {
+	small := filepath.Join(t.TempDir(), "small")
+	oneBlock, err := pipeforge.ModelFromJSON(fmt.Sprintf(llamaJSON, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer oneBlock.Close()
+	exporter, err := pipeforge.NewTrainer(oneBlock, pipeforge.TrainerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exporter.Close()
+	if err := exporter.ExportHF(small, "hf-llama"); err != nil {
+		t.Fatal(err)
+	}
+	if err := exporter.ExportHF(small, "hf-bert"); !errors.Is(err, &pipeforge.Error{Code: pipeforge.InvalidArgument}) ||
+		!strings.Contains(err.Error(), "unknown names 'hf-bert'") {
+		t.Errorf("hf-bert: got %v", err)
+	}
+
+	model, err := pipeforge.ModelFromJSON(fmt.Sprintf(llamaJSON, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer model.Close()
+	tr, err := pipeforge.NewTrainer(model, pipeforge.TrainerOptions{MicroBatches: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	before, _ := tr.Checksum()
+	err = tr.LoadHFWeights(small)
+	if !errors.Is(err, &pipeforge.Error{Code: pipeforge.InvalidArgument}) || !strings.Contains(err.Error(), "model.layers.1.") {
+		t.Errorf("a folder of one block into two: got %v", err)
+	}
+	// Tokens i % 20 against a vocabulary of 5 (every window of 9 holds one >= 5).
+	if err := tr.SetBuiltinData(tokenData(writeTokens(t, 200), 5)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = tr.StepFromLoader()
+	if !errors.Is(err, &pipeforge.Error{Code: pipeforge.CallbackError}) ||
+		!strings.Contains(err.Error(), "outside the model's vocabulary of 5") {
+		t.Errorf("a token outside the vocabulary: got %v", err)
+	}
+	if sum, _ := tr.Checksum(); sum != before {
+		t.Errorf("a refusal changed the parameters")
+	}
+	if _, err := pipeforge.BuiltinDataInfo(tokenData(small, 0)); err == nil || !strings.Contains(err.Error(), "options->vocab is 0") {
+		t.Errorf("no vocabulary: got %v", err)
+	}
+	if _, err := pipeforge.ModelFromHF(filepath.Join(t.TempDir(), "missing")); !errors.Is(err, &pipeforge.Error{Code: pipeforge.NotFound}) {
+		t.Errorf("a missing folder: got %v", err)
+	}
+}
+
 func TestVersion(t *testing.T) {
 	if err := pipeforge.CheckABI(); err != nil {
 		t.Fatal(err)

@@ -256,6 +256,101 @@ public class PipeForgeTest {
     }
   }
 
+  // ---- Hugging Face Transformers folders and token files (C API 0.17) ----
+
+  static final String LLAMA =
+      "{\"preset\": \"llama\", \"vocab\": 20, \"seq_len\": 8, \"d_model\": 16, \"heads\": 4,"
+          + " \"kv_heads\": 2, \"layers\": %d, \"mlp_hidden\": 24}";
+
+  /** A nanoGPT token file (uint16 little-endian, no header) of {@code count} tokens i % 20. */
+  static String tokenFile(File folder, int count) throws IOException {
+    byte[] bytes = new byte[2 * count];
+    for (int i = 0; i < count; ++i) bytes[2 * i] = (byte) (i % 20);
+    File file = new File(folder, "train.bin");
+    Files.write(file.toPath(), bytes);
+    return file.getPath();
+  }
+
+  static DataOptions tokens(String path, long vocab) {
+    DataOptions d = new DataOptions();
+    d.setKind("token_file");
+    d.setPath(path);
+    d.setVocab(vocab);
+    d.setRows(2);
+    d.setSeqLen(8);
+    d.setSeed(1);
+    return d;
+  }
+
+  @Test
+  public void aLlamaTrainedOnATokenFileComesBackFromItsTransformersFolder() throws Exception {
+    File folder = Files.createTempDirectory("pipeforge_java_hf").toFile();
+    String path = tokenFile(folder, 200);
+    DataInfo info = PipeForge.builtinDataInfo(tokens(path, 20));
+    assertEquals(20, info.getVocabSize());
+    assertEquals(8, info.getSeqLen());
+    String hf = new File(folder, "hf").getPath();
+    Map<String, float[]> expected = new LinkedHashMap<>();
+    String checksum;
+    TrainerOptions options = new TrainerOptions();
+    options.setMicroBatches(2);
+    options.setSeed(7);
+    options.setLr(0.01f);
+    try (Model model = Model.fromJson(String.format(LLAMA, 2));
+        Trainer trained = new Trainer(model, options)) {
+      trained.setBuiltinData(tokens(path, 20));
+      for (int s = 0; s < 2; ++s) assertTrue(Double.isFinite(trained.stepFromLoader().getLoss()));
+      trained.exportHf(hf);
+      for (String name : model.parameterNames()) expected.put(name, trained.getParameter(name).floats());
+      checksum = trained.checksum();
+    }
+    assertTrue(new File(hf, "config.json").isFile());
+    TrainerOptions pipelined = TrainerOptions.pipelined("1f1b", 2);
+    pipelined.setSeed(99);
+    try (Model restored = Model.fromHf(hf); Trainer loaded = new Trainer(restored, pipelined)) {
+      assertArrayEquals(expected.keySet().toArray(new String[0]), restored.parameterNames());
+      assertNotEquals(checksum, loaded.checksum());
+      loaded.loadHfWeights(hf);
+      assertEquals(checksum, loaded.checksum());
+      for (Map.Entry<String, float[]> e : expected.entrySet())
+        assertArrayEquals(e.getKey(), e.getValue(), loaded.getParameter(e.getKey()).floats(), 0.0f);
+    }
+  }
+
+  @Test
+  public void transformersFoldersAndTokenFilesThatDoNotFitAreRefused() throws Exception {
+    File folder = Files.createTempDirectory("pipeforge_java_hf_bad").toFile();
+    String small = new File(folder, "small").getPath();
+    try (Model oneBlock = Model.fromJson(String.format(LLAMA, 1));
+        Trainer t = new Trainer(oneBlock, new TrainerOptions())) {
+      t.exportHf(small, "hf-llama");
+      PipeForgeException e = assertThrows(PipeForgeException.class, () -> t.exportHf(small, "hf-bert"));
+      assertEquals(PipeForgeException.INVALID_ARGUMENT, e.getCode());
+      assertTrue(e.getMessage(), e.getMessage().contains("unknown names 'hf-bert'"));
+    }
+    TrainerOptions options = new TrainerOptions();
+    options.setMicroBatches(1);
+    try (Model model = Model.fromJson(String.format(LLAMA, 2)); Trainer trainer = new Trainer(model, options)) {
+      String before = trainer.checksum();
+      PipeForgeException e = assertThrows(PipeForgeException.class, () -> trainer.loadHfWeights(small));
+      assertEquals(PipeForgeException.INVALID_ARGUMENT, e.getCode());
+      assertTrue(e.getMessage(), e.getMessage().contains("model.layers.1."));
+      assertEquals(before, trainer.checksum());
+      // Tokens i % 20 against a vocabulary of 5 (every window of 9 holds one >= 5): the step fails,
+      // changing nothing.
+      trainer.setBuiltinData(tokens(tokenFile(folder, 200), 5));
+      e = assertThrows(PipeForgeException.class, trainer::stepFromLoader);
+      assertEquals(PipeForgeException.CALLBACK_ERROR, e.getCode());
+      assertTrue(e.getMessage(), e.getMessage().contains("outside the model's vocabulary of 5"));
+      assertEquals(before, trainer.checksum());
+    }
+    PipeForgeException e =
+        assertThrows(PipeForgeException.class, () -> PipeForge.builtinDataInfo(tokens(small, 0)));
+    assertTrue(e.getMessage(), e.getMessage().contains("options->vocab is 0"));
+    e = assertThrows(PipeForgeException.class, () -> Model.fromHf(new File(folder, "missing").getPath()));
+    assertEquals(PipeForgeException.NOT_FOUND, e.getCode());
+  }
+
   // ---- pipelined training ----
 
   /** The C API's run (reference_loss ARGS...): losses, checksum and, pipelined, "ranks N bubble_rate_ok B". */

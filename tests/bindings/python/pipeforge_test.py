@@ -8,6 +8,7 @@ reference run; the binding must reproduce them bitwise.
 import gc
 import json
 import os
+import pathlib
 import signal
 import struct
 import subprocess
@@ -1212,6 +1213,67 @@ class TrainingLoopTest(unittest.TestCase):
             with self.assertRaisesRegex(pipeforge.CallbackError, "KeyError") as caught:
                 trainer.evaluate(1)
             self.assertIsInstance(caught.exception.__cause__, KeyError)
+
+
+class HfFolderTest(unittest.TestCase):
+    """Hugging Face Transformers folders and token files (C API 0.17): a Llama trained on a token
+    file, exported, rebuilt with Model.from_hf and loaded with load_hf_weights, bitwise; refusals
+    named and changing nothing."""
+
+    LLAMA = {"preset": "llama", "vocab": 20, "seq_len": 8, "d_model": 16, "heads": 4, "kv_heads": 2, "layers": 2,
+             "mlp_hidden": 24}
+
+    @staticmethod
+    def write_tokens(folder, tokens):
+        path = os.path.join(folder, "train.bin")  # nanoGPT's format: uint16 tokens, nothing else
+        np.asarray(tokens, dtype="<u2").tofile(path)
+        return path
+
+    def test_export_from_hf_and_load_hf_weights_round_trip(self):
+        with tempfile.TemporaryDirectory() as folder:
+            tokens = self.write_tokens(folder, np.arange(200) % 20)
+            data = pipeforge.BuiltinData("token_file", path=tokens, vocab=20, rows=2, seq_len=8, seed=1)
+            self.assertEqual(data.info(), {"vocab_size": 20, "seq_len": 8})
+            model = pipeforge.Model.from_json(self.LLAMA)
+            hf = os.path.join(folder, "hf")
+            with pipeforge.Trainer(model, micro_batches=2, seed=7, lr=0.01) as trained:
+                trained.set_data_loader(data)
+                for _ in range(2):
+                    self.assertTrue(np.isfinite(trained.step_from_loader().loss))
+                trained.export_hf(hf)
+                expected = {n: trained.get_parameter(n).tobytes() for n in model.parameter_names()}
+                expected_checksum = trained.checksum()
+            with open(os.path.join(hf, "config.json")) as f:
+                self.assertEqual(json.load(f)["model_type"], "llama")
+            restored = pipeforge.Model.from_hf(pathlib.Path(hf))
+            self.assertEqual(restored.parameter_names(), model.parameter_names())
+            with pipeforge.Trainer(restored, seed=99, schedule="1f1b", ranks=2) as loaded:
+                self.assertNotEqual(loaded.checksum(), expected_checksum)
+                loaded.load_hf_weights(pathlib.Path(hf))
+                self.assertEqual({n: loaded.get_parameter(n).tobytes() for n in expected}, expected)
+                self.assertEqual(loaded.checksum(), expected_checksum)
+
+    def test_refusals_are_named_and_change_nothing(self):
+        with tempfile.TemporaryDirectory() as folder:
+            tokens = self.write_tokens(folder, np.full(64, 30))
+            with self.assertRaisesRegex(pipeforge.InvalidArgumentError, "vocab is 0"):
+                pipeforge.BuiltinData("token_file", path=tokens).info()
+            small = dict(self.LLAMA, layers=1)
+            with pipeforge.Trainer(pipeforge.Model.from_json(small)) as one_block:
+                one_block.export_hf(os.path.join(folder, "small"))
+                with self.assertRaisesRegex(pipeforge.InvalidArgumentError, "unknown names 'hf-bert'"):
+                    one_block.export_hf(os.path.join(folder, "bert"), names="hf-bert")
+            with pipeforge.Trainer(pipeforge.Model.from_json(self.LLAMA), micro_batches=1) as trainer:
+                before = trainer.checksum()
+                with self.assertRaisesRegex(pipeforge.InvalidArgumentError, r"model\.layers\.1\..* is missing"):
+                    trainer.load_hf_weights(os.path.join(folder, "small"))
+                self.assertEqual(trainer.checksum(), before)
+                trainer.set_data_loader(pipeforge.BuiltinData("token_file", path=tokens, vocab=20, rows=2, seq_len=8))
+                with self.assertRaisesRegex(pipeforge.CallbackError, "is 30, outside the model's vocabulary of 20"):
+                    trainer.step_from_loader()
+                self.assertEqual(trainer.checksum(), before)
+            with self.assertRaises(pipeforge.NotFoundError):
+                pipeforge.Model.from_hf(os.path.join(folder, "missing"))
 
 
 class SeqSlicesTest(unittest.TestCase):

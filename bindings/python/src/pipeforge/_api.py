@@ -122,13 +122,17 @@ class BuiltinData:
         BuiltinData("char_text", rows=8, seq_len=64, path=None, held_out_fraction=0.1, held_out=False)
         BuiltinData("synthetic", rows=8, features=32, classes=10, held_out=False)
         BuiltinData("csv", path="digits.csv", rows=8, feature_scale=1/16, held_out_fraction=0.2)
+        BuiltinData("token_file", path="train.bin", vocab=50257, rows=8, seq_len=256, held_out_fraction=0.1)
 
     char_text reads a text file or a folder of them (None: the licence texts in
     /usr/share/common-licenses) and serves windows of seq_len + 1 characters; held_out=True serves
-    the last held_out_fraction of the text. info() says what a model for it needs."""
+    the last held_out_fraction of the text. token_file (since 0.17) serves the same windows of a
+    pre-tokenised file (nanoGPT's uint16 train.bin, llm.c's GPT-2 and Llama-3 files); vocab, which
+    the file does not hold, is required, and a token >= vocab fails the step that reads it. info()
+    says what a model for it needs."""
 
     _FIELDS = ("rows", "seed", "path", "seq_len", "held_out_fraction", "held_out", "feature_scale", "features",
-               "classes")
+               "classes", "vocab")
 
     def __init__(self, kind, **options):
         unknown = sorted(set(options) - set(self._FIELDS))
@@ -150,9 +154,10 @@ class BuiltinData:
             setattr(self._options, name, value)
 
     def info(self):
-        """{"vocab_size": .., "seq_len": ..} for char_text, {"features": .., "classes": ..} otherwise."""
+        """{"vocab_size": .., "seq_len": ..} for char_text and token_file, {"features": .., "classes": ..}
+        otherwise."""
         i = core.builtin_data_info(self._options)
-        if self._options.kind == "char_text":
+        if self._options.kind in ("char_text", "token_file"):
             return {"vocab_size": i.vocab_size, "seq_len": i.seq_len}
         return {"features": i.features, "classes": i.classes}
 
@@ -224,12 +229,12 @@ class _Closeable:
 
 class Model(_Closeable):
     """A model: layers, a loss and the shape of its inputs. Build one with Model.from_json,
-    Model.mlp or Model.gpt. A Trainer keeps its model alive, so a model may be closed once a
-    trainer has been built on it."""
+    Model.mlp, Model.gpt or Model.from_hf. A Trainer keeps its model alive, so a model may be closed
+    once a trainer has been built on it."""
 
     def __init__(self, handle):
         if not isinstance(handle, core.Model):
-            raise TypeError("use Model.from_json, Model.mlp or Model.gpt to build a model")
+            raise TypeError("use Model.from_json, Model.mlp, Model.gpt or Model.from_hf to build a model")
         self._handle = handle
 
     def __repr__(self):
@@ -243,6 +248,12 @@ class Model(_Closeable):
         if not isinstance(json, str):
             json = _json.dumps(json)
         return cls(core.Model.from_json(json))
+
+    @classmethod
+    def from_hf(cls, dir):
+        """The model of a Hugging Face Transformers folder's config.json (a Llama or a GPT-2; since
+        0.17). Its weights are the folder's once Trainer.load_hf_weights(dir) has loaded them."""
+        return cls(core.Model.from_hf(os.fspath(dir)))
 
     @classmethod
     def mlp(cls, input_dim=None, hidden=None, classes=None, activation=None):
@@ -716,6 +727,21 @@ class Trainer(_Closeable):
     def load_checkpoint(self, path):
         """Restores a checkpoint written for a model with the same parameters."""
         self._handle.load_checkpoint(os.fspath(path))
+
+    def load_hf_weights(self, dir):
+        """Loads the weights of a Hugging Face Transformers folder (model.safetensors or its
+        shards) into the parameters this process holds (since 0.17). Everything is checked first:
+        a missing, extra or misshapen tensor raises InvalidArgumentError naming it and changes
+        nothing."""
+        self._handle.load_hf_weights(os.fspath(dir))
+
+    def export_hf(self, dir, names="hf-llama"):
+        """Writes the model and its current weights as a Transformers folder, config.json and
+        model.safetensors, that from_pretrained(dir) loads (since 0.17). names: "hf-llama"
+        (LlamaForCausalLM) or "hf-gpt2" (GPT2LMHeadModel, for a GPT with tie_embeddings). This
+        process must hold every parameter (FailedPreconditionError with one process per pipeline
+        rank)."""
+        self._handle.export_hf(os.fspath(dir), names)
 
     # ---- pipelined training: measurements of the last step ----
 
