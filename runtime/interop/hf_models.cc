@@ -159,7 +159,7 @@ HfWeights open_weights(const std::string& dir) {
     names.push_back("model.safetensors");
   } else {
     if (!exists(index))
-      fail(ErrorCode::kNotFound, "--init-from ", dir, ": neither model.safetensors nor model.safetensors.index.json is in the folder");
+      fail(ErrorCode::kNotFound, "Transformers folder ", dir, ": neither model.safetensors nor model.safetensors.index.json is in the folder");
     const json j = read_json_input(index, "safetensors index", kMaxConfigBytes);
     PF_CHECK_ARG(j.is_object() && j.contains("weight_map") && j["weight_map"].is_object(), index,
                  ": no \"weight_map\" object");
@@ -177,7 +177,7 @@ HfWeights open_weights(const std::string& dir) {
     const SafetensorsFile* f = w.files.back().get();
     for (const SafetensorsEntry& e : f->header().entries) {
       if (!w.tensors.emplace(e.name, std::make_pair(f, &e)).second)
-        fail(ErrorCode::kDataLoss, "--init-from ", dir, ": tensor '", e.name, "' is in two files (",
+        fail(ErrorCode::kDataLoss, "Transformers folder ", dir, ": tensor '", e.name, "' is in two files (",
              w.tensors[e.name].first->path(), ", ", f->path(), ")");
     }
   }
@@ -455,7 +455,7 @@ void load_hf_weights(const Model& model, const std::vector<Parameter*>& params, 
   std::set<std::string> expected;
   for (const HfTensor& t : map) expected.insert(t.hf_name);
   for (const auto& [name, where] : weights.tensors)
-    PF_CHECK_ARG(expected.count(name) || ignored_tensor(name, model), "--init-from ", dir, ": tensor '", name,
+    PF_CHECK_ARG(expected.count(name) || ignored_tensor(name, model), "Transformers folder ", dir, ": tensor '", name,
                  "' of ", where.first->path(), " has no place in the model (", family == HfFamily::kGpt2 ? "a GPT-2" : "a Llama",
                  " of ", model.layers().size() - 3, " layers)");
   std::set<std::string> local;
@@ -465,11 +465,11 @@ void load_hf_weights(const Model& model, const std::vector<Parameter*>& params, 
   std::vector<std::pair<const HfTensor*, Parameter*>> todo;
   for (const HfTensor& t : map) {
     auto it = weights.tensors.find(t.hf_name);
-    PF_CHECK_ARG(it != weights.tensors.end(), "--init-from ", dir, ": tensor '", t.hf_name, "' (PipeForge's ", t.param,
+    PF_CHECK_ARG(it != weights.tensors.end(), "Transformers folder ", dir, ": tensor '", t.hf_name, "' (PipeForge's ", t.param,
                  ") is missing");
     Parameter* p = model.find_parameter(t.param);
     const Shape shape = hf_shape(t, *p);
-    PF_CHECK_ARG(it->second.second->shape == shape, "--init-from ", dir, ": tensor '", t.hf_name, "' of ",
+    PF_CHECK_ARG(it->second.second->shape == shape, "Transformers folder ", dir, ": tensor '", t.hf_name, "' of ",
                  it->second.first->path(), " is ", shape_to_string(it->second.second->shape), ", the model's ",
                  shape_to_string(shape));
     if (local.count(t.param)) todo.emplace_back(&t, p);
