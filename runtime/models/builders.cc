@@ -44,16 +44,22 @@ void check_mlp(const MlpConfig& c) {
                c.activation, "'");
 }
 
-void check_gpt(const GptConfig& c) {
-  check_dimension(c.vocab, "gpt: vocab");
-  check_dimension(c.seq_len, "gpt: seq_len");
-  check_dimension(c.d_model, "gpt: d_model");
-  PF_CHECK_ARG(c.heads > 0 && c.d_model % c.heads == 0, "gpt: heads must be > 0 and divide d_model (",
+// The sizes the GPT and Llama configs share; `what` ("gpt", "llama") starts each message.
+template <typename Config>
+void check_token_model(const Config& c, const std::string& what) {
+  check_dimension(c.vocab, (what + ": vocab").c_str());
+  check_dimension(c.seq_len, (what + ": seq_len").c_str());
+  check_dimension(c.d_model, (what + ": d_model").c_str());
+  PF_CHECK_ARG(c.heads > 0 && c.d_model % c.heads == 0, what, ": heads must be > 0 and divide d_model (",
                c.d_model, "), got ", c.heads);
-  PF_CHECK_ARG(c.layers >= 0 && c.layers <= kMaxGptBlocks, "gpt: layers must be in [0, ", kMaxGptBlocks,
+  PF_CHECK_ARG(c.layers >= 0 && c.layers <= kMaxGptBlocks, what, ": layers must be in [0, ", kMaxGptBlocks,
                "], got ", c.layers);
-  PF_CHECK_ARG(c.mlp_hidden >= 0 && c.mlp_hidden <= limits::kMaxDimension, "gpt: mlp_hidden must be in [0, ",
+  PF_CHECK_ARG(c.mlp_hidden >= 0 && c.mlp_hidden <= limits::kMaxDimension, what, ": mlp_hidden must be in [0, ",
                limits::kMaxDimension, "], got ", c.mlp_hidden);
+}
+
+void check_gpt(const GptConfig& c) {
+  check_token_model(c, "gpt");
   PF_CHECK_ARG(c.mlp_hidden > 0 || 4 * c.d_model <= limits::kMaxDimension, "gpt: the default mlp_hidden 4 * d_model = ",
                4 * c.d_model, " is larger than ", limits::kMaxDimension, "; give mlp_hidden");
 }
@@ -69,19 +75,11 @@ float positive_float(const JsonObject& obj, const char* key, float fallback) {
 }
 
 void check_llama(const LlamaConfig& c) {
-  check_dimension(c.vocab, "llama: vocab");
-  check_dimension(c.seq_len, "llama: seq_len");
-  check_dimension(c.d_model, "llama: d_model");
-  PF_CHECK_ARG(c.heads > 0 && c.d_model % c.heads == 0, "llama: heads must be > 0 and divide d_model (",
-               c.d_model, "), got ", c.heads);
+  check_token_model(c, "llama");
   PF_CHECK_ARG((c.d_model / c.heads) % 2 == 0, "llama: rotary positions need an even head dimension, got d_model ",
                c.d_model, " / heads ", c.heads, " = ", c.d_model / c.heads);
   PF_CHECK_ARG(c.kv_heads >= 0 && (c.kv_heads == 0 || c.heads % c.kv_heads == 0),
                "llama: kv_heads must divide heads (", c.heads, "), got ", c.kv_heads);
-  PF_CHECK_ARG(c.layers >= 0 && c.layers <= kMaxGptBlocks, "llama: layers must be in [0, ", kMaxGptBlocks,
-               "], got ", c.layers);
-  PF_CHECK_ARG(c.mlp_hidden >= 0 && c.mlp_hidden <= limits::kMaxDimension, "llama: mlp_hidden must be in [0, ",
-               limits::kMaxDimension, "], got ", c.mlp_hidden);
   PF_CHECK_ARG(std::isfinite(c.rope_theta) && c.rope_theta > 0.0f, "llama: rope_theta must be finite and > 0, got ",
                c.rope_theta);
   PF_CHECK_ARG(std::isfinite(c.norm_eps) && c.norm_eps > 0.0f, "llama: norm_eps must be finite and > 0, got ",
@@ -172,6 +170,19 @@ std::unique_ptr<Model> assemble_mlp(const MlpConfig& config) {
   return std::make_unique<Model>(spec, std::move(layers), std::make_unique<CrossEntropyLoss>());
 }
 
+// The name of the token embedding's matrix in the GPT and Llama presets (what a tied head copies).
+constexpr const char* kTokenWeight = "embed.token_weight";
+
+// A token model of the presets' layers: tokens in, one class per vocabulary entry, cross-entropy.
+std::unique_ptr<Model> token_model_of(int64_t vocab, int64_t seq_len, std::vector<std::unique_ptr<Layer>> layers) {
+  InputSpec spec;
+  spec.kind = InputSpec::Kind::kTokens;
+  spec.vocab = vocab;
+  spec.seq_len = seq_len;
+  spec.classes = vocab;
+  return std::make_unique<Model>(spec, std::move(layers), std::make_unique<CrossEntropyLoss>());
+}
+
 std::unique_ptr<Model> assemble_gpt(const GptConfig& config) {
   const int64_t hidden = config.mlp_hidden > 0 ? config.mlp_hidden : 4 * config.d_model;
   std::vector<std::unique_ptr<Layer>> layers;
@@ -182,16 +193,11 @@ std::unique_ptr<Model> assemble_gpt(const GptConfig& config) {
   }
   layers.push_back(std::make_unique<LayerNorm>("ln_f", config.d_model));
   if (config.tie_embeddings) {
-    layers.push_back(std::make_unique<Linear>("head", config.d_model, config.vocab, false, 0.02f, "embed.token_weight"));
+    layers.push_back(std::make_unique<Linear>("head", config.d_model, config.vocab, false, 0.02f, kTokenWeight));
   } else {
     layers.push_back(std::make_unique<Linear>("head", config.d_model, config.vocab));
   }
-  InputSpec spec;
-  spec.kind = InputSpec::Kind::kTokens;
-  spec.vocab = config.vocab;
-  spec.seq_len = config.seq_len;
-  spec.classes = config.vocab;
-  return std::make_unique<Model>(spec, std::move(layers), std::make_unique<CrossEntropyLoss>());
+  return token_model_of(config.vocab, config.seq_len, std::move(layers));
 }
 
 std::unique_ptr<Model> assemble_llama(const LlamaConfig& config) {
@@ -208,13 +214,8 @@ std::unique_ptr<Model> assemble_llama(const LlamaConfig& config) {
     layers.push_back(std::make_unique<LlamaBlock>("blocks." + std::to_string(i), block));
   layers.push_back(std::make_unique<RMSNorm>("norm", config.d_model, config.norm_eps));
   layers.push_back(std::make_unique<Linear>("head", config.d_model, config.vocab, false, 0.02f,
-                                            config.tie_embeddings ? "embed.token_weight" : ""));
-  InputSpec spec;
-  spec.kind = InputSpec::Kind::kTokens;
-  spec.vocab = config.vocab;
-  spec.seq_len = config.seq_len;
-  spec.classes = config.vocab;
-  return std::make_unique<Model>(spec, std::move(layers), std::make_unique<CrossEntropyLoss>());
+                                            config.tie_embeddings ? kTokenWeight : ""));
+  return token_model_of(config.vocab, config.seq_len, std::move(layers));
 }
 
 std::unique_ptr<Model> assemble_from_json(const JsonObject& obj) {

@@ -18,6 +18,7 @@
 #include "runtime/run/checkpoint_series.h"
 #include "runtime/run/make_trainer.h"
 #include "runtime/run/training_config.h"
+#include "runtime/train/stage.h"
 #include "tools/cli/cli.h"
 #include "tools/cli/train_config.h"
 #include "tools/cli/train_config_of.h"
@@ -29,16 +30,16 @@ namespace {
 
 constexpr int64_t kMaxLogitsBytes = int64_t{1} << 30;
 
-// The model's output for every window of `windows` (one forward per batch; the model's own
-// layers in one process), as the safetensors bytes of "logits" [windows, S, vocab].
+// The model's output for every window of `windows` (one forward per batch through the model as one
+// stage, in this process), as the safetensors bytes of "logits" [windows, S, vocab].
 std::string window_logits(const Model& model, ConsecutiveWindows& windows, int64_t seq_len) {
   const int64_t vocab = model.input_spec().classes;
+  const Stage whole(model, 0, 1, 0, static_cast<int>(model.layers().size()));
   Tensor all = Tensor::empty({windows.windows(), seq_len, vocab});
   int64_t row = 0;
   for (int64_t b = 0; b < windows.batches(); ++b) {
-    Tensor x = windows.batch_at(b).inputs;
-    SavedContext ctx;
-    for (size_t i = 0; i < model.layers().size(); ++i) x = model.layers()[i]->forward(x, ctx.child(i));
+    std::vector<SavedContext> contexts;
+    const Tensor x = whole.forward(windows.batch_at(b).inputs, contexts);
     PF_INTERNAL_CHECK(x.numel() == x.dim(0) * seq_len * vocab, "eval --logits: the model's output ",
                       shape_to_string(x.shape()), " is not [rows, ", seq_len, ", ", vocab, "]");
     all.slice_rows(row, row + x.dim(0)).copy_from(x.reshape({x.dim(0), seq_len, vocab}));
