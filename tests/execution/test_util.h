@@ -16,6 +16,7 @@
 #include "runtime/train/sequential_trainer.h"
 #include "runtime/train/batch.h"
 #include "tests/runtime/trainer_fixtures.h"
+#include "tests/util/sanitizer.h"
 
 namespace pf::exec::testing {
 

@@ -121,6 +121,8 @@ TEST_P(ProcessEquivalence, BitwiseEqualToSequential) {
   int ran = 0, variant = 0;
   for (int p : {2, 4}) {
     for (int m : {4, 8}) {
+      // Under a sanitizer two of the four: p = 2 stepping alone, p = 4 overlapping steps.
+      if (pf::testing::kUnderSanitizer && (p == 2) != (m == 4)) continue;
       sched::ScheduleRequest req;
       req.name = c.schedule;
       req.ranks = p;
@@ -145,7 +147,7 @@ TEST_P(ProcessEquivalence, BitwiseEqualToSequential) {
           << o.world->describe();
     }
   }
-  EXPECT_GE(ran, 3) << c.schedule;
+  EXPECT_GE(ran, pf::testing::kUnderSanitizer ? 1 : 3) << c.schedule;
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -166,6 +168,8 @@ TEST(ProcessEquivalence, LlamaAndTiedGptBitwiseEqualToSequential) {
   int variant = 0;
   for (const Case& c : std::vector<Case>{{"1f1b", 1}, {"interleaved-zb", 2}, {"zb-v", 2}}) {
     for (int p : {2, 4}) {
+      // Under a sanitizer one stage count per schedule: 2 for one stage per rank, else 4.
+      if (pf::testing::kUnderSanitizer && p != (c.chunks == 1 ? 2 : 4)) continue;
       for (ModelKind kind : {ModelKind::kLlama, ModelKind::kTiedGpt}) {
         PipelineOptions o;
         o.schedule = c.schedule;
