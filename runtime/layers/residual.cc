@@ -6,22 +6,38 @@
 
 namespace pf {
 
-Residual::Residual(std::string name, std::unique_ptr<Layer> body)
-    : Layer(std::move(name)), body_(std::move(body)) {
+namespace {
+
+nlohmann::json sub_layers(const Layer& layer) {
+  nlohmann::json children = nlohmann::json::array();
+  if (const auto* sequential = dynamic_cast<const Sequential*>(&layer)) {
+    for (const auto& l : sequential->layers()) children.push_back(l->config());
+  } else {
+    children.push_back(layer.config());
+  }
+  return children;
+}
+
+}  // namespace
+
+Residual::Residual(std::string name, std::unique_ptr<Layer> body, std::unique_ptr<Layer> shortcut)
+    : Layer(std::move(name)), body_(std::move(body)), shortcut_(std::move(shortcut)) {
   PF_CHECK_ARG(body_ != nullptr, "residual '", this->name(), "': body must not be null");
 }
 
 nlohmann::json Residual::config() const {
-  nlohmann::json children = nlohmann::json::array();
-  if (const auto* sequential = dynamic_cast<const Sequential*>(body_.get())) {
-    for (const auto& l : sequential->layers()) children.push_back(l->config());
-  } else {
-    children.push_back(body_->config());
-  }
-  return {{"type", type()}, {"name", name()}, {"layers", children}};
+  nlohmann::json j = {{"type", type()}, {"name", name()}, {"layers", sub_layers(*body_)}};
+  if (shortcut_) j["shortcut"] = sub_layers(*shortcut_);
+  return j;
 }
 
-std::vector<Parameter*> Residual::parameters() { return body_->parameters(); }
+std::vector<Parameter*> Residual::parameters() {
+  std::vector<Parameter*> all = body_->parameters();
+  if (shortcut_) {
+    for (Parameter* p : shortcut_->parameters()) all.push_back(p);
+  }
+  return all;
+}
 
 Tensor Residual::forward(const Tensor& input, SavedContext& ctx) {
   PF_CHECK_ARG(input.defined() && input.dtype() == DType::kF32, "residual '", name(),
@@ -29,11 +45,12 @@ Tensor Residual::forward(const Tensor& input, SavedContext& ctx) {
                " ", shape_to_string(input.shape()));
   Tensor body_output = body_->forward(input, ctx.child(0));
   PF_CHECK_ARG(body_output.defined() && body_output.dtype() == DType::kF32 &&
-                   body_output.shape() == input.shape(),
+                   (shortcut_ || body_output.shape() == input.shape()),
                "residual '", name(), "': body output ", shape_to_string(body_output.shape()),
                " does not match the input ", shape_to_string(input.shape()));
   check_same_device(type(), name(), "body output", body_output.device(), "input", input.device());
   ctx.set_int("numel", input.numel());
+  if (shortcut_) return forward_with_shortcut(input, body_output, ctx);
   if (is_cuda(input)) return cuda_backend().add(input, body_output);
   Tensor output = Tensor::empty(input.shape());
   const float* x = input.f32();
@@ -43,7 +60,23 @@ Tensor Residual::forward(const Tensor& input, SavedContext& ctx) {
   return output;
 }
 
+Tensor Residual::forward_with_shortcut(const Tensor& input, const Tensor& body_output, SavedContext& ctx) {
+  PF_CHECK_ARG(!is_cuda(input), "residual '", name(), "': a shortcut runs on CPU tensors only");
+  Tensor skip = shortcut_->forward(input, ctx.child(1));
+  PF_CHECK_ARG(skip.defined() && skip.dtype() == DType::kF32 && skip.shape() == body_output.shape(), "residual '",
+               name(), "': shortcut output ", skip.defined() ? shape_to_string(skip.shape()) : "undefined",
+               " does not match the body output ", shape_to_string(body_output.shape()));
+  ctx.set_int("output_numel", body_output.numel());
+  Tensor output = Tensor::empty(body_output.shape());
+  const float* s = skip.f32();
+  const float* fx = body_output.f32();
+  float* y = output.f32();
+  for (int64_t i = 0, n = output.numel(); i < n; ++i) y[i] = s[i] + fx[i];
+  return output;
+}
+
 Tensor Residual::backward_input(SavedContext& ctx, const Tensor& grad_output) {
+  if (shortcut_) return backward_input_with_shortcut(ctx, grad_output);
   const int64_t numel = ctx.get_int("numel");
   PF_CHECK_ARG(grad_output.defined() && grad_output.dtype() == DType::kF32 && grad_output.numel() == numel,
                "residual '", name(), "': output gradient ", shape_to_string(grad_output.shape()),
@@ -63,8 +96,31 @@ Tensor Residual::backward_input(SavedContext& ctx, const Tensor& grad_output) {
   return grad_input;
 }
 
+Tensor Residual::backward_input_with_shortcut(SavedContext& ctx, const Tensor& grad_output) {
+  const int64_t numel = ctx.get_int("numel"), output_numel = ctx.get_int("output_numel");
+  PF_CHECK_ARG(grad_output.defined() && grad_output.dtype() == DType::kF32 && grad_output.numel() == output_numel,
+               "residual '", name(), "': output gradient ",
+               grad_output.defined() ? shape_to_string(grad_output.shape()) : "undefined",
+               " does not match the forward output (", output_numel, " elements)");
+  Tensor body_grad = body_->backward_input(ctx.child(0), grad_output);
+  Tensor skip_grad = shortcut_->backward_input(ctx.child(1), grad_output);
+  PF_CHECK_ARG(body_grad.defined() && skip_grad.defined() && body_grad.numel() == numel &&
+                   skip_grad.shape() == body_grad.shape(),
+               "residual '", name(), "': the body's and the shortcut's input gradients (",
+               body_grad.defined() ? shape_to_string(body_grad.shape()) : "undefined", ", ",
+               skip_grad.defined() ? shape_to_string(skip_grad.shape()) : "undefined",
+               ") do not match the input (", numel, " elements)");
+  Tensor grad_input = Tensor::empty(body_grad.shape());
+  const float* ds = skip_grad.f32();
+  const float* db = body_grad.f32();
+  float* dx = grad_input.f32();
+  for (int64_t i = 0; i < numel; ++i) dx[i] = ds[i] + db[i];
+  return grad_input;
+}
+
 void Residual::backward_weight(SavedContext& ctx) {
   body_->backward_weight(ctx.child(0));
+  if (shortcut_) shortcut_->backward_weight(ctx.child(1));
   ctx.clear();
 }
 
