@@ -59,6 +59,8 @@ Gpt2Layers gpt2_layers(const Model& model) {
   for (size_t i = 1; i + 2 < layers.size(); ++i) {
     const auto* block = dynamic_cast<const TransformerBlock*>(layers[i].get());
     if (block == nullptr) refuse(*layers[i], "a transformer_block");
+    PF_CHECK_ARG(block->causal(), "hf-gpt2: block '", block->name(),
+                 "' has bidirectional attention (causal false), where GPT-2's is causal");
     out.blocks.push_back(block);
   }
   out.ln_f = dynamic_cast<const LayerNorm*>(layers[layers.size() - 2].get());

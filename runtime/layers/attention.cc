@@ -122,6 +122,7 @@ nlohmann::json CausalSelfAttention::config() const {
   if (kv_heads_ != heads_) j["kv_heads"] = kv_heads_;
   if (!options_.bias) j["bias"] = false;
   if (options_.rope_theta > 0.0f) j["rope_theta"] = options_.rope_theta;
+  if (!options_.causal) j["causal"] = false;
   return j;
 }
 
@@ -173,6 +174,12 @@ Tensor CausalSelfAttention::forward(const Tensor& input, SavedContext& ctx) {
   if (is_cuda(input) && (kv_heads_ != heads_ || options_.rope_theta > 0.0f))
     fail(ErrorCode::kUnimplemented, "attention '", name(),
          "': grouped-query attention and rotary positions run on the CPU only");
+  if (is_cuda(input) && !options_.causal)
+    fail(ErrorCode::kUnimplemented, "attention '", name(), "': bidirectional attention (causal false) runs on the CPU only");
+  PF_CHECK_ARG(options_.causal || (ctx.position_offset() == 0 && ctx.previous_slice() == nullptr), "attention '",
+               name(), "': bidirectional attention (causal false) cannot run on sequence slices (seq_slices > 1): "
+               "a slice's queries would need the later slices' keys; this slice starts at position ",
+               ctx.position_offset());
 
   Tensor qkv = qkv_->forward(input, ctx.child(kQkvChild));
   SavedContext& core = ctx.child(kCoreChild);
@@ -189,7 +196,7 @@ Tensor CausalSelfAttention::forward(const Tensor& input, SavedContext& ctx) {
   }
   // Queries are this slice's steps; keys and values span the earlier slices too (keys = L). The
   // fused kernel reads q, k and v in place from qkv, or k and v gathered over the slices.
-  const cpu::AttentionDims dims{steps, earlier.steps + steps, hd, earlier.steps};
+  const cpu::AttentionDims dims{steps, earlier.steps + steps, hd, earlier.steps, options_.causal};
   const int64_t kv_dim = kv_heads_ * hd, width = dim_ + 2 * kv_dim, group = heads_ / kv_heads_;
   Tensor lse = Tensor::empty({batch, heads_, steps});
   Tensor attended = Tensor::empty({batch, steps, dim_});
@@ -245,7 +252,7 @@ Tensor CausalSelfAttention::backward_input(SavedContext& ctx, const Tensor& grad
   // Sequence slices: this slice's keys and values also got gradients from the later slices'
   // backwards ("kv_grad"), and its own backward adds to the earlier slices' ones.
   const EarlierSlices earlier = earlier_slices(core, name(), batch);
-  const cpu::AttentionDims dims{steps, earlier.steps + steps, hd, earlier.steps};
+  const cpu::AttentionDims dims{steps, earlier.steps + steps, hd, earlier.steps, options_.causal};
   const int64_t kv_dim = kv_heads_ * hd, width = dim_ + 2 * kv_dim, group = heads_ / kv_heads_;
   const Tensor& lse = core.get("lse");
   const Tensor& out = core.get("out");

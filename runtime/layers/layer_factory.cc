@@ -11,11 +11,13 @@
 #include "runtime/core/limits.h"
 #include "runtime/layers/activations.h"
 #include "runtime/layers/attention.h"
+#include "runtime/layers/class_token.h"
 #include "runtime/layers/cross_entropy.h"
 #include "runtime/layers/embedding.h"
 #include "runtime/layers/layer_norm.h"
 #include "runtime/layers/linear.h"
 #include "runtime/layers/llama_block.h"
+#include "runtime/layers/patch_embedding.h"
 #include "runtime/layers/residual.h"
 #include "runtime/layers/rms_norm.h"
 #include "runtime/layers/sequential.h"
@@ -218,7 +220,7 @@ const std::vector<LayerKind>& layer_kinds() {
                                             f.optional_float("init_std", 0.02f, false),
                                             f.optional_bool("positions", true));
        }},
-      {"attention", {"dim", "heads", "init_std", "kv_heads", "bias", "rope_theta"},
+      {"attention", {"dim", "heads", "init_std", "kv_heads", "bias", "rope_theta", "causal"},
        [](const Fields& f, const std::string& name) -> std::unique_ptr<Layer> {
          const int64_t dim = f.required_size("dim", "attention");
          const int64_t heads = f.required_size("heads", "attention");
@@ -227,6 +229,7 @@ const std::vector<LayerKind>& layer_kinds() {
          options.kv_heads = kv_heads_of(f, heads);
          options.bias = f.optional_bool("bias", true);
          options.rope_theta = f.optional_float("rope_theta", 0.0f, false);
+         options.causal = f.optional_bool("causal", true);
          PF_CHECK_ARG(options.rope_theta == 0.0f || (dim / heads) % 2 == 0, f.at("rope_theta"),
                       ": rotary positions need an even head dimension, got dim ", dim, " / heads ", heads);
          return std::make_unique<CausalSelfAttention>(name, dim, heads, f.optional_float("init_std", 0.02f, false),
@@ -246,12 +249,30 @@ const std::vector<LayerKind>& layer_kinds() {
                       ": rotary positions need an even head dimension, got dim ", c.dim, " / heads ", c.heads);
          return std::make_unique<LlamaBlock>(name, c);
        }},
-      {"transformer_block", {"dim", "heads", "mlp_hidden"},
+      {"transformer_block", {"dim", "heads", "mlp_hidden", "causal"},
        [](const Fields& f, const std::string& name) -> std::unique_ptr<Layer> {
          const int64_t dim = f.required_size("dim", "transformer_block");
          const int64_t heads = f.required_size("heads", "transformer_block");
          check_divisible(f, dim, heads);
-         return std::make_unique<TransformerBlock>(name, dim, heads, f.optional_size("mlp_hidden", 4 * dim));
+         return std::make_unique<TransformerBlock>(name, dim, heads, f.optional_size("mlp_hidden", 4 * dim),
+                                                   f.optional_bool("causal", true));
+       }},
+      {"patch_embedding", {"channels", "height", "width", "patch", "dim", "init_std"},
+       [](const Fields& f, const std::string& name) -> std::unique_ptr<Layer> {
+         PatchEmbeddingConfig c;
+         c.channels = f.optional_size("channels", c.channels);
+         c.height = f.required_size("height", "patch_embedding");
+         c.width = f.required_size("width", "patch_embedding");
+         c.patch = f.required_size("patch", "patch_embedding");
+         c.dim = f.required_size("dim", "patch_embedding");
+         c.init_std = f.optional_float("init_std", c.init_std, false);
+         PF_CHECK_ARG(c.height % c.patch == 0 && c.width % c.patch == 0, f.at("patch"), ": height ", c.height,
+                      " and width ", c.width, " must be divisible by patch ", c.patch);
+         return std::make_unique<PatchEmbedding>(name, c);
+       }},
+      {"class_token", {},
+       [](const Fields&, const std::string& name) -> std::unique_ptr<Layer> {
+         return std::make_unique<ClassToken>(name);
        }},
       {"residual", {"layers"},
        [](const Fields& f, const std::string& name) -> std::unique_ptr<Layer> {

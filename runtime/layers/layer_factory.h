@@ -6,8 +6,10 @@
 //   relu, gelu        {}
 //   layernorm         {dim, eps = 1e-5}
 //   embedding         {vocab, seq_len, dim, init_std = 0.02}
-//   attention         {dim, heads, init_std = 0.02}
-//   transformer_block {dim, heads, mlp_hidden = 4 * dim}
+//   attention         {dim, heads, init_std = 0.02, causal = true}
+//   transformer_block {dim, heads, mlp_hidden = 4 * dim, causal = true}
+//   patch_embedding   {channels = 1, height, width, patch, dim, init_std = 0.02}
+//   class_token       {}
 //   residual          {layers: [...]}  (body = a Sequential "<name>.body" of the layers)
 //   sequential        {layers: [...]}
 // Sub-layers without a "name" are called "<name>.0", "<name>.1", ...

@@ -10,8 +10,8 @@
 
 namespace pf {
 
-TransformerBlock::TransformerBlock(std::string name, int64_t dim, int64_t heads, int64_t mlp_hidden)
-    : Layer(std::move(name)), dim_(dim), heads_(heads), mlp_hidden_(mlp_hidden) {
+TransformerBlock::TransformerBlock(std::string name, int64_t dim, int64_t heads, int64_t mlp_hidden, bool causal)
+    : Layer(std::move(name)), dim_(dim), heads_(heads), mlp_hidden_(mlp_hidden), causal_(causal) {
   PF_CHECK_ARG(dim_ > 0 && heads_ > 0 && mlp_hidden_ > 0 && dim_ % heads_ == 0, "transformer_block '",
                this->name(), "': dim, heads and mlp_hidden must be > 0 with dim divisible by heads, got dim ",
                dim_, ", heads ", heads_, " and mlp_hidden ", mlp_hidden_);
@@ -20,7 +20,9 @@ TransformerBlock::TransformerBlock(std::string name, int64_t dim, int64_t heads,
   const std::string mlp_residual = join_name(n, "mlp_residual");
   const std::string mlp = join_name(n, "mlp");
   auto ln1 = std::make_unique<LayerNorm>(join_name(n, "ln1"), dim_);
-  auto attn = std::make_unique<CausalSelfAttention>(join_name(n, "attn"), dim_, heads_);
+  AttentionOptions attention;
+  attention.causal = causal_;
+  auto attn = std::make_unique<CausalSelfAttention>(join_name(n, "attn"), dim_, heads_, 0.02f, attention);
   auto ln2 = std::make_unique<LayerNorm>(join_name(n, "ln2"), dim_);
   auto fc = std::make_unique<Linear>(join_name(mlp, "fc"), dim_, mlp_hidden_);
   auto act = std::make_unique<GELU>(join_name(mlp, "act"));
@@ -41,7 +43,9 @@ TransformerBlock::TransformerBlock(std::string name, int64_t dim, int64_t heads,
 }
 
 nlohmann::json TransformerBlock::config() const {
-  return {{"type", type()}, {"name", name()}, {"dim", dim_}, {"heads", heads_}, {"mlp_hidden", mlp_hidden_}};
+  nlohmann::json j = {{"type", type()}, {"name", name()}, {"dim", dim_}, {"heads", heads_}, {"mlp_hidden", mlp_hidden_}};
+  if (!causal_) j["causal"] = false;
+  return j;
 }
 
 std::vector<Parameter*> TransformerBlock::parameters() { return body_->parameters(); }

@@ -8,6 +8,10 @@
 // both residual gradients into the LayerNorm backwards. The contexts are laid out as the
 // Residual/Sequential composition lays them out, and W is the composition's W, so B and W stay
 // separate. On CUDA tensors the composition runs as it is.
+//
+// `causal` false makes the attention bidirectional (AttentionOptions::causal: a Vision
+// Transformer's encoder block; CPU only, no sequence slices); config() writes "causal": false
+// only then.
 #pragma once
 
 #include "runtime/layers/sequential.h"
@@ -21,7 +25,7 @@ class Linear;
 
 class TransformerBlock : public Layer {
  public:
-  TransformerBlock(std::string name, int64_t dim, int64_t heads, int64_t mlp_hidden);
+  TransformerBlock(std::string name, int64_t dim, int64_t heads, int64_t mlp_hidden, bool causal = true);
   const char* type() const override { return "transformer_block"; }
   nlohmann::json config() const override;
   std::vector<Parameter*> parameters() override;
@@ -33,9 +37,11 @@ class TransformerBlock : public Layer {
   int64_t dim() const { return dim_; }
   int64_t heads() const { return heads_; }
   int64_t mlp_hidden() const { return mlp_hidden_; }
+  bool causal() const { return causal_; }
 
  private:
   int64_t dim_, heads_, mlp_hidden_;
+  bool causal_;
   // [Residual(ln1, attn), Residual(ln2, mlp)], sharing this layer's context.
   std::unique_ptr<Sequential> body_;
   // The sub-layers inside body_, for the fused CPU passes.

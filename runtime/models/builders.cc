@@ -10,12 +10,14 @@
 #include "runtime/core/json_text.h"
 #include "runtime/core/limits.h"
 #include "runtime/layers/activations.h"
+#include "runtime/layers/class_token.h"
 #include "runtime/layers/cross_entropy.h"
 #include "runtime/layers/embedding.h"
 #include "runtime/layers/layer_factory.h"
 #include "runtime/layers/layer_norm.h"
 #include "runtime/layers/linear.h"
 #include "runtime/layers/llama_block.h"
+#include "runtime/layers/patch_embedding.h"
 #include "runtime/layers/rms_norm.h"
 #include "runtime/layers/parameter.h"
 #include "runtime/layers/transformer_block.h"
@@ -86,6 +88,27 @@ void check_llama(const LlamaConfig& c) {
                c.norm_eps);
 }
 
+void check_vit(const VitConfig& c) {
+  check_dimension(c.channels, "vit: channels");
+  check_dimension(c.image_size, "vit: image_size");
+  check_dimension(c.patch, "vit: patch");
+  check_dimension(c.d_model, "vit: d_model");
+  check_dimension(c.classes, "vit: classes");
+  PF_CHECK_ARG(c.image_size % c.patch == 0, "vit: image_size ", c.image_size, " is not divisible by patch ", c.patch);
+  PF_CHECK_ARG(c.image_size <= limits::kMaxDimension / c.image_size &&
+                   c.channels <= limits::kMaxDimension / (c.image_size * c.image_size),
+               "vit: an image of ", c.channels, " x ", c.image_size, " x ", c.image_size,
+               " values is more than the limit of ", limits::kMaxDimension, " features");
+  PF_CHECK_ARG(c.heads > 0 && c.d_model % c.heads == 0, "vit: heads must be > 0 and divide d_model (", c.d_model,
+               "), got ", c.heads);
+  PF_CHECK_ARG(c.layers >= 0 && c.layers <= kMaxGptBlocks, "vit: layers must be in [0, ", kMaxGptBlocks, "], got ",
+               c.layers);
+  PF_CHECK_ARG(c.mlp_hidden >= 0 && c.mlp_hidden <= limits::kMaxDimension, "vit: mlp_hidden must be in [0, ",
+               limits::kMaxDimension, "], got ", c.mlp_hidden);
+  PF_CHECK_ARG(c.mlp_hidden > 0 || 4 * c.d_model <= limits::kMaxDimension, "vit: the default mlp_hidden 4 * d_model = ",
+               4 * c.d_model, " is larger than ", limits::kMaxDimension, "; give mlp_hidden");
+}
+
 // The fields the GPT and Llama presets share.
 template <typename Config>
 void read_token_model_fields(const JsonObject& obj, Config* c) {
@@ -125,7 +148,20 @@ std::unique_ptr<Model> build_preset(const JsonObject& obj, const std::string& pr
     obj.reject_unknown({"preset", "format", "local_head"});
     return build_llama(c);
   }
-  fail(ErrorCode::kInvalidArgument, "preset: unknown preset '", preset, "' (known: mlp, gpt, llama)");
+  if (preset == "vit") {
+    VitConfig c;
+    c.channels = obj.get_int_in("channels", c.channels, 1, kDim);
+    c.image_size = obj.get_int_in("image_size", c.image_size, 1, kDim);
+    c.patch = obj.get_int_in("patch", c.patch, 1, kDim);
+    c.d_model = obj.get_int_in("d_model", c.d_model, 1, kDim);
+    c.heads = obj.get_int_in("heads", c.heads, 1, kDim);
+    c.layers = obj.get_int_in("layers", c.layers, 0, kMaxGptBlocks);
+    c.mlp_hidden = obj.get_int_in("mlp_hidden", c.mlp_hidden, 0, kDim);
+    c.classes = obj.get_int_in("classes", c.classes, 1, kDim);
+    obj.reject_unknown({"preset", "format", "local_head"});
+    return build_vit(c);
+  }
+  fail(ErrorCode::kInvalidArgument, "preset: unknown preset '", preset, "' (known: mlp, gpt, llama, vit)");
 }
 
 InputSpec parse_input(const nlohmann::json& j) {
@@ -218,6 +254,30 @@ std::unique_ptr<Model> assemble_llama(const LlamaConfig& config) {
   return token_model_of(config.vocab, config.seq_len, std::move(layers));
 }
 
+std::unique_ptr<Model> assemble_vit(const VitConfig& config) {
+  PatchEmbeddingConfig patches;
+  patches.channels = config.channels;
+  patches.height = config.image_size;
+  patches.width = config.image_size;
+  patches.patch = config.patch;
+  patches.dim = config.d_model;
+  const int64_t hidden = config.mlp_hidden > 0 ? config.mlp_hidden : 4 * config.d_model;
+  std::vector<std::unique_ptr<Layer>> layers;
+  layers.push_back(std::make_unique<PatchEmbedding>("embed", patches));
+  for (int64_t i = 0; i < config.layers; ++i) {
+    layers.push_back(std::make_unique<TransformerBlock>("blocks." + std::to_string(i), config.d_model, config.heads,
+                                                        hidden, /*causal=*/false));
+  }
+  layers.push_back(std::make_unique<LayerNorm>("ln_f", config.d_model));
+  layers.push_back(std::make_unique<ClassToken>("pool"));
+  layers.push_back(std::make_unique<Linear>("head", config.d_model, config.classes));
+  InputSpec spec;
+  spec.kind = InputSpec::Kind::kFeatures;
+  spec.features = config.channels * config.image_size * config.image_size;
+  spec.classes = config.classes;
+  return std::make_unique<Model>(spec, std::move(layers), std::make_unique<CrossEntropyLoss>());
+}
+
 std::unique_ptr<Model> assemble_from_json(const JsonObject& obj) {
   InputSpec spec = parse_input(obj.get("input"));
   const auto& list = obj.get_array("layers");
@@ -272,6 +332,11 @@ std::unique_ptr<Model> build_gpt(const GptConfig& config) {
 std::unique_ptr<Model> build_llama(const LlamaConfig& config) {
   check_llama(config);
   return build_within_memory_limit("llama", [&] { return assemble_llama(config); });
+}
+
+std::unique_ptr<Model> build_vit(const VitConfig& config) {
+  check_vit(config);
+  return build_within_memory_limit("vit", [&] { return assemble_vit(config); });
 }
 
 std::unique_ptr<Model> build_model_from_json(const nlohmann::json& description) {

@@ -53,6 +53,19 @@ struct LlamaConfig {
   bool tie_embeddings = false;  // "head.weight" a tied copy of "embed.token_weight"
 };
 
+// A Vision Transformer (ViT) classifying square images: inputs f32 [B, channels * image_size^2]
+// (each row an image in channel-major order), targets i32 [B] in [0, classes).
+struct VitConfig {
+  int64_t channels = 1;
+  int64_t image_size = 8;  // height = width; divisible by patch
+  int64_t patch = 2;
+  int64_t d_model = 32;
+  int64_t heads = 4;
+  int64_t layers = 2;
+  int64_t mlp_hidden = 0;  // 0 = 4 * d_model
+  int64_t classes = 10;
+};
+
 // Top-level layers: "fc0", "act0", "fc1", ... , "head"; loss: cross-entropy.
 std::unique_ptr<Model> build_mlp(const MlpConfig& config);
 // Top-level layers: "embed" (token + position), "blocks.0" ... "blocks.{L-1}", "ln_f", "head".
@@ -60,8 +73,12 @@ std::unique_ptr<Model> build_gpt(const GptConfig& config);
 // Top-level layers: "embed" (tokens only), "blocks.0" ... "blocks.{L-1}" (LlamaBlock), "norm"
 // (RMSNorm), "head" (no bias).
 std::unique_ptr<Model> build_llama(const LlamaConfig& config);
+// Top-level layers: "embed" (patch_embedding: class token, patches, learned positions),
+// "blocks.0" ... "blocks.{L-1}" (pre-LayerNorm GPT blocks with bidirectional attention, GELU),
+// "ln_f", "pool" (class_token), "head"; loss: cross-entropy over the classes.
+std::unique_ptr<Model> build_vit(const VitConfig& config);
 
-// Builds from model JSON: either {"preset": "mlp"|"gpt"|"llama", ...config fields} or
+// Builds from model JSON: either {"preset": "mlp"|"gpt"|"llama"|"vit", ...config fields} or
 // {"input": {...}, "layers": [...], "loss": "cross_entropy"}. Unknown fields, unknown layer types
 // and bad values are kInvalidArgument errors that name the field (as a JSON path). Sizes are bounded
 // as runtime/core/limits.h says (dimensions, layer count and nesting, JSON size and depth); a model

@@ -121,11 +121,16 @@ void check_dims(const AttentionDims& d) {
   PF_CHECK_ARG(d.queries >= 0 && d.offset >= 0 && d.head_dim >= 1 && d.keys >= d.offset + d.queries,
                "flash attention: need queries >= 0, offset >= 0, head_dim >= 1 and keys >= offset + queries, got ",
                d.queries, " queries, ", d.keys, " keys, head_dim ", d.head_dim, ", offset ", d.offset);
+  PF_CHECK_ARG(d.causal || d.offset == 0, "flash attention: bidirectional (non-causal) attention takes no position "
+               "offset, got offset ", d.offset);
 }
 
-// Keys query row i (position offset + i) attends to inside the key block at j0 of `len` keys.
+// The last key query row i attends to: its position offset + i, or the last key without the mask.
+inline int64_t last_key(const AttentionDims& d, int64_t i) { return d.causal ? d.offset + i : d.keys - 1; }
+
+// Keys query row i attends to inside the key block at j0 of `len` keys.
 inline int64_t valid_keys(const AttentionDims& d, int64_t i, int64_t j0, int64_t len) {
-  return std::clamp<int64_t>(d.offset + i + 1 - j0, 0, len);
+  return std::clamp<int64_t>(last_key(d, i) + 1 - j0, 0, len);
 }
 
 float inv_sqrt(int64_t hd) { return 1.0f / std::sqrt(static_cast<float>(hd)); }
@@ -150,10 +155,10 @@ void flash_attention_forward(const AttentionDims& dims, ConstRows q, ConstRows k
   float* acc = s + kQueryBlock * kKeyBlock;  // [kQueryBlock][hd]
   float* row_max = acc + kQueryBlock * hd;   // [kQueryBlock]
   float* row_sum = row_max + kQueryBlock;    // [kQueryBlock]
-  transpose(k, dims.offset + T, hd, kt, L);  // the keys some query attends to
+  transpose(k, dims.causal ? dims.offset + T : L, hd, kt, L);  // the keys some query attends to
   for (int64_t i0 = 0; i0 < T; i0 += kQueryBlock) {
     const int64_t rows = std::min(kQueryBlock, T - i0);
-    const int64_t last = dims.offset + i0 + rows - 1;  // the block's last query position
+    const int64_t last = last_key(dims, i0 + rows - 1);  // the last key the block's last query sees
     for (int64_t r = 0; r < rows; ++r) {
       row_max[r] = -std::numeric_limits<float>::infinity();
       row_sum[r] = 0.0f;
@@ -214,10 +219,11 @@ void flash_attention_backward(const AttentionDims& dims, ConstRows q, ConstRows 
       zero(dk.data + j * dk.stride, hd);
       zero(dv.data + j * dv.stride, hd);
     }
-    const int64_t first = std::max<int64_t>(0, j0 - dims.offset);  // the first query that sees key j0
+    // The first query that sees key j0 (every query does without the mask).
+    const int64_t first = dims.causal ? std::max<int64_t>(0, j0 - dims.offset) : 0;
     for (int64_t i0 = first / kQueryBlock * kQueryBlock; i0 < T; i0 += kQueryBlock) {
       const int64_t rows = std::min(kQueryBlock, T - i0);
-      const int64_t cols = std::min(len, dims.offset + i0 + rows - j0);  // keys the block's last row sees
+      const int64_t cols = std::min(len, last_key(dims, i0 + rows - 1) + 1 - j0);  // keys the block's last row sees
       const float* qi = q.data + i0 * q.stride;
       const float* gi = dout.data + i0 * dout.stride;
       gemm(false, false, rows, cols, hd, scale, qi, q.stride, kt + j0, L, 0.0f, p, kKeyBlock);
@@ -247,11 +253,11 @@ void attention_reference_forward(const AttentionDims& dims, const float* q, cons
   check_dims(dims);
   const int64_t steps = dims.queries, keys = dims.keys, hd = dims.head_dim;
   // Scores for all pairs (the masked part is overwritten below), then a causal softmax per row:
-  // query i sits at position offset + i.
+  // query i sits at position offset + i (without the mask: a softmax over all keys).
   gemm(false, true, steps, keys, hd, inv_sqrt(hd), q, k, 0.0f, probs);
   for (int64_t i = 0; i < steps; ++i) {
     float* row = probs + i * keys;
-    const int64_t last = dims.offset + i;
+    const int64_t last = last_key(dims, i);
     float max_score = row[0];
     for (int64_t j = 1; j <= last; ++j) max_score = row[j] > max_score ? row[j] : max_score;
     float sum = 0.0f;
@@ -278,7 +284,7 @@ void attention_reference_backward(const AttentionDims& dims, const float* q, con
   for (int64_t i = 0; i < steps; ++i) {
     const float* prow = probs + i * keys;
     float* drow = dp + i * keys;
-    const int64_t last = dims.offset + i;
+    const int64_t last = last_key(dims, i);
     float dot = 0.0f;
     for (int64_t j = 0; j <= last; ++j) dot += prow[j] * drow[j];
     for (int64_t j = 0; j <= last; ++j) drow[j] = prow[j] * (drow[j] - dot);

@@ -1,7 +1,9 @@
 // The causal attention core of one (batch, head) on the CPU, fused and blocked (flash attention):
 // out = softmax(q k^T / sqrt(hd) + causal mask) v, for `queries` rows of q at positions
 // offset + t, which attend to keys and values 0 .. offset + t (keys >= offset + queries; with
-// sequence slices the earlier slices' keys come first).
+// sequence slices the earlier slices' keys come first). With AttentionDims::causal false
+// (bidirectional, a Vision Transformer's encoder) there is no mask: every query attends to all
+// `keys` keys, and the blocks below simply run to the last key.
 //
 // Forward: per block of queries, the key blocks up to the diagonal; for each, the scores, a running
 // row maximum and row sum (online softmax) and the output accumulated in place of the probabilities.
@@ -33,10 +35,13 @@
 
 namespace pf::cpu {
 
-// Queries q[t] (t < queries) sit at position offset + t and attend to keys 0 .. offset + t.
-// Requires queries >= 0, offset >= 0, keys >= offset + queries, head_dim >= 1.
+// Queries q[t] (t < queries) sit at position offset + t and attend to keys 0 .. offset + t; or,
+// with causal false, to all keys 0 .. keys - 1.
+// Requires queries >= 0, offset >= 0, keys >= offset + queries, head_dim >= 1, and offset 0 when
+// causal is false (a query's position then means nothing).
 struct AttentionDims {
   int64_t queries = 0, keys = 0, head_dim = 0, offset = 0;
+  bool causal = true;
 };
 
 // A row-major matrix of head_dim-wide rows: row r starts at data + r * stride (e.g. a head's
@@ -64,7 +69,7 @@ void flash_attention_backward(const AttentionDims& dims, ConstRows q, ConstRows 
                               const float* lse, ConstRows dout, Rows dq, Rows dk, Rows dv, float* workspace);
 
 // The unfused reference on contiguous matrices (q, out, dout, dq [queries, hd]; k, v, dk, dv
-// [keys, hd]): probs [queries, keys] (0 above the causal diagonal) and out; its backward from
+// [keys, hd]): probs [queries, keys] (0 above the causal diagonal when causal) and out; its backward from
 // probs, with dp a [queries, keys] workspace.
 void attention_reference_forward(const AttentionDims& dims, const float* q, const float* k, const float* v,
                                  float* probs, float* out);
