@@ -11,12 +11,15 @@
 #include "runtime/core/limits.h"
 #include "runtime/layers/activations.h"
 #include "runtime/layers/attention.h"
+#include "runtime/layers/conv2d.h"
 #include "runtime/layers/class_token.h"
 #include "runtime/layers/cross_entropy.h"
 #include "runtime/layers/embedding.h"
+#include "runtime/layers/group_norm.h"
 #include "runtime/layers/layer_norm.h"
 #include "runtime/layers/linear.h"
 #include "runtime/layers/llama_block.h"
+#include "runtime/layers/pooling.h"
 #include "runtime/layers/patch_embedding.h"
 #include "runtime/layers/residual.h"
 #include "runtime/layers/rms_norm.h"
@@ -54,8 +57,10 @@ void count_layers(const json& layers, const std::string& path, int depth, int64_
                  " layers in one model");
     const json& item = layers[i];
     if (item.is_object()) {
-      auto it = item.find("layers");
-      if (it != item.end()) count_layers(*it, item_path + ".layers", depth + 1, count);
+      for (const char* key : {"layers", "shortcut"}) {
+        auto it = item.find(key);
+        if (it != item.end()) count_layers(*it, item_path + "." + key, depth + 1, count);
+      }
     }
   }
 }
@@ -106,6 +111,14 @@ class Fields {
   int64_t optional_size(const char* key, int64_t fallback) const {
     const json* value = find(key);
     return value ? size(*value, key) : fallback;
+  }
+  // An integer >= 0 (e.g. a padding).
+  int64_t optional_count(const char* key, int64_t fallback) const {
+    const json* value = find(key);
+    if (!value) return fallback;
+    PF_CHECK_ARG(value->is_number_integer() && json_integer_in(*value, 0, kMaxSize), at(key),
+                 ": expected an integer from 0 to ", kMaxSize, ", got ", describe_json(*value));
+    return value->get<int64_t>();
   }
 
   // A float that must be finite and >= 0 (or > 0 when `positive`).
@@ -160,13 +173,14 @@ struct LayerKind {
   Builder build;
 };
 
+// The layers of the array `key` ("layers", or a residual's "shortcut"), named "<name>.<i>".
 std::vector<std::unique_ptr<Layer>> build_children(const Fields& f, const std::string& type,
-                                                   const std::string& name) {
-  const json& items = f.required_array("layers", type);
+                                                   const std::string& name, const char* key = "layers") {
+  const json& items = f.required_array(key, type);
   std::vector<std::unique_ptr<Layer>> layers;
   for (size_t i = 0; i < items.size(); ++i) {
     layers.push_back(layer_from_json(items[i], join_name(name, std::to_string(i)),
-                                     f.at("layers") + "[" + std::to_string(i) + "]"));
+                                     f.at(key) + "[" + std::to_string(i) + "]"));
   }
   return layers;
 }
@@ -274,11 +288,50 @@ const std::vector<LayerKind>& layer_kinds() {
        [](const Fields&, const std::string& name) -> std::unique_ptr<Layer> {
          return std::make_unique<ClassToken>(name);
        }},
-      {"residual", {"layers"},
+      {"residual", {"layers", "shortcut"},
        [](const Fields& f, const std::string& name) -> std::unique_ptr<Layer> {
          auto body =
              std::make_unique<Sequential>(join_name(name, "body"), build_children(f, "residual", name));
-         return std::make_unique<Residual>(name, std::move(body));
+         std::unique_ptr<Layer> shortcut;
+         if (f.find("shortcut") != nullptr) {
+           const std::string shortcut_name = join_name(name, "shortcut");
+           shortcut = std::make_unique<Sequential>(shortcut_name,
+                                                   build_children(f, "residual", shortcut_name, "shortcut"));
+         }
+         return std::make_unique<Residual>(name, std::move(body), std::move(shortcut));
+       }},
+      {"conv2d", {"in_channels", "out_channels", "kernel", "stride", "padding", "bias", "init_std", "height", "width"},
+       [](const Fields& f, const std::string& name) -> std::unique_ptr<Layer> {
+         Conv2dOptions o;
+         o.kernel = f.optional_size("kernel", o.kernel);
+         o.stride = f.optional_size("stride", o.stride);
+         o.padding = f.optional_count("padding", o.padding);
+         o.bias = f.optional_bool("bias", o.bias);
+         o.init_std = f.optional_float("init_std", 0.0f, false);
+         o.height = f.optional_count("height", 0);
+         o.width = f.optional_count("width", 0);
+         return std::make_unique<Conv2d>(name, f.required_size("in_channels", "conv2d"),
+                                         f.required_size("out_channels", "conv2d"), o);
+       }},
+      {"groupnorm", {"channels", "groups", "eps"},
+       [](const Fields& f, const std::string& name) -> std::unique_ptr<Layer> {
+         return std::make_unique<GroupNorm>(name, f.required_size("channels", "groupnorm"),
+                                            f.required_size("groups", "groupnorm"),
+                                            f.optional_float("eps", 1e-5f, true));
+       }},
+      {"max_pool2d", {"kernel", "stride"},
+       [](const Fields& f, const std::string& name) -> std::unique_ptr<Layer> {
+         return std::make_unique<Pool2d>(name, Pool2d::Mode::kMax, f.required_size("kernel", "max_pool2d"),
+                                         f.optional_size("stride", f.required_size("kernel", "max_pool2d")));
+       }},
+      {"avg_pool2d", {"kernel", "stride"},
+       [](const Fields& f, const std::string& name) -> std::unique_ptr<Layer> {
+         return std::make_unique<Pool2d>(name, Pool2d::Mode::kAverage, f.required_size("kernel", "avg_pool2d"),
+                                         f.optional_size("stride", f.required_size("kernel", "avg_pool2d")));
+       }},
+      {"global_avg_pool", {},
+       [](const Fields&, const std::string& name) -> std::unique_ptr<Layer> {
+         return std::make_unique<GlobalAvgPool>(name);
        }},
       {"sequential", {"layers"},
        [](const Fields& f, const std::string& name) -> std::unique_ptr<Layer> {

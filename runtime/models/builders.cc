@@ -11,13 +11,18 @@
 #include "runtime/core/limits.h"
 #include "runtime/layers/activations.h"
 #include "runtime/layers/class_token.h"
+#include "runtime/layers/conv2d.h"
 #include "runtime/layers/cross_entropy.h"
 #include "runtime/layers/embedding.h"
+#include "runtime/layers/group_norm.h"
 #include "runtime/layers/layer_factory.h"
 #include "runtime/layers/layer_norm.h"
 #include "runtime/layers/linear.h"
 #include "runtime/layers/llama_block.h"
 #include "runtime/layers/patch_embedding.h"
+#include "runtime/layers/pooling.h"
+#include "runtime/layers/residual.h"
+#include "runtime/layers/sequential.h"
 #include "runtime/layers/rms_norm.h"
 #include "runtime/layers/parameter.h"
 #include "runtime/layers/transformer_block.h"
@@ -109,6 +114,33 @@ void check_vit(const VitConfig& c) {
                4 * c.d_model, " is larger than ", limits::kMaxDimension, "; give mlp_hidden");
 }
 
+void check_resnet(const ResNetConfig& c) {
+  check_dimension(c.channels, "resnet: channels");
+  check_dimension(c.image_size, "resnet: image_size");
+  check_dimension(c.width, "resnet: width");
+  check_dimension(c.classes, "resnet: classes");
+  PF_CHECK_ARG(c.image_size <= limits::kMaxDimension / c.image_size &&
+                   c.channels <= limits::kMaxDimension / (c.image_size * c.image_size),
+               "resnet: an image of ", c.channels, " x ", c.image_size, " x ", c.image_size,
+               " values is more than the limit of ", limits::kMaxDimension, " features");
+  PF_CHECK_ARG(!c.blocks.empty() && c.blocks.size() <= 8, "resnet: blocks must list 1 to 8 stages, got ",
+               c.blocks.size());
+  int64_t channels = c.width, size = c.image_size, total = 0;
+  for (size_t stage = 0; stage < c.blocks.size(); ++stage) {
+    PF_CHECK_ARG(c.blocks[stage] >= 1, "resnet: blocks[", stage, "] must be >= 1, got ", c.blocks[stage]);
+    total += c.blocks[stage];
+    if (stage > 0) {
+      PF_CHECK_ARG(size >= 2 && channels <= limits::kMaxDimension / 2, "resnet: stage ", stage,
+                   " would halve a ", size, "x", size, " feature map of ", channels, " channels; use fewer stages");
+      channels *= 2;
+      size = (size - 1) / 2 + 1;
+    }
+  }
+  PF_CHECK_ARG(total <= kMaxGptBlocks, "resnet: ", total, " blocks, more than the limit of ", kMaxGptBlocks);
+  PF_CHECK_ARG(c.groups > 0 && c.width % c.groups == 0, "resnet: groups must be > 0 and divide width (", c.width,
+               "), got ", c.groups);
+}
+
 // The fields the GPT and Llama presets share.
 template <typename Config>
 void read_token_model_fields(const JsonObject& obj, Config* c) {
@@ -161,7 +193,18 @@ std::unique_ptr<Model> build_preset(const JsonObject& obj, const std::string& pr
     obj.reject_unknown({"preset", "format", "local_head"});
     return build_vit(c);
   }
-  fail(ErrorCode::kInvalidArgument, "preset: unknown preset '", preset, "' (known: mlp, gpt, llama, vit)");
+  if (preset == "resnet") {
+    ResNetConfig c;
+    c.channels = obj.get_int_in("channels", c.channels, 1, kDim);
+    c.image_size = obj.get_int_in("image_size", c.image_size, 1, kDim);
+    c.width = obj.get_int_in("width", c.width, 1, kDim);
+    c.blocks = obj.get_int_list("blocks", c.blocks, kMaxGptBlocks, 8);
+    c.groups = obj.get_int_in("groups", c.groups, 1, kDim);
+    c.classes = obj.get_int_in("classes", c.classes, 1, kDim);
+    obj.reject_unknown({"preset", "format", "local_head"});
+    return build_resnet(c);
+  }
+  fail(ErrorCode::kInvalidArgument, "preset: unknown preset '", preset, "' (known: mlp, gpt, llama, vit, resnet)");
 }
 
 InputSpec parse_input(const nlohmann::json& j) {
@@ -278,6 +321,78 @@ std::unique_ptr<Model> assemble_vit(const VitConfig& config) {
   return std::make_unique<Model>(spec, std::move(layers), std::make_unique<CrossEntropyLoss>());
 }
 
+// A classifier of image rows (channels x size x size values, channel-major) into `classes`.
+std::unique_ptr<Model> image_model_of(int64_t channels, int64_t size, int64_t classes,
+                                      std::vector<std::unique_ptr<Layer>> layers) {
+  InputSpec spec;
+  spec.kind = InputSpec::Kind::kFeatures;
+  spec.features = channels * size * size;
+  spec.classes = classes;
+  return std::make_unique<Model>(spec, std::move(layers), std::make_unique<CrossEntropyLoss>());
+}
+
+// One basic block, "<name>": Residual "<name>.res" (conv, norm, relu, conv, norm; a projection
+// shortcut when the shape changes) then ReLU "<name>.act". Names as the JSON form rebuilds them.
+std::unique_ptr<Layer> resnet_block(const std::string& name, int64_t in, int64_t out, int64_t stride,
+                                    int64_t groups) {
+  const std::string res = name + ".res";
+  Conv2dOptions first;
+  first.stride = stride;
+  first.padding = 1;
+  first.bias = false;
+  Conv2dOptions second;
+  second.padding = 1;
+  second.bias = false;
+  std::vector<std::unique_ptr<Layer>> body;
+  body.push_back(std::make_unique<Conv2d>(res + ".0", in, out, first));
+  body.push_back(std::make_unique<GroupNorm>(res + ".1", out, groups));
+  body.push_back(std::make_unique<ReLU>(res + ".2"));
+  body.push_back(std::make_unique<Conv2d>(res + ".3", out, out, second));
+  body.push_back(std::make_unique<GroupNorm>(res + ".4", out, groups));
+  std::unique_ptr<Layer> shortcut;
+  if (stride != 1 || in != out) {
+    Conv2dOptions projection;
+    projection.kernel = 1;
+    projection.stride = stride;
+    projection.bias = false;
+    std::vector<std::unique_ptr<Layer>> path;
+    path.push_back(std::make_unique<Conv2d>(res + ".shortcut.0", in, out, projection));
+    path.push_back(std::make_unique<GroupNorm>(res + ".shortcut.1", out, groups));
+    shortcut = std::make_unique<Sequential>(res + ".shortcut", std::move(path));
+  }
+  std::vector<std::unique_ptr<Layer>> block;
+  block.push_back(std::make_unique<Residual>(res, std::make_unique<Sequential>(res + ".body", std::move(body)),
+                                             std::move(shortcut)));
+  block.push_back(std::make_unique<ReLU>(name + ".act"));
+  return std::make_unique<Sequential>(name, std::move(block));
+}
+
+std::unique_ptr<Model> assemble_resnet(const ResNetConfig& config) {
+  std::vector<std::unique_ptr<Layer>> layers;
+  Conv2dOptions stem;
+  stem.padding = 1;
+  stem.bias = false;
+  stem.height = config.image_size;
+  stem.width = config.image_size;
+  layers.push_back(std::make_unique<Conv2d>("stem", config.channels, config.width, stem));
+  layers.push_back(std::make_unique<GroupNorm>("stem_norm", config.width, config.groups));
+  layers.push_back(std::make_unique<ReLU>("stem_act"));
+  int64_t channels = config.width, index = 0;
+  for (size_t stage = 0; stage < config.blocks.size(); ++stage) {
+    for (int64_t i = 0; i < config.blocks[stage]; ++i) {
+      const bool downsample = stage > 0 && i == 0;
+      const int64_t out = downsample ? 2 * channels : channels;
+      layers.push_back(
+          resnet_block("blocks." + std::to_string(index++), channels, out, downsample ? 2 : 1, config.groups));
+      channels = out;
+    }
+  }
+  layers.push_back(std::make_unique<GlobalAvgPool>("pool"));
+  layers.push_back(std::make_unique<Linear>("head", channels, config.classes, true,
+                                            1.0f / std::sqrt(static_cast<float>(channels))));
+  return image_model_of(config.channels, config.image_size, config.classes, std::move(layers));
+}
+
 std::unique_ptr<Model> assemble_from_json(const JsonObject& obj) {
   InputSpec spec = parse_input(obj.get("input"));
   const auto& list = obj.get_array("layers");
@@ -332,6 +447,11 @@ std::unique_ptr<Model> build_gpt(const GptConfig& config) {
 std::unique_ptr<Model> build_llama(const LlamaConfig& config) {
   check_llama(config);
   return build_within_memory_limit("llama", [&] { return assemble_llama(config); });
+}
+
+std::unique_ptr<Model> build_resnet(const ResNetConfig& config) {
+  check_resnet(config);
+  return build_within_memory_limit("resnet", [&] { return assemble_resnet(config); });
 }
 
 std::unique_ptr<Model> build_vit(const VitConfig& config) {

@@ -66,6 +66,17 @@ struct VitConfig {
   int64_t classes = 10;
 };
 
+// A small residual network for images (He et al. 2016's basic blocks, GroupNorm instead of
+// BatchNorm: statistics per sample, so micro-batching changes nothing).
+struct ResNetConfig {
+  int64_t channels = 1;    // image channels (inputs: rows of channels * image_size^2 values)
+  int64_t image_size = 8;  // height = width
+  int64_t width = 16;      // channels of the stem and the first stage; each later stage doubles them
+  std::vector<int64_t> blocks = {1, 1};  // residual blocks per stage; later stages start with stride 2
+  int64_t groups = 4;      // GroupNorm groups; must divide width
+  int64_t classes = 10;
+};
+
 // Top-level layers: "fc0", "act0", "fc1", ... , "head"; loss: cross-entropy.
 std::unique_ptr<Model> build_mlp(const MlpConfig& config);
 // Top-level layers: "embed" (token + position), "blocks.0" ... "blocks.{L-1}", "ln_f", "head".
@@ -77,8 +88,14 @@ std::unique_ptr<Model> build_llama(const LlamaConfig& config);
 // "blocks.0" ... "blocks.{L-1}" (pre-LayerNorm GPT blocks with bidirectional attention, GELU),
 // "ln_f", "pool" (class_token), "head"; loss: cross-entropy over the classes.
 std::unique_ptr<Model> build_vit(const VitConfig& config);
+// Top-level layers: "stem" (3x3 conv, padding 1), "stem_norm" (GroupNorm), "stem_act" (ReLU),
+// "blocks.0" ... (each a Sequential of "blocks.<i>.res", a Residual whose body is conv 3x3 (stride
+// 2 where a stage starts), GroupNorm, ReLU, conv 3x3, GroupNorm, with a shortcut of a 1x1 conv and
+// a GroupNorm where the shape changes, and "blocks.<i>.act", a ReLU), "pool" (global average),
+// "head"; convolutions before a GroupNorm have no bias; loss: cross-entropy over the classes.
+std::unique_ptr<Model> build_resnet(const ResNetConfig& config);
 
-// Builds from model JSON: either {"preset": "mlp"|"gpt"|"llama"|"vit", ...config fields} or
+// Builds from model JSON: either {"preset": "mlp"|"gpt"|"llama"|"vit"|"resnet", ...config fields} or
 // {"input": {...}, "layers": [...], "loss": "cross_entropy"}. Unknown fields, unknown layer types
 // and bad values are kInvalidArgument errors that name the field (as a JSON path). Sizes are bounded
 // as runtime/core/limits.h says (dimensions, layer count and nesting, JSON size and depth); a model

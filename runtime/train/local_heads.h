@@ -1,12 +1,15 @@
 // Local learning's auxiliary heads (docs/SCHEDULES.md, "Local learning"): the small classifier a
 // pipeline stage trains on instead of a gradient from the next stage. A head reads the stage's
-// output (its last dimension is the width) and ends in the model's loss (cross-entropy on the
-// model's targets). Kinds:
+// output and ends in the model's loss (cross-entropy on the model's targets). Kinds:
 //   "linear"            Linear(width -> classes)
 //   "layernorm-linear"  LayerNorm(width), Linear(width -> classes)  (the GPT's own ln_f + head)
 //   "mlp"               Linear(width -> width), GELU, Linear(width -> classes)
-//   "auto"              layernorm-linear for token models, linear for feature models
-// Parameters are named "heads.<stage>.<layer>.<weight|bias>".
+//   "auto"              layernorm-linear for token sequences (a token model's, or a ViT's patch
+//                       tokens), linear otherwise
+// Where the stage output has one row per sample only after pooling, the head starts with that
+// pooling: feature maps [B, C, H, W] (after a conv2d, a groupnorm, a pool) with a global average
+// pool (width C), a feature-input model's token sequence [B, T, D] (a ViT's, after its
+// patch_embedding) with its class token. Parameters are named "heads.<stage>.<layer>.<weight|bias>".
 #pragma once
 
 #include <cstdint>
@@ -19,10 +22,15 @@
 
 namespace pf {
 
-// The last dimension of the output of layers [0, end) of `model`, read from the layers' configs
-// (a linear's "out", an embedding's, block's or LayerNorm's "dim"; activations keep it).
-// kInvalidArgument naming the stage when no layer tells.
-int64_t stage_output_width(const Model& model, int end, int stage);
+// What the output of layers [0, end) of `model` looks like, read from the layers' configs (last
+// to first, into a sequential's or a residual's layers): its width (a linear's "out", a conv2d's
+// "out_channels", a groupnorm's "channels", an embedding's, block's or LayerNorm's "dim";
+// activations keep it) and its form. kInvalidArgument naming the stage when no layer tells.
+struct StageOutput {
+  enum class Form { kRows, kTokens, kFeatureMaps, kImageTokens } form = Form::kRows;
+  int64_t width = 0;
+};
+StageOutput stage_output(const Model& model, int end, int stage);
 
 // The head of stage `stage` whose layers end at top-level layer `end` (exclusive): a model of the
 // head's layers and a cross-entropy loss (its input spec: features of that width, the model's

@@ -99,7 +99,7 @@ INSTANTIATE_TEST_SUITE_P(
     AllSynchronousSchedules, Equivalence,
     ::testing::Combine(::testing::ValuesIn(testing::synchronous_schedules()),
                        ::testing::Values(ModelKind::kMlp, ModelKind::kGpt, ModelKind::kLlama,
-                                         ModelKind::kTiedGpt)),
+                                         ModelKind::kTiedGpt, ModelKind::kResNet, ModelKind::kViT)),
     [](const ::testing::TestParamInfo<std::tuple<Case, ModelKind>>& info) {
       return testing::test_name(std::get<0>(info.param).schedule, kind_name(std::get<1>(info.param)));
     });

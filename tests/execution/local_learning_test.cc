@@ -21,10 +21,28 @@
 namespace pf::exec {
 namespace {
 
-enum class ModelKind { kMlp, kGpt };
+// The ResNet's stages end in feature maps (heads: global average pool, then the kind's layers),
+// the ViT's in patch tokens (heads: its class token, then the kind's layers).
+enum class ModelKind { kMlp, kGpt, kResNet, kViT };
 
 std::shared_ptr<Model> make_model(ModelKind kind) {
-  return kind == ModelKind::kMlp ? testing::tiny_mlp(6) : testing::tiny_gpt(4);
+  switch (kind) {
+    case ModelKind::kMlp: return testing::tiny_mlp(6);
+    case ModelKind::kGpt: return testing::tiny_gpt(4);
+    case ModelKind::kResNet: return testing::tiny_resnet();
+    case ModelKind::kViT: return testing::tiny_vit();
+  }
+  return nullptr;
+}
+
+const char* kind_name(ModelKind kind) {
+  switch (kind) {
+    case ModelKind::kMlp: return "mlp";
+    case ModelKind::kGpt: return "gpt";
+    case ModelKind::kResNet: return "resnet";
+    case ModelKind::kViT: return "vit";
+  }
+  return "";
 }
 
 class LocalReference {
@@ -175,14 +193,43 @@ INSTANTIATE_TEST_SUITE_P(
                       Param{"local-updates", 4, ModelKind::kMlp, "auto"},
                       Param{"local-updates", 2, ModelKind::kGpt, "auto"},
                       Param{"local-updates", 4, ModelKind::kGpt, "auto"}, Param{"ppll", 4, ModelKind::kMlp, "mlp"},
-                      Param{"ppll", 2, ModelKind::kGpt, "linear"}),
+                      Param{"ppll", 2, ModelKind::kGpt, "linear"}, Param{"ppll", 4, ModelKind::kResNet, "auto"},
+                      Param{"local-updates", 2, ModelKind::kResNet, "auto"},
+                      Param{"ppll", 2, ModelKind::kResNet, "mlp"}, Param{"ppll", 4, ModelKind::kViT, "auto"},
+                      Param{"local-updates", 2, ModelKind::kViT, "linear"}),
     [](const ::testing::TestParamInfo<Param>& info) {
-      std::string n = std::get<0>(info.param) + "_p" + std::to_string(std::get<1>(info.param)) +
-                      (std::get<2>(info.param) == ModelKind::kMlp ? "_mlp_" : "_gpt_") + std::get<3>(info.param);
+      std::string n = std::get<0>(info.param) + "_p" + std::to_string(std::get<1>(info.param)) + "_" +
+                      kind_name(std::get<2>(info.param)) + "_" + std::get<3>(info.param);
       for (char& c : n)
         if (c == '-') c = '_';
       return n;
     });
+
+// The heads read the stage output's form from the layers' configs: a ResNet stage ending in a
+// block gives feature maps (a global average pool first), one ending in the pool gives rows; a ViT
+// stage gives patch tokens (its class token first); a GPT stage tokens (a row per token).
+TEST(LocalHeads, PoolWhereTheStageOutputNeedsIt) {
+  using Form = StageOutput::Form;
+  auto resnet = testing::tiny_resnet();  // stem, stem_norm, stem_act, blocks.0-3, pool, head
+  EXPECT_EQ(stage_output(*resnet, 1, 0).form, Form::kFeatureMaps);
+  EXPECT_EQ(stage_output(*resnet, 1, 0).width, 4);
+  EXPECT_EQ(stage_output(*resnet, 7, 0).form, Form::kFeatureMaps);
+  EXPECT_EQ(stage_output(*resnet, 7, 0).width, 8);  // the last block's second conv, read inside its residual
+  EXPECT_EQ(stage_output(*resnet, 8, 0).form, Form::kRows);
+  EXPECT_EQ(stage_output(*resnet, 8, 0).width, 8);
+  auto vit = testing::tiny_vit();
+  EXPECT_EQ(stage_output(*vit, 3, 0).form, Form::kImageTokens);
+  EXPECT_EQ(stage_output(*vit, 3, 0).width, 16);
+  EXPECT_EQ(stage_output(*testing::tiny_gpt(4), 3, 0).form, Form::kTokens);
+  EXPECT_EQ(stage_output(*testing::tiny_mlp(6), 3, 0).form, Form::kRows);
+  auto head = make_local_head(*resnet, 1, 5, "auto");
+  ASSERT_EQ(head->layers().size(), 2u);
+  EXPECT_STREQ(head->layers()[0]->type(), "global_avg_pool");
+  auto vit_head = make_local_head(*vit, 0, 3, "auto");
+  ASSERT_EQ(vit_head->layers().size(), 3u);
+  EXPECT_STREQ(vit_head->layers()[0]->type(), "class_token");
+  EXPECT_STREQ(vit_head->layers()[1]->type(), "layernorm");
+}
 
 // The IR: a stage with a HEAD needs no gradient from the next one; a SEND_B to it is refused.
 TEST(LocalSchedules, ValidatorAndSimulator) {

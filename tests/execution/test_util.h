@@ -60,14 +60,44 @@ inline std::shared_ptr<Model> tiny_llama(int blocks = 5) {
   return build_llama(c);
 }
 
+// A ResNet on 6x6 single-channel images: stem, two stages of two basic blocks (4 then 8
+// channels, the second stage's first block strided with a projection shortcut), pool, head: nine
+// top-level layers, enough for 4 ranks of 2 chunks.
+inline std::shared_ptr<Model> tiny_resnet() {
+  ResNetConfig c;
+  c.channels = 1;
+  c.image_size = 6;
+  c.width = 4;
+  c.blocks = {2, 2};
+  c.groups = 2;
+  c.classes = 4;
+  return build_resnet(c);
+}
+
+// A ViT on 4x4 single-channel images in 2x2 patches (a class token and 4 patch tokens), 5 blocks.
+inline std::shared_ptr<Model> tiny_vit() {
+  VitConfig c;
+  c.channels = 1;
+  c.image_size = 4;
+  c.patch = 2;
+  c.d_model = 16;
+  c.heads = 2;
+  c.layers = 5;
+  c.mlp_hidden = 24;
+  c.classes = 4;
+  return build_vit(c);
+}
+
 // The models the equivalence tests run every schedule on.
-enum class ModelKind { kMlp, kGpt, kLlama, kTiedGpt };
+enum class ModelKind { kMlp, kGpt, kLlama, kTiedGpt, kResNet, kViT };
 inline std::shared_ptr<Model> model_of(ModelKind kind) {
   switch (kind) {
     case ModelKind::kMlp: return tiny_mlp();
     case ModelKind::kGpt: return tiny_gpt();
     case ModelKind::kLlama: return tiny_llama();
     case ModelKind::kTiedGpt: return tiny_gpt(5, 0, true);
+    case ModelKind::kResNet: return tiny_resnet();
+    case ModelKind::kViT: return tiny_vit();
   }
   return nullptr;
 }
@@ -77,6 +107,8 @@ inline const char* kind_name(ModelKind kind) {
     case ModelKind::kGpt: return "gpt";
     case ModelKind::kLlama: return "llama";
     case ModelKind::kTiedGpt: return "tied_gpt";
+    case ModelKind::kResNet: return "resnet";
+    case ModelKind::kViT: return "vit";
   }
   return "";
 }

@@ -159,18 +159,18 @@ INSTANTIATE_TEST_SUITE_P(
                                 testing::kind_name(std::get<1>(info.param)));
     });
 
-// The Llama (grouped-query attention, rotary positions, SwiGLU, RMSNorm) and the GPT with its head
+// The Llama (grouped-query attention, rotary positions, SwiGLU, RMSNorm), the GPT with its head
 // tied to the token embedding (GPT-2's form: the pair's gradients swapped between the first and
-// the last stage's processes, or summed in one process where a V placement puts both on rank 0)
-// under a schedule of each kind: one stage per rank, two interleaved chunks with split backward,
-// and a V placement.
-TEST(ProcessEquivalence, LlamaAndTiedGptBitwiseEqualToSequential) {
+// the last stage's processes, or summed in one process where a V placement puts both on rank 0),
+// the ResNet (feature maps [B, C, H, W] between stages) and the ViT under a schedule of each kind:
+// one stage per rank, two interleaved chunks with split backward, and a V placement.
+TEST(ProcessEquivalence, LlamaTiedGptResNetAndViTBitwiseEqualToSequential) {
   int variant = 0;
   for (const Case& c : std::vector<Case>{{"1f1b", 1}, {"interleaved-zb", 2}, {"zb-v", 2}}) {
     for (int p : {2, 4}) {
       // Under a sanitizer one stage count per schedule: 2 for one stage per rank, else 4.
       if (pf::testing::kUnderSanitizer && p != (c.chunks == 1 ? 2 : 4)) continue;
-      for (ModelKind kind : {ModelKind::kLlama, ModelKind::kTiedGpt}) {
+      for (ModelKind kind : {ModelKind::kLlama, ModelKind::kTiedGpt, ModelKind::kResNet, ModelKind::kViT}) {
         PipelineOptions o;
         o.schedule = c.schedule;
         o.ranks = p;

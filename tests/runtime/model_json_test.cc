@@ -65,6 +65,37 @@ TEST(ModelJson, LlamaPreset) {
             std::string::npos);
 }
 
+TEST(ModelJson, ResNetPreset) {
+  auto m = build_model_from_json(nlohmann::json::parse(
+      R"({"preset": "resnet", "channels": 3, "image_size": 8, "width": 8, "blocks": [1, 2], "groups": 4, "classes": 5})"));
+  EXPECT_EQ(m->input_spec().kind, InputSpec::Kind::kFeatures);
+  EXPECT_EQ(m->input_spec().features, 3 * 8 * 8);
+  EXPECT_EQ(m->input_spec().classes, 5);
+  std::vector<std::string> names;
+  for (const auto& l : m->layers()) names.push_back(l->name());
+  EXPECT_EQ(names, (std::vector<std::string>{"stem", "stem_norm", "stem_act", "blocks.0", "blocks.1", "blocks.2", "pool",
+                                             "head"}));
+  // The first block keeps 8 channels (no shortcut); the second stage's first block doubles them
+  // with a strided projection shortcut; the head reads 16 channels.
+  ASSERT_NE(m->find_parameter("blocks.0.res.0.weight"), nullptr);
+  EXPECT_EQ(m->find_parameter("blocks.0.res.0.weight")->shape, (Shape{8, 8, 3, 3}));
+  EXPECT_EQ(m->find_parameter("blocks.0.res.shortcut.0.weight"), nullptr);
+  ASSERT_NE(m->find_parameter("blocks.1.res.shortcut.0.weight"), nullptr);
+  EXPECT_EQ(m->find_parameter("blocks.1.res.shortcut.0.weight")->shape, (Shape{16, 8, 1, 1}));
+  EXPECT_EQ(m->find_parameter("blocks.2.res.shortcut.0.weight"), nullptr);
+  EXPECT_EQ(m->find_parameter("head.weight")->shape, (Shape{5, 16}));
+  EXPECT_EQ(m->find_parameter("stem.bias"), nullptr);  // a convolution before a GroupNorm has no bias
+  // Its JSON rebuilds the same model.
+  auto b = build_model_from_json(m->to_json());
+  EXPECT_EQ(m->to_json(), b->to_json());
+  ASSERT_EQ(m->parameters().size(), b->parameters().size());
+  for (size_t i = 0; i < m->parameters().size(); ++i) EXPECT_EQ(m->parameters()[i]->name, b->parameters()[i]->name);
+  EXPECT_NE(error_of(R"({"preset": "resnet", "width": 6, "groups": 4})").find("groups"), std::string::npos);
+  EXPECT_NE(error_of(R"({"preset": "resnet", "image_size": 2, "blocks": [1, 1, 1]})").find("stage 2"), std::string::npos);
+  EXPECT_NE(error_of(R"({"preset": "resnet", "blocks": [1, 0]})").find("blocks"), std::string::npos);
+  EXPECT_NE(error_of(R"({"preset": "resnet", "depth": 18})").find("depth"), std::string::npos);
+}
+
 TEST(ModelJson, ToJsonRebuildsAnIdenticalModel) {
   GptConfig c;
   c.vocab = 11;
@@ -91,7 +122,7 @@ TEST(ModelJson, ExplicitLayersAndStrictErrors) {
 
   EXPECT_NE(error_of("{not json").find("malformed"), std::string::npos);
   EXPECT_NE(error_of(R"({"preset": "mlp", "hiden": [4]})").find("hiden"), std::string::npos);
-  EXPECT_NE(error_of(R"({"preset": "resnet"})").find("resnet"), std::string::npos);
+  EXPECT_NE(error_of(R"({"preset": "unet"})").find("unet"), std::string::npos);
   EXPECT_NE(error_of(R"({"input": {"kind": "features", "features": 4, "classes": 2},
                          "layers": [{"type": "convolution"}]})").find("convolution"), std::string::npos);
   EXPECT_NE(error_of(R"({"input": {"kind": "features", "features": 4, "classes": 2},
