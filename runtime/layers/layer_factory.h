@@ -10,7 +10,13 @@
 //   transformer_block {dim, heads, mlp_hidden = 4 * dim, causal = true}
 //   patch_embedding   {channels = 1, height, width, patch, dim, init_std = 0.02}
 //   class_token       {}
-//   residual          {layers: [...]}  (body = a Sequential "<name>.body" of the layers)
+//   conv2d            {in_channels, out_channels, kernel = 3, stride = 1, padding = 0, bias = true,
+//                      init_std = sqrt(2 / (in_channels kernel^2)), height = 0, width = 0}
+//   groupnorm         {channels, groups, eps = 1e-5}
+//   max_pool2d, avg_pool2d {kernel, stride = kernel}
+//   global_avg_pool   {}
+//   residual          {layers: [...], shortcut: [...] optional}  (body = a Sequential "<name>.body"
+//                      of the layers; shortcut = a Sequential "<name>.shortcut")
 //   sequential        {layers: [...]}
 // Sub-layers without a "name" are called "<name>.0", "<name>.1", ...
 // A loss is "cross_entropy" or {"type": "cross_entropy"}.
