@@ -4,6 +4,10 @@
 // (forward 24 d^2 + 4 T d per token for the Linears and the dense attention products; backward
 // twice that), so the figure compares directly with gemm_bench.
 //
+// llama_block/forward_backward runs a LlamaBlock (RMSNorm, grouped-query attention with 2 key/value
+// heads and rotary positions, SwiGLU of llama_default_mlp_hidden(d), no biases) the same way: its
+// tokens/s against the GPT block's at the same width.
+//
 // The parts/ benchmarks profile the block's F+B+W: the attention layer alone and the MLP's six
 // GEMMs alone (fc and proj: forward, input and weight gradients). The block's time minus those
 // two is what the LayerNorms, GELU, biases and residual adds cost (per pass:
@@ -16,6 +20,7 @@
 
 #include "runtime/kernels/cpu/blas.h"
 #include "runtime/layers/attention.h"
+#include "runtime/layers/llama_block.h"
 #include "runtime/layers/transformer_block.h"
 #include "runtime/models/init.h"
 #include "runtime/tensor/tensor.h"
@@ -69,6 +74,32 @@ void run_block(benchmark::State& state, int64_t d, Phase phase) {
                  " d_model=" + std::to_string(d) + " heads=" + std::to_string(kHeads) + " blas_threads=1");
 }
 
+void run_llama_block(benchmark::State& state, int64_t d) {
+  pf::cpu::set_blas_threads_for_this_thread(1);
+  pf::LlamaBlockConfig c;
+  c.dim = d;
+  c.heads = kHeads;
+  c.kv_heads = kHeads / 2;
+  c.mlp_hidden = pf::llama_default_mlp_hidden(d);
+  pf::LlamaBlock block("blocks.0", c);
+  pf::initialize_parameters(block.parameters(), 1234);
+  const pf::Tensor x = random_tensor({kBatch, kSeqLen, d}, 1);
+  const pf::Tensor dy = random_tensor({kBatch, kSeqLen, d}, 2);
+  for (auto _ : state) {
+    pf::SavedContext ctx;
+    pf::Tensor y = block.forward(x, ctx);
+    pf::Tensor dx = block.backward_input(ctx, dy);
+    block.backward_weight(ctx);
+    benchmark::DoNotOptimize(dx.f32());
+    benchmark::ClobberMemory();
+  }
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(kBatch * kSeqLen), benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel("B*T=" + std::to_string(kBatch) + "*" + std::to_string(kSeqLen) + " d_model=" + std::to_string(d) +
+                 " heads=" + std::to_string(kHeads) + " kv_heads=" + std::to_string(c.kv_heads) +
+                 " mlp=" + std::to_string(c.mlp_hidden) + " blas_threads=1");
+}
+
 void run_attention(benchmark::State& state, int64_t d) {
   pf::cpu::set_blas_threads_for_this_thread(1);
   pf::CausalSelfAttention attn("blocks.0.attn", d, kHeads);
@@ -111,6 +142,9 @@ const bool registered = [] {
     })->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("transformer_block/forward_backward" + suffix).c_str(),
                                  [d](benchmark::State& s) { run_block(s, d, Phase::kForwardBackward); })
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("llama_block/forward_backward" + suffix).c_str(),
+                                 [d](benchmark::State& s) { run_llama_block(s, d); })
         ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("parts/attention_fbw" + suffix).c_str(), [d](benchmark::State& s) {
       run_attention(s, d);

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <random>
 #include <vector>
 
 #include "runtime/kernels/cpu/blas.h"
+#include "runtime/kernels/cpu/openblas_kernels.h"
 #include "tests/util/blas_shapes.h"
 
 namespace pf {
@@ -102,3 +104,19 @@ TEST(Blas, ThreadCountIsPerThreadAndResultsDoNotDependOnIt) {
 
 }  // namespace
 }  // namespace pf
+
+// OpenBLAS's generic fallback (Prescott, SSE3) is replaced at load time where the CPU has AVX2 and
+// FMA (this build needs them) and nobody named a core: the GEMMs above then ran on those kernels.
+TEST(Blas, KernelsAreNotTheGenericFallbackOnThisCpu) {
+  const pf::cpu::BlasKernels kernels = pf::cpu::blas_kernels();
+  std::cout << "[ INFO     ] OpenBLAS core " << kernels.core
+            << (kernels.fallback.empty() ? std::string(" (its own choice)")
+                                         : " (PipeForge's choice; OpenBLAS chose " + kernels.fallback + ")")
+            << "\n";
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr || std::getenv("PF_KEEP_OPENBLAS_KERNELS") != nullptr)
+    GTEST_SKIP() << "the kernels were named by the environment";
+  __builtin_cpu_init();
+  ASSERT_TRUE(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));
+  EXPECT_STRCASENE(kernels.core.c_str(), "Prescott");
+  if (!kernels.fallback.empty()) EXPECT_STRCASEEQ(kernels.fallback.c_str(), "Prescott");
+}

@@ -4,8 +4,18 @@
 #include <omp.h>
 
 #include "runtime/core/error.h"
+#include "runtime/kernels/cpu/openblas_kernels.h"
 
 namespace pf::cpu {
+
+namespace {
+
+// When the library loads, after OpenBLAS's own initialisation (a dependency's constructors run
+// first): OpenBLAS's generic fallback kernels replaced where the CPU can do better
+// (openblas_kernels.h).
+__attribute__((constructor)) void choose_blas_kernels_at_load() { choose_blas_kernels_again_if_generic(); }
+
+}  // namespace
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           const float* b, float beta, float* c) {
