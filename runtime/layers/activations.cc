@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "runtime/core/error.h"
+#include "runtime/kernels/cpu/fast_math.h"
 #include "runtime/kernels/cpu/gelu.h"
 #include "runtime/layers/cuda_dispatch.h"
 
@@ -129,7 +130,7 @@ Tensor SwiGLU::forward(const Tensor& input, SavedContext& ctx) {
     const float* a = input.f32() + r * width;
     const float* u = a + half;
     float* y = output.f32() + r * half;
-    for (int64_t i = 0; i < half; ++i) y[i] = a[i] / (1.0f + std::exp(-a[i])) * u[i];
+    for (int64_t i = 0; i < half; ++i) y[i] = a[i] / (1.0f + cpu::fast_exp(-a[i])) * u[i];
   }
   ctx.save("input", input);
   return output;
@@ -152,7 +153,7 @@ Tensor SwiGLU::backward_input(SavedContext& ctx, const Tensor& grad_output) {
     float* da = grad_input.f32() + r * width;
     float* du = da + half;
     for (int64_t i = 0; i < half; ++i) {
-      const float s = 1.0f / (1.0f + std::exp(-a[i]));
+      const float s = 1.0f / (1.0f + cpu::fast_exp(-a[i]));
       da[i] = dy[i] * u[i] * s * (1.0f + a[i] * (1.0f - s));
       du[i] = dy[i] * a[i] * s;
     }
