@@ -671,15 +671,16 @@ class StepCallback {
 };
 
 // A built-in data source (pf_builtin_data_options): kind "char_text" (a text file or folder; ""
-// = the licence texts), "synthetic", "csv" (path required) or, since 0.17, "token_file" (path and
-// vocab required: a nanoGPT or llm.c token file).
+// = the licence texts), "synthetic", "csv" (path required), since 0.17 "token_file" (path and
+// vocab required: a nanoGPT or llm.c token file) or, since 0.18, "cifar10" (path required: a
+// CIFAR-10 .bin file or the cifar-10-batches-bin folder).
 struct DataOptions {
   std::string kind = "char_text";
   int64_t rows = 8;
   int64_t seed = 0;
   std::string path;
   int64_t seq_len = 64;            // char_text, token_file
-  double held_out_fraction = 0;    // char_text, token_file, csv: the share held out
+  double held_out_fraction = 0;    // char_text, token_file, csv, one cifar10 file: the share held out
   bool held_out = false;           // serve the held-out split
   float feature_scale = 1.0f;      // csv
   int64_t features = 32, classes = 10;  // synthetic
@@ -687,7 +688,7 @@ struct DataOptions {
 };
 
 // What a model for a built-in data source needs: char_text and token_file: vocab_size and seq_len;
-// synthetic and csv: features and classes.
+// synthetic, csv and cifar10: features and classes.
 struct DataInfo {
   int64_t vocab_size = 0, seq_len = 0, features = 0, classes = 0;
 };
@@ -816,10 +817,12 @@ inline bool create_builtin_loader(const DataOptions& options, pf_data_loader* ou
     o.kind = PF_DATA_CSV;
   } else if (options.kind == "token_file") {
     o.kind = PF_DATA_TOKEN_FILE;
+  } else if (options.kind == "cifar10") {
+    o.kind = PF_DATA_CIFAR10;
   } else {
     report(status, PF_INVALID_ARGUMENT,
            "data kind is '" + options.kind +
-               "' (expected \"char_text\", \"synthetic\", \"csv\" or \"token_file\")");
+               "' (expected \"char_text\", \"synthetic\", \"csv\", \"token_file\" or \"cifar10\")");
     return false;
   }
   o.rows = options.rows;
@@ -839,7 +842,7 @@ inline bool create_builtin_loader(const DataOptions& options, pf_data_loader* ou
 #endif  // SWIG
 
 // What a model for the built-in data source `options` needs (reads the text or CSV once; maps the
-// token file).
+// token file or the CIFAR-10 files).
 inline DataInfo builtin_data_info(const DataOptions& options, Status* status) {
   DataInfo info;
   pf_data_loader loader;

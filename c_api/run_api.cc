@@ -18,6 +18,7 @@
 #include "c_api/tensor_view.h"
 #include "runtime/core/limits.h"
 #include "runtime/data/char_text_dataset.h"
+#include "runtime/data/cifar10.h"
 #include "runtime/data/csv_classification.h"
 #include "runtime/data/synthetic_classification.h"
 #include "runtime/data/token_file.h"
@@ -73,19 +74,6 @@ pf::EvalResult evaluate_from_start(pf_trainer& trainer, int micro_batches) {
   pf::MemoryCategoryScope scope(pf::MemoryCategory::kActivations);  // charges the copied batches
   return trainer.trainer->evaluate(*trainer.eval_loader, micro_batches);
 }
-
-// The held-out batches of a CSV data set, cycling.
-class BatchListSource final : public pf::DataSource {
- public:
-  explicit BatchListSource(std::vector<pf::Batch> batches) : batches_(std::move(batches)) {}
-  pf::Batch next() override { return batches_[static_cast<size_t>(position_++ % static_cast<int64_t>(batches_.size()))]; }
-  int64_t position() const override { return position_; }
-  void seek(int64_t position) override { position_ = position; }
-
- private:
-  std::vector<pf::Batch> batches_;
-  int64_t position_ = 0;
-};
 
 // A built-in source behind the pf_data_loader callbacks; the batch served last stays alive for the
 // views that point into it.
@@ -203,12 +191,27 @@ std::unique_ptr<pf::DataSource> make_source(const pf_builtin_data_options& o, in
       if (o.held_out == 0) return data.training_source();
       PF_CHECK_ARG(data.held_out_size() > 0, "options->held_out is 1 but '", c.path,
                    "' has no held-out samples: set options->held_out_fraction > 0");
-      return std::make_unique<BatchListSource>(data.held_out_batches(o.rows));
+      return data.held_out_source(o.rows);
+    }
+    case PF_DATA_CIFAR10: {
+      check_batch_size(o.rows, pf::Cifar10Dataset::kFeatures, "an image's 3072 values");
+      pf::Cifar10Options c;
+      c.path = pf::capi::require_string(o.path, "options->path");
+      c.rows = o.rows;
+      c.held_out_fraction = o.held_out_fraction;
+      c.shuffle_seed = o.seed;
+      const pf::Cifar10Dataset data = pf::Cifar10Dataset::load(c);
+      info[0] = data.features();
+      info[1] = data.classes();
+      if (o.held_out == 0) return data.training_source();
+      PF_CHECK_ARG(data.held_out_size() > 0, "options->held_out is 1 but '", c.path,
+                   "' has no held-out records: set options->held_out_fraction > 0");
+      return data.held_out_source();
     }
     default:
       pf::fail(pf::ErrorCode::kInvalidArgument, "options->kind is ", o.kind,
-               ", not a pf_builtin_data_kind (PF_DATA_CHAR_TEXT, PF_DATA_SYNTHETIC, PF_DATA_CSV or "
-               "PF_DATA_TOKEN_FILE)");
+               ", not a pf_builtin_data_kind (PF_DATA_CHAR_TEXT, PF_DATA_SYNTHETIC, PF_DATA_CSV, "
+               "PF_DATA_TOKEN_FILE or PF_DATA_CIFAR10)");
   }
 }
 

@@ -114,11 +114,13 @@ type RunResult struct {
 
 // DataOptions describe a data source the runtime ships: Kind "char_text" (Path: a text file or a
 // folder of them, "" = the licence texts in /usr/share/common-licenses; windows of SeqLen + 1
-// characters), "synthetic" (Features, Classes), "csv" (Path required; FeatureScale) or, since 0.17,
+// characters), "synthetic" (Features, Classes), "csv" (Path required; FeatureScale), since 0.17
 // "token_file" (Path and Vocab required: a nanoGPT or llm.c token file, served in the windows of
-// char_text; a token >= Vocab fails the step that reads it). HeldOut serves the held-out split
-// (char_text, token_file and csv: the last HeldOutFraction). Zero fields take the defaults: 8 rows,
-// 64 tokens, 32 features, 10 classes, feature scale 1.
+// char_text; a token >= Vocab fails the step that reads it) or, since 0.18, "cifar10" (Path
+// required: a CIFAR-10 .bin file or the cifar-10-batches-bin folder; rows of 3072 pixels / 255 in
+// channel-major order, labels 0..9). HeldOut serves the held-out split (char_text, token_file, csv
+// and one cifar10 file: the last HeldOutFraction; a cifar10 folder: test_batch.bin). Zero fields
+// take the defaults: 8 rows, 64 tokens, 32 features, 10 classes, feature scale 1.
 type DataOptions struct {
 	Kind              string
 	Rows              int64

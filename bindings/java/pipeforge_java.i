@@ -325,7 +325,8 @@ PF_JAVA_ARRAY((int32_t* out, size_t count), jint, int[], int[], jintArray, Int, 
 // setAdaptPatience, and the test knobs setSlowRank, setSlowFactor; Trainer.adaptationsJson()
 // lists the moves); the setters return nothing, as SWIG makes them. The
 // training loop: setBuiltinData / setBuiltinEvalData (a DataOptions: "char_text", "synthetic",
-// "csv", since 0.17 "token_file" with setPath and setVocab; PipeForge.builtinDataInfo says what a
+// "csv", since 0.17 "token_file" with setPath and setVocab, since 0.18 "cifar10" with setPath: a
+// CIFAR-10 .bin file or the cifar-10-batches-bin folder; PipeForge.builtinDataInfo says what a
 // model for it needs), setEvalLoader, evaluate(n),
 // run(RunOptions), partition(); Model.partitionBalanced(inputs, targets, stages), since 0.10
 // Model.partitionByParameters(stages). Hugging Face Transformers folders, since 0.17:

@@ -255,6 +255,18 @@ class CsvTrainingSource final : public PositionedSource {
   int64_t rows_;
 };
 
+// The held-out batches, cycling.
+class CsvHeldOutSource final : public PositionedSource {
+ public:
+  explicit CsvHeldOutSource(std::vector<Batch> batches) : batches_(std::move(batches)) {}
+  Batch batch_at(int64_t position) const override {
+    return batches_[static_cast<size_t>(position % static_cast<int64_t>(batches_.size()))];
+  }
+
+ private:
+  std::vector<Batch> batches_;
+};
+
 }  // namespace
 
 void CsvClassificationOptions::validate() const {
@@ -304,6 +316,12 @@ std::vector<Batch> CsvClassificationDataset::held_out_batches(int64_t rows) cons
     batches.push_back(copy_rows(*samples_, train_size_, held_out_size_, done, count));
   }
   return batches;
+}
+
+std::unique_ptr<DataSource> CsvClassificationDataset::held_out_source(int64_t rows) const {
+  PF_CHECK_STATE(held_out_size_ > 0, "CSV file '", options_.path,
+                 "' has no held-out samples: set held_out_fraction > 0");
+  return std::make_unique<CsvHeldOutSource>(held_out_batches(rows));
 }
 
 }  // namespace pf

@@ -67,6 +67,10 @@ class CsvClassificationDataset {
   // The held-out split in order, as batches of `rows` rows; the last one holds the remainder.
   // Empty when held_out_size() is 0. Throws kInvalidArgument when rows < 1.
   std::vector<Batch> held_out_batches(int64_t rows) const;
+  // Those batches as a source that cycles through them (batch p is batch p mod their count):
+  // evaluation seeks back to 0 and reads on. kFailedPrecondition when held_out_size() is 0;
+  // kInvalidArgument when rows < 1.
+  std::unique_ptr<DataSource> held_out_source(int64_t rows) const;
 
  private:
   CsvClassificationDataset() = default;

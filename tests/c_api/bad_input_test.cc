@@ -61,9 +61,9 @@ class TrainerTest : public ::testing::Test {
 TEST(Version, MatchesHeader) {
   EXPECT_EQ(pf_get_abi_version(), static_cast<uint32_t>(PF_ABI_VERSION));
   EXPECT_STREQ(pf_get_version_string(), PF_VERSION_STRING);
-  EXPECT_STREQ(pf_get_version_string(), "0.17.0");
+  EXPECT_STREQ(pf_get_version_string(), "0.18.0");
   EXPECT_EQ(PF_VERSION_MAJOR, 0);
-  EXPECT_EQ(PF_VERSION_MINOR, 17);
+  EXPECT_EQ(PF_VERSION_MINOR, 18);
   EXPECT_EQ(PF_VERSION_PATCH, 0);
   EXPECT_EQ(PF_ABI_VERSION, 1);
 }
@@ -170,8 +170,8 @@ TEST(ModelFromJson, UnknownLayerAndPreset) {
                           "layers": [{"type": "linear", "in": 4, "out": 2}, {"type": "frobnicate"}]})",
                       &model),
                   PF_INVALID_ARGUMENT, "layers[1]", "frobnicate");
-  EXPECT_PF_ERROR(pf_model_create_from_json("{\"preset\": \"resnet\"}", &model), PF_INVALID_ARGUMENT,
-                  "resnet");
+  EXPECT_PF_ERROR(pf_model_create_from_json("{\"preset\": \"densenet\"}", &model), PF_INVALID_ARGUMENT,
+                  "densenet");
   EXPECT_PF_ERROR(pf_model_create_from_json(
                       R"({"input": {"kind": "features", "features": -4, "classes": 2},
                           "layers": [{"type": "relu"}]})",

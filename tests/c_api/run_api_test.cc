@@ -1,7 +1,7 @@
 // The training loop through the C API (since 0.5): learning-rate schedules, evaluation, the
 // built-in data loaders, pf_trainer_run with periodic checkpoints and a metrics log, resumed from
 // its checkpoint folder bitwise, the partition, the balanced partitioner, (since 0.10) the split
-// by parameter count and (since 0.17) the token-file loader.
+// by parameter count, (since 0.17) the token-file loader and (since 0.18) the CIFAR-10 loader.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -494,6 +494,146 @@ TEST(RunApi, TheTokenFileLoaderRefusesTokensOutsideTheVocabulary) {
   ASSERT_PF_OK(pf_data_loader_create_builtin(&d, &loader, info));
   EXPECT_EQ(info[1], 16);
   loader.destroy(loader.user_data);
+}
+
+// CIFAR-10 records (a label byte, 3072 pixel bytes) with these ids: label id % 10, pixel k byte
+// (id + k) % 256, so a row's first feature names its record.
+std::string WriteCifar10(const std::string& path, const std::vector<int>& ids) {
+  std::string bytes;
+  for (int id : ids) {
+    bytes.push_back(static_cast<char>(id % 10));
+    for (int k = 0; k < 3072; ++k) bytes.push_back(static_cast<char>((id + k) % 256));
+  }
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+// Micro-batch `position` of a CIFAR-10 loader: the ids of its rows, each row checked exactly
+// (pixel byte / 255 in the file's order, the label).
+std::vector<int> PullImages(const pf_data_loader& loader, int64_t position, int64_t rows) {
+  pf_micro_batch batch{};
+  batch.struct_size = sizeof(batch);
+  std::vector<int> ids;
+  EXPECT_PF_OK(loader.next(loader.user_data, position, &batch));
+  EXPECT_EQ(batch.inputs.dtype, PF_DTYPE_F32);
+  EXPECT_EQ(batch.targets.dtype, PF_DTYPE_I32);
+  EXPECT_EQ(batch.inputs.ndim, 2);
+  if (batch.inputs.ndim != 2 || batch.inputs.shape[0] != rows || batch.inputs.shape[1] != 3072) {
+    ADD_FAILURE() << "not a [" << rows << ", 3072] batch";
+    return ids;
+  }
+  const auto* x = static_cast<const float*>(batch.inputs.data);
+  const auto* y = static_cast<const int32_t*>(batch.targets.data);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int id = static_cast<int>(x[r * 3072] * 255.0f + 0.5f);
+    int wrong = 0;
+    for (int k = 0; k < 3072; ++k) wrong += x[r * 3072 + k] != static_cast<float>((id + k) % 256) / 255.0f;
+    EXPECT_EQ(wrong, 0) << "record " << id;
+    EXPECT_EQ(y[r], id % 10) << "record " << id;
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+// Since 0.18: PF_DATA_CIFAR10 serves an image a row (3072 pixels / 255, the label as target), the
+// training records shuffled and a file's last held_out_fraction held out, or a folder's five
+// training files and its test_batch.bin; info is 3072 features and 10 classes; an MLP of input
+// width 3072 trains on it; a damaged file is PF_DATA_LOSS naming it, a bad label fails the step.
+TEST(RunApi, TheCifar10LoaderServesImagesOfTheFile) {
+  const std::string dir = Dir("capi_cifar10");
+  fs::create_directories(dir);
+  std::vector<int> ten;
+  for (int i = 0; i < 10; ++i) ten.push_back(i);
+  const std::string file = WriteCifar10(dir + "/ten.bin", ten);
+  pf_builtin_data_options d;
+  pf_builtin_data_options_init(&d);
+  d.kind = PF_DATA_CIFAR10;
+  d.path = file.c_str();
+  d.rows = 2;
+  d.seed = 3;
+  d.held_out_fraction = 0.2;
+  std::vector<int> seen;
+  for (int held_out : {0, 1}) {
+    SCOPED_TRACE(held_out ? "held-out" : "training");
+    d.held_out = held_out;
+    pf_data_loader loader{};
+    int64_t info[2] = {0, 0};
+    ASSERT_PF_OK(pf_data_loader_create_builtin(&d, &loader, info));
+    EXPECT_EQ(info[0], 3072);
+    EXPECT_EQ(info[1], 10);
+    const int64_t batches = held_out ? 1 : 4;  // 2 held out, 8 for training
+    for (int64_t p = 0; p < batches; ++p)
+      for (int id : PullImages(loader, p, 2)) seen.push_back(id);
+    EXPECT_EQ(PullImages(loader, batches, 2), PullImages(loader, 0, 2)) << "the stream wraps";
+    loader.destroy(loader.user_data);
+  }
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, ten) << "each record in one split once";
+
+  // A folder: the training files and test_batch.bin held out (no fraction of it).
+  for (int n = 1; n <= 5; ++n) WriteCifar10(dir + "/data_batch_" + std::to_string(n) + ".bin", {10 * n, 10 * n + 1});
+  WriteCifar10(dir + "/test_batch.bin", {100, 101, 102});
+  d.path = dir.c_str();
+  d.held_out = 1;
+  pf_data_loader loader{};
+  EXPECT_PF_ERROR(pf_data_loader_create_builtin(&d, &loader, nullptr), PF_INVALID_ARGUMENT, "held_out_fraction",
+                  "test_batch.bin");
+  d.held_out_fraction = 0;
+  ASSERT_PF_OK(pf_data_loader_create_builtin(&d, &loader, nullptr));
+  EXPECT_EQ(PullImages(loader, 0, 2), (std::vector<int>{100, 101}));
+  EXPECT_EQ(PullImages(loader, 1, 1), (std::vector<int>{102}));  // the remainder
+  loader.destroy(loader.user_data);
+
+  // An MLP of input width 3072 trains on the folder's training files.
+  d.held_out = 0;
+  ASSERT_PF_OK(pf_data_loader_create_builtin(&d, &loader, nullptr));
+  pf_mlp_config config;
+  pf_mlp_config_init(&config);
+  const int64_t hidden[] = {8};
+  config.input_dim = 3072;
+  config.hidden = hidden;
+  config.num_hidden = 1;
+  config.classes = 10;
+  TextRun run;
+  ASSERT_PF_OK(pf_model_create_mlp(&config, &run.model));
+  const pf_trainer_options o = pftest::Options(2);
+  ASSERT_PF_OK(pf_trainer_create(run.model, &o, &run.trainer));
+  ASSERT_PF_OK(pf_trainer_set_data_loader(run.trainer, &loader));
+  pf_step_result r;
+  r.struct_size = sizeof(r);
+  ASSERT_PF_OK(pf_trainer_step_from_loader(run.trainer, &r));
+  EXPECT_TRUE(std::isfinite(r.loss));
+
+  // Damage: a size that is no multiple of 3073 bytes, a folder without test_batch.bin, label 10.
+  const std::string cut = dir + "/cut.bin";
+  fs::copy_file(file, cut);
+  fs::resize_file(cut, 3073 * 2 + 7);
+  d.path = cut.c_str();
+  EXPECT_PF_ERROR(pf_data_loader_create_builtin(&d, &loader, nullptr), PF_DATA_LOSS, cut.c_str(), "6153 bytes");
+  fs::remove(dir + "/test_batch.bin");
+  d.path = dir.c_str();
+  EXPECT_PF_ERROR(pf_data_loader_create_builtin(&d, &loader, nullptr), PF_NOT_FOUND,
+                  (dir + "/test_batch.bin").c_str());
+  d.path = nullptr;
+  EXPECT_PF_ERROR(pf_data_loader_create_builtin(&d, &loader, nullptr), PF_INVALID_ARGUMENT, "options->path");
+  const std::string bad = WriteCifar10(dir + "/label10.bin", {1, 3, 2});
+  {
+    std::fstream f(bad, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(3073);
+    f.put(10);  // record 1's label
+  }
+  d.path = bad.c_str();
+  d.rows = 3;
+  ASSERT_PF_OK(pf_data_loader_create_builtin(&d, &loader, nullptr));
+  TextRun bad_run;
+  ASSERT_PF_OK(pf_model_create_mlp(&config, &bad_run.model));
+  const pf_trainer_options one = pftest::Options(1);
+  ASSERT_PF_OK(pf_trainer_create(bad_run.model, &one, &bad_run.trainer));
+  ASSERT_PF_OK(pf_trainer_set_data_loader(bad_run.trainer, &loader));
+  const std::string before = Checksum(bad_run.trainer);
+  EXPECT_PF_ERROR(pf_trainer_step_from_loader(bad_run.trainer, nullptr), PF_CALLBACK_ERROR, bad.c_str(),
+                  "record 1 (counting from 0) has label 10");
+  EXPECT_EQ(Checksum(bad_run.trainer), before);
 }
 
 TEST(RunApi, BadOptionsAndMissingLoadersAreNamed) {

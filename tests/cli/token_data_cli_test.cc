@@ -187,7 +187,7 @@ TEST(TokenDataCli, BadInputIsNamed) {
       {"train --steps 1 --data tokens:" + dir.path + "/odd.bin --vocab 9", 2, "holds 3 bytes, an odd number"},
       {"train --steps 1 --data tokens:" + dir.path + "/missing.bin --vocab 9", 2, "missing.bin"},
       {"train --steps 1" + tokens + " --data " + dir.path + "/odd.bin --vocab 9", 2, "a token file is the only data"},
-      {"train --model mlp --vocab 9 --steps 1", 2, "--data and --vocab apply to --model gpt or llama only"},
+      {"train --model mlp --vocab 9 --steps 1", 2, "--vocab applies to --model gpt or llama only"},
       {"eval --data " + dir.path + "/t.bin --vocab 9", 2, "eval reads a token file: --data tokens:FILE"},
       {"eval" + tokens + " --vocab 9 --seq-len 300", 2, "fewer than one window of seq_len + 1 = 301"},
       {"eval" + tokens + " --seq-len 100 --resume " + dir.path + "/m.ckpt", 2,

@@ -128,6 +128,11 @@ TEST(CsvClassification, HeldOutSplitIsDisjointFromTraining) {
   EXPECT_EQ(held.size(), 5u);
   EXPECT_EQ(data.held_out_batches(5).size(), 1u);
   EXPECT_EQ(data.held_out_batches(100).size(), 1u);
+  // As a source: those batches, cycling.
+  auto held_out_source = data.held_out_source(2);
+  for (int p = 0; p < 7; ++p) EXPECT_EQ(ids(held_out_source->next()), ids(held_out[p % 3])) << "batch " << p;
+  held_out_source->seek(2);
+  EXPECT_EQ(ids(held_out_source->next()), ids(held_out[2]));
 
   // 15 micro-batches of 4 rows = 4 passes over the 15 training samples, none of them held out.
   auto source = data.training_source();
@@ -284,6 +289,39 @@ TEST(CsvClassification, BadOptionsAreInvalidArgument) {
   options.feature_scale = std::numeric_limits<float>::infinity();
   expect_error(options, ErrorCode::kInvalidArgument, {"feature_scale"});
   EXPECT_THROW(CsvClassificationDataset::load(options_for(path, 1)).held_out_batches(0), Error);
+  EXPECT_THROW(CsvClassificationDataset::load(options_for(path, 1)).held_out_source(1), Error);  // none held out
+}
+
+// Pixel rows as scikit-learn's digits are written (64 columns of 8 x 8 intensities 0..16 in
+// row-major order, then the label; "0.0" cells as its CSV has them): one row a sample of 64
+// features, each intensity x feature_scale exactly, in the file's column order.
+TEST(CsvClassification, ReadsPixelRowsLikeScikitLearnDigits) {
+  auto intensity = [](int row, int k) { return (row * 5 + k * 3) % 17; };
+  std::string text;
+  for (int row = 0; row < 30; ++row) {
+    for (int k = 0; k < 64; ++k) text += std::to_string(intensity(row, k)) + ".0,";
+    text += std::to_string(row % 10) + "\n";
+  }
+  CsvClassificationOptions options = options_for(write_temp_file("pixels.csv", text), 30);
+  options.feature_scale = 1.0f / 16.0f;
+  const auto data = CsvClassificationDataset::load(options);
+  EXPECT_EQ(data.features(), 64);
+  EXPECT_EQ(data.classes(), 10);
+  const Batch batch = data.training_source()->next();
+  ASSERT_EQ(batch.inputs.shape(), (Shape{30, 64}));
+  std::set<int> rows;
+  for (int64_t r = 0; r < 30; ++r) {
+    const float* x = batch.inputs.f32() + r * 64;
+    // Row i's first intensity is 5 i mod 17 and its label i mod 10: together they name it (i < 30).
+    int row = -1;
+    for (int i = 0; i < 30; ++i)
+      if (intensity(i, 0) == static_cast<int>(x[0] * 16.0f) && i % 10 == batch.targets.i32()[r]) row = i;
+    ASSERT_GE(row, 0) << "row " << r;
+    rows.insert(row);
+    for (int k = 0; k < 64; ++k)
+      ASSERT_EQ(x[k], static_cast<float>(intensity(row, k)) / 16.0f) << "row " << row << " pixel " << k;
+  }
+  EXPECT_EQ(rows.size(), 30u);
 }
 
 // scikit-learn's digits (sklearn/datasets/data/digits.csv.gz, gunzipped), when PF_DIGITS_CSV names

@@ -5,7 +5,9 @@
 // was saved with unless model options are given) or the model options' (as `train` takes them).
 // A short report, or one JSON object with --json (docs/CLI.md, "eval"). --logits FILE also writes
 // the model's output for every window as a safetensors file ("logits", f32 [windows, S, vocab]):
-// what comparisons with another implementation (tests/interop) read.
+// what comparisons with another implementation (tests/interop) read. With --data cifar10:PATH: the
+// mean cross-entropy and accuracy of a model with feature input of width 3072 over CIFAR-10's test
+// images (a folder's test_batch.bin, or every record of one file), --batch-size images a pass.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -20,7 +22,7 @@ struct EvalArgs {
   bool model_given = false;    // a model option was on the command line
   bool seq_len_given = false;  // --seq-len was; else the model's
   std::string resume;  // a checkpoint file or folder (a series folder: its newest)
-  int64_t batch_size = 8;  // windows per forward pass
+  int64_t batch_size = 8;  // windows (images) per forward pass
   std::string logits;      // write every window's logits here (safetensors), or ""
   bool json = false;
 };

@@ -80,7 +80,7 @@ void check_args(const TrainArgs& a) {
                 std::to_string(a.micro_batches));
   }
   if (a.model == "mlp") {
-    if (!a.data.empty() || a.vocab > 0) usage_error("--data and --vocab apply to --model gpt or llama only");
+    if (a.vocab > 0) usage_error("--vocab applies to --model gpt or llama only");
   } else {
     if (a.d_model % a.heads != 0) {
       usage_error("--d-model " + std::to_string(a.d_model) + " is not divisible by --heads " +

@@ -48,7 +48,8 @@ struct TrainArgs {
   int64_t hidden = -1;            // GPT: MLP width of a block (default 4 * d_model); MLP: hidden width (64)
   int64_t features = 32;          // MLP input features
   int64_t classes = 10;           // MLP classes
-  std::vector<std::string> data;  // GPT text files, or {"tokens:FILE"}; empty: the licence texts
+  std::vector<std::string> data;  // GPT text files, or {"tokens:FILE"}; empty: the licence texts. Feature
+                                  // models: {CSV file} or {"cifar10:PATH"}; empty: the synthetic task
   double held_out = -1;           // share of the text (GPT) held out for evaluation; -1: 0.1 with --eval-every, else 0
   // Learning-rate schedule (runtime/train/lr_schedule.h).
   std::string lr_schedule = "constant";

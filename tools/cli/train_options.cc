@@ -11,12 +11,13 @@ namespace pf::cli {
 
 void add_model_options(CLI::App* cmd, TrainArgs& a) {
   auto* model = cmd->add_option("--model", a.model,
-                                "mlp (synthetic classification), gpt or llama (character text or a token file)")
+                                "mlp (synthetic classification, a CSV file or CIFAR-10 images), gpt or llama "
+                                "(character text or a token file)")
                     ->check(CLI::IsMember({"mlp", "gpt", "llama"}))
                     ->capture_default_str();
   cmd->add_option("--model-file", a.model_file,
-                  "train the model of this JSON file (the C API's format; token input: character text, "
-                  "feature input: synthetic classification)")
+                  "train the model of this JSON file (the C API's format; token input: character text or a token "
+                  "file, feature input: synthetic classification, a CSV file or CIFAR-10 images)")
       ->check(CLI::ExistingFile)
       ->excludes(model);
   cmd->add_option("--init-from", a.init_from,
@@ -55,7 +56,9 @@ void add_model_options(CLI::App* cmd, TrainArgs& a) {
       ->capture_default_str();
   cmd->add_option("--data", a.data,
                   "GPT, Llama: text files (default: /usr/share/common-licenses/*), or tokens:FILE, a token file of "
-                  "nanoGPT (uint16) or llm.c (with its header)")
+                  "nanoGPT (uint16) or llm.c (with its header); MLP and feature-input models (default: a synthetic "
+                  "task): a CSV file (the features, then an integer label, per line), or cifar10:PATH, CIFAR-10's "
+                  "binary files (a .bin file or the cifar-10-batches-bin folder; input width 3072, pixels / 255)")
       ->check(data_file());
 }
 
@@ -107,8 +110,9 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--seed", a.seed, "seed of the initial parameters and of the data")->capture_default_str();
   add_optimizer_options(cmd, a);
   cmd->add_option("--held-out", a.held_out,
-                  "GPT: share of the text held out for evaluation (default 0.1 with --eval-every, else 0); MLP: "
-                  "the held-out samples are drawn apart from the training ones")
+                  "GPT, a CSV file, one CIFAR-10 file: share of the text or samples held out for evaluation (default "
+                  "0.1 with --eval-every, else 0); a CIFAR-10 folder holds out its test_batch.bin; the synthetic "
+                  "task: the held-out samples are drawn apart from the training ones")
       ->check(CLI::Range(0.0, 0.9));
   cmd->add_option("--lr-schedule", a.lr_schedule, "constant, cosine or linear (decay after the warm-up)")
       ->check(CLI::IsMember(lr_schedule_names()))

@@ -1,13 +1,17 @@
 #include "tools/cli/train_setup.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
+#include <system_error>
 
 #include "runtime/checkpoint/sharded_checkpoint.h"
 #include "runtime/core/error.h"
 #include "runtime/core/input_file.h"
 #include "runtime/core/limits.h"
 #include "runtime/data/char_text_dataset.h"
+#include "runtime/data/cifar10.h"
+#include "runtime/data/csv_classification.h"
 #include "runtime/data/synthetic_classification.h"
 #include "runtime/data/token_file.h"
 #include "runtime/interop/hf_models.h"
@@ -46,6 +50,11 @@ std::shared_ptr<Model> model_from_json(const TrainArgs& a) {
     throw Error(e.code(), "--model-file '" + a.model_file + "': " + e.what());
   }
 }
+// "the mlp model", "the model of m.json": model_name(a) with its article.
+std::string the_model(const TrainArgs& a) {
+  const std::string name = model_name(a);
+  return name.rfind("the ", 0) == 0 ? name : "the " + name;
+}
 // The training data of a token model (character text, or the token file of --data tokens:FILE),
 // its held-out split with --eval-every, its vocabulary and what to report about it.
 struct TokenData {
@@ -57,6 +66,9 @@ struct TokenData {
 TokenData token_data(const TrainArgs& a, int64_t rows, int64_t seq_len, int64_t model_vocab) {
   TokenData d;
   const bool evaluate = a.eval_every > 0;
+  const std::string images = cifar10_path_of(a.data, "--data");
+  PF_CHECK_ARG(images.empty(), "--data ", kCifar10Prefix, images, ": CIFAR-10 images feed a model with feature input ",
+               "(--model mlp --features 3072, or a model file's), not ", the_model(a));
   const std::string token_file = token_file_of(a.data, "--data");
   if (!token_file.empty()) {
     d.vocab = model_vocab > 0 ? model_vocab : a.vocab;
@@ -104,17 +116,104 @@ std::unique_ptr<SyntheticClassification> synthetic(const TrainArgs& a, int64_t r
   data.held_out = held_out;
   return std::make_unique<SyntheticClassification>(data);
 }
+// What `read` returns; its error prefixed with `option` ("--data: CSV file 'x' ...").
+template <typename Read>
+auto with_option_name(const std::string& option, Read read) -> decltype(read()) {
+  try {
+    return read();
+  } catch (const Error& e) {
+    throw Error(e.code(), option + ": " + e.what());
+  }
+}
+// The data of a model with feature input (the MLP, a model file's): CIFAR-10 images (--data
+// cifar10:PATH), a CSV file (--data FILE) or the synthetic task, its held-out split with
+// --eval-every, and what to report about it; checked against the model's input width `features`
+// and its `classes`.
+struct FeatureData {
+  std::unique_ptr<DataSource> train, held_out;
+  nlohmann::json description = nlohmann::json::object();  // empty for the synthetic task
+};
+FeatureData feature_data(const TrainArgs& a, int64_t rows, int64_t features, int64_t classes) {
+  FeatureData d;
+  const bool evaluate = a.eval_every > 0;
+  const std::string given_features = a.model == "mlp" && a.model_file.empty() && a.model_json.empty() &&
+                                             a.init_from.empty()
+                                         ? " (--features)"
+                                         : "";
+  PF_CHECK_ARG(token_file_of(a.data, "--data").empty(), "--data ", a.data.front(), ": a token file feeds a token ",
+               "model (--model gpt or llama, or a model file's), not ", the_model(a));
+  if (a.data.empty()) {
+    d.train = synthetic(a, rows, features, classes, false);
+    if (evaluate) d.held_out = synthetic(a, rows, features, classes, true);
+    return d;
+  }
+  const std::string images = cifar10_path_of(a.data, "--data");
+  if (!images.empty()) {
+    PF_CHECK_ARG(features == Cifar10Dataset::kFeatures, "--data ", kCifar10Prefix, images, ": CIFAR-10 images are ",
+                 Cifar10Dataset::kFeatures, " values each (3 x 32 x 32), but ", the_model(a), "'s input width",
+                 given_features, " is ", features);
+    PF_CHECK_ARG(classes >= Cifar10Dataset::kClasses, "--data ", kCifar10Prefix, images, ": CIFAR-10 has ",
+                 Cifar10Dataset::kClasses, " classes, but ", the_model(a), " has ", classes);
+    std::error_code error;
+    const bool folder = std::filesystem::is_directory(images, error);
+    PF_CHECK_ARG(!folder || a.held_out < 0, "--held-out ", a.held_out, ": the held-out split of CIFAR-10 folder '",
+                 images, "' is its test_batch.bin (--held-out applies to one CIFAR-10 file)");
+    Cifar10Options o;
+    o.path = images;
+    o.rows = rows;
+    o.held_out_fraction = folder ? 0.0 : held_out_fraction(a);
+    o.shuffle_seed = a.seed;
+    const Cifar10Dataset data = with_option_name("--data", [&] { return Cifar10Dataset::load(o); });
+    d.train = data.training_source();
+    if (evaluate) d.held_out = data.held_out_source();
+    d.description = {{"data_files", data.files()},
+                     {"data_format", "CIFAR-10"},
+                     {"data_samples", data.train_size()},
+                     {"held_out_samples", data.held_out_size()}};
+    return d;
+  }
+  PF_CHECK_ARG(a.data.size() == 1, "--data: one CSV file feeds ", the_model(a), " (", a.data.size(),
+               " files were given)");
+  CsvClassificationOptions o;
+  o.path = a.data.front();
+  o.rows = rows;
+  o.held_out_fraction = held_out_fraction(a);
+  o.shuffle_seed = a.seed;
+  const CsvClassificationDataset data = with_option_name("--data", [&] { return CsvClassificationDataset::load(o); });
+  PF_CHECK_ARG(data.features() == features, "--data ", o.path, ": its rows have ", data.features(),
+               " features, but ", the_model(a), "'s input width", given_features, " is ", features);
+  PF_CHECK_ARG(data.classes() <= classes, "--data ", o.path, ": its labels go up to ", data.classes() - 1,
+               ", but ", the_model(a), " has ", classes, " classes");
+  d.train = data.training_source();
+  if (evaluate) d.held_out = data.held_out_source(rows);
+  d.description = {{"data_files", {o.path}},
+                   {"data_format", "CSV"},
+                   {"data_samples", data.train_size()},
+                   {"held_out_samples", data.held_out_size()}};
+  return d;
+}
+
+// The path after `prefix` of `data` = {"<prefix>PATH"}; "" when no item starts with it.
+// kInvalidArgument naming `option` when it comes with other data.
+std::string prefixed_path_of(const std::vector<std::string>& data, const char* prefix, const char* what,
+                             const std::string& option) {
+  for (const std::string& d : data) {
+    if (d.rfind(prefix, 0) != 0) continue;
+    PF_CHECK_ARG(data.size() == 1, option, " ", d, ": ", what, " the only data of a run (", data.size(),
+                 " were given)");
+    return d.substr(std::char_traits<char>::length(prefix));
+  }
+  return "";
+}
 
 }  // namespace
 
 std::string token_file_of(const std::vector<std::string>& data, const std::string& option) {
-  for (const std::string& d : data) {
-    if (d.rfind(kTokenFilePrefix, 0) != 0) continue;
-    PF_CHECK_ARG(data.size() == 1, option, " ", d, ": a token file is the only data of a run (", data.size(),
-                 " were given)");
-    return d.substr(std::char_traits<char>::length(kTokenFilePrefix));
-  }
-  return "";
+  return prefixed_path_of(data, kTokenFilePrefix, "a token file is", option);
+}
+
+std::string cifar10_path_of(const std::vector<std::string>& data, const std::string& option) {
+  return prefixed_path_of(data, kCifar10Prefix, "CIFAR-10 images are", option);
 }
 
 // The model stages of the schedule the arguments ask for (1 without one; one pipeline's with two).
@@ -179,7 +278,6 @@ std::shared_ptr<Model> token_model(const TrainArgs& a, int64_t vocab, nlohmann::
 Setup make_setup(const TrainArgs& a) {
   Setup s;
   const int64_t rows = a.batch_size / a.micro_batches;
-  const bool evaluate = a.eval_every > 0;
   if (std::shared_ptr<Model> model = model_from_json(a)) {
     const InputSpec& in = model->input_spec();
     if (in.kind == InputSpec::Kind::kTokens) {
@@ -189,9 +287,11 @@ Setup make_setup(const TrainArgs& a) {
       s.data = std::move(data.train);
       s.held_out = std::move(data.held_out);
     } else {
-      s.data = synthetic(a, rows, in.features, in.classes, false);
-      if (evaluate) s.held_out = synthetic(a, rows, in.features, in.classes, true);
+      FeatureData data = feature_data(a, rows, in.features, in.classes);
       s.description = {{"features", in.features}, {"classes", in.classes}};
+      s.description.update(data.description);
+      s.data = std::move(data.train);
+      s.held_out = std::move(data.held_out);
     }
     s.description["layers"] = model->layers().size();
     s.model = std::move(model);
@@ -199,14 +299,16 @@ Setup make_setup(const TrainArgs& a) {
   }
   const int64_t layers = a.layers < 0 ? default_layers(a) : a.layers;
   if (a.model == "mlp") {
-    s.data = synthetic(a, rows, a.features, a.classes, false);
-    if (evaluate) s.held_out = synthetic(a, rows, a.features, a.classes, true);
+    FeatureData data = feature_data(a, rows, a.features, a.classes);
+    s.data = std::move(data.train);
+    s.held_out = std::move(data.held_out);
     MlpConfig config;
     config.input_dim = a.features;
     config.classes = a.classes;
     config.hidden.assign(static_cast<size_t>(layers), a.hidden < 0 ? 64 : a.hidden);
     s.model = build_mlp(config);
     s.description = {{"features", config.input_dim}, {"hidden", config.hidden}, {"classes", config.classes}};
+    s.description.update(data.description);
   } else {
     TokenData data = token_data(a, rows, a.seq_len, 0);
     s.model = token_model(a, data.vocab, &s.description);

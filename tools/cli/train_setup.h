@@ -37,6 +37,9 @@ void resolve_train_defaults(TrainArgs& a);
 // The FILE of `data` = {"tokens:FILE"}; "" when `data` names text files. kInvalidArgument naming
 // `option` when a token file comes with other data.
 std::string token_file_of(const std::vector<std::string>& data, const std::string& option);
+// The PATH of `data` = {"cifar10:PATH"}; "" otherwise. kInvalidArgument naming `option` when
+// CIFAR-10 images come with other data.
+std::string cifar10_path_of(const std::vector<std::string>& data, const std::string& option);
 // The model and its data: rows per micro-batch = --batch-size / --microbatches.
 Setup make_setup(const TrainArgs& a);
 // The model whose weights `checkpoint` holds (a resolved checkpoint path, or ""): the one its

@@ -47,16 +47,20 @@ inline CLI::Validator trimmed() {
       "");
 }
 
-// A file that exists, or tokens:FILE for one (the --data of train and eval).
+// A file that exists, tokens:FILE for one, or cifar10:PATH for a file or folder that exists (the
+// --data of train and eval).
 inline CLI::Validator data_file() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
-        const std::string prefix = kTokenFilePrefix;
-        const std::string path = text.rfind(prefix, 0) == 0 ? text.substr(prefix.size()) : text;
-        const std::string why = CLI::ExistingFile(path);
-        return why.empty() ? why : why + (path == text ? "" : " (in '" + text + "')");
+        for (const std::string prefix : {kTokenFilePrefix, kCifar10Prefix}) {
+          if (text.rfind(prefix, 0) != 0) continue;
+          const std::string path = text.substr(prefix.size());
+          const std::string why = prefix == kCifar10Prefix ? CLI::ExistingPath(path) : CLI::ExistingFile(path);
+          return why.empty() ? why : why + " (in '" + text + "')";
+        }
+        return CLI::ExistingFile(text);
       },
-      "FILE|tokens:FILE");
+      "FILE|tokens:FILE|cifar10:PATH");
 }
 
 }  // namespace pf::cli

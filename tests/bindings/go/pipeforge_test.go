@@ -481,6 +481,111 @@ func TestTransformersFoldersAndTokenFilesThatDoNotFitAreRefused(t *testing.T) {
 	}
 }
 
+// CIFAR-10 images (C API 0.18).
+
+// writeCifar10 writes CIFAR-10 records with these ids: a label byte (id % 10), 3072 pixel bytes
+// ((id + k) % 256).
+func writeCifar10(t *testing.T, path string, ids ...int) string {
+	bytes := make([]byte, 0, 3073*len(ids))
+	for _, id := range ids {
+		bytes = append(bytes, byte(id%10))
+		for k := 0; k < 3072; k++ {
+			bytes = append(bytes, byte((id+k)%256))
+		}
+	}
+	if err := os.WriteFile(path, bytes, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func cifar10MLP(t *testing.T) *pipeforge.Model {
+	t.Helper()
+	m, err := pipeforge.NewMLP(pipeforge.MLPConfig{InputDim: 3072, Hidden: []int64{8}, Classes: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestACifar10FolderTrainsAnMLPAndDamageIsRefused(t *testing.T) {
+	folder := t.TempDir()
+	for n := 1; n <= 5; n++ {
+		writeCifar10(t, filepath.Join(folder, fmt.Sprintf("data_batch_%d.bin", n)), 10*n, 10*n+1)
+	}
+	writeCifar10(t, filepath.Join(folder, "test_batch.bin"), 100, 101, 102)
+	data := pipeforge.DataOptions{Kind: "cifar10", Path: folder, Rows: 2}
+	if info, err := pipeforge.BuiltinDataInfo(data); err != nil || info.Features != 3072 || info.Classes != 10 {
+		t.Fatalf("info %+v (%v)", info, err)
+	}
+	model := cifar10MLP(t)
+	defer model.Close()
+	tr, err := pipeforge.NewTrainer(model, pipeforge.TrainerOptions{MicroBatches: 2, Seed: 7, LR: 0.01})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	heldOut := data
+	heldOut.HeldOut = true
+	if err := tr.SetBuiltinData(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.SetBuiltinEvalData(heldOut); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := tr.StepFromLoader(); err != nil || math.IsNaN(r.Loss) {
+		t.Fatalf("step: %+v (%v)", r, err)
+	}
+	// test_batch.bin: 2 images, then the remainder.
+	if e, err := tr.Evaluate(2); err != nil || e.Samples != 3 || math.IsNaN(e.Loss) {
+		t.Errorf("evaluate: %+v (%v)", e, err)
+	}
+
+	bad := writeCifar10(t, filepath.Join(folder, "bad.bin"), 1, 2)
+	f, err := os.OpenFile(bad, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{10}, 3073); err != nil { // record 1's label
+		t.Fatal(err)
+	}
+	f.Close()
+	other := cifar10MLP(t)
+	defer other.Close()
+	one, err := pipeforge.NewTrainer(other, pipeforge.TrainerOptions{MicroBatches: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer one.Close()
+	before, _ := one.Checksum()
+	if err := one.SetBuiltinData(pipeforge.DataOptions{Kind: "cifar10", Path: bad, Rows: 2}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = one.StepFromLoader()
+	if !errors.Is(err, &pipeforge.Error{Code: pipeforge.CallbackError}) ||
+		!strings.Contains(err.Error(), "record 1 (counting from 0) has label 10") {
+		t.Errorf("label 10: got %v", err)
+	}
+	if sum, _ := one.Checksum(); sum != before {
+		t.Errorf("a refusal changed the parameters")
+	}
+	cut := filepath.Join(folder, "cut.bin")
+	if err := os.WriteFile(cut, make([]byte, 3073+5), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = pipeforge.BuiltinDataInfo(pipeforge.DataOptions{Kind: "cifar10", Path: cut})
+	if !errors.Is(err, &pipeforge.Error{Code: pipeforge.DataLoss}) || !strings.Contains(err.Error(), "cut.bin' holds 3078 bytes") {
+		t.Errorf("a cut file: got %v", err)
+	}
+	if err := os.Remove(filepath.Join(folder, "test_batch.bin")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = pipeforge.BuiltinDataInfo(data)
+	if !errors.Is(err, &pipeforge.Error{Code: pipeforge.NotFound}) || !strings.Contains(err.Error(), "test_batch.bin") {
+		t.Errorf("a folder without test_batch.bin: got %v", err)
+	}
+}
+
 func TestVersion(t *testing.T) {
 	if err := pipeforge.CheckABI(); err != nil {
 		t.Fatal(err)

@@ -351,6 +351,84 @@ public class PipeForgeTest {
     assertEquals(PipeForgeException.NOT_FOUND, e.getCode());
   }
 
+  // ---- CIFAR-10 images (C API 0.18) ----
+
+  /** CIFAR-10 records with these ids: a label byte (id % 10), 3072 pixel bytes ((id + k) % 256). */
+  static String cifar10File(File folder, String name, int... ids) throws IOException {
+    byte[] bytes = new byte[3073 * ids.length];
+    for (int r = 0; r < ids.length; ++r) {
+      bytes[3073 * r] = (byte) (ids[r] % 10);
+      for (int k = 0; k < 3072; ++k) bytes[3073 * r + 1 + k] = (byte) ((ids[r] + k) % 256);
+    }
+    File file = new File(folder, name);
+    Files.write(file.toPath(), bytes);
+    return file.getPath();
+  }
+
+  static DataOptions cifar10(String path, boolean heldOut) {
+    DataOptions d = new DataOptions();
+    d.setKind("cifar10");
+    d.setPath(path);
+    d.setRows(2);
+    d.setHeldOut(heldOut);
+    return d;
+  }
+
+  static Model cifar10Mlp() {
+    MlpConfig config = new MlpConfig();
+    config.setInputDim(3072);
+    config.setHidden(8);
+    config.setClasses(10);
+    return Model.mlp(config);
+  }
+
+  @Test
+  public void aCifar10FolderTrainsAnMlpAndDamageIsRefused() throws Exception {
+    File folder = Files.createTempDirectory("pipeforge_java_cifar10").toFile();
+    for (int n = 1; n <= 5; ++n) cifar10File(folder, "data_batch_" + n + ".bin", 10 * n, 10 * n + 1);
+    cifar10File(folder, "test_batch.bin", 100, 101, 102);
+    DataInfo info = PipeForge.builtinDataInfo(cifar10(folder.getPath(), false));
+    assertEquals(3072, info.getFeatures());
+    assertEquals(10, info.getClasses());
+    TrainerOptions options = new TrainerOptions();
+    options.setMicroBatches(2);
+    options.setSeed(7);
+    options.setLr(0.01f);
+    try (Model model = cifar10Mlp(); Trainer trainer = new Trainer(model, options)) {
+      trainer.setBuiltinData(cifar10(folder.getPath(), false));
+      trainer.setBuiltinEvalData(cifar10(folder.getPath(), true));
+      assertTrue(Double.isFinite(trainer.stepFromLoader().getLoss()));
+      EvalResult e = trainer.evaluate(2);  // test_batch.bin: 2 images, then the remainder
+      assertEquals(3, e.getSamples());
+      assertTrue(Double.isFinite(e.getLoss()));
+    }
+    String bad = cifar10File(folder, "bad.bin", 1, 2);
+    try (java.io.RandomAccessFile f = new java.io.RandomAccessFile(bad, "rw")) {
+      f.seek(3073);
+      f.write(10);  // record 1's label
+    }
+    TrainerOptions one = new TrainerOptions();
+    one.setMicroBatches(1);
+    try (Model model = cifar10Mlp(); Trainer trainer = new Trainer(model, one)) {
+      String before = trainer.checksum();
+      trainer.setBuiltinData(cifar10(bad, false));
+      PipeForgeException e = assertThrows(PipeForgeException.class, trainer::stepFromLoader);
+      assertEquals(PipeForgeException.CALLBACK_ERROR, e.getCode());
+      assertTrue(e.getMessage(), e.getMessage().contains("record 1 (counting from 0) has label 10"));
+      assertEquals(before, trainer.checksum());
+    }
+    String cut = new File(folder, "cut.bin").getPath();
+    Files.write(new File(cut).toPath(), new byte[3073 + 5]);
+    PipeForgeException e =
+        assertThrows(PipeForgeException.class, () -> PipeForge.builtinDataInfo(cifar10(cut, false)));
+    assertEquals(PipeForgeException.DATA_LOSS, e.getCode());
+    assertTrue(e.getMessage(), e.getMessage().contains("cut.bin' holds 3078 bytes"));
+    assertTrue(new File(folder, "test_batch.bin").delete());
+    e = assertThrows(PipeForgeException.class, () -> PipeForge.builtinDataInfo(cifar10(folder.getPath(), false)));
+    assertEquals(PipeForgeException.NOT_FOUND, e.getCode());
+    assertTrue(e.getMessage(), e.getMessage().contains("test_batch.bin"));
+  }
+
   // ---- pipelined training ----
 
   /** The C API's run (reference_loss ARGS...): losses, checksum and, pipelined, "ranks N bubble_rate_ok B". */

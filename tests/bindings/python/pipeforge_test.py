@@ -1276,6 +1276,58 @@ class HfFolderTest(unittest.TestCase):
                 pipeforge.Model.from_hf(os.path.join(folder, "missing"))
 
 
+class Cifar10Test(unittest.TestCase):
+    """CIFAR-10 images (C API 0.18): BuiltinData("cifar10") of a cifar-10-batches-bin folder trains an
+    MLP of input width 3072 and evaluates on test_batch.bin, each row the pixels / 255; damaged
+    files refused naming them."""
+
+    @staticmethod
+    def write_records(path, ids):
+        """Records of a label byte (id % 10) and 3072 pixel bytes ((id + k) % 256)."""
+        records = np.zeros((len(ids), 3073), dtype=np.uint8)
+        for row, i in enumerate(ids):
+            records[row, 0] = i % 10
+            records[row, 1:] = (i + np.arange(3072)) % 256
+        records.tofile(path)
+        return path
+
+    def test_a_folder_trains_an_mlp_and_damage_is_refused(self):
+        with tempfile.TemporaryDirectory() as folder:
+            for n in range(1, 6):
+                self.write_records(os.path.join(folder, f"data_batch_{n}.bin"), [10 * n, 10 * n + 1])
+            self.write_records(os.path.join(folder, "test_batch.bin"), [100, 101, 102])
+            data = pipeforge.BuiltinData("cifar10", path=pathlib.Path(folder), rows=2, seed=1)
+            self.assertEqual(data.info(), {"features": 3072, "classes": 10})
+            model = pipeforge.Model.mlp(input_dim=3072, hidden=[8], classes=10)
+            with pipeforge.Trainer(model, micro_batches=2, seed=7, lr=0.01) as trainer:
+                trainer.set_data_loader(data)
+                trainer.set_eval_loader(pipeforge.BuiltinData("cifar10", path=folder, rows=2, held_out=True))
+                self.assertTrue(np.isfinite(trainer.step_from_loader().loss))
+                evaluation = trainer.evaluate(2)  # test_batch.bin: 2 images, then the remainder
+                self.assertEqual(evaluation.samples, 3)
+                self.assertTrue(np.isfinite(evaluation.loss))
+
+            cut = os.path.join(folder, "cut.bin")
+            with open(os.path.join(folder, "data_batch_1.bin"), "rb") as f:
+                pathlib.Path(cut).write_bytes(f.read()[:3073 + 5])
+            with self.assertRaisesRegex(pipeforge.DataLossError, "cut.bin' holds 3078 bytes"):
+                pipeforge.BuiltinData("cifar10", path=cut).info()
+            bad = self.write_records(os.path.join(folder, "bad.bin"), [1, 2])
+            with open(bad, "r+b") as f:
+                f.seek(3073)
+                f.write(bytes([10]))  # record 1's label
+            with pipeforge.Trainer(pipeforge.Model.mlp(input_dim=3072, hidden=[8], classes=10),
+                                   micro_batches=1) as trainer:
+                before = trainer.checksum()
+                trainer.set_data_loader(pipeforge.BuiltinData("cifar10", path=bad, rows=2))
+                with self.assertRaisesRegex(pipeforge.CallbackError, "bad.bin': record 1 .* has label 10"):
+                    trainer.step_from_loader()
+                self.assertEqual(trainer.checksum(), before)
+            os.remove(os.path.join(folder, "test_batch.bin"))
+            with self.assertRaisesRegex(pipeforge.NotFoundError, "test_batch.bin"):
+                pipeforge.BuiltinData("cifar10", path=folder).info()
+
+
 class SeqSlicesTest(unittest.TestCase):
     """Sequence-sliced 1F1B (C API 0.7): schedule="seq1f1b" with seq_slices= on a tiny GPT."""
 

@@ -123,13 +123,17 @@ class BuiltinData:
         BuiltinData("synthetic", rows=8, features=32, classes=10, held_out=False)
         BuiltinData("csv", path="digits.csv", rows=8, feature_scale=1/16, held_out_fraction=0.2)
         BuiltinData("token_file", path="train.bin", vocab=50257, rows=8, seq_len=256, held_out_fraction=0.1)
+        BuiltinData("cifar10", path="cifar-10-batches-bin", rows=32, held_out=False)
 
     char_text reads a text file or a folder of them (None: the licence texts in
     /usr/share/common-licenses) and serves windows of seq_len + 1 characters; held_out=True serves
     the last held_out_fraction of the text. token_file (since 0.17) serves the same windows of a
     pre-tokenised file (nanoGPT's uint16 train.bin, llm.c's GPT-2 and Llama-3 files); vocab, which
-    the file does not hold, is required, and a token >= vocab fails the step that reads it. info()
-    says what a model for it needs."""
+    the file does not hold, is required, and a token >= vocab fails the step that reads it. cifar10
+    (since 0.18) serves CIFAR-10's binary files: path is one .bin file (held_out_fraction of it held
+    out) or the cifar-10-batches-bin folder (data_batch_1.bin .. data_batch_5.bin for training,
+    test_batch.bin held out); a row is an image's 3072 pixels in channel-major (c, y, x) order, each
+    byte v as v / 255, the target its label 0..9. info() says what a model for it needs."""
 
     _FIELDS = ("rows", "seed", "path", "seq_len", "held_out_fraction", "held_out", "feature_scale", "features",
                "classes", "vocab")
