@@ -63,6 +63,14 @@ int64_t Model::num_parameter_elements() const {
   return n;
 }
 
+int64_t Model::num_distinct_parameter_elements() const {
+  int64_t n = 0;
+  for (Parameter* p : parameters_) {
+    if (p->tied_to.empty()) n += shape_numel(p->shape);
+  }
+  return n;
+}
+
 void Model::set_local_head(const std::string& kind) {
   check_local_head_kind(kind);
   local_head_ = kind;

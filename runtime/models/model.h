@@ -35,7 +35,10 @@ class Model {
   Parameter* find_parameter(const std::string& name) const;
   // The tied parameters (Parameter::tied_to): {primary, copy} in model order of the copies.
   const std::vector<std::pair<Parameter*, Parameter*>>& tied_pairs() const { return tied_; }
+  // Elements of every parameter, a tied copy included (what memory and checkpoints hold).
   int64_t num_parameter_elements() const;
+  // The model's size as users count it (and Transformers' num_parameters): a tied pair once.
+  int64_t num_distinct_parameter_elements() const;
 
   // Moves every parameter's value and gradient to `device` (copies charged to kParameters and
   // kGradients there; a no-op for tensors already on it). Layers then compute on that device

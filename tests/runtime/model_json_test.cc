@@ -55,6 +55,11 @@ TEST(ModelJson, LlamaPreset) {
   EXPECT_EQ(tied->tied_pairs()[0].first->name, "embed.token_weight");
   EXPECT_EQ(tied->tied_pairs()[0].second->name, "head.weight");
   EXPECT_EQ(build_model_from_json(tied->to_json())->tied_pairs().size(), 1u);
+  // Its size counts the tied matrix once (as Transformers' num_parameters does); memory holds both.
+  auto untied = build_model_from_json_text(R"({"preset": "llama", "vocab": 20, "d_model": 16})");
+  EXPECT_EQ(tied->num_parameter_elements(), untied->num_parameter_elements());
+  EXPECT_EQ(tied->num_distinct_parameter_elements(), untied->num_parameter_elements() - 20 * 16);
+  EXPECT_EQ(untied->num_distinct_parameter_elements(), untied->num_parameter_elements());
   EXPECT_NE(error_of(R"({"preset": "llama", "tie_embeddings": 1})").find("tie_embeddings"), std::string::npos);
   EXPECT_NE(error_of(R"({"input": {"kind": "features", "features": 4, "classes": 4},
       "layers": [{"type": "linear", "in": 4, "out": 4, "tied_to": "nothing.weight"}]})").find("nothing.weight"),

@@ -65,11 +65,11 @@ int run_export(const ExportArgs& a) {
     out["out"] = a.out;
     out["files"] = {"config.json", "model.safetensors"};
     out["tensors"] = tensors;
-    out["parameters"] = trainer->model().num_parameter_elements();
+    out["parameters"] = trainer->model().num_distinct_parameter_elements();
     out["checkpoint"] = checkpoint.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(checkpoint);
     std::cout << out.dump(2) << std::endl;
   } else {
-    std::cout << "export: " << tensors << " tensors (" << trainer->model().num_parameter_elements()
+    std::cout << "export: " << tensors << " tensors (" << trainer->model().num_distinct_parameter_elements()
               << " parameters) as " << a.names << " to " << a.out << "/model.safetensors and " << a.out
               << "/config.json\n";
   }

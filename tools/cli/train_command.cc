@@ -190,14 +190,14 @@ int describe_model(const TrainArgs& a, const Model& model) {
   }
   if (a.json) {
     std::cout << nlohmann::json({{"model", model_name(a)},
-                                 {"num_parameters", model.num_parameter_elements()},
+                                 {"num_parameters", model.num_distinct_parameter_elements()},
                                  {"layers", layers}})
                      .dump()
               << std::endl;
     return kExitOk;
   }
   std::printf("%s: %lld parameters in %zu top-level layers (--layers-per-stage counts these):\n",
-              model_name(a).c_str(), static_cast<long long>(model.num_parameter_elements()), layers.size());
+              model_name(a).c_str(), static_cast<long long>(model.num_distinct_parameter_elements()), layers.size());
   for (size_t i = 0; i < layers.size(); ++i)
     std::printf("  %2zu  %-18s %-20s %10lld parameters\n", i, layers[i]["name"].get<std::string>().c_str(),
                 layers[i]["type"].get<std::string>().c_str(), static_cast<long long>(layers[i]["parameters"].get<int64_t>()));

@@ -61,7 +61,7 @@ double TrainTotals::idle_share(int rank) const {
 }
 
 void print_run_start(const TrainArgs& a, const Trainer& trainer, const std::string& resumed_from) {
-  std::cerr << "pipeforge train: " << model_name(a) << ", " << trainer.model().num_parameter_elements()
+  std::cerr << "pipeforge train: " << model_name(a) << ", " << trainer.model().num_distinct_parameter_elements()
             << " parameters, " << a.steps << " steps of " << a.batch_size << " rows in " << a.micro_batches
             << " micro-batch(es)"
             << (a.data_parallel > 1 ? " per replica, " + std::to_string(a.data_parallel) + " replicas" : "")
@@ -102,7 +102,7 @@ void print_json_report(const TrainReport& r) {
   out["model"] = !a.model_file.empty() || !a.model_json.empty() ? "json" : a.model;
   if (!a.model_file.empty()) out["model_file"] = a.model_file;
   out["config"] = r.model_description;
-  out["num_parameters"] = trainer.model().num_parameter_elements();
+  out["num_parameters"] = trainer.model().num_distinct_parameter_elements();
   out["steps"] = trainer.metrics().step;
   out["steps_run"] = static_cast<int64_t>(t.losses.size());
   out["diverged"] = t.diverged;

@@ -393,7 +393,7 @@ plan::ModelProfile model_profile(const TrainArgs& model, const std::string& prof
   Setup first = make_setup(t);
   *description = first.description;
   (*description)["model"] = model_name(t);
-  (*description)["num_parameters"] = first.model->num_parameter_elements();
+  (*description)["num_parameters"] = first.model->num_distinct_parameter_elements();
   if (!profile_file.empty()) {
     plan::ModelProfile p = plan::profile_from_json(read_json_file(profile_file, "--profile"), profile_file);
     const size_t layers = first.model->layers().size();
