@@ -48,26 +48,32 @@ double block_flops_per_token_forward(int64_t d) {
   return 24.0 * static_cast<double>(d) * static_cast<double>(d) + 4.0 * kSeqLen * static_cast<double>(d);
 }
 
-void run_block(benchmark::State& state, int64_t d, Phase phase) {
-  pf::cpu::set_blas_threads_for_this_thread(1);
-  pf::TransformerBlock block("blocks.0", d, kHeads, 4 * d);
-  pf::initialize_parameters(block.parameters(), 1234);
+// The benchmark loop: forward of `layer` on [kBatch, kSeqLen, d], then (kForwardBackward) B and W.
+void run_layer(benchmark::State& state, pf::Layer& layer, int64_t d, Phase phase) {
+  pf::initialize_parameters(layer.parameters(), 1234);
   const pf::Tensor x = random_tensor({kBatch, kSeqLen, d}, 1);
   const pf::Tensor dy = random_tensor({kBatch, kSeqLen, d}, 2);
   for (auto _ : state) {
     pf::SavedContext ctx;
-    pf::Tensor y = block.forward(x, ctx);
+    pf::Tensor y = layer.forward(x, ctx);
     benchmark::DoNotOptimize(y.f32());
     if (phase == Phase::kForwardBackward) {
-      pf::Tensor dx = block.backward_input(ctx, dy);
-      block.backward_weight(ctx);
+      pf::Tensor dx = layer.backward_input(ctx, dy);
+      layer.backward_weight(ctx);
       benchmark::DoNotOptimize(dx.f32());
     }
     benchmark::ClobberMemory();
   }
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(kBatch * kSeqLen), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void run_block(benchmark::State& state, int64_t d, Phase phase) {
+  pf::cpu::set_blas_threads_for_this_thread(1);
+  pf::TransformerBlock block("blocks.0", d, kHeads, 4 * d);
+  run_layer(state, block, d, phase);
   const double tokens = static_cast<double>(kBatch * kSeqLen);
   const double passes = phase == Phase::kForward ? 1.0 : 3.0;  // backward = B + W = 2 x forward
-  state.counters["tokens/s"] = benchmark::Counter(tokens, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["GFLOP/s"] = benchmark::Counter(passes * tokens * block_flops_per_token_forward(d) * 1e-9,
                                                  benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel("B*T=" + std::to_string(kBatch) + "*" + std::to_string(kSeqLen) +
@@ -82,19 +88,7 @@ void run_llama_block(benchmark::State& state, int64_t d) {
   c.kv_heads = kHeads / 2;
   c.mlp_hidden = pf::llama_default_mlp_hidden(d);
   pf::LlamaBlock block("blocks.0", c);
-  pf::initialize_parameters(block.parameters(), 1234);
-  const pf::Tensor x = random_tensor({kBatch, kSeqLen, d}, 1);
-  const pf::Tensor dy = random_tensor({kBatch, kSeqLen, d}, 2);
-  for (auto _ : state) {
-    pf::SavedContext ctx;
-    pf::Tensor y = block.forward(x, ctx);
-    pf::Tensor dx = block.backward_input(ctx, dy);
-    block.backward_weight(ctx);
-    benchmark::DoNotOptimize(dx.f32());
-    benchmark::ClobberMemory();
-  }
-  state.counters["tokens/s"] =
-      benchmark::Counter(static_cast<double>(kBatch * kSeqLen), benchmark::Counter::kIsIterationInvariantRate);
+  run_layer(state, block, d, Phase::kForwardBackward);
   state.SetLabel("B*T=" + std::to_string(kBatch) + "*" + std::to_string(kSeqLen) + " d_model=" + std::to_string(d) +
                  " heads=" + std::to_string(kHeads) + " kv_heads=" + std::to_string(c.kv_heads) +
                  " mlp=" + std::to_string(c.mlp_hidden) + " blas_threads=1");
@@ -103,17 +97,7 @@ void run_llama_block(benchmark::State& state, int64_t d) {
 void run_attention(benchmark::State& state, int64_t d) {
   pf::cpu::set_blas_threads_for_this_thread(1);
   pf::CausalSelfAttention attn("blocks.0.attn", d, kHeads);
-  pf::initialize_parameters(attn.parameters(), 1234);
-  const pf::Tensor x = random_tensor({kBatch, kSeqLen, d}, 1);
-  const pf::Tensor dy = random_tensor({kBatch, kSeqLen, d}, 2);
-  for (auto _ : state) {
-    pf::SavedContext ctx;
-    pf::Tensor y = attn.forward(x, ctx);
-    pf::Tensor dx = attn.backward_input(ctx, dy);
-    attn.backward_weight(ctx);
-    benchmark::DoNotOptimize(dx.f32());
-    benchmark::ClobberMemory();
-  }
+  run_layer(state, attn, d, Phase::kForwardBackward);
 }
 
 void run_mlp_gemms(benchmark::State& state, int64_t d) {

@@ -316,7 +316,11 @@ StepResult PipelineTrainer::finish_step(Step& step, int units, int64_t window) {
     try {
       tied_.sum(*group_, c.recv_timeout_seconds);
     } catch (...) {
-      fail_step(std::current_exception());
+      // The peer may have its sum already: it learns of the failure from the group (its later steps
+      // fail), as after a failed data-parallel reduction.
+      const std::exception_ptr error = std::current_exception();
+      group_->rank_failed(local_ranks(plan_, ownership_).front(), describe_exception(error));
+      fail_step(error);
     }
     optimizer_.gradients_changed(tied_.changed());
   }

@@ -25,10 +25,15 @@ void TiedGradients::sum(comm::RankGroup& group, double timeout_seconds) const {
     Parameter* mine = has_p ? primary : copy;
     const int me = has_p ? p_rank : c_rank, peer = has_p ? c_rank : p_rank;
     comm::Transport& endpoint = group.endpoint(me);
-    endpoint.send(peer, comm::MessageKey{comm::MessageKind::kStageGradients, 0, peer}, mine->grad.clone(),
-                  timeout_seconds);
-    const Tensor theirs =
-        endpoint.recv(peer, comm::MessageKey{comm::MessageKind::kStageGradients, 0, me}, timeout_seconds);
+    Tensor theirs;
+    try {
+      endpoint.send(peer, comm::MessageKey{comm::MessageKind::kStageGradients, 0, peer}, mine->grad.clone(),
+                    timeout_seconds);
+      theirs = endpoint.recv(peer, comm::MessageKey{comm::MessageKind::kStageGradients, 0, me}, timeout_seconds);
+    } catch (const Error& e) {
+      fail(e.code(), "rank ", me, ": swapping the tied gradient of '", primary->name, "' with rank ", peer, ": ",
+           e.what());
+    }
     PF_CHECK_ARG(theirs.numel() == mine->grad.numel(), "rank ", me, ": the tied gradient of '", mine->name,
                  "' from rank ", peer, " has ", theirs.numel(), " values, expected ", mine->grad.numel());
     add_replica_gradient(mine->grad.f32(), theirs.f32(), mine->grad.numel());

@@ -7,6 +7,7 @@
 #include "runtime/kernels/cpu/blas.h"
 #include "runtime/kernels/cpu/rows.h"
 #include "runtime/layers/cuda_dispatch.h"
+#include "runtime/tensor/memory_tracker.h"
 
 namespace pf {
 
@@ -116,9 +117,13 @@ Tensor Conv2d::forward(const Tensor& input, SavedContext& ctx) {
   const Geometry g = geometry_of(input);
   const int64_t positions = g.out_height * g.out_width, rows = g.batch * positions;
   const int64_t cols = in_ * options_.kernel * options_.kernel;
-  Tensor patches = Tensor::empty({rows, cols});
+  Tensor patches, flat;  // P and Y' [B Ho Wo, O]: scratch of this call
+  {
+    MemoryCategoryScope scope(MemoryCategory::kWorkspace);
+    patches = Tensor::empty({rows, cols});
+    flat = Tensor::empty({rows, out_});
+  }
   im2col(input.f32(), g, patches.f32());
-  Tensor flat = Tensor::empty({rows, out_});  // Y' [B Ho Wo, O]
   float beta = 0.0f;
   if (options_.bias) {
     cpu::broadcast_rows(rows, out_, bias_.value.f32(), flat.f32());
@@ -168,7 +173,11 @@ Tensor Conv2d::backward_input(SavedContext& ctx, const Tensor& grad_output) {
   }
   const int64_t k = options_.kernel, s = options_.stride, pad = options_.padding;
   const int64_t cols = in_ * k * k;
-  Tensor grad_patches = Tensor::empty({rows, cols});
+  Tensor grad_patches;
+  {
+    MemoryCategoryScope scope(MemoryCategory::kWorkspace);
+    grad_patches = Tensor::empty({rows, cols});
+  }
   cpu::gemm(false, false, rows, cols, out_, 1.0f, dyt, weight_.value.f32(), 0.0f, grad_patches.f32());
   Tensor grad_input = Tensor::zeros(input.shape());
   float* dx = grad_input.f32();
@@ -201,7 +210,11 @@ void Conv2d::backward_weight(SavedContext& ctx) {
   const Geometry g = saved_geometry(ctx);
   const int64_t rows = g.batch * g.out_height * g.out_width;
   const int64_t cols = in_ * options_.kernel * options_.kernel;
-  Tensor patches = Tensor::empty({rows, cols});
+  Tensor patches;
+  {
+    MemoryCategoryScope scope(MemoryCategory::kWorkspace);
+    patches = Tensor::empty({rows, cols});
+  }
   im2col(input.f32(), g, patches.f32());
   cpu::gemm(true, false, out_, cols, rows, 1.0f, grad_rows.f32(), patches.f32(), 1.0f, weight_.grad.f32());
   if (options_.bias) cpu::accumulate_column_sums(rows, out_, grad_rows.f32(), bias_.grad.f32());

@@ -93,6 +93,13 @@ void check_llama(const LlamaConfig& c) {
                c.norm_eps);
 }
 
+// An image row of channels x size x size values fits the feature limit (the vision presets' input).
+void check_image_size(int64_t channels, int64_t size, const char* preset) {
+  PF_CHECK_ARG(size <= limits::kMaxDimension / size && channels <= limits::kMaxDimension / (size * size), preset,
+               ": an image of ", channels, " x ", size, " x ", size, " values is more than the limit of ",
+               limits::kMaxDimension, " features");
+}
+
 void check_vit(const VitConfig& c) {
   check_dimension(c.channels, "vit: channels");
   check_dimension(c.image_size, "vit: image_size");
@@ -100,10 +107,7 @@ void check_vit(const VitConfig& c) {
   check_dimension(c.d_model, "vit: d_model");
   check_dimension(c.classes, "vit: classes");
   PF_CHECK_ARG(c.image_size % c.patch == 0, "vit: image_size ", c.image_size, " is not divisible by patch ", c.patch);
-  PF_CHECK_ARG(c.image_size <= limits::kMaxDimension / c.image_size &&
-                   c.channels <= limits::kMaxDimension / (c.image_size * c.image_size),
-               "vit: an image of ", c.channels, " x ", c.image_size, " x ", c.image_size,
-               " values is more than the limit of ", limits::kMaxDimension, " features");
+  check_image_size(c.channels, c.image_size, "vit");
   PF_CHECK_ARG(c.heads > 0 && c.d_model % c.heads == 0, "vit: heads must be > 0 and divide d_model (", c.d_model,
                "), got ", c.heads);
   PF_CHECK_ARG(c.layers >= 0 && c.layers <= kMaxGptBlocks, "vit: layers must be in [0, ", kMaxGptBlocks, "], got ",
@@ -119,10 +123,7 @@ void check_resnet(const ResNetConfig& c) {
   check_dimension(c.image_size, "resnet: image_size");
   check_dimension(c.width, "resnet: width");
   check_dimension(c.classes, "resnet: classes");
-  PF_CHECK_ARG(c.image_size <= limits::kMaxDimension / c.image_size &&
-                   c.channels <= limits::kMaxDimension / (c.image_size * c.image_size),
-               "resnet: an image of ", c.channels, " x ", c.image_size, " x ", c.image_size,
-               " values is more than the limit of ", limits::kMaxDimension, " features");
+  check_image_size(c.channels, c.image_size, "resnet");
   PF_CHECK_ARG(!c.blocks.empty() && c.blocks.size() <= 8, "resnet: blocks must list 1 to 8 stages, got ",
                c.blocks.size());
   int64_t channels = c.width, size = c.image_size, total = 0;
@@ -297,6 +298,16 @@ std::unique_ptr<Model> assemble_llama(const LlamaConfig& config) {
   return token_model_of(config.vocab, config.seq_len, std::move(layers));
 }
 
+// A classifier of image rows (channels x size x size values, channel-major) into `classes`.
+std::unique_ptr<Model> image_model_of(int64_t channels, int64_t size, int64_t classes,
+                                      std::vector<std::unique_ptr<Layer>> layers) {
+  InputSpec spec;
+  spec.kind = InputSpec::Kind::kFeatures;
+  spec.features = channels * size * size;
+  spec.classes = classes;
+  return std::make_unique<Model>(spec, std::move(layers), std::make_unique<CrossEntropyLoss>());
+}
+
 std::unique_ptr<Model> assemble_vit(const VitConfig& config) {
   PatchEmbeddingConfig patches;
   patches.channels = config.channels;
@@ -314,21 +325,7 @@ std::unique_ptr<Model> assemble_vit(const VitConfig& config) {
   layers.push_back(std::make_unique<LayerNorm>("ln_f", config.d_model));
   layers.push_back(std::make_unique<ClassToken>("pool"));
   layers.push_back(std::make_unique<Linear>("head", config.d_model, config.classes));
-  InputSpec spec;
-  spec.kind = InputSpec::Kind::kFeatures;
-  spec.features = config.channels * config.image_size * config.image_size;
-  spec.classes = config.classes;
-  return std::make_unique<Model>(spec, std::move(layers), std::make_unique<CrossEntropyLoss>());
-}
-
-// A classifier of image rows (channels x size x size values, channel-major) into `classes`.
-std::unique_ptr<Model> image_model_of(int64_t channels, int64_t size, int64_t classes,
-                                      std::vector<std::unique_ptr<Layer>> layers) {
-  InputSpec spec;
-  spec.kind = InputSpec::Kind::kFeatures;
-  spec.features = channels * size * size;
-  spec.classes = classes;
-  return std::make_unique<Model>(spec, std::move(layers), std::make_unique<CrossEntropyLoss>());
+  return image_model_of(config.channels, config.image_size, config.classes, std::move(layers));
 }
 
 // One basic block, "<name>": Residual "<name>.res" (conv, norm, relu, conv, norm; a projection

@@ -50,7 +50,8 @@ Tensor Tensor::from_vector(const Shape& shape, const std::vector<float>& values)
   PF_CHECK_ARG(shape_numel(shape) == static_cast<int64_t>(values.size()), "shape ",
                shape_to_string(shape), " does not hold ", values.size(), " values");
   Tensor t = empty(shape, DType::kF32);
-  std::memcpy(t.data<float>(), values.data(), values.size() * sizeof(float));
+  // An empty vector's data() may be null, which memcpy must not be given even for 0 bytes.
+  if (!values.empty()) std::memcpy(t.data<float>(), values.data(), values.size() * sizeof(float));
   return t;
 }
 
@@ -58,7 +59,7 @@ Tensor Tensor::from_ints(const Shape& shape, const std::vector<int32_t>& values)
   PF_CHECK_ARG(shape_numel(shape) == static_cast<int64_t>(values.size()), "shape ",
                shape_to_string(shape), " does not hold ", values.size(), " values");
   Tensor t = empty(shape, DType::kI32);
-  std::memcpy(t.data<int32_t>(), values.data(), values.size() * sizeof(int32_t));
+  if (!values.empty()) std::memcpy(t.data<int32_t>(), values.data(), values.size() * sizeof(int32_t));
   return t;
 }
 

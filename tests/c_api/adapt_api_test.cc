@@ -107,7 +107,9 @@ TEST(AdaptApi, RunWithALoaderLogsTheMoveAndMatchesSequential) {
     run.metrics_log = adapt ? log.c_str() : nullptr;
     ASSERT_PF_OK(pf_trainer_run(trainer, &run, nullptr));
     sums[adapt] = Checksum(trainer);
-    if (adapt) EXPECT_FALSE(Adaptations(trainer).empty());
+    if (adapt) {
+      EXPECT_FALSE(Adaptations(trainer).empty());
+    }
     pf_trainer_destroy(trainer);
   }
   EXPECT_EQ(sums[1], sums[0]);

@@ -279,7 +279,9 @@ TEST(ClusterSearch, PruningKeepsTheExhaustiveRanking) {
     const StepBounds b = step_bounds(r);
     EXPECT_LE(b.step_seconds, p.step_seconds * (1 + 1e-12)) << row_key(all.ranked[i]);
     EXPECT_LE(b.memory_per_gpu_bytes, p.memory_per_gpu_bytes * (1 + 1e-12)) << row_key(all.ranked[i]);
-    if (i > 0) EXPECT_LE(all.ranked[i - 1].second.step_seconds, p.step_seconds);
+    if (i > 0) {
+      EXPECT_LE(all.ranked[i - 1].second.step_seconds, p.step_seconds);
+    }
     EXPECT_EQ(r.grid.size(), 16);
     EXPECT_EQ(r.model.heads % r.grid.tensor, 0);
     EXPECT_LE(r.grid.tensor, 8);  // within a node

@@ -56,13 +56,6 @@ double max_difference(const Tensor& a, const Tensor& b) {
   return d;
 }
 
-Parameter* param(Layer& layer, const std::string& name) {
-  for (Parameter* p : layer.parameters())
-    if (p->name == name) return p;
-  ADD_FAILURE() << "no parameter " << name;
-  return layer.parameters()[0];
-}
-
 std::vector<std::string> parameter_names(Layer& layer) {
   std::vector<std::string> names;
   for (Parameter* p : layer.parameters()) names.push_back(p->name);

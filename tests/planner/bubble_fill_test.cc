@@ -69,7 +69,9 @@ TEST(BubbleFill, FillsTheBubblesAndLeavesTheTrainingBitwiseEqual) {
     EXPECT_EQ(trainer.step(batch).loss, sequential.step(batch).loss) << "step " << step;
     double step_fill = 0;
     for (const exec::RankStats& r : trainer.last_stats().ranks) step_fill += r.fill_us;
-    if (step == 0) EXPECT_EQ(step_fill, 0) << "the first step has no measured bubbles yet";
+    if (step == 0) {
+      EXPECT_EQ(step_fill, 0) << "the first step has no measured bubbles yet";
+    }
     fill_us += step_fill;
   }
   EXPECT_GT(fill.passes(), 0) << "1f1b on 2 ranks has bubbles; nothing was filled";

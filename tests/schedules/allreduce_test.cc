@@ -39,8 +39,8 @@ TEST(AddGradientAllreduce, OnePerStageRightAfterItsLastWeightGradient) {
       const int ar = index_of(list, ActionKind::kAllReduce, st, -1);
       ASSERT_GE(ar, 1) << name << " stage " << st;
       const Action& before = list[static_cast<size_t>(ar - 1)];
-      EXPECT_TRUE(before.stage == st &&
-                  (before.kind == ActionKind::kBackwardWeight || before.kind == ActionKind::kBackward) ||
+      EXPECT_TRUE((before.stage == st &&
+                   (before.kind == ActionKind::kBackwardWeight || before.kind == ActionKind::kBackward)) ||
                   before.kind == ActionKind::kAllReduce)
           << name << ": " << action_to_string(before) << " precedes " << st << "ALLREDUCE";
       EXPECT_LT(ar, index_of(list, ActionKind::kStep, st, -1)) << name;

@@ -47,8 +47,9 @@ TEST(BitPipe, SplitsTheMicroBatchesAndSynchronisesEagerly) {
         for (size_t i = list.size() - 4; i < list.size(); ++i) EXPECT_EQ(list[i].kind, ActionKind::kStep);
         for (size_t i = 0; i < list.size(); ++i) {
           const Action& a = list[i];
-          if (a.kind == ActionKind::kForward || a.kind == ActionKind::kBackward)
+          if (a.kind == ActionKind::kForward || a.kind == ActionKind::kBackward) {
             EXPECT_EQ(s.pipeline_of_micro_batch(a.micro_batch), s.pipeline_of_stage(a.stage)) << action_to_string(a);
+          }
           if (a.kind != ActionKind::kAllReduce) continue;
           const bool after_last_bw = [&] {
             for (size_t k = i; k-- > 0;) {

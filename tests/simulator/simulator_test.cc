@@ -351,11 +351,15 @@ TEST(Simulator, CopiesRunOnTheCopyLaneBesideTheCompute) {
         compute += a.duration();
         if (a.action.kind == ActionKind::kBackward || a.action.kind == ActionKind::kBackwardInput) {
           const auto it = reloaded.find({a.action.stage, a.action.micro_batch});
-          if (it != reloaded.end()) EXPECT_GE(a.start, it->second - 1e-12) << action_to_string(a.action);
+          if (it != reloaded.end()) {
+            EXPECT_GE(a.start, it->second - 1e-12) << action_to_string(a.action);
+          }
         }
       }
     }
-    if (r == 0) EXPECT_GT(copies, 0.0);  // the last rank runs each B right after its F: nothing to offload
+    if (r == 0) {
+      EXPECT_GT(copies, 0.0);  // the last rank runs each B right after its F: nothing to offload
+    }
     EXPECT_DOUBLE_EQ(with.busy[static_cast<size_t>(r)], compute);  // copies are not busy time
     EXPECT_DOUBLE_EQ(with.busy[static_cast<size_t>(r)], without.busy[static_cast<size_t>(r)]);
   }

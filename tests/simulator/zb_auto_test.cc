@@ -142,8 +142,9 @@ TEST(ZbAuto, NeverWorseThanAFixedZeroBubbleScheduleWithinItsCap) {
               expect_valid_within_cap(z, cm, cap, where);
               const double ours = objective_value(simulate(z, cm), objective);
               for (const auto& [name, r] : fixed)
-                if (peak_in_mb(r) <= cap + 1e-9)
+                if (peak_in_mb(r) <= cap + 1e-9) {
                   EXPECT_LE(ours, objective_value(r, objective) + 1e-9) << where << " vs " << name;
+                }
             }
         }
 }

@@ -364,7 +364,7 @@ TEST(SweepFill, EachRankTrainsItsOwnShareInItsBubbles) {
 
 TEST(SweepFill, ASpecFilesDataPathStaysInsideItsFolder) {
   const std::string dir = ::testing::TempDir();
-  for (const std::string& data : {"/etc/passwd", "../rows.csv", "a/../../rows.csv", ".."}) {
+  for (const char* data : {"/etc/passwd", "../rows.csv", "a/../../rows.csv", ".."}) {
     const std::string path = dir + "/spec_escape.json";
     std::ofstream(path) << nlohmann::json{{"data", data}}.dump();
     try {
