@@ -954,8 +954,8 @@ class AdaptTest(unittest.TestCase):
     def test_moves_layers_off_the_slow_rank_bitwise(self):
         losses, sums = [], []
         for options in ({}, dict(schedule="1f1b", ranks=2, adapt=True, slow_rank=1, slow_factor=4.0)):
-            # 7 top-level layers, wide enough that their times are not noise.
-            model = pipeforge.Model.mlp(input_dim=FEATURES, hidden=[256, 256, 256], classes=CLASSES)
+            # 7 top-level layers, wide enough that their times are not noise (with AVX-512 GEMMs too).
+            model = pipeforge.Model.mlp(input_dim=FEATURES, hidden=[512, 512, 512], classes=CLASSES)
             with pipeforge.Trainer(model, micro_batches=4, seed=5, lr=0.01, **options) as trainer:
                 losses.append([bits(trainer.step(*batch(s)).loss) for s in range(6)])
                 sums.append(trainer.checksum())
