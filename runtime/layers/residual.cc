@@ -43,78 +43,47 @@ Tensor Residual::forward(const Tensor& input, SavedContext& ctx) {
   PF_CHECK_ARG(input.defined() && input.dtype() == DType::kF32, "residual '", name(),
                "': expected an f32 input, got ", input.defined() ? dtype_name(input.dtype()) : "undefined",
                " ", shape_to_string(input.shape()));
+  PF_CHECK_ARG(!shortcut_ || !is_cuda(input), "residual '", name(), "': a shortcut runs on CPU tensors only");
   Tensor body_output = body_->forward(input, ctx.child(0));
-  PF_CHECK_ARG(body_output.defined() && body_output.dtype() == DType::kF32 &&
-                   (shortcut_ || body_output.shape() == input.shape()),
-               "residual '", name(), "': body output ", shape_to_string(body_output.shape()),
-               " does not match the input ", shape_to_string(input.shape()));
+  // The skip path: the input itself, or the shortcut's output.
+  const Tensor skip = shortcut_ ? shortcut_->forward(input, ctx.child(1)) : input;
+  PF_CHECK_ARG(body_output.defined() && body_output.dtype() == DType::kF32 && skip.defined() &&
+                   skip.dtype() == DType::kF32 && body_output.shape() == skip.shape(),
+               "residual '", name(), "': body output ", shape_to_string(body_output.shape()), " does not match the ",
+               shortcut_ ? "shortcut output " : "input ", skip.defined() ? shape_to_string(skip.shape()) : "undefined");
   check_same_device(type(), name(), "body output", body_output.device(), "input", input.device());
   ctx.set_int("numel", input.numel());
-  if (shortcut_) return forward_with_shortcut(input, body_output, ctx);
-  if (is_cuda(input)) return cuda_backend().add(input, body_output);
-  Tensor output = Tensor::empty(input.shape());
-  const float* x = input.f32();
-  const float* fx = body_output.f32();
-  float* y = output.f32();
-  for (int64_t i = 0, n = input.numel(); i < n; ++i) y[i] = x[i] + fx[i];
-  return output;
-}
-
-Tensor Residual::forward_with_shortcut(const Tensor& input, const Tensor& body_output, SavedContext& ctx) {
-  PF_CHECK_ARG(!is_cuda(input), "residual '", name(), "': a shortcut runs on CPU tensors only");
-  Tensor skip = shortcut_->forward(input, ctx.child(1));
-  PF_CHECK_ARG(skip.defined() && skip.dtype() == DType::kF32 && skip.shape() == body_output.shape(), "residual '",
-               name(), "': shortcut output ", skip.defined() ? shape_to_string(skip.shape()) : "undefined",
-               " does not match the body output ", shape_to_string(body_output.shape()));
   ctx.set_int("output_numel", body_output.numel());
+  if (is_cuda(input)) return cuda_backend().add(input, body_output);
   Tensor output = Tensor::empty(body_output.shape());
-  const float* s = skip.f32();
+  const float* x = skip.f32();
   const float* fx = body_output.f32();
   float* y = output.f32();
-  for (int64_t i = 0, n = output.numel(); i < n; ++i) y[i] = s[i] + fx[i];
+  for (int64_t i = 0, n = output.numel(); i < n; ++i) y[i] = x[i] + fx[i];
   return output;
 }
 
 Tensor Residual::backward_input(SavedContext& ctx, const Tensor& grad_output) {
-  if (shortcut_) return backward_input_with_shortcut(ctx, grad_output);
-  const int64_t numel = ctx.get_int("numel");
-  PF_CHECK_ARG(grad_output.defined() && grad_output.dtype() == DType::kF32 && grad_output.numel() == numel,
+  const int64_t numel = ctx.get_int("numel"), output_numel = ctx.get_int("output_numel");
+  PF_CHECK_ARG(grad_output.defined() && grad_output.dtype() == DType::kF32 && grad_output.numel() == output_numel,
                "residual '", name(), "': output gradient ", shape_to_string(grad_output.shape()),
-               " does not match the forward output (", numel, " elements)");
+               " does not match the forward output (", output_numel, " elements)");
   Tensor body_grad = body_->backward_input(ctx.child(0), grad_output);
-  PF_CHECK_ARG(body_grad.defined() && body_grad.dtype() == DType::kF32 && body_grad.numel() == numel,
+  // The skip path's input gradient: the output gradient itself, or the shortcut's.
+  const Tensor skip_grad = shortcut_ ? shortcut_->backward_input(ctx.child(1), grad_output) : grad_output;
+  PF_CHECK_ARG(body_grad.defined() && body_grad.dtype() == DType::kF32 && body_grad.numel() == numel &&
+                   skip_grad.defined() && skip_grad.dtype() == DType::kF32 && skip_grad.numel() == numel,
                "residual '", name(), "': body input gradient ", shape_to_string(body_grad.shape()),
-               " does not match the output gradient ", shape_to_string(grad_output.shape()));
+               " does not match the ", shortcut_ ? "shortcut input gradient " : "output gradient ",
+               skip_grad.defined() ? shape_to_string(skip_grad.shape()) : "undefined");
   check_same_device(type(), name(), "output gradient", grad_output.device(), "body input gradient",
                     body_grad.device());
   if (is_cuda(grad_output)) return cuda_backend().add(grad_output, body_grad).reshape(body_grad.shape());
   Tensor grad_input = Tensor::empty(body_grad.shape());
-  const float* dy = grad_output.f32();
+  const float* dy = skip_grad.f32();
   const float* db = body_grad.f32();
   float* dx = grad_input.f32();
   for (int64_t i = 0; i < numel; ++i) dx[i] = dy[i] + db[i];
-  return grad_input;
-}
-
-Tensor Residual::backward_input_with_shortcut(SavedContext& ctx, const Tensor& grad_output) {
-  const int64_t numel = ctx.get_int("numel"), output_numel = ctx.get_int("output_numel");
-  PF_CHECK_ARG(grad_output.defined() && grad_output.dtype() == DType::kF32 && grad_output.numel() == output_numel,
-               "residual '", name(), "': output gradient ",
-               grad_output.defined() ? shape_to_string(grad_output.shape()) : "undefined",
-               " does not match the forward output (", output_numel, " elements)");
-  Tensor body_grad = body_->backward_input(ctx.child(0), grad_output);
-  Tensor skip_grad = shortcut_->backward_input(ctx.child(1), grad_output);
-  PF_CHECK_ARG(body_grad.defined() && skip_grad.defined() && body_grad.numel() == numel &&
-                   skip_grad.shape() == body_grad.shape(),
-               "residual '", name(), "': the body's and the shortcut's input gradients (",
-               body_grad.defined() ? shape_to_string(body_grad.shape()) : "undefined", ", ",
-               skip_grad.defined() ? shape_to_string(skip_grad.shape()) : "undefined",
-               ") do not match the input (", numel, " elements)");
-  Tensor grad_input = Tensor::empty(body_grad.shape());
-  const float* ds = skip_grad.f32();
-  const float* db = body_grad.f32();
-  float* dx = grad_input.f32();
-  for (int64_t i = 0; i < numel; ++i) dx[i] = ds[i] + db[i];
   return grad_input;
 }
 

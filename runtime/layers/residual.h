@@ -26,9 +26,6 @@ class Residual : public Layer {
   Layer* shortcut() const { return shortcut_.get(); }
 
  private:
-  Tensor forward_with_shortcut(const Tensor& input, const Tensor& body_output, SavedContext& ctx);
-  Tensor backward_input_with_shortcut(SavedContext& ctx, const Tensor& grad_output);
-
   std::unique_ptr<Layer> body_, shortcut_;
 };
 
