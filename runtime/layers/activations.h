@@ -10,6 +10,7 @@ class ReLU : public Layer {
  public:
   explicit ReLU(std::string name);
   const char* type() const override { return "relu"; }
+  bool elementwise() const override { return true; }
   nlohmann::json config() const override;
 
   Tensor forward(const Tensor& input, SavedContext& ctx) override;
@@ -22,6 +23,7 @@ class GELU : public Layer {
  public:
   explicit GELU(std::string name);
   const char* type() const override { return "gelu"; }
+  bool elementwise() const override { return true; }
   nlohmann::json config() const override;
 
   Tensor forward(const Tensor& input, SavedContext& ctx) override;

@@ -19,6 +19,7 @@
 #include "runtime/layers/parameter.h"
 #include "runtime/layers/saved_context.h"
 #include "runtime/tensor/tensor.h"
+#include "runtime/tensor_parallel/group.h"
 
 namespace pf {
 
@@ -46,6 +47,17 @@ class Layer {
     backward_weight(ctx);
     return grad_input;
   }
+
+  // Tensor parallelism (runtime/tensor_parallel/group.h). How the layer splits across a group
+  // (kNone: it stays whole on every member), and taking this member's slice of it: once, before
+  // the parameters are initialised (Model::split_for_tensor_parallel calls it).
+  virtual TensorSplit tensor_split() const { return TensorSplit::kNone; }
+  // Gives a layer that can be split (a linear) the split `split` before split_for_tensor_parallel
+  // (the default splits of a model without "parallel" annotations); false for any other layer.
+  virtual bool choose_tensor_split(TensorSplit split) { (void)split; return false; }
+  virtual void split_for_tensor_parallel(const std::shared_ptr<TensorParallelGroup>& group) { (void)group; }
+  // True for element-wise layers (relu, gelu): a column-split activation passes through them.
+  virtual bool elementwise() const { return false; }
 
  private:
   std::string name_;

@@ -146,6 +146,14 @@ class Fields {
     return s;
   }
 
+  // A layer's "parallel": "column" or "row" (TensorSplit); kNone when absent.
+  TensorSplit optional_split(const char* key) const {
+    const json* value = find(key);
+    if (!value) return TensorSplit::kNone;
+    PF_CHECK_ARG(value->is_string(), at(key), ": expected \"column\" or \"row\", got ", describe_json(*value));
+    return parse_tensor_split(value->get<std::string>(), at(key));
+  }
+
   bool optional_bool(const char* key, bool fallback) const {
     const json* value = find(key);
     if (!value) return fallback;
@@ -199,11 +207,12 @@ int64_t kv_heads_of(const Fields& f, int64_t heads) {
 
 const std::vector<LayerKind>& layer_kinds() {
   static const std::vector<LayerKind> kinds = {
-      {"linear", {"in", "out", "bias", "init_std", "tied_to"},
+      {"linear", {"in", "out", "bias", "init_std", "tied_to", "parallel"},
        [](const Fields& f, const std::string& name) -> std::unique_ptr<Layer> {
          return std::make_unique<Linear>(name, f.required_size("in", "linear"),
                                          f.required_size("out", "linear"), f.optional_bool("bias", true),
-                                         f.optional_float("init_std", 0.02f, false), f.optional_string("tied_to", ""));
+                                         f.optional_float("init_std", 0.02f, false), f.optional_string("tied_to", ""),
+                                         f.optional_split("parallel"));
        }},
       {"relu", {},
        [](const Fields&, const std::string& name) -> std::unique_ptr<Layer> {

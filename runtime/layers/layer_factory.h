@@ -2,7 +2,9 @@
 // model JSON). Every layer's config() is accepted here and rebuilds an identical layer.
 //
 // A layer is {"type": ..., "name": optional string, ...fields}:
-//   linear            {in, out, bias = true, init_std = 0.02}
+//   linear            {in, out, bias = true, init_std = 0.02, tied_to = "", parallel = absent}
+//                     (parallel: "column" or "row", the split under tensor parallelism,
+//                     runtime/tensor_parallel/group.h)
 //   relu, gelu        {}
 //   layernorm         {dim, eps = 1e-5}
 //   embedding         {vocab, seq_len, dim, init_std = 0.02}

@@ -12,8 +12,8 @@ std::string join_name(const std::string& prefix, const std::string& suffix) {
 }
 
 Linear::Linear(std::string name, int64_t in_features, int64_t out_features, bool bias,
-               float init_stddev, const std::string& tied_to)
-    : Layer(std::move(name)), in_(in_features), out_(out_features), has_bias_(bias),
+               float init_stddev, const std::string& tied_to, TensorSplit split)
+    : Layer(std::move(name)), in_(in_features), out_(out_features), has_bias_(bias), split_(split),
       init_stddev_(init_stddev) {
   PF_CHECK_ARG(in_ > 0 && out_ > 0, "linear '", this->name(), "': in and out features must be > 0, got ",
                in_, " and ", out_);
@@ -23,10 +23,43 @@ Linear::Linear(std::string name, int64_t in_features, int64_t out_features, bool
 }
 
 nlohmann::json Linear::config() const {
-  nlohmann::json j = {{"type", type()}, {"name", name()}, {"in", in_}, {"out", out_}, {"bias", has_bias_},
+  const int64_t parts = group_ ? group_->size() : 1;
+  const int64_t in = split_ == TensorSplit::kRow ? in_ * parts : in_;
+  const int64_t out = split_ == TensorSplit::kColumn ? out_ * parts : out_;
+  nlohmann::json j = {{"type", type()}, {"name", name()}, {"in", in}, {"out", out}, {"bias", has_bias_},
                       {"init_std", init_stddev_}};
   if (!weight_.tied_to.empty()) j["tied_to"] = weight_.tied_to;
+  if (split_ != TensorSplit::kNone) j["parallel"] = tensor_split_name(split_);
   return j;
+}
+
+bool Linear::choose_tensor_split(TensorSplit split) {
+  PF_CHECK_ARG(group_ == nullptr, "linear '", name(), "' is already split");
+  if (!weight_.tied_to.empty()) return false;
+  split_ = split;
+  return true;
+}
+
+void Linear::split_for_tensor_parallel(const std::shared_ptr<TensorParallelGroup>& group) {
+  PF_CHECK_ARG(group != nullptr, "linear '", name(), "': the tensor-parallel group is null");
+  PF_CHECK_ARG(group_ == nullptr, "linear '", name(), "' is already split");
+  if (split_ == TensorSplit::kNone || group->size() == 1) return;
+  const int parts = group->size();
+  PF_CHECK_ARG(weight_.tied_to.empty(), "linear '", name(), "': a tied weight (tied to '", weight_.tied_to,
+               "') cannot be split across a tensor-parallel group");
+  if (split_ == TensorSplit::kColumn) {
+    PF_CHECK_ARG(out_ % parts == 0, "linear '", name(), "': ", out_, " output features are not divisible by the ",
+                 "tensor-parallel size ", parts);
+    split_parameter(weight_, 0, group->rank(), parts);
+    if (has_bias_) split_parameter(bias_, 0, group->rank(), parts);
+    out_ /= parts;
+  } else {
+    PF_CHECK_ARG(in_ % parts == 0, "linear '", name(), "': ", in_, " input features are not divisible by the ",
+                 "tensor-parallel size ", parts);
+    split_parameter(weight_, 1, group->rank(), parts);
+    in_ /= parts;
+  }
+  group_ = group;
 }
 
 std::vector<Parameter*> Linear::parameters() {
@@ -43,6 +76,9 @@ void Linear::check_input(const Tensor& input) const {
 
 Tensor Linear::forward(const Tensor& input, SavedContext& ctx) {
   check_input(input);
+  if (split_across_group() && is_cuda(input))
+    fail(ErrorCode::kUnimplemented, "linear '", name(), "': tensor parallelism runs on the CPU only (not yet on "
+         "CUDA devices)");
   if (is_cuda(input)) {
     Tensor output = cuda_backend().linear_forward(input, weight_.value, has_bias_ ? bias_.value : Tensor());
     ctx.save("input", input);
@@ -60,6 +96,7 @@ Tensor Linear::forward_residual(const Tensor& input, const Tensor& residual, Sav
                " does not match the output ", shape_to_string(out_shape));
   PF_INTERNAL_CHECK(!is_cuda(input) && !is_cuda(residual), "linear '", name(),
                     "': the folded residual runs on CPU tensors only");
+  PF_INTERNAL_CHECK(!split_across_group(), "linear '", name(), "': no folded residual under tensor parallelism");
   return forward_cpu(input, &residual, ctx);
 }
 
@@ -69,8 +106,12 @@ Tensor Linear::forward_cpu(const Tensor& input, const Tensor* residual, SavedCon
   out_shape.back() = out_;
   Tensor output = Tensor::empty(out_shape);
   float* y = output.f32();
+  // A row split sums the members' partial products first and adds the bias to the sum.
+  const bool row_split = split_across_group() && split_ == TensorSplit::kRow;
   float beta = 1.0f;
-  if (residual != nullptr && has_bias_) {
+  if (row_split) {
+    beta = 0.0f;
+  } else if (residual != nullptr && has_bias_) {
     cpu::add_broadcast_rows(rows, out_, residual->f32(), bias_.value.f32(), y);
   } else if (residual != nullptr) {
     output.copy_from(*residual);
@@ -80,6 +121,10 @@ Tensor Linear::forward_cpu(const Tensor& input, const Tensor* residual, SavedCon
     beta = 0.0f;
   }
   cpu::gemm(false, true, rows, out_, in_, 1.0f, input.f32(), weight_.value.f32(), beta, y);
+  if (row_split) {
+    group_->all_reduce_sum(y, rows * out_, "linear '" + name() + "' forward");
+    if (has_bias_) cpu::add_broadcast_rows(rows, out_, y, bias_.value.f32(), y);
+  }
   ctx.save("input", input);
   return output;
 }
@@ -99,6 +144,8 @@ Tensor Linear::backward_input(SavedContext& ctx, const Tensor& grad_output) {
   Tensor grad_input = Tensor::empty(input.shape());
   cpu::gemm(false, false, rows, in_, out_, 1.0f, grad_output.f32(), weight_.value.f32(), 0.0f,
             grad_input.f32());
+  if (split_across_group() && split_ == TensorSplit::kColumn)
+    group_->all_reduce_sum(grad_input.f32(), grad_input.numel(), "linear '" + name() + "' input gradient");
   ctx.save("grad_output", grad_output);
   return grad_input;
 }

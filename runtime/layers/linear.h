@@ -1,5 +1,15 @@
 // y = x W^T + b over the last dimension; x is [..., in], W is [out, in], b is [out]. On the CPU the
 // bias is broadcast into the output and the GEMM accumulates onto it (beta = 1).
+//
+// Under tensor parallelism (`split`, split_for_tensor_parallel; Megatron's column- and row-parallel
+// linear) a member of a group of T holds:
+// - kColumn: rows [r out/T, (r+1) out/T) of W and of b. It takes the whole input and returns its
+//   slice of the output features; backward_input sums the members' input gradients over the group
+//   (Megatron's f: identity forward, all-reduce backward).
+// - kRow: columns [r in/T, (r+1) in/T) of W and the whole b. It takes its slice of the input
+//   features (a column split's output); forward sums the members' partial products x_r W_r^T over
+//   the group and then adds b (Megatron's g: all-reduce forward, identity backward).
+// in_features()/out_features() are the member's own; config() describes the whole layer.
 #pragma once
 
 #include "runtime/layers/layer.h"
@@ -11,7 +21,7 @@ class Linear : public Layer {
   // `tied_to`: the weight is a tied copy of that parameter (Parameter::tied_to; e.g. a head tied
   // to the token embedding "embed.token_weight", [out, in] = [vocab, dim]); "" for its own.
   Linear(std::string name, int64_t in_features, int64_t out_features, bool bias = true,
-         float init_stddev = 0.02f, const std::string& tied_to = "");
+         float init_stddev = 0.02f, const std::string& tied_to = "", TensorSplit split = TensorSplit::kNone);
   const char* type() const override { return "linear"; }
   nlohmann::json config() const override;
   std::vector<Parameter*> parameters() override;
@@ -19,6 +29,11 @@ class Linear : public Layer {
   Tensor forward(const Tensor& input, SavedContext& ctx) override;
   Tensor backward_input(SavedContext& ctx, const Tensor& grad_output) override;
   void backward_weight(SavedContext& ctx) override;
+
+  TensorSplit tensor_split() const override { return split_; }
+  bool choose_tensor_split(TensorSplit split) override;
+  // kInvalidArgument naming the layer when T does not divide the split dimension, or for a tied weight.
+  void split_for_tensor_parallel(const std::shared_ptr<TensorParallelGroup>& group) override;
 
   // Epilogues folded into neighbours' passes (CPU tensors only; TransformerBlock uses them).
   // forward_residual: residual + forward(input), the residual and bias broadcast into the output
@@ -34,11 +49,15 @@ class Linear : public Layer {
 
  private:
   void check_input(const Tensor& input) const;
+  // Split across a group of more than one member (after split_for_tensor_parallel).
+  bool split_across_group() const { return group_ != nullptr; }
   // output = (residual or 0) + bias + input W^T.
   Tensor forward_cpu(const Tensor& input, const Tensor* residual, SavedContext& ctx);
 
-  int64_t in_, out_;
+  int64_t in_, out_;  // this member's (the whole layer's unless split across a group)
   bool has_bias_;
+  TensorSplit split_;
+  std::shared_ptr<TensorParallelGroup> group_;  // set by split_for_tensor_parallel when T > 1
   float init_stddev_;
   Parameter weight_, bias_;
 };

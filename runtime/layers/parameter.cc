@@ -48,4 +48,36 @@ void release_parameter(Parameter& p) {
   p.grad = Tensor();
 }
 
+void split_parameter(Parameter& p, int dim, int part, int parts) {
+  PF_CHECK_ARG(!p.shard.split(), "parameter '", p.name, "' is already split");
+  PF_CHECK_ARG(dim >= 0 && dim < static_cast<int>(p.shape.size()), "parameter '", p.name,
+               "': no dimension ", dim, " to split in ", shape_to_string(p.shape));
+  PF_CHECK_ARG(parts >= 1 && part >= 0 && part < parts, "parameter '", p.name, "': part ", part, " of ", parts);
+  PF_CHECK_ARG(p.shape[static_cast<size_t>(dim)] % parts == 0, "parameter '", p.name, "': dimension ", dim,
+               " of ", shape_to_string(p.shape), " (", p.shape[static_cast<size_t>(dim)],
+               ") is not divisible by the tensor-parallel size ", parts);
+  if (parts == 1) return;
+  p.shard.dim = dim;
+  p.shard.part = part;
+  p.shard.parts = parts;
+  p.shard.full = p.shape;
+  p.shape[static_cast<size_t>(dim)] /= parts;
+  if (p.allocated()) {
+    release_parameter(p);
+    allocate_parameter(p);
+  }
+}
+
+int64_t full_tensor_index(const Parameter& p, int64_t index) {
+  if (!p.shard.split()) return index;
+  const size_t d = static_cast<size_t>(p.shard.dim);
+  int64_t inner = 1;
+  for (size_t i = d + 1; i < p.shape.size(); ++i) inner *= p.shape[i];
+  const int64_t extent = p.shape[d];
+  const int64_t outer = index / (inner * extent);
+  const int64_t k = index / inner % extent;
+  const int64_t j = index % inner;
+  return (outer * p.shard.full[d] + p.shard.part * extent + k) * inner + j;
+}
+
 }  // namespace pf

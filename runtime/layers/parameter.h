@@ -17,6 +17,18 @@ struct InitSpec {
   static InitSpec normal(float stddev) { return {Kind::kNormal, stddev}; }
 };
 
+// Tensor parallelism: the parameter holds part `part` of `parts` equal slices of a tensor of shape
+// `full` along dimension `dim`. dim -1: the whole tensor (on every member of a tensor-parallel
+// group, a replica). Initialisation draws each element from its place in the full tensor, so the
+// slices of a split model hold exactly the values of the unsplit one.
+struct ParameterShard {
+  int dim = -1;
+  int part = 0;
+  int parts = 1;
+  Shape full;
+  bool split() const { return dim >= 0 && parts > 1; }
+};
+
 struct Parameter {
   std::string name;  // globally unique, e.g. "blocks.0.attn.qkv.weight"
   Shape shape;       // of value and grad (also while they are not allocated)
@@ -30,6 +42,7 @@ struct Parameter {
   // bitwise equal, and the global gradient norm counts the pair once (grad_squared_norm is 0 for a
   // copy).
   std::string tied_to;
+  ParameterShard shard;
 
   bool allocated() const { return value.defined(); }
 };
@@ -44,6 +57,14 @@ void allocate_parameter(Parameter& parameter);
 // Drops a parameter's value and gradient (a process that does not hold its stage); allocate_parameter
 // brings them back.
 void release_parameter(Parameter& parameter);
+
+// Makes `parameter` slice `part` of `parts` of itself along `dim` (Parameter::shard): its shape's
+// dim-th extent divided by parts (kInvalidArgument naming the parameter unless parts divides it).
+// An allocated parameter gets new zeroed tensors of the slice's shape. Once per parameter.
+void split_parameter(Parameter& parameter, int dim, int part, int parts);
+// The flat index in the full tensor of element `index` of the parameter's slice (index itself for
+// a parameter that is not split).
+int64_t full_tensor_index(const Parameter& parameter, int64_t index);
 
 // While one is alive on this thread, make_parameter allocates nothing: it checks the shape, adds
 // the parameter's bytes to this count and returns the parameter with undefined tensors. The model

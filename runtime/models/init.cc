@@ -50,7 +50,8 @@ void initialize_parameter(Parameter& parameter, uint64_t seed) {
       const uint64_t key = stream_key(seed, parameter.tied_to.empty() ? parameter.name : parameter.tied_to);
       for (int64_t i = 0; i < n; ++i) {
         // Box-Muller on two draws of the element's own counter: element i depends on i only.
-        const uint64_t c = static_cast<uint64_t>(i) * 2;
+        // A tensor-parallel slice draws its elements' places in the full tensor.
+        const uint64_t c = static_cast<uint64_t>(full_tensor_index(parameter, i)) * 2;
         const double u1 = uniform_open(mix64(key + c * 0x9e3779b97f4a7c15ULL));
         const double u2 = uniform_open(mix64(key + (c + 1) * 0x9e3779b97f4a7c15ULL));
         const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);

@@ -10,6 +10,7 @@
 
 #include "runtime/layers/layer.h"
 #include "runtime/layers/loss.h"
+#include "runtime/tensor_parallel/group.h"
 
 namespace pf {
 
@@ -53,6 +54,11 @@ class Model {
   const std::string& local_head() const { return local_head_; }
   void set_local_head(const std::string& kind);  // kInvalidArgument for an unknown kind
 
+  // The tensor-parallel group the model's split layers reduce over (split_model_for_tensor_parallel,
+  // runtime/tensor_parallel/split_model.h), or null for a whole model.
+  const std::shared_ptr<TensorParallelGroup>& tensor_parallel_group() const { return tensor_parallel_; }
+  void set_tensor_parallel_group(std::shared_ptr<TensorParallelGroup> group) { tensor_parallel_ = std::move(group); }
+
   // The model JSON (format "pipeforge.model/1") that rebuilds this model.
   nlohmann::json to_json() const;
 
@@ -68,6 +74,7 @@ class Model {
   std::vector<std::pair<Parameter*, Parameter*>> tied_;
   Device device_ = Device::cpu();
   std::string local_head_ = "auto";
+  std::shared_ptr<TensorParallelGroup> tensor_parallel_;
 };
 
 }  // namespace pf

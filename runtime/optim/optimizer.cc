@@ -133,18 +133,44 @@ double global_norm(const std::vector<double>& squared_norms) {
   return std::sqrt(sum);
 }
 
-double clip_grad_norm(const std::vector<Parameter*>& params, float max_norm) {
-  std::vector<double> squared;
-  squared.reserve(params.size());
-  for (Parameter* p : params) squared.push_back(grad_squared_norm(*p));
+namespace {
+
+// The global norm of squared norms (one per parameter, in order); scales every gradient when it
+// is above max_norm. Returns the norm.
+double clip_to_norm(const std::vector<Parameter*>& params, const std::vector<double>& squared, float max_norm) {
   const double norm = global_norm(squared);
   const float scale = clip_scale(norm, max_norm);
   if (scale != 1.0f) scale_gradients(params, scale);
   return norm;
 }
 
+}  // namespace
+
+double clip_grad_norm(const std::vector<Parameter*>& params, float max_norm) {
+  std::vector<double> squared;
+  squared.reserve(params.size());
+  for (Parameter* p : params) squared.push_back(grad_squared_norm(*p));
+  return clip_to_norm(params, squared, max_norm);
+}
+
 double clip_gradients(const std::vector<Parameter*>& params, float max_norm) {
   return max_norm > 0.0f ? clip_grad_norm(params, max_norm) : 0.0;
+}
+
+double clip_gradients(const std::vector<Parameter*>& params, float max_norm, TensorParallelGroup* group) {
+  if (group == nullptr || group->size() == 1) return clip_gradients(params, max_norm);
+  if (max_norm <= 0.0f) return 0.0;
+  std::vector<double> squared, split;
+  squared.reserve(params.size());
+  for (Parameter* p : params) {
+    squared.push_back(grad_squared_norm(*p));
+    if (p->shard.split()) split.push_back(squared.back());
+  }
+  split = group->sum_in_rank_order(split, "gradient norm");
+  size_t k = 0;
+  for (size_t i = 0; i < params.size(); ++i)
+    if (params[i]->shard.split()) squared[i] = split[k++];
+  return clip_to_norm(params, squared, max_norm);
 }
 
 void scale_gradients(const std::vector<Parameter*>& params, float scale) {

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/layers/parameter.h"
+#include "runtime/tensor_parallel/group.h"
 
 namespace pf {
 
@@ -87,6 +88,10 @@ double clip_grad_norm(const std::vector<Parameter*>& params, float max_norm);
 // Clipping as the trainers apply it: clip_grad_norm when max_norm > 0; with clipping off
 // (max_norm 0) no norm is computed, no gradient changes and it returns 0 (StepResult::grad_norm).
 double clip_gradients(const std::vector<Parameter*>& params, float max_norm);
+// The same on a member of a tensor-parallel group (null or of one member: the above): the norm is
+// the whole model's, each split parameter's squared norm the sum of its slices' over the group in
+// rank order, each whole (replicated) parameter counted once. The same norm on every member.
+double clip_gradients(const std::vector<Parameter*>& params, float max_norm, TensorParallelGroup* group);
 // The scale that clip_grad_norm applies for a given total norm (1 when no clipping happens).
 float clip_scale(double total_norm, float max_norm);
 // Multiplies every gradient by `scale` (what clip_grad_norm does when it clips).

@@ -293,6 +293,49 @@ void add_data_parallelism_rules(std::vector<Capability>& t) {
       }));
 }
 
+// Tensor parallelism (docs/EXECUTION.md, "Tensor parallelism"): the sequential trainer on the CPU
+// so far, one member per process (or per thread with its own trainer).
+void add_tensor_parallel_rules(std::vector<Capability>& t) {
+  const auto split = [](const Facts& f) { return f.tensor_parallel > 1; };
+  const auto tp = [](const Facts& f, const Names& n) {
+    return n("tensor_parallel") + " " + std::to_string(f.tensor_parallel);
+  };
+  t.push_back(rule(
+      "tensor-parallel-world", T, {"tensor_parallel", "tensor_parallel_world"},
+      "tensor parallelism without its group of members", bad,
+      [split](const Facts& f) { return split(f) && !f.tensor_parallel_world; },
+      [tp](const Facts& f, const Names& n) {
+        return tp(f, n) + " needs its group of " + std::to_string(f.tensor_parallel) +
+               " members: one process each, e.g. mpirun -np " + std::to_string(f.tensor_parallel);
+      }));
+  t.push_back(rule(
+      "tensor-parallel-pipeline", T, {"tensor_parallel", "schedule"}, "tensor parallelism with a pipeline schedule",
+      later, [split](const Facts& f) { return split(f) && pipelined(f); },
+      [tp](const Facts& f, const Names& n) {
+        return tp(f, n) + " with a pipeline schedule is not supported yet: tensor parallelism runs with the "
+               "sequential trainer (leave " + n("schedule") + " unset)";
+      }));
+  t.push_back(rule(
+      "tensor-parallel-replicas", T, {"tensor_parallel", "replicas"}, "tensor parallelism with data parallelism",
+      later, [split](const Facts& f) { return split(f) && f.replicas > 1; },
+      [tp](const Facts& f, const Names& n) {
+        return tp(f, n) + " with " + n("replicas") + " " + std::to_string(f.replicas) + " is not supported yet";
+      }));
+  t.push_back(rule(
+      "tensor-parallel-cuda", T, {"tensor_parallel", "devices"}, "tensor parallelism on CUDA devices", later,
+      [split](const Facts& f) { return split(f) && f.cuda_devices > 0; },
+      [tp](const Facts& f, const Names& n) {
+        return tp(f, n) + " runs on the CPU only so far, not on " + f.first_cuda_device;
+      }));
+  t.push_back(rule(
+      "tensor-parallel-checkpoint", Operation::kCheckpoint, {"tensor_parallel"},
+      "checkpoints of a tensor-parallel model", later, split,
+      [tp](const Facts& f, const Names& n) {
+        return "checkpoints with " + tp(f, n) + " are not supported yet (each member holds 1/" +
+               std::to_string(f.tensor_parallel) + " of the split layers; saving them as one model is not written)";
+      }));
+}
+
 // Asynchronous and local-learning schedules.
 void add_windowed_rules(std::vector<Capability>& t) {
   t.push_back(rule(
@@ -586,6 +629,7 @@ std::vector<Capability> make_table() {
   add_adaptation_rules(t);
   add_fill_rules(t);
   add_data_parallelism_rules(t);
+  add_tensor_parallel_rules(t);
   add_windowed_rules(t);
   add_neuron_group_rules(t);
   add_overlap_rules(t);

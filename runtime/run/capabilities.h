@@ -64,6 +64,8 @@ struct CapabilityFacts {
   bool fill = false;                    // a fill job: bubble_fill or fill set
   bool overlap_steps = false;
   bool tied_parameters = false;         // the model ties parameters (Parameter::tied_to)
+  int tensor_parallel = 1;              // T: the config's, or the model's group's once split
+  bool tensor_parallel_world = false;
 };
 
 // How a front-end spells an option: key is the TrainingConfig field ("replicas", "seq_slices",

@@ -150,6 +150,14 @@ std::vector<ConfigKey> make_keys() {
             if (v != "allreduce" && v != "deterministic") bad_value(k, v, "allreduce or deterministic");
             c.gradient_reduction = v;
           }),
+      // ---- Tensor parallel.
+      key("tensor_parallel", "int", "tensor-parallel members T (1: none); the group is the process's world",
+          int_field([](C& c) -> int& { return c.tensor_parallel; }, 1, kMaxInt)),
+      key("tensor_reduction", "one of allreduce, deterministic", "how the tensor-parallel members' partial results are summed",
+          [](C& c, const std::string& k, const std::string& v) {
+            if (v != "allreduce" && v != "deterministic") bad_value(k, v, "allreduce or deterministic");
+            c.tensor_reduction = v;
+          }),
       // ---- Asynchronous and local-learning schedules.
       key("vertical_sync", "bool", "pipedream: vertical sync",
           bool_field([](C& c) -> bool& { return c.async.vertical_sync; })),

@@ -8,6 +8,7 @@
 #include "runtime/planner/fail_slow.h"
 #include "runtime/run/resolve.h"
 #include "runtime/sweep/sweep_fill.h"
+#include "runtime/tensor_parallel/split_model.h"
 #include "runtime/train/sequential_trainer.h"
 
 namespace pf {
@@ -61,6 +62,10 @@ std::unique_ptr<Trainer> make_trainer(std::shared_ptr<Model> model, const Traini
   if (!config.pipelined()) {
     check_config_fields(config);
     check_capabilities(capability_facts(*model, config, nullptr), Operation::kTrain, inputs.names);
+    if (config.tensor_parallel > 1)
+      split_model_for_tensor_parallel(*model, std::make_shared<TensorParallelGroup>(
+                                                  config.tensor_parallel_world, parse_tensor_reduction(config.tensor_reduction),
+                                                  config.recv_timeout_seconds));
     if (config.devices.empty()) return std::make_unique<SequentialTrainer>(std::move(model), config.base);
     return std::make_unique<SequentialTrainer>(std::move(model), config.base, config.devices.front());
   }
@@ -111,7 +116,8 @@ Refusal operation_refusal(Trainer& trainer, Operation operation, const OptionNam
     return find_refusal(capability_facts(groups->model(), groups->config(), &schedule), operation, names);
   }
   exec::PipelineTrainer* pipeline = pipeline_of(trainer);
-  if (!pipeline) return {};  // the sequential trainer does every operation
+  // The sequential trainer does every operation but those its model's split refuses.
+  if (!pipeline) return find_refusal(capability_facts(trainer.model(), TrainingConfig(), nullptr), operation, names);
   return find_refusal(capability_facts(pipeline->model(), pipeline->options(), &pipeline->plan().schedule), operation,
                       names);
 }

@@ -19,6 +19,7 @@
 #include "runtime/schedules/text_format.h"
 #include "runtime/schedules/validator.h"
 #include "runtime/schedules/windowed_schedules.h"
+#include "runtime/tensor_parallel/group.h"
 
 namespace pf {
 namespace {
@@ -157,6 +158,11 @@ void check_config_fields(const TrainingConfig& c) {
   PF_CHECK_ARG(c.gradient_reduction == "allreduce" || c.gradient_reduction == "deterministic",
                "gradient_reduction must be \"allreduce\" or \"deterministic\", got '", c.gradient_reduction, "'");
   PF_CHECK_ARG(c.seq_slices >= 1, "seq_slices must be >= 1, got ", c.seq_slices);
+  PF_CHECK_ARG(c.tensor_parallel >= 1, "tensor_parallel must be >= 1, got ", c.tensor_parallel);
+  parse_tensor_reduction(c.tensor_reduction);
+  if (c.tensor_parallel > 1 && c.tensor_parallel_world)
+    PF_CHECK_ARG(c.tensor_parallel_world->size() == c.tensor_parallel, "tensor_parallel_world has ",
+                 c.tensor_parallel_world->size(), " members for tensor_parallel ", c.tensor_parallel);
   sched::parse_activation_policy(c.activation_policy);  // an unknown name lists the known ones
   PF_CHECK_ARG(c.activation_budget_bytes >= 0, "activation_budget_bytes must be >= 0, got ",
                c.activation_budget_bytes);
@@ -224,6 +230,9 @@ CapabilityFacts capability_facts(const Model& model, const TrainingConfig& c, co
   f.fill = c.bubble_fill || !c.fill.empty();
   f.overlap_steps = c.overlap_steps;
   f.tied_parameters = !model.tied_pairs().empty();
+  const auto& group = model.tensor_parallel_group();
+  f.tensor_parallel = std::max(c.tensor_parallel, group ? group->size() : 1);
+  f.tensor_parallel_world = c.tensor_parallel_world != nullptr || group != nullptr;
   return f;
 }
 

@@ -90,6 +90,17 @@ struct TrainingConfig {
   std::shared_ptr<comm::World> data_parallel_world;
   std::string gradient_reduction = "allreduce";
 
+  // ---- Tensor parallel (docs/EXECUTION.md, "Tensor parallelism"; runtime/tensor_parallel): T > 1
+  // splits the model's column- and row-parallel linears across the T members of
+  // tensor_parallel_world (this process's group: one process per member under mpirun, or a
+  // ThreadWorld's member in a thread that runs its own trainer). Every member trains on the same
+  // data. tensor_reduction: "allreduce" (the world's all-reduce; within float rounding of the
+  // unsplit model) or "deterministic" (partial results added in rank order: bitwise equal to one
+  // process adding the same partial products in that order).
+  int tensor_parallel = 1;
+  std::shared_ptr<comm::World> tensor_parallel_world;
+  std::string tensor_reduction = "allreduce";
+
   // ---- Asynchronous and local-learning schedules (docs/SCHEDULES.md).
   AsyncOptions async;
   // The auxiliary heads of local learning: "auto", "linear", "layernorm-linear" or "mlp".

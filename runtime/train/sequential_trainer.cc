@@ -105,7 +105,7 @@ StepResult SequentialTrainer::run_step(const std::vector<Batch>& micro_batches) 
   }
   for (size_t i = 0; i < replica_sum.size(); ++i) params[i]->grad.copy_from(replica_sum[i]);
   sum_tied_gradients(model_->tied_pairs());
-  result.grad_norm = clip_gradients(params, options_.optimizer.clip_norm);
+  result.grad_norm = clip_gradients(params, options_.optimizer.clip_norm, model_->tensor_parallel_group().get());
   result.lr = options_.lr_at(metrics_.step);
   optimizer_->set_lr(static_cast<float>(result.lr));
   optimizer_->step(params);

@@ -1,0 +1,84 @@
+#include "runtime/tensor_parallel/group.h"
+
+#include <cstring>
+#include <vector>
+
+#include "runtime/comm/world.h"
+#include "runtime/core/error.h"
+
+namespace pf {
+
+TensorSplit parse_tensor_split(const std::string& text, const std::string& path) {
+  if (text == "column") return TensorSplit::kColumn;
+  if (text == "row") return TensorSplit::kRow;
+  fail(ErrorCode::kInvalidArgument, path, ": unknown tensor-parallel split '", text, "' (known: column, row)");
+}
+
+const char* tensor_split_name(TensorSplit split) {
+  switch (split) {
+    case TensorSplit::kColumn: return "column";
+    case TensorSplit::kRow: return "row";
+    case TensorSplit::kNone: break;
+  }
+  return "none";
+}
+
+TensorReduction parse_tensor_reduction(const std::string& text) {
+  if (text == "allreduce") return TensorReduction::kAllReduce;
+  if (text == "deterministic") return TensorReduction::kDeterministic;
+  fail(ErrorCode::kInvalidArgument, "tensor_reduction: unknown reduction '", text,
+       "' (known: allreduce, deterministic)");
+}
+
+const char* tensor_reduction_name(TensorReduction reduction) {
+  return reduction == TensorReduction::kDeterministic ? "deterministic" : "allreduce";
+}
+
+TensorParallelGroup::TensorParallelGroup(std::shared_ptr<comm::World> world, TensorReduction reduction,
+                                         double timeout_seconds)
+    : world_(std::move(world)), reduction_(reduction), timeout_seconds_(timeout_seconds) {
+  PF_CHECK_ARG(world_ != nullptr, "tensor parallel group: the world is null");
+  PF_CHECK_ARG(timeout_seconds_ > 0, "tensor parallel group: the timeout must be > 0 seconds, got ",
+               timeout_seconds_);
+  rank_ = world_->rank();
+  size_ = world_->size();
+}
+
+void TensorParallelGroup::all_reduce_sum(float* data, int64_t count, const std::string& what) {
+  PF_CHECK_ARG(count >= 0 && (data != nullptr || count == 0), "tensor parallel ", what, ": bad buffer");
+  reduced_bytes_ += count * static_cast<int64_t>(sizeof(float));
+  reductions_ += 1;
+  if (size_ == 1 || count == 0) return;
+  try {
+    if (reduction_ == TensorReduction::kAllReduce) {
+      world_->all_reduce_sum(data, static_cast<size_t>(count), timeout_seconds_);
+      return;
+    }
+    const size_t bytes = static_cast<size_t>(count) * sizeof(float);
+    const std::vector<char> all = world_->all_gather(data, bytes, timeout_seconds_);
+    std::memcpy(data, all.data(), bytes);
+    for (int r = 1; r < size_; ++r) {
+      const float* part = reinterpret_cast<const float*>(all.data() + static_cast<size_t>(r) * bytes);
+      for (int64_t i = 0; i < count; ++i) data[i] += part[i];
+    }
+  } catch (const Error& e) {
+    throw Error(e.code(), "tensor parallel rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ", " +
+                              what + ": " + e.what());
+  }
+}
+
+std::vector<double> TensorParallelGroup::sum_in_rank_order(const std::vector<double>& mine, const std::string& what) {
+  if (size_ == 1 || mine.empty()) return mine;
+  try {
+    const std::vector<double> all = comm::all_gather_doubles(*world_, mine, timeout_seconds_);
+    std::vector<double> sums(mine.size(), 0.0);
+    for (int r = 0; r < size_; ++r)
+      for (size_t i = 0; i < mine.size(); ++i) sums[i] += all[static_cast<size_t>(r) * mine.size() + i];
+    return sums;
+  } catch (const Error& e) {
+    throw Error(e.code(), "tensor parallel rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ", " +
+                              what + ": " + e.what());
+  }
+}
+
+}  // namespace pf

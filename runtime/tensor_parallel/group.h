@@ -1,0 +1,70 @@
+// The members of one tensor-parallel group (docs/EXECUTION.md, "Tensor parallelism"): T processes
+// (or threads) that each hold 1/T of every split layer and run the same step on the same data. The
+// split layers (Linear with "parallel": "column" or "row") reduce their partial results through it.
+//
+// Two reductions (TrainingConfig::tensor_reduction):
+// - kAllReduce: the World's all-reduce (MPI_Allreduce across processes). The same bits on every
+//   member and from run to run at a fixed T, within float rounding of the unsplit computation.
+// - kDeterministic: every member's partial values gathered and added in rank order,
+//   ((p0 + p1) + p2) + ..., on every member: bitwise equal to a single process that computes the
+//   same partial products and adds them in that order (tests/tensor_parallel checks it).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace pf {
+namespace comm {
+class World;
+}  // namespace comm
+
+// How a layer is split across a tensor-parallel group (the layer JSON's "parallel"). kColumn: a
+// linear's output features, each member computing its slice of the output (the input gradient is
+// then summed over the group); kRow: its input features, the members' partial outputs summed
+// before the bias is added. A column split's output passes through element-wise layers to the
+// row split that consumes it (Model::split_for_tensor_parallel checks the chain).
+enum class TensorSplit { kNone, kColumn, kRow };
+// "column" or "row"; kInvalidArgument naming `path` otherwise.
+TensorSplit parse_tensor_split(const std::string& text, const std::string& path);
+const char* tensor_split_name(TensorSplit split);  // "none", "column", "row"
+
+enum class TensorReduction { kAllReduce, kDeterministic };
+// "allreduce" or "deterministic"; kInvalidArgument naming the option otherwise.
+TensorReduction parse_tensor_reduction(const std::string& text);
+const char* tensor_reduction_name(TensorReduction reduction);
+
+class TensorParallelGroup {
+ public:
+  // `world`: the T members, this one among them. `timeout_seconds`: the longest a reduction waits
+  // for a peer (pf::Error kTimeout after it; kCancelled naming the failed member once one aborted).
+  TensorParallelGroup(std::shared_ptr<comm::World> world, TensorReduction reduction, double timeout_seconds);
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  TensorReduction reduction() const { return reduction_; }
+  comm::World& world() const { return *world_; }
+
+  // Element-wise sum of every member's `count` floats, into `data` on every member. `what` names
+  // the reduction in errors ("linear 'fc1' forward").
+  void all_reduce_sum(float* data, int64_t count, const std::string& what);
+  // Element-wise sums over the members of `mine` (the same length on every member), each added in
+  // rank order in both modes, the same on every member: the split parameters' squared norms.
+  std::vector<double> sum_in_rank_order(const std::vector<double>& mine, const std::string& what);
+
+  // Payload bytes this member has put into all-reduces since it was made (count x 4 per call): a
+  // ring all-reduce moves 2 (T - 1) / T of them over each member's link.
+  int64_t reduced_bytes() const { return reduced_bytes_; }
+  int64_t reductions() const { return reductions_; }
+
+ private:
+  std::shared_ptr<comm::World> world_;
+  TensorReduction reduction_;
+  double timeout_seconds_;
+  int rank_ = 0, size_ = 1;
+  int64_t reduced_bytes_ = 0;
+  int64_t reductions_ = 0;
+};
+
+}  // namespace pf

@@ -1,0 +1,95 @@
+#include "runtime/tensor_parallel/split_model.h"
+
+#include <string>
+
+#include "runtime/core/error.h"
+
+namespace pf {
+namespace {
+
+// "layers[3] 'fc1' (linear)"
+std::string describe(const Layer& layer, size_t index) {
+  return "layers[" + std::to_string(index) + "] '" + layer.name() + "' (" + layer.type() + ")";
+}
+
+// Refuses a "parallel" annotation below the top level: the chain check sees top-level layers only.
+void refuse_nested_splits(const nlohmann::json& layer, const std::string& path, bool top) {
+  if (!layer.is_object()) return;
+  if (!top && layer.contains("parallel"))
+    fail(ErrorCode::kInvalidArgument, path, ": a tensor-parallel split inside a ", "residual or sequential layer ",
+         "is not supported yet; split top-level linears only");
+  for (const char* key : {"layers", "shortcut"}) {
+    if (!layer.contains(key) || !layer[key].is_array()) continue;
+    for (size_t i = 0; i < layer[key].size(); ++i)
+      refuse_nested_splits(layer[key][i], path + "." + key + "[" + std::to_string(i) + "]", false);
+  }
+}
+
+bool has_annotation(const Model& model) {
+  for (const auto& layer : model.layers())
+    if (layer->tensor_split() != TensorSplit::kNone) return true;
+  return false;
+}
+
+// The default splits: column / row pairs of top-level linears joined by element-wise layers.
+void choose_default_splits(const Model& model) {
+  const auto& layers = model.layers();
+  for (size_t i = 0; i < layers.size(); ++i) {
+    size_t j = i + 1;
+    while (j < layers.size() && layers[j]->elementwise()) ++j;
+    if (j >= layers.size()) break;
+    if (!layers[i]->choose_tensor_split(TensorSplit::kColumn)) continue;
+    if (!layers[j]->choose_tensor_split(TensorSplit::kRow)) {
+      layers[i]->choose_tensor_split(TensorSplit::kNone);
+      continue;
+    }
+    i = j;
+  }
+}
+
+void check_chain(const Model& model) {
+  const auto& layers = model.layers();
+  const Layer* open = nullptr;  // the column split whose output is still split
+  size_t open_index = 0;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const Layer& layer = *layers[i];
+    const TensorSplit split = layer.tensor_split();
+    if (open != nullptr) {
+      if (split == TensorSplit::kRow) {
+        open = nullptr;
+      } else if (!layer.elementwise()) {
+        fail(ErrorCode::kInvalidArgument, "tensor parallelism: ", describe(layer, i),
+             " takes the column-split output of ", describe(*open, open_index),
+             "; only element-wise layers (relu, gelu) may come between a column-parallel linear and the "
+             "row-parallel linear that consumes its output");
+      }
+    } else if (split == TensorSplit::kColumn) {
+      open = &layer;
+      open_index = i;
+    } else if (split == TensorSplit::kRow) {
+      fail(ErrorCode::kInvalidArgument, "tensor parallelism: the row-parallel ", describe(layer, i),
+           " has no column-parallel linear before it to split its input");
+    }
+  }
+  if (open != nullptr)
+    fail(ErrorCode::kInvalidArgument, "tensor parallelism: the column-split output of ", describe(*open, open_index),
+         " reaches the loss; end the split with a row-parallel linear");
+}
+
+}  // namespace
+
+void split_model_for_tensor_parallel(Model& model, std::shared_ptr<TensorParallelGroup> group) {
+  PF_CHECK_ARG(group != nullptr, "tensor parallelism: the group is null");
+  PF_CHECK_ARG(model.tensor_parallel_group() == nullptr, "tensor parallelism: the model is already split");
+  if (group->size() == 1) return;
+  const nlohmann::json description = model.to_json();
+  if (description.contains("layers") && description["layers"].is_array())
+    for (size_t i = 0; i < description["layers"].size(); ++i)
+      refuse_nested_splits(description["layers"][i], "layers[" + std::to_string(i) + "]", true);
+  if (!has_annotation(model)) choose_default_splits(model);
+  check_chain(model);
+  for (const auto& layer : model.layers()) layer->split_for_tensor_parallel(group);
+  model.set_tensor_parallel_group(std::move(group));
+}
+
+}  // namespace pf

@@ -1,0 +1,24 @@
+// Splits a model across a tensor-parallel group (docs/EXECUTION.md, "Tensor parallelism"): each
+// member keeps its slice of every split layer (Linear's "parallel": "column" | "row") and the whole
+// of every other layer.
+#pragma once
+
+#include <memory>
+
+#include "runtime/models/model.h"
+#include "runtime/tensor_parallel/group.h"
+
+namespace pf {
+
+// A model without any "parallel" annotation gets the default splits first: among its top-level
+// layers, a linear followed, through element-wise layers only (relu, gelu), by another linear makes
+// a column / row pair (Megatron's MLP: fc1 column, fc2 row), scanning from the first layer; a linear
+// left without a partner stays whole. Then checks the chain and splits: between a column split and
+// the row split that consumes its output only element-wise layers may come, a row split needs a
+// column split before it, and no column split may reach the loss; a split inside a residual or
+// sequential is refused (not yet supported). kInvalidArgument naming the layer otherwise, or when T
+// does not divide a split dimension. Call it once, before the trainer initialises the parameters;
+// the model remembers the group (Model::tensor_parallel_group). A group of one changes nothing.
+void split_model_for_tensor_parallel(Model& model, std::shared_ptr<TensorParallelGroup> group);
+
+}  // namespace pf

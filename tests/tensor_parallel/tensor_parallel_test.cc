@@ -1,0 +1,461 @@
+// Tensor parallelism (runtime/tensor_parallel) with its T members as threads of this process, each
+// with its own trainer over a ThreadWorld member:
+// - the deterministic reduction is bitwise equal to a single-threaded reference written here, which
+//   computes every member's partial products with the same kernels and adds them in rank order;
+// - the default reduction stays within float rounding of the unsplit sequential trainer;
+// - each member holds 1/T of each split parameter, and reduces the bytes the formula says;
+// - bad splits, unsupported combinations and a failed member are refused with errors naming them.
+// tests/processes/tensor_parallel_cli_test.cc runs the same across mpirun processes.
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "runtime/comm/thread_world.h"
+#include "runtime/core/error.h"
+#include "runtime/kernels/cpu/blas.h"
+#include "runtime/kernels/cpu/rows.h"
+#include "runtime/layers/activations.h"
+#include "runtime/models/builders.h"
+#include "runtime/models/init.h"
+#include "runtime/optim/optimizer.h"
+#include "runtime/run/make_trainer.h"
+#include "runtime/tensor_parallel/split_model.h"
+#include "runtime/train/micro_batches.h"
+#include "tests/runtime/trainer_fixtures.h"
+
+namespace pf {
+namespace {
+
+constexpr int64_t kInput = 12, kHidden = 16, kMiddle = 12, kClasses = 10, kRows = 16;
+constexpr int kMicroBatches = 2, kSteps = 3;
+
+// fc0 (12 -> 16) column, act0, fc1 (16 -> 12) row, act1, head (12 -> 10) whole: the default splits.
+MlpConfig mlp_config() {
+  MlpConfig c;
+  c.input_dim = kInput;
+  c.hidden = {kHidden, kMiddle};
+  c.classes = kClasses;
+  return c;
+}
+
+TrainerOptions options(OptimizerConfig::Kind kind, float clip) {
+  TrainerOptions o;
+  o.micro_batches = kMicroBatches;
+  o.seed = 7;
+  o.optimizer.kind = kind;
+  o.optimizer.lr = kind == OptimizerConfig::Kind::kSgd ? 0.1f : 0.01f;
+  o.optimizer.momentum = kind == OptimizerConfig::Kind::kSgd ? 0.9f : 0.0f;
+  o.optimizer.weight_decay = 0.01f;
+  o.optimizer.clip_norm = clip;
+  return o;
+}
+
+std::vector<Batch> batches() {
+  std::vector<Batch> b;
+  for (int s = 0; s < kSteps; ++s) b.push_back(testing::teacher_batch(kRows, kInput, kClasses, 100 + s));
+  return b;
+}
+
+std::vector<float> values_of(const Tensor& t) {
+  const float* p = t.f32();
+  return std::vector<float>(p, p + t.numel());
+}
+
+// What one member ends with: its parameters (name -> values, in its own slice's layout), the
+// step losses, the parameter shapes and the bytes it all-reduced.
+struct MemberResult {
+  std::vector<std::string> names;
+  std::vector<Shape> shapes;
+  std::vector<std::vector<float>> values;
+  std::vector<float> losses;
+  int64_t parameter_elements = 0;
+  int64_t reduced_bytes = 0;
+  std::string error;
+};
+
+// Runs T members, each training its own split model for kSteps steps. `before_step(rank, world)`
+// may stand in for a member's step (a member that fails); it returns true when it did.
+std::vector<MemberResult> run_members(int T, const std::string& reduction, const TrainerOptions& o,
+                                      const std::function<bool(int, comm::World&)>& instead_of_step = nullptr) {
+  comm::ThreadWorld world(T);
+  std::vector<MemberResult> results(static_cast<size_t>(T));
+  const std::vector<Batch> data = batches();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < T; ++r) {
+    threads.emplace_back([&, r] {
+      MemberResult& out = results[static_cast<size_t>(r)];
+      try {
+        TrainingConfig c;
+        c.base = o;
+        c.tensor_parallel = T;
+        c.tensor_parallel_world = std::shared_ptr<comm::World>(&world.member(r), [](comm::World*) {});
+        c.tensor_reduction = reduction;
+        c.recv_timeout_seconds = 20;
+        std::shared_ptr<Model> model = build_mlp(mlp_config());
+        std::unique_ptr<Trainer> trainer = make_trainer(model, c);
+        for (const Batch& b : data) {
+          if (instead_of_step && instead_of_step(r, world.member(r))) return;
+          out.losses.push_back(static_cast<float>(trainer->step(b).loss));
+        }
+        for (Parameter* p : model->parameters()) {
+          out.names.push_back(p->name);
+          out.shapes.push_back(p->shape);
+          out.values.push_back(values_of(p->value));
+        }
+        out.parameter_elements = model->num_parameter_elements();
+        out.reduced_bytes = model->tensor_parallel_group()->reduced_bytes();
+      } catch (const Error& e) {
+        out.error = e.what();
+        world.member(r).abort(e.what());
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return results;
+}
+
+// Member r's slice of a whole [rows, cols] parameter split along `dim` into T parts.
+std::vector<float> slice_of(const std::vector<float>& whole, const Shape& shape, int dim, int r, int T) {
+  const int64_t rows = shape[0], cols = shape.size() > 1 ? shape[1] : 1;
+  std::vector<float> out;
+  if (dim == 0) {
+    const int64_t part = rows / T;
+    out.assign(whole.begin() + r * part * cols, whole.begin() + (r + 1) * part * cols);
+  } else {
+    const int64_t part = cols / T;
+    for (int64_t i = 0; i < rows; ++i)
+      out.insert(out.end(), whole.begin() + i * cols + r * part, whole.begin() + i * cols + (r + 1) * part);
+  }
+  return out;
+}
+
+// The split of each MLP parameter: fc0's weight and bias by rows, fc1's weight by columns.
+int split_dim(const std::string& name) {
+  if (name == "fc0.weight" || name == "fc0.bias") return 0;
+  if (name == "fc1.weight") return 1;
+  return -1;
+}
+
+// ---- The reference: one thread computes every member's partial products, in rank order ----
+
+double squared_norm(const float* g, int64_t n) {
+  double s = 0.0;
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(g[i]) * g[i];
+  return s;
+}
+
+// Trains the whole model `full` as T members would, and returns the step losses.
+std::vector<float> reference_training(Model& full, int T, const TrainerOptions& o) {
+  initialize_parameters(full.parameters(), o.seed);
+  std::unique_ptr<Optimizer> optimizer = make_optimizer(o.optimizer);
+  Parameter& w0 = *full.find_parameter("fc0.weight");
+  Parameter& b0 = *full.find_parameter("fc0.bias");
+  Parameter& w1 = *full.find_parameter("fc1.weight");
+  Parameter& b1 = *full.find_parameter("fc1.bias");
+  Layer& head = *full.layers()[4];
+  const int64_t o0 = kHidden / T;  // fc0's outputs per member = fc1's inputs per member
+  std::vector<float> losses;
+  for (const Batch& batch : batches()) {
+    for (Parameter* p : full.parameters()) std::memset(p->grad.data<char>(), 0, p->grad.nbytes());
+    // fc1's weight slices (columns) and their gradients, contiguous as a member holds them.
+    std::vector<std::vector<float>> w1_part, g1_part;
+    for (int r = 0; r < T; ++r) {
+      w1_part.push_back(slice_of(values_of(w1.value), w1.shape, 1, r, T));
+      g1_part.emplace_back(static_cast<size_t>(kMiddle * o0), 0.0f);
+    }
+    float loss = 0.0f;
+    for (int mb = 0; mb < kMicroBatches; ++mb) {
+      const Batch micro = batch.micro_batch(mb, kMicroBatches);
+      const int64_t R = micro.rows();
+      const float* x = micro.inputs.f32();
+      // fc0, column: each member's slice of the outputs, then ReLU on it.
+      std::vector<Tensor> a(static_cast<size_t>(T));
+      std::vector<SavedContext> relu0(static_cast<size_t>(T));
+      ReLU act0("act0");
+      for (int r = 0; r < T; ++r) {
+        Tensor h = Tensor::empty({R, o0});
+        cpu::broadcast_rows(R, o0, b0.value.f32() + r * o0, h.f32());
+        cpu::gemm(false, true, R, o0, kInput, 1.0f, x, w0.value.f32() + r * o0 * kInput, 1.0f, h.f32());
+        a[static_cast<size_t>(r)] = act0.forward(h, relu0[static_cast<size_t>(r)]);
+      }
+      // fc1, row: the partial products added in rank order, then the bias.
+      Tensor y = Tensor::zeros({R, kMiddle});
+      for (int r = 0; r < T; ++r) {
+        Tensor partial = Tensor::empty({R, kMiddle});
+        cpu::gemm(false, true, R, kMiddle, o0, 1.0f, a[static_cast<size_t>(r)].f32(),
+                  w1_part[static_cast<size_t>(r)].data(), 0.0f, partial.f32());
+        if (r == 0) y.copy_from(partial);
+        else for (int64_t i = 0; i < y.numel(); ++i) y.f32()[i] += partial.f32()[i];
+      }
+      cpu::add_broadcast_rows(R, kMiddle, y.f32(), b1.value.f32(), y.f32());
+      // act1, head and the loss: whole on every member.
+      SavedContext relu1, head_ctx, loss_ctx;
+      ReLU act1("act1");
+      Tensor logits = head.forward(act1.forward(y, relu1), head_ctx);
+      loss += full.loss().forward(logits, micro.targets, 1.0f / kMicroBatches, loss_ctx);
+      Tensor dy = act1.backward(relu1, head.backward(head_ctx, full.loss().backward(loss_ctx)));
+      // fc1's backward: each member's input gradient slice and weight gradient; the whole bias.
+      for (int r = 0; r < T; ++r) {
+        Tensor da = Tensor::empty({R, o0});
+        cpu::gemm(false, false, R, o0, kMiddle, 1.0f, dy.f32(), w1_part[static_cast<size_t>(r)].data(), 0.0f,
+                  da.f32());
+        cpu::gemm(true, false, kMiddle, o0, R, 1.0f, dy.f32(), a[static_cast<size_t>(r)].f32(), 1.0f,
+                  g1_part[static_cast<size_t>(r)].data());
+        Tensor dh = act0.backward(relu0[static_cast<size_t>(r)], da);
+        // fc0's weight and bias gradients (its input gradient is not needed: fc0 is first).
+        cpu::gemm(true, false, o0, kInput, R, 1.0f, dh.f32(), x, 1.0f, w0.grad.f32() + r * o0 * kInput);
+        cpu::accumulate_column_sums(R, o0, dh.f32(), b0.grad.f32() + r * o0);
+      }
+      cpu::accumulate_column_sums(R, kMiddle, dy.f32(), b1.grad.f32());
+    }
+    for (int r = 0; r < T; ++r)
+      for (int64_t i = 0; i < kMiddle; ++i)
+        for (int64_t j = 0; j < o0; ++j)
+          w1.grad.f32()[i * kHidden + r * o0 + j] = g1_part[static_cast<size_t>(r)][static_cast<size_t>(i * o0 + j)];
+    // Clipping: a split parameter's squared norm is its slices', added in rank order.
+    if (o.optimizer.clip_norm > 0) {
+      std::vector<double> squared;
+      for (Parameter* p : full.parameters()) {
+        const int dim = split_dim(p->name);
+        if (dim < 0) {
+          squared.push_back(grad_squared_norm(*p));
+          continue;
+        }
+        double sum = 0.0;
+        for (int r = 0; r < T; ++r) {
+          const std::vector<float> g = slice_of(values_of(p->grad), p->shape, dim, r, T);
+          sum += squared_norm(g.data(), static_cast<int64_t>(g.size()));
+        }
+        squared.push_back(sum);
+      }
+      const float scale = clip_scale(global_norm(squared), o.optimizer.clip_norm);
+      if (scale != 1.0f) scale_gradients(full.parameters(), scale);
+    }
+    optimizer->set_lr(o.optimizer.lr);
+    optimizer->step(full.parameters());
+    losses.push_back(loss);
+  }
+  return losses;
+}
+
+struct Case {
+  int T;
+  OptimizerConfig::Kind kind;
+  float clip;
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << "T " << c.T << ", " << (c.kind == OptimizerConfig::Kind::kSgd ? "SGD" : "AdamW") << ", clip " << c.clip;
+}
+
+class DeterministicReduction : public ::testing::TestWithParam<Case> {};
+
+TEST_P(DeterministicReduction, EveryMemberBitwiseEqualToTheReference) {
+  const Case k = GetParam();
+  const TrainerOptions o = options(k.kind, k.clip);
+  const std::vector<MemberResult> members = run_members(k.T, "deterministic", o);
+  std::shared_ptr<Model> full = build_mlp(mlp_config());
+  const std::vector<float> losses = reference_training(*full, k.T, o);
+  for (int r = 0; r < k.T; ++r) {
+    const MemberResult& m = members[static_cast<size_t>(r)];
+    ASSERT_EQ(m.error, "") << "member " << r;
+    ASSERT_EQ(m.losses.size(), losses.size());
+    for (size_t s = 0; s < losses.size(); ++s)
+      EXPECT_EQ(std::memcmp(&m.losses[s], &losses[s], sizeof(float)), 0)
+          << "member " << r << " step " << s << ": " << m.losses[s] << " vs " << losses[s];
+    ASSERT_EQ(m.names.size(), full->parameters().size());
+    for (size_t i = 0; i < m.names.size(); ++i) {
+      const Parameter& p = *full->parameters()[i];
+      ASSERT_EQ(m.names[i], p.name);
+      const int dim = split_dim(p.name);
+      const std::vector<float> want = dim < 0 ? values_of(p.value) : slice_of(values_of(p.value), p.shape, dim, r, k.T);
+      ASSERT_EQ(m.values[i].size(), want.size()) << p.name;
+      EXPECT_EQ(std::memcmp(m.values[i].data(), want.data(), want.size() * sizeof(float)), 0)
+          << "member " << r << " of " << k.T << ": " << p.name << " differs from the reference";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Members, DeterministicReduction,
+                         ::testing::Values(Case{2, OptimizerConfig::Kind::kSgd, 0.0f},
+                                           Case{2, OptimizerConfig::Kind::kAdamW, 0.05f},
+                                           Case{4, OptimizerConfig::Kind::kAdamW, 0.0f},
+                                           Case{4, OptimizerConfig::Kind::kSgd, 0.05f}));
+
+// The whole model trained by the sequential trainer, for the tolerance comparison.
+struct Whole {
+  std::vector<float> losses;
+  std::shared_ptr<Model> model;
+};
+Whole train_whole(const TrainerOptions& o) {
+  Whole w;
+  w.model = build_mlp(mlp_config());
+  std::unique_ptr<Trainer> trainer = make_trainer(w.model, TrainingConfig{o});
+  for (const Batch& b : batches()) w.losses.push_back(static_cast<float>(trainer->step(b).loss));
+  return w;
+}
+
+TEST(TensorParallel, AllReduceStaysWithinRoundingOfTheWholeModel) {
+  for (const auto kind : {OptimizerConfig::Kind::kSgd, OptimizerConfig::Kind::kAdamW}) {
+    const TrainerOptions o = options(kind, 0.05f);
+    const Whole whole = train_whole(o);
+    for (int T : {2, 4}) {
+      const std::vector<MemberResult> members = run_members(T, "allreduce", o);
+      for (int r = 0; r < T; ++r) {
+        const MemberResult& m = members[static_cast<size_t>(r)];
+        ASSERT_EQ(m.error, "");
+        for (size_t s = 0; s < whole.losses.size(); ++s)
+          EXPECT_NEAR(m.losses[s], whole.losses[s], 1e-5 * std::max(1.0f, std::fabs(whole.losses[s])))
+              << "T " << T << " member " << r << " step " << s;
+        for (size_t i = 0; i < m.names.size(); ++i) {
+          const Parameter& p = *whole.model->parameters()[i];
+          const int dim = split_dim(p.name);
+          const std::vector<float> want =
+              dim < 0 ? values_of(p.value) : slice_of(values_of(p.value), p.shape, dim, r, T);
+          ASSERT_EQ(m.values[i].size(), want.size());
+          for (size_t e = 0; e < want.size(); ++e)
+            ASSERT_NEAR(m.values[i][e], want[e], 1e-5f) << "T " << T << " member " << r << " " << p.name << "[" << e << "]";
+        }
+      }
+    }
+  }
+}
+
+TEST(TensorParallel, EachMemberHoldsItsSliceAndReducesWhatTheFormulaSays) {
+  const int T = 4;
+  const std::vector<MemberResult> members = run_members(T, "allreduce", options(OptimizerConfig::Kind::kAdamW, 0));
+  // Whole model: fc0 12x16 + 16, fc1 16x12 + 12, head 12x10 + 10. Split: fc0's weight and bias,
+  // fc1's weight; whole: fc1's bias and the head.
+  const int64_t split = kInput * kHidden + kHidden + kHidden * kMiddle;
+  const int64_t whole = kMiddle + kMiddle * kClasses + kClasses;
+  // Per micro-batch: fc1's forward sums [rows, 12], fc0's backward sums its input gradient [rows, 12].
+  const int64_t rows = kRows / kMicroBatches;
+  const int64_t bytes_per_step = kMicroBatches * (rows * kMiddle + rows * kInput) * 4;
+  for (int r = 0; r < T; ++r) {
+    const MemberResult& m = members[static_cast<size_t>(r)];
+    ASSERT_EQ(m.error, "");
+    EXPECT_EQ(m.parameter_elements, split / T + whole);
+    EXPECT_EQ(m.shapes[0], (Shape{kHidden / T, kInput}));  // fc0.weight: its rows
+    EXPECT_EQ(m.shapes[1], (Shape{kHidden / T}));          // fc0.bias
+    EXPECT_EQ(m.shapes[2], (Shape{kMiddle, kHidden / T})); // fc1.weight: its columns
+    EXPECT_EQ(m.shapes[3], (Shape{kMiddle}));              // fc1.bias: whole
+    EXPECT_EQ(m.reduced_bytes, kSteps * bytes_per_step);
+  }
+}
+
+TEST(TensorParallel, AFailedMemberStopsTheOthersWithItsName) {
+  const std::vector<MemberResult> members =
+      run_members(2, "allreduce", options(OptimizerConfig::Kind::kSgd, 0), [](int rank, comm::World& world) {
+        if (rank != 1) return false;
+        world.abort("member 1 was killed");
+        return true;
+      });
+  EXPECT_NE(members[0].error.find("rank 1 failed: member 1 was killed"), std::string::npos) << members[0].error;
+  EXPECT_NE(members[0].error.find("tensor parallel rank 0 of 2"), std::string::npos) << members[0].error;
+}
+
+// The model's split as a lone member would make it (a ThreadWorld of T, this thread as member 0).
+void split_alone(Model& model, int T, comm::ThreadWorld& world) {
+  split_model_for_tensor_parallel(
+      model, std::make_shared<TensorParallelGroup>(std::shared_ptr<comm::World>(&world.member(0), [](comm::World*) {}),
+                                                   TensorReduction::kAllReduce, 5.0));
+}
+
+std::string split_error(const std::string& json, int T) {
+  comm::ThreadWorld world(T);
+  try {
+    std::unique_ptr<Model> model = build_model_from_json_text(json);
+    split_alone(*model, T, world);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void expect_split_error(const std::string& json, int T, const std::string& want) {
+  const std::string error = split_error(json, T);
+  EXPECT_NE(error.find(want), std::string::npos) << "wanted: " << want << "\ngot: " << error;
+}
+
+TEST(TensorParallel, RefusesSplitsThatDoNotFit) {
+  const std::string head = R"({"input": {"kind": "features", "features": 8, "classes": 4}, "layers": [)";
+  // T does not divide the split dimension.
+  expect_split_error(head + R"({"type": "linear", "name": "fc0", "in": 8, "out": 6}, {"type": "relu"},
+      {"type": "linear", "name": "fc1", "in": 6, "out": 4}], "loss": "cross_entropy"})", 4, "linear 'fc0': 6 output features are not divisible by the tensor-parallel size 4");
+  // A layer that is not element-wise between the column and the row split.
+  expect_split_error(head + R"({"type": "linear", "name": "fc0", "in": 8, "out": 8, "parallel": "column"},
+      {"type": "layernorm", "name": "norm", "dim": 8},
+      {"type": "linear", "name": "fc1", "in": 8, "out": 4, "parallel": "row"}], "loss": "cross_entropy"})", 2, "layers[1] 'norm' (layernorm) takes the column-split output of layers[0] 'fc0'");
+  // A row split without a column split before it.
+  expect_split_error(head + R"({"type": "linear", "name": "fc0", "in": 8, "out": 4, "parallel": "row"}],
+      "loss": "cross_entropy"})", 2, "the row-parallel layers[0] 'fc0' (linear) has no column-parallel linear before it");
+  // A column split that reaches the loss.
+  expect_split_error(head + R"({"type": "linear", "name": "fc0", "in": 8, "out": 4, "parallel": "column"}],
+      "loss": "cross_entropy"})", 2, "the column-split output of layers[0] 'fc0' (linear) reaches the loss");
+  // A split inside a residual.
+  expect_split_error(head + R"({"type": "residual", "name": "res", "layers": [
+      {"type": "linear", "in": 8, "out": 8, "parallel": "column"}]}, {"type": "linear", "in": 8, "out": 4}],
+      "loss": "cross_entropy"})", 2, "layers[0].layers[0]: a tensor-parallel split inside a residual or sequential layer");
+  // An unknown split.
+  expect_split_error(head + R"({"type": "linear", "in": 8, "out": 4, "parallel": "diagonal"}],
+      "loss": "cross_entropy"})", 2, "layers[0].parallel: unknown tensor-parallel split 'diagonal' (known: column, row)");
+}
+
+TEST(TensorParallel, TheSplitModelDescribesTheWholeOne) {
+  comm::ThreadWorld world(2);
+  std::shared_ptr<Model> whole = build_mlp(mlp_config());
+  std::shared_ptr<Model> split = build_mlp(mlp_config());
+  split_alone(*split, 2, world);
+  nlohmann::json expected = whole->to_json();
+  expected["layers"][0]["parallel"] = "column";
+  expected["layers"][2]["parallel"] = "row";
+  EXPECT_EQ(split->to_json(), expected);
+  // And the description rebuilds a model with the same splits.
+  std::unique_ptr<Model> again = build_model_from_json(split->to_json());
+  EXPECT_EQ(again->layers()[0]->tensor_split(), TensorSplit::kColumn);
+  EXPECT_EQ(again->layers()[2]->tensor_split(), TensorSplit::kRow);
+  EXPECT_EQ(again->layers()[4]->tensor_split(), TensorSplit::kNone);
+}
+
+TEST(TensorParallel, RefusesWhatIsNotSupportedYetNamingTheOption) {
+  comm::ThreadWorld world(2);
+  const auto member = std::shared_ptr<comm::World>(&world.member(0), [](comm::World*) {});
+  const auto refusal = [&](const std::function<void(TrainingConfig&)>& set) -> std::string {
+    TrainingConfig c;
+    c.tensor_parallel = 2;
+    c.tensor_parallel_world = member;
+    set(c);
+    try {
+      make_trainer(build_mlp(mlp_config()), c);
+    } catch (const Error& e) {
+      return std::to_string(static_cast<int>(e.code())) + " " + e.what();
+    }
+    return "";
+  };
+  const std::string unimplemented = std::to_string(static_cast<int>(ErrorCode::kUnimplemented)) + " ";
+  EXPECT_EQ(refusal([](TrainingConfig& c) { c.schedule = "1f1b"; c.ranks = 2; }).rfind(unimplemented + "tensor_parallel 2 with a pipeline schedule", 0), 0u);
+  EXPECT_EQ(refusal([](TrainingConfig& c) { c.base.replicas = 2; }).rfind(unimplemented + "tensor_parallel 2 with replicas 2", 0), 0u);
+  EXPECT_NE(refusal([](TrainingConfig& c) { c.tensor_parallel_world = nullptr; }).find("tensor_parallel 2 needs its group of 2 members"), std::string::npos);
+  EXPECT_NE(refusal([](TrainingConfig& c) { c.tensor_parallel = 3; }).find("tensor_parallel_world has 2 members for tensor_parallel 3"), std::string::npos);
+  EXPECT_NE(refusal([](TrainingConfig& c) { c.tensor_reduction = "fast"; }).find("unknown reduction 'fast'"), std::string::npos);
+}
+
+TEST(TensorParallel, CheckpointsOfASplitModelAreRefused) {
+  comm::ThreadWorld world(2);
+  TrainingConfig c;
+  c.tensor_parallel = 2;
+  c.tensor_parallel_world = std::shared_ptr<comm::World>(&world.member(0), [](comm::World*) {});
+  std::unique_ptr<Trainer> trainer = make_trainer(build_mlp(mlp_config()), c);
+  const Refusal r = operation_refusal(*trainer, Operation::kCheckpoint);
+  EXPECT_EQ(r.code, ErrorCode::kUnimplemented);
+  EXPECT_NE(r.message.find("checkpoints with tensor_parallel 2 are not supported yet"), std::string::npos) << r.message;
+  EXPECT_FALSE(operation_refusal(*trainer, Operation::kEvaluate).refused());
+}
+
+}  // namespace
+}  // namespace pf
