@@ -63,14 +63,16 @@ pf_status* pf_trainer_create(pf_model* model, const pf_trainer_options* options,
     auto trainer = std::make_unique<pf_trainer>();
     trainer->step_micro_batches = config.base.step_micro_batches();
     const pf::capi::ProcessLaunch launch =
-        pf::capi::launch_processes(o.processes, config.pipelined(), config.base.replicas,
+        pf::capi::launch_processes(o.processes, config.pipelined(), config.tensor_parallel, config.base.replicas,
                                    [&] { return pf::capi::schedule_ranks(o); });
     trainer->per_rank_processes = launch.per_rank;
     trainer->launch_rank = launch.launch_rank;
     trainer->launch_size = launch.launch_size;
     if (launch.per_rank) {
-      config.world = launch.pipeline;
+      // The sequential trainer under tensor parallelism runs no pipeline: no pipeline world.
+      if (config.pipelined()) config.world = launch.pipeline;
       config.data_parallel_world = launch.data_parallel;
+      if (config.tensor_parallel > 1) config.tensor_parallel_world = launch.tensor_parallel;
     } else {
       // A trainer with one process per rank releases the tensors of other processes' parameters;
       // any other trainer needs every parameter (a no-op unless an earlier trainer released some).

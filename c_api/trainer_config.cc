@@ -256,12 +256,16 @@ TrainingConfig read_training_config(const pf_trainer_options* options) {
 }
 
 std::string c_option_name(const std::string& key) {
-  static const std::map<std::string, std::string> fields = {
-      {"replicas", "data_parallel"},
-      {"world", "processes"},
+  static const std::map<std::string, std::string> names = {
+      {"replicas", "options->data_parallel"},
+      {"world", "options->processes"},
+      {"tensor_parallel_world", "options->processes"},
+      // Options without a struct field: config entries only (pf_trainer_options.config_entries).
+      {"tensor_parallel", "config entry tensor_parallel"},
+      {"tensor_reduction", "config entry tensor_reduction"},
   };
-  const auto it = fields.find(key);
-  return "options->" + (it == fields.end() ? key : it->second);
+  const auto it = names.find(key);
+  return it == names.end() ? "options->" + key : it->second;
 }
 
 }  // namespace pf::capi

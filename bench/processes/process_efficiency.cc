@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
     // against the measured step.
     std::vector<double> dp_s, dp_sims;
     {
-      const comm::ProcessGrid grid = comm::make_process_grid(*world, 2, 1);
+      const comm::ProcessGrid grid = comm::make_process_grid(*world, 1, 2, 1);
       exec::PipelineOptions dpo;
       dpo.base = base;
       dpo.base.replicas = 2;

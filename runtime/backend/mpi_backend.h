@@ -13,7 +13,7 @@
 namespace pf {
 
 // Bumped whenever this interface changes; a backend built against another revision is refused.
-constexpr int kMpiBackendInterfaceRevision = 1;
+constexpr int kMpiBackendInterfaceRevision = 2;
 
 class MpiBackend {
  public:
@@ -21,9 +21,10 @@ class MpiBackend {
   // The whole launch (MPI_COMM_WORLD). Initialises MPI on first use (MPI_THREAD_MULTIPLE) and
   // finalises it at exit; kMpiError when it cannot.
   virtual std::shared_ptr<comm::World> launch_world() = 0;
-  // Collective over `launch` (a World from launch_world): D x P processes as D pipeline replicas
-  // of P ranks; kInvalidArgument unless its size is replicas * pipeline_ranks.
-  virtual comm::ProcessGrid process_grid(comm::World& launch, int replicas, int pipeline_ranks) = 0;
+  // Collective over `launch` (a World from launch_world): T x D x P processes as D pipeline
+  // replicas of P ranks, each rank T tensor-parallel members (comm::make_process_grid's layout);
+  // kInvalidArgument unless its size is tensor_ranks * replicas * pipeline_ranks.
+  virtual comm::ProcessGrid process_grid(comm::World& launch, int tensor_ranks, int replicas, int pipeline_ranks) = 0;
 };
 
 // The MPI backend: the registered one, else libpipeforge_mpi.so.<abi> loaded now. Throws kMpiError

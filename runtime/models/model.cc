@@ -66,7 +66,7 @@ int64_t Model::num_parameter_elements() const {
 int64_t Model::num_distinct_parameter_elements() const {
   int64_t n = 0;
   for (Parameter* p : parameters_) {
-    if (p->tied_to.empty()) n += shape_numel(p->shape);
+    if (p->tied_to.empty()) n += shape_numel(p->shard.split() ? p->shard.full : p->shape);
   }
   return n;
 }

@@ -36,9 +36,11 @@ class Model {
   Parameter* find_parameter(const std::string& name) const;
   // The tied parameters (Parameter::tied_to): {primary, copy} in model order of the copies.
   const std::vector<std::pair<Parameter*, Parameter*>>& tied_pairs() const { return tied_; }
-  // Elements of every parameter, a tied copy included (what memory and checkpoints hold).
+  // Elements of every parameter, a tied copy included (what memory and checkpoints hold; a
+  // tensor-parallel member's slices of the split ones).
   int64_t num_parameter_elements() const;
-  // The model's size as users count it (and Transformers' num_parameters): a tied pair once.
+  // The model's size as users count it (and Transformers' num_parameters): a tied pair once, a
+  // split parameter (tensor parallelism) at its whole size.
   int64_t num_distinct_parameter_elements() const;
 
   // Moves every parameter's value and gradient to `device` (copies charged to kParameters and

@@ -89,6 +89,8 @@ void split_model_for_tensor_parallel(Model& model, std::shared_ptr<TensorParalle
   if (!has_annotation(model)) choose_default_splits(model);
   check_chain(model);
   for (const auto& layer : model.layers()) layer->split_for_tensor_parallel(group);
+  // A model built without tensors (DeferParameterAllocation) gets its slices only.
+  for (Parameter* p : model.parameters()) allocate_parameter(*p);
   model.set_tensor_parallel_group(std::move(group));
 }
 

@@ -18,7 +18,9 @@ namespace pf {
 // column split before it, and no column split may reach the loss; a split inside a residual or
 // sequential is refused (not yet supported). kInvalidArgument naming the layer otherwise, or when T
 // does not divide a split dimension. Call it once, before the trainer initialises the parameters;
-// the model remembers the group (Model::tensor_parallel_group). A group of one changes nothing.
+// parameters built without tensors (DeferParameterAllocation) are allocated, a slice each for the
+// split ones, so a member never holds a whole split layer. The model remembers the group
+// (Model::tensor_parallel_group). A group of one changes nothing.
 void split_model_for_tensor_parallel(Model& model, std::shared_ptr<TensorParallelGroup> group);
 
 }  // namespace pf

@@ -364,6 +364,13 @@ TEST(PipelineApi, ConfigEntriesSetOptionsByKey) {
   const pf_config_entry null_value[] = {{"partition", nullptr}};
   options.config_entries = null_value;
   EXPECT_PF_ERROR(pf_trainer_create(model, &options, &out), PF_INVALID_ARGUMENT, "must not be NULL");
+  // Tensor parallelism needs a process per member (tests/c_api/process_api_test.cc runs it).
+  pf_trainer_options sequential = Options(4);
+  const pf_config_entry split[] = {{"tensor_parallel", "2"}};
+  sequential.config_entries = split;
+  sequential.num_config_entries = 1;
+  EXPECT_PF_ERROR(pf_trainer_create(model, &sequential, &out), PF_INVALID_ARGUMENT,
+                  "config entry tensor_parallel 2 needs its group of 2 members: one process each, e.g. mpirun -np 2");
   options.config_entries = nullptr;
   options.num_config_entries = 3;
   EXPECT_PF_ERROR(pf_trainer_create(model, &options, &out), PF_INVALID_ARGUMENT, "num_config_entries");

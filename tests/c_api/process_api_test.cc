@@ -5,6 +5,7 @@
 // (1F1B over 4 ranks; data parallel 2 x 2).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -132,6 +133,32 @@ TEST_F(ProcessApi, OneProcessPerRankMatchesTheSequentialTrainerBitwise) {
   EXPECT_EQ(Checksum(t), Checksum(ref_loader));
   pf_trainer_destroy(t);
   pf_trainer_destroy(ref_loader);
+}
+
+// Tensor parallelism through config entries (no struct field needed): every process is a member
+// of one group of T = the launch size, the step results within float rounding of the sequential
+// trainer's, and each process holds its slice of a split parameter.
+TEST_F(ProcessApi, TensorParallelThroughConfigEntries) {
+  const int size = LaunchSize();
+  pf_trainer* reference = MakeTrainer(Options(4));
+  const std::vector<pf_step_result> expected = Train(reference, 3);
+  pf_trainer_destroy(reference);
+
+  pf_trainer_options options = Options(4);
+  const std::string t = std::to_string(size);
+  const pf_config_entry entries[] = {{"tensor_parallel", t.c_str()}, {"tensor_reduction", "deterministic"}};
+  options.config_entries = entries;
+  options.num_config_entries = 2;
+  pf_trainer* trainer = MakeTrainer(options);
+  ASSERT_NE(trainer, nullptr);
+  const std::vector<pf_step_result> got = Train(trainer, 3);
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_NEAR(got[i].loss, expected[i].loss, 1e-5 * std::max(1.0, std::fabs(expected[i].loss))) << "step " << i;
+    EXPECT_NEAR(got[i].grad_norm, expected[i].grad_norm, 1e-5 * std::max(1.0, expected[i].grad_norm)) << "step " << i;
+  }
+  // MakeDeepMlp: fc0 (features -> 16) is column-parallel: 16 / T of its rows here.
+  EXPECT_EQ(Count(trainer, "fc0.weight"), static_cast<size_t>(16 / size * pftest::kFeatures));
+  pf_trainer_destroy(trainer);
 }
 
 // Fail-slow adaptation with one process per rank: rank 1 emulated 4x slow, every process moves
@@ -289,7 +316,8 @@ TEST_F(ProcessApi, DataParallelReplicas) {
       std::memset(&stats, 0, sizeof(stats));
       stats.struct_size = sizeof(stats);
       ASSERT_PF_OK(pf_trainer_get_rank_stats(t, r, &stats));
-      EXPECT_EQ(stats.local, r == me % p ? 1 : 0) << "rank " << r;
+      // Launch rank = replica + 2 x pipeline rank (comm::make_process_grid: T = 1, D = 2).
+      EXPECT_EQ(stats.local, r == me / 2 ? 1 : 0) << "rank " << r;
     }
     const std::string checksum = Checksum(t);
     if (std::string(reduction) == "deterministic") {

@@ -120,36 +120,7 @@ grep -q "mpirun -np 4" "$work/few.out" || { cat "$work/few.out"; fail "no messag
 # 5. Kill rank 1 mid-run: every process ends, mpirun exits non-zero naming the rank.
 run_mpi 2 tcp "$pipeforge" train --model gpt --schedule 1f1b --stages 2 --steps 1000000 --quiet \
   >"$work/kill.out" 2>&1 &
-launcher=$!
-victim=""
-for _ in $(seq 1 100); do
-  for pid in $(pgrep -f "pipeforge train --model gpt --schedule 1f1b --stages 2 --steps 1000000" || true); do
-    if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then victim=$pid; fi
-  done
-  [[ -n $victim ]] && break
-  sleep 0.1
-done
-sleep 2  # training is under way
-if [[ -z $victim ]]; then
-  fail "rank 1's process not found"
-else
-  kill -9 "$victim"
-  start=$(date +%s)
-  rc=0
-  for _ in $(seq 1 600); do kill -0 "$launcher" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$launcher" 2>/dev/null; then
-    fail "mpirun still running 60 s after rank 1 was killed"
-    kill -9 "$launcher"
-  fi
-  wait "$launcher"
-  rc=$?
-  echo "rank 1 killed: mpirun exited $rc after $(($(date +%s) - start)) s"
-  [[ $rc -ne 0 ]] || fail "mpirun exited 0 after a rank was killed"
-  grep -Eq "rank 1|process rank 1" "$work/kill.out" || { cat "$work/kill.out"; fail "the output does not name rank 1"; }
-  sleep 1
-  left=$(pgrep -f "pipeforge train --model gpt --schedule 1f1b --stages 2 --steps 1000000" || true)
-  [[ -z $left ]] || { fail "processes left behind: $left"; kill -9 $left; }
-fi
+kill_rank_and_check $! "pipeforge train --model gpt --schedule 1f1b --stages 2 --steps 1000000" 1 "$work/kill.out"
 
 # 6. `plan --measure` with mpirun on the PATH times the processes' links (a mpirun -np 2 probe of
 #    pipeforge itself) and says so, also as root without Open MPI's allow-run-as-root variables

@@ -348,7 +348,7 @@ const comm::ProcessGrid& grid_of(int replicas, int ranks) {
   auto it = grids.find({replicas, ranks});
   if (it == grids.end())
     it = grids.emplace(std::make_pair(replicas, ranks),
-                       comm::make_process_grid(*comm::MpiWorld::world(), replicas, ranks)).first;
+                       comm::make_process_grid(*comm::MpiWorld::world(), 1, replicas, ranks)).first;
   return it->second;
 }
 

@@ -88,7 +88,7 @@ TEST(ProcessFailures, AStuckRankTimesOutNamingWhatEachWaitedFor) {
 TEST(ProcessFailures, ADataParallelRankThatThrowsEndsEveryReplica) {
   // 2 replicas x 2 ranks: rank 1 of replica 0 throws in its backward. Its pipeline peer learns it
   // from the pipeline group, replica 1 from the data-parallel groups; nobody waits for a timeout.
-  const comm::ProcessGrid grid = comm::make_process_grid(*comm::MpiWorld::world(), 2, 2);
+  const comm::ProcessGrid grid = comm::make_process_grid(*comm::MpiWorld::world(), 1, 2, 2);
   testing::ProbeLayer* probe0 = nullptr;
   testing::ProbeLayer* probe1 = nullptr;
   auto model = testing::probe_model(&probe0, &probe1);

@@ -174,8 +174,16 @@ std::vector<double> layer_times_of_world(const TrainArgs& a, comm::World& world)
 // that draw one process's timeline are not written yet.
 void check_process_args(const TrainArgs& a, const comm::World& world) {
   const std::string where = " under mpirun (" + std::to_string(world.size()) + " processes)";
-  if (a.schedule.empty() && a.schedule_file.empty())
+  if (a.tensor_parallel > 1) {
+    // The sequential trainer in every process, each a member of one tensor-parallel group (with a
+    // schedule or replicas the capability table refuses the run, naming the option).
+    if (world.size() != a.tensor_parallel * a.stages * a.data_parallel)
+      usage_error("--tensor-parallel " + std::to_string(a.tensor_parallel) + " needs " +
+                  std::to_string(a.tensor_parallel * a.stages * a.data_parallel) + " processes" + where +
+                  " (T x P x D: launch mpirun -np " + std::to_string(a.tensor_parallel * a.stages * a.data_parallel) + ")");
+  } else if (a.schedule.empty() && a.schedule_file.empty()) {
     usage_error("--schedule or --schedule-file is needed" + where + ": each process runs one rank of it");
+  }
   if (!a.trace_file.empty() || !a.svg_file.empty())
     usage_error("--trace and --svg are not supported" + where + " yet");
 }
@@ -281,13 +289,16 @@ int prepare_run(const TrainArgs& a, TrainRun& run) {
       check_process_args(a, *world);
       int ranks = config.schedule_text.empty() ? a.stages : sched::parse_schedule(config.schedule_text).num_ranks();
       if (a.neuron_groups > 1) ranks = (a.stages - 1) * a.neuron_groups + 1;  // a rank per group, and the last stage
-      run.grid = mpi_backend().process_grid(*run.launch, a.data_parallel, ranks);
-      config.world = run.grid.pipeline;
+      run.grid = mpi_backend().process_grid(*run.launch, a.tensor_parallel, a.data_parallel, ranks);
+      // The sequential trainer under tensor parallelism runs no pipeline: no pipeline world.
+      if (a.tensor_parallel == 1 || config.pipelined()) config.world = run.grid.pipeline;
       config.data_parallel_world = run.grid.data_parallel;
+      if (a.tensor_parallel > 1) config.tensor_parallel_world = run.grid.tensor_parallel;
     }
     {
+      // The trainer allocates its stages only; a tensor-parallel member its slices.
       std::unique_ptr<DeferParameterAllocation> defer;
-      if (world) defer = std::make_unique<DeferParameterAllocation>();  // the trainer allocates its stages only
+      if (world) defer = std::make_unique<DeferParameterAllocation>();
       run.setup = make_setup(a);
     }
     if (a.describe) return describe_model(a, *run.setup.model);

@@ -30,6 +30,8 @@ TrainingConfig training_config_of(const TrainArgs& a) {
   c.activation_budget_bytes = a.activation_budget;
   c.offload_dir = a.offload_dir;
   c.gradient_reduction = a.gradient_reduction;
+  c.tensor_parallel = a.tensor_parallel;
+  c.tensor_reduction = a.tensor_reduction;
   c.async.vertical_sync = a.vertical_sync;
   c.async.spectrain_version = a.spectrain_version;
   c.async.pipemare_anneal_updates = a.pipemare_anneal;
@@ -61,6 +63,9 @@ std::string cli_option_name(const std::string& key) {
       {"devices", "--devices"},
       {"replicas", "--data-parallel"},
       {"gradient_reduction", "--gradient-reduction"},
+      {"tensor_parallel", "--tensor-parallel"},
+      {"tensor_parallel_world", "mpirun"},
+      {"tensor_reduction", "--tensor-reduction"},
       {"clip_norm", "--clip-norm"},
       {"lr_schedule", "--lr-schedule"},
       {"local_head", "--local-head"},

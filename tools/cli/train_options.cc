@@ -266,6 +266,17 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
                   "trainer with the same --data-parallel)")
       ->check(CLI::IsMember({"allreduce", "deterministic"}))
       ->capture_default_str();
+  cmd->add_option("--tensor-parallel", a.tensor_parallel,
+                  "T processes (mpirun -np T) each holding 1/T of every column- and row-parallel linear "
+                  "(\"parallel\" in a model file; by default an MLP's linears in column/row pairs), all on the "
+                  "same data; the sequential trainer on the CPU so far")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  cmd->add_option("--tensor-reduction", a.tensor_reduction,
+                  "tensor parallel: allreduce (MPI_Allreduce) or deterministic (partial results added in rank "
+                  "order: bitwise reproducible at any process placement)")
+      ->check(CLI::IsMember({"allreduce", "deterministic"}))
+      ->capture_default_str();
   group_train_options(cmd);
   return cmd;
 }
@@ -279,7 +290,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& train_optio
                     "--blas-threads"}},
       {"Pipeline", {"--schedule", "--schedule-file", "--stages", "--chunks", "--seq-slices", "--layers-per-stage",
                     "--partition", "--devices", "--fill", "--overlap-steps"}},
-      {"Processes (under mpirun)", {"--data-parallel", "--gradient-reduction"}},
+      {"Processes (under mpirun)", {"--data-parallel", "--gradient-reduction", "--tensor-parallel", "--tensor-reduction"}},
       {"Activation memory", {"--activation-policy", "--activation-budget", "--offload-dir"}},
       {"Asynchronous and local-learning schedules",
        {"--vertical-sync", "--spectrain-version", "--pipemare-anneal", "--pipemare-decay", "--local-head",

@@ -156,6 +156,8 @@ void print_json_report(const TrainReport& r) {
   out["processes"] = r.world ? r.world->size() : 1;
   out["data_parallel"] = a.data_parallel;
   out["gradient_reduction"] = a.gradient_reduction;
+  out["tensor_parallel"] = a.tensor_parallel;
+  out["tensor_reduction"] = a.tensor_reduction;
   out["process_memory"] = t.memory;  // per process: its stages' parameters, gradients, optimizer state
   out["asynchronous"] = pipeline != nullptr && pipeline->plan().schedule.traits.asynchronous();
   out["local_learning"] = r.groups != nullptr || (pipeline != nullptr && pipeline->plan().schedule.traits.local_learning());

@@ -10,10 +10,10 @@ namespace {
 class OpenMpiBackend final : public MpiBackend {
  public:
   std::shared_ptr<World> launch_world() override { return MpiWorld::world(); }
-  ProcessGrid process_grid(World& launch, int replicas, int pipeline_ranks) override {
+  ProcessGrid process_grid(World& launch, int tensor_ranks, int replicas, int pipeline_ranks) override {
     auto* mpi = dynamic_cast<MpiWorld*>(&launch);
     PF_CHECK_ARG(mpi != nullptr, "process grid: ", launch.describe(), " is not an MPI launch");
-    return make_process_grid(*mpi, replicas, pipeline_ranks);
+    return make_process_grid(*mpi, tensor_ranks, replicas, pipeline_ranks);
   }
 };
 

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# `mpirun -np T pipeforge train --tensor-parallel T ...` as a user runs it: the losses of the whole
+# model's sequential run within float rounding, each process holding 1/T of the split layers, the
+# deterministic reduction reproducible bit for bit, clear errors for a wrong process count or a
+# combination not supported yet, and a killed member ending every process.
+# (Bitwise equality to a reference that adds the members' partial products in rank order:
+# tests/tensor_parallel/tensor_parallel_test.cc.)
+set -uo pipefail
+source "$(dirname "$0")/cli_checks.sh"
+
+# An MLP 16 -> 32 -> 32 -> 10: fc0 column-parallel, fc1 row-parallel, the head whole.
+mlp=(--model mlp --features 16 --hidden 32 --classes 10 --batch-size 16 --microbatches 2 --steps 4 --clip-norm 0.5
+  --json --quiet)
+
+# 1. T = 2 and 4 (allreduce), T = 2 twice (deterministic), against the sequential run; AdamW and SGD.
+for optimizer in adamw sgd; do
+  "$pipeforge" train "${mlp[@]}" --optimizer "$optimizer" >"$work/seq_$optimizer.json" || fail "sequential mlp ($optimizer)"
+  for run in "2 allreduce" "4 allreduce" "2 deterministic" "2 deterministic again"; do
+    read -r t reduction again <<<"$run"
+    out="$work/tp${t}_${reduction}${again:+_again}_$optimizer.json"
+    run_mpi "$t" tcp "$pipeforge" train "${mlp[@]}" --optimizer "$optimizer" --tensor-parallel "$t" \
+      --tensor-reduction "$reduction" >"$out" 2>"$out.err" || { cat "$out.err"; fail "mpirun -np $t --tensor-parallel $t"; }
+  done
+  python3 - "$work" "$optimizer" <<'PY' || fail "tensor parallel ($optimizer): losses or memory"
+import json, sys
+work, optimizer = sys.argv[1], sys.argv[2]
+load = lambda name: json.load(open(f"{work}/{name}_{optimizer}.json"))
+seq = load("seq")
+split = 16 * 32 + 32 + 32 * 32   # fc0's weight and bias, fc1's weight
+whole = 32 + 32 * 10 + 10         # fc1's bias, the head
+for name, t in [("tp2_allreduce", 2), ("tp4_allreduce", 4), ("tp2_deterministic", 2)]:
+    out = load(name)
+    assert out["tensor_parallel"] == t and out["processes"] == t, out
+    assert out["num_parameters"] == seq["num_parameters"] == split + whole, (out["num_parameters"], seq["num_parameters"])
+    for a, b in zip(seq["losses"], out["losses"]):
+        assert abs(a - b) <= 1e-5 * max(1.0, abs(a)), (name, seq["losses"], out["losses"])
+    mem = out["process_memory"]
+    assert len(mem) == t, mem
+    for m in mem:
+        assert m["parameter_bytes"] == 4 * (split // t + whole), (name, m)
+        assert m["gradient_bytes"] == m["parameter_bytes"], m
+    print(f"{optimizer}, T {t} ({name}): losses {out['losses']} (sequential {seq['losses']}), "
+          f"{mem[0]['parameter_bytes']} parameter bytes per process of {4 * (split + whole)}")
+a, b = load("tp2_deterministic"), load("tp2_deterministic_again")
+assert a["losses"] == b["losses"] and a["param_checksum"] == b["param_checksum"], (a["losses"], b["losses"])
+PY
+done
+
+# 2. A process count that is not T, and a pipeline schedule with T > 1: clear errors, no hang.
+run_mpi 3 default "$pipeforge" train "${mlp[@]}" --tensor-parallel 2 >"$work/three.out" 2>&1 &&
+  fail "3 processes for --tensor-parallel 2 succeeded"
+grep -q "tensor-parallel 2 needs 2 processes under mpirun (3 processes)" "$work/three.out" ||
+  { cat "$work/three.out"; fail "no message for 3 processes / --tensor-parallel 2"; }
+run_mpi 4 default "$pipeforge" train "${mlp[@]}" --tensor-parallel 2 --schedule 1f1b --stages 2 >"$work/pp.out" 2>&1 &&
+  fail "--tensor-parallel 2 with a schedule succeeded"
+grep -q -- "--tensor-parallel 2 with a pipeline schedule is not supported yet" "$work/pp.out" ||
+  { cat "$work/pp.out"; fail "no message for --tensor-parallel with --schedule"; }
+
+# 3. Kill member 1 mid-run: every process ends, mpirun exits non-zero naming the rank.
+run_mpi 2 tcp "$pipeforge" train --model mlp --tensor-parallel 2 --steps 1000000 --quiet >"$work/kill.out" 2>&1 &
+kill_rank_and_check $! "pipeforge train --model mlp --tensor-parallel 2 --steps 1000000" 1 "$work/kill.out"
+
+finish "tensor-parallel mpirun"
