@@ -97,7 +97,7 @@ const float* add_to_earlier(const EarlierSlices& earlier, const float* grad, int
 
 CausalSelfAttention::CausalSelfAttention(std::string name, int64_t dim, int64_t heads, float init_std,
                                          const AttentionOptions& options)
-    : Layer(std::move(name)), dim_(dim), heads_(heads), head_dim_(0), kv_heads_(0), init_std_(init_std),
+    : Layer(std::move(name)), dim_(dim), heads_(heads), head_dim_(0), kv_heads_(0), q_dim_(dim), init_std_(init_std),
       options_(options) {
   PF_CHECK_ARG(dim_ > 0 && heads_ > 0 && dim_ % heads_ == 0, "attention '", this->name(),
                "': dim and heads must be > 0 with dim divisible by heads, got dim ", dim_,
@@ -118,12 +118,36 @@ CausalSelfAttention::CausalSelfAttention(std::string name, int64_t dim, int64_t 
 }
 
 nlohmann::json CausalSelfAttention::config() const {
-  nlohmann::json j = {{"type", type()}, {"name", name()}, {"dim", dim_}, {"heads", heads_}, {"init_std", init_std_}};
-  if (kv_heads_ != heads_) j["kv_heads"] = kv_heads_;
+  nlohmann::json j = {{"type", type()}, {"name", name()}, {"dim", dim_}, {"heads", heads_ * parts_},
+                      {"init_std", init_std_}};
+  if (kv_heads_ != heads_) j["kv_heads"] = kv_heads_ * parts_;
   if (!options_.bias) j["bias"] = false;
   if (options_.rope_theta > 0.0f) j["rope_theta"] = options_.rope_theta;
   if (!options_.causal) j["causal"] = false;
   return j;
+}
+
+void CausalSelfAttention::split_for_tensor_parallel(const std::shared_ptr<TensorParallelGroup>& group) {
+  PF_CHECK_ARG(group != nullptr, "attention '", name(), "': the tensor-parallel group is null");
+  PF_CHECK_ARG(parts_ == 1, "attention '", name(), "' is already split");
+  const int t = group->size();
+  if (t == 1) return;
+  PF_CHECK_ARG(heads_ % t == 0, "attention '", name(), "': ", heads_, " heads are not divisible by the ",
+               "tensor-parallel size ", t);
+  PF_CHECK_ARG(kv_heads_ % t == 0, "attention '", name(), "': ", kv_heads_, " key/value heads are not divisible ",
+               "by the tensor-parallel size ", t);
+  // qkv: column-parallel over whole heads (this member's query, key and value heads); the output
+  // projection: row-parallel over the same heads' columns.
+  const int64_t kv_dim = kv_heads_ * head_dim_;
+  qkv_->choose_tensor_split(TensorSplit::kColumn);
+  qkv_->set_output_blocks({q_dim_, kv_dim, kv_dim});
+  qkv_->split_for_tensor_parallel(group);
+  proj_->choose_tensor_split(TensorSplit::kRow);
+  proj_->split_for_tensor_parallel(group);
+  heads_ /= t;
+  kv_heads_ /= t;
+  q_dim_ /= t;
+  parts_ = t;
 }
 
 void CausalSelfAttention::rotate(Tensor& qkv, int64_t offset, bool inverse) const {
@@ -197,9 +221,9 @@ Tensor CausalSelfAttention::forward(const Tensor& input, SavedContext& ctx) {
   // Queries are this slice's steps; keys and values span the earlier slices too (keys = L). The
   // fused kernel reads q, k and v in place from qkv, or k and v gathered over the slices.
   const cpu::AttentionDims dims{steps, earlier.steps + steps, hd, earlier.steps, options_.causal};
-  const int64_t kv_dim = kv_heads_ * hd, width = dim_ + 2 * kv_dim, group = heads_ / kv_heads_;
+  const int64_t kv_dim = kv_heads_ * hd, width = q_dim_ + 2 * kv_dim, group = heads_ / kv_heads_;
   Tensor lse = Tensor::empty({batch, heads_, steps});
-  Tensor attended = Tensor::empty({batch, steps, dim_});
+  Tensor attended = Tensor::empty({batch, steps, q_dim_});
   Tensor work, k, v;
   {
     MemoryCategoryScope scope(MemoryCategory::kWorkspace);
@@ -212,7 +236,7 @@ Tensor CausalSelfAttention::forward(const Tensor& input, SavedContext& ctx) {
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t h = 0; h < heads_; ++h) {
       const float* row0 = qkv.f32() + b * steps * width;
-      const int64_t kcol = dim_ + (h / group) * hd, vcol = kcol + kv_dim;  // its key and value head
+      const int64_t kcol = q_dim_ + (h / group) * hd, vcol = kcol + kv_dim;  // its key and value head
       const float* q = row0 + h * hd;
       cpu::ConstRows keys{row0 + kcol, width}, values{row0 + vcol, width};
       if (!earlier.cores.empty()) {
@@ -221,7 +245,7 @@ Tensor CausalSelfAttention::forward(const Tensor& input, SavedContext& ctx) {
         keys = {k.f32(), hd};
         values = {v.f32(), hd};
       }
-      cpu::flash_attention_forward(dims, {q, width}, keys, values, {attended.f32() + b * steps * dim_ + h * hd, dim_},
+      cpu::flash_attention_forward(dims, {q, width}, keys, values, {attended.f32() + b * steps * q_dim_ + h * hd, q_dim_},
                                    lse.f32() + (b * heads_ + h) * steps, work.f32());
     }
   }
@@ -253,7 +277,7 @@ Tensor CausalSelfAttention::backward_input(SavedContext& ctx, const Tensor& grad
   // backwards ("kv_grad"), and its own backward adds to the earlier slices' ones.
   const EarlierSlices earlier = earlier_slices(core, name(), batch);
   const cpu::AttentionDims dims{steps, earlier.steps + steps, hd, earlier.steps, options_.causal};
-  const int64_t kv_dim = kv_heads_ * hd, width = dim_ + 2 * kv_dim, group = heads_ / kv_heads_;
+  const int64_t kv_dim = kv_heads_ * hd, width = q_dim_ + 2 * kv_dim, group = heads_ / kv_heads_;
   const Tensor& lse = core.get("lse");
   const Tensor& out = core.get("out");
   Tensor grad_qkv = Tensor::empty(qkv.shape());
@@ -277,7 +301,7 @@ Tensor CausalSelfAttention::backward_input(SavedContext& ctx, const Tensor& grad
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t h = 0; h < heads_; ++h) {
       const int64_t at = b * steps * width;  // this batch row's first qkv row, in qkv and grad_qkv
-      const int64_t kv_head = h / group, kcol = dim_ + kv_head * hd, vcol = kcol + kv_dim;
+      const int64_t kv_head = h / group, kcol = q_dim_ + kv_head * hd, vcol = kcol + kv_dim;
       const float* q = qkv.f32() + at + h * hd;
       float* dq = grad_qkv.f32() + at + h * hd;
       cpu::ConstRows keys{qkv.f32() + at + kcol, width}, values{qkv.f32() + at + vcol, width};
@@ -292,9 +316,9 @@ Tensor CausalSelfAttention::backward_input(SavedContext& ctx, const Tensor& grad
         dkeys = {dk.f32(), hd};
         dvalues = {dv.f32(), hd};
       }
-      const int64_t rows_at = b * steps * dim_ + h * hd;  // in out and grad_attended
-      cpu::flash_attention_backward(dims, {q, width}, keys, values, {out.f32() + rows_at, dim_},
-                                    lse.f32() + (b * heads_ + h) * steps, {grad_attended.f32() + rows_at, dim_},
+      const int64_t rows_at = b * steps * q_dim_ + h * hd;  // in out and grad_attended
+      cpu::flash_attention_backward(dims, {q, width}, keys, values, {out.f32() + rows_at, q_dim_},
+                                    lse.f32() + (b * heads_ + h) * steps, {grad_attended.f32() + rows_at, q_dim_},
                                     {dq, width}, dkeys, dvalues, work.f32());
       if (!direct) {
         const float* own_k = add_to_earlier(earlier, dk.f32(), b, 2 * kv_dim, kv_head * hd, hd);
@@ -309,7 +333,7 @@ Tensor CausalSelfAttention::backward_input(SavedContext& ctx, const Tensor& grad
     const float* carry = core.get("kv_grad").f32();
     float* g = grad_qkv.f32();
     for (int64_t r = 0; r < batch * steps; ++r)
-      for (int64_t c = 0; c < 2 * kv_dim; ++c) g[r * width + dim_ + c] += carry[r * 2 * kv_dim + c];
+      for (int64_t c = 0; c < 2 * kv_dim; ++c) g[r * width + q_dim_ + c] += carry[r * 2 * kv_dim + c];
   }
   if (options_.rope_theta > 0.0f) rotate(grad_qkv, earlier.steps, true);  // to the unrotated q and k
   core.clear();  // backward_weight needs only what the two Linear layers keep

@@ -56,7 +56,13 @@ class CausalSelfAttention : public Layer {
   Tensor backward_input(SavedContext& ctx, const Tensor& grad_output) override;
   void backward_weight(SavedContext& ctx) override;
 
+  // Tensor parallelism: this member keeps heads / T query heads and kv_heads / T key/value heads
+  // (qkv column-parallel over whole heads, the output projection row-parallel; Megatron's split).
+  // kInvalidArgument naming both numbers when T does not divide heads or kv_heads.
+  void split_for_tensor_parallel(const std::shared_ptr<TensorParallelGroup>& group) override;
+
   int64_t dim() const { return dim_; }
+  // This member's heads (all of them unless split).
   int64_t heads() const { return heads_; }
   int64_t kv_heads() const { return kv_heads_; }
   const AttentionOptions& options() const { return options_; }
@@ -67,6 +73,8 @@ class CausalSelfAttention : public Layer {
   void rotate(Tensor& qkv, int64_t offset, bool inverse) const;
 
   int64_t dim_, heads_, head_dim_, kv_heads_;
+  int64_t q_dim_;  // this member's query width, heads_ x head_dim_ (dim_ unless split)
+  int parts_ = 1;  // the tensor-parallel size it is split over
   float init_std_;
   AttentionOptions options_;
   std::unique_ptr<Linear> qkv_, proj_;

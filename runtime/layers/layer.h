@@ -50,7 +50,7 @@ class Layer {
 
   // Tensor parallelism (runtime/tensor_parallel/group.h). How the layer splits across a group
   // (kNone: it stays whole on every member), and taking this member's slice of it: once, before
-  // the parameters are initialised (Model::split_for_tensor_parallel calls it).
+  // the parameters are initialised (split_model_for_tensor_parallel calls it).
   virtual TensorSplit tensor_split() const { return TensorSplit::kNone; }
   // Gives a layer that can be split (a linear) the split `split` before split_for_tensor_parallel
   // (the default splits of a model without "parallel" annotations); false for any other layer.

@@ -40,6 +40,14 @@ bool Linear::choose_tensor_split(TensorSplit split) {
   return true;
 }
 
+void Linear::set_output_blocks(std::vector<int64_t> blocks) {
+  PF_CHECK_ARG(group_ == nullptr, "linear '", name(), "' is already split");
+  int64_t sum = 0;
+  for (int64_t b : blocks) sum += b;
+  PF_CHECK_ARG(sum == out_, "linear '", name(), "': output blocks summing to ", sum, " for ", out_, " outputs");
+  output_blocks_ = std::move(blocks);
+}
+
 void Linear::split_for_tensor_parallel(const std::shared_ptr<TensorParallelGroup>& group) {
   PF_CHECK_ARG(group != nullptr, "linear '", name(), "': the tensor-parallel group is null");
   PF_CHECK_ARG(group_ == nullptr, "linear '", name(), "' is already split");
@@ -50,8 +58,8 @@ void Linear::split_for_tensor_parallel(const std::shared_ptr<TensorParallelGroup
   if (split_ == TensorSplit::kColumn) {
     PF_CHECK_ARG(out_ % parts == 0, "linear '", name(), "': ", out_, " output features are not divisible by the ",
                  "tensor-parallel size ", parts);
-    split_parameter(weight_, 0, group->rank(), parts);
-    if (has_bias_) split_parameter(bias_, 0, group->rank(), parts);
+    split_parameter(weight_, 0, group->rank(), parts, output_blocks_);
+    if (has_bias_) split_parameter(bias_, 0, group->rank(), parts, output_blocks_);
     out_ /= parts;
   } else {
     PF_CHECK_ARG(in_ % parts == 0, "linear '", name(), "': ", in_, " input features are not divisible by the ",
@@ -96,7 +104,6 @@ Tensor Linear::forward_residual(const Tensor& input, const Tensor& residual, Sav
                " does not match the output ", shape_to_string(out_shape));
   PF_INTERNAL_CHECK(!is_cuda(input) && !is_cuda(residual), "linear '", name(),
                     "': the folded residual runs on CPU tensors only");
-  PF_INTERNAL_CHECK(!split_across_group(), "linear '", name(), "': no folded residual under tensor parallelism");
   return forward_cpu(input, &residual, ctx);
 }
 
@@ -122,8 +129,10 @@ Tensor Linear::forward_cpu(const Tensor& input, const Tensor* residual, SavedCon
   }
   cpu::gemm(false, true, rows, out_, in_, 1.0f, input.f32(), weight_.value.f32(), beta, y);
   if (row_split) {
+    // ((x_0 W_0^T + x_1 W_1^T + ...) + b) + residual.
     group_->all_reduce_sum(y, rows * out_, "linear '" + name() + "' forward");
     if (has_bias_) cpu::add_broadcast_rows(rows, out_, y, bias_.value.f32(), y);
+    if (residual != nullptr) cpu::add(rows * out_, y, residual->f32(), y);
   }
   ctx.save("input", input);
   return output;

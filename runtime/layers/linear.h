@@ -32,12 +32,17 @@ class Linear : public Layer {
 
   TensorSplit tensor_split() const override { return split_; }
   bool choose_tensor_split(TensorSplit split) override;
+  // A column split of an output made of blocks (attention's q | k | v, summing to out): each member
+  // takes 1/T of every block (Megatron's qkv grouped by head) instead of 1/T of the whole. Before
+  // split_for_tensor_parallel.
+  void set_output_blocks(std::vector<int64_t> blocks);
   // kInvalidArgument naming the layer when T does not divide the split dimension, or for a tied weight.
   void split_for_tensor_parallel(const std::shared_ptr<TensorParallelGroup>& group) override;
 
   // Epilogues folded into neighbours' passes (CPU tensors only; TransformerBlock uses them).
   // forward_residual: residual + forward(input), the residual and bias broadcast into the output
-  // before the GEMM accumulates onto them (rounding: acc + (residual + b), not (acc + b) + residual).
+  // before the GEMM accumulates onto them (rounding: acc + (residual + b), not (acc + b) + residual;
+  // under a row split ((sum of the partial products) + b) + residual).
   Tensor forward_residual(const Tensor& input, const Tensor& residual, SavedContext& ctx);
   // backward_input, taking the bias gradient (grad_output summed over rows, computed by the caller
   // in a pass it makes anyway: GELU::backward_input_column_sums); backward_weight adds it to the
@@ -57,6 +62,7 @@ class Linear : public Layer {
   int64_t in_, out_;  // this member's (the whole layer's unless split across a group)
   bool has_bias_;
   TensorSplit split_;
+  std::vector<int64_t> output_blocks_;  // set_output_blocks; empty: one block
   std::shared_ptr<TensorParallelGroup> group_;  // set by split_for_tensor_parallel when T > 1
   float init_stddev_;
   Parameter weight_, bias_;

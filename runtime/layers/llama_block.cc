@@ -73,4 +73,10 @@ Tensor LlamaBlock::backward_input(SavedContext& ctx, const Tensor& grad_output) 
 
 void LlamaBlock::backward_weight(SavedContext& ctx) { body_->backward_weight(ctx); }
 
+void LlamaBlock::split_for_tensor_parallel(const std::shared_ptr<TensorParallelGroup>& group) {
+  if (group == nullptr || group->size() == 1) return;
+  fail(ErrorCode::kUnimplemented, "llama_block '", name(), "': tensor parallelism does not split Llama blocks yet ",
+       "(the GPT transformer_block and linears split)");
+}
+
 }  // namespace pf

@@ -34,6 +34,8 @@ class LlamaBlock : public Layer {
   Tensor forward(const Tensor& input, SavedContext& ctx) override;
   Tensor backward_input(SavedContext& ctx, const Tensor& grad_output) override;
   void backward_weight(SavedContext& ctx) override;
+  // Not split yet: kUnimplemented naming the block (a whole copy per member would be no split).
+  void split_for_tensor_parallel(const std::shared_ptr<TensorParallelGroup>& group) override;
 
   const LlamaBlockConfig& block_config() const { return config_; }
 

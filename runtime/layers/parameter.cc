@@ -48,7 +48,7 @@ void release_parameter(Parameter& p) {
   p.grad = Tensor();
 }
 
-void split_parameter(Parameter& p, int dim, int part, int parts) {
+void split_parameter(Parameter& p, int dim, int part, int parts, const std::vector<int64_t>& blocks) {
   PF_CHECK_ARG(!p.shard.split(), "parameter '", p.name, "' is already split");
   PF_CHECK_ARG(dim >= 0 && dim < static_cast<int>(p.shape.size()), "parameter '", p.name,
                "': no dimension ", dim, " to split in ", shape_to_string(p.shape));
@@ -56,7 +56,16 @@ void split_parameter(Parameter& p, int dim, int part, int parts) {
   PF_CHECK_ARG(p.shape[static_cast<size_t>(dim)] % parts == 0, "parameter '", p.name, "': dimension ", dim,
                " of ", shape_to_string(p.shape), " (", p.shape[static_cast<size_t>(dim)],
                ") is not divisible by the tensor-parallel size ", parts);
+  int64_t sum = 0;
+  for (int64_t b : blocks) {
+    PF_CHECK_ARG(b > 0 && b % parts == 0, "parameter '", p.name, "': block of ", b, " along dimension ", dim,
+                 " is not divisible by the tensor-parallel size ", parts);
+    sum += b;
+  }
+  PF_CHECK_ARG(blocks.empty() || sum == p.shape[static_cast<size_t>(dim)], "parameter '", p.name, "': blocks sum to ",
+               sum, ", not dimension ", dim, " of ", shape_to_string(p.shape));
   if (parts == 1) return;
+  p.shard.blocks = blocks;
   p.shard.dim = dim;
   p.shard.part = part;
   p.shard.parts = parts;
@@ -75,9 +84,17 @@ int64_t full_tensor_index(const Parameter& p, int64_t index) {
   for (size_t i = d + 1; i < p.shape.size(); ++i) inner *= p.shape[i];
   const int64_t extent = p.shape[d];
   const int64_t outer = index / (inner * extent);
-  const int64_t k = index / inner % extent;
+  int64_t k = index / inner % extent;
   const int64_t j = index % inner;
-  return (outer * p.shard.full[d] + p.shard.part * extent + k) * inner + j;
+  // k is in this member's slice of one block: where that slice lies in the full dimension.
+  int64_t start = 0, slice = extent;
+  for (int64_t block : p.shard.blocks) {
+    slice = block / p.shard.parts;
+    if (k < slice) break;
+    k -= slice;
+    start += block;
+  }
+  return (outer * p.shard.full[d] + start + p.shard.part * slice + k) * inner + j;
 }
 
 }  // namespace pf

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "runtime/tensor/tensor.h"
 
@@ -21,11 +22,15 @@ struct InitSpec {
 // `full` along dimension `dim`. dim -1: the whole tensor (on every member of a tensor-parallel
 // group, a replica). Initialisation draws each element from its place in the full tensor, so the
 // slices of a split model hold exactly the values of the unsplit one.
+// `blocks`: the full dimension as consecutive blocks of these extents (e.g. attention's q | k | v
+// rows), each split into `parts` slices: the parameter holds slice `part` of every block, in block
+// order. Empty: one block, the whole dimension.
 struct ParameterShard {
   int dim = -1;
   int part = 0;
   int parts = 1;
   Shape full;
+  std::vector<int64_t> blocks;
   bool split() const { return dim >= 0 && parts > 1; }
 };
 
@@ -58,10 +63,11 @@ void allocate_parameter(Parameter& parameter);
 // brings them back.
 void release_parameter(Parameter& parameter);
 
-// Makes `parameter` slice `part` of `parts` of itself along `dim` (Parameter::shard): its shape's
-// dim-th extent divided by parts (kInvalidArgument naming the parameter unless parts divides it).
+// Makes `parameter` slice `part` of `parts` of itself along `dim` (Parameter::shard; of each of
+// `blocks` when given): its shape's dim-th extent divided by parts (kInvalidArgument naming the
+// parameter unless parts divides it, and each block).
 // An allocated parameter gets new zeroed tensors of the slice's shape. Once per parameter.
-void split_parameter(Parameter& parameter, int dim, int part, int parts);
+void split_parameter(Parameter& parameter, int dim, int part, int parts, const std::vector<int64_t>& blocks = {});
 // The flat index in the full tensor of element `index` of the parameter's slice (index itself for
 // a parameter that is not split).
 int64_t full_tensor_index(const Parameter& parameter, int64_t index);

@@ -95,4 +95,12 @@ Tensor TransformerBlock::backward_input(SavedContext& ctx, const Tensor& grad_ou
 
 void TransformerBlock::backward_weight(SavedContext& ctx) { body_->backward_weight(ctx); }
 
+void TransformerBlock::split_for_tensor_parallel(const std::shared_ptr<TensorParallelGroup>& group) {
+  attn_->split_for_tensor_parallel(group);
+  fc_->choose_tensor_split(TensorSplit::kColumn);
+  proj_->choose_tensor_split(TensorSplit::kRow);
+  fc_->split_for_tensor_parallel(group);
+  proj_->split_for_tensor_parallel(group);
+}
+
 }  // namespace pf

@@ -34,6 +34,11 @@ class TransformerBlock : public Layer {
   Tensor backward_input(SavedContext& ctx, const Tensor& grad_output) override;
   void backward_weight(SavedContext& ctx) override;
 
+  // Tensor parallelism, always on for this block (Megatron's): the attention split by heads, the
+  // MLP's fc column-parallel and proj row-parallel; the LayerNorms whole. Input and output whole:
+  // two all-reduces forward (after attn.proj and mlp.proj), two backward (before attn.qkv and mlp.fc).
+  void split_for_tensor_parallel(const std::shared_ptr<TensorParallelGroup>& group) override;
+
   int64_t dim() const { return dim_; }
   int64_t heads() const { return heads_; }
   int64_t mlp_hidden() const { return mlp_hidden_; }

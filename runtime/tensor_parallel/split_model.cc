@@ -89,6 +89,11 @@ void split_model_for_tensor_parallel(Model& model, std::shared_ptr<TensorParalle
   if (!has_annotation(model)) choose_default_splits(model);
   check_chain(model);
   for (const auto& layer : model.layers()) layer->split_for_tensor_parallel(group);
+  bool split = false;
+  for (const Parameter* p : model.parameters()) split = split || p->shard.split();
+  PF_CHECK_ARG(split, "tensor parallelism: no layer of this model splits across the ", group->size(),
+               " members (what splits: transformer_block layers, linears with \"parallel\", and pairs of ",
+               "top-level linears joined by element-wise layers); every member would hold the whole model");
   // A model built without tensors (DeferParameterAllocation) gets its slices only.
   for (Parameter* p : model.parameters()) allocate_parameter(*p);
   model.set_tensor_parallel_group(std::move(group));

@@ -16,8 +16,9 @@ namespace pf {
 // left without a partner stays whole. Then checks the chain and splits: between a column split and
 // the row split that consumes its output only element-wise layers may come, a row split needs a
 // column split before it, and no column split may reach the loss; a split inside a residual or
-// sequential is refused (not yet supported). kInvalidArgument naming the layer otherwise, or when T
-// does not divide a split dimension. Call it once, before the trainer initialises the parameters;
+// sequential is refused (not yet supported). transformer_block layers split themselves (attention
+// by heads, the MLP as a column / row pair). kInvalidArgument naming the layer otherwise, when T
+// does not divide a split dimension, or when nothing in the model splits. Call it once, before the trainer initialises the parameters;
 // parameters built without tensors (DeferParameterAllocation) are allocated, a slice each for the
 // split ones, so a member never holds a whole split layer. The model remembers the group
 // (Model::tensor_parallel_group). A group of one changes nothing.

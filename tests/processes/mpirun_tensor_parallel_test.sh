@@ -46,6 +46,28 @@ assert a["losses"] == b["losses"] and a["param_checksum"] == b["param_checksum"]
 PY
 done
 
+# 1b. The GPT preset at T = 2 (the issue's command): every block's attention split by heads and its
+#     MLP as a column / row pair; the embedding, the final norm and the head whole.
+"$pipeforge" train --model gpt --steps 3 --json --quiet >"$work/seq_gpt.json" || fail "sequential gpt"
+run_mpi 2 tcp "$pipeforge" train --model gpt --tensor-parallel 2 --steps 3 --json --quiet >"$work/tp_gpt.json" \
+  2>"$work/tp_gpt.err" || { cat "$work/tp_gpt.err"; fail "mpirun -np 2 --model gpt --tensor-parallel 2"; }
+python3 - "$work" <<'PY' || fail "tensor parallel gpt: losses or memory"
+import json, sys
+seq, out = (json.load(open(f"{sys.argv[1]}/{name}.json")) for name in ("seq_gpt", "tp_gpt"))
+for a, b in zip(seq["losses"], out["losses"]):
+    assert abs(a - b) <= 1e-5 * max(1.0, abs(a)), (seq["losses"], out["losses"])
+c = out["config"]
+V, S, d, L, t = c["vocab"], c["seq_len"], c["d_model"], c["layers"], 2
+split = 3 * d * d + 3 * d + d * d + 4 * d * d + 4 * d + 4 * d * d  # qkv, attn.proj's weight, fc, mlp.proj's weight
+block_whole = 2 * d + 2 * d + d + d                               # ln1, ln2, the two projections' biases
+outside = V * d + S * d + 2 * d + d * V + V                       # embedding, positions, ln_f, head
+assert out["num_parameters"] == seq["num_parameters"] == L * (split + block_whole) + outside, out["num_parameters"]
+for m in out["process_memory"]:
+    assert m["parameter_bytes"] == 4 * (L * (split // t + block_whole) + outside), m
+print(f"gpt, T 2: losses {out['losses']} (sequential {seq['losses']}), "
+      f"{out['process_memory'][0]['parameter_bytes']} parameter bytes per process of {4 * seq['num_parameters']}")
+PY
+
 # 2. A process count that is not T, and a pipeline schedule with T > 1: clear errors, no hang.
 run_mpi 3 default "$pipeforge" train "${mlp[@]}" --tensor-parallel 2 >"$work/three.out" 2>&1 &&
   fail "3 processes for --tensor-parallel 2 succeeded"

@@ -8,6 +8,7 @@
 // tests/processes/tensor_parallel_cli_test.cc runs the same across mpirun processes.
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -69,6 +70,7 @@ std::vector<float> values_of(const Tensor& t) {
 // What one member ends with: its parameters (name -> values, in its own slice's layout), the
 // step losses, the parameter shapes and the bytes it all-reduced.
 struct MemberResult {
+  std::vector<Parameter> parameters;  // names, slice shapes and splits (no tensors)
   std::vector<std::string> names;
   std::vector<Shape> shapes;
   std::vector<std::vector<float>> values;
@@ -80,11 +82,14 @@ struct MemberResult {
 
 // Runs T members, each training its own split model for kSteps steps. `before_step(rank, world)`
 // may stand in for a member's step (a member that fails); it returns true when it did.
+using ModelFactory = std::function<std::shared_ptr<Model>()>;
+std::shared_ptr<Model> mlp() { return build_mlp(mlp_config()); }
+
 std::vector<MemberResult> run_members(int T, const std::string& reduction, const TrainerOptions& o,
-                                      const std::function<bool(int, comm::World&)>& instead_of_step = nullptr) {
+                                      const std::function<bool(int, comm::World&)>& instead_of_step = nullptr,
+                                      const ModelFactory& make_model = mlp, const std::vector<Batch>& data = batches()) {
   comm::ThreadWorld world(T);
   std::vector<MemberResult> results(static_cast<size_t>(T));
-  const std::vector<Batch> data = batches();
   std::vector<std::thread> threads;
   for (int r = 0; r < T; ++r) {
     threads.emplace_back([&, r] {
@@ -96,13 +101,16 @@ std::vector<MemberResult> run_members(int T, const std::string& reduction, const
         c.tensor_parallel_world = std::shared_ptr<comm::World>(&world.member(r), [](comm::World*) {});
         c.tensor_reduction = reduction;
         c.recv_timeout_seconds = 20;
-        std::shared_ptr<Model> model = build_mlp(mlp_config());
+        std::shared_ptr<Model> model = make_model();
         std::unique_ptr<Trainer> trainer = make_trainer(model, c);
         for (const Batch& b : data) {
           if (instead_of_step && instead_of_step(r, world.member(r))) return;
           out.losses.push_back(static_cast<float>(trainer->step(b).loss));
         }
         for (Parameter* p : model->parameters()) {
+          Parameter meta = *p;
+          meta.value = meta.grad = Tensor();
+          out.parameters.push_back(meta);
           out.names.push_back(p->name);
           out.shapes.push_back(p->shape);
           out.values.push_back(values_of(p->value));
@@ -455,6 +463,119 @@ TEST(TensorParallel, CheckpointsOfASplitModelAreRefused) {
   EXPECT_EQ(r.code, ErrorCode::kUnimplemented);
   EXPECT_NE(r.message.find("checkpoints with tensor_parallel 2 are not supported yet"), std::string::npos) << r.message;
   EXPECT_FALSE(operation_refusal(*trainer, Operation::kEvaluate).refused());
+}
+
+// ---- The GPT block: attention split by heads, the MLP as a column / row pair ----
+
+GptConfig gpt_config() {
+  GptConfig c;
+  c.vocab = 128;
+  c.seq_len = 8;
+  c.d_model = 16;
+  c.heads = 4;
+  c.layers = 2;
+  return c;
+}
+std::shared_ptr<Model> gpt() { return build_gpt(gpt_config()); }
+std::vector<Batch> gpt_batches() {
+  std::vector<Batch> b;
+  const std::string text = "tensor parallel members split the heads of every block; ";
+  for (int s = 0; s < kSteps; ++s) b.push_back(testing::text_batch(text, 4, 8, 200 + s));
+  return b;
+}
+
+// Every element of each member's slices equals the whole model's element at its place.
+void expect_slices_near(const std::vector<MemberResult>& members, const Model& whole, float tolerance) {
+  for (size_t r = 0; r < members.size(); ++r) {
+    const MemberResult& m = members[r];
+    ASSERT_EQ(m.error, "") << "member " << r;
+    ASSERT_EQ(m.parameters.size(), whole.parameters().size());
+    for (size_t i = 0; i < m.parameters.size(); ++i) {
+      const Parameter& slice = m.parameters[i];
+      const float* want = whole.parameters()[i]->value.f32();
+      for (size_t e = 0; e < m.values[i].size(); ++e)
+        ASSERT_NEAR(m.values[i][e], want[full_tensor_index(slice, static_cast<int64_t>(e))], tolerance)
+            << "member " << r << ": " << slice.name << "[" << e << "]";
+    }
+  }
+}
+
+TEST(TensorParallelGpt, StaysWithinRoundingOfTheWholeModel) {
+  const TrainerOptions o = options(OptimizerConfig::Kind::kAdamW, 1.0f);
+  std::shared_ptr<Model> whole = gpt();
+  std::vector<float> losses;
+  {
+    std::unique_ptr<Trainer> trainer = make_trainer(whole, TrainingConfig{o});
+    for (const Batch& b : gpt_batches()) losses.push_back(static_cast<float>(trainer->step(b).loss));
+  }
+  for (int T : {2, 4}) {
+    for (const char* reduction : {"allreduce", "deterministic"}) {
+      SCOPED_TRACE(std::string("T ") + std::to_string(T) + ", " + reduction);
+      const std::vector<MemberResult> members = run_members(T, reduction, o, nullptr, gpt, gpt_batches());
+      for (const MemberResult& m : members) {
+        ASSERT_EQ(m.error, "");
+        for (size_t s = 0; s < losses.size(); ++s)
+          EXPECT_NEAR(m.losses[s], losses[s], 1e-5 * std::max(1.0f, std::fabs(losses[s]))) << "step " << s;
+      }
+      expect_slices_near(members, *whole, 1e-5f);
+    }
+  }
+}
+
+TEST(TensorParallelGpt, DeterministicIsReproducibleAndSplitsAsMegatronDoes) {
+  const TrainerOptions o = options(OptimizerConfig::Kind::kSgd, 0.5f);
+  const std::vector<MemberResult> a = run_members(2, "deterministic", o, nullptr, gpt, gpt_batches());
+  const std::vector<MemberResult> b = run_members(2, "deterministic", o, nullptr, gpt, gpt_batches());
+  for (size_t r = 0; r < a.size(); ++r) {
+    ASSERT_EQ(a[r].error, "");
+    EXPECT_EQ(a[r].values, b[r].values) << "member " << r;
+    EXPECT_EQ(std::memcmp(a[r].losses.data(), b[r].losses.data(), a[r].losses.size() * sizeof(float)), 0);
+  }
+  // Member 1 of 2: qkv holds heads 2-3 of q, of k and of v (rows 8-15, 24-31, 40-47 of 48); the
+  // projections hold its heads' columns; the MLP's fc its 32 of 64 rows, proj its columns.
+  const MemberResult& m = a[1];
+  std::map<std::string, Shape> shape;
+  for (const Parameter& p : m.parameters) shape[p.name] = p.shape;
+  EXPECT_EQ(shape["blocks.0.attn.qkv.weight"], (Shape{24, 16}));
+  EXPECT_EQ(shape["blocks.0.attn.qkv.bias"], (Shape{24}));
+  EXPECT_EQ(shape["blocks.0.attn.proj.weight"], (Shape{16, 8}));
+  EXPECT_EQ(shape["blocks.0.attn.proj.bias"], (Shape{16}));
+  EXPECT_EQ(shape["blocks.0.mlp.fc.weight"], (Shape{32, 16}));
+  EXPECT_EQ(shape["blocks.0.mlp.proj.weight"], (Shape{16, 32}));
+  EXPECT_EQ(shape["blocks.0.ln1.weight"], (Shape{16}));
+  const Parameter* qkv = nullptr;
+  for (const Parameter& p : m.parameters)
+    if (p.name == "blocks.0.attn.qkv.weight") qkv = &p;
+  ASSERT_NE(qkv, nullptr);
+  EXPECT_EQ(full_tensor_index(*qkv, 0), 8 * 16);        // q row 8
+  EXPECT_EQ(full_tensor_index(*qkv, 8 * 16), 24 * 16);  // k row 24
+  EXPECT_EQ(full_tensor_index(*qkv, 16 * 16 + 3), 40 * 16 + 3);  // v row 40
+}
+
+TEST(TensorParallelGpt, RefusesHeadsThatDoNotDivideAndBlocksNotSplitYet) {
+  comm::ThreadWorld world(3);
+  GptConfig c = gpt_config();
+  c.d_model = 24;
+  c.mlp_hidden = 48;
+  std::shared_ptr<Model> model = build_gpt(c);
+  try {
+    split_alone(*model, 3, world);
+    ADD_FAILURE() << "4 heads split 3 ways";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("attention 'blocks.0.attn': 4 heads are not divisible by the "
+                                         "tensor-parallel size 3"), std::string::npos) << e.what();
+  }
+  LlamaConfig l;
+  l.heads = 4;
+  std::shared_ptr<Model> llama = build_llama(l);
+  comm::ThreadWorld two(2);
+  try {
+    split_alone(*llama, 2, two);
+    ADD_FAILURE() << "a Llama block was split";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnimplemented);
+    EXPECT_NE(std::string(e.what()).find("tensor parallelism does not split Llama blocks yet"), std::string::npos);
+  }
 }
 
 }  // namespace
