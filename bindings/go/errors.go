@@ -73,7 +73,7 @@ func errClosed(what string) error {
 // built for; every constructor then returns it.
 var abiError = call(core.CheckAbi)
 
-// Version is the version of the loaded libpipeforge.so, e.g. "0.18.0".
+// Version is the version of the loaded libpipeforge.so, e.g. "0.19.0".
 func Version() string { return core.Version() }
 
 // ABIVersion is the ABI version this package was built for; CheckABI compares it with the library's.

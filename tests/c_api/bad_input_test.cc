@@ -61,7 +61,7 @@ class TrainerTest : public ::testing::Test {
 TEST(Version, MatchesHeader) {
   EXPECT_EQ(pf_get_abi_version(), static_cast<uint32_t>(PF_ABI_VERSION));
   EXPECT_STREQ(pf_get_version_string(), PF_VERSION_STRING);
-  EXPECT_STREQ(pf_get_version_string(), "0.18.0");
+  EXPECT_STREQ(pf_get_version_string(), "0.19.0");
   EXPECT_EQ(PF_VERSION_MAJOR, 0);
   EXPECT_EQ(PF_VERSION_MINOR, 18);
   EXPECT_EQ(PF_VERSION_PATCH, 0);

@@ -288,6 +288,8 @@ TEST(ConfigKeys, EveryKeySetsItsFieldAndRefusesABadValue) {
       {"activation_budget_bytes", {"1e6", [](const TrainingConfig& c) { return c.activation_budget_bytes == 1e6; }}},
       {"offload_dir", {"/tmp/x", [](const TrainingConfig& c) { return c.offload_dir == "/tmp/x"; }}},
       {"gradient_reduction", {"deterministic", [](const TrainingConfig& c) { return c.gradient_reduction == "deterministic"; }}},
+      {"tensor_parallel", {"2", [](const TrainingConfig& c) { return c.tensor_parallel == 2; }}},
+      {"tensor_reduction", {"deterministic", [](const TrainingConfig& c) { return c.tensor_reduction == "deterministic"; }}},
       {"vertical_sync", {"true", [](const TrainingConfig& c) { return c.async.vertical_sync; }}},
       {"spectrain_version", {"2", [](const TrainingConfig& c) { return c.async.spectrain_version == 2; }}},
       {"pipemare_anneal_updates", {"7", [](const TrainingConfig& c) { return c.async.pipemare_anneal_updates == 7; }}},

@@ -348,7 +348,9 @@ bool adopt_checkpoint_model(CLI::App& train, TrainArgs& args) {
       restored[section] = header["run"][section];
     }
     if (restored.contains("trainer")) {
-      for (const char* key : {"steps", "data_parallel", "gradient_reduction", "blas_threads"}) restored["trainer"].erase(key);
+      for (const char* key : {"steps", "data_parallel", "gradient_reduction", "tensor_parallel", "tensor_reduction",
+                              "blas_threads"})
+        restored["trainer"].erase(key);
     }
     apply_object(train, args, restored, "", args.resume + ": run", Source::kPlanFile);
     return true;

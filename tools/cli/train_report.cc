@@ -158,6 +158,11 @@ void print_json_report(const TrainReport& r) {
   out["gradient_reduction"] = a.gradient_reduction;
   out["tensor_parallel"] = a.tensor_parallel;
   out["tensor_reduction"] = a.tensor_reduction;
+  if (const auto& group = r.trainer.model().tensor_parallel_group()) {
+    // What each member put into the group's all-reduces, per step of this run (evaluations included).
+    const double steps = std::max<double>(1.0, static_cast<double>(t.losses.size()));
+    out["tensor_parallel_bytes_per_step"] = static_cast<double>(group->reduced_bytes()) / steps;
+  }
   out["process_memory"] = t.memory;  // per process: its stages' parameters, gradients, optimizer state
   out["asynchronous"] = pipeline != nullptr && pipeline->plan().schedule.traits.asynchronous();
   out["local_learning"] = r.groups != nullptr || (pipeline != nullptr && pipeline->plan().schedule.traits.local_learning());

@@ -5,7 +5,7 @@
 
 DEST is a path inside the wheel (pipeforge/_core.so, pipeforge/libpipeforge.so.1, ...). The wheel
 is written to OUT_WHEEL (a fixed name, as Bazel needs) and its proper file name, e.g.
-pipeforge-0.18.0-cp311-cp311-linux_x86_64.whl (PEP 427: what pip requires), to OUT_NAME. The tag is
+pipeforge-0.19.0-cp311-cp311-linux_x86_64.whl (PEP 427: what pip requires), to OUT_NAME. The tag is
 that of the interpreter running this script, the one the extension was compiled for. Metadata come
 from pyproject.toml's [project] table (its [project.scripts] become entry_points.txt's console
 scripts, which pip installs as commands) and the version from c_api/VERSION. Files that are

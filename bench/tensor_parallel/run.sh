@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Tensor parallelism's first benchmark (issue 37, item 9): a GPT of d_model 512 trained by
+# `pipeforge train` (-c opt) in one process and as T = 2 processes (mpirun -np 2 --tensor-parallel
+# 2, loopback TCP and shared memory), each process one BLAS thread; also one process with 2 BLAS
+# threads, the same two cores used the other way. Prints one JSON object: tokens/s of each, the
+# speed-ups, the losses' largest relative difference, and the bytes each member all-reduced per
+# step against the formula: per block 2 forward and 2 backward all-reduces of [tokens, d_model]
+# floats, 4 x layers x tokens x d_model x 4 bytes.
+# Extra arguments go to every run (e.g. --steps 20). Run it on an idle machine: the figures are
+# wall-clock.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bazel build -c opt //:pipeforge >&2
+bin=$(pwd)/bazel-bin/pipeforge
+source tests/util/mpirun.sh
+work=$(mktemp -d)
+trap 'rm -rf "$work"; pf_mpi_cleanup' EXIT
+common=(train --model gpt --d-model 512 --heads 8 --layers 2 --seq-len 64 --batch-size 8 --microbatches 1
+  --steps 12 --json --quiet "$@")
+"$bin" "${common[@]}" --blas-threads 1 >"$work/one.json"
+"$bin" "${common[@]}" --blas-threads 2 >"$work/one_2threads.json"
+run_mpi 2 default "$bin" "${common[@]}" --tensor-parallel 2 >"$work/tp_shm.json"
+run_mpi 2 tcp "$bin" "${common[@]}" --tensor-parallel 2 >"$work/tp_tcp.json"
+python3 - "$work" <<'PY'
+import json, sys
+work = sys.argv[1]
+r = {name: json.load(open(f"{work}/{name}.json")) for name in ("one", "one_2threads", "tp_shm", "tp_tcp")}
+# tokens_per_s: the report's, over the whole run (what a user sees).
+c = r["one"]["config"]
+tokens = r["one"]["batch_size"] * c["seq_len"]
+formula = 4 * c["layers"] * tokens * c["d_model"] * 4  # bytes per step per member
+out = {
+    "model": {"d_model": c["d_model"], "heads": c["heads"], "layers": c["layers"], "seq_len": c["seq_len"],
+              "vocab": c["vocab"], "batch_size": r["one"]["batch_size"], "steps": r["one"]["steps_run"]},
+    "tokens_per_s": {k: v["tokens_per_s"] for k, v in r.items()},
+    "speedup_tp2_over_one_process": {k: r[k]["tokens_per_s"] / r["one"]["tokens_per_s"] for k in ("tp_shm", "tp_tcp")},
+    "speedup_tp2_over_one_process_2_blas_threads":
+        {k: r[k]["tokens_per_s"] / r["one_2threads"]["tokens_per_s"] for k in ("tp_shm", "tp_tcp")},
+    "max_relative_loss_difference": max(abs(a - b) / abs(a) for k in ("tp_shm", "tp_tcp")
+                                        for a, b in zip(r["one"]["losses"], r[k]["losses"])),
+    "tensor_parallel_bytes_per_step": {"measured": r["tp_shm"]["tensor_parallel_bytes_per_step"], "formula": formula},
+    "parameter_bytes_per_process": {"one": r["one"]["process_memory"][0]["parameter_bytes"],
+                                    "tp2": [m["parameter_bytes"] for m in r["tp_shm"]["process_memory"]]},
+}
+print(json.dumps(out))
+PY
