@@ -1,5 +1,7 @@
 #include "tools/cli/compare_command.h"
 
+#include <CLI/CLI.hpp>
+
 #include <cstdio>
 #include <fstream>
 #include <iostream>

@@ -2,7 +2,7 @@
 // comparison.h): a table on stdout (or --json), and with --html one self-contained page.
 #pragma once
 
-#include <CLI/CLI.hpp>
+#include "tools/cli/cli_fwd.h"
 #include <string>
 #include <vector>
 

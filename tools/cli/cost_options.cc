@@ -1,5 +1,7 @@
 #include "tools/cli/cost_options.h"
 
+#include <CLI/CLI.hpp>
+
 #include "tools/cli/validators.h"
 
 namespace pf::cli {

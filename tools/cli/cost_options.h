@@ -2,7 +2,7 @@
 // --t-w, --t-comm) and the memory (--m-b, --m-w).
 #pragma once
 
-#include <CLI/CLI.hpp>
+#include "tools/cli/cli_fwd.h"
 
 #include "runtime/schedules/schedule_request.h"
 

@@ -1,5 +1,7 @@
 #include "tools/cli/eval_command.h"
 
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>

@@ -10,7 +10,7 @@
 // images (a folder's test_batch.bin, or every record of one file), --batch-size images a pass.
 #pragma once
 
-#include <CLI/CLI.hpp>
+#include "tools/cli/cli_fwd.h"
 #include <string>
 
 #include "tools/cli/train_command.h"

@@ -1,5 +1,7 @@
 #include "tools/cli/export_command.h"
 
+#include <CLI/CLI.hpp>
+
 #include <iostream>
 #include <memory>
 

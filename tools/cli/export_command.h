@@ -5,7 +5,7 @@
 // the model options' initial weights (--seed). docs/CLI.md, "export".
 #pragma once
 
-#include <CLI/CLI.hpp>
+#include "tools/cli/cli_fwd.h"
 #include <string>
 
 #include "tools/cli/train_command.h"

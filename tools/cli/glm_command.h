@@ -2,7 +2,7 @@
 // libsvm-format file by dual coordinate descent: sequential, asynchronous or SySCD (runtime/glm).
 #pragma once
 
-#include <CLI/CLI.hpp>
+#include "tools/cli/cli_fwd.h"
 #include <cstdint>
 #include <string>
 

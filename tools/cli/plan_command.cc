@@ -1,5 +1,7 @@
 #include "tools/cli/plan_command.h"
 
+#include <CLI/CLI.hpp>
+
 #include "tools/cli/launch_line.h"
 
 #include <algorithm>

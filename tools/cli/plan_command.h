@@ -5,7 +5,7 @@
 // --plan plan.json` runs as is, and an SVG of step time against peak memory (docs/PLANNING.md).
 #pragma once
 
-#include <CLI/CLI.hpp>
+#include "tools/cli/cli_fwd.h"
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -1,5 +1,7 @@
 #include "tools/cli/predict_command.h"
 
+#include <CLI/CLI.hpp>
+
 #include <cstdio>
 #include <iostream>
 

@@ -3,7 +3,7 @@
 // docs/PREDICT.md): a short report, or one JSON object with --json.
 #pragma once
 
-#include <CLI/CLI.hpp>
+#include "tools/cli/cli_fwd.h"
 #include <string>
 
 #include "runtime/gpu_model/gpt_step.h"

@@ -1,5 +1,7 @@
 #include "tools/cli/process_probe.h"
 
+#include <CLI/CLI.hpp>
+
 #include "tools/cli/launch_line.h"
 
 #include <sys/stat.h>

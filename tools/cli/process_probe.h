@@ -5,7 +5,7 @@
 // the cluster keeps no process links and the plan says why.
 #pragma once
 
-#include <CLI/CLI.hpp>
+#include "tools/cli/cli_fwd.h"
 #include <string>
 #include <vector>
 

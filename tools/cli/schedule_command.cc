@@ -1,5 +1,7 @@
 #include "tools/cli/schedule_command.h"
 
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>

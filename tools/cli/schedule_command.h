@@ -3,7 +3,7 @@
 // idle time and peak activations per rank, with optional Chrome-trace and SVG timelines.
 #pragma once
 
-#include <CLI/CLI.hpp>
+#include "tools/cli/cli_fwd.h"
 #include <string>
 
 #include "runtime/schedules/schedule_request.h"

@@ -2,7 +2,7 @@
 // rates × repeats) as packed networks (runtime/sweep) and prints them ranked by held-out loss.
 #pragma once
 
-#include <CLI/CLI.hpp>
+#include "tools/cli/cli_fwd.h"
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -7,7 +7,7 @@
 
 #include <utility>
 
-#include <CLI/CLI.hpp>
+#include "tools/cli/cli_fwd.h"
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>

@@ -1,5 +1,7 @@
 #include "tools/cli/train_config.h"
 
+#include <CLI/CLI.hpp>
+
 #include "runtime/checkpoint/sharded_checkpoint.h"
 #include "runtime/run/checkpoint_series.h"
 

@@ -8,7 +8,7 @@
 // did you mean 'trainer.steps'?"). model.json holds a model inline (the C API's model JSON).
 #pragma once
 
-#include <CLI/CLI.hpp>
+#include "tools/cli/cli_fwd.h"
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
