@@ -22,6 +22,7 @@
 
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/checkpoint_file.h"
+#include "runtime/checkpoint/tensor_parallel_checkpoint.h"
 #include "runtime/comm/world.h"
 #include "runtime/core/error.h"
 #include "runtime/core/json_text.h"
@@ -312,6 +313,7 @@ void refuse(const Trainer& trainer, bool loading, const std::string& path) {
 
 void save_trainer_checkpoint(Trainer& trainer, const std::string& path) {
   refuse(trainer, false, path);
+  if (trainer.model().tensor_parallel_group()) return save_tensor_parallel_checkpoint(trainer, path);
   if (const std::optional<ProcessGroups> groups = sharded(trainer)) save_shards(trainer, *groups, path);
   else save_checkpoint(trainer, path);
 }
@@ -324,6 +326,11 @@ nlohmann::json checkpoint_header(const std::string& path) {
 
 void load_trainer_checkpoint(Trainer& trainer, const std::string& path) {
   refuse(trainer, true, path);
+  if (trainer.model().tensor_parallel_group()) {
+    PF_CHECK_ARG(!is_directory(path), "checkpoint '", path, "': a folder of pipeline shards does not load into a ",
+                 "tensor-parallel trainer yet (save it as one file from one process, then resume from that)");
+    return load_tensor_parallel_checkpoint(trainer, path);
+  }
   const std::optional<ProcessGroups> t = sharded(trainer);
   const std::vector<Parameter*> wanted = trainer.local_parameters();
   if (is_directory(path)) {

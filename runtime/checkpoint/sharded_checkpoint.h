@@ -1,6 +1,8 @@
 // Checkpoints of a trainer in one process or spread over processes (docs/CHECKPOINTS.md).
 //
 // One process (SequentialTrainer, PipelineTrainer on threads): one file, save_checkpoint's.
+// A tensor-parallel member (the model split over a group): the whole model's one file, written by
+// member 0 from every member's slices (tensor_parallel_checkpoint.h).
 // One process per rank (PipelineTrainer with a World): a folder, written collectively:
 //   <folder>/step-<step>.rank-<r>.<save>.pfck  one shard per pipeline rank (<save>: 16 hex digits,
 //                                       new for every save): that rank's parameters and

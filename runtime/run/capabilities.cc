@@ -327,13 +327,6 @@ void add_tensor_parallel_rules(std::vector<Capability>& t) {
       [tp](const Facts& f, const Names& n) {
         return tp(f, n) + " runs on the CPU only so far, not on " + f.first_cuda_device;
       }));
-  t.push_back(rule(
-      "tensor-parallel-checkpoint", Operation::kCheckpoint, {"tensor_parallel"},
-      "checkpoints of a tensor-parallel model", later, split,
-      [tp](const Facts& f, const Names& n) {
-        return "checkpoints with " + tp(f, n) + " are not supported yet (each member holds 1/" +
-               std::to_string(f.tensor_parallel) + " of the split layers; saving them as one model is not written)";
-      }));
 }
 
 // Asynchronous and local-learning schedules.

@@ -63,7 +63,7 @@ TEST(Version, MatchesHeader) {
   EXPECT_STREQ(pf_get_version_string(), PF_VERSION_STRING);
   EXPECT_STREQ(pf_get_version_string(), "0.19.0");
   EXPECT_EQ(PF_VERSION_MAJOR, 0);
-  EXPECT_EQ(PF_VERSION_MINOR, 18);
+  EXPECT_EQ(PF_VERSION_MINOR, 19);
   EXPECT_EQ(PF_VERSION_PATCH, 0);
   EXPECT_EQ(PF_ABI_VERSION, 1);
 }

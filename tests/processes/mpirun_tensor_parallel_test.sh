@@ -9,16 +9,16 @@ set -uo pipefail
 source "$(dirname "$0")/cli_checks.sh"
 
 # An MLP 16 -> 32 -> 32 -> 10: fc0 column-parallel, fc1 row-parallel, the head whole.
-mlp=(--model mlp --features 16 --hidden 32 --classes 10 --batch-size 16 --microbatches 2 --steps 4 --clip-norm 0.5
+mlp=(--model mlp --features 16 --hidden 32 --classes 10 --batch-size 16 --microbatches 2 --clip-norm 0.5
   --json --quiet)
 
 # 1. T = 2 and 4 (allreduce), T = 2 twice (deterministic), against the sequential run; AdamW and SGD.
 for optimizer in adamw sgd; do
-  "$pipeforge" train "${mlp[@]}" --optimizer "$optimizer" >"$work/seq_$optimizer.json" || fail "sequential mlp ($optimizer)"
+  "$pipeforge" train "${mlp[@]}" --steps 4 --optimizer "$optimizer" >"$work/seq_$optimizer.json" || fail "sequential mlp ($optimizer)"
   for run in "2 allreduce" "4 allreduce" "2 deterministic" "2 deterministic again"; do
     read -r t reduction again <<<"$run"
     out="$work/tp${t}_${reduction}${again:+_again}_$optimizer.json"
-    run_mpi "$t" tcp "$pipeforge" train "${mlp[@]}" --optimizer "$optimizer" --tensor-parallel "$t" \
+    run_mpi "$t" tcp "$pipeforge" train "${mlp[@]}" --steps 4 --optimizer "$optimizer" --tensor-parallel "$t" \
       --tensor-reduction "$reduction" >"$out" 2>"$out.err" || { cat "$out.err"; fail "mpirun -np $t --tensor-parallel $t"; }
   done
   python3 - "$work" "$optimizer" <<'PY' || fail "tensor parallel ($optimizer): losses or memory"
@@ -68,12 +68,34 @@ print(f"gpt, T 2: losses {out['losses']} (sequential {seq['losses']}), "
       f"{out['process_memory'][0]['parameter_bytes']} parameter bytes per process of {4 * seq['num_parameters']}")
 PY
 
+# 1c. A checkpoint saved at T = 2 is the whole model's file: it resumes in one process (the model
+#     and its options from the checkpoint) where the uninterrupted run goes on, and at T = 2.
+"$pipeforge" train "${mlp[@]}" --steps 4 >"$work/seq4.json" || fail "sequential mlp, 4 steps"
+run_mpi 2 default "$pipeforge" train "${mlp[@]}" --steps 2 --tensor-parallel 2 --checkpoint "$work/tp.pfck" \
+  >"$work/tp_ck.json" 2>"$work/tp_ck.err" || { cat "$work/tp_ck.err"; fail "mpirun -np 2 --tensor-parallel 2 --checkpoint"; }
+"$pipeforge" train --resume "$work/tp.pfck" --steps 2 --json --quiet >"$work/resumed1.json" 2>"$work/resumed1.err" ||
+  { cat "$work/resumed1.err"; fail "--resume of a T = 2 checkpoint in one process"; }
+run_mpi 2 default "$pipeforge" train --resume "$work/tp.pfck" --steps 2 --tensor-parallel 2 --json --quiet \
+  >"$work/resumed2.json" 2>"$work/resumed2.err" || { cat "$work/resumed2.err"; fail "--resume of a T = 2 checkpoint at T = 2"; }
+python3 - "$work" <<'PY' || fail "a T = 2 checkpoint did not resume where the run goes on"
+import json, sys
+load = lambda name: json.load(open(f"{sys.argv[1]}/{name}.json"))
+seq, one, two = load("seq4"), load("resumed1"), load("resumed2")
+print("steps 3-4: uninterrupted", seq["losses"][2:], "resumed in one process", one["losses"],
+      "resumed at T = 2", two["losses"])
+for resumed in (one, two):
+    assert len(resumed["losses"]) == 2, resumed["losses"]
+    for a, b in zip(seq["losses"][2:], resumed["losses"]):
+        assert abs(a - b) <= 1e-5 * max(1.0, abs(a)), (seq["losses"], resumed["losses"])
+assert one["num_parameters"] == seq["num_parameters"]
+PY
+
 # 2. A process count that is not T, and a pipeline schedule with T > 1: clear errors, no hang.
-run_mpi 3 default "$pipeforge" train "${mlp[@]}" --tensor-parallel 2 >"$work/three.out" 2>&1 &&
+run_mpi 3 default "$pipeforge" train "${mlp[@]}" --steps 1 --tensor-parallel 2 >"$work/three.out" 2>&1 &&
   fail "3 processes for --tensor-parallel 2 succeeded"
 grep -q "tensor-parallel 2 needs 2 processes under mpirun (3 processes)" "$work/three.out" ||
   { cat "$work/three.out"; fail "no message for 3 processes / --tensor-parallel 2"; }
-run_mpi 4 default "$pipeforge" train "${mlp[@]}" --tensor-parallel 2 --schedule 1f1b --stages 2 >"$work/pp.out" 2>&1 &&
+run_mpi 4 default "$pipeforge" train "${mlp[@]}" --steps 1 --tensor-parallel 2 --schedule 1f1b --stages 2 >"$work/pp.out" 2>&1 &&
   fail "--tensor-parallel 2 with a schedule succeeded"
 grep -q -- "--tensor-parallel 2 with a pipeline schedule is not supported yet" "$work/pp.out" ||
   { cat "$work/pp.out"; fail "no message for --tensor-parallel with --schedule"; }

@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/comm/thread_world.h"
+#include "runtime/checkpoint/sharded_checkpoint.h"
 #include "runtime/core/error.h"
 #include "runtime/kernels/cpu/blas.h"
 #include "runtime/kernels/cpu/rows.h"
@@ -453,16 +454,94 @@ TEST(TensorParallel, RefusesWhatIsNotSupportedYetNamingTheOption) {
   EXPECT_NE(refusal([](TrainingConfig& c) { c.tensor_reduction = "fast"; }).find("unknown reduction 'fast'"), std::string::npos);
 }
 
-TEST(TensorParallel, CheckpointsOfASplitModelAreRefused) {
-  comm::ThreadWorld world(2);
+// Runs `body(rank, member world)` on T threads, each a member of one ThreadWorld; an exception
+// aborts the member (so no other waits forever) and is rethrown here.
+void in_members(int T, const std::function<void(int, const std::shared_ptr<comm::World>&)>& body) {
+  comm::ThreadWorld world(T);
+  std::vector<std::string> errors(static_cast<size_t>(T));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < T; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        body(r, std::shared_ptr<comm::World>(&world.member(r), [](comm::World*) {}));
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+        world.member(r).abort(e.what());
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < T; ++r) ASSERT_EQ(errors[static_cast<size_t>(r)], "") << "member " << r;
+}
+
+std::unique_ptr<Trainer> member_trainer(std::shared_ptr<Model> model, const TrainerOptions& o, int T,
+                                        const std::shared_ptr<comm::World>& world) {
   TrainingConfig c;
-  c.tensor_parallel = 2;
-  c.tensor_parallel_world = std::shared_ptr<comm::World>(&world.member(0), [](comm::World*) {});
-  std::unique_ptr<Trainer> trainer = make_trainer(build_mlp(mlp_config()), c);
-  const Refusal r = operation_refusal(*trainer, Operation::kCheckpoint);
-  EXPECT_EQ(r.code, ErrorCode::kUnimplemented);
-  EXPECT_NE(r.message.find("checkpoints with tensor_parallel 2 are not supported yet"), std::string::npos) << r.message;
-  EXPECT_FALSE(operation_refusal(*trainer, Operation::kEvaluate).refused());
+  c.base = o;
+  c.tensor_parallel = T;
+  c.tensor_parallel_world = world;
+  c.tensor_reduction = "deterministic";
+  c.recv_timeout_seconds = 20;
+  return make_trainer(std::move(model), c);
+}
+
+// A checkpoint saved by 2 members is the whole model's: it resumes in one process, at T = 4 and
+// at T = 2, each with the saved values bit for bit; at T = 2 (deterministic) the resumed run is
+// bitwise the run that never stopped, in one process within rounding of it.
+TEST(TensorParallel, ACheckpointSavedSplitResumesAtAnyT) {
+  const TrainerOptions o = options(OptimizerConfig::Kind::kAdamW, 0.05f);
+  const std::vector<Batch> data = batches();
+  const std::string path = ::testing::TempDir() + "/tp_checkpoint.pfck";
+  std::vector<std::vector<float>> uninterrupted(2);  // member r's values after all steps
+  float last_loss = 0;
+  in_members(2, [&](int r, const std::shared_ptr<comm::World>& world) {
+    std::shared_ptr<Model> model = mlp();
+    std::unique_ptr<Trainer> trainer = member_trainer(model, o, 2, world);
+    trainer->step(data[0]);
+    trainer->step(data[1]);
+    save_trainer_checkpoint(*trainer, path);
+    const float loss = static_cast<float>(trainer->step(data[2]).loss);
+    if (r == 0) last_loss = loss;
+    for (Parameter* p : model->parameters()) {
+      const std::vector<float> v = values_of(p->value);
+      uninterrupted[static_cast<size_t>(r)].insert(uninterrupted[static_cast<size_t>(r)].end(), v.begin(), v.end());
+    }
+  });
+  // One process: the whole model, its optimizer state and progress.
+  std::shared_ptr<Model> whole = mlp();
+  std::unique_ptr<Trainer> one = make_trainer(whole, TrainingConfig{o});
+  load_trainer_checkpoint(*one, path);
+  EXPECT_EQ(one->metrics().step, 2);
+  EXPECT_EQ(one->optimizer().steps_taken(), 2);
+  EXPECT_EQ(one->optimizer().state().size(), 2 * whole->parameters().size());  // exp_avg, exp_avg_sq
+  std::vector<std::vector<float>> saved;
+  for (Parameter* p : whole->parameters()) saved.push_back(values_of(p->value));
+  EXPECT_NEAR(one->step(data[2]).loss, last_loss, 1e-5);
+  // T = 4 and T = 2: every member's slices are the saved values at their places, bit for bit.
+  for (int T : {4, 2}) {
+    in_members(T, [&](int r, const std::shared_ptr<comm::World>& world) {
+      std::shared_ptr<Model> model = mlp();
+      std::unique_ptr<Trainer> trainer = member_trainer(model, o, T, world);
+      load_trainer_checkpoint(*trainer, path);
+      for (size_t i = 0; i < model->parameters().size(); ++i) {
+        const Parameter& p = *model->parameters()[i];
+        for (int64_t e = 0; e < p.value.numel(); ++e)
+          ASSERT_EQ(p.value.f32()[e], saved[i][static_cast<size_t>(full_tensor_index(p, e))])
+              << "T " << T << " member " << r << " " << p.name << "[" << e << "]";
+        const Tensor& m = trainer->optimizer().state().at(p.name + "/exp_avg");
+        ASSERT_EQ(m.shape(), p.shape) << p.name;
+      }
+      EXPECT_EQ(trainer->metrics().step, 2);
+      trainer->step(data[2]);
+      if (T != 2) return;
+      std::vector<float> values;
+      for (Parameter* p : model->parameters()) {
+        const std::vector<float> v = values_of(p->value);
+        values.insert(values.end(), v.begin(), v.end());
+      }
+      EXPECT_EQ(values, uninterrupted[static_cast<size_t>(r)]) << "member " << r << ": resumed != uninterrupted";
+    });
+  }
 }
 
 // ---- The GPT block: attention split by heads, the MLP as a column / row pair ----
