@@ -65,6 +65,9 @@ void print_run_start(const TrainArgs& a, const Trainer& trainer, const std::stri
             << " parameters, " << a.steps << " steps of " << a.batch_size << " rows in " << a.micro_batches
             << " micro-batch(es)"
             << (a.data_parallel > 1 ? " per replica, " + std::to_string(a.data_parallel) + " replicas" : "")
+            << (a.tensor_parallel > 1 ? ", split over " + std::to_string(a.tensor_parallel) +
+                                            " tensor-parallel processes"
+                                      : "")
             << (resumed_from.empty() ? ""
                                      : ", resumed from " + resumed_from + " at step " +
                                            std::to_string(trainer.metrics().step))
@@ -251,7 +254,9 @@ void print_summary(const TrainReport& r) {
   std::printf("final loss %.6f (step %lld: %.6f) after %lld steps, %s tokens/s\n", t.losses.back(),
               static_cast<long long>(t.first_step + 1), t.losses.front(),
               static_cast<long long>(r.trainer.metrics().step), ProgressBar::format_rate(t.tokens_per_s()).c_str());
-  std::printf("parameter checksum (sha256): %s\n", t.checksum.c_str());
+  // A tensor-parallel member's checksum is of its own slices (--checkpoint writes the whole model).
+  std::printf("parameter checksum (sha256)%s: %s\n",
+              r.trainer.model().tensor_parallel_group() ? " of tensor-parallel rank 0's slices" : "", t.checksum.c_str());
   if (r.pipeline) print_pipeline_summary(r);
   if (r.groups) print_neuron_group_summary(r);
   if (r.world) {
