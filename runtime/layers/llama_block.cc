@@ -30,15 +30,17 @@ LlamaBlock::LlamaBlock(std::string name, const LlamaBlockConfig& config) : Layer
   const std::string attn_residual = join_name(n, "attn_residual");
   const std::string mlp_residual = join_name(n, "mlp_residual");
   const std::string mlp = join_name(n, "mlp");
+  auto attn = std::make_unique<CausalSelfAttention>(join_name(n, "attn"), config_.dim, config_.heads, 0.02f, attention);
+  auto gate_up = std::make_unique<Linear>(join_name(mlp, "gate_up"), config_.dim, 2 * config_.mlp_hidden, false);
+  auto down = std::make_unique<Linear>(join_name(mlp, "down"), config_.mlp_hidden, config_.dim, false);
+  attn_ = attn.get();
+  gate_up_ = gate_up.get();
+  down_ = down.get();
   auto attn_body = make_sequential(
       join_name(attn_residual, "body"),
-      layer_list(std::make_unique<RMSNorm>(join_name(n, "attn_norm"), config_.dim, config_.norm_eps),
-                 std::make_unique<CausalSelfAttention>(join_name(n, "attn"), config_.dim, config_.heads, 0.02f,
-                                                       attention)));
+      layer_list(std::make_unique<RMSNorm>(join_name(n, "attn_norm"), config_.dim, config_.norm_eps), std::move(attn)));
   auto mlp_layers = make_sequential(
-      mlp, layer_list(std::make_unique<Linear>(join_name(mlp, "gate_up"), config_.dim, 2 * config_.mlp_hidden, false),
-                      std::make_unique<SwiGLU>(join_name(mlp, "act")),
-                      std::make_unique<Linear>(join_name(mlp, "down"), config_.mlp_hidden, config_.dim, false)));
+      mlp, layer_list(std::move(gate_up), std::make_unique<SwiGLU>(join_name(mlp, "act")), std::move(down)));
   auto mlp_body = make_sequential(
       join_name(mlp_residual, "body"),
       layer_list(std::make_unique<RMSNorm>(join_name(n, "mlp_norm"), config_.dim, config_.norm_eps),
@@ -74,9 +76,14 @@ Tensor LlamaBlock::backward_input(SavedContext& ctx, const Tensor& grad_output) 
 void LlamaBlock::backward_weight(SavedContext& ctx) { body_->backward_weight(ctx); }
 
 void LlamaBlock::split_for_tensor_parallel(const std::shared_ptr<TensorParallelGroup>& group) {
-  if (group == nullptr || group->size() == 1) return;
-  fail(ErrorCode::kUnimplemented, "llama_block '", name(), "': tensor parallelism does not split Llama blocks yet ",
-       "(the GPT transformer_block and linears split)");
+  attn_->split_for_tensor_parallel(group);
+  // gate_up's output is [gate | up]: each member takes its slice of both halves, so SwiGLU pairs
+  // the same columns; down is row-parallel over them.
+  gate_up_->choose_tensor_split(TensorSplit::kColumn);
+  gate_up_->set_output_blocks({config_.mlp_hidden, config_.mlp_hidden});
+  down_->choose_tensor_split(TensorSplit::kRow);
+  gate_up_->split_for_tensor_parallel(group);
+  down_->split_for_tensor_parallel(group);
 }
 
 }  // namespace pf

@@ -12,6 +12,9 @@
 
 namespace pf {
 
+class CausalSelfAttention;
+class Linear;
+
 struct LlamaBlockConfig {
   int64_t dim = 0, heads = 0;
   int64_t kv_heads = 0;  // 0: heads
@@ -34,7 +37,10 @@ class LlamaBlock : public Layer {
   Tensor forward(const Tensor& input, SavedContext& ctx) override;
   Tensor backward_input(SavedContext& ctx, const Tensor& grad_output) override;
   void backward_weight(SavedContext& ctx) override;
-  // Not split yet: kUnimplemented naming the block (a whole copy per member would be no split).
+  // Tensor parallelism (Megatron's split, as transformer_block): the attention by whole query and
+  // key/value heads, the MLP's gate_up column-parallel (each member its slice of the gate half and
+  // of the up half) and down row-parallel; the RMSNorms whole. heads, kv_heads and mlp_hidden
+  // must divide by T (kInvalidArgument naming the numbers).
   void split_for_tensor_parallel(const std::shared_ptr<TensorParallelGroup>& group) override;
 
   const LlamaBlockConfig& block_config() const { return config_; }
@@ -42,6 +48,10 @@ class LlamaBlock : public Layer {
  private:
   LlamaBlockConfig config_;
   std::unique_ptr<Sequential> body_;  // [Residual(attn_norm, attn), Residual(mlp_norm, mlp)]
+  // Inside body_, for split_for_tensor_parallel.
+  CausalSelfAttention* attn_ = nullptr;
+  Linear* gate_up_ = nullptr;
+  Linear* down_ = nullptr;
 };
 
 }  // namespace pf

@@ -631,7 +631,7 @@ TEST(TensorParallelGpt, DeterministicIsReproducibleAndSplitsAsMegatronDoes) {
   EXPECT_EQ(full_tensor_index(*qkv, 16 * 16 + 3), 40 * 16 + 3);  // v row 40
 }
 
-TEST(TensorParallelGpt, RefusesHeadsThatDoNotDivideAndBlocksNotSplitYet) {
+TEST(TensorParallelGpt, RefusesHeadsThatDoNotDivide) {
   comm::ThreadWorld world(3);
   GptConfig c = gpt_config();
   c.d_model = 24;
@@ -644,17 +644,41 @@ TEST(TensorParallelGpt, RefusesHeadsThatDoNotDivideAndBlocksNotSplitYet) {
     EXPECT_NE(std::string(e.what()).find("attention 'blocks.0.attn': 4 heads are not divisible by the "
                                          "tensor-parallel size 3"), std::string::npos) << e.what();
   }
-  LlamaConfig l;
-  l.heads = 4;
-  std::shared_ptr<Model> llama = build_llama(l);
-  comm::ThreadWorld two(2);
-  try {
-    split_alone(*llama, 2, two);
-    ADD_FAILURE() << "a Llama block was split";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kUnimplemented);
-    EXPECT_NE(std::string(e.what()).find("tensor parallelism does not split Llama blocks yet"), std::string::npos);
+}
+
+// The Llama block: grouped-query attention (4 heads, 2 key/value heads) with rotary positions, the
+// SwiGLU MLP's gate_up split per half, no biases; T = 2 within rounding of the whole model.
+TEST(TensorParallelLlama, StaysWithinRoundingOfTheWholeModel) {
+  const auto llama = [] {
+    LlamaConfig c;
+    c.vocab = 128;
+    c.seq_len = 8;
+    c.d_model = 16;
+    c.heads = 4;
+    c.kv_heads = 2;
+    c.layers = 2;
+    c.mlp_hidden = 24;
+    return std::shared_ptr<Model>(build_llama(c));
+  };
+  const TrainerOptions o = options(OptimizerConfig::Kind::kAdamW, 1.0f);
+  std::shared_ptr<Model> whole = llama();
+  std::vector<float> losses;
+  {
+    std::unique_ptr<Trainer> trainer = make_trainer(whole, TrainingConfig{o});
+    for (const Batch& b : gpt_batches()) losses.push_back(static_cast<float>(trainer->step(b).loss));
   }
+  const std::vector<MemberResult> members = run_members(2, "allreduce", o, nullptr, llama, gpt_batches());
+  for (const MemberResult& m : members) {
+    ASSERT_EQ(m.error, "");
+    for (size_t s = 0; s < losses.size(); ++s)
+      EXPECT_NEAR(m.losses[s], losses[s], 1e-5 * std::max(1.0f, std::fabs(losses[s]))) << "step " << s;
+  }
+  expect_slices_near(members, *whole, 1e-5f);
+  std::map<std::string, Shape> shape;
+  for (const Parameter& p : members[1].parameters) shape[p.name] = p.shape;
+  EXPECT_EQ(shape["blocks.0.attn.qkv.weight"], (Shape{(2 + 2 * 1) * 4, 16}));  // 2 query heads, 1 kv head of 4
+  EXPECT_EQ(shape["blocks.0.mlp.gate_up.weight"], (Shape{24, 16}));
+  EXPECT_EQ(shape["blocks.0.mlp.down.weight"], (Shape{16, 12}));
 }
 
 }  // namespace
