@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "runtime/checkpoint/checkpoint.h"
-#include "runtime/comm/world.h"
 #include "runtime/core/error.h"
 #include "runtime/models/builders.h"
+#include "runtime/optim/optimizer.h"
 #include "runtime/tensor/memory_tracker.h"
 #include "runtime/tensor_parallel/group.h"
 #include "runtime/train/sequential_trainer.h"
@@ -52,7 +52,7 @@ void gather_into(TensorParallelGroup& group, const Parameter& mine, const Tensor
     return;
   }
   const size_t bytes = static_cast<size_t>(slice.nbytes());
-  const std::vector<char> all = group.world().all_gather(slice.data<char>(), bytes, 600.0);
+  const std::vector<char> all = group.all_gather(slice.data<char>(), bytes, "checkpoint: gathering '" + mine.name + "'");
   float* out = whole.f32();
   for (int r = 0; r < group.size(); ++r) {
     const Parameter member = slice_of_member(mine, r);
@@ -75,7 +75,7 @@ void take_slice(const Parameter& mine, const Tensor& whole, Tensor& slice) {
 // Every member learns whether member 0's write went through; the others throw naming it.
 void agree_on_write(TensorParallelGroup& group, std::exception_ptr error, const std::string& path) {
   const char ok = error ? 0 : 1;
-  const std::vector<char> all = group.world().all_gather(&ok, 1, 600.0);
+  const std::vector<char> all = group.all_gather(&ok, 1, "checkpoint '" + path + "': agreeing on the write");
   if (error) std::rethrow_exception(error);
   if (!all[0])
     fail(ErrorCode::kIoError, "checkpoint '", path, "': tensor parallel rank 0 failed to write it (its own error "
@@ -91,16 +91,18 @@ void save_tensor_parallel_checkpoint(Trainer& trainer, const std::string& path) 
   const std::vector<Parameter*>& all = whole->model().parameters();
   auto& state = trainer.optimizer().state();
   auto& whole_state = whole->optimizer().state();
+  const std::vector<std::string>& slots = optimizer_slot_names(trainer.optimizer().config().kind);
   for (size_t i = 0; i < mine.size(); ++i) {
     PF_INTERNAL_CHECK(mine[i]->name == all[i]->name, "parameter ", i, " is '", mine[i]->name, "' split, '",
                       all[i]->name, "' whole");
     gather_into(group, *mine[i], mine[i]->value, all[i]->value);
-    // The optimizer state slots of this parameter, in the optimizer's (sorted) order on every member.
-    for (const auto& [key, slot] : state) {
-      if (key.compare(0, mine[i]->name.size() + 1, mine[i]->name + "/") != 0) continue;
+    // The optimizer state slots this parameter has, in the same order on every member.
+    for (const std::string& slot : slots) {
+      const auto it = state.find(mine[i]->name + "/" + slot);
+      if (it == state.end()) continue;
       Tensor whole_slot = Tensor::zeros(all[i]->shape);
-      gather_into(group, *mine[i], slot, whole_slot);
-      whole_state[key] = whole_slot;
+      gather_into(group, *mine[i], it->second, whole_slot);
+      whole_state[it->first] = whole_slot;
     }
   }
   whole->optimizer().set_steps_taken(trainer.optimizer().steps_taken());
@@ -123,15 +125,18 @@ void load_tensor_parallel_checkpoint(Trainer& trainer, const std::string& path) 
   const std::vector<Parameter*>& mine = trainer.model().parameters();
   const std::vector<Parameter*>& all = whole->model().parameters();
   auto& state = trainer.optimizer().state();
+  const auto& whole_state = whole->optimizer().state();
+  const std::vector<std::string>& slots = optimizer_slot_names(trainer.optimizer().config().kind);
   state.clear();
   for (size_t i = 0; i < mine.size(); ++i) {
     take_slice(*mine[i], all[i]->value, mine[i]->value);
-    for (const auto& [key, slot] : whole->optimizer().state()) {
-      if (key.compare(0, all[i]->name.size() + 1, all[i]->name + "/") != 0) continue;
+    for (const std::string& slot : slots) {
+      const auto it = whole_state.find(all[i]->name + "/" + slot);
+      if (it == whole_state.end()) continue;
       MemoryCategoryScope scope(MemoryCategory::kOptimizerState);
       Tensor my_slot = Tensor::zeros(mine[i]->shape);
-      take_slice(*mine[i], slot, my_slot);
-      state[key] = my_slot;
+      take_slice(*mine[i], it->second, my_slot);
+      state[it->first] = my_slot;
     }
   }
   trainer.optimizer().set_steps_taken(whole->optimizer().steps_taken());

@@ -139,11 +139,7 @@ void CausalSelfAttention::split_for_tensor_parallel(const std::shared_ptr<Tensor
   // qkv: column-parallel over whole heads (this member's query, key and value heads); the output
   // projection: row-parallel over the same heads' columns.
   const int64_t kv_dim = kv_heads_ * head_dim_;
-  qkv_->choose_tensor_split(TensorSplit::kColumn);
-  qkv_->set_output_blocks({q_dim_, kv_dim, kv_dim});
-  qkv_->split_for_tensor_parallel(group);
-  proj_->choose_tensor_split(TensorSplit::kRow);
-  proj_->split_for_tensor_parallel(group);
+  split_column_row_pair(*qkv_, *proj_, group, {q_dim_, kv_dim, kv_dim});
   heads_ /= t;
   kv_heads_ /= t;
   q_dim_ /= t;

@@ -70,6 +70,15 @@ void Linear::split_for_tensor_parallel(const std::shared_ptr<TensorParallelGroup
   group_ = group;
 }
 
+void split_column_row_pair(Linear& column, Linear& row, const std::shared_ptr<TensorParallelGroup>& group,
+                           std::vector<int64_t> column_blocks) {
+  column.choose_tensor_split(TensorSplit::kColumn);
+  if (!column_blocks.empty()) column.set_output_blocks(std::move(column_blocks));
+  row.choose_tensor_split(TensorSplit::kRow);
+  column.split_for_tensor_parallel(group);
+  row.split_for_tensor_parallel(group);
+}
+
 std::vector<Parameter*> Linear::parameters() {
   if (has_bias_) return {&weight_, &bias_};
   return {&weight_};

@@ -68,4 +68,9 @@ class Linear : public Layer {
   Parameter weight_, bias_;
 };
 
+// Megatron's pair inside a block: `column` column-parallel (1/T of each of `column_blocks`, or of
+// its whole output), `row` row-parallel over the same features; both split across `group`.
+void split_column_row_pair(Linear& column, Linear& row, const std::shared_ptr<TensorParallelGroup>& group,
+                           std::vector<int64_t> column_blocks = {});
+
 }  // namespace pf

@@ -79,11 +79,7 @@ void LlamaBlock::split_for_tensor_parallel(const std::shared_ptr<TensorParallelG
   attn_->split_for_tensor_parallel(group);
   // gate_up's output is [gate | up]: each member takes its slice of both halves, so SwiGLU pairs
   // the same columns; down is row-parallel over them.
-  gate_up_->choose_tensor_split(TensorSplit::kColumn);
-  gate_up_->set_output_blocks({config_.mlp_hidden, config_.mlp_hidden});
-  down_->choose_tensor_split(TensorSplit::kRow);
-  gate_up_->split_for_tensor_parallel(group);
-  down_->split_for_tensor_parallel(group);
+  split_column_row_pair(*gate_up_, *down_, group, {config_.mlp_hidden, config_.mlp_hidden});
 }
 
 }  // namespace pf

@@ -97,10 +97,7 @@ void TransformerBlock::backward_weight(SavedContext& ctx) { body_->backward_weig
 
 void TransformerBlock::split_for_tensor_parallel(const std::shared_ptr<TensorParallelGroup>& group) {
   attn_->split_for_tensor_parallel(group);
-  fc_->choose_tensor_split(TensorSplit::kColumn);
-  proj_->choose_tensor_split(TensorSplit::kRow);
-  fc_->split_for_tensor_parallel(group);
-  proj_->split_for_tensor_parallel(group);
+  split_column_row_pair(*fc_, *proj_, group);
 }
 
 }  // namespace pf

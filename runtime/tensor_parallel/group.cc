@@ -30,10 +30,6 @@ TensorReduction parse_tensor_reduction(const std::string& text) {
        "' (known: allreduce, deterministic)");
 }
 
-const char* tensor_reduction_name(TensorReduction reduction) {
-  return reduction == TensorReduction::kDeterministic ? "deterministic" : "allreduce";
-}
-
 TensorParallelGroup::TensorParallelGroup(std::shared_ptr<comm::World> world, TensorReduction reduction,
                                          double timeout_seconds)
     : world_(std::move(world)), reduction_(reduction), timeout_seconds_(timeout_seconds) {
@@ -44,41 +40,45 @@ TensorParallelGroup::TensorParallelGroup(std::shared_ptr<comm::World> world, Ten
   size_ = world_->size();
 }
 
-void TensorParallelGroup::all_reduce_sum(float* data, int64_t count, const std::string& what) {
-  PF_CHECK_ARG(count >= 0 && (data != nullptr || count == 0), "tensor parallel ", what, ": bad buffer");
-  reduced_bytes_ += count * static_cast<int64_t>(sizeof(float));
-  reductions_ += 1;
-  if (size_ == 1 || count == 0) return;
+template <typename Collective>
+auto TensorParallelGroup::naming_errors(const std::string& what, Collective&& collective) -> decltype(collective()) {
   try {
-    if (reduction_ == TensorReduction::kAllReduce) {
-      world_->all_reduce_sum(data, static_cast<size_t>(count), timeout_seconds_);
-      return;
-    }
-    const size_t bytes = static_cast<size_t>(count) * sizeof(float);
-    const std::vector<char> all = world_->all_gather(data, bytes, timeout_seconds_);
-    std::memcpy(data, all.data(), bytes);
-    for (int r = 1; r < size_; ++r) {
-      const float* part = reinterpret_cast<const float*>(all.data() + static_cast<size_t>(r) * bytes);
-      for (int64_t i = 0; i < count; ++i) data[i] += part[i];
-    }
+    return collective();
   } catch (const Error& e) {
     throw Error(e.code(), "tensor parallel rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ", " +
                               what + ": " + e.what());
   }
 }
 
+void TensorParallelGroup::all_reduce_sum(float* data, int64_t count, const std::string& what) {
+  PF_CHECK_ARG(count >= 0 && (data != nullptr || count == 0), "tensor parallel ", what, ": bad buffer");
+  reduced_bytes_ += count * static_cast<int64_t>(sizeof(float));
+  if (size_ == 1 || count == 0) return;
+  if (reduction_ == TensorReduction::kAllReduce) {
+    naming_errors(what, [&] { world_->all_reduce_sum(data, static_cast<size_t>(count), timeout_seconds_); });
+    return;
+  }
+  const size_t bytes = static_cast<size_t>(count) * sizeof(float);
+  const std::vector<char> all = all_gather(data, bytes, what);
+  std::memcpy(data, all.data(), bytes);
+  for (int r = 1; r < size_; ++r) {
+    const float* part = reinterpret_cast<const float*>(all.data() + static_cast<size_t>(r) * bytes);
+    for (int64_t i = 0; i < count; ++i) data[i] += part[i];
+  }
+}
+
+std::vector<char> TensorParallelGroup::all_gather(const void* data, size_t bytes, const std::string& what) {
+  return naming_errors(what, [&] { return world_->all_gather(data, bytes, timeout_seconds_); });
+}
+
 std::vector<double> TensorParallelGroup::sum_in_rank_order(const std::vector<double>& mine, const std::string& what) {
   if (size_ == 1 || mine.empty()) return mine;
-  try {
-    const std::vector<double> all = comm::all_gather_doubles(*world_, mine, timeout_seconds_);
-    std::vector<double> sums(mine.size(), 0.0);
-    for (int r = 0; r < size_; ++r)
-      for (size_t i = 0; i < mine.size(); ++i) sums[i] += all[static_cast<size_t>(r) * mine.size() + i];
-    return sums;
-  } catch (const Error& e) {
-    throw Error(e.code(), "tensor parallel rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ", " +
-                              what + ": " + e.what());
-  }
+  const std::vector<double> all =
+      naming_errors(what, [&] { return comm::all_gather_doubles(*world_, mine, timeout_seconds_); });
+  std::vector<double> sums(mine.size(), 0.0);
+  for (int r = 0; r < size_; ++r)
+    for (size_t i = 0; i < mine.size(); ++i) sums[i] += all[static_cast<size_t>(r) * mine.size() + i];
+  return sums;
 }
 
 }  // namespace pf

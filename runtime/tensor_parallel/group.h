@@ -10,6 +10,7 @@
 //   same partial products and adds them in that order (tests/tensor_parallel checks it).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -33,7 +34,6 @@ const char* tensor_split_name(TensorSplit split);  // "none", "column", "row"
 enum class TensorReduction { kAllReduce, kDeterministic };
 // "allreduce" or "deterministic"; kInvalidArgument naming the option otherwise.
 TensorReduction parse_tensor_reduction(const std::string& text);
-const char* tensor_reduction_name(TensorReduction reduction);
 
 class TensorParallelGroup {
  public:
@@ -44,7 +44,6 @@ class TensorParallelGroup {
   int rank() const { return rank_; }
   int size() const { return size_; }
   TensorReduction reduction() const { return reduction_; }
-  comm::World& world() const { return *world_; }
 
   // Element-wise sum of every member's `count` floats, into `data` on every member. `what` names
   // the reduction in errors ("linear 'fc1' forward").
@@ -56,15 +55,21 @@ class TensorParallelGroup {
   // Payload bytes this member has put into all-reduces since it was made (count x 4 per call): a
   // ring all-reduce moves 2 (T - 1) / T of them over each member's link.
   int64_t reduced_bytes() const { return reduced_bytes_; }
-  int64_t reductions() const { return reductions_; }
+
+  // Every member's `bytes` bytes, member r's at r * bytes, the same on every member (checkpoints
+  // gather the slices with it).
+  std::vector<char> all_gather(const void* data, size_t bytes, const std::string& what);
 
  private:
+  // Runs `collective` (a call on world_); an error it throws comes back naming this member and `what`.
+  template <typename Collective>
+  auto naming_errors(const std::string& what, Collective&& collective) -> decltype(collective());
+
   std::shared_ptr<comm::World> world_;
   TensorReduction reduction_;
   double timeout_seconds_;
   int rank_ = 0, size_ = 1;
   int64_t reduced_bytes_ = 0;
-  int64_t reductions_ = 0;
 };
 
 }  // namespace pf

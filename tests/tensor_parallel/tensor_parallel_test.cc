@@ -86,45 +86,69 @@ struct MemberResult {
 using ModelFactory = std::function<std::shared_ptr<Model>()>;
 std::shared_ptr<Model> mlp() { return build_mlp(mlp_config()); }
 
-std::vector<MemberResult> run_members(int T, const std::string& reduction, const TrainerOptions& o,
-                                      const std::function<bool(int, comm::World&)>& instead_of_step = nullptr,
-                                      const ModelFactory& make_model = mlp, const std::vector<Batch>& data = batches()) {
+// Runs `body(rank, member world)` on T threads, each a member of one ThreadWorld. A member whose
+// body throws aborts the world (so no other waits forever). Returns each member's error ("" if none).
+using MemberBody = std::function<void(int, const std::shared_ptr<comm::World>&)>;
+std::vector<std::string> on_members(int T, const MemberBody& body) {
   comm::ThreadWorld world(T);
-  std::vector<MemberResult> results(static_cast<size_t>(T));
+  std::vector<std::string> errors(static_cast<size_t>(T));
   std::vector<std::thread> threads;
   for (int r = 0; r < T; ++r) {
     threads.emplace_back([&, r] {
-      MemberResult& out = results[static_cast<size_t>(r)];
       try {
-        TrainingConfig c;
-        c.base = o;
-        c.tensor_parallel = T;
-        c.tensor_parallel_world = std::shared_ptr<comm::World>(&world.member(r), [](comm::World*) {});
-        c.tensor_reduction = reduction;
-        c.recv_timeout_seconds = 20;
-        std::shared_ptr<Model> model = make_model();
-        std::unique_ptr<Trainer> trainer = make_trainer(model, c);
-        for (const Batch& b : data) {
-          if (instead_of_step && instead_of_step(r, world.member(r))) return;
-          out.losses.push_back(static_cast<float>(trainer->step(b).loss));
-        }
-        for (Parameter* p : model->parameters()) {
-          Parameter meta = *p;
-          meta.value = meta.grad = Tensor();
-          out.parameters.push_back(meta);
-          out.names.push_back(p->name);
-          out.shapes.push_back(p->shape);
-          out.values.push_back(values_of(p->value));
-        }
-        out.parameter_elements = model->num_parameter_elements();
-        out.reduced_bytes = model->tensor_parallel_group()->reduced_bytes();
-      } catch (const Error& e) {
-        out.error = e.what();
+        body(r, std::shared_ptr<comm::World>(&world.member(r), [](comm::World*) {}));
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
         world.member(r).abort(e.what());
       }
     });
   }
   for (std::thread& t : threads) t.join();
+  return errors;
+}
+
+// The same, failing the test when a member failed.
+void in_members(int T, const MemberBody& body) {
+  const std::vector<std::string> errors = on_members(T, body);
+  for (int r = 0; r < T; ++r) ASSERT_EQ(errors[static_cast<size_t>(r)], "") << "member " << r;
+}
+
+std::unique_ptr<Trainer> member_trainer(std::shared_ptr<Model> model, const TrainerOptions& o, int T,
+                                        const std::shared_ptr<comm::World>& world,
+                                        const std::string& reduction = "deterministic") {
+  TrainingConfig c;
+  c.base = o;
+  c.tensor_parallel = T;
+  c.tensor_parallel_world = world;
+  c.tensor_reduction = reduction;
+  c.recv_timeout_seconds = 20;
+  return make_trainer(std::move(model), c);
+}
+
+std::vector<MemberResult> run_members(int T, const std::string& reduction, const TrainerOptions& o,
+                                      const std::function<bool(int, comm::World&)>& instead_of_step = nullptr,
+                                      const ModelFactory& make_model = mlp, const std::vector<Batch>& data = batches()) {
+  std::vector<MemberResult> results(static_cast<size_t>(T));
+  const std::vector<std::string> errors = on_members(T, [&](int r, const std::shared_ptr<comm::World>& world) {
+    MemberResult& out = results[static_cast<size_t>(r)];
+    std::shared_ptr<Model> model = make_model();
+    std::unique_ptr<Trainer> trainer = member_trainer(model, o, T, world, reduction);
+    for (const Batch& b : data) {
+      if (instead_of_step && instead_of_step(r, *world)) return;
+      out.losses.push_back(static_cast<float>(trainer->step(b).loss));
+    }
+    for (Parameter* p : model->parameters()) {
+      Parameter meta = *p;
+      meta.value = meta.grad = Tensor();
+      out.parameters.push_back(meta);
+      out.names.push_back(p->name);
+      out.shapes.push_back(p->shape);
+      out.values.push_back(values_of(p->value));
+    }
+    out.parameter_elements = model->num_parameter_elements();
+    out.reduced_bytes = model->tensor_parallel_group()->reduced_bytes();
+  });
+  for (int r = 0; r < T; ++r) results[static_cast<size_t>(r)].error = errors[static_cast<size_t>(r)];
   return results;
 }
 
@@ -452,37 +476,6 @@ TEST(TensorParallel, RefusesWhatIsNotSupportedYetNamingTheOption) {
   EXPECT_NE(refusal([](TrainingConfig& c) { c.tensor_parallel_world = nullptr; }).find("tensor_parallel 2 needs its group of 2 members"), std::string::npos);
   EXPECT_NE(refusal([](TrainingConfig& c) { c.tensor_parallel = 3; }).find("tensor_parallel_world has 2 members for tensor_parallel 3"), std::string::npos);
   EXPECT_NE(refusal([](TrainingConfig& c) { c.tensor_reduction = "fast"; }).find("unknown reduction 'fast'"), std::string::npos);
-}
-
-// Runs `body(rank, member world)` on T threads, each a member of one ThreadWorld; an exception
-// aborts the member (so no other waits forever) and is rethrown here.
-void in_members(int T, const std::function<void(int, const std::shared_ptr<comm::World>&)>& body) {
-  comm::ThreadWorld world(T);
-  std::vector<std::string> errors(static_cast<size_t>(T));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < T; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        body(r, std::shared_ptr<comm::World>(&world.member(r), [](comm::World*) {}));
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-        world.member(r).abort(e.what());
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  for (int r = 0; r < T; ++r) ASSERT_EQ(errors[static_cast<size_t>(r)], "") << "member " << r;
-}
-
-std::unique_ptr<Trainer> member_trainer(std::shared_ptr<Model> model, const TrainerOptions& o, int T,
-                                        const std::shared_ptr<comm::World>& world) {
-  TrainingConfig c;
-  c.base = o;
-  c.tensor_parallel = T;
-  c.tensor_parallel_world = world;
-  c.tensor_reduction = "deterministic";
-  c.recv_timeout_seconds = 20;
-  return make_trainer(std::move(model), c);
 }
 
 // A checkpoint saved by 2 members is the whole model's: it resumes in one process, at T = 4 and

@@ -177,10 +177,10 @@ void check_process_args(const TrainArgs& a, const comm::World& world) {
   if (a.tensor_parallel > 1) {
     // The sequential trainer in every process, each a member of one tensor-parallel group (with a
     // schedule or replicas the capability table refuses the run, naming the option).
+    const std::string needed = std::to_string(a.tensor_parallel * a.stages * a.data_parallel);
     if (world.size() != a.tensor_parallel * a.stages * a.data_parallel)
-      usage_error("--tensor-parallel " + std::to_string(a.tensor_parallel) + " needs " +
-                  std::to_string(a.tensor_parallel * a.stages * a.data_parallel) + " processes" + where +
-                  " (T x P x D: launch mpirun -np " + std::to_string(a.tensor_parallel * a.stages * a.data_parallel) + ")");
+      usage_error("--tensor-parallel " + std::to_string(a.tensor_parallel) + " needs " + needed + " processes" + where +
+                  " (T x P x D: launch mpirun -np " + needed + ")");
   } else if (a.schedule.empty() && a.schedule_file.empty()) {
     usage_error("--schedule or --schedule-file is needed" + where + ": each process runs one rank of it");
   }
