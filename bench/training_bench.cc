@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <iostream>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/comm/mpi_process.h"
 #include "runtime/comm/mpi_world.h"
 #include "runtime/core/error.h"

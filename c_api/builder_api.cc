@@ -2,6 +2,8 @@
 // pf::build_model_from_json, the same path as pf_model_create_from_json.
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "c_api/guard.h"
 #include "c_api/handles.h"
 #include "runtime/core/json_text.h"

@@ -7,6 +7,8 @@
 #include <string>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 #include "c_api/guard.h"
 #include "c_api/struct_io.h"
 #include "runtime/core/error.h"

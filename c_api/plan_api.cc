@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "c_api/guard.h"
 #include "c_api/handles.h"
 #include "c_api/struct_io.h"

@@ -13,6 +13,8 @@
 #include <vector>
 #include <string_view>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/checkpoint/checkpoint_file.h"
 #include "runtime/core/checked_math.h"
 #include "runtime/core/error.h"

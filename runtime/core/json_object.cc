@@ -1,5 +1,7 @@
 #include "runtime/core/json_object.h"
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/core/error.h"
 #include "runtime/core/json_text.h"
 

@@ -1,5 +1,7 @@
 #include "runtime/core/json_text.h"
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/core/limits.h"
 
 namespace pf {

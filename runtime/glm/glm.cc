@@ -10,6 +10,8 @@
 #include <random>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/core/error.h"
 #include "runtime/core/limits.h"
 #include "runtime/core/suggest.h"

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "runtime/gpu_model/gpt_step.h"
 #include "runtime/gpu_model/gpu_system.h"

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "runtime/gpu_model/collectives.h"
 #include "runtime/gpu_model/gpu_system.h"

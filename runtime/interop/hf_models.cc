@@ -9,6 +9,8 @@
 #include <memory>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/checkpoint/safetensors.h"
 #include "runtime/core/error.h"
 #include "runtime/core/input_file.h"

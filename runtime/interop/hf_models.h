@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "runtime/layers/parameter.h"
 #include "runtime/models/model.h"

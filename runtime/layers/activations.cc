@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/core/error.h"
 #include "runtime/kernels/cpu/fast_math.h"
 #include "runtime/kernels/cpu/gelu.h"

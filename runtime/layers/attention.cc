@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/core/error.h"
 #include "runtime/kernels/cpu/flash_attention.h"
 #include "runtime/layers/cuda_dispatch.h"

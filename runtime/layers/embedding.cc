@@ -1,5 +1,7 @@
 #include "runtime/layers/embedding.h"
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/core/error.h"
 #include "runtime/layers/cuda_dispatch.h"
 

@@ -5,6 +5,8 @@
 #include <limits>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/core/control_characters.h"
 #include "runtime/core/error.h"
 #include "runtime/core/json_text.h"

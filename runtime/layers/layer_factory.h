@@ -32,7 +32,7 @@
 #include <memory>
 #include <string>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "runtime/layers/layer.h"
 #include "runtime/layers/loss.h"

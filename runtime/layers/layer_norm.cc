@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/core/error.h"
 #include "runtime/kernels/cpu/layer_norm.h"
 #include "runtime/layers/cuda_dispatch.h"

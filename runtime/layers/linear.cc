@@ -1,5 +1,7 @@
 #include "runtime/layers/linear.h"
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/core/error.h"
 #include "runtime/kernels/cpu/blas.h"
 #include "runtime/kernels/cpu/rows.h"

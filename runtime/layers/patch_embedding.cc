@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/core/error.h"
 #include "runtime/core/limits.h"
 #include "runtime/kernels/cpu/blas.h"

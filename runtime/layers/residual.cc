@@ -1,5 +1,7 @@
 #include "runtime/layers/residual.h"
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/core/error.h"
 #include "runtime/layers/cuda_dispatch.h"
 #include "runtime/layers/sequential.h"

@@ -1,5 +1,7 @@
 #include "runtime/layers/sequential.h"
 
+#include <nlohmann/json.hpp>
+
 namespace pf {
 
 Sequential::Sequential(std::string name, std::vector<std::unique_ptr<Layer>> layers)

@@ -1,5 +1,7 @@
 #include "runtime/layers/transformer_block.h"
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/core/error.h"
 #include "runtime/layers/activations.h"
 #include "runtime/layers/attention.h"

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/core/error.h"
 
 namespace pf {

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/core/error.h"
 #include "runtime/layers/cross_entropy.h"
 #include "runtime/layers/layer_factory.h"

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/comm/world.h"
 #include "runtime/core/error.h"
 #include "runtime/planner/repartition.h"

@@ -7,6 +7,8 @@
 #include <numeric>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/core/checked_math.h"
 #include "runtime/core/error.h"
 #include "runtime/core/json_object.h"

@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/models/model.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/train/batch.h"

@@ -2,7 +2,7 @@
 // stdout, stderr and exit code.
 #pragma once
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 
 namespace pftest {

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/layers/parameter.h"
 #include "runtime/models/builders.h"
 #include "runtime/train/sequential_trainer.h"

@@ -13,6 +13,8 @@
 #include <string>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "tests/fuzz/fuzz_support.h"
 #include "tools/cli/train_command.h"
 #include "tools/cli/train_config.h"

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/layers/activations.h"
 #include "runtime/layers/attention.h"
 #include "runtime/layers/cross_entropy.h"

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/core/error.h"
 #include "runtime/execution/pipeline_trainer.h"
 #include "runtime/interop/hf_models.h"

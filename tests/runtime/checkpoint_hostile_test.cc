@@ -15,6 +15,8 @@
 #include <functional>
 #include <iterator>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/parameter_checksum.h"
 #include "runtime/core/error.h"

@@ -12,6 +12,8 @@
 #include <fstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/core/error.h"
 
 namespace pf {

@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/core/limits.h"
 #include "runtime/layers/parameter.h"
 #include "runtime/models/builders.h"

@@ -13,6 +13,8 @@
 #include <memory>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/core/error.h"
 #include "runtime/kernels/cpu/fast_math.h"
 #include "runtime/models/builders.h"

@@ -16,6 +16,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/comm/thread_world.h"
 #include "runtime/checkpoint/sharded_checkpoint.h"
 #include "runtime/core/error.h"

@@ -9,7 +9,6 @@
 
 #include "tools/cli/cli_fwd.h"
 #include <cstdint>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 

@@ -2,6 +2,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/checkpoint/sharded_checkpoint.h"
 #include "runtime/run/checkpoint_series.h"
 

@@ -9,7 +9,7 @@
 #pragma once
 
 #include "tools/cli/cli_fwd.h"
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <iostream>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/execution/partition.h"
 #include "tools/cli/progress.h"
 #include "tools/cli/train_setup.h"

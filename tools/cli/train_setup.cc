@@ -5,6 +5,8 @@
 #include <iostream>
 #include <system_error>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/checkpoint/sharded_checkpoint.h"
 #include "runtime/core/error.h"
 #include "runtime/core/input_file.h"
