@@ -41,11 +41,6 @@ T read_pod(const std::string& in, size_t offset) {
   return value;
 }
 
-struct Entry {
-  std::string name;
-  const Tensor* tensor;
-};
-
 // The tensor entries of a checkpoint header, checked against the model and the optimizer kind.
 struct Span {
   uint64_t offset = 0;
@@ -141,8 +136,8 @@ Entries read_entries(const HeaderReader& reader, const nlohmann::json& header, c
       auto it = by_name.find(param);
       PF_CHECK_ARG(it != by_name.end(), "checkpoint '", path, "': parameter '", param,
                    "' does not exist in this model");
-      PF_CHECK_ARG(it->second->shape == shape, "checkpoint '", path, "': parameter '", param, "' has shape ",
-                   shape_to_string(shape), ", the model expects ", shape_to_string(it->second->shape));
+      PF_CHECK_ARG(whole_shape(*it->second) == shape, "checkpoint '", path, "': parameter '", param, "' has shape ",
+                   shape_to_string(shape), ", the model expects ", shape_to_string(whole_shape(*it->second)));
       if (!entries.params.emplace(param, span).second) reader.malformed(entry, "appears twice");
     } else if (name.rfind("optim/", 0) == 0) {
       const std::string key = name.substr(6);
@@ -152,7 +147,7 @@ Entries read_entries(const HeaderReader& reader, const nlohmann::json& header, c
       if (std::find(slot_names.begin(), slot_names.end(), slot) == slot_names.end()) reader.malformed(entry, "'" + slot + "' is not a state slot of this optimizer");
       auto it = by_name.find(param);
       if (it == by_name.end()) reader.malformed(entry, "state of a parameter the model does not have");
-      if (it->second->shape != shape) reader.malformed(entry, "shape differs from its parameter's");
+      if (whole_shape(*it->second) != shape) reader.malformed(entry, "shape differs from its parameter's");
       if (!entries.slots.emplace(key, std::make_pair(it->second, span)).second) {
         reader.malformed(entry, "appears twice");
       }
@@ -177,21 +172,29 @@ void check_finite(const char* data, size_t bytes, const std::string& entry, cons
 
 }  // namespace
 
-std::string encode_checkpoint(const Trainer& trainer, const std::vector<Parameter*>& params, const std::string& path) {
-  PF_CHECK_ARG(!path.empty(), "checkpoint path is empty");
-  std::vector<Entry> entries;
-  for (Parameter* p : params) entries.push_back({"param/" + p->name, &p->value});
+std::vector<CheckpointEntry> checkpoint_entries(const Trainer& trainer, const std::vector<Parameter*>& params) {
+  std::vector<CheckpointEntry> entries;
+  for (Parameter* p : params) entries.push_back({"param/" + p->name, &p->value, p});
   const std::vector<std::string>& slot_names = optimizer_slot_names(trainer.optimizer().config().kind);
   for (Parameter* p : params) {
     for (const std::string& slot : slot_names) {
       auto it = trainer.optimizer().state().find(p->name + "/" + slot);
-      if (it != trainer.optimizer().state().end()) entries.push_back({"optim/" + it->first, &it->second});
+      if (it != trainer.optimizer().state().end()) entries.push_back({"optim/" + it->first, &it->second, p});
     }
   }
+  return entries;
+}
 
+std::string encode_checkpoint(const Trainer& trainer, const std::vector<Parameter*>& params, const std::string& path) {
+  return encode_checkpoint_entries(trainer, checkpoint_entries(trainer, params), path);
+}
+
+std::string encode_checkpoint_entries(const Trainer& trainer, const std::vector<CheckpointEntry>& entries,
+                                      const std::string& path) {
+  PF_CHECK_ARG(!path.empty(), "checkpoint path is empty");
   nlohmann::json tensors = nlohmann::json::array();
   uint64_t offset = 0;
-  for (const Entry& e : entries) {
+  for (const CheckpointEntry& e : entries) {
     tensors.push_back({{"name", e.name},
                        {"dtype", dtype_name(e.tensor->dtype())},
                        {"shape", e.tensor->shape()},
@@ -216,7 +219,7 @@ std::string encode_checkpoint(const Trainer& trainer, const std::vector<Paramete
   append_pod<uint64_t>(&bytes, header_text.size());
   bytes += header_text;
   bytes.reserve(bytes.size() + offset + kDigestBytes);
-  for (const Entry& e : entries) {
+  for (const CheckpointEntry& e : entries) {
     const size_t at = bytes.size();
     bytes.resize(at + e.tensor->nbytes());
     // Device tensors are copied to the host through the device hook (waits for the device).
@@ -322,15 +325,24 @@ void apply_checkpoint_images(Trainer& trainer, const std::vector<const Checkpoin
     Parameter* p = wanted[i];
     const CheckpointImage& image = *source[i];
     const Span& span = image.entries.params.at(p->name);
+    const char* data = image.bytes.data() + image.data_start;
+    // A tensor-parallel member (a CPU parameter) takes its slice of the whole tensor.
+    auto slice_into = [p](const char* whole, Tensor& out) {
+      std::vector<float> floats(static_cast<size_t>(shape_numel(whole_shape(*p))));
+      std::memcpy(floats.data(), whole, floats.size() * sizeof(float));
+      take_slice(*p, floats.data(), out.f32());
+    };
     // Into device parameters through the device hook; optimizer state stays on the host until the
     // optimizer moves it to its parameter's device.
-    copy_bytes(p->value.data<char>(), p->value.device(), image.bytes.data() + image.data_start + span.offset,
-               Device::cpu(), span.bytes, "load_checkpoint");
+    if (p->shard.split()) slice_into(data + span.offset, p->value);
+    else copy_bytes(p->value.data<char>(), p->value.device(), data + span.offset, Device::cpu(), span.bytes,
+                    "load_checkpoint");
     MemoryCategoryScope scope(MemoryCategory::kOptimizerState);
     for (const auto& [key, slot] : image.entries.slots) {
       if (slot.first != p) continue;
       Tensor t = Tensor::empty(p->shape);
-      std::memcpy(t.data<char>(), image.bytes.data() + image.data_start + slot.second.offset, slot.second.bytes);
+      if (p->shard.split()) slice_into(data + slot.second.offset, t);
+      else std::memcpy(t.data<char>(), data + slot.second.offset, slot.second.bytes);
       state.emplace(key, t);
     }
   }

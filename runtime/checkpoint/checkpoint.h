@@ -53,6 +53,19 @@ nlohmann::json read_checkpoint_header(const std::string& path);
 // The checkpoint file of `params` (and their optimizer state) with the trainer's step and data
 // position; `path` names it in messages (kFailedPrecondition for NaN or infinite values).
 std::string encode_checkpoint(const Trainer& trainer, const std::vector<Parameter*>& params, const std::string& path);
+// One tensor of a checkpoint file: "param/<name>" or "optim/<name>/<slot>", its value and the
+// parameter it belongs to. A file always holds whole tensors (a split parameter's whole_shape).
+struct CheckpointEntry {
+  std::string name;
+  const Tensor* tensor;
+  const Parameter* parameter;
+};
+// What encode_checkpoint writes for `params`: their values, then their optimizer slots.
+std::vector<CheckpointEntry> checkpoint_entries(const Trainer& trainer, const std::vector<Parameter*>& params);
+// The checkpoint file of these entries (the tensors as given) with the trainer's step, data
+// position, optimizer and model description.
+std::string encode_checkpoint_entries(const Trainer& trainer, const std::vector<CheckpointEntry>& entries,
+                                      const std::string& path);
 // A checkpoint file read and checked as load_checkpoint checks it (every entry a parameter of the
 // trainer's model or a state slot of its optimizer), whatever subset of the parameters it holds.
 struct CheckpointImage;

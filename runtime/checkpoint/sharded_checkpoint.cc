@@ -67,19 +67,21 @@ std::optional<ProcessGroups> sharded(const Trainer& trainer) {
 }
 
 
-// Every process of the pipeline group and of the data-parallel group learns whether all got
-// through `what`; when one did not, every process throws: the failed one its own error, the
-// others `code` naming the failed rank.
+// Every process of the grid learns whether all got through `what`: one round along each axis
+// (pipeline, data-parallel, tensor-parallel), each process passing on what it has learnt, so a
+// failure anywhere reaches every process. When one failed, every process throws: the failed one
+// its own error, the others `code` naming the first failed peer they heard of.
 void agree(const ProcessGroups& t, std::exception_ptr mine, ErrorCode code, const std::string& what) {
   const double timeout = t.timeout_seconds;
   std::string failed;
-  for (comm::World* group : {t.pipeline, t.data_parallel}) {
+  for (comm::World* group : {t.pipeline, t.data_parallel, t.tensor_parallel}) {
     if (!group) continue;
-    const char ok = mine ? 0 : 1;
+    const char ok = mine || !failed.empty() ? 0 : 1;
     const std::vector<char> all = group->all_gather(&ok, 1, timeout);
     for (size_t r = 0; r < all.size(); ++r)
       if (!all[r] && failed.empty())
-        failed = (group == t.pipeline ? "rank " : "replica ") + std::to_string(r);
+        failed = (group == t.pipeline ? "rank " : group == t.data_parallel ? "replica " : "tensor parallel rank ") +
+                 std::to_string(r);
   }
   if (mine) std::rethrow_exception(mine);
   if (!failed.empty()) fail(code, what, ": ", failed, " failed (its own error says why)");
@@ -109,7 +111,10 @@ void remove_unnamed_shards(const std::string& folder, const std::vector<std::str
 void save_shards(Trainer& t, const ProcessGroups& groups, const std::string& folder) {
   const double timeout = groups.timeout_seconds;
   comm::World& pipeline = *groups.pipeline;
-  const bool writer = !groups.data_parallel || groups.data_parallel->rank() == 0;
+  // Replica 0 writes (the replicas are equal); of a split model, tensor-parallel rank 0 writes the
+  // whole tensors it gathered from its group.
+  const bool writer = (!groups.data_parallel || groups.data_parallel->rank() == 0) &&
+                      (!groups.tensor_parallel || groups.tensor_parallel->rank() == 0);
   const int rank = pipeline.rank();
   const std::vector<Parameter*> local = t.local_parameters();
   const int64_t step = t.metrics().step;
@@ -127,7 +132,13 @@ void save_shards(Trainer& t, const ProcessGroups& groups, const std::string& fol
   } abandon;
   nlohmann::json shard;
   std::exception_ptr error;
-  if (writer) {
+  WholeEntries whole;
+  try {
+    if (const auto& group = t.model().tensor_parallel_group()) whole = gather_whole_entries(t, local, *group);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (writer && !error) {
     try {
       struct stat st;
       if (::lstat(folder.c_str(), &st) == 0) {
@@ -136,7 +147,8 @@ void save_shards(Trainer& t, const ProcessGroups& groups, const std::string& fol
       } else if (::mkdir(folder.c_str(), 0755) != 0 && errno != EEXIST) {
         fail(ErrorCode::kIoError, "checkpoint '", folder, "': cannot create the folder: ", std::strerror(errno));
       }
-      const std::string bytes = encode_checkpoint(t, local, folder + "/" + file);
+      const std::string bytes = whole.entries.empty() ? encode_checkpoint(t, local, folder + "/" + file)
+                                                      : encode_checkpoint_entries(t, whole.entries, folder + "/" + file);
       write_checkpoint_file(folder + "/" + file, bytes);
       abandon.path = folder + "/" + file;
       nlohmann::json names = nlohmann::json::array();
@@ -313,8 +325,8 @@ void refuse(const Trainer& trainer, bool loading, const std::string& path) {
 
 void save_trainer_checkpoint(Trainer& trainer, const std::string& path) {
   refuse(trainer, false, path);
-  if (trainer.model().tensor_parallel_group()) return save_tensor_parallel_checkpoint(trainer, path);
   if (const std::optional<ProcessGroups> groups = sharded(trainer)) save_shards(trainer, *groups, path);
+  else if (trainer.model().tensor_parallel_group()) save_tensor_parallel_checkpoint(trainer, path);
   else save_checkpoint(trainer, path);
 }
 
@@ -326,11 +338,6 @@ nlohmann::json checkpoint_header(const std::string& path) {
 
 void load_trainer_checkpoint(Trainer& trainer, const std::string& path) {
   refuse(trainer, true, path);
-  if (trainer.model().tensor_parallel_group()) {
-    PF_CHECK_ARG(!is_directory(path), "checkpoint '", path, "': a folder of pipeline shards does not load into a ",
-                 "tensor-parallel trainer yet (save it as one file from one process, then resume from that)");
-    return load_tensor_parallel_checkpoint(trainer, path);
-  }
   const std::optional<ProcessGroups> t = sharded(trainer);
   const std::vector<Parameter*> wanted = trainer.local_parameters();
   if (is_directory(path)) {

@@ -1,13 +1,14 @@
 // Checkpoints of a trainer in one process or spread over processes (docs/CHECKPOINTS.md).
 //
 // One process (SequentialTrainer, PipelineTrainer on threads): one file, save_checkpoint's.
-// A tensor-parallel member (the model split over a group): the whole model's one file, written by
-// member 0 from every member's slices (tensor_parallel_checkpoint.h).
+// A model split over a tensor-parallel group: files hold whole tensors, gathered from the members
+// (tensor_parallel_checkpoint.h); member 0 writes them, and a loading member takes its slices.
 // One process per rank (PipelineTrainer with a World): a folder, written collectively:
 //   <folder>/step-<step>.rank-<r>.<save>.pfck  one shard per pipeline rank (<save>: 16 hex digits,
 //                                       new for every save): that rank's parameters and
 //                                       optimizer state in the single-file format (replica 0 of a
-//                                       data-parallel run writes them; the replicas are equal)
+//                                       data-parallel run writes them; the replicas are equal;
+//                                       tensor-parallel rank 0 the whole tensors of its group)
 //   <folder>/manifest.json              written last by rank 0 (atomic rename): the step, data
 //                                       position and each shard's file, SHA-256 and parameters.
 // The manifest makes the checkpoint complete: every save writes new shard files and publishes them

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "runtime/models/builders.h"
+#include "runtime/tensor_parallel/split_model.h"
 
 namespace pf::exec {
 
@@ -15,6 +16,9 @@ ModelStages::ModelStages(const Model& model, const PipelinePlan& plan) {
   if (plan.schedule.pipelines == 1) return;
   // The second pipeline's stages run the same layers of a second copy of the model.
   copy_ = build_model_from_json(model.to_json());
+  // A split model's copy: the same splits (its layers carry the "parallel" annotations) and group.
+  if (model.tensor_parallel_group())
+    split_model_for_tensor_parallel(*copy_, model.tensor_parallel_group(), plan.layers_per_stage);
   for (int j = 0; j < per; ++j) {
     stages_.emplace_back(*copy_, per + j, 2 * per, layer_ranges[static_cast<size_t>(j)].first,
                          layer_ranges[static_cast<size_t>(j)].second);

@@ -18,8 +18,9 @@ double micros_since(clock_type::time_point start) {
 
 }  // namespace
 
-OptimizerStep::OptimizerStep(const PipelinePlan& plan, const ModelStages& stages, const ParameterOwnership& ownership)
-    : plan_(&plan), stages_(&stages), ownership_(&ownership) {
+OptimizerStep::OptimizerStep(const Model& model, const PipelinePlan& plan, const ModelStages& stages,
+                             const ParameterOwnership& ownership)
+    : plan_(&plan), stages_(&stages), ownership_(&ownership), model_(&model) {
   const TrainingConfig& c = plan.config;
   optimizer_ = make_optimizer(c.base.optimizer);
   initialize_parameters(ownership.local(), c.base.seed);
@@ -104,6 +105,7 @@ double OptimizerStep::gathered_norm(std::vector<double> partial) {
     for (size_t i : ownership_->model_index_of_rank(r))
       std::memcpy(&partial[i], gathered.data() + (static_cast<size_t>(r) * partial.size() + i) * sizeof(double),
                   sizeof(double));
+  sum_split_squared_norms(model_->parameters(), partial, model_->tensor_parallel_group().get());
   return global_norm(partial);
 }
 

@@ -22,7 +22,9 @@ namespace pf::exec {
 class OptimizerStep {
  public:
   // Makes the optimizers and initialises this process's parameters (both copies) from the seed.
-  OptimizerStep(const PipelinePlan& plan, const ModelStages& stages, const ParameterOwnership& ownership);
+  // `model`: the plan's (its tensor-parallel group, if split, adds the slices' norms over the group).
+  OptimizerStep(const Model& model, const PipelinePlan& plan, const ModelStages& stages,
+                const ParameterOwnership& ownership);
 
   Optimizer& optimizer() const { return *optimizer_; }
   // True when each rank's worker clips and steps its own stages' parameters.
@@ -75,7 +77,8 @@ class OptimizerStep {
   void sync_copy(const Model& model);  // the second copy and its optimizer state <- the first's
   double gathered_norm(const Model& model);  // per process: every parameter's squared norm from its owner
   // Per process: `partial` ([model parameter index]) holds this process's parameters' squared
-  // norms; each entry is replaced by its owner's, and the global norm returned.
+  // norms; each entry is replaced by its owner's (a split parameter's: summed over its
+  // tensor-parallel group), and the global norm returned.
   double gathered_norm(std::vector<double> partial);
   // Worker `rank`'s parameters: gradients scaled by `scale`, the update, gradients zeroed.
   void step_rank(const std::vector<Parameter*>& params, float scale);
@@ -83,6 +86,7 @@ class OptimizerStep {
   const PipelinePlan* plan_;
   const ModelStages* stages_;
   const ParameterOwnership* ownership_;
+  const Model* model_;
   std::unique_ptr<Optimizer> optimizer_, copy_optimizer_;
   std::unique_ptr<GradientReducer> reducer_;
   bool copy_stale_ = false;

@@ -38,7 +38,7 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, PipelinePlan plan
       model_(std::move(model)),
       stages_(require_model(model_), plan_),
       ownership_(*model_, stages_, plan_),
-      optimizer_(plan_, stages_, ownership_),
+      optimizer_(*model_, plan_, stages_, ownership_),
       tied_(*model_, ownership_),
       devices_(make_rank_devices(plan_, *model_, stages_)),
       group_(make_rank_group(plan_)),

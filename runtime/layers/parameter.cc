@@ -97,4 +97,20 @@ int64_t full_tensor_index(const Parameter& p, int64_t index) {
   return (outer * p.shard.full[d] + start + p.shard.part * slice + k) * inner + j;
 }
 
+const Shape& whole_shape(const Parameter& p) { return p.shard.split() ? p.shard.full : p.shape; }
+
+void take_slice(const Parameter& p, const float* whole, float* slice) {
+  const int64_t n = shape_numel(p.shape);
+  for (int64_t e = 0; e < n; ++e) slice[e] = whole[full_tensor_index(p, e)];
+}
+
+void place_slice(const Parameter& p, int part, const float* slice, float* whole) {
+  Parameter member;
+  member.shape = p.shape;
+  member.shard = p.shard;
+  member.shard.part = part;
+  const int64_t n = shape_numel(p.shape);
+  for (int64_t e = 0; e < n; ++e) whole[full_tensor_index(member, e)] = slice[e];
+}
+
 }  // namespace pf

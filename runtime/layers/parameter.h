@@ -71,6 +71,12 @@ void split_parameter(Parameter& parameter, int dim, int part, int parts, const s
 // The flat index in the full tensor of element `index` of the parameter's slice (index itself for
 // a parameter that is not split).
 int64_t full_tensor_index(const Parameter& parameter, int64_t index);
+// The unsplit tensor's shape (the parameter's own when it is not split).
+const Shape& whole_shape(const Parameter& parameter);
+// This member's slice of a whole tensor (whole_shape floats) into `slice` (shape floats), and the
+// reverse: the slice of member `part` (the parameter's split with that part) put in its place.
+void take_slice(const Parameter& parameter, const float* whole, float* slice);
+void place_slice(const Parameter& parameter, int part, const float* slice, float* whole);
 
 // While one is alive on this thread, make_parameter allocates nothing: it checks the shape, adds
 // the parameter's bytes to this count and returns the parameter with undefined tensors. The model

@@ -162,17 +162,25 @@ double clip_gradients(const std::vector<Parameter*>& params, float max_norm) {
 double clip_gradients(const std::vector<Parameter*>& params, float max_norm, TensorParallelGroup* group) {
   if (group == nullptr || group->size() == 1) return clip_gradients(params, max_norm);
   if (max_norm <= 0.0f) return 0.0;
-  std::vector<double> squared, split;
+  std::vector<double> squared;
   squared.reserve(params.size());
-  for (Parameter* p : params) {
-    squared.push_back(grad_squared_norm(*p));
-    if (p->shard.split()) split.push_back(squared.back());
-  }
+  for (Parameter* p : params) squared.push_back(grad_squared_norm(*p));
+  sum_split_squared_norms(params, squared, group);
+  return clip_to_norm(params, squared, max_norm);
+}
+
+void sum_split_squared_norms(const std::vector<Parameter*>& params, std::vector<double>& squared,
+                             TensorParallelGroup* group) {
+  if (group == nullptr || group->size() == 1) return;
+  PF_INTERNAL_CHECK(squared.size() == params.size(), "sum_split_squared_norms: ", squared.size(), " norms for ",
+                    params.size(), " parameters");
+  std::vector<double> split;
+  for (size_t i = 0; i < params.size(); ++i)
+    if (params[i]->shard.split()) split.push_back(squared[i]);
   split = group->sum_in_rank_order(split, "gradient norm");
   size_t k = 0;
   for (size_t i = 0; i < params.size(); ++i)
     if (params[i]->shard.split()) squared[i] = split[k++];
-  return clip_to_norm(params, squared, max_norm);
 }
 
 void scale_gradients(const std::vector<Parameter*>& params, float scale) {

@@ -92,6 +92,11 @@ double clip_gradients(const std::vector<Parameter*>& params, float max_norm);
 // the whole model's, each split parameter's squared norm the sum of its slices' over the group in
 // rank order, each whole (replicated) parameter counted once. The same norm on every member.
 double clip_gradients(const std::vector<Parameter*>& params, float max_norm, TensorParallelGroup* group);
+// squared[i] is params[i]'s squared gradient norm on this member; each split parameter's entry
+// becomes the sum of its slices' over the group in rank order (a collective: every member calls it
+// with the same parameters). A null group or one of one member changes nothing.
+void sum_split_squared_norms(const std::vector<Parameter*>& params, std::vector<double>& squared,
+                             TensorParallelGroup* group);
 // The scale that clip_grad_norm applies for a given total norm (1 when no clipping happens).
 float clip_scale(double total_norm, float max_norm);
 // Multiplies every gradient by `scale` (what clip_grad_norm does when it clips).

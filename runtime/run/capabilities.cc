@@ -293,8 +293,9 @@ void add_data_parallelism_rules(std::vector<Capability>& t) {
       }));
 }
 
-// Tensor parallelism (docs/EXECUTION.md, "Tensor parallelism"): the sequential trainer on the CPU
-// so far, one member per process (or per thread with its own trainer).
+// Tensor parallelism (docs/EXECUTION.md, "Tensor parallelism"): on the CPU, one member per process
+// (or per thread with its own sequential trainer); with a synchronous pipeline schedule, one process
+// per rank, member and replica (T x P x D).
 void add_tensor_parallel_rules(std::vector<Capability>& t) {
   const auto split = [](const Facts& f) { return f.tensor_parallel > 1; };
   const auto tp = [](const Facts& f, const Names& n) {
@@ -309,17 +310,55 @@ void add_tensor_parallel_rules(std::vector<Capability>& t) {
                " members: one process each, e.g. mpirun -np " + std::to_string(f.tensor_parallel);
       }));
   t.push_back(rule(
-      "tensor-parallel-pipeline", T, {"tensor_parallel", "schedule"}, "tensor parallelism with a pipeline schedule",
-      later, [split](const Facts& f) { return split(f) && pipelined(f); },
+      "tensor-parallel-threads", T, {"tensor_parallel", "schedule", "world"},
+      "tensor parallelism with the pipeline's ranks as threads", bad,
+      [split](const Facts& f) { return split(f) && pipelined(f) && f.placement != RankPlacement::kProcesses; },
       [tp](const Facts& f, const Names& n) {
-        return tp(f, n) + " with a pipeline schedule is not supported yet: tensor parallelism runs with the "
-               "sequential trainer (leave " + n("schedule") + " unset)";
+        return tp(f, n) + " with a pipeline schedule needs one process per rank, member and replica: mpirun -np " +
+               std::to_string(f.tensor_parallel * f.ranks * f.replicas);
       }));
   t.push_back(rule(
-      "tensor-parallel-replicas", T, {"tensor_parallel", "replicas"}, "tensor parallelism with data parallelism",
-      later, [split](const Facts& f) { return split(f) && f.replicas > 1; },
+      "tensor-parallel-windowed", T, {"tensor_parallel", "schedule"},
+      "tensor parallelism with an asynchronous or local schedule", later,
+      [split](const Facts& f) { return split(f) && pipelined(f) && f.traits.windowed(); },
       [tp](const Facts& f, const Names& n) {
-        return tp(f, n) + " with " + n("replicas") + " " + std::to_string(f.replicas) + " is not supported yet";
+        return tp(f, n) + " with " + family(f) + " is not supported yet (synchronous schedules only)";
+      }));
+  t.push_back(rule(
+      "tensor-parallel-neuron-groups", T, {"tensor_parallel", "neuron_groups"},
+      "tensor parallelism with neuron groups", later,
+      [split](const Facts& f) { return split(f) && f.neuron_groups > 1; },
+      [tp](const Facts& f, const Names& n) {
+        return tp(f, n) + " with " + n("neuron_groups") + " " + std::to_string(f.neuron_groups) +
+               " is not supported yet";
+      }));
+  t.push_back(rule(
+      "tensor-parallel-adapt", T, {"tensor_parallel", "adapt"}, "tensor parallelism with fail-slow adaptation", later,
+      [split](const Facts& f) { return split(f) && f.adapt; },
+      [tp](const Facts& f, const Names& n) {
+        return tp(f, n) + " with " + n("adapt") + " is not supported yet (a re-partition would move split layers)";
+      }));
+  t.push_back(rule(
+      "tensor-parallel-overlap-steps", T, {"tensor_parallel", "overlap_steps"},
+      "tensor parallelism with overlapping steps", later,
+      [split](const Facts& f) { return split(f) && f.overlap_steps; },
+      [tp](const Facts& f, const Names& n) {
+        return tp(f, n) + " with " + n("overlap_steps") + " is not supported yet";
+      }));
+  t.push_back(rule(
+      "tensor-parallel-tied-stages", T, {"tensor_parallel", "schedule"},
+      "tensor parallelism with parameters tied across pipeline stages", later,
+      [split](const Facts& f) { return split(f) && pipelined(f) && f.tied_parameters; },
+      [tp](const Facts& f, const Names& n) {
+        return tp(f, n) + " with a pipeline schedule and tied parameters (tie_embeddings) is not supported yet";
+      }));
+  t.push_back(rule(
+      "tensor-parallel-replicas", T, {"tensor_parallel", "replicas"},
+      "tensor parallelism with data parallelism and no schedule", bad,
+      [split](const Facts& f) { return split(f) && !pipelined(f) && f.replicas > 1; },
+      [tp](const Facts& f, const Names& n) {
+        return tp(f, n) + " with " + n("replicas") + " " + std::to_string(f.replicas) +
+               " runs under a pipeline schedule (" + n("schedule") + "), one process per rank, member and replica";
       }));
   t.push_back(rule(
       "tensor-parallel-cuda", T, {"tensor_parallel", "devices"}, "tensor parallelism on CUDA devices", later,

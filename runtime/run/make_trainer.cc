@@ -54,6 +54,12 @@ std::unique_ptr<Trainer> make_group_trainer(std::shared_ptr<Model> model, const 
   }
 }
 
+// The config's tensor-parallel group over its world.
+std::shared_ptr<TensorParallelGroup> make_tensor_parallel_group(const TrainingConfig& config) {
+  return std::make_shared<TensorParallelGroup>(config.tensor_parallel_world, parse_tensor_reduction(config.tensor_reduction),
+                                               config.recv_timeout_seconds);
+}
+
 }  // namespace
 
 std::unique_ptr<Trainer> make_trainer(std::shared_ptr<Model> model, const TrainingConfig& config,
@@ -62,15 +68,19 @@ std::unique_ptr<Trainer> make_trainer(std::shared_ptr<Model> model, const Traini
   if (!config.pipelined()) {
     check_config_fields(config);
     check_capabilities(capability_facts(*model, config, nullptr), Operation::kTrain, inputs.names);
-    if (config.tensor_parallel > 1)
-      split_model_for_tensor_parallel(*model, std::make_shared<TensorParallelGroup>(
-                                                  config.tensor_parallel_world, parse_tensor_reduction(config.tensor_reduction),
-                                                  config.recv_timeout_seconds));
+    if (config.tensor_parallel > 1) {
+      split_model_for_tensor_parallel(*model, make_tensor_parallel_group(config));
+      // A model built without tensors (DeferParameterAllocation) gets its slices only.
+      for (Parameter* p : model->parameters()) allocate_parameter(*p);
+    }
     if (config.devices.empty()) return std::make_unique<SequentialTrainer>(std::move(model), config.base);
     return std::make_unique<SequentialTrainer>(std::move(model), config.base, config.devices.front());
   }
   if (config.neuron_groups > 1) return make_group_trainer(std::move(model), config, inputs.names);
   PipelinePlan plan = resolve(*model, config, inputs.names, inputs.layer_costs);
+  // Each stage's layers split over its tensor-parallel group; the pipeline allocates its own stages.
+  if (config.tensor_parallel > 1)
+    split_model_for_tensor_parallel(*model, make_tensor_parallel_group(config), plan.layers_per_stage);
   if (!plan.config.fill.empty() && !plan.config.fill_job) {
     std::shared_ptr<FillJob> job = make_fill_job(plan.config.fill, plan.schedule.num_ranks(), inputs.names);
     plan.config.fill_job = job;

@@ -134,6 +134,7 @@ ProcessGroups process_groups_of(const PipelinePlan& plan) {
   if (!c.world) return g;
   g.pipeline = c.world.get();
   g.data_parallel = c.data_parallel_world.get();
+  if (c.tensor_parallel > 1) g.tensor_parallel = c.tensor_parallel_world.get();
   g.timeout_seconds = c.recv_timeout_seconds;
   g.replicas = c.base.replicas;
   return g;

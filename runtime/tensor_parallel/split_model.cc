@@ -1,6 +1,8 @@
 #include "runtime/tensor_parallel/split_model.h"
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -33,27 +35,47 @@ bool has_annotation(const Model& model) {
   return false;
 }
 
-// The default splits: column / row pairs of top-level linears joined by element-wise layers.
-void choose_default_splits(const Model& model) {
-  const auto& layers = model.layers();
-  for (size_t i = 0; i < layers.size(); ++i) {
-    size_t j = i + 1;
-    while (j < layers.size() && layers[j]->elementwise()) ++j;
-    if (j >= layers.size()) break;
-    if (!layers[i]->choose_tensor_split(TensorSplit::kColumn)) continue;
-    if (!layers[j]->choose_tensor_split(TensorSplit::kRow)) {
-      layers[i]->choose_tensor_split(TensorSplit::kNone);
-      continue;
-    }
-    i = j;
+// Each stage's top-level layer range [begin, end): one stage of the whole model when
+// `layers_per_stage` is empty.
+std::vector<std::pair<size_t, size_t>> stage_ranges(const Model& model, const std::vector<int>& layers_per_stage) {
+  const size_t n = model.layers().size();
+  if (layers_per_stage.empty()) return {{0, n}};
+  std::vector<std::pair<size_t, size_t>> ranges;
+  size_t begin = 0;
+  for (int count : layers_per_stage) {
+    PF_CHECK_ARG(count >= 0 && begin + static_cast<size_t>(count) <= n, "tensor parallelism: layers_per_stage ",
+                 "does not fit the model's ", n, " layers");
+    ranges.emplace_back(begin, begin + static_cast<size_t>(count));
+    begin += static_cast<size_t>(count);
   }
+  PF_CHECK_ARG(begin == n, "tensor parallelism: layers_per_stage covers ", begin, " of the model's ", n, " layers");
+  return ranges;
 }
 
-void check_chain(const Model& model) {
+// The default splits: column / row pairs of top-level linears joined by element-wise layers, both
+// in the same stage.
+void choose_default_splits(const Model& model, const std::vector<std::pair<size_t, size_t>>& stages) {
+  const auto& layers = model.layers();
+  for (const auto& [begin, end] : stages)
+    for (size_t i = begin; i < end; ++i) {
+      size_t j = i + 1;
+      while (j < end && layers[j]->elementwise()) ++j;
+      if (j >= end) break;
+      if (!layers[i]->choose_tensor_split(TensorSplit::kColumn)) continue;
+      if (!layers[j]->choose_tensor_split(TensorSplit::kRow)) {
+        layers[i]->choose_tensor_split(TensorSplit::kNone);
+        continue;
+      }
+      i = j;
+    }
+}
+
+// The chain of one stage [begin, end); `last`: the stage whose output reaches the loss.
+void check_chain(const Model& model, size_t begin, size_t end, bool last) {
   const auto& layers = model.layers();
   const Layer* open = nullptr;  // the column split whose output is still split
   size_t open_index = 0;
-  for (size_t i = 0; i < layers.size(); ++i) {
+  for (size_t i = begin; i < end; ++i) {
     const Layer& layer = *layers[i];
     const TensorSplit split = layer.tensor_split();
     if (open != nullptr) {
@@ -73,14 +95,19 @@ void check_chain(const Model& model) {
            " has no column-parallel linear before it to split its input");
     }
   }
-  if (open != nullptr)
+  if (open != nullptr && last)
     fail(ErrorCode::kInvalidArgument, "tensor parallelism: the column-split output of ", describe(*open, open_index),
          " reaches the loss; end the split with a row-parallel linear");
+  if (open != nullptr)
+    fail(ErrorCode::kInvalidArgument, "tensor parallelism: the column-split output of ", describe(*open, open_index),
+         " would cross the pipeline stage boundary after ", describe(*layers[end - 1], end - 1),
+         "; end the split with a row-parallel linear in the same stage, or move the boundary (layers_per_stage)");
 }
 
 }  // namespace
 
-void split_model_for_tensor_parallel(Model& model, std::shared_ptr<TensorParallelGroup> group) {
+void split_model_for_tensor_parallel(Model& model, std::shared_ptr<TensorParallelGroup> group,
+                                     const std::vector<int>& layers_per_stage) {
   PF_CHECK_ARG(group != nullptr, "tensor parallelism: the group is null");
   PF_CHECK_ARG(model.tensor_parallel_group() == nullptr, "tensor parallelism: the model is already split");
   if (group->size() == 1) return;
@@ -88,16 +115,15 @@ void split_model_for_tensor_parallel(Model& model, std::shared_ptr<TensorParalle
   if (description.contains("layers") && description["layers"].is_array())
     for (size_t i = 0; i < description["layers"].size(); ++i)
       refuse_nested_splits(description["layers"][i], "layers[" + std::to_string(i) + "]", true);
-  if (!has_annotation(model)) choose_default_splits(model);
-  check_chain(model);
+  const auto stages = stage_ranges(model, layers_per_stage);
+  if (!has_annotation(model)) choose_default_splits(model, stages);
+  for (size_t s = 0; s < stages.size(); ++s) check_chain(model, stages[s].first, stages[s].second, s + 1 == stages.size());
   for (const auto& layer : model.layers()) layer->split_for_tensor_parallel(group);
   bool split = false;
   for (const Parameter* p : model.parameters()) split = split || p->shard.split();
   PF_CHECK_ARG(split, "tensor parallelism: no layer of this model splits across the ", group->size(),
                " members (what splits: transformer_block layers, linears with \"parallel\", and pairs of ",
                "top-level linears joined by element-wise layers); every member would hold the whole model");
-  // A model built without tensors (DeferParameterAllocation) gets its slices only.
-  for (Parameter* p : model.parameters()) allocate_parameter(*p);
   model.set_tensor_parallel_group(std::move(group));
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "runtime/models/model.h"
 #include "runtime/tensor_parallel/group.h"
@@ -11,17 +12,23 @@
 namespace pf {
 
 // A model without any "parallel" annotation gets the default splits first: among its top-level
-// layers, a linear followed, through element-wise layers only (relu, gelu), by another linear makes
-// a column / row pair (Megatron's MLP: fc1 column, fc2 row), scanning from the first layer; a linear
-// left without a partner stays whole. Then checks the chain and splits: between a column split and
-// the row split that consumes its output only element-wise layers may come, a row split needs a
-// column split before it, and no column split may reach the loss; a split inside a residual or
-// sequential is refused (not yet supported). transformer_block layers split themselves (attention
-// by heads, the MLP as a column / row pair). kInvalidArgument naming the layer otherwise, when T
-// does not divide a split dimension, or when nothing in the model splits. Call it once, before the trainer initialises the parameters;
-// parameters built without tensors (DeferParameterAllocation) are allocated, a slice each for the
-// split ones, so a member never holds a whole split layer. The model remembers the group
+// layers, a linear followed, through element-wise layers only (relu, gelu), by another linear of the
+// same pipeline stage makes a column / row pair (Megatron's MLP: fc1 column, fc2 row), scanning from
+// the first layer; a linear left without a partner stays whole. Then checks each stage's chain and
+// splits: between a column split and the row split that consumes its output only element-wise
+// layers may come, a row split needs a column split before it, and no column split may reach the
+// loss or the end of its stage (a pipeline message carries whole activations); a split inside a
+// residual or sequential is refused (not yet supported). transformer_block and llama_block layers
+// split themselves (attention by heads, the MLP as a column / row pair). kInvalidArgument naming the
+// layer otherwise, when T does not divide a split dimension, or when nothing in the model splits.
+// `layers_per_stage`: the top-level layers of each pipeline stage (empty: one stage).
+//
+// Call it once, before the trainer initialises the parameters. It allocates nothing: a split
+// parameter that has a value gets a slice-sized one, and a parameter built without tensors
+// (DeferParameterAllocation) stays so, for the trainer to allocate what this process holds
+// (allocate_parameter gives a split parameter its slice). The model remembers the group
 // (Model::tensor_parallel_group). A group of one changes nothing.
-void split_model_for_tensor_parallel(Model& model, std::shared_ptr<TensorParallelGroup> group);
+void split_model_for_tensor_parallel(Model& model, std::shared_ptr<TensorParallelGroup> group,
+                                     const std::vector<int>& layers_per_stage = {});
 
 }  // namespace pf

@@ -99,6 +99,7 @@ EvalResult eval_result(const std::vector<Batch>& micro_batches, double loss_sum,
 struct ProcessGroups {
   comm::World* pipeline = nullptr;       // this replica's pipeline ranks (this process is one)
   comm::World* data_parallel = nullptr;  // the replicas of this pipeline rank; null with one replica
+  comm::World* tensor_parallel = nullptr;  // the members this rank's stages are split over; null unsplit
   double timeout_seconds = 60.0;         // for the collective calls
   int replicas = 1;
 };

@@ -90,15 +90,15 @@ for resumed in (one, two):
 assert one["num_parameters"] == seq["num_parameters"]
 PY
 
-# 2. A process count that is not T, and a pipeline schedule with T > 1: clear errors, no hang.
+# 2. A process count that is not T, and replicas without a schedule: clear errors, no hang.
 run_mpi 3 default "$pipeforge" train "${mlp[@]}" --steps 1 --tensor-parallel 2 >"$work/three.out" 2>&1 &&
   fail "3 processes for --tensor-parallel 2 succeeded"
 grep -q "tensor-parallel 2 needs 2 processes under mpirun (3 processes)" "$work/three.out" ||
   { cat "$work/three.out"; fail "no message for 3 processes / --tensor-parallel 2"; }
-run_mpi 4 default "$pipeforge" train "${mlp[@]}" --steps 1 --tensor-parallel 2 --schedule 1f1b --stages 2 >"$work/pp.out" 2>&1 &&
-  fail "--tensor-parallel 2 with a schedule succeeded"
-grep -q -- "--tensor-parallel 2 with a pipeline schedule is not supported yet" "$work/pp.out" ||
-  { cat "$work/pp.out"; fail "no message for --tensor-parallel with --schedule"; }
+run_mpi 4 default "$pipeforge" train "${mlp[@]}" --steps 1 --tensor-parallel 2 --data-parallel 2 >"$work/dp.out" 2>&1 &&
+  fail "--tensor-parallel 2 --data-parallel 2 without a schedule succeeded"
+grep -q -- "--tensor-parallel 2 with --data-parallel 2 runs under a pipeline schedule (--schedule)" "$work/dp.out" ||
+  { cat "$work/dp.out"; fail "no message for --tensor-parallel 2 --data-parallel 2 without a schedule"; }
 
 # 3. Kill member 1 mid-run: every process ends, mpirun exits non-zero naming the rank.
 run_mpi 2 tcp "$pipeforge" train --model mlp --tensor-parallel 2 --steps 1000000 --quiet >"$work/kill.out" 2>&1 &

@@ -473,8 +473,26 @@ TEST(TensorParallel, RefusesWhatIsNotSupportedYetNamingTheOption) {
     return "";
   };
   const std::string unimplemented = std::to_string(static_cast<int>(ErrorCode::kUnimplemented)) + " ";
-  EXPECT_EQ(refusal([](TrainingConfig& c) { c.schedule = "1f1b"; c.ranks = 2; }).rfind(unimplemented + "tensor_parallel 2 with a pipeline schedule", 0), 0u);
-  EXPECT_EQ(refusal([](TrainingConfig& c) { c.base.replicas = 2; }).rfind(unimplemented + "tensor_parallel 2 with replicas 2", 0), 0u);
+  const std::string invalid = std::to_string(static_cast<int>(ErrorCode::kInvalidArgument)) + " ";
+  // A pipeline of split stages runs one process per rank, member and replica (the world).
+  EXPECT_EQ(refusal([](TrainingConfig& c) { c.schedule = "1f1b"; c.ranks = 2; })
+                .rfind(invalid + "tensor_parallel 2 with a pipeline schedule needs one process per rank, member and "
+                                 "replica: mpirun -np 4", 0), 0u);
+  EXPECT_EQ(refusal([](TrainingConfig& c) { c.base.replicas = 2; })
+                .rfind(invalid + "tensor_parallel 2 with replicas 2 runs under a pipeline schedule (schedule)", 0), 0u);
+  const auto in_processes = [&](const std::string& schedule) {
+    return [&, schedule](TrainingConfig& c) {
+      c.schedule = schedule;
+      c.ranks = 2;
+      c.world = member;
+    };
+  };
+  EXPECT_EQ(refusal(in_processes("pipedream")).rfind(unimplemented + "tensor_parallel 2 with ", 0), 0u);
+  EXPECT_NE(refusal(in_processes("pipedream")).find("not supported yet (synchronous schedules only)"), std::string::npos);
+  EXPECT_EQ(refusal([&](TrainingConfig& c) { in_processes("1f1b")(c); c.overlap_steps = true; })
+                .rfind(unimplemented + "tensor_parallel 2 with overlap_steps is not supported yet", 0), 0u);
+  EXPECT_EQ(refusal([&](TrainingConfig& c) { in_processes("1f1b")(c); c.adaptation.enabled = true; })
+                .rfind(unimplemented + "tensor_parallel 2 with adapt is not supported yet", 0), 0u);
   EXPECT_NE(refusal([](TrainingConfig& c) { c.tensor_parallel_world = nullptr; }).find("tensor_parallel 2 needs its group of 2 members"), std::string::npos);
   EXPECT_NE(refusal([](TrainingConfig& c) { c.tensor_parallel = 3; }).find("tensor_parallel_world has 2 members for tensor_parallel 3"), std::string::npos);
   EXPECT_NE(refusal([](TrainingConfig& c) { c.tensor_reduction = "fast"; }).find("unknown reduction 'fast'"), std::string::npos);

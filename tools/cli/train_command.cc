@@ -177,8 +177,8 @@ std::vector<double> layer_times_of_world(const TrainArgs& a, comm::World& world)
 void check_process_args(const TrainArgs& a, const comm::World& world) {
   const std::string where = " under mpirun (" + std::to_string(world.size()) + " processes)";
   if (a.tensor_parallel > 1) {
-    // The sequential trainer in every process, each a member of one tensor-parallel group (with a
-    // schedule or replicas the capability table refuses the run, naming the option).
+    // T x P x D processes: each a member of one tensor-parallel group, running the sequential
+    // trainer (P = D = 1) or one rank of the schedule for one replica.
     const std::string needed = std::to_string(a.tensor_parallel * a.stages * a.data_parallel);
     if (world.size() != a.tensor_parallel * a.stages * a.data_parallel)
       usage_error("--tensor-parallel " + std::to_string(a.tensor_parallel) + " needs " + needed + " processes" + where +
