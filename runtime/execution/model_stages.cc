@@ -1,5 +1,7 @@
 #include "runtime/execution/model_stages.h"
 
+#include <nlohmann/json.hpp>
+
 #include <utility>
 
 #include "runtime/models/builders.h"

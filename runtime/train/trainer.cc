@@ -1,5 +1,7 @@
 #include "runtime/train/trainer.h"
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/core/error.h"
 #include "runtime/core/limits.h"
 
@@ -28,6 +30,15 @@ EvalResult eval_result(const std::vector<Batch>& micro_batches, double loss_sum,
   r.loss = micro_batches.empty() ? 0.0 : loss_sum / static_cast<double>(micro_batches.size());
   r.accuracy = r.targets > 0 ? static_cast<double>(correct) / static_cast<double>(r.targets) : 0.0;
   return r;
+}
+
+const nlohmann::json& Trainer::run_description() const {
+  static const nlohmann::json none;
+  return run_description_ ? *run_description_ : none;
+}
+
+void Trainer::set_run_description(const nlohmann::json& description) {
+  run_description_ = description.is_null() ? nullptr : std::make_shared<const nlohmann::json>(description);
 }
 
 }  // namespace pf

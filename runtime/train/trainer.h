@@ -3,11 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "runtime/models/model.h"
 #include "runtime/optim/optimizer.h"
@@ -149,11 +150,12 @@ class Trainer {
 
   // What the front-end ran (the command line's config), saved in the checkpoints' headers as "run"
   // so that resuming can restore it; null for none.
-  const nlohmann::json& run_description() const { return run_description_; }
-  void set_run_description(nlohmann::json description) { run_description_ = std::move(description); }
+  const nlohmann::json& run_description() const;
+  void set_run_description(const nlohmann::json& description);
 
  private:
-  nlohmann::json run_description_;
+  // Held by pointer so that this header needs only json_fwd.hpp (null: none).
+  std::shared_ptr<const nlohmann::json> run_description_;
 };
 
 }  // namespace pf

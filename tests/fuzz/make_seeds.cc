@@ -8,6 +8,8 @@
 #include <set>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/core/error.h"
 #include "runtime/core/log.h"
