@@ -7,6 +7,7 @@
 
 #include "runtime/core/error.h"
 #include "runtime/planner/stage_partition.h"
+#include "runtime/planner/tensor_parallel_profile.h"
 #include "runtime/schedules/activation_policy.h"
 #include "runtime/schedules/overlapped_steps.h"
 #include "runtime/schedules/async_schedules.h"
@@ -37,8 +38,10 @@ std::vector<double> stage_context_peaks(const sched::Schedule& schedule) {
   return peak;
 }
 
-// The device of pipeline rank `rank` of replica `replica`: a replica's ranks are neighbours.
-int device_of(int replica, int rank, int ranks) { return replica * ranks + rank; }
+// The device of tensor-parallel member 0 of pipeline rank `rank` of replica `replica`: a
+// replica's ranks are neighbours, and each rank's T members (the planner's links between members
+// are those of devices 0 and T - 1).
+int device_of(int replica, int rank, int ranks, int tensor) { return tensor * (replica * ranks + rank); }
 
 sched::UniformCosts mean_stage_costs(const MicroBatchCosts& costs, int stages) {
   sched::UniformCosts u;
@@ -63,8 +66,8 @@ std::vector<int> divisors_up_to(int64_t n, int64_t cap) {
 
 // The same schedule, degrees, chunks and micro-batches (the policy aside).
 bool same_run(const Candidate& a, const Candidate& b) {
-  return a.schedule == b.schedule && a.data_parallel == b.data_parallel && a.ranks == b.ranks && a.chunks == b.chunks &&
-         a.micro_batches == b.micro_batches;
+  return a.schedule == b.schedule && a.tensor_parallel == b.tensor_parallel && a.data_parallel == b.data_parallel &&
+         a.ranks == b.ranks && a.chunks == b.chunks && a.micro_batches == b.micro_batches;
 }
 
 }  // namespace
@@ -73,6 +76,7 @@ std::string Candidate::describe() const {
   std::ostringstream s;
   s << schedule << " P=" << ranks << " v=" << chunks << " m=" << micro_batches << " D=" << data_parallel << " "
     << activation_policy << (overlap_steps ? " overlap" : "");
+  if (tensor_parallel > 1) s << " T=" << tensor_parallel;
   return s.str();
 }
 
@@ -105,13 +109,20 @@ std::vector<int64_t> needed_micro_batch_rows(const PlanRequest& request) {
 }
 
 Prediction predict(const PlanRequest& request, const Candidate& c) {
-  const int D = c.data_parallel, P = c.ranks, m = c.micro_batches;
-  PF_CHECK_ARG(D >= 1 && P >= 1 && m >= 1 && c.chunks >= 1, "data_parallel, ranks, chunks and micro_batches must be >= 1");
-  PF_CHECK_ARG(static_cast<int64_t>(D) * P <= request.cluster.devices(), "D x P = ", D * P, " is more than the ",
-               request.cluster.devices(), " devices of the cluster");
+  const int T = c.tensor_parallel, D = c.data_parallel, P = c.ranks, m = c.micro_batches;
+  PF_CHECK_ARG(T >= 1 && D >= 1 && P >= 1 && m >= 1 && c.chunks >= 1,
+               "tensor_parallel, data_parallel, ranks, chunks and micro_batches must be >= 1");
+  PF_CHECK_ARG(static_cast<int64_t>(T) * D * P <= request.cluster.devices(), "T x D x P = ",
+               static_cast<int64_t>(T) * D * P, " is more than the ", request.cluster.devices(),
+               " devices of the cluster");
   PF_CHECK_ARG(request.batch_rows >= 1 && request.batch_rows % (static_cast<int64_t>(D) * m) == 0, "batch_rows ",
                request.batch_rows, " is not a multiple of D x m = ", static_cast<int64_t>(D) * m);
-  const MicroBatchCosts costs = request.profile.at_rows(request.batch_rows / D / m);
+  // T > 1: every member runs its share of each split layer and the all-reduces, one process each
+  // on neighbouring devices.
+  const Link& member_link = request.cluster.allreduce_link(0, T - 1, true);
+  const MicroBatchCosts costs =
+      tensor_parallel_costs(request.profile.tensor_parallel, request.profile.at_rows(request.batch_rows / D / m), T,
+                            member_link.bandwidth_bytes_per_s, member_link.latency_s);
   const int L = static_cast<int>(costs.layers.size());
   const double bpp = bytes_per_parameter(request.profile);
   const double upd = request.profile.update_seconds_per_parameter;
@@ -126,8 +137,14 @@ Prediction predict(const PlanRequest& request, const Candidate& c) {
     const StageCosts all = stage_costs(costs, 0, L);
     p.candidate.layers_per_stage = {L};
     const Calibration& calibration = request.profile.calibration;
-    p.pipeline_seconds = m * all.seconds() * calibration.sequential_compute_scale;
-    p.update_seconds = static_cast<double>(all.parameters) * upd * calibration.sequential_compute_scale;
+    // T > 1: one process per member, each on its own device, as the pipelined processes compute.
+    const double scale = T == 1 ? calibration.sequential_compute_scale
+                                : (calibration.process_compute_scale > 0 ? calibration.process_compute_scale
+                                                                         : calibration.compute_scale) *
+                                      calibration.relative_scale(costs.rows);
+    const double compute = all.forward_s + all.backward_input_s + all.backward_weight_s;
+    p.pipeline_seconds = m * (compute * scale + all.tensor_parallel_forward_s + all.tensor_parallel_backward_s);
+    p.update_seconds = static_cast<double>(all.parameters) * upd * scale;
     p.pipeline_seconds += calibration.sequential_step_overhead_s;
     p.activation_bytes = {all.activation_bytes};
     p.memory_bytes = {static_cast<double>(all.parameters) * bpp + all.activation_bytes};
@@ -175,10 +192,11 @@ Prediction predict(const PlanRequest& request, const Candidate& c) {
     p.candidate.layers_per_stage = counts;
 
     const Calibration& calibration = request.profile.calibration;
-    // D > 1 trains one process per rank: the layer times there, when the calibration measured them;
-    // either scale as the calibration found it at this micro-batch size.
-    const double compute_scale = (D > 1 && calibration.process_compute_scale > 0 ? calibration.process_compute_scale
-                                                                                : calibration.compute_scale) *
+    // D > 1 or T > 1 trains one process per rank: the layer times there, when the calibration
+    // measured them; either scale as the calibration found it at this micro-batch size.
+    const bool processes = D > 1 || T > 1;
+    const double compute_scale = (processes && calibration.process_compute_scale > 0 ? calibration.process_compute_scale
+                                                                                     : calibration.compute_scale) *
                                  calibration.relative_scale(costs.rows);
     std::vector<StageCosts> stage(static_cast<size_t>(S));
     sched::CostModel cm;
@@ -186,8 +204,9 @@ Prediction predict(const PlanRequest& request, const Candidate& c) {
       const int j = schedule.model_stage(s);
       stage[static_cast<size_t>(s)] = stage_costs(costs, begin[static_cast<size_t>(j)], begin[static_cast<size_t>(j) + 1]);
       const StageCosts& sc = stage[static_cast<size_t>(s)];
-      cm.t_f.push_back(sc.forward_s * compute_scale + calibration.action_overhead_s);
-      cm.t_b.push_back(sc.backward_input_s * compute_scale + calibration.action_overhead_s);
+      cm.t_f.push_back(sc.forward_s * compute_scale + sc.tensor_parallel_forward_s + calibration.action_overhead_s);
+      cm.t_b.push_back(sc.backward_input_s * compute_scale + sc.tensor_parallel_backward_s +
+                       calibration.action_overhead_s);
       cm.t_w.push_back(sc.backward_weight_s * compute_scale + calibration.action_overhead_s);
       cm.m_b.push_back(sc.activation_bytes);
       cm.m_w.push_back(sc.weight_pending_bytes);
@@ -195,13 +214,12 @@ Prediction predict(const PlanRequest& request, const Candidate& c) {
     }
     // One latency for every cross-rank activation or gradient: the slowest boundary's, plus the
     // runtime's calibrated hand-off. A hand-off between two stages of one rank costs neither.
-    // D > 1 trains one process per rank: their links are the processes' ones.
-    const bool processes = D > 1;
+    // D > 1 or T > 1 trains one process per rank: their links are the processes' ones.
     for (int s = 0; s < S; ++s) {
       if (schedule.last_in_pipeline(s)) continue;
       const int a = schedule.placement.rank_of(s), b = schedule.placement.rank_of(s + 1);
       if (a == b) continue;
-      const Link& link = request.cluster.link(device_of(0, a, P), device_of(0, b, P), processes);
+      const Link& link = request.cluster.link(device_of(0, a, P, T), device_of(0, b, P, T), processes);
       cm.t_comm = std::max(cm.t_comm, link.transfer_seconds(stage[static_cast<size_t>(s) + 1].input_bytes) +
                                           calibration.transfer_overhead_s);
     }
@@ -217,7 +235,8 @@ Prediction predict(const PlanRequest& request, const Candidate& c) {
       schedule = sched::add_gradient_allreduce(schedule);
       for (int s = 0; s < S; ++s) {
         const int rank = schedule.placement.rank_of(s);
-        const Link& link = request.cluster.allreduce_link(device_of(0, rank, P), device_of(D - 1, rank, P), true);
+        const Link& link =
+            request.cluster.allreduce_link(device_of(0, rank, P, T), device_of(D - 1, rank, P, T), true);
         cm.t_allreduce_stage.push_back(sched::ring_allreduce_time(4.0 * stage[static_cast<size_t>(s)].parameters, D,
                                                                   link.bandwidth_bytes_per_s, link.latency_s));
       }
@@ -233,8 +252,9 @@ Prediction predict(const PlanRequest& request, const Candidate& c) {
     const sched::SimulationResult sim = sched::simulate(schedule, cm, so);
     p.pipeline_seconds = sim.makespan + calibration.step_overhead_s;
     p.bubble_rate = sim.bubble_rate;
-    // Overlapping steps: what the capability table lets overlap (one replica, no policy, one pipeline).
-    const bool can_overlap = request.overlap_steps && D == 1 && policy == sched::ActivationPolicy::kNone &&
+    // Overlapping steps: what the capability table lets overlap (one replica, unsplit, no policy,
+    // one pipeline).
+    const bool can_overlap = request.overlap_steps && D == 1 && T == 1 && policy == sched::ActivationPolicy::kNone &&
                              schedule.pipelines == 1 && P > 1;
     p.memory_bytes.assign(static_cast<size_t>(P), 0.0);
     p.activation_bytes = sim.peak_activation_bytes;
@@ -303,30 +323,39 @@ Plan make_plan(const PlanRequest& request) {
   auto allowed = [](const std::vector<int>& list, int x) {
     return list.empty() || std::find(list.begin(), list.end(), x) != list.end();
   };
-  for (int D = 1; D <= n; ++D) {
-    if (request.batch_rows % D != 0 || !allowed(request.data_parallel, D)) continue;
-    for (int P = 1; D * P <= n; ++P) {
-      if (!allowed(request.ranks, P)) continue;
-      for (const std::string& name : schedules) {
-        const bool sequential = name == kSequentialLabel;
-        if (sequential != (D == 1 && P == 1)) continue;
-        // On one rank every synchronous schedule runs the same passes: one of them stands for all.
-        if (P == 1 && !sequential && name != kOneRankSchedule) continue;
-        std::vector<int> chunk_options = {1};
-        if (sched::takes_any_chunks(name))
-          for (int v = 2; v <= request.max_chunks; v *= 2) chunk_options.push_back(v);
-        for (int v : chunk_options) {
-          for (int m : divisors_up_to(request.batch_rows / D, request.max_micro_batches)) {
-            for (const std::string& policy : policies) {
-              if (sequential && policy != "none") continue;
-              Candidate c;
-              c.data_parallel = D;
-              c.ranks = P;
-              c.chunks = v;
-              c.micro_batches = m;
-              c.schedule = name;
-              c.activation_policy = policy;
-              consider(c);
+  std::vector<int> tensor_degrees = request.tensor_parallel;
+  if (tensor_degrees.empty()) {
+    tensor_degrees = {1};
+    for (int T : request.profile.tensor_parallel.degrees)
+      if (T <= request.cluster.devices_per_node) tensor_degrees.push_back(T);
+  }
+  for (int T : tensor_degrees) {
+    for (int D = 1; T * D <= n; ++D) {
+      if (request.batch_rows % D != 0 || !allowed(request.data_parallel, D)) continue;
+      for (int P = 1; T * D * P <= n; ++P) {
+        if (!allowed(request.ranks, P)) continue;
+        for (const std::string& name : schedules) {
+          const bool sequential = name == kSequentialLabel;
+          if (sequential != (D == 1 && P == 1)) continue;
+          // On one rank every synchronous schedule runs the same passes: one of them stands for all.
+          if (P == 1 && !sequential && name != kOneRankSchedule) continue;
+          std::vector<int> chunk_options = {1};
+          if (sched::takes_any_chunks(name))
+            for (int v = 2; v <= request.max_chunks; v *= 2) chunk_options.push_back(v);
+          for (int v : chunk_options) {
+            for (int m : divisors_up_to(request.batch_rows / D, request.max_micro_batches)) {
+              for (const std::string& policy : policies) {
+                if (sequential && policy != "none") continue;
+                Candidate c;
+                c.tensor_parallel = T;
+                c.data_parallel = D;
+                c.ranks = P;
+                c.chunks = v;
+                c.micro_batches = m;
+                c.schedule = name;
+                c.activation_policy = policy;
+                consider(c);
+              }
             }
           }
         }

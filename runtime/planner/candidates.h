@@ -1,4 +1,4 @@
-// The planner's search: every data-parallel degree D, pipeline degree P, chunks v, micro-batch
+// The planner's search: every tensor-parallel degree T, data-parallel degree D, pipeline degree P, chunks v, micro-batch
 // count m, synchronous schedule and activation policy that the machines allow; each partitioned
 // by dynamic programming (stage_partition.h), timed by the schedule simulator with the profiled
 // costs and the cluster's links, and its memory per rank predicted. Only synchronous schedules are
@@ -24,6 +24,7 @@ inline constexpr const char* kOneRankSchedule = "1f1b";
 
 // One way to run the step. schedule kSequentialLabel is the sequential trainer (D = P = 1).
 struct Candidate {
+  int tensor_parallel = 1; // T members per stage (docs/PLANNING.md, "Tensor parallelism")
   int data_parallel = 1;   // D replicas
   int ranks = 1;           // P pipeline ranks
   int chunks = 1;          // v model chunks per rank (the looped schedules; the V schedules: 2)
@@ -34,7 +35,7 @@ struct Candidate {
   // Steps overlap (TrainingConfig::overlap_steps): set by predict() where the request allows it, the
   // trainer can (one replica, no activation policy, one pipeline) and it is faster than the barrier.
   bool overlap_steps = false;
-  std::string describe() const;       // "1f1b P=2 v=1 m=4 D=1 none" (+ " overlap")
+  std::string describe() const;       // "1f1b P=2 v=1 m=4 D=1 none" (+ " overlap", + " T=2")
   bool sequential() const { return schedule == kSequentialLabel; }
 };
 
@@ -62,6 +63,9 @@ struct PlanRequest {
   std::vector<std::string> policies;     // empty: none, recompute (and offload-host on cuda devices)
   std::vector<int> data_parallel;        // the degrees D to try; empty: every D with D x P <= devices
   std::vector<int> ranks;                // the pipeline degrees P to try; empty: likewise
+  // The tensor-parallel degrees T to try; empty: 1 and every degree of the profile's
+  // tensor_parallel within one node (T x D x P <= devices in any case).
+  std::vector<int> tensor_parallel;
   int max_micro_batches = 64;
   int max_chunks = 4;
   double memory_limit_bytes = 0;         // per device; 0: the cluster's device memory

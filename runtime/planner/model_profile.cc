@@ -11,6 +11,7 @@
 #include "runtime/core/median.h"
 #include "runtime/core/json_object.h"
 #include "runtime/planner/json_input.h"
+#include "runtime/planner/tensor_parallel_profile.h"
 #include "runtime/core/limits.h"
 #include "runtime/execution/partition.h"
 #include "runtime/layers/saved_context.h"
@@ -187,6 +188,7 @@ ModelProfile profile_model(Model& model, const std::vector<int64_t>& rows,
   p.optimizer_state_floats = optimizer_state_floats(optimizer);
   for (int64_t r : rows) p.sizes.push_back(measure_micro_batch(model, micro_batch(r), repeats));
   p.update_seconds_per_parameter = measure_update_seconds(model, optimizer, repeats);
+  p.tensor_parallel = profile_tensor_parallel(model);
   return p;
 }
 
@@ -235,13 +237,23 @@ nlohmann::json profile_to_json(const ModelProfile& profile) {
       calibration["relative_scale_by_rows"] = by_rows;
     }
   }
-  return {{"format", "pipeforge.profile/1"},
-          {"model", profile.model},
-          {"calibration", calibration},
-          {"optimizer", profile.optimizer},
-          {"optimizer_state_floats", profile.optimizer_state_floats},
-          {"update_seconds_per_parameter", profile.update_seconds_per_parameter},
-          {"micro_batch_sizes", sizes}};
+  nlohmann::json out = {{"format", "pipeforge.profile/1"},
+                        {"model", profile.model},
+                        {"calibration", calibration},
+                        {"optimizer", profile.optimizer},
+                        {"optimizer_state_floats", profile.optimizer_state_floats},
+                        {"update_seconds_per_parameter", profile.update_seconds_per_parameter},
+                        {"micro_batch_sizes", sizes}};
+  const TensorParallelProfile& t = profile.tensor_parallel;
+  if (!t.degrees.empty()) {
+    nlohmann::json layers = nlohmann::json::array();
+    for (size_t i = 0; i < t.split_parameters.size(); ++i)
+      layers.push_back({{"split_parameters", t.split_parameters[i]},
+                        {"forward_floats", t.forward_floats[i]},
+                        {"backward_floats", t.backward_floats[i]}});
+    out["tensor_parallel"] = {{"degrees", t.degrees}, {"layers", layers}};
+  }
+  return out;
 }
 
 namespace {
@@ -355,6 +367,30 @@ ModelProfile profile_from_json_fields(const nlohmann::json& value) {
     PF_CHECK_ARG(p.sizes.empty() || m.rows > p.sizes.back().rows, s.path_of("rows"),
                  ": sizes must be in ascending rows, each once");
     p.sizes.push_back(std::move(m));
+  }
+  // Profiles saved before tensor parallelism have none: the planner then searches T = 1 only.
+  if (root.has("tensor_parallel")) {
+    JsonObject t(root.get("tensor_parallel"), root.path_of("tensor_parallel"));
+    TensorParallelProfile& k = p.tensor_parallel;
+    const nlohmann::json& degrees = t.get_array("degrees");
+    for (size_t i = 0; i < degrees.size(); ++i) {
+      PF_CHECK_ARG(degrees[i].is_number_integer() && degrees[i].get<int64_t>() >= 2 &&
+                       degrees[i].get<int64_t>() <= kMaxProfiledTensorParallel &&
+                       (k.degrees.empty() || degrees[i].get<int64_t>() > k.degrees.back()),
+                   t.path_of("degrees"), "[", i, "]: expected ascending integers in [2, ", kMaxProfiledTensorParallel, "]");
+      k.degrees.push_back(degrees[i].get<int>());
+    }
+    const nlohmann::json& layers = t.get_array("layers");
+    PF_CHECK_ARG(layers.size() == p.sizes[0].layers.size(), t.path_of("layers"), ": ", layers.size(),
+                 " layers, but the micro-batch sizes have ", p.sizes[0].layers.size());
+    for (size_t j = 0; j < layers.size(); ++j) {
+      JsonObject l(layers[j], t.path_of("layers") + "[" + std::to_string(j) + "]");
+      k.split_parameters.push_back(l.get_int_in("split_parameters", 0, 0, p.sizes[0].layers[j].parameters));
+      k.forward_floats.push_back(l.get_int_in("forward_floats", 0, 0, int64_t{1} << 30));
+      k.backward_floats.push_back(l.get_int_in("backward_floats", 0, 0, int64_t{1} << 30));
+      l.reject_unknown();
+    }
+    t.reject_unknown();
   }
   root.reject_unknown();
   return p;

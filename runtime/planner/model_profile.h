@@ -32,6 +32,10 @@ struct LayerCosts {
   int64_t shared_with_previous_bytes = 0;
   int64_t weight_pending_bytes = 0; // kept from B until W (m_w)
   int64_t input_bytes = 0;          // the layer's input: what crosses a stage boundary before it (m_in)
+  // A tensor-parallel member's all-reduces in F and in B (tensor_parallel_costs sets them; not
+  // saved in profiles, not scaled by the calibration's compute scales).
+  double tensor_parallel_forward_s = 0;
+  double tensor_parallel_backward_s = 0;
 };
 
 // The layers at one micro-batch size.
@@ -74,6 +78,16 @@ struct Calibration {
   double relative_scale(int64_t rows) const;
 };
 
+// How the model splits over a tensor-parallel group (split_model_for_tensor_parallel's splits:
+// transformer and Llama blocks by heads, column / row pairs of linears), per top-level layer; the
+// same at every micro-batch size and every T. Empty `degrees`: the model does not split.
+struct TensorParallelProfile {
+  std::vector<int> degrees;               // the T > 1 it splits at, ascending (heads divisible, ...)
+  std::vector<int64_t> split_parameters;  // per layer: the elements each member holds 1/T of
+  std::vector<int64_t> forward_floats;    // per layer, per token: all-reduced in F (row splits' outputs)
+  std::vector<int64_t> backward_floats;   // per layer, per token: in B (column splits' input gradients)
+};
+
 struct ModelProfile {
   nlohmann::json model;                    // what was profiled (the CLI's model options), for reports
   std::string optimizer = "adamw";
@@ -81,6 +95,7 @@ struct ModelProfile {
   double update_seconds_per_parameter = 0; // zeroing the gradient plus one optimizer update, per element
   std::vector<MicroBatchCosts> sizes;      // ascending rows
   Calibration calibration;
+  TensorParallelProfile tensor_parallel;   // profile_model fills it from the model's splits
 
   int num_layers() const;
   int64_t parameter_elements() const;

@@ -16,6 +16,8 @@ StageCosts stage_costs(const MicroBatchCosts& costs, int begin, int end) {
     s.forward_s += l.forward_s;
     s.backward_input_s += l.backward_input_s;
     s.backward_weight_s += l.backward_weight_s;
+    s.tensor_parallel_forward_s += l.tensor_parallel_forward_s;
+    s.tensor_parallel_backward_s += l.tensor_parallel_backward_s;
     s.activation_bytes += static_cast<double>(l.activation_bytes - (i > begin ? l.shared_with_previous_bytes : 0));
     s.weight_pending_bytes += static_cast<double>(l.weight_pending_bytes);
     s.parameters += l.parameters;

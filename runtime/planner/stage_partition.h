@@ -17,7 +17,11 @@ struct StageCosts {
   double weight_pending_bytes = 0;  // from B to W
   double input_bytes = 0;           // what arrives from the previous stage (0 for the first)
   int64_t parameters = 0;
-  double seconds() const { return forward_s + backward_input_s + backward_weight_s; }
+  // Tensor parallelism: the members' all-reduces in F and in B (LayerCosts::tensor_parallel_*_s).
+  double tensor_parallel_forward_s = 0, tensor_parallel_backward_s = 0;
+  double seconds() const {
+    return forward_s + backward_input_s + backward_weight_s + tensor_parallel_forward_s + tensor_parallel_backward_s;
+  }
 };
 StageCosts stage_costs(const MicroBatchCosts& costs, int begin, int end);
 

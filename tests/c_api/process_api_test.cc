@@ -161,6 +161,37 @@ TEST_F(ProcessApi, TensorParallelThroughConfigEntries) {
   pf_trainer_destroy(trainer);
 }
 
+// Tensor x pipeline parallelism through the C API: T = 2 members for each of P = size / 2 pipeline
+// ranks (1F1B), within float rounding of the sequential trainer; stages of 4 and 3 layers make fc0 /
+// fc1 and fc2 / head column / row pairs, so fc0's weight and the head's are split on every process.
+TEST_F(ProcessApi, TensorAndPipelineParallelThroughConfigEntries) {
+  const int size = LaunchSize();
+  if (size != 4) GTEST_SKIP() << "T 2 x P 2 needs 4 processes; this launch has " << size;
+  pf_trainer* reference = MakeTrainer(Options(4));
+  const std::vector<pf_step_result> expected = Train(reference, 3);
+  pf_trainer_destroy(reference);
+
+  pf_trainer_options options = Options(4);
+  options.schedule = "1f1b";
+  options.ranks = 2;
+  const int32_t counts[] = {4, 3};
+  options.layers_per_stage = counts;
+  options.num_layers_per_stage = 2;
+  const pf_config_entry entries[] = {{"tensor_parallel", "2"}};
+  options.config_entries = entries;
+  options.num_config_entries = 1;
+  pf_trainer* trainer = MakeTrainer(options);
+  ASSERT_NE(trainer, nullptr);
+  const std::vector<pf_step_result> got = Train(trainer, 3);
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_NEAR(got[i].loss, expected[i].loss, 1e-5 * std::max(1.0, std::fabs(expected[i].loss))) << "step " << i;
+    EXPECT_NEAR(got[i].grad_norm, expected[i].grad_norm, 1e-5 * std::max(1.0, expected[i].grad_norm)) << "step " << i;
+  }
+  EXPECT_EQ(Count(trainer, "fc0.weight"), static_cast<size_t>(16 / 2 * pftest::kFeatures));
+  EXPECT_EQ(Count(trainer, "head.weight"), static_cast<size_t>(pftest::kClasses * 16 / 2));
+  pf_trainer_destroy(trainer);
+}
+
 // Fail-slow adaptation with one process per rank: rank 1 emulated 4x slow, every process moves
 // the same layers off it at the same step (parameters and optimizer state over the launch), and
 // every step stays bitwise equal to the sequential trainer.

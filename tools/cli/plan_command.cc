@@ -110,6 +110,7 @@ TrainArgs train_args_for(const PlanArgs& a, const plan::Prediction& choice) {
   t.batch_size = a.batch_size / c.data_parallel;
   t.micro_batches = c.micro_batches;
   t.data_parallel = c.data_parallel;
+  t.tensor_parallel = c.tensor_parallel;
   if (!c.sequential()) {
     t.schedule = c.schedule;
     t.stages = c.ranks;
@@ -162,6 +163,12 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& a) {
       ->transform(trimmed())
       ->check(CLI::Range(1, 4096));
   cmd->add_option("--ranks", a.ranks, "try only these pipeline degrees P")
+      ->delimiter(',')
+      ->transform(trimmed())
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--tensor-parallel", a.tensor_parallel,
+                  "try only these tensor-parallel degrees T (default: 1 and every T the model splits at within a "
+                  "node; T > 1 trains under mpirun)")
       ->delimiter(',')
       ->transform(trimmed())
       ->check(CLI::Range(1, 4096));
@@ -287,6 +294,7 @@ int run_plan(const PlanArgs& a) {
     request.policies = a.policies;
     request.data_parallel = a.data_parallel;
     request.ranks = a.ranks;
+    request.tensor_parallel = a.tensor_parallel;
     request.max_micro_batches = a.max_micro_batches;
     request.max_chunks = a.max_chunks;
     request.overlap_steps = !a.no_overlap_steps;
@@ -335,10 +343,12 @@ int run_plan(const PlanArgs& a) {
     if (calibration_seconds > 0) out["calibration_seconds"] = calibration_seconds;
     if (!plan.ranked.empty()) {
       out["train_config"] = effective_train_config(train_args_for(a, plan.ranked[0]));
-      // The command that trains as the plan says: data parallelism trains one process per rank
-      // (mpirun -np D x P), a pipeline alone runs as threads of one process.
+      // The command that trains as the plan says: tensor or data parallelism trains one process
+      // per rank and member (mpirun -np T x D x P), a pipeline alone runs as threads of one process.
       const plan::Candidate& choice = plan.ranked[0].candidate;
-      const int processes = choice.data_parallel > 1 ? choice.data_parallel * choice.ranks : 1;
+      const int processes = choice.data_parallel > 1 || choice.tensor_parallel > 1
+                                ? choice.tensor_parallel * choice.data_parallel * choice.ranks
+                                : 1;
       if (!a.out.empty()) out["run_with"] = launch_line(processes, "train --plan " + shell_quote_if_needed(a.out));
       if (!a.out.empty()) write_file(a.out, out.dump(2) + "\n", "--out");
     }

@@ -27,6 +27,7 @@ struct PlanArgs {
   std::vector<std::string> policies;
   std::vector<int> data_parallel;  // degrees to try (empty: all)
   std::vector<int> ranks;          // pipeline degrees to try (empty: all)
+  std::vector<int> tensor_parallel;  // tensor-parallel degrees to try (empty: 1 and the model's within a node)
   int max_micro_batches = 16;
   int max_chunks = 2;
   bool no_overlap_steps = false;   // predict with a barrier after every step

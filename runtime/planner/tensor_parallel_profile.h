@@ -1,0 +1,30 @@
+// The planner's view of tensor parallelism (docs/PLANNING.md, "Tensor parallelism"): which degrees
+// T a model splits at and what each split layer costs a member, derived from the model's own split
+// (split_model_for_tensor_parallel on a copy without tensors), and a micro-batch's layer costs at T.
+#pragma once
+
+#include "runtime/models/model.h"
+#include "runtime/planner/model_profile.h"
+
+namespace pf::plan {
+
+// The largest T profile_tensor_parallel tries.
+inline constexpr int kMaxProfiledTensorParallel = 16;
+
+// Splits copies of `model` (built without tensors) at T = 2 .. max_degree: the degrees that split
+// (a T not dividing the heads or a split dimension is left out) and, per top-level layer, the split
+// parameter elements and the floats per token its all-reduces carry (a column-parallel weight
+// [out, in]: `in` in B; a row-parallel one: `out` in F).
+TensorParallelProfile profile_tensor_parallel(const Model& model, int max_degree = kMaxProfiledTensorParallel);
+
+// `costs` as one of T members runs them: each layer's F, B and W scaled by the share that stays
+// (1 - s + s / T, s its split share of the parameters: the GEMMs split with their weights), its
+// parameters 1 - s + s / T of them, and its all-reduces (T members on a link of `bandwidth` bytes/s
+// and `latency` s, sched::ring_allreduce_time) in tensor_parallel_forward_s and
+// tensor_parallel_backward_s (the calibration scales the compute, not these). Activation bytes are kept whole
+// (a block's LayerNorm inputs and outputs are whole on every member). kInvalidArgument when T is
+// not one of tensor_parallel.degrees.
+MicroBatchCosts tensor_parallel_costs(const TensorParallelProfile& tensor_parallel, const MicroBatchCosts& costs,
+                                      int T, double bandwidth, double latency);
+
+}  // namespace pf::plan
