@@ -56,6 +56,15 @@ std::vector<pf_step_result> Train(pf_trainer* trainer, int steps) {
   return results;
 }
 
+// Step results within float rounding (1e-5 relative) of the reference's: a split model's sums.
+void ExpectWithinRounding(const std::vector<pf_step_result>& got, const std::vector<pf_step_result>& expected) {
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_NEAR(got[i].loss, expected[i].loss, 1e-5 * std::max(1.0, std::fabs(expected[i].loss))) << "step " << i;
+    EXPECT_NEAR(got[i].grad_norm, expected[i].grad_norm, 1e-5 * std::max(1.0, expected[i].grad_norm)) << "step " << i;
+  }
+}
+
 size_t Count(const pf_trainer* trainer, const std::string& name) {
   int64_t shape[8];
   size_t ndim = 0;
@@ -152,10 +161,7 @@ TEST_F(ProcessApi, TensorParallelThroughConfigEntries) {
   pf_trainer* trainer = MakeTrainer(options);
   ASSERT_NE(trainer, nullptr);
   const std::vector<pf_step_result> got = Train(trainer, 3);
-  for (size_t i = 0; i < got.size(); ++i) {
-    EXPECT_NEAR(got[i].loss, expected[i].loss, 1e-5 * std::max(1.0, std::fabs(expected[i].loss))) << "step " << i;
-    EXPECT_NEAR(got[i].grad_norm, expected[i].grad_norm, 1e-5 * std::max(1.0, expected[i].grad_norm)) << "step " << i;
-  }
+  ExpectWithinRounding(got, expected);
   // MakeDeepMlp: fc0 (features -> 16) is column-parallel: 16 / T of its rows here.
   EXPECT_EQ(Count(trainer, "fc0.weight"), static_cast<size_t>(16 / size * pftest::kFeatures));
   pf_trainer_destroy(trainer);
@@ -183,10 +189,7 @@ TEST_F(ProcessApi, TensorAndPipelineParallelThroughConfigEntries) {
   pf_trainer* trainer = MakeTrainer(options);
   ASSERT_NE(trainer, nullptr);
   const std::vector<pf_step_result> got = Train(trainer, 3);
-  for (size_t i = 0; i < got.size(); ++i) {
-    EXPECT_NEAR(got[i].loss, expected[i].loss, 1e-5 * std::max(1.0, std::fabs(expected[i].loss))) << "step " << i;
-    EXPECT_NEAR(got[i].grad_norm, expected[i].grad_norm, 1e-5 * std::max(1.0, expected[i].grad_norm)) << "step " << i;
-  }
+  ExpectWithinRounding(got, expected);
   EXPECT_EQ(Count(trainer, "fc0.weight"), static_cast<size_t>(16 / 2 * pftest::kFeatures));
   EXPECT_EQ(Count(trainer, "head.weight"), static_cast<size_t>(pftest::kClasses * 16 / 2));
   pf_trainer_destroy(trainer);
