@@ -157,4 +157,25 @@ run_mpi 4 tcp "$pipeforge" train --model mlp --layers 3 --tensor-parallel 2 --sc
   --quiet >"$work/kill.out" 2>&1 &
 kill_rank_and_check $! "pipeforge train --model mlp --layers 3 --tensor-parallel 2 --schedule 1f1b" 3 "$work/kill.out"
 
+# 7. The planner offers T: restricted to T = 2 on one stage, its plan prints the mpirun line that
+#    trains it, and `train --plan` under that line runs split (not under a sanitizer: the planner's
+#    own tests run there).
+if ! sanitized; then
+  "$pipeforge" plan --model gpt --d-model 32 --heads 2 --seq-len 16 --layers 2 --batch-size 8 --quiet --measure \
+    --devices 2 --tensor-parallel 2 --ranks 1 --data-parallel 1 --out "$work/plan.json" --svg '' >"$work/plan.out" \
+    2>&1 || { cat "$work/plan.out"; fail "plan --tensor-parallel 2"; }
+  grep -q "mpirun -np 2 .*pipeforge train --plan $work/plan.json" "$work/plan.out" ||
+    { cat "$work/plan.out"; fail "plan --tensor-parallel 2 does not print an mpirun -np 2 line"; }
+  run_mpi 2 default "$pipeforge" train --plan "$work/plan.json" --steps 2 --json --quiet >"$work/planned.json" \
+    2>"$work/err" || { cat "$work/err"; fail "train --plan of a T = 2 choice"; }
+  python3 - "$work" <<'PY' || fail "the planned T = 2 run"
+import json, sys
+plan, run = (json.load(open(f"{sys.argv[1]}/{name}.json")) for name in ("plan", "planned"))
+assert plan["choice"]["tensor_parallel"] == 2, plan["choice"]
+assert run["tensor_parallel"] == 2 and run["processes"] == 2, (run["tensor_parallel"], run["processes"])
+print(f"plan: {plan['choice']['schedule']} T {plan['choice']['tensor_parallel']} m {plan['choice']['micro_batches']}, "
+      f"predicted {plan['choice']['step_seconds'] * 1e3:.2f} ms per step; trained: losses {run['losses']}")
+PY
+fi
+
 finish "tensor x pipeline x data mpirun"
