@@ -441,6 +441,51 @@ TEST(TensorParallel, RefusesSplitsThatDoNotFit) {
       "loss": "cross_entropy"})", 2, "layers[0].parallel: unknown tensor-parallel split 'diagonal' (known: column, row)");
 }
 
+// Pipeline stages: the default pairs form inside each stage, and an annotated column split whose
+// output would cross a stage boundary is refused naming the layer (a stage message is whole).
+TEST(TensorParallel, SplitsEachPipelineStageByItself) {
+  MlpConfig c = mlp_config();
+  c.hidden = {8, 8, 8};  // fc0 act0 fc1 act1 fc2 act2 head
+  const auto split_stages = [&](const std::vector<int>& layers_per_stage) {
+    comm::ThreadWorld world(2);
+    std::shared_ptr<Model> model = build_mlp(c);
+    split_model_for_tensor_parallel(
+        *model,
+        std::make_shared<TensorParallelGroup>(std::shared_ptr<comm::World>(&world.member(0), [](comm::World*) {}),
+                                              TensorReduction::kAllReduce, 5.0),
+        layers_per_stage);
+    std::vector<TensorSplit> splits;
+    for (const auto& layer : model->layers()) splits.push_back(layer->tensor_split());
+    return splits;
+  };
+  const TensorSplit n = TensorSplit::kNone, col = TensorSplit::kColumn, row = TensorSplit::kRow;
+  // One stage: fc0 / fc1 pair, fc2 / head pair.
+  EXPECT_EQ(split_stages({}), (std::vector<TensorSplit>{col, n, row, n, col, n, row}));
+  // Stages of 2 and 5 layers: fc0 has no partner in its stage; fc1 / fc2 pair, the head alone.
+  EXPECT_EQ(split_stages({2, 5}), (std::vector<TensorSplit>{n, n, col, n, row, n, n}));
+  // Stages of 4 and 3: fc0 / fc1, then fc2 / head.
+  EXPECT_EQ(split_stages({4, 3}), (std::vector<TensorSplit>{col, n, row, n, col, n, row}));
+  const std::string head = R"({"input": {"kind": "features", "features": 8, "classes": 4}, "layers": [)";
+  comm::ThreadWorld world(2);
+  std::unique_ptr<Model> annotated = build_model_from_json_text(head + R"(
+      {"type": "linear", "name": "fc0", "in": 8, "out": 8, "parallel": "column"}, {"type": "relu", "name": "act"},
+      {"type": "linear", "name": "fc1", "in": 8, "out": 4, "parallel": "row"}], "loss": "cross_entropy"})");
+  try {
+    split_model_for_tensor_parallel(
+        *annotated,
+        std::make_shared<TensorParallelGroup>(std::shared_ptr<comm::World>(&world.member(0), [](comm::World*) {}),
+                                              TensorReduction::kAllReduce, 5.0),
+        {2, 1});
+    FAIL() << "a column split crossing a stage boundary was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("the column-split output of layers[0] 'fc0' (linear) would cross the pipeline "
+                                         "stage boundary after layers[1] 'act' (relu)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(TensorParallel, TheSplitModelDescribesTheWholeOne) {
   comm::ThreadWorld world(2);
   std::shared_ptr<Model> whole = build_mlp(mlp_config());
