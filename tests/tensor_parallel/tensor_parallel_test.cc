@@ -394,11 +394,15 @@ TEST(TensorParallel, AFailedMemberStopsTheOthersWithItsName) {
   EXPECT_NE(members[0].error.find("tensor parallel rank 0 of 2"), std::string::npos) << members[0].error;
 }
 
-// The model's split as a lone member would make it (a ThreadWorld of T, this thread as member 0).
-void split_alone(Model& model, int T, comm::ThreadWorld& world) {
+// The model's split as a lone member would make it (a ThreadWorld of T, this thread as member 0),
+// with the pipeline stages of `layers_per_stage` (empty: one).
+void split_alone(Model& model, int T, comm::ThreadWorld& world, const std::vector<int>& layers_per_stage = {}) {
+  ASSERT_EQ(world.size(), T);
   split_model_for_tensor_parallel(
-      model, std::make_shared<TensorParallelGroup>(std::shared_ptr<comm::World>(&world.member(0), [](comm::World*) {}),
-                                                   TensorReduction::kAllReduce, 5.0));
+      model,
+      std::make_shared<TensorParallelGroup>(std::shared_ptr<comm::World>(&world.member(0), [](comm::World*) {}),
+                                            TensorReduction::kAllReduce, 5.0),
+      layers_per_stage);
 }
 
 std::string split_error(const std::string& json, int T) {
@@ -449,11 +453,7 @@ TEST(TensorParallel, SplitsEachPipelineStageByItself) {
   const auto split_stages = [&](const std::vector<int>& layers_per_stage) {
     comm::ThreadWorld world(2);
     std::shared_ptr<Model> model = build_mlp(c);
-    split_model_for_tensor_parallel(
-        *model,
-        std::make_shared<TensorParallelGroup>(std::shared_ptr<comm::World>(&world.member(0), [](comm::World*) {}),
-                                              TensorReduction::kAllReduce, 5.0),
-        layers_per_stage);
+    split_alone(*model, 2, world, layers_per_stage);
     std::vector<TensorSplit> splits;
     for (const auto& layer : model->layers()) splits.push_back(layer->tensor_split());
     return splits;
@@ -471,11 +471,7 @@ TEST(TensorParallel, SplitsEachPipelineStageByItself) {
       {"type": "linear", "name": "fc0", "in": 8, "out": 8, "parallel": "column"}, {"type": "relu", "name": "act"},
       {"type": "linear", "name": "fc1", "in": 8, "out": 4, "parallel": "row"}], "loss": "cross_entropy"})");
   try {
-    split_model_for_tensor_parallel(
-        *annotated,
-        std::make_shared<TensorParallelGroup>(std::shared_ptr<comm::World>(&world.member(0), [](comm::World*) {}),
-                                              TensorReduction::kAllReduce, 5.0),
-        {2, 1});
+    split_alone(*annotated, 2, world, {2, 1});
     FAIL() << "a column split crossing a stage boundary was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
