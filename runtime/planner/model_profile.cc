@@ -11,7 +11,6 @@
 #include "runtime/core/median.h"
 #include "runtime/core/json_object.h"
 #include "runtime/planner/json_input.h"
-#include "runtime/planner/tensor_parallel_profile.h"
 #include "runtime/core/limits.h"
 #include "runtime/execution/partition.h"
 #include "runtime/layers/saved_context.h"
@@ -188,7 +187,6 @@ ModelProfile profile_model(Model& model, const std::vector<int64_t>& rows,
   p.optimizer_state_floats = optimizer_state_floats(optimizer);
   for (int64_t r : rows) p.sizes.push_back(measure_micro_batch(model, micro_batch(r), repeats));
   p.update_seconds_per_parameter = measure_update_seconds(model, optimizer, repeats);
-  p.tensor_parallel = profile_tensor_parallel(model);
   return p;
 }
 
@@ -368,7 +366,7 @@ ModelProfile profile_from_json_fields(const nlohmann::json& value) {
                  ": sizes must be in ascending rows, each once");
     p.sizes.push_back(std::move(m));
   }
-  // Profiles saved before tensor parallelism have none: the planner then searches T = 1 only.
+  // Optional: profiles saved before tensor parallelism have none (`plan` reads them off the model).
   if (root.has("tensor_parallel")) {
     JsonObject t(root.get("tensor_parallel"), root.path_of("tensor_parallel"));
     TensorParallelProfile& k = p.tensor_parallel;

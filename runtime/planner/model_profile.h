@@ -81,6 +81,8 @@ struct Calibration {
 // How the model splits over a tensor-parallel group (split_model_for_tensor_parallel's splits:
 // transformer and Llama blocks by heads, column / row pairs of linears), per top-level layer; the
 // same at every micro-batch size and every T. Empty `degrees`: the model does not split.
+// The largest T a profile's degrees go up to (profile_tensor_parallel tries 2 .. this).
+inline constexpr int kMaxProfiledTensorParallel = 16;
 struct TensorParallelProfile {
   std::vector<int> degrees;               // the T > 1 it splits at, ascending (heads divisible, ...)
   std::vector<int64_t> split_parameters;  // per layer: the elements each member holds 1/T of
@@ -95,7 +97,9 @@ struct ModelProfile {
   double update_seconds_per_parameter = 0; // zeroing the gradient plus one optimizer update, per element
   std::vector<MicroBatchCosts> sizes;      // ascending rows
   Calibration calibration;
-  TensorParallelProfile tensor_parallel;   // profile_model fills it from the model's splits
+  // Filled by the front-ends that plan T (`pipeforge plan`: profile_tensor_parallel); empty
+  // otherwise, and the planner then searches T = 1 only.
+  TensorParallelProfile tensor_parallel;
 
   int num_layers() const;
   int64_t parameter_elements() const;

@@ -8,9 +8,6 @@
 
 namespace pf::plan {
 
-// The largest T profile_tensor_parallel tries.
-inline constexpr int kMaxProfiledTensorParallel = 16;
-
 // Splits copies of `model` (built without tensors) at T = 2 .. max_degree: the degrees that split
 // (a T not dividing the heads or a split dimension is left out) and, per top-level layer, the split
 // parameter elements and the floats per token its all-reduces carry (a column-parallel weight

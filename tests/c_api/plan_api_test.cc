@@ -78,6 +78,7 @@ TEST(PlanApi, RanksCandidatesAndTheChoiceTrainsBitwiseEqualToSequential) {
     EXPECT_GE(c["step_seconds"].get<double>(), previous);
     previous = c["step_seconds"].get<double>();
     EXPECT_TRUE(c["fits"].get<bool>());
+    EXPECT_EQ(c["tensor_parallel"], 1);  // the C API's planner searches T = 1 only (no field to apply T)
   }
   const char* whole = nullptr;
   ASSERT_PF_OK(pf_plan_to_json(plan, &whole));

@@ -300,7 +300,8 @@ int run_plan(const PlanArgs& a) {
     request.overlap_steps = !a.no_overlap_steps;
     request.memory_limit_bytes = a.memory_limit_gib * 1024.0 * 1024.0 * 1024.0;
     nlohmann::json model;
-    request.profile = model_profile(a.model, a.profile, plan::needed_micro_batch_rows(request), a.repeats, a.quiet, &model);
+    request.profile = model_profile(a.model, a.profile, plan::needed_micro_batch_rows(request), a.repeats, a.quiet, &model,
+                                    true);
     if (a.measure) {
       // The all-reduces the candidates run: the whole model's gradients (P = 1), half, a quarter.
       const double bytes = 4.0 * static_cast<double>(request.profile.parameter_elements());

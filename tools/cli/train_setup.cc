@@ -18,6 +18,7 @@
 #include "runtime/data/token_file.h"
 #include "runtime/interop/hf_models.h"
 #include "runtime/models/builders.h"
+#include "runtime/planner/tensor_parallel_profile.h"
 #include "runtime/run/make_trainer.h"
 #include "runtime/run/training_config.h"
 #include "runtime/schedules/schedule_request.h"
@@ -388,7 +389,7 @@ nlohmann::json read_json_file(const std::string& file, const std::string& option
 
 plan::ModelProfile model_profile(const TrainArgs& model, const std::string& profile_file,
                                  const std::vector<int64_t>& rows, int repeats, bool quiet,
-                                 nlohmann::json* description) {
+                                 nlohmann::json* description, bool tensor_parallel) {
   TrainArgs t = model;
   t.micro_batches = 1;
   t.batch_size = rows.front();
@@ -401,6 +402,8 @@ plan::ModelProfile model_profile(const TrainArgs& model, const std::string& prof
     const size_t layers = first.model->layers().size();
     PF_CHECK_ARG(static_cast<size_t>(p.num_layers()) == layers, profile_file, ": the profile has ", p.num_layers(),
                  " layers but ", model_name(t), " has ", layers, " (profile the same model options)");
+    if (tensor_parallel && p.tensor_parallel.degrees.empty())
+      p.tensor_parallel = plan::profile_tensor_parallel(*first.model);
     return p;
   }
   plan::ModelProfile p = plan::profile_model(
@@ -412,6 +415,7 @@ plan::ModelProfile model_profile(const TrainArgs& model, const std::string& prof
       },
       optimizer_config(t), repeats);
   p.model = *description;
+  if (tensor_parallel) p.tensor_parallel = plan::profile_tensor_parallel(*first.model);
   return p;
 }
 
