@@ -1,12 +1,12 @@
 #include "runtime/tensor_parallel/split_model.h"
 
 #include <string>
-#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "runtime/core/error.h"
+#include "runtime/execution/partition.h"
 
 namespace pf {
 namespace {
@@ -35,29 +35,12 @@ bool has_annotation(const Model& model) {
   return false;
 }
 
-// Each stage's top-level layer range [begin, end): one stage of the whole model when
-// `layers_per_stage` is empty.
-std::vector<std::pair<size_t, size_t>> stage_ranges(const Model& model, const std::vector<int>& layers_per_stage) {
-  const size_t n = model.layers().size();
-  if (layers_per_stage.empty()) return {{0, n}};
-  std::vector<std::pair<size_t, size_t>> ranges;
-  size_t begin = 0;
-  for (int count : layers_per_stage) {
-    PF_CHECK_ARG(count >= 0 && begin + static_cast<size_t>(count) <= n, "tensor parallelism: layers_per_stage ",
-                 "does not fit the model's ", n, " layers");
-    ranges.emplace_back(begin, begin + static_cast<size_t>(count));
-    begin += static_cast<size_t>(count);
-  }
-  PF_CHECK_ARG(begin == n, "tensor parallelism: layers_per_stage covers ", begin, " of the model's ", n, " layers");
-  return ranges;
-}
-
 // The default splits: column / row pairs of top-level linears joined by element-wise layers, both
 // in the same stage.
-void choose_default_splits(const Model& model, const std::vector<std::pair<size_t, size_t>>& stages) {
+void choose_default_splits(const Model& model, const std::vector<exec::StageRange>& stages) {
   const auto& layers = model.layers();
-  for (const auto& [begin, end] : stages)
-    for (size_t i = begin; i < end; ++i) {
+  for (const exec::StageRange& stage : stages)
+    for (size_t i = static_cast<size_t>(stage.begin), end = static_cast<size_t>(stage.end); i < end; ++i) {
       size_t j = i + 1;
       while (j < end && layers[j]->elementwise()) ++j;
       if (j >= end) break;
@@ -115,9 +98,12 @@ void split_model_for_tensor_parallel(Model& model, std::shared_ptr<TensorParalle
   if (description.contains("layers") && description["layers"].is_array())
     for (size_t i = 0; i < description["layers"].size(); ++i)
       refuse_nested_splits(description["layers"][i], "layers[" + std::to_string(i) + "]", true);
-  const auto stages = stage_ranges(model, layers_per_stage);
+  const int layers = static_cast<int>(model.layers().size());
+  const std::vector<exec::StageRange> stages = exec::partition_layers(
+      layers, layers_per_stage.empty() ? 1 : static_cast<int>(layers_per_stage.size()), layers_per_stage);
   if (!has_annotation(model)) choose_default_splits(model, stages);
-  for (size_t s = 0; s < stages.size(); ++s) check_chain(model, stages[s].first, stages[s].second, s + 1 == stages.size());
+  for (size_t s = 0; s < stages.size(); ++s)
+    check_chain(model, static_cast<size_t>(stages[s].begin), static_cast<size_t>(stages[s].end), s + 1 == stages.size());
   for (const auto& layer : model.layers()) layer->split_for_tensor_parallel(group);
   bool split = false;
   for (const Parameter* p : model.parameters()) split = split || p->shard.split();
