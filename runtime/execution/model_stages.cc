@@ -1,8 +1,8 @@
 #include "runtime/execution/model_stages.h"
 
-#include <nlohmann/json.hpp>
-
 #include <utility>
+
+#include <nlohmann/json.hpp>
 
 #include "runtime/models/builders.h"
 #include "runtime/tensor_parallel/split_model.h"

@@ -60,8 +60,8 @@ TensorParallelProfile profile_tensor_parallel(const Model& model, int max_degree
   return out;
 }
 
-MicroBatchCosts tensor_parallel_costs(const TensorParallelProfile& tensor_parallel, const MicroBatchCosts& costs,
-                                      int T, double bandwidth, double latency) {
+MicroBatchCosts tensor_parallel_costs(const TensorParallelProfile& tensor_parallel, MicroBatchCosts costs, int T,
+                                      double bandwidth, double latency) {
   if (T == 1) return costs;
   PF_CHECK_ARG(std::find(tensor_parallel.degrees.begin(), tensor_parallel.degrees.end(), T) !=
                    tensor_parallel.degrees.end(),
@@ -69,10 +69,9 @@ MicroBatchCosts tensor_parallel_costs(const TensorParallelProfile& tensor_parall
                tensor_parallel.degrees.empty() ? std::string(" (nothing in it splits)") : std::string());
   PF_CHECK_ARG(tensor_parallel.split_parameters.size() == costs.layers.size(), "the tensor-parallel profile has ",
                tensor_parallel.split_parameters.size(), " layers, the costs ", costs.layers.size());
-  MicroBatchCosts out = costs;
   const double tokens = static_cast<double>(costs.tokens);
-  for (size_t i = 0; i < out.layers.size(); ++i) {
-    LayerCosts& l = out.layers[i];
+  for (size_t i = 0; i < costs.layers.size(); ++i) {
+    LayerCosts& l = costs.layers[i];
     const double split = static_cast<double>(tensor_parallel.split_parameters[i]);
     const double share = l.parameters > 0 ? split / static_cast<double>(l.parameters) : 0.0;
     const double stays = 1.0 - share + share / T;
@@ -87,7 +86,7 @@ MicroBatchCosts tensor_parallel_costs(const TensorParallelProfile& tensor_parall
     l.backward_weight_s *= stays;
     l.parameters = l.parameters - tensor_parallel.split_parameters[i] + tensor_parallel.split_parameters[i] / T;
   }
-  return out;
+  return costs;
 }
 
 }  // namespace pf::plan

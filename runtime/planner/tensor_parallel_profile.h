@@ -21,7 +21,7 @@ TensorParallelProfile profile_tensor_parallel(const Model& model, int max_degree
 // tensor_parallel_backward_s (the calibration scales the compute, not these). Activation bytes are kept whole
 // (a block's LayerNorm inputs and outputs are whole on every member). kInvalidArgument when T is
 // not one of tensor_parallel.degrees.
-MicroBatchCosts tensor_parallel_costs(const TensorParallelProfile& tensor_parallel, const MicroBatchCosts& costs,
-                                      int T, double bandwidth, double latency);
+MicroBatchCosts tensor_parallel_costs(const TensorParallelProfile& tensor_parallel, MicroBatchCosts costs, int T,
+                                      double bandwidth, double latency);
 
 }  // namespace pf::plan
