@@ -57,6 +57,14 @@ sched::UniformCosts mean_stage_costs(const MicroBatchCosts& costs, int stages) {
   return u;
 }
 
+// The calibration's scale of the profiled layer times at `rows` per micro-batch, for ranks that
+// compute side by side: as threads, or as one process each (`processes`: the processes' scale
+// when it was measured).
+double layer_time_scale(const Calibration& c, int64_t rows, bool processes) {
+  return (processes && c.process_compute_scale > 0 ? c.process_compute_scale : c.compute_scale) *
+         c.relative_scale(rows);
+}
+
 std::vector<int> divisors_up_to(int64_t n, int64_t cap) {
   std::vector<int> out;
   for (int64_t d = 1; d <= n && d <= cap; ++d)
@@ -138,10 +146,8 @@ Prediction predict(const PlanRequest& request, const Candidate& c) {
     p.candidate.layers_per_stage = {L};
     const Calibration& calibration = request.profile.calibration;
     // T > 1: one process per member, each on its own device, as the pipelined processes compute.
-    const double scale = T == 1 ? calibration.sequential_compute_scale
-                                : (calibration.process_compute_scale > 0 ? calibration.process_compute_scale
-                                                                         : calibration.compute_scale) *
-                                      calibration.relative_scale(costs.rows);
+    const double scale =
+        T == 1 ? calibration.sequential_compute_scale : layer_time_scale(calibration, costs.rows, true);
     const double compute = all.forward_s + all.backward_input_s + all.backward_weight_s;
     p.pipeline_seconds = m * (compute * scale + all.tensor_parallel_forward_s + all.tensor_parallel_backward_s);
     p.update_seconds = static_cast<double>(all.parameters) * upd * scale;
@@ -195,9 +201,7 @@ Prediction predict(const PlanRequest& request, const Candidate& c) {
     // D > 1 or T > 1 trains one process per rank: the layer times there, when the calibration
     // measured them; either scale as the calibration found it at this micro-batch size.
     const bool processes = D > 1 || T > 1;
-    const double compute_scale = (processes && calibration.process_compute_scale > 0 ? calibration.process_compute_scale
-                                                                                     : calibration.compute_scale) *
-                                 calibration.relative_scale(costs.rows);
+    const double compute_scale = layer_time_scale(calibration, costs.rows, processes);
     std::vector<StageCosts> stage(static_cast<size_t>(S));
     sched::CostModel cm;
     for (int s = 0; s < S; ++s) {
