@@ -1,5 +1,7 @@
-// Causal multi-head self-attention on the GPU (runtime/layers/attention.cc), composed from cuBLAS
-// (strided-batched over heads) and the causal softmax kernel:
+// Multi-head self-attention on the GPU (runtime/layers/attention.cc), composed from cuBLAS
+// (strided-batched over heads) and the softmax kernel; causal unless AttentionShape::causal is false,
+// grouped-query when kv_heads < heads (the key/value gradients of a shared head are summed over its
+// query heads in head order, grouped_query.h). In the plain (GPT-2) form:
 //   qkv = x W_qkv^T + b_qkv  [rows, 3 dim], head h uses columns h*hd.. of each of q | k | v;
 //   S_h = (1/sqrt(hd)) q_h k_h^T; P_h = causal_softmax(S_h); o_h = P_h v_h (heads concatenated
 //   into `attended` [rows, dim]); y = attended W_proj^T + b_proj.
@@ -16,16 +18,25 @@
 
 namespace pf::cuda {
 
+// dim: the query width (heads * head_dim). kv_heads (0: heads) and causal make it the grouped-query,
+// bidirectional forms (runtime/layers/attention.h): qkv rows are q [dim] | k [kv_dim] | v [kv_dim],
+// query head h reads key/value head h / (heads / kv_heads). Those forms are for the attention core
+// (attention_core_forward / backward); the composed attention_forward / backward take both too.
 struct AttentionShape {
   int64_t batch = 0, steps = 0, dim = 0, heads = 0;
+  int64_t kv_heads = 0;  // 0: heads
+  bool causal = true;    // false: every query attends to every key of its sequence
   int64_t rows() const { return batch * steps; }
   int64_t head_dim() const { return dim / heads; }
+  int64_t key_heads() const { return kv_heads == 0 ? heads : kv_heads; }
+  int64_t kv_dim() const { return key_heads() * head_dim(); }
+  int64_t qkv_width() const { return dim + 2 * kv_dim(); }
 };
 
 template <typename T>
 struct AttentionWeights {
-  const T* qkv_weight = nullptr;   // [3 dim, dim]
-  const T* qkv_bias = nullptr;     // [3 dim]
+  const T* qkv_weight = nullptr;   // [qkv_width, dim] (3 dim without grouped-query heads)
+  const T* qkv_bias = nullptr;     // [qkv_width]
   const T* proj_weight = nullptr;  // [dim, dim]
   const T* proj_bias = nullptr;    // [dim]
 };
@@ -40,10 +51,10 @@ struct AttentionGrads {  // fp32, accumulated
 // What F saves for B and W, and what B saves for W (caller-owned device buffers).
 template <typename T>
 struct AttentionActivations {
-  T* qkv = nullptr;       // [rows, 3 dim]            F writes, B reads
+  T* qkv = nullptr;       // [rows, qkv_width]        F writes, B reads
   T* probs = nullptr;     // [batch, heads, steps, steps]  F writes, B reads
   T* attended = nullptr;  // [rows, dim]              F writes, W reads (input of proj)
-  T* d_qkv = nullptr;     // [rows, 3 dim]            B writes, W reads
+  T* d_qkv = nullptr;     // [rows, qkv_width]        B writes, W reads
 };
 
 // Scratch for attention_forward / attention_backward_input (not kept between calls).

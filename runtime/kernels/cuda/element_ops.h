@@ -94,6 +94,30 @@ PF_HD float layer_norm_input_grad(float dy, float w, float xhat, float rstd, flo
   return rstd * (dy * w - mean_d - xhat * mean_d_xhat);
 }
 
+// ---- RMSNorm and GroupNorm (runtime/layers/rms_norm.cc, group_norm.cc) ---------------------------
+// RMSNorm: rstd = 1 / sqrt(sum(x^2) / dim + eps); xhat = x * rstd; y = w * xhat;
+// dx = rstd * (dy * w - xhat * mean(dy * w * xhat)); dw += dy * xhat.
+// GroupNorm (per sample and group of count values): rstd = 1 / sqrt(sum((x - mean)^2) / count + eps),
+// xhat = (x - mean) * rstd, y = xhat * w[c] + b[c]; dx = rstd * (dy * w[c] - mean(g) - xhat * mean(g xhat)).
+
+// Both: rstd = 1 / sqrt(sum_sq / count + eps) (sum_sq: of x for RMSNorm, of x - mean for GroupNorm).
+PF_HD float norm_rstd(float sum_sq, float count, float eps) { return 1.0f / sqrtf(sum_sq / count + eps); }
+PF_HD float rms_norm_input_grad(float dy, float w, float xhat, float rstd, float mean_dot) {
+  return rstd * (dy * w - xhat * mean_dot);
+}
+PF_HD float group_norm_input_grad(float dy, float w, float xhat, float rstd, float mean_g, float mean_gx) {
+  return rstd * (dy * w - mean_g - xhat * mean_gx);
+}
+
+// ---- SwiGLU (runtime/layers/activations.cc): x = [a | u], y = silu(a) u ---------------------------
+// s = 1 / (1 + fast_exp(-a)); y = a / (1 + fast_exp(-a)) * u;
+// da = dy u s (1 + a (1 - s)); du = dy a s.
+
+PF_HD float swiglu_forward(float a, float u) { return a / (1.0f + fast_exp(-a)) * u; }
+PF_HD float swiglu_sigmoid(float a) { return 1.0f / (1.0f + fast_exp(-a)); }
+PF_HD float swiglu_gate_grad(float a, float u, float s, float dy) { return dy * u * s * (1.0f + a * (1.0f - s)); }
+PF_HD float swiglu_up_grad(float a, float s, float dy) { return dy * a * s; }
+
 // ---- causal softmax of attention scores (runtime/layers/attention.cc) ---------------------------
 // Row i of a [T, T] score matrix keeps columns j <= i: p_j = fast_exp(s_j - max) * (1 / sum), the
 // masked columns are 0. Backward: ds_j = p_j (dp_j - sum_k p_k dp_k) on j <= i, 0 elsewhere.

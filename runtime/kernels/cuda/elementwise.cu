@@ -80,6 +80,31 @@ struct GeluB {
     dx[i] = from_f32<T>(gelu_backward(to_f32(x[i]), to_f32(dy[i])));
   }
 };
+// SwiGLU over rows of x = [a | u] (width 2 half): one element i of y [rows, half] per call.
+template <typename T>
+struct SwigluF {
+  const T* x;
+  T* y;
+  int64_t half;
+  __device__ void operator()(int64_t i) const {
+    const T* row = x + (i / half) * 2 * half;
+    const int64_t c = i % half;
+    y[i] = from_f32<T>(swiglu_forward(to_f32(row[c]), to_f32(row[half + c])));
+  }
+};
+template <typename T>
+struct SwigluB {
+  const T* x;
+  const T* dy;
+  T* dx;
+  int64_t half;
+  __device__ void operator()(int64_t i) const {
+    const int64_t at = (i / half) * 2 * half + i % half;  // a's position; u's is at + half
+    const float a = to_f32(x[at]), u = to_f32(x[at + half]), g = to_f32(dy[i]), s = swiglu_sigmoid(a);
+    dx[at] = from_f32<T>(swiglu_gate_grad(a, u, s, g));
+    dx[at + half] = from_f32<T>(swiglu_up_grad(a, s, g));
+  }
+};
 template <typename T>
 struct BiasGradTerm {
   const T* dy;
@@ -133,7 +158,18 @@ void gelu_backward(cudaStream_t stream, int64_t n, const T* x, const T* dy, T* d
   for_each(stream, n, GeluB<T>{x, dy, dx}, "gelu_backward");
 }
 
+template <typename T>
+void swiglu_forward(cudaStream_t stream, int64_t rows, int64_t half, const T* x, T* y) {
+  for_each(stream, rows * half, SwigluF<T>{x, y, half}, "swiglu_forward");
+}
+template <typename T>
+void swiglu_backward(cudaStream_t stream, int64_t rows, int64_t half, const T* x, const T* dy, T* dx) {
+  for_each(stream, rows * half, SwigluB<T>{x, dy, dx, half}, "swiglu_backward");
+}
+
 #define PF_INSTANTIATE(T)                                                                        \
+  template void swiglu_forward<T>(cudaStream_t, int64_t, int64_t, const T*, T*);                 \
+  template void swiglu_backward<T>(cudaStream_t, int64_t, int64_t, const T*, const T*, T*);      \
   template void add<T>(cudaStream_t, int64_t, const T*, const T*, T*);                           \
   template void fill_rows_with_bias<T>(cudaStream_t, int64_t, int64_t, const T*, T*);            \
   template void bias_backward<T>(cudaStream_t, int64_t, int64_t, const T*, float*);              \

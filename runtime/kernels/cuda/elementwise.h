@@ -1,4 +1,4 @@
-// Elementwise kernels: dtype conversion, residual add, bias, ReLU, GELU. Raw device pointers,
+// Elementwise kernels: dtype conversion, residual add, bias, ReLU, GELU, SwiGLU. Raw device pointers,
 // enqueued on `stream`, n = element count. T is float or bf16 (fp32 math either way). Launch
 // errors throw pf::Error(kCudaError).
 #pragma once
@@ -37,5 +37,12 @@ template <typename T>
 void gelu_forward(cudaStream_t stream, int64_t n, const T* x, T* y);
 template <typename T>
 void gelu_backward(cudaStream_t stream, int64_t n, const T* x, const T* dy, T* dx);
+
+// SwiGLU (Llama's gated MLP activation; element_ops.h): x [rows, 2 half] = [a | u] ->
+// y [rows, half] = silu(a) u; B writes dx [rows, 2 half] = [da | du] from the saved x.
+template <typename T>
+void swiglu_forward(cudaStream_t stream, int64_t rows, int64_t half, const T* x, T* y);
+template <typename T>
+void swiglu_backward(cudaStream_t stream, int64_t rows, int64_t half, const T* x, const T* dy, T* dx);
 
 }  // namespace pf::cuda

@@ -18,9 +18,11 @@ __global__ void embedding_forward_kernel(int64_t n, int64_t steps, int64_t dim, 
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     const int64_t r = i / dim, c = i % dim;
     const int32_t id = ids[r];
-    const float v = (id >= 0 && id < vocab)
-                        ? to_f32(tok[static_cast<int64_t>(id) * dim + c]) + to_f32(pos[(r % steps) * dim + c])
-                        : NAN;
+    float v = NAN;
+    if (id >= 0 && id < vocab) {
+      v = to_f32(tok[static_cast<int64_t>(id) * dim + c]);
+      if (pos != nullptr) v += to_f32(pos[(r % steps) * dim + c]);  // no positions: the token row itself
+    }
     y[i] = from_f32<T>(v);
   }
 }
@@ -114,6 +116,7 @@ void embedding_backward_weight(cudaStream_t stream, int64_t batch, int64_t steps
   token_grad_kernel<T><<<grid, kThreads, 0, stream>>>(rows, dim, vocab, ids, sorted, dy, dtoken);
   PF_CHECK_LAUNCH("embedding_backward_weight (token)");
   const int64_t n = steps * dim;
+  if (dposition == nullptr) return;  // an embedding without learned positions
   position_grad_kernel<T><<<detail::elementwise_blocks(n, kThreads), kThreads, 0, stream>>>(
       batch, steps, dim, ids, vocab, dy, dposition);
   PF_CHECK_LAUNCH("embedding_backward_weight (position)");

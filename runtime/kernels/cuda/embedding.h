@@ -1,5 +1,7 @@
 // Token + position embedding (runtime/layers/embedding.cc): ids [batch, steps] (i32) ->
 // y[b, t, :] = token_weight[ids[b, t], :] + position_weight[t, :]   (dim columns).
+// position_weight (F) and dposition (W) may be null: an embedding without learned positions
+// (Llama's, whose positions are rotary), y = token_weight[ids[b, t], :].
 // Ids must be in [0, vocab) (the caller validates them on the host, as the CPU layer does);
 // rows with an out-of-range id get NaN outputs and contribute no gradient.
 #pragma once

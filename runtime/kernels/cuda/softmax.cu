@@ -14,9 +14,9 @@ constexpr int kThreads = 256;
 // One block per row. Every thread touches only columns j = threadIdx.x + k * blockDim.x and reads
 // each of them before writing it, so in-place use (probs == scores) is safe.
 template <typename T>
-__global__ void causal_softmax_forward_kernel(int64_t steps, const float* scores, T* probs) {
+__global__ void causal_softmax_forward_kernel(int64_t steps, bool causal, const float* scores, T* probs) {
   const int64_t row = blockIdx.x;
-  const int64_t last = row % steps;  // query position i: columns 0..i are kept
+  const int64_t last = causal ? row % steps : steps - 1;  // query position i: columns 0..i are kept
   const float* s = scores + row * steps;
   T* p = probs + row * steps;
   float m = -INFINITY;
@@ -31,10 +31,10 @@ __global__ void causal_softmax_forward_kernel(int64_t steps, const float* scores
 }
 
 template <typename T>
-__global__ void causal_softmax_backward_kernel(int64_t steps, const T* probs, const float* dprobs,
+__global__ void causal_softmax_backward_kernel(int64_t steps, bool causal, const T* probs, const float* dprobs,
                                                T* dscores) {
   const int64_t row = blockIdx.x;
-  const int64_t last = row % steps;
+  const int64_t last = causal ? row % steps : steps - 1;
   const T* p = probs + row * steps;
   const float* dp = dprobs + row * steps;
   T* ds = dscores + row * steps;
@@ -50,26 +50,27 @@ __global__ void causal_softmax_backward_kernel(int64_t steps, const T* probs, co
 
 template <typename T>
 void causal_softmax_forward(cudaStream_t stream, int64_t rows, int64_t steps, const float* scores,
-                            T* probs) {
+                            T* probs, bool causal) {
   if (rows <= 0 || steps <= 0) return;
-  causal_softmax_forward_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(steps, scores, probs);
+  causal_softmax_forward_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(steps, causal, scores,
+                                                                                      probs);
   PF_CHECK_LAUNCH("causal_softmax_forward");
 }
 
 template <typename T>
 void causal_softmax_backward(cudaStream_t stream, int64_t rows, int64_t steps, const T* probs,
-                             const float* dprobs, T* dscores) {
+                             const float* dprobs, T* dscores, bool causal) {
   if (rows <= 0 || steps <= 0) return;
-  causal_softmax_backward_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(steps, probs,
+  causal_softmax_backward_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(steps, causal, probs,
                                                                                            dprobs, dscores);
   PF_CHECK_LAUNCH("causal_softmax_backward");
 }
 
-template void causal_softmax_forward<float>(cudaStream_t, int64_t, int64_t, const float*, float*);
-template void causal_softmax_forward<bf16>(cudaStream_t, int64_t, int64_t, const float*, bf16*);
+template void causal_softmax_forward<float>(cudaStream_t, int64_t, int64_t, const float*, float*, bool);
+template void causal_softmax_forward<bf16>(cudaStream_t, int64_t, int64_t, const float*, bf16*, bool);
 template void causal_softmax_backward<float>(cudaStream_t, int64_t, int64_t, const float*, const float*,
-                                             float*);
+                                             float*, bool);
 template void causal_softmax_backward<bf16>(cudaStream_t, int64_t, int64_t, const bf16*, const float*,
-                                            bf16*);
+                                            bf16*, bool);
 
 }  // namespace pf::cuda
