@@ -1,6 +1,8 @@
 #include "runtime/layers/cross_entropy.h"
 
 #include <cmath>
+#include <cstring>
+#include <vector>
 
 #include "runtime/core/error.h"
 #include "runtime/layers/cuda_dispatch.h"
@@ -32,8 +34,8 @@ float CrossEntropyLoss::forward(const Tensor& logits, const Tensor& targets, flo
                "cross_entropy: expected non-empty f32 logits [..., C], got ",
                logits.defined() ? dtype_name(logits.dtype()) : "undefined", " ",
                shape_to_string(logits.shape()));
-  const int64_t classes = logits.dim(-1);
-  const int64_t rows = logits.numel() / classes;
+  const int64_t classes = logits.dim(-1) * (group_ ? group_->size() : 1);  // the whole row's
+  const int64_t rows = logits.numel() / logits.dim(-1);
   PF_CHECK_ARG(targets.defined() && targets.dtype() == DType::kI32 && targets.numel() == rows,
                "cross_entropy: expected i32 targets with ", rows, " elements for logits ",
                shape_to_string(logits.shape()), ", got ",
@@ -47,6 +49,10 @@ float CrossEntropyLoss::forward(const Tensor& logits, const Tensor& targets, flo
   for (int64_t r = 0; r < rows; ++r) {
     PF_CHECK_ARG(t[r] >= 0 && t[r] < classes, "cross_entropy: target ", t[r], " at row ", r,
                  " is out of range [0, ", classes, ")");
+  }
+  if (group_ != nullptr) {
+    if (is_cuda(logits)) fail(ErrorCode::kUnimplemented, "cross_entropy: tensor parallelism runs on the CPU only");
+    return forward_split(logits, targets, scale, ctx);
   }
   if (is_cuda(logits)) {
     ctx.save("logits", logits);
@@ -67,7 +73,111 @@ float CrossEntropyLoss::forward(const Tensor& logits, const Tensor& targets, flo
   return static_cast<float>(static_cast<double>(scale) * total / static_cast<double>(rows));
 }
 
+bool CrossEntropyLoss::split_classes(std::shared_ptr<TensorParallelGroup> group) {
+  PF_CHECK_ARG(group != nullptr, "cross_entropy: the tensor-parallel group is null");
+  PF_CHECK_ARG(group_ == nullptr, "cross_entropy: the classes are already split");
+  if (group->size() > 1) group_ = std::move(group);
+  return true;
+}
+
+namespace {
+
+// The per-row sums of exponentials travel as doubles; a saved tensor keeps their bits in pairs of
+// floats (Tensor has no f64).
+Tensor doubles_in_floats(const std::vector<double>& values) {
+  Tensor t = Tensor::empty({static_cast<int64_t>(values.size()) * 2});
+  if (!values.empty()) std::memcpy(t.f32(), values.data(), values.size() * sizeof(double));
+  return t;
+}
+
+double double_at(const Tensor& t, int64_t i) {
+  double v;
+  std::memcpy(&v, t.f32() + 2 * i, sizeof(double));
+  return v;
+}
+
+}  // namespace
+
+float CrossEntropyLoss::forward_split(const Tensor& logits, const Tensor& targets, float scale, SavedContext& ctx) {
+  const int32_t* t = targets.i32();
+  const int64_t held = logits.dim(-1);
+  const int64_t rows = logits.numel() / held;
+  const int64_t first = held * group_->rank();
+  const float* x = logits.f32();
+  // The row maxima: every member's, the largest taken (exact in any order).
+  std::vector<float> local_max(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * held;
+    float m = xr[0];
+    for (int64_t c = 1; c < held; ++c) m = xr[c] > m ? xr[c] : m;
+    local_max[static_cast<size_t>(r)] = m;
+  }
+  const std::vector<float> maxima = group_->all_gather_floats(local_max, "cross_entropy row maxima");
+  Tensor row_max = Tensor::empty({rows});
+  for (int64_t r = 0; r < rows; ++r) {
+    float m = maxima[static_cast<size_t>(r)];
+    for (int p = 1; p < group_->size(); ++p) {
+      const float v = maxima[static_cast<size_t>(p * rows + r)];
+      m = v > m ? v : m;
+    }
+    row_max.f32()[r] = m;
+  }
+  // Per row: this member's sum of exp(x - max), then the target's logit (0 where another member
+  // holds it); both summed over the group in rank order.
+  std::vector<double> mine(static_cast<size_t>(2 * rows), 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * held;
+    const float m = row_max.f32()[r];
+    double sum = 0.0;
+    for (int64_t c = 0; c < held; ++c) sum += std::exp(static_cast<double>(xr[c]) - m);
+    mine[static_cast<size_t>(r)] = sum;
+    const int64_t target = static_cast<int64_t>(t[r]) - first;
+    if (target >= 0 && target < held) mine[static_cast<size_t>(rows + r)] = static_cast<double>(xr[target]);
+  }
+  const std::vector<double> sums = group_->sum_in_rank_order(mine, "cross_entropy sums");
+  double total = 0.0;
+  for (int64_t r = 0; r < rows; ++r)
+    total += static_cast<double>(row_max.f32()[r]) + std::log(sums[static_cast<size_t>(r)]) -
+             sums[static_cast<size_t>(rows + r)];
+  ctx.save("logits", logits);
+  ctx.save("targets", targets);
+  ctx.save("row_max", row_max);
+  ctx.save("sum_exp", doubles_in_floats(std::vector<double>(sums.begin(), sums.begin() + rows)));
+  ctx.save("scale", Tensor::from_vector({1}, {scale}));
+  return static_cast<float>(static_cast<double>(scale) * total / static_cast<double>(rows));
+}
+
+Tensor CrossEntropyLoss::backward_split(SavedContext& ctx) {
+  const Tensor logits = ctx.get("logits");
+  const Tensor targets = ctx.get("targets");
+  const Tensor row_max = ctx.get("row_max");
+  const Tensor sum_exp = ctx.get("sum_exp");
+  const double scale = ctx.get("scale").f32()[0];
+  ctx.clear();
+  const int64_t held = logits.dim(-1);
+  const int64_t rows = logits.numel() / held;
+  const int64_t first = held * group_->rank();
+  const double coef = scale / static_cast<double>(rows);
+  Tensor grad = Tensor::empty(logits.shape());
+  const float* x = logits.f32();
+  const int32_t* t = targets.i32();
+  float* g = grad.f32();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * held;
+    float* gr = g + r * held;
+    const float m = row_max.f32()[r];
+    const double inv_sum = 1.0 / double_at(sum_exp, r);
+    const int64_t target = static_cast<int64_t>(t[r]) - first;
+    for (int64_t c = 0; c < held; ++c) {
+      const double p = std::exp(static_cast<double>(xr[c]) - m) * inv_sum;
+      gr[c] = static_cast<float>(coef * (c == target ? p - 1.0 : p));
+    }
+  }
+  return grad;
+}
+
 Tensor CrossEntropyLoss::backward(SavedContext& ctx) {
+  if (group_ != nullptr) return backward_split(ctx);
   const Tensor logits = ctx.get("logits");
   const Tensor targets = ctx.get("targets");
   const double scale = ctx.get("scale").f32()[0];
@@ -103,6 +213,7 @@ int64_t CrossEntropyLoss::count_correct(const Tensor& logits, const Tensor& targ
   const int64_t rows = x.numel() / classes;
   PF_CHECK_ARG(t.defined() && t.dtype() == DType::kI32 && t.numel() == rows, "cross_entropy: expected i32 targets with ",
                rows, " elements to count correct rows");
+  if (group_ != nullptr) return count_correct_split(x, t);
   const float* data = x.f32();
   const int32_t* target = t.i32();
   int64_t correct = 0;
@@ -112,6 +223,41 @@ int64_t CrossEntropyLoss::count_correct(const Tensor& logits, const Tensor& targ
     for (int64_t c = 1; c < classes; ++c)
       if (row[c] > row[best]) best = c;
     correct += best == target[r] ? 1 : 0;
+  }
+  return correct;
+}
+
+int64_t CrossEntropyLoss::count_correct_split(const Tensor& logits, const Tensor& targets) const {
+  const int64_t held = logits.dim(-1);
+  const int64_t rows = logits.numel() / held;
+  const int64_t first = held * group_->rank();
+  // Each member's best (value, class) per row; the largest value wins, the first class of equal
+  // ones (members hold increasing classes, so the lowest member of equal values).
+  struct Best {
+    float value;
+    int32_t index;
+  };
+  std::vector<Best> mine(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = logits.f32() + r * held;
+    int64_t best = 0;
+    for (int64_t c = 1; c < held; ++c)
+      if (row[c] > row[best]) best = c;
+    mine[static_cast<size_t>(r)] = {row[best], static_cast<int32_t>(first + best)};
+  }
+  const std::vector<char> all =
+      group_->all_gather(mine.data(), mine.size() * sizeof(Best), "cross_entropy best classes");
+  std::vector<Best> every(mine.size() * static_cast<size_t>(group_->size()));
+  std::memcpy(every.data(), all.data(), every.size() * sizeof(Best));
+  const int32_t* target = targets.i32();
+  int64_t correct = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    Best best = every[static_cast<size_t>(r)];
+    for (int p = 1; p < group_->size(); ++p) {
+      const Best& b = every[static_cast<size_t>(p * rows + r)];
+      if (b.value > best.value) best = b;
+    }
+    correct += best.index == target[r] ? 1 : 0;
   }
   return correct;
 }

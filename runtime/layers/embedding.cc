@@ -7,10 +7,14 @@
 
 namespace pf {
 
-Embedding::Embedding(std::string name, int64_t vocab, int64_t seq_len, int64_t dim, float init_std, bool positions)
-    : Layer(std::move(name)), vocab_(vocab), seq_len_(seq_len), dim_(dim), init_std_(init_std), positions_(positions) {
+Embedding::Embedding(std::string name, int64_t vocab, int64_t seq_len, int64_t dim, float init_std, bool positions,
+                     TensorSplit split)
+    : Layer(std::move(name)), vocab_(vocab), seq_len_(seq_len), dim_(dim), init_std_(init_std), positions_(positions),
+      split_(split), tokens_held_(vocab) {
   PF_CHECK_ARG(vocab_ > 0 && seq_len_ > 0 && dim_ > 0, "embedding '", this->name(),
                "': vocab, seq_len and dim must be > 0, got ", vocab_, ", ", seq_len_, " and ", dim_);
+  PF_CHECK_ARG(split_ == TensorSplit::kNone || split_ == TensorSplit::kVocab, "embedding '", this->name(),
+               "': an embedding splits by \"vocab\" only, not \"", tensor_split_name(split_), "\"");
   token_weight_ = make_parameter(join_name(this->name(), "token_weight"), {vocab_, dim_},
                                  InitSpec::normal(init_std_));
   if (positions_) {
@@ -23,7 +27,34 @@ nlohmann::json Embedding::config() const {
   nlohmann::json j = {{"type", type()},     {"name", name()}, {"vocab", vocab_},
                       {"seq_len", seq_len_}, {"dim", dim_},    {"init_std", init_std_}};
   if (!positions_) j["positions"] = false;
+  if (split_ != TensorSplit::kNone) j["parallel"] = tensor_split_name(split_);
   return j;
+}
+
+bool Embedding::choose_tensor_split(TensorSplit split, int parts) {
+  PF_CHECK_ARG(group_ == nullptr, "embedding '", name(), "' is already split");
+  if (split != TensorSplit::kNone && (split != TensorSplit::kVocab || parts <= 0 || vocab_ % parts != 0)) return false;
+  split_ = split;
+  return true;
+}
+
+void Embedding::split_for_tensor_parallel(const std::shared_ptr<TensorParallelGroup>& group) {
+  PF_CHECK_ARG(group != nullptr, "embedding '", name(), "': the tensor-parallel group is null");
+  PF_CHECK_ARG(group_ == nullptr, "embedding '", name(), "' is already split");
+  if (split_ == TensorSplit::kNone || group->size() == 1) return;
+  const int parts = group->size();
+  PF_CHECK_ARG(vocab_ % parts == 0, "embedding '", name(), "': a vocabulary of ", vocab_,
+               " tokens is not divisible by the tensor-parallel size ", parts);
+  split_parameter(token_weight_, 0, group->rank(), parts);
+  tokens_held_ = vocab_ / parts;
+  first_token_ = tokens_held_ * group->rank();
+  group_ = group;
+}
+
+Layer::TensorParallelFloats Embedding::tensor_parallel_floats() {
+  TensorParallelFloats floats;
+  if (group_ != nullptr) floats.forward = dim_;  // the members' looked-up rows, summed
+  return floats;
 }
 
 std::vector<Parameter*> Embedding::parameters() {
@@ -53,6 +84,8 @@ Tensor Embedding::forward(const Tensor& input, SavedContext& ctx) {
                  " at position [", r / steps, ", ", r % steps, "] is out of range [0, ", vocab_, ")");
   }
   if (is_cuda(input)) {
+    if (group_ != nullptr)
+      fail(ErrorCode::kUnimplemented, "embedding '", name(), "': tensor parallelism runs on the CPU only");
     Tensor output = cuda_backend().embedding_forward(input, token_weight_.value, position_weight_.value);
     ctx.save("input", input);
     return output;
@@ -60,6 +93,29 @@ Tensor Embedding::forward(const Tensor& input, SavedContext& ctx) {
   Tensor output = Tensor::empty({batch, steps, dim_});
   const float* tok = token_weight_.value.f32();
   float* y = output.f32();
+  if (group_ != nullptr) {
+    // Each member's rows (zeros for ids it does not hold), summed over the group; positions after.
+    for (int64_t r = 0; r < batch * steps; ++r) {
+      const int64_t row = static_cast<int64_t>(ids[r]) - first_token_;
+      float* yr = y + r * dim_;
+      if (row < 0 || row >= tokens_held_) {
+        for (int64_t i = 0; i < dim_; ++i) yr[i] = 0.0f;
+        continue;
+      }
+      const float* tr = tok + row * dim_;
+      for (int64_t i = 0; i < dim_; ++i) yr[i] = tr[i];
+    }
+    group_->all_reduce_sum(y, output.numel(), "embedding '" + name() + "' forward");
+    if (positions_) {
+      for (int64_t r = 0; r < batch * steps; ++r) {
+        const float* pr = position_weight_.value.f32() + (offset + r % steps) * dim_;
+        float* yr = y + r * dim_;
+        for (int64_t i = 0; i < dim_; ++i) yr[i] += pr[i];
+      }
+    }
+    ctx.save("input", input);
+    return output;
+  }
   for (int64_t r = 0; r < batch * steps; ++r) {
     const float* tr = tok + static_cast<int64_t>(ids[r]) * dim_;
     float* yr = y + r * dim_;
@@ -99,19 +155,17 @@ void Embedding::backward_weight(SavedContext& ctx) {
   const int32_t* ids = input.i32();
   const float* dy = grad_output.f32();
   float* dtok = token_weight_.grad.f32();
-  // Scatter-add in row order, so repeated ids always sum in the same order.
+  // Scatter-add in row order, so repeated ids always sum in the same order (a vocabulary-parallel
+  // member adds the rows of the ids it holds).
   for (int64_t r = 0; r < rows; ++r) {
     const float* dyr = dy + r * dim_;
-    float* tr = dtok + static_cast<int64_t>(ids[r]) * dim_;
-    if (!positions_) {
+    const int64_t row = static_cast<int64_t>(ids[r]) - first_token_;
+    float* tr = row >= 0 && row < tokens_held_ ? dtok + row * dim_ : nullptr;
+    if (tr != nullptr)
       for (int64_t i = 0; i < dim_; ++i) tr[i] += dyr[i];
-      continue;
-    }
+    if (!positions_) continue;
     float* pr = position_weight_.grad.f32() + (offset + r % steps) * dim_;
-    for (int64_t i = 0; i < dim_; ++i) {
-      tr[i] += dyr[i];
-      pr[i] += dyr[i];
-    }
+    for (int64_t i = 0; i < dim_; ++i) pr[i] += dyr[i];
   }
   ctx.clear();
 }

@@ -52,10 +52,36 @@ class Layer {
   // (kNone: it stays whole on every member), and taking this member's slice of it: once, before
   // the parameters are initialised (split_model_for_tensor_parallel calls it).
   virtual TensorSplit tensor_split() const { return TensorSplit::kNone; }
-  // Gives a layer that can be split (a linear) the split `split` before split_for_tensor_parallel
-  // (the default splits of a model without "parallel" annotations); false for any other layer.
-  virtual bool choose_tensor_split(TensorSplit split) { (void)split; return false; }
+  // Gives a layer that can be split (a linear; an embedding by kVocab) the split `split` before
+  // split_for_tensor_parallel (the default splits of a model without "parallel" annotations); false
+  // for any other layer, and for kVocab when `parts` does not divide the vocabulary (the model then
+  // keeps its vocabulary whole).
+  virtual bool choose_tensor_split(TensorSplit split, int parts) {
+    (void)split;
+    (void)parts;
+    return false;
+  }
   virtual void split_for_tensor_parallel(const std::shared_ptr<TensorParallelGroup>& group) { (void)group; }
+  // Floats per input row (token) this member all-reduces over its group, in forward and in
+  // backward_input, once split (the planner's cost of the split). This default reads the split
+  // matrices: one split by rows (a column-parallel [out, in] weight) all-reduces its input gradient,
+  // `in` floats, in backward; one split by columns (row-parallel) its partial outputs, `out`
+  // floats, in forward. Layers that reduce otherwise (the vocabulary-parallel embedding) say so.
+  struct TensorParallelFloats {
+    int64_t forward = 0, backward = 0;
+  };
+  virtual TensorParallelFloats tensor_parallel_floats() {
+    TensorParallelFloats floats;
+    for (const Parameter* p : parameters()) {
+      if (!p->shard.split() || p->shard.full.size() != 2) continue;  // a bias: no all-reduce of its own
+      if (p->shard.dim == 0) floats.backward += p->shard.full[1];
+      else floats.forward += p->shard.full[0];
+    }
+    return floats;
+  }
+  // True for a layer whose output is split across the group by classes (a vocabulary-parallel
+  // head, kVocab): the loss takes that output as it is (Loss::split_classes).
+  virtual bool splits_classes() const { return false; }
   // True for element-wise layers (relu, gelu): a column-split activation passes through them.
   virtual bool elementwise() const { return false; }
 

@@ -148,11 +148,12 @@ class Fields {
     return s;
   }
 
-  // A layer's "parallel": "column" or "row" (TensorSplit); kNone when absent.
+  // A layer's "parallel": "column", "row" or "vocab" (TensorSplit); kNone when absent.
   TensorSplit optional_split(const char* key) const {
     const json* value = find(key);
     if (!value) return TensorSplit::kNone;
-    PF_CHECK_ARG(value->is_string(), at(key), ": expected \"column\" or \"row\", got ", describe_json(*value));
+    PF_CHECK_ARG(value->is_string(), at(key), ": expected \"column\", \"row\" or \"vocab\", got ",
+                 describe_json(*value));
     return parse_tensor_split(value->get<std::string>(), at(key));
   }
 
@@ -237,13 +238,16 @@ const std::vector<LayerKind>& layer_kinds() {
        [](const Fields&, const std::string& name) -> std::unique_ptr<Layer> {
          return std::make_unique<SwiGLU>(name);
        }},
-      {"embedding", {"vocab", "seq_len", "dim", "init_std", "positions"},
+      {"embedding", {"vocab", "seq_len", "dim", "init_std", "positions", "parallel"},
        [](const Fields& f, const std::string& name) -> std::unique_ptr<Layer> {
+         const TensorSplit split = f.optional_split("parallel");
+         PF_CHECK_ARG(split == TensorSplit::kNone || split == TensorSplit::kVocab, f.at("parallel"),
+                      ": an embedding splits by \"vocab\" only, got \"", tensor_split_name(split), "\"");
          return std::make_unique<Embedding>(name, f.required_size("vocab", "embedding"),
                                             f.required_size("seq_len", "embedding"),
                                             f.required_size("dim", "embedding"),
                                             f.optional_float("init_std", 0.02f, false),
-                                            f.optional_bool("positions", true));
+                                            f.optional_bool("positions", true), split);
        }},
       {"attention", {"dim", "heads", "init_std", "kv_heads", "bias", "rope_theta", "causal"},
        [](const Fields& f, const std::string& name) -> std::unique_ptr<Layer> {

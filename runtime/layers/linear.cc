@@ -27,7 +27,7 @@ Linear::Linear(std::string name, int64_t in_features, int64_t out_features, bool
 nlohmann::json Linear::config() const {
   const int64_t parts = group_ ? group_->size() : 1;
   const int64_t in = split_ == TensorSplit::kRow ? in_ * parts : in_;
-  const int64_t out = split_ == TensorSplit::kColumn ? out_ * parts : out_;
+  const int64_t out = split_ == TensorSplit::kColumn || split_ == TensorSplit::kVocab ? out_ * parts : out_;
   nlohmann::json j = {{"type", type()}, {"name", name()}, {"in", in}, {"out", out}, {"bias", has_bias_},
                       {"init_std", init_stddev_}};
   if (!weight_.tied_to.empty()) j["tied_to"] = weight_.tied_to;
@@ -35,9 +35,13 @@ nlohmann::json Linear::config() const {
   return j;
 }
 
-bool Linear::choose_tensor_split(TensorSplit split) {
+bool Linear::choose_tensor_split(TensorSplit split, int parts) {
   PF_CHECK_ARG(group_ == nullptr, "linear '", name(), "' is already split");
-  if (!weight_.tied_to.empty()) return false;
+  if (split == TensorSplit::kVocab) {
+    if (parts <= 0 || out_ % parts != 0) return false;
+  } else if (!weight_.tied_to.empty()) {
+    return false;
+  }
   split_ = split;
   return true;
 }
@@ -55,9 +59,10 @@ void Linear::split_for_tensor_parallel(const std::shared_ptr<TensorParallelGroup
   PF_CHECK_ARG(group_ == nullptr, "linear '", name(), "' is already split");
   if (split_ == TensorSplit::kNone || group->size() == 1) return;
   const int parts = group->size();
-  PF_CHECK_ARG(weight_.tied_to.empty(), "linear '", name(), "': a tied weight (tied to '", weight_.tied_to,
-               "') cannot be split across a tensor-parallel group");
-  if (split_ == TensorSplit::kColumn) {
+  PF_CHECK_ARG(weight_.tied_to.empty() || split_ == TensorSplit::kVocab, "linear '", name(), "': a tied weight (tied to '",
+               weight_.tied_to, "') can only be split by the vocabulary (\"parallel\": \"vocab\", with its embedding), not ",
+               tensor_split_name(split_));
+  if (split_ == TensorSplit::kColumn || split_ == TensorSplit::kVocab) {
     PF_CHECK_ARG(out_ % parts == 0, "linear '", name(), "': ", out_, " output features are not divisible by the ",
                  "tensor-parallel size ", parts);
     split_parameter(weight_, 0, group->rank(), parts, output_blocks_);
@@ -74,9 +79,9 @@ void Linear::split_for_tensor_parallel(const std::shared_ptr<TensorParallelGroup
 
 void split_column_row_pair(Linear& column, Linear& row, const std::shared_ptr<TensorParallelGroup>& group,
                            std::vector<int64_t> column_blocks) {
-  column.choose_tensor_split(TensorSplit::kColumn);
+  column.choose_tensor_split(TensorSplit::kColumn, group->size());
   if (!column_blocks.empty()) column.set_output_blocks(std::move(column_blocks));
-  row.choose_tensor_split(TensorSplit::kRow);
+  row.choose_tensor_split(TensorSplit::kRow, group->size());
   column.split_for_tensor_parallel(group);
   row.split_for_tensor_parallel(group);
 }
@@ -164,7 +169,7 @@ Tensor Linear::backward_input(SavedContext& ctx, const Tensor& grad_output) {
   Tensor grad_input = Tensor::empty(input.shape());
   cpu::gemm(false, false, rows, in_, out_, 1.0f, grad_output.f32(), weight_.value.f32(), 0.0f,
             grad_input.f32());
-  if (split_across_group() && split_ == TensorSplit::kColumn)
+  if (split_across_group() && (split_ == TensorSplit::kColumn || split_ == TensorSplit::kVocab))
     group_->all_reduce_sum(grad_input.f32(), grad_input.numel(), "linear '" + name() + "' input gradient");
   ctx.save("grad_output", grad_output);
   return grad_input;

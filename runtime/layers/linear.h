@@ -9,6 +9,9 @@
 // - kRow: columns [r in/T, (r+1) in/T) of W and the whole b. It takes its slice of the input
 //   features (a column split's output); forward sums the members' partial products x_r W_r^T over
 //   the group and then adds b (Megatron's g: all-reduce forward, identity backward).
+// - kVocab: the head of a vocabulary-parallel loss, split as kColumn: its slice of the logits goes
+//   to the loss as it is (CrossEntropyLoss::split_classes). A head tied to a vocabulary-parallel
+//   embedding may split so (the same rows of the same matrix).
 // in_features()/out_features() are the member's own; config() describes the whole layer.
 #pragma once
 
@@ -31,7 +34,8 @@ class Linear : public Layer {
   void backward_weight(SavedContext& ctx) override;
 
   TensorSplit tensor_split() const override { return split_; }
-  bool choose_tensor_split(TensorSplit split) override;
+  bool choose_tensor_split(TensorSplit split, int parts) override;
+  bool splits_classes() const override { return split_ == TensorSplit::kVocab; }
   // A column split of an output made of blocks (attention's q | k | v, summing to out): each member
   // takes 1/T of every block (Megatron's qkv grouped by head) instead of 1/T of the whole. Before
   // split_for_tensor_parallel.

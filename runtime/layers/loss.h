@@ -3,8 +3,11 @@
 // The trainer passes scale = 1/m so that m micro-batch gradients sum to the batch-mean gradient.
 #pragma once
 
+#include <memory>
+
 #include "runtime/layers/saved_context.h"
 #include "runtime/tensor/tensor.h"
+#include "runtime/tensor_parallel/group.h"
 
 namespace pf {
 
@@ -17,6 +20,13 @@ class Loss {
   virtual Tensor backward(SavedContext& ctx) = 0;
   // Evaluation: how many rows' largest logit (the first of equal ones) is their target.
   virtual int64_t count_correct(const Tensor& logits, const Tensor& targets) const = 0;
+  // Takes its logits split by classes across `group` from now on (a vocabulary-parallel head,
+  // TensorSplit::kVocab): member r gets classes [r C/T, (r+1) C/T) and the targets whole. False
+  // when this loss cannot (nothing changes then). Once, before training.
+  virtual bool split_classes(std::shared_ptr<TensorParallelGroup> group) {
+    (void)group;
+    return false;
+  }
 };
 
 }  // namespace pf

@@ -44,17 +44,13 @@ TensorParallelProfile profile_tensor_parallel(const Model& model, int max_degree
     out.degrees.push_back(T);
     if (out.degrees.size() > 1) continue;  // the same layers split at every T
     for (const auto& layer : copy->layers()) {
-      int64_t split = 0, forward = 0, backward = 0;
-      for (const Parameter* p : layer->parameters()) {
-        if (!p->shard.split()) continue;
-        split += shape_numel(p->shard.full);
-        if (p->shard.full.size() != 2) continue;  // a bias: no all-reduce of its own
-        if (p->shard.dim == 0) backward += p->shard.full[1];  // column-parallel [out, in]: dX of `in`
-        else forward += p->shard.full[0];                      // row-parallel: the partial outputs
-      }
+      int64_t split = 0;
+      for (const Parameter* p : layer->parameters())
+        if (p->shard.split()) split += shape_numel(p->shard.full);
+      const Layer::TensorParallelFloats floats = layer->tensor_parallel_floats();
       out.split_parameters.push_back(split);
-      out.forward_floats.push_back(forward);
-      out.backward_floats.push_back(backward);
+      out.forward_floats.push_back(floats.forward);
+      out.backward_floats.push_back(floats.backward);
     }
   }
   return out;

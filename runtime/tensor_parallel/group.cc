@@ -11,13 +11,15 @@ namespace pf {
 TensorSplit parse_tensor_split(const std::string& text, const std::string& path) {
   if (text == "column") return TensorSplit::kColumn;
   if (text == "row") return TensorSplit::kRow;
-  fail(ErrorCode::kInvalidArgument, path, ": unknown tensor-parallel split '", text, "' (known: column, row)");
+  if (text == "vocab") return TensorSplit::kVocab;
+  fail(ErrorCode::kInvalidArgument, path, ": unknown tensor-parallel split '", text, "' (known: column, row, vocab)");
 }
 
 const char* tensor_split_name(TensorSplit split) {
   switch (split) {
     case TensorSplit::kColumn: return "column";
     case TensorSplit::kRow: return "row";
+    case TensorSplit::kVocab: return "vocab";
     case TensorSplit::kNone: break;
   }
   return "none";
@@ -69,6 +71,14 @@ void TensorParallelGroup::all_reduce_sum(float* data, int64_t count, const std::
 
 std::vector<char> TensorParallelGroup::all_gather(const void* data, size_t bytes, const std::string& what) {
   return naming_errors(what, [&] { return world_->all_gather(data, bytes, timeout_seconds_); });
+}
+
+std::vector<float> TensorParallelGroup::all_gather_floats(const std::vector<float>& mine, const std::string& what) {
+  if (size_ == 1) return mine;
+  const std::vector<char> all = all_gather(mine.data(), mine.size() * sizeof(float), what);
+  std::vector<float> out(mine.size() * static_cast<size_t>(size_));
+  if (!out.empty()) std::memcpy(out.data(), all.data(), out.size() * sizeof(float));
+  return out;
 }
 
 std::vector<double> TensorParallelGroup::sum_in_rank_order(const std::vector<double>& mine, const std::string& what) {

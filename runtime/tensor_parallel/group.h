@@ -25,11 +25,15 @@ class World;
 // linear's output features, each member computing its slice of the output (the input gradient is
 // then summed over the group); kRow: its input features, the members' partial outputs summed
 // before the bias is added. A column split's output passes through element-wise layers to the
-// row split that consumes it (Model::split_for_tensor_parallel checks the chain).
-enum class TensorSplit { kNone, kColumn, kRow };
-// "column" or "row"; kInvalidArgument naming `path` otherwise.
+// row split that consumes it (split_model_for_tensor_parallel checks the chain). kVocab: Megatron's
+// vocabulary-parallel pair: an embedding's token rows (each member looks up the ids in its range,
+// the outputs summed over the group), and the head linear whose logits the loss takes as they are,
+// each member holding 1/T of the classes (a column split that ends at a vocabulary-parallel
+// cross-entropy: the full logits are never gathered).
+enum class TensorSplit { kNone, kColumn, kRow, kVocab };
+// "column", "row" or "vocab"; kInvalidArgument naming `path` otherwise.
 TensorSplit parse_tensor_split(const std::string& text, const std::string& path);
-const char* tensor_split_name(TensorSplit split);  // "none", "column", "row"
+const char* tensor_split_name(TensorSplit split);  // "none", "column", "row", "vocab"
 
 enum class TensorReduction { kAllReduce, kDeterministic };
 // "allreduce" or "deterministic"; kInvalidArgument naming the option otherwise.
@@ -51,6 +55,10 @@ class TensorParallelGroup {
   // Element-wise sums over the members of `mine` (the same length on every member), each added in
   // rank order in both modes, the same on every member: the split parameters' squared norms.
   std::vector<double> sum_in_rank_order(const std::vector<double>& mine, const std::string& what);
+
+  // Every member's `mine` (the same length on every member), member r's at r * mine.size(): the
+  // vocabulary-parallel loss's row maxima and best classes.
+  std::vector<float> all_gather_floats(const std::vector<float>& mine, const std::string& what);
 
   // Payload bytes this member has put into all-reduces since it was made (count x 4 per call): a
   // ring all-reduce moves 2 (T - 1) / T of them over each member's link.

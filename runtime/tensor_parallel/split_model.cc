@@ -36,41 +36,56 @@ bool has_annotation(const Model& model) {
 }
 
 // The default splits: column / row pairs of top-level linears joined by element-wise layers, both
-// in the same stage.
-void choose_default_splits(const Model& model, const std::vector<exec::StageRange>& stages) {
+// in the same stage; then a language model's vocabulary: when the first layer (a token embedding)
+// takes a vocabulary split into `parts`, the last (the head) takes one too if it can.
+void choose_default_splits(const Model& model, const std::vector<exec::StageRange>& stages, int parts) {
   const auto& layers = model.layers();
   for (const exec::StageRange& stage : stages)
     for (size_t i = static_cast<size_t>(stage.begin), end = static_cast<size_t>(stage.end); i < end; ++i) {
       size_t j = i + 1;
       while (j < end && layers[j]->elementwise()) ++j;
       if (j >= end) break;
-      if (!layers[i]->choose_tensor_split(TensorSplit::kColumn)) continue;
-      if (!layers[j]->choose_tensor_split(TensorSplit::kRow)) {
-        layers[i]->choose_tensor_split(TensorSplit::kNone);
+      if (!layers[i]->choose_tensor_split(TensorSplit::kColumn, parts)) continue;
+      if (!layers[j]->choose_tensor_split(TensorSplit::kRow, parts)) {
+        layers[i]->choose_tensor_split(TensorSplit::kNone, parts);
         continue;
       }
       i = j;
     }
+  Layer& first = *layers.front();
+  if (layers.size() < 2 || first.tensor_split() != TensorSplit::kNone) return;
+  if (!first.choose_tensor_split(TensorSplit::kVocab, parts)) return;
+  if (first.splits_classes()) {  // a linear would be a head, not a token embedding
+    first.choose_tensor_split(TensorSplit::kNone, parts);
+    return;
+  }
+  if (layers.back()->tensor_split() == TensorSplit::kNone) layers.back()->choose_tensor_split(TensorSplit::kVocab, parts);
 }
 
-// The chain of one stage [begin, end); `last`: the stage whose output reaches the loss.
-void check_chain(const Model& model, size_t begin, size_t end, bool last) {
+// The chain of one stage [begin, end); `last`: the stage whose output reaches the loss. Returns
+// true when a vocabulary-parallel head's logits reach the loss split by classes.
+bool check_chain(const Model& model, size_t begin, size_t end, bool last) {
   const auto& layers = model.layers();
-  const Layer* open = nullptr;  // the column split whose output is still split
+  const Layer* open = nullptr;  // the column split (or vocabulary-parallel head) whose output is still split
   size_t open_index = 0;
   for (size_t i = begin; i < end; ++i) {
     const Layer& layer = *layers[i];
     const TensorSplit split = layer.tensor_split();
     if (open != nullptr) {
-      if (split == TensorSplit::kRow) {
+      if (split == TensorSplit::kRow && !open->splits_classes()) {
         open = nullptr;
+      } else if (open->splits_classes() && !layer.elementwise()) {
+        fail(ErrorCode::kInvalidArgument, "tensor parallelism: ", describe(layer, i),
+             " takes the logits of the vocabulary-parallel ", describe(*open, open_index),
+             ", which stay split by classes; only element-wise layers may come between a vocabulary-parallel head "
+             "and the loss");
       } else if (!layer.elementwise()) {
         fail(ErrorCode::kInvalidArgument, "tensor parallelism: ", describe(layer, i),
              " takes the column-split output of ", describe(*open, open_index),
              "; only element-wise layers (relu, gelu) may come between a column-parallel linear and the "
              "row-parallel linear that consumes its output");
       }
-    } else if (split == TensorSplit::kColumn) {
+    } else if (split == TensorSplit::kColumn || layer.splits_classes()) {
       open = &layer;
       open_index = i;
     } else if (split == TensorSplit::kRow) {
@@ -78,13 +93,34 @@ void check_chain(const Model& model, size_t begin, size_t end, bool last) {
            " has no column-parallel linear before it to split its input");
     }
   }
-  if (open != nullptr && last)
+  if (open == nullptr) return false;
+  if (open->splits_classes() && last) return true;
+  if (open->splits_classes())
+    fail(ErrorCode::kInvalidArgument, "tensor parallelism: the logits of the vocabulary-parallel ",
+         describe(*open, open_index), " would cross the pipeline stage boundary after ", describe(*layers[end - 1], end - 1),
+         "; a vocabulary-parallel head belongs to the last stage, before the loss");
+  if (last)
     fail(ErrorCode::kInvalidArgument, "tensor parallelism: the column-split output of ", describe(*open, open_index),
-         " reaches the loss; end the split with a row-parallel linear");
-  if (open != nullptr)
-    fail(ErrorCode::kInvalidArgument, "tensor parallelism: the column-split output of ", describe(*open, open_index),
-         " would cross the pipeline stage boundary after ", describe(*layers[end - 1], end - 1),
-         "; end the split with a row-parallel linear in the same stage, or move the boundary (layers_per_stage)");
+         " reaches the loss; end the split with a row-parallel linear, or make it the vocabulary-parallel head ",
+         "(\"parallel\": \"vocab\") of a cross-entropy loss");
+  fail(ErrorCode::kInvalidArgument, "tensor parallelism: the column-split output of ", describe(*open, open_index),
+       " would cross the pipeline stage boundary after ", describe(*layers[end - 1], end - 1),
+       "; end the split with a row-parallel linear in the same stage, or move the boundary (layers_per_stage)");
+}
+
+// A tied copy and its primary are split alike (the vocabulary-parallel embedding and head), or
+// neither is: their gradients are summed element by element.
+void check_tied_splits(Model& model) {
+  for (const Parameter* p : model.parameters()) {
+    if (p->tied_to.empty()) continue;
+    const Parameter* primary = model.find_parameter(p->tied_to);
+    if (primary == nullptr) continue;  // tied across stages: checked where the stages are built
+    const bool alike = p->shard.split() == primary->shard.split() &&
+                       (!p->shard.split() || (p->shard.dim == primary->shard.dim && p->shard.parts == primary->shard.parts));
+    PF_CHECK_ARG(alike, "tensor parallelism: '", p->name, "' is tied to '", primary->name, "', but ",
+                 p->shard.split() ? "only the copy" : "only the primary", " is split across the group; split both by ",
+                 "the vocabulary (\"parallel\": \"vocab\" on the embedding and on the head) or neither");
+  }
 }
 
 }  // namespace
@@ -101,10 +137,16 @@ void split_model_for_tensor_parallel(Model& model, std::shared_ptr<TensorParalle
   const int layers = static_cast<int>(model.layers().size());
   const std::vector<exec::StageRange> stages = exec::partition_layers(
       layers, layers_per_stage.empty() ? 1 : static_cast<int>(layers_per_stage.size()), layers_per_stage);
-  if (!has_annotation(model)) choose_default_splits(model, stages);
+  if (!has_annotation(model)) choose_default_splits(model, stages, group->size());
+  bool split_logits = false;
   for (size_t s = 0; s < stages.size(); ++s)
-    check_chain(model, static_cast<size_t>(stages[s].begin), static_cast<size_t>(stages[s].end), s + 1 == stages.size());
+    split_logits = check_chain(model, static_cast<size_t>(stages[s].begin), static_cast<size_t>(stages[s].end),
+                               s + 1 == stages.size());
+  PF_CHECK_ARG(!split_logits || model.loss().split_classes(group), "tensor parallelism: the loss '", model.loss().type(),
+               "' cannot take logits split by classes (the vocabulary-parallel ", describe(*model.layers().back(),
+               model.layers().size() - 1), "); only cross_entropy can");
   for (const auto& layer : model.layers()) layer->split_for_tensor_parallel(group);
+  check_tied_splits(model);
   bool split = false;
   for (const Parameter* p : model.parameters()) split = split || p->shard.split();
   PF_CHECK_ARG(split, "tensor parallelism: no layer of this model splits across the ", group->size(),

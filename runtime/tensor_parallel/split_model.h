@@ -14,11 +14,15 @@ namespace pf {
 // A model without any "parallel" annotation gets the default splits first: among its top-level
 // layers, a linear followed, through element-wise layers only (relu, gelu), by another linear of the
 // same pipeline stage makes a column / row pair (Megatron's MLP: fc1 column, fc2 row), scanning from
-// the first layer; a linear left without a partner stays whole. Then checks each stage's chain and
-// splits: between a column split and the row split that consumes its output only element-wise
-// layers may come, a row split needs a column split before it, and no column split may reach the
-// loss or the end of its stage (a pipeline message carries whole activations); a split inside a
-// residual or sequential is refused (not yet supported). transformer_block and llama_block layers
+// the first layer; a linear left without a partner stays whole. A language model (its first layer
+// a token embedding whose vocabulary T divides) gets Megatron's vocabulary-parallel embedding, and
+// its last layer, when it is a linear with T dividing its outputs, becomes the vocabulary-parallel
+// head whose logits the cross-entropy takes split by classes (TensorSplit::kVocab). Then checks
+// each stage's chain and splits: between a column split and the row split that consumes its output
+// only element-wise layers may come, a row split needs a column split before it, no column split
+// may reach the loss or the end of its stage (a pipeline message carries whole activations), a
+// vocabulary-parallel head is the last stage's and only element-wise layers follow it, a tied copy
+// splits as its primary does; a split inside a residual or sequential is refused (not yet supported). transformer_block and llama_block layers
 // split themselves (attention by heads, the MLP as a column / row pair). kInvalidArgument naming the
 // layer otherwise, when T does not divide a split dimension, or when nothing in the model splits.
 // `layers_per_stage`: the top-level layers of each pipeline stage (empty: one stage).

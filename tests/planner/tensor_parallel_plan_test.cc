@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -26,12 +27,25 @@ TEST(TensorParallelProfile, ReadsTheGptBlocksSplitsAndTheDegreesThatDivideTheHea
   const TensorParallelProfile t = profile_tensor_parallel(*model, 8);
   EXPECT_EQ(t.degrees, (std::vector<int>{2, 4}));  // 3 and 8 do not divide 4 heads
   ASSERT_EQ(t.split_parameters.size(), model->layers().size());
-  const int64_t d = g.d_model, h = 4 * d;
+  const int64_t d = g.d_model, h = 4 * d, V = g.vocab;
   int blocks = 0;
   for (size_t i = 0; i < model->layers().size(); ++i) {
-    if (model->layers()[i]->name().rfind("blocks.", 0) != 0) {  // the embedding, ln_f, the head
-      EXPECT_EQ(t.split_parameters[i], 0) << model->layers()[i]->name();
-      EXPECT_EQ(t.forward_floats[i] + t.backward_floats[i], 0) << model->layers()[i]->name();
+    const std::string name = model->layers()[i]->name();
+    if (name == "embed") {  // vocabulary-parallel: the token rows; its output all-reduced forward
+      EXPECT_EQ(t.split_parameters[i], V * d);
+      EXPECT_EQ(t.forward_floats[i], d);
+      EXPECT_EQ(t.backward_floats[i], 0);
+      continue;
+    }
+    if (name == "head") {  // vocabulary-parallel: weight and bias rows; its input gradient all-reduced
+      EXPECT_EQ(t.split_parameters[i], V * d + V);
+      EXPECT_EQ(t.forward_floats[i], 0);
+      EXPECT_EQ(t.backward_floats[i], d);
+      continue;
+    }
+    if (name.rfind("blocks.", 0) != 0) {  // ln_f
+      EXPECT_EQ(t.split_parameters[i], 0) << name;
+      EXPECT_EQ(t.forward_floats[i] + t.backward_floats[i], 0) << name;
       continue;
     }
     ++blocks;

@@ -47,7 +47,8 @@ PY
 done
 
 # 1b. The GPT preset at T = 2 (the issue's command): every block's attention split by heads and its
-#     MLP as a column / row pair; the embedding, the final norm and the head whole.
+#     MLP as a column / row pair; the token embedding and the head split by the vocabulary (the loss
+#     takes the logits split); the positions and the final norm whole.
 "$pipeforge" train --model gpt --steps 3 --json --quiet >"$work/seq_gpt.json" || fail "sequential gpt"
 run_mpi 2 tcp "$pipeforge" train --model gpt --tensor-parallel 2 --steps 3 --json --quiet >"$work/tp_gpt.json" \
   2>"$work/tp_gpt.err" || { cat "$work/tp_gpt.err"; fail "mpirun -np 2 --model gpt --tensor-parallel 2"; }
@@ -60,10 +61,12 @@ c = out["config"]
 V, S, d, L, t = c["vocab"], c["seq_len"], c["d_model"], c["layers"], 2
 split = 3 * d * d + 3 * d + d * d + 4 * d * d + 4 * d + 4 * d * d  # qkv, attn.proj's weight, fc, mlp.proj's weight
 block_whole = 2 * d + 2 * d + d + d                               # ln1, ln2, the two projections' biases
-outside = V * d + S * d + 2 * d + d * V + V                       # embedding, positions, ln_f, head
-assert out["num_parameters"] == seq["num_parameters"] == L * (split + block_whole) + outside, out["num_parameters"]
+vocabulary = V * d + d * V + V                                    # token embedding, head (weight, bias)
+outside = S * d + 2 * d                                           # positions, ln_f
+assert V % t == 0, V
+assert out["num_parameters"] == seq["num_parameters"] == L * (split + block_whole) + vocabulary + outside, out["num_parameters"]
 for m in out["process_memory"]:
-    assert m["parameter_bytes"] == 4 * (L * (split // t + block_whole) + outside), m
+    assert m["parameter_bytes"] == 4 * (L * (split // t + block_whole) + vocabulary // t + outside), m
 print(f"gpt, T 2: losses {out['losses']} (sequential {seq['losses']}), "
       f"{out['process_memory'][0]['parameter_bytes']} parameter bytes per process of {4 * seq['num_parameters']}")
 PY

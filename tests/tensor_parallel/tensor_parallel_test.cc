@@ -442,7 +442,7 @@ TEST(TensorParallel, RefusesSplitsThatDoNotFit) {
       "loss": "cross_entropy"})", 2, "layers[0].layers[0]: a tensor-parallel split inside a residual or sequential layer");
   // An unknown split.
   expect_split_error(head + R"({"type": "linear", "in": 8, "out": 4, "parallel": "diagonal"}],
-      "loss": "cross_entropy"})", 2, "layers[0].parallel: unknown tensor-parallel split 'diagonal' (known: column, row)");
+      "loss": "cross_entropy"})", 2, "layers[0].parallel: unknown tensor-parallel split 'diagonal' (known: column, row, vocab)");
 }
 
 // Pipeline stages: the default pairs form inside each stage, and an annotated column split whose
@@ -697,6 +697,226 @@ TEST(TensorParallelGpt, RefusesHeadsThatDoNotDivide) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("attention 'blocks.0.attn': 4 heads are not divisible by the "
                                          "tensor-parallel size 3"), std::string::npos) << e.what();
+  }
+}
+
+// ---- The vocabulary: Megatron's vocabulary-parallel embedding, head and cross-entropy ----
+
+constexpr int64_t kVocab = 24, kSeq = 8, kDim = 16;
+
+// embed (24 tokens, learned positions) -> head (16 -> 24), both split by the vocabulary.
+std::shared_ptr<Model> vocab_model() {
+  const nlohmann::json j = {
+      {"input", {{"kind", "tokens"}, {"seq_len", kSeq}, {"vocab", kVocab}, {"classes", kVocab}}},
+      {"layers",
+       {{{"type", "embedding"}, {"name", "embed"}, {"vocab", kVocab}, {"seq_len", kSeq}, {"dim", kDim},
+         {"parallel", "vocab"}},
+        {{"type", "linear"}, {"name", "head"}, {"in", kDim}, {"out", kVocab}, {"parallel", "vocab"}}}},
+      {"loss", "cross_entropy"}};
+  return build_model_from_json(j);
+}
+std::vector<Batch> vocab_batches() {
+  std::vector<Batch> b;
+  const std::string text = " !\"#$%&'()*+,-./01234567";  // text_batch's ids 0..23
+  for (int s = 0; s < kSteps; ++s) b.push_back(testing::text_batch(text + text + text, 4, kSeq, 300 + s));
+  return b;
+}
+
+// The whole model trained as T vocabulary-parallel members would: each member's logits from its
+// rows of the head, the loss's row maxima and (in rank order, in double) sums of exponentials and
+// target logits, the input gradient's partial products added in rank order. Returns the losses.
+std::vector<float> vocab_reference(Model& full, int T, const TrainerOptions& o) {
+  initialize_parameters(full.parameters(), o.seed);
+  std::unique_ptr<Optimizer> optimizer = make_optimizer(o.optimizer);
+  Layer& embed = *full.layers()[0];
+  Parameter& w = *full.find_parameter("head.weight");
+  Parameter& b = *full.find_parameter("head.bias");
+  const int64_t held = kVocab / T;
+  std::vector<float> losses;
+  for (const Batch& batch : vocab_batches()) {
+    for (Parameter* p : full.parameters()) std::memset(p->grad.data<char>(), 0, p->grad.nbytes());
+    float loss = 0.0f;
+    for (int mb = 0; mb < kMicroBatches; ++mb) {
+      const Batch micro = batch.micro_batch(mb, kMicroBatches);
+      SavedContext embed_ctx;
+      const Tensor h = embed.forward(micro.inputs, embed_ctx);
+      const int64_t R = h.numel() / kDim;
+      std::vector<Tensor> logits(static_cast<size_t>(T));
+      for (int r = 0; r < T; ++r) {
+        Tensor y = Tensor::empty({R, held});
+        cpu::broadcast_rows(R, held, b.value.f32() + r * held, y.f32());
+        cpu::gemm(false, true, R, held, kDim, 1.0f, h.f32(), w.value.f32() + r * held * kDim, 1.0f, y.f32());
+        logits[static_cast<size_t>(r)] = y;
+      }
+      const int32_t* t = micro.targets.i32();
+      std::vector<float> row_max(static_cast<size_t>(R));
+      std::vector<double> sum_exp(static_cast<size_t>(R)), target(static_cast<size_t>(R));
+      for (int64_t i = 0; i < R; ++i) {
+        float m = logits[0].f32()[i * held];
+        for (int r = 0; r < T; ++r)
+          for (int64_t c = 0; c < held; ++c) m = std::max(m, logits[static_cast<size_t>(r)].f32()[i * held + c]);
+        row_max[static_cast<size_t>(i)] = m;
+        double sum = 0.0, x_t = 0.0;
+        for (int r = 0; r < T; ++r) {
+          double part = 0.0;
+          for (int64_t c = 0; c < held; ++c)
+            part += std::exp(static_cast<double>(logits[static_cast<size_t>(r)].f32()[i * held + c]) - m);
+          sum += part;
+          if (t[i] / held == r) x_t += logits[static_cast<size_t>(r)].f32()[i * held + t[i] % held];
+        }
+        sum_exp[static_cast<size_t>(i)] = sum;
+        target[static_cast<size_t>(i)] = x_t;
+      }
+      double total = 0.0;
+      for (int64_t i = 0; i < R; ++i)
+        total += static_cast<double>(row_max[static_cast<size_t>(i)]) + std::log(sum_exp[static_cast<size_t>(i)]) -
+                 target[static_cast<size_t>(i)];
+      const float scale = 1.0f / kMicroBatches;
+      loss += static_cast<float>(static_cast<double>(scale) * total / static_cast<double>(R));
+      // The logits' gradients, the head's gradients, and the input gradient summed in rank order.
+      const double coef = static_cast<double>(scale) / static_cast<double>(R);
+      Tensor dh = Tensor::zeros({R, kDim});
+      for (int r = 0; r < T; ++r) {
+        Tensor g = Tensor::empty({R, held});
+        for (int64_t i = 0; i < R; ++i)
+          for (int64_t c = 0; c < held; ++c) {
+            const double p = std::exp(static_cast<double>(logits[static_cast<size_t>(r)].f32()[i * held + c]) -
+                                      row_max[static_cast<size_t>(i)]) *
+                             (1.0 / sum_exp[static_cast<size_t>(i)]);
+            g.f32()[i * held + c] = static_cast<float>(coef * (r * held + c == t[i] ? p - 1.0 : p));
+          }
+        Tensor partial = Tensor::empty({R, kDim});
+        cpu::gemm(false, false, R, kDim, held, 1.0f, g.f32(), w.value.f32() + r * held * kDim, 0.0f, partial.f32());
+        if (r == 0) dh.copy_from(partial);
+        else for (int64_t i = 0; i < dh.numel(); ++i) dh.f32()[i] += partial.f32()[i];
+        cpu::gemm(true, false, held, kDim, R, 1.0f, g.f32(), h.f32(), 1.0f, w.grad.f32() + r * held * kDim);
+        cpu::accumulate_column_sums(R, held, g.f32(), b.grad.f32() + r * held);
+      }
+      embed.backward(embed_ctx, dh.reshape(h.shape()));
+    }
+    optimizer->set_lr(o.optimizer.lr);
+    optimizer->step(full.parameters());
+    losses.push_back(loss);
+  }
+  return losses;
+}
+
+TEST(TensorParallelVocabulary, DeterministicIsBitwiseTheReference) {
+  for (const int T : {2, 4}) {
+    for (const OptimizerConfig::Kind kind : {OptimizerConfig::Kind::kSgd, OptimizerConfig::Kind::kAdamW}) {
+      SCOPED_TRACE("T " + std::to_string(T));
+      const TrainerOptions o = options(kind, 0.0f);
+      const std::vector<MemberResult> members =
+          run_members(T, "deterministic", o, nullptr, vocab_model, vocab_batches());
+      std::shared_ptr<Model> full = vocab_model();
+      const std::vector<float> losses = vocab_reference(*full, T, o);
+      for (int r = 0; r < T; ++r) {
+        const MemberResult& m = members[static_cast<size_t>(r)];
+        ASSERT_EQ(m.error, "") << "member " << r;
+        ASSERT_EQ(m.losses.size(), losses.size());
+        for (size_t s = 0; s < losses.size(); ++s)
+          EXPECT_EQ(std::memcmp(&m.losses[s], &losses[s], sizeof(float)), 0)
+              << "member " << r << " step " << s << ": " << m.losses[s] << " vs " << losses[s];
+        for (size_t i = 0; i < m.parameters.size(); ++i) {
+          const Parameter& p = *full->parameters()[i];
+          ASSERT_EQ(m.names[i], p.name);
+          // Every parameter but the positions is split by its rows (the vocabulary).
+          const std::vector<float> want = p.name == "embed.position_weight"
+                                              ? values_of(p.value)
+                                              : slice_of(values_of(p.value), p.shape, 0, r, T);
+          ASSERT_EQ(m.values[i].size(), want.size()) << p.name;
+          EXPECT_EQ(std::memcmp(m.values[i].data(), want.data(), want.size() * sizeof(float)), 0)
+              << "member " << r << " of " << T << ": " << p.name << " differs from the reference";
+        }
+      }
+    }
+  }
+}
+
+// The GPT splits its vocabulary by default: each member holds 1/T of the token embedding and of the
+// head (weight and bias), the positions whole; the forward all-reduces the embedding's output, and
+// the loss takes the logits split (no member ever holds a whole row of logits).
+TEST(TensorParallelVocabulary, TheGptSplitsItsVocabularyByDefault) {
+  const TrainerOptions o = options(OptimizerConfig::Kind::kAdamW, 1.0f);
+  const std::vector<MemberResult> members = run_members(2, "allreduce", o, nullptr, gpt, gpt_batches());
+  ASSERT_EQ(members[0].error, "");
+  std::map<std::string, Shape> shape;
+  for (const Parameter& p : members[1].parameters) shape[p.name] = p.shape;
+  EXPECT_EQ(shape["embed.token_weight"], (Shape{64, 16}));
+  EXPECT_EQ(shape["embed.position_weight"], (Shape{8, 16}));
+  EXPECT_EQ(shape["head.weight"], (Shape{64, 16}));
+  EXPECT_EQ(shape["head.bias"], (Shape{64}));
+  std::shared_ptr<Model> model = gpt();
+  comm::ThreadWorld world(2);
+  split_alone(*model, 2, world);
+  const nlohmann::json description = model->to_json();
+  EXPECT_EQ(description["layers"][0]["parallel"], "vocab");
+  EXPECT_EQ(description["layers"][0]["vocab"], 128);
+  EXPECT_EQ(description["layers"].back()["parallel"], "vocab");
+  EXPECT_EQ(description["layers"].back()["out"], 128);
+}
+
+// GPT-2's tied head splits with its embedding (the same rows of the same matrix), within rounding
+// of the whole tied model; a tied head split without its embedding is refused naming both.
+TEST(TensorParallelVocabulary, ATiedHeadSplitsWithItsEmbedding) {
+  const auto tied = [] {
+    GptConfig c = gpt_config();
+    c.tie_embeddings = true;
+    return std::shared_ptr<Model>(build_gpt(c));
+  };
+  const TrainerOptions o = options(OptimizerConfig::Kind::kAdamW, 1.0f);
+  std::shared_ptr<Model> whole = tied();
+  std::vector<float> losses;
+  {
+    std::unique_ptr<Trainer> trainer = make_trainer(whole, TrainingConfig{o});
+    for (const Batch& b : gpt_batches()) losses.push_back(static_cast<float>(trainer->step(b).loss));
+  }
+  const std::vector<MemberResult> members = run_members(2, "allreduce", o, nullptr, tied, gpt_batches());
+  for (const MemberResult& m : members) {
+    ASSERT_EQ(m.error, "");
+    for (size_t s = 0; s < losses.size(); ++s)
+      EXPECT_NEAR(m.losses[s], losses[s], 1e-5 * std::max(1.0f, std::fabs(losses[s]))) << "step " << s;
+  }
+  expect_slices_near(members, *whole, 1e-5f);
+
+  nlohmann::json j = tied()->to_json();
+  for (auto& layer : j["layers"])
+    if (layer["name"] == "head") layer["parallel"] = "vocab";
+  for (auto& layer : j["layers"])
+    if (layer["type"] == "transformer_block") layer.erase("parallel");
+  std::shared_ptr<Model> half = build_model_from_json(j);
+  comm::ThreadWorld world(2);
+  try {
+    split_alone(*half, 2, world);
+    ADD_FAILURE() << "a tied head split without its embedding";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'head.weight' is tied to 'embed.token_weight', but only the copy is split"),
+              std::string::npos) << e.what();
+  }
+}
+
+// A vocabulary-parallel head must end the model: a layer that is not element-wise after it, or a
+// loss that cannot take split logits, is refused naming the layer.
+TEST(TensorParallelVocabulary, RefusesAHeadThatDoesNotEndTheModel) {
+  nlohmann::json j = vocab_model()->to_json();
+  j["layers"].push_back({{"type", "linear"}, {"name", "after"}, {"in", kVocab}, {"out", kVocab}});
+  std::shared_ptr<Model> model = build_model_from_json(j);
+  comm::ThreadWorld world(2);
+  try {
+    split_alone(*model, 2, world);
+    ADD_FAILURE() << "a linear after the vocabulary-parallel head";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("layers[2] 'after' (linear) takes the logits of the vocabulary-parallel "
+                                         "layers[1] 'head' (linear)"), std::string::npos) << e.what();
+  }
+  nlohmann::json bad = vocab_model()->to_json();
+  bad["layers"][0]["parallel"] = "column";
+  try {
+    build_model_from_json(bad);
+    ADD_FAILURE() << "an embedding split by columns";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("layers[0].parallel: an embedding splits by \"vocab\" only"),
+              std::string::npos) << e.what();
   }
 }
 
