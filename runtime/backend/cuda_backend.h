@@ -26,7 +26,7 @@
 namespace pf {
 
 // Bumped whenever this interface changes; a backend built against another revision is refused.
-constexpr int kCudaBackendInterfaceRevision = 1;
+constexpr int kCudaBackendInterfaceRevision = 2;
 
 struct CudaAvailability {
   int device_count = 0;
@@ -72,6 +72,19 @@ struct AdamWHyperparameters {
   float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;
 };
 
+// A convolution's sizes (runtime/layers/conv2d.h): input [batch, channels, height, width] (or its
+// image rows), output [batch, out_channels, out_height, out_width]; square kernel, zero padding.
+struct ConvGeometry {
+  int64_t batch = 0, channels = 0, height = 0, width = 0, out_channels = 0;
+  int64_t kernel = 1, stride = 1, padding = 0, out_height = 0, out_width = 0;
+};
+
+// A Vision Transformer's patch embedding (runtime/layers/patch_embedding.h): images [batch, C*H*W]
+// -> tokens [batch, 1 + (H / patch) (W / patch), dim].
+struct PatchGeometry {
+  int64_t channels = 0, height = 0, width = 0, patch = 1, dim = 0;
+};
+
 class CudaBackend {
  public:
   virtual ~CudaBackend() = default;
@@ -115,12 +128,66 @@ class CudaBackend {
                                            const Tensor& gamma, const Tensor& dy) = 0;
   virtual void layer_norm_backward_weight(const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& dy,
                                           const Tensor& dgamma, const Tensor& dbeta) = 0;
-  // The attention core: qkv [B, T, 3 dim] -> probs [B, heads, T, T] and attended [B, T, dim].
-  virtual void attention_core_forward(const Tensor& qkv, int64_t heads, Tensor* probs, Tensor* attended) = 0;
-  // d_qkv [B, T, 3 dim] from the saved qkv and probs and d_attended [B, T, dim].
+  // The attention core: qkv [B, T, dim + 2 kv_dim] (q | k | v, kv_dim = kv_heads dim / heads) ->
+  // probs [B, heads, T, T] and attended [B, T, dim]; causal or bidirectional; query head h reads
+  // key/value head h / (heads / kv_heads).
+  virtual void attention_core_forward(const Tensor& qkv, int64_t heads, int64_t kv_heads, bool causal, Tensor* probs,
+                                      Tensor* attended) = 0;
+  // d_qkv (qkv's shape) from the saved qkv and probs and d_attended [B, T, dim].
   virtual Tensor attention_core_backward(const Tensor& qkv, const Tensor& probs, const Tensor& d_attended,
-                                         int64_t heads) = 0;
-  // ids i32 [B, T] -> [B, T, dim] (ids already validated).
+                                         int64_t heads, int64_t kv_heads, bool causal) = 0;
+  // Rotary positions in place on qkv [B, T, width]: the first `rotated_heads` heads of head_dim
+  // columns at positions offset + t; `inverse` rotates back (the gradients).
+  virtual void rotary_embedding(const Tensor& qkv, int64_t rotated_heads, int64_t head_dim, int64_t offset,
+                                float theta, bool inverse) = 0;
+  // RMSNorm over the last dimension: y, xhat = x rstd, and rstd [rows].
+  virtual void rms_norm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor* y, Tensor* xhat,
+                                Tensor* rstd) = 0;
+  virtual Tensor rms_norm_backward_input(const Tensor& xhat, const Tensor& rstd, const Tensor& weight,
+                                         const Tensor& dy) = 0;
+  virtual void rms_norm_backward_weight(const Tensor& xhat, const Tensor& dy, const Tensor& dweight) = 0;
+  // SwiGLU: x [..., 2 H] = [gate | up] -> [..., H]; the backward from the saved x.
+  virtual Tensor swiglu_forward(const Tensor& x) = 0;
+  virtual Tensor swiglu_backward(const Tensor& x, const Tensor& dy) = 0;
+  // GroupNorm of x [B, C, ...]: y, xhat and rstd [B, groups].
+  virtual void group_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t groups,
+                                  float eps, Tensor* y, Tensor* xhat, Tensor* rstd) = 0;
+  virtual Tensor group_norm_backward_input(const Tensor& xhat, const Tensor& rstd, const Tensor& weight,
+                                           int64_t groups, const Tensor& dy) = 0;
+  virtual void group_norm_backward_weight(const Tensor& xhat, const Tensor& dy, const Tensor& dweight,
+                                          const Tensor& dbias) = 0;
+  // Conv2d by im2col + GEMM (`bias` may be undefined): y [B, O, Ho, Wo].
+  virtual Tensor conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                const ConvGeometry& geometry) = 0;
+  // dx shaped `input_shape`; *grad_rows = the output gradient as GEMM rows [B Ho Wo, O], for W.
+  virtual Tensor conv2d_backward_input(const Tensor& dy, const Tensor& weight, const ConvGeometry& geometry,
+                                       const Shape& input_shape, Tensor* grad_rows) = 0;
+  // dW += grad_rows^T im2col(x); db += column sums of grad_rows (`dbias` may be undefined).
+  virtual void conv2d_backward_weight(const Tensor& x, const Tensor& grad_rows, const ConvGeometry& geometry,
+                                      const Tensor& dweight, const Tensor& dbias) = 0;
+  // Max / average pooling of x [B, C, H, W] (no padding): y [B, C, Ho, Wo] and, for max, the i32
+  // argmax within each plane.
+  virtual void pool2d_forward(const Tensor& x, bool max, int64_t kernel, int64_t stride, Tensor* y,
+                              Tensor* argmax) = 0;
+  virtual Tensor pool2d_backward(const Tensor& dy, const Tensor& argmax, bool max, int64_t kernel, int64_t stride,
+                                 const Shape& input_shape) = 0;
+  // The mean over all but the first two dimensions: [B, C, ...] -> [B, C], and its gradient.
+  virtual Tensor global_avg_pool_forward(const Tensor& x) = 0;
+  virtual Tensor global_avg_pool_backward(const Tensor& dy, const Shape& input_shape) = 0;
+  // A ViT's patch embedding: images [B, C*H*W] -> tokens [B, 1 + N, dim] (class token first).
+  virtual Tensor patch_embedding_forward(const Tensor& images, const Tensor& weight, const Tensor& bias,
+                                         const Tensor& cls, const Tensor& positions,
+                                         const PatchGeometry& geometry) = 0;
+  virtual Tensor patch_embedding_backward_input(const Tensor& dy, const Tensor& weight, const PatchGeometry& geometry,
+                                                const Shape& input_shape) = 0;
+  virtual void patch_embedding_backward_weight(const Tensor& images, const Tensor& dy, const PatchGeometry& geometry,
+                                               const Tensor& dweight, const Tensor& dbias, const Tensor& dcls,
+                                               const Tensor& dpositions) = 0;
+  // Class-token readout: [B, T, D] -> [B, D] (token 0), and dx [B, T, D] (dy at token 0, zeros else).
+  virtual Tensor class_token_forward(const Tensor& x) = 0;
+  virtual Tensor class_token_backward(const Tensor& dy, int64_t steps) = 0;
+  // ids i32 [B, T] -> [B, T, dim] (ids already validated); `position_weight` may be undefined (an
+  // embedding without learned positions), and then `dposition` too.
   virtual Tensor embedding_forward(const Tensor& ids, const Tensor& token_weight, const Tensor& position_weight) = 0;
   virtual void embedding_backward_weight(const Tensor& ids, const Tensor& dy, const Tensor& dtoken,
                                          const Tensor& dposition) = 0;

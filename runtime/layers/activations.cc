@@ -123,7 +123,11 @@ Tensor SwiGLU::forward(const Tensor& input, SavedContext& ctx) {
   PF_CHECK_ARG(input.rank() >= 1 && input.dim(-1) % 2 == 0 && input.dim(-1) > 0, "swiglu '", name(),
                "': the input's last dimension must be even (gate half, up half), got ",
                shape_to_string(input.shape()));
-  if (is_cuda(input)) fail(ErrorCode::kUnimplemented, "swiglu '", name(), "': runs on the CPU only");
+  if (is_cuda(input)) {
+    Tensor output = cuda_backend().swiglu_forward(input);
+    ctx.save("input", input);
+    return output;
+  }
   const int64_t width = input.dim(-1), half = width / 2, rows = input.numel() / width;
   Shape shape = input.shape();
   shape.back() = half;
@@ -147,6 +151,11 @@ Tensor SwiGLU::backward_input(SavedContext& ctx, const Tensor& grad_output) {
                "swiglu '", name(), "': output gradient ", shape_to_string(grad_output.shape()),
                " does not match the forward output ", shape_to_string(shape));
   check_same_device(type(), name(), "output gradient", grad_output.device(), "the forward input", input.device());
+  if (is_cuda(input)) {
+    Tensor grad_input = cuda_backend().swiglu_backward(input, grad_output);
+    ctx.clear();
+    return grad_input;
+  }
   Tensor grad_input = Tensor::empty(input.shape());
   for (int64_t r = 0; r < rows; ++r) {
     const float* a = input.f32() + r * width;

@@ -36,7 +36,8 @@ class GELU : public Layer {
 
 // Llama's gated MLP activation: the input's last dimension holds a gate half and an up half,
 // x = [a | u] of width 2 H, and y = silu(a) o u of width H, silu(a) = a / (1 + exp(-a)) (so a Linear
-// to 2 H before it is Llama's gate_proj and up_proj in one GEMM). Saves the input; CPU tensors only.
+// to 2 H before it is Llama's gate_proj and up_proj in one GEMM). Saves the input; on CUDA tensors
+// the CUDA backend's kernel (element_ops.h's swiglu_*, the same formulas).
 //   da = dy o u o s (1 + a (1 - s)), s = sigmoid(a)       du = dy o silu(a)
 class SwiGLU : public Layer {
  public:

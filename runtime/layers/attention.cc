@@ -149,6 +149,10 @@ void CausalSelfAttention::split_for_tensor_parallel(const std::shared_ptr<Tensor
 }
 
 void CausalSelfAttention::rotate(Tensor& qkv, int64_t offset, bool inverse) const {
+  if (is_cuda(qkv)) {  // the same angles, computed on the device (runtime/kernels/cuda/rotary.h)
+    cuda_backend().rotary_embedding(qkv, heads_ + kv_heads_, head_dim_, offset, options_.rope_theta, inverse);
+    return;
+  }
   const int64_t batch = qkv.dim(0), steps = qkv.dim(1), width = qkv.dim(2), hd = head_dim_, half = hd / 2;
   const int64_t rotated_heads = heads_ + kv_heads_;  // the query heads, then the key heads
   // The angles as Hugging Face's LlamaRotaryEmbedding computes them, in f32: inv_freq_i =
@@ -193,11 +197,6 @@ Tensor CausalSelfAttention::forward(const Tensor& input, SavedContext& ctx) {
   check_same_device(type(), name(), "input", input.device(), "the parameters",
                     qkv_->parameters()[0]->value.device());
   const int64_t batch = input.dim(0), steps = input.dim(1), hd = head_dim_;
-  if (is_cuda(input) && (kv_heads_ != heads_ || options_.rope_theta > 0.0f))
-    fail(ErrorCode::kUnimplemented, "attention '", name(),
-         "': grouped-query attention and rotary positions run on the CPU only");
-  if (is_cuda(input) && !options_.causal)
-    fail(ErrorCode::kUnimplemented, "attention '", name(), "': bidirectional attention (causal false) runs on the CPU only");
   PF_CHECK_ARG(options_.causal || (ctx.position_offset() == 0 && ctx.previous_slice() == nullptr), "attention '",
                name(), "': bidirectional attention (causal false) cannot run on sequence slices (seq_slices > 1): "
                "a slice's queries would need the later slices' keys; this slice starts at position ",
@@ -206,12 +205,12 @@ Tensor CausalSelfAttention::forward(const Tensor& input, SavedContext& ctx) {
   Tensor qkv = qkv_->forward(input, ctx.child(kQkvChild));
   SavedContext& core = ctx.child(kCoreChild);
   const EarlierSlices earlier = earlier_slices(core, name(), batch);
+  if (is_cuda(input) && !earlier.cores.empty())
+    fail(ErrorCode::kUnimplemented, "attention '", name(), "': sequence slices (seq_slices > 1) run on the CPU only");
   if (options_.rope_theta > 0.0f) rotate(qkv, earlier.steps, false);
   if (is_cuda(input)) {  // same contexts as below; the core runs on the GPU (cuda_dispatch.h)
-    if (!earlier.cores.empty())
-      fail(ErrorCode::kUnimplemented, "attention '", name(), "': sequence slices (seq_slices > 1) run on the CPU only");
     Tensor probs, attended;
-    cuda_backend().attention_core_forward(qkv, heads_, &probs, &attended);
+    cuda_backend().attention_core_forward(qkv, heads_, kv_heads_, options_.causal, &probs, &attended);
     core.save("qkv", qkv);
     core.save("probs", probs);
     return proj_->forward(attended, ctx.child(kProjChild));
@@ -267,7 +266,9 @@ Tensor CausalSelfAttention::backward_input(SavedContext& ctx, const Tensor& grad
                     qkv.device());
   Tensor grad_attended = proj_->backward_input(ctx.child(kProjChild), grad_output);
   if (is_cuda(qkv)) {
-    Tensor grad_qkv = cuda_backend().attention_core_backward(qkv, core.get("probs"), grad_attended, heads_);
+    Tensor grad_qkv =
+        cuda_backend().attention_core_backward(qkv, core.get("probs"), grad_attended, heads_, kv_heads_, options_.causal);
+    if (options_.rope_theta > 0.0f) rotate(grad_qkv, 0, true);  // to the unrotated q and k
     core.clear();
     return qkv_->backward_input(ctx.child(kQkvChild), grad_qkv);
   }

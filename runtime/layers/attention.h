@@ -8,11 +8,11 @@
 // head are summed over its query heads in head order), no biases, and rotary positions (RoPE,
 // Hugging Face's rotate_half form): after the qkv Linear, the pair (x_i, x_{i + hd/2}) of every
 // query and key head at position p is rotated by p * theta^(-2i / hd), i < hd / 2, computed in f32
-// as Hugging Face does; the backward rotates the query and key gradients back. Those forms run on
-// the CPU only.
+// as Hugging Face does; the backward rotates the query and key gradients back. Both run on CUDA
+// tensors too (the attention core with grouped heads; the rotation by runtime/kernels/cuda/rotary.h).
 // AttentionOptions::causal false makes it bidirectional (a Vision Transformer's encoder): every
 // query attends to all T keys of its sequence, forward and backward (the CPU kernel runs without
-// the mask). That form runs on the CPU only, and not on sequence slices (a slice's queries would
+// the mask; on CUDA tensors the unmasked softmax). That form does not run on sequence slices (a slice's queries would
 // need the later slices' keys): a sliced context (a position offset or an earlier slice) is
 // refused naming the layer. The class keeps its name; type() is "attention" either way, and the
 // JSON field "causal" (default true) is written by config() only when false.
@@ -41,7 +41,7 @@ struct AttentionOptions {
   int64_t kv_heads = 0;     // key/value heads; 0: as many as query heads
   bool bias = true;         // biases on the qkv and output projections
   float rope_theta = 0.0f;  // rotary position base (Llama: 10000 or 500000); 0: no rotation
-  bool causal = true;       // false: bidirectional, every query attends to every key (CPU only)
+  bool causal = true;       // false: bidirectional, every query attends to every key
 };
 
 class CausalSelfAttention : public Layer {

@@ -2,7 +2,7 @@
 // first token (the patch embedding's class token) of each row: y[b] = x[b, 0]. The backward puts
 // the output gradient at token 0 of a zero [B, T, D]. No parameters; the forward keeps only the
 // input's sizes (no tensor: nothing of the activations is held), and backward_input releases them.
-// CPU tensors only (CUDA input is refused naming the layer).
+// CUDA tensors run the CUDA backend's copies (runtime/kernels/cuda/patch_embedding.h).
 #pragma once
 
 #include "runtime/layers/layer.h"

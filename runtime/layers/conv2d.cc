@@ -61,7 +61,6 @@ Conv2d::Geometry Conv2d::geometry_of(const Tensor& input) const {
   PF_CHECK_ARG(input.defined() && input.dtype() == DType::kF32, "conv2d '", name(), "': expected an f32 input, got ",
                input.defined() ? dtype_name(input.dtype()) : "undefined");
   check_same_device(type(), name(), "input", input.device(), "the parameters", weight_.value.device());
-  if (is_cuda(input)) fail(ErrorCode::kUnimplemented, "conv2d '", name(), "': runs on the CPU only");
   Geometry g{};
   if (input.rank() == 4) {
     PF_CHECK_ARG(input.dim(1) == in_, "conv2d '", name(), "': expected ", in_, " input channels, got input ",
@@ -91,6 +90,21 @@ Conv2d::Geometry Conv2d::saved_geometry(const SavedContext& ctx) const {
           ctx.get_int("out_width")};
 }
 
+ConvGeometry Conv2d::device_geometry(const Geometry& g) const {
+  ConvGeometry d;
+  d.batch = g.batch;
+  d.channels = in_;
+  d.height = g.height;
+  d.width = g.width;
+  d.out_channels = out_;
+  d.kernel = options_.kernel;
+  d.stride = options_.stride;
+  d.padding = options_.padding;
+  d.out_height = g.out_height;
+  d.out_width = g.out_width;
+  return d;
+}
+
 void Conv2d::im2col(const float* x, const Geometry& g, float* patches) const {
   const int64_t k = options_.kernel, s = options_.stride, pad = options_.padding;
   const int64_t cols = in_ * k * k;
@@ -117,6 +131,14 @@ void Conv2d::im2col(const float* x, const Geometry& g, float* patches) const {
 
 Tensor Conv2d::forward(const Tensor& input, SavedContext& ctx) {
   const Geometry g = geometry_of(input);
+  ctx.save("input", input);
+  ctx.set_int("batch", g.batch);
+  ctx.set_int("height", g.height);
+  ctx.set_int("width", g.width);
+  ctx.set_int("out_height", g.out_height);
+  ctx.set_int("out_width", g.out_width);
+  if (is_cuda(input))
+    return cuda_backend().conv2d_forward(input, weight_.value, options_.bias ? bias_.value : Tensor(), device_geometry(g));
   const int64_t positions = g.out_height * g.out_width, rows = g.batch * positions;
   const int64_t cols = in_ * options_.kernel * options_.kernel;
   Tensor patches, flat;  // P and Y' [B Ho Wo, O]: scratch of this call
@@ -142,12 +164,6 @@ Tensor Conv2d::forward(const Tensor& input, SavedContext& ctx) {
       for (int64_t p = 0; p < positions; ++p) dst[p] = src[p * out_];
     }
   }
-  ctx.save("input", input);
-  ctx.set_int("batch", g.batch);
-  ctx.set_int("height", g.height);
-  ctx.set_int("width", g.width);
-  ctx.set_int("out_height", g.out_height);
-  ctx.set_int("out_width", g.out_width);
   return output;
 }
 
@@ -162,6 +178,13 @@ Tensor Conv2d::backward_input(SavedContext& ctx, const Tensor& grad_output) {
                "]");
   check_same_device(type(), name(), "output gradient", grad_output.device(), "the parameters",
                     weight_.value.device());
+  if (is_cuda(grad_output)) {
+    Tensor grad_rows;
+    Tensor grad_input =
+        cuda_backend().conv2d_backward_input(grad_output, weight_.value, device_geometry(g), input.shape(), &grad_rows);
+    ctx.save("grad_rows", grad_rows);
+    return grad_input;
+  }
   // dY' [B Ho Wo, O].
   Tensor grad_rows = Tensor::empty({rows, out_});
   const float* dy = grad_output.f32();
@@ -210,6 +233,12 @@ void Conv2d::backward_weight(SavedContext& ctx) {
   const Tensor& input = ctx.get("input");
   const Tensor& grad_rows = ctx.get("grad_rows");
   const Geometry g = saved_geometry(ctx);
+  if (is_cuda(input)) {
+    cuda_backend().conv2d_backward_weight(input, grad_rows, device_geometry(g), weight_.grad,
+                                          options_.bias ? bias_.grad : Tensor());
+    ctx.clear();
+    return;
+  }
   const int64_t rows = g.batch * g.out_height * g.out_width;
   const int64_t cols = in_ * options_.kernel * options_.kernel;
   Tensor patches;

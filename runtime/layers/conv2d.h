@@ -4,7 +4,8 @@
 // height and width. Parameters "<name>.weight" [O, C, k, k] (PyTorch's layout; initialised normal
 // with He's std sqrt(2 / (C k k)) unless init_std is given) and "<name>.bias" [O].
 //
-// CPU only, im2col + one GEMM per micro-batch. The patch matrix P [B Ho Wo, C k k] has one row per
+// im2col + one GEMM per micro-batch, on the CPU and (the same steps and context, through the CUDA
+// backend: runtime/kernels/cuda/conv2d.h and cuBLAS) on CUDA tensors. The patch matrix P [B Ho Wo, C k k] has one row per
 // output position in (b, y, x) order and one column per (c, ky, kx), zero where the window leaves
 // the image; Y' = P W^T + b is [B Ho Wo, O] and is transposed into y.
 //   B: dY' = the output gradient transposed back; dP = dY' W; dx = col2im(dP), which adds dP's
@@ -17,6 +18,8 @@
 #include "runtime/layers/layer.h"
 
 namespace pf {
+
+struct ConvGeometry;
 
 struct Conv2dOptions {
   int64_t kernel = 3;
@@ -51,6 +54,7 @@ class Conv2d : public Layer {
   };
   Geometry geometry_of(const Tensor& input) const;
   Geometry saved_geometry(const SavedContext& ctx) const;
+  ConvGeometry device_geometry(const Geometry& g) const;  // for the CUDA backend
   // P [B Ho Wo, C k k] of an input in [B, C, H, W] order.
   void im2col(const float* x, const Geometry& g, float* patches) const;
 

@@ -30,7 +30,13 @@ Tensor GroupNorm::forward(const Tensor& input, SavedContext& ctx) {
                "groupnorm '", name(), "': expected f32 input [B, ", channels_, ", ...], got ",
                input.defined() ? dtype_name(input.dtype()) : "undefined", " ", shape_to_string(input.shape()));
   check_same_device(type(), name(), "input", input.device(), "the parameters", weight_.value.device());
-  if (is_cuda(input)) fail(ErrorCode::kUnimplemented, "groupnorm '", name(), "': runs on the CPU only");
+  if (is_cuda(input)) {  // the same context, from the CUDA backend's kernels
+    Tensor output, xhat, rstd;
+    cuda_backend().group_norm_forward(input, weight_.value, bias_.value, groups_, eps_, &output, &xhat, &rstd);
+    ctx.save("xhat", xhat);
+    ctx.child(0).save("rstd", rstd);
+    return output;
+  }
   const int64_t batch = input.dim(0), spatial = input.numel() / (batch * channels_);
   const int64_t per_group = channels_ / groups_, count = per_group * spatial;
   Tensor output = Tensor::empty(input.shape());
@@ -74,6 +80,15 @@ Tensor GroupNorm::backward_input(SavedContext& ctx, const Tensor& grad_output) {
   check_same_device(type(), name(), "output gradient", grad_output.device(), "the forward activations",
                     xhat.device());
   const Tensor& rstd = ctx.child(0).get("rstd");
+  Tensor grad_input = is_cuda(xhat)
+                          ? cuda_backend().group_norm_backward_input(xhat, rstd, weight_.value, groups_, grad_output)
+                          : backward_input_cpu(xhat, rstd, grad_output);
+  ctx.child(0).clear();  // rstd: backward_weight needs only xhat and the output gradient
+  ctx.save("grad_output", grad_output);
+  return grad_input;
+}
+
+Tensor GroupNorm::backward_input_cpu(const Tensor& xhat, const Tensor& rstd, const Tensor& grad_output) const {
   const int64_t batch = xhat.dim(0), spatial = xhat.numel() / (batch * channels_);
   const int64_t per_group = channels_ / groups_, count = per_group * spatial;
   Tensor grad_input = Tensor::empty(xhat.shape());
@@ -103,14 +118,17 @@ Tensor GroupNorm::backward_input(SavedContext& ctx, const Tensor& grad_output) {
       }
     }
   }
-  ctx.child(0).clear();  // rstd: backward_weight needs only xhat and the output gradient
-  ctx.save("grad_output", grad_output);
   return grad_input;
 }
 
 void GroupNorm::backward_weight(SavedContext& ctx) {
   const Tensor& xhat = ctx.get("xhat");
   const Tensor& dy = ctx.get("grad_output");
+  if (is_cuda(xhat)) {
+    cuda_backend().group_norm_backward_weight(xhat, dy, weight_.grad, bias_.grad);
+    ctx.clear();
+    return;
+  }
   const int64_t batch = xhat.dim(0), spatial = xhat.numel() / (batch * channels_);
   float* dw = weight_.grad.f32();
   float* db = bias_.grad.f32();

@@ -4,7 +4,8 @@
 // root), then scaled and shifted per channel ("<name>.weight" [C], ones; "<name>.bias" [C], zeros).
 // The statistics are per sample, so a micro-batch's results do not depend on which other samples
 // share it: pipelined training stays bitwise equal to sequential (BatchNorm's would not).
-// Sums run in index order in f32. CPU only.
+// Sums run in index order in f32. CUDA tensors keep the same context, computed by the CUDA backend
+// (runtime/kernels/cuda/group_norm.h: fixed-order block sums, deterministic).
 //   B: dx = rstd (g - mean(g) - xhat mean(g xhat)) over the group, g = dy weight[c]
 //   W: dweight[c] += sum of dy xhat, dbias[c] += sum of dy over the samples and positions, in order
 // The context keeps xhat and (child 0, dropped at B) the per-(sample, group) rstd.
@@ -29,6 +30,8 @@ class GroupNorm : public Layer {
   int64_t groups() const { return groups_; }
 
  private:
+  Tensor backward_input_cpu(const Tensor& xhat, const Tensor& rstd, const Tensor& grad_output) const;
+
   int64_t channels_, groups_;
   float eps_;
   Parameter weight_, bias_;

@@ -4,7 +4,8 @@
 // stacked, gate rows first), SwiGLU, down (Linear(hidden, dim), no bias). Sub-layers are named
 // <name>.attn_norm, <name>.attn, <name>.mlp_norm, <name>.mlp.gate_up, <name>.mlp.act and
 // <name>.mlp.down, so parameters read e.g. "<name>.attn.qkv.weight". It runs as the composition of
-// Residual and Sequential, whose B and W are separate. CPU tensors only.
+// Residual and Sequential, whose B and W are separate, on CPU or CUDA tensors (each sub-layer
+// dispatches on its own).
 #pragma once
 
 #include "runtime/layers/attention.h"

@@ -79,6 +79,16 @@ void PatchEmbedding::scatter_patches(const float* patches, int64_t batch, float*
   }
 }
 
+PatchGeometry PatchEmbedding::device_geometry() const {
+  PatchGeometry g;
+  g.channels = config_.channels;
+  g.height = config_.height;
+  g.width = config_.width;
+  g.patch = config_.patch;
+  g.dim = config_.dim;
+  return g;
+}
+
 void PatchEmbedding::gather_patch_rows(const float* grad_output, int64_t batch, float* rows) const {
   const int64_t n = patches(), d = config_.dim;
   for (int64_t b = 0; b < batch; ++b)
@@ -91,7 +101,12 @@ Tensor PatchEmbedding::forward(const Tensor& input, SavedContext& ctx) {
                config_.channels, "*", config_.height, "*", config_.width, "), got ",
                input.defined() ? dtype_name(input.dtype()) : "undefined", " ", shape_to_string(input.shape()));
   check_same_device(type(), name(), "input", input.device(), "the parameters", weight_.value.device());
-  if (is_cuda(input)) fail(ErrorCode::kUnimplemented, "patch_embedding '", name(), "': runs on the CPU only");
+  if (is_cuda(input)) {  // the same steps and context through the CUDA backend
+    Tensor output = cuda_backend().patch_embedding_forward(input, weight_.value, bias_.value, cls_.value,
+                                                           positions_.value, device_geometry());
+    ctx.save("input", input);
+    return output;
+  }
   const int64_t batch = input.dim(0), n = patches(), k = patch_size(), d = config_.dim, tokens = 1 + n;
   Tensor x, y;
   {
@@ -127,6 +142,12 @@ void PatchEmbedding::check_output_gradient(const Tensor& input, const Tensor& gr
 Tensor PatchEmbedding::backward_input(SavedContext& ctx, const Tensor& grad_output) {
   const Tensor& input = ctx.get("input");
   check_output_gradient(input, grad_output);
+  if (is_cuda(input)) {
+    Tensor grad_input =
+        cuda_backend().patch_embedding_backward_input(grad_output, weight_.value, device_geometry(), input.shape());
+    ctx.save("grad_output", grad_output);
+    return grad_input;
+  }
   const int64_t batch = input.dim(0), n = patches(), k = patch_size(), d = config_.dim;
   Tensor rows, dx;
   {
@@ -145,6 +166,12 @@ Tensor PatchEmbedding::backward_input(SavedContext& ctx, const Tensor& grad_outp
 void PatchEmbedding::backward_weight(SavedContext& ctx) {
   const Tensor& input = ctx.get("input");
   const Tensor& grad_output = ctx.get("grad_output");
+  if (is_cuda(input)) {
+    cuda_backend().patch_embedding_backward_weight(input, grad_output, device_geometry(), weight_.grad, bias_.grad,
+                                                   cls_.grad, positions_.grad);
+    ctx.clear();
+    return;
+  }
   const int64_t batch = input.dim(0), n = patches(), k = patch_size(), d = config_.dim, tokens = 1 + n;
   Tensor x, rows;
   {

@@ -20,14 +20,17 @@
 //
 // backward_input keeps the output gradient next to the images (saved by the forward: the caller's
 // storage, no copy); backward_weight re-gathers the patches from them and adds dW += dy^T X,
-// dbias, dcls and dpositions (sums over the batch in row order) and releases both. CPU tensors
-// only (CUDA input is refused naming the layer); sequence slices do not apply (the input is not
-// a token sequence).
+// dbias, dcls and dpositions (sums over the batch in row order) and releases both. CUDA tensors
+// run the same steps with the same context through the CUDA backend
+// (runtime/kernels/cuda/patch_embedding.h, cuBLAS, fixed-order column sums); sequence slices do
+// not apply (the input is not a token sequence).
 #pragma once
 
 #include "runtime/layers/layer.h"
 
 namespace pf {
+
+struct PatchGeometry;
 
 struct PatchEmbeddingConfig {
   int64_t channels = 1, height = 0, width = 0;  // the image: C, H, W
@@ -60,6 +63,7 @@ class PatchEmbedding : public Layer {
   // The output gradient's patch-token rows [B, 1 + N, dim] -> [B*N, dim], contiguous.
   void gather_patch_rows(const float* grad_output, int64_t batch, float* rows) const;
   void check_output_gradient(const Tensor& input, const Tensor& grad_output) const;
+  PatchGeometry device_geometry() const;  // for the CUDA backend
 
   PatchEmbeddingConfig config_;
   Parameter weight_, bias_, cls_, positions_;

@@ -20,7 +20,6 @@ void check_feature_maps(const Layer& layer, const Tensor& input, int min_rank) {
                min_rank == 4 ? "" : " or [B, C, L]", ", got ",
                input.defined() ? dtype_name(input.dtype()) : "undefined", " ",
                input.defined() ? shape_to_string(input.shape()) : "");
-  if (is_cuda(input)) fail(ErrorCode::kUnimplemented, layer.type(), " '", layer.name(), "': runs on the CPU only");
 }
 
 void check_gradient(const Layer& layer, const Tensor& grad_output, const Shape& expected) {
@@ -28,7 +27,6 @@ void check_gradient(const Layer& layer, const Tensor& grad_output, const Shape& 
                layer.type(), " '", layer.name(), "': output gradient ",
                grad_output.defined() ? shape_to_string(grad_output.shape()) : "undefined",
                " does not match the forward output ", shape_to_string(expected));
-  if (is_cuda(grad_output)) fail(ErrorCode::kUnimplemented, layer.type(), " '", layer.name(), "': runs on the CPU only");
 }
 
 }  // namespace
@@ -49,6 +47,16 @@ Tensor Pool2d::forward(const Tensor& input, SavedContext& ctx) {
   PF_CHECK_ARG(h >= kernel_ && w >= kernel_, type(), " '", name(), "': a ", kernel_, "x", kernel_,
                " window does not fit input ", shape_to_string(input.shape()));
   const int64_t oh = (h - kernel_) / stride_ + 1, ow = (w - kernel_) / stride_ + 1;
+  ctx.set_int("batch", batch);
+  ctx.set_int("channels", channels);
+  ctx.set_int("height", h);
+  ctx.set_int("width", w);
+  if (is_cuda(input)) {  // the same context (the argmax an i32 CUDA tensor)
+    Tensor output, argmax;
+    cuda_backend().pool2d_forward(input, mode_ == Mode::kMax, kernel_, stride_, &output, &argmax);
+    if (mode_ == Mode::kMax) ctx.save("argmax", argmax);
+    return output;
+  }
   Tensor output = Tensor::empty({batch, channels, oh, ow});
   Tensor argmax = mode_ == Mode::kMax ? Tensor::empty({batch, channels, oh, ow}, DType::kI32) : Tensor();
   const float inverse_count = 1.0f / static_cast<float>(kernel_ * kernel_);
@@ -80,10 +88,6 @@ Tensor Pool2d::forward(const Tensor& input, SavedContext& ctx) {
     }
   }
   if (mode_ == Mode::kMax) ctx.save("argmax", argmax);
-  ctx.set_int("batch", batch);
-  ctx.set_int("channels", channels);
-  ctx.set_int("height", h);
-  ctx.set_int("width", w);
   return output;
 }
 
@@ -92,6 +96,16 @@ Tensor Pool2d::backward_input(SavedContext& ctx, const Tensor& grad_output) {
   const int64_t h = ctx.get_int("height"), w = ctx.get_int("width");
   const int64_t oh = (h - kernel_) / stride_ + 1, ow = (w - kernel_) / stride_ + 1;
   check_gradient(*this, grad_output, {batch, channels, oh, ow});
+  if (mode_ == Mode::kMax) {
+    check_same_device(type(), name(), "output gradient", grad_output.device(), "the forward argmax",
+                      ctx.get("argmax").device());
+  }
+  if (is_cuda(grad_output)) {
+    Tensor grad_input = cuda_backend().pool2d_backward(grad_output, mode_ == Mode::kMax ? ctx.get("argmax") : Tensor(),
+                                                       mode_ == Mode::kMax, kernel_, stride_, {batch, channels, h, w});
+    ctx.clear();
+    return grad_input;
+  }
   Tensor grad_input = Tensor::zeros({batch, channels, h, w});
   const float inverse_count = 1.0f / static_cast<float>(kernel_ * kernel_);
   for (int64_t plane = 0; plane < batch * channels; ++plane) {
@@ -123,6 +137,9 @@ nlohmann::json GlobalAvgPool::config() const { return {{"type", type()}, {"name"
 Tensor GlobalAvgPool::forward(const Tensor& input, SavedContext& ctx) {
   check_feature_maps(*this, input, 3);
   const int64_t batch = input.dim(0), channels = input.dim(1), spatial = input.numel() / (batch * channels);
+  ctx.set_int("rank", input.rank());
+  for (int i = 0; i < input.rank(); ++i) ctx.set_int(kDimKeys[i], input.dim(i));
+  if (is_cuda(input)) return cuda_backend().global_avg_pool_forward(input);
   Tensor output = Tensor::empty({batch, channels});
   const float inverse_count = 1.0f / static_cast<float>(spatial);
   for (int64_t plane = 0; plane < batch * channels; ++plane) {
@@ -131,8 +148,6 @@ Tensor GlobalAvgPool::forward(const Tensor& input, SavedContext& ctx) {
     for (int64_t i = 0; i < spatial; ++i) sum += x[i];
     output.f32()[plane] = sum * inverse_count;
   }
-  ctx.set_int("rank", input.rank());
-  for (int i = 0; i < input.rank(); ++i) ctx.set_int(kDimKeys[i], input.dim(i));
   return output;
 }
 
@@ -141,6 +156,10 @@ Tensor GlobalAvgPool::backward_input(SavedContext& ctx, const Tensor& grad_outpu
   for (size_t i = 0; i < shape.size(); ++i) shape[i] = ctx.get_int(kDimKeys[i]);
   const int64_t planes = shape[0] * shape[1], spatial = shape_numel(shape) / planes;
   check_gradient(*this, grad_output, {shape[0], shape[1]});
+  if (is_cuda(grad_output)) {
+    ctx.clear();
+    return cuda_backend().global_avg_pool_backward(grad_output, shape);
+  }
   Tensor grad_input = Tensor::empty(shape);
   const float inverse_count = 1.0f / static_cast<float>(spatial);
   for (int64_t plane = 0; plane < planes; ++plane) {

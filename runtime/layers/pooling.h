@@ -1,4 +1,6 @@
-// Pooling over the spatial positions of feature maps x [B, C, H, W] (CPU only, no parameters).
+// Pooling over the spatial positions of feature maps x [B, C, H, W] (no parameters; CUDA tensors run
+// runtime/kernels/cuda/pooling.h with the same context and, for max and average windows, the same
+// order of additions in B).
 //  * Pool2d, max or average (PyTorch's MaxPool2d / AvgPool2d without padding): y [B, C, Ho, Wo],
 //    Ho = (H - kernel) / stride + 1, each output the maximum (the first in window order, or a NaN)
 //    or the mean of its kernel x kernel window. B routes the gradient to the maximum's position or

@@ -45,7 +45,6 @@ Tensor Residual::forward(const Tensor& input, SavedContext& ctx) {
   PF_CHECK_ARG(input.defined() && input.dtype() == DType::kF32, "residual '", name(),
                "': expected an f32 input, got ", input.defined() ? dtype_name(input.dtype()) : "undefined",
                " ", shape_to_string(input.shape()));
-  PF_CHECK_ARG(!shortcut_ || !is_cuda(input), "residual '", name(), "': a shortcut runs on CPU tensors only");
   Tensor body_output = body_->forward(input, ctx.child(0));
   // The skip path: the input itself, or the shortcut's output.
   const Tensor skip = shortcut_ ? shortcut_->forward(input, ctx.child(1)) : input;
@@ -56,7 +55,7 @@ Tensor Residual::forward(const Tensor& input, SavedContext& ctx) {
   check_same_device(type(), name(), "body output", body_output.device(), "input", input.device());
   ctx.set_int("numel", input.numel());
   ctx.set_int("output_numel", body_output.numel());
-  if (is_cuda(input)) return cuda_backend().add(input, body_output);
+  if (is_cuda(input)) return cuda_backend().add(skip, body_output);
   Tensor output = Tensor::empty(body_output.shape());
   const float* x = skip.f32();
   const float* fx = body_output.f32();
@@ -80,7 +79,7 @@ Tensor Residual::backward_input(SavedContext& ctx, const Tensor& grad_output) {
                skip_grad.defined() ? shape_to_string(skip_grad.shape()) : "undefined");
   check_same_device(type(), name(), "output gradient", grad_output.device(), "body input gradient",
                     body_grad.device());
-  if (is_cuda(grad_output)) return cuda_backend().add(grad_output, body_grad).reshape(body_grad.shape());
+  if (is_cuda(grad_output)) return cuda_backend().add(skip_grad, body_grad).reshape(body_grad.shape());
   Tensor grad_input = Tensor::empty(body_grad.shape());
   const float* dy = skip_grad.f32();
   const float* db = body_grad.f32();

@@ -25,7 +25,13 @@ Tensor RMSNorm::forward(const Tensor& input, SavedContext& ctx) {
                "rmsnorm '", name(), "': expected f32 input [..., ", dim_, "], got ",
                input.defined() ? dtype_name(input.dtype()) : "undefined", " ", shape_to_string(input.shape()));
   check_same_device(type(), name(), "input", input.device(), "the parameters", weight_.value.device());
-  if (is_cuda(input)) fail(ErrorCode::kUnimplemented, "rmsnorm '", name(), "': runs on the CPU only");
+  if (is_cuda(input)) {  // the same context, from the CUDA backend's kernels
+    Tensor output, xhat, rstd;
+    cuda_backend().rms_norm_forward(input, weight_.value, eps_, &output, &xhat, &rstd);
+    ctx.save("xhat", xhat);
+    ctx.child(0).save("rstd", rstd);
+    return output;
+  }
   const int64_t rows = input.numel() / dim_;
   Tensor output = Tensor::empty(input.shape());
   Tensor xhat = Tensor::empty(input.shape());
@@ -57,6 +63,14 @@ Tensor RMSNorm::backward_input(SavedContext& ctx, const Tensor& grad_output) {
   check_same_device(type(), name(), "output gradient", grad_output.device(), "the forward activations",
                     xhat.device());
   const Tensor& rstd = ctx.child(0).get("rstd");
+  Tensor grad_input = is_cuda(xhat) ? cuda_backend().rms_norm_backward_input(xhat, rstd, weight_.value, grad_output)
+                                    : backward_input_cpu(xhat, rstd, grad_output);
+  ctx.child(0).clear();  // rstd: backward_weight needs only xhat and the output gradient
+  ctx.save("grad_output", grad_output);
+  return grad_input;
+}
+
+Tensor RMSNorm::backward_input_cpu(const Tensor& xhat, const Tensor& rstd, const Tensor& grad_output) const {
   const int64_t rows = xhat.numel() / dim_;
   Tensor grad_input = Tensor::empty(xhat.shape());
   const float* w = weight_.value.f32();
@@ -69,14 +83,17 @@ Tensor RMSNorm::backward_input(SavedContext& ctx, const Tensor& grad_output) {
     const float mean_dot = dot / static_cast<float>(dim_), s = rstd.f32()[r];
     for (int64_t i = 0; i < dim_; ++i) dx[i] = s * (dy[i] * w[i] - xh[i] * mean_dot);
   }
-  ctx.child(0).clear();  // rstd: backward_weight needs only xhat and the output gradient
-  ctx.save("grad_output", grad_output);
   return grad_input;
 }
 
 void RMSNorm::backward_weight(SavedContext& ctx) {
   const Tensor& xhat = ctx.get("xhat");
   const Tensor& dy = ctx.get("grad_output");
+  if (is_cuda(xhat)) {
+    cuda_backend().rms_norm_backward_weight(xhat, dy, weight_.grad);
+    ctx.clear();
+    return;
+  }
   const int64_t rows = xhat.numel() / dim_;
   float* dw = weight_.grad.f32();
   for (int64_t r = 0; r < rows; ++r) {

@@ -2,7 +2,8 @@
 // no mean is subtracted and there is no bias. As in Hugging Face's LlamaRMSNorm, the statistics and
 // the product are computed in f32. backward_input keeps xhat = x * rstd and the output gradient for
 // backward_weight; the per-row rstd, which only backward_input needs, lives in child context 0 so it
-// is dropped on its own. CPU tensors only (a CUDA input is refused, naming the layer).
+// is dropped on its own. CUDA tensors keep the same context, computed by the CUDA backend
+// (runtime/kernels/cuda/rms_norm.h; sums in a fixed block order, so deterministic too).
 //   B: dx = rstd * (dy o w - xhat * mean(dy o w o xhat))      W: dw += sum over rows of dy o xhat
 // Every sum runs in index order, so results are deterministic.
 #pragma once
@@ -26,6 +27,8 @@ class RMSNorm : public Layer {
   float eps() const { return eps_; }
 
  private:
+  Tensor backward_input_cpu(const Tensor& xhat, const Tensor& rstd, const Tensor& grad_output) const;
+
   int64_t dim_;
   float eps_;
   Parameter weight_;

@@ -10,7 +10,7 @@
 // separate. On CUDA tensors the composition runs as it is.
 //
 // `causal` false makes the attention bidirectional (AttentionOptions::causal: a Vision
-// Transformer's encoder block; CPU only, no sequence slices); config() writes "causal": false
+// Transformer's encoder block; CPU or CUDA tensors, no sequence slices); config() writes "causal": false
 // only then.
 #pragma once
 

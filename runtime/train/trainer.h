@@ -10,6 +10,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "runtime/backend/cuda_backend.h"
 #include "runtime/models/model.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/train/batch.h"
@@ -50,9 +51,15 @@ inline void add_replica_gradient(float* sum, const float* replica, int64_t n) {
 // reduction, as Megatron-LM sums its word-embedding gradients after it) and before the norm: each
 // of a pair gets primary + copy. Float addition is commutative, so the side that adds the other's
 // gradient to its own gets the same bits either way (exec::TiedGradients across processes).
-// CPU gradients.
+// On CUDA gradients the same sum (primary + copy, element by element) is the CUDA backend's add.
 inline void sum_tied_gradients(const std::vector<std::pair<Parameter*, Parameter*>>& pairs) {
   for (const auto& [primary, copy] : pairs) {
+    if (primary->grad.device().kind == DeviceKind::kCuda) {
+      const Tensor sum = cuda_backend().add(primary->grad, copy->grad);
+      primary->grad.copy_from(sum);
+      copy->grad.copy_from(sum);
+      continue;
+    }
     add_replica_gradient(primary->grad.f32(), copy->grad.f32(), primary->grad.numel());
     copy->grad.copy_from(primary->grad);
   }

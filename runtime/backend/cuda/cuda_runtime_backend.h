@@ -1,7 +1,8 @@
 // The CUDA backend (cuda_backend.h's interface) on the CUDA runtime, cuBLAS, NCCL and the kernels of
 // //runtime/kernels/cuda. runtime_ops.cc: devices, scopes, streams, events, pinned memory, copies,
-// transports and the registration; layer_ops.cc: the layers and the loss; optim_ops.cc: the
-// optimizers.
+// transports and the registration; layer_ops.cc: the GPT layers and the loss; llama_ops.cc:
+// RMSNorm, SwiGLU and rotary positions; vision_ops.cc: convolution, pooling, GroupNorm and the ViT's
+// patch embedding and class token; optim_ops.cc: the optimizers.
 #pragma once
 
 #include "runtime/backend/cuda_backend.h"
@@ -37,9 +38,51 @@ class CudaRuntimeBackend final : public CudaBackend {
                                    const Tensor& dy) override;
   void layer_norm_backward_weight(const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& dy,
                                   const Tensor& dgamma, const Tensor& dbeta) override;
-  void attention_core_forward(const Tensor& qkv, int64_t heads, Tensor* probs, Tensor* attended) override;
-  Tensor attention_core_backward(const Tensor& qkv, const Tensor& probs, const Tensor& d_attended,
-                                 int64_t heads) override;
+  void attention_core_forward(const Tensor& qkv, int64_t heads, int64_t kv_heads, bool causal, Tensor* probs,
+                              Tensor* attended) override;
+  Tensor attention_core_backward(const Tensor& qkv, const Tensor& probs, const Tensor& d_attended, int64_t heads,
+                                 int64_t kv_heads, bool causal) override;
+
+  // llama_ops.cc
+  void rotary_embedding(const Tensor& qkv, int64_t rotated_heads, int64_t head_dim, int64_t offset, float theta,
+                        bool inverse) override;
+  void rms_norm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor* y, Tensor* xhat,
+                        Tensor* rstd) override;
+  Tensor rms_norm_backward_input(const Tensor& xhat, const Tensor& rstd, const Tensor& weight,
+                                 const Tensor& dy) override;
+  void rms_norm_backward_weight(const Tensor& xhat, const Tensor& dy, const Tensor& dweight) override;
+  Tensor swiglu_forward(const Tensor& x) override;
+  Tensor swiglu_backward(const Tensor& x, const Tensor& dy) override;
+
+  // vision_ops.cc
+  void group_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t groups, float eps,
+                          Tensor* y, Tensor* xhat, Tensor* rstd) override;
+  Tensor group_norm_backward_input(const Tensor& xhat, const Tensor& rstd, const Tensor& weight, int64_t groups,
+                                   const Tensor& dy) override;
+  void group_norm_backward_weight(const Tensor& xhat, const Tensor& dy, const Tensor& dweight,
+                                  const Tensor& dbias) override;
+  Tensor conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        const ConvGeometry& geometry) override;
+  Tensor conv2d_backward_input(const Tensor& dy, const Tensor& weight, const ConvGeometry& geometry,
+                               const Shape& input_shape, Tensor* grad_rows) override;
+  void conv2d_backward_weight(const Tensor& x, const Tensor& grad_rows, const ConvGeometry& geometry,
+                              const Tensor& dweight, const Tensor& dbias) override;
+  void pool2d_forward(const Tensor& x, bool max, int64_t kernel, int64_t stride, Tensor* y, Tensor* argmax) override;
+  Tensor pool2d_backward(const Tensor& dy, const Tensor& argmax, bool max, int64_t kernel, int64_t stride,
+                         const Shape& input_shape) override;
+  Tensor global_avg_pool_forward(const Tensor& x) override;
+  Tensor global_avg_pool_backward(const Tensor& dy, const Shape& input_shape) override;
+  Tensor patch_embedding_forward(const Tensor& images, const Tensor& weight, const Tensor& bias, const Tensor& cls,
+                                 const Tensor& positions, const PatchGeometry& geometry) override;
+  Tensor patch_embedding_backward_input(const Tensor& dy, const Tensor& weight, const PatchGeometry& geometry,
+                                        const Shape& input_shape) override;
+  void patch_embedding_backward_weight(const Tensor& images, const Tensor& dy, const PatchGeometry& geometry,
+                                       const Tensor& dweight, const Tensor& dbias, const Tensor& dcls,
+                                       const Tensor& dpositions) override;
+  Tensor class_token_forward(const Tensor& x) override;
+  Tensor class_token_backward(const Tensor& dy, int64_t steps) override;
+
+  // layer_ops.cc
   Tensor embedding_forward(const Tensor& ids, const Tensor& token_weight, const Tensor& position_weight) override;
   void embedding_backward_weight(const Tensor& ids, const Tensor& dy, const Tensor& dtoken,
                                  const Tensor& dposition) override;

@@ -118,20 +118,24 @@ void CudaRuntimeBackend::layer_norm_backward_weight(const Tensor& x, const Tenso
 
 namespace {
 
-cuda::AttentionShape attention_shape(const Tensor& qkv, int64_t heads) {
+// qkv [B, T, (heads + 2 kv_heads) hd].
+cuda::AttentionShape attention_shape(const Tensor& qkv, int64_t heads, int64_t kv_heads, bool causal) {
   cuda::AttentionShape s;
   s.batch = qkv.dim(0);
   s.steps = qkv.dim(1);
-  s.dim = qkv.dim(2) / 3;
+  s.dim = qkv.dim(2) / (heads + 2 * kv_heads) * heads;
   s.heads = heads;
+  s.kv_heads = kv_heads;
+  s.causal = causal;
   return s;
 }
 
 }  // namespace
 
-void CudaRuntimeBackend::attention_core_forward(const Tensor& qkv, int64_t heads, Tensor* probs, Tensor* attended) {
+void CudaRuntimeBackend::attention_core_forward(const Tensor& qkv, int64_t heads, int64_t kv_heads, bool causal,
+                                                Tensor* probs, Tensor* attended) {
   OnDevice on(qkv);
-  const cuda::AttentionShape s = attention_shape(qkv, heads);
+  const cuda::AttentionShape s = attention_shape(qkv, heads, kv_heads, causal);
   *probs = on.empty({s.batch, heads, s.steps, s.steps});
   *attended = on.empty({s.batch, s.steps, s.dim});
   Tensor workspace = on.workspace(cuda::attention_workspace_bytes<float>(s));
@@ -139,9 +143,10 @@ void CudaRuntimeBackend::attention_core_forward(const Tensor& qkv, int64_t heads
                                       workspace.data<void>(), linear_options().gemm);
 }
 
-Tensor CudaRuntimeBackend::attention_core_backward(const Tensor& qkv, const Tensor& probs, const Tensor& d_attended, int64_t heads) {
+Tensor CudaRuntimeBackend::attention_core_backward(const Tensor& qkv, const Tensor& probs, const Tensor& d_attended,
+                                                   int64_t heads, int64_t kv_heads, bool causal) {
   OnDevice on(qkv);
-  const cuda::AttentionShape s = attention_shape(qkv, heads);
+  const cuda::AttentionShape s = attention_shape(qkv, heads, kv_heads, causal);
   Tensor d_qkv = on.empty(qkv.shape());
   Tensor workspace = on.workspace(cuda::attention_workspace_bytes<float>(s));
   cuda::attention_core_backward<float>(on.stream(), s, ptr(qkv), ptr(probs), ptr(d_attended), mut(d_qkv),
