@@ -1,5 +1,5 @@
 // Helpers of the GPU layer/optimizer/trainer tests: random host tensors, moving a CPU layer's
-// parameters onto a twin layer on the GPU, and the tolerance check of tests/kernels/tolerances.h
+// parameters onto a twin layer on the GPU, F / B / W of a layer against its twin, and the tolerance check of tests/kernels/tolerances.h
 // (repeated here because that package is private): a GPU value g passes against the CPU value w when
 //   |g - w| <= abs * max(1, max |w| over the array) + rel * |w|.
 #pragma once
@@ -88,6 +88,43 @@ inline void twin_parameters(Layer& cpu, Layer& gpu_layer, uint64_t seed) {
     pc[i]->grad = random_tensor(pc[i]->grad.shape(), seed + 2 * i + 1, -0.1f, 0.1f);
     pg[i]->value = pc[i]->value.to_device(gpu());
     pg[i]->grad = pc[i]->grad.to_device(gpu());
+  }
+}
+
+struct Tolerances {
+  Tolerance f, b, w;
+};
+
+// Runs F, B, W on `cpu` (CPU tensors) and on its twin `gpu_layer` (CUDA tensors) and compares: the
+// output, the input gradient (or that both have none) and every accumulated weight gradient; the
+// GPU context must be empty after W.
+inline void compare_layer(Layer& cpu, Layer& gpu_layer, const Tensor& input, const Shape& output_shape,
+                          const Tolerances& tol, uint64_t seed = 1) {
+  twin_parameters(cpu, gpu_layer, seed);
+  SavedContext ctx_cpu, ctx_gpu;
+  const Tensor y_cpu = cpu.forward(input, ctx_cpu);
+  const Tensor y_gpu = gpu_layer.forward(input.to_device(gpu()), ctx_gpu);
+  ASSERT_EQ(y_gpu.device(), gpu());
+  ASSERT_EQ(y_cpu.shape(), output_shape);
+  expect_close(y_gpu, y_cpu, tol.f, std::string(cpu.name()) + " F");
+
+  const Tensor dy = random_tensor(output_shape, seed + 100);
+  const Tensor dx_cpu = cpu.backward_input(ctx_cpu, dy);
+  const Tensor dx_gpu = gpu_layer.backward_input(ctx_gpu, dy.to_device(gpu()));
+  ASSERT_EQ(dx_cpu.defined(), dx_gpu.defined());
+  if (dx_cpu.defined()) {
+    EXPECT_EQ(dx_gpu.device(), gpu());
+    expect_close(dx_gpu, dx_cpu, tol.b, std::string(cpu.name()) + " B");
+  }
+
+  cpu.backward_weight(ctx_cpu);
+  gpu_layer.backward_weight(ctx_gpu);
+  EXPECT_TRUE(ctx_gpu.empty());
+  auto pc = cpu.parameters();
+  auto pg = gpu_layer.parameters();
+  for (size_t i = 0; i < pc.size(); ++i) {
+    EXPECT_EQ(pg[i]->grad.device(), gpu());
+    expect_close(pg[i]->grad, pc[i]->grad, tol.w, pc[i]->name + " W");
   }
 }
 

@@ -24,41 +24,6 @@ namespace {
 
 using namespace gpu_test;
 
-struct Tolerances {
-  Tolerance f, b, w;
-};
-
-// Runs F, B, W on `cpu` (CPU tensors) and on its twin `gpu_layer` (CUDA tensors) and compares.
-void compare_layer(Layer& cpu, Layer& gpu_layer, const Tensor& input, const Shape& output_shape,
-                   const Tolerances& tol, uint64_t seed = 1) {
-  twin_parameters(cpu, gpu_layer, seed);
-  SavedContext ctx_cpu, ctx_gpu;
-  const Tensor y_cpu = cpu.forward(input, ctx_cpu);
-  const Tensor y_gpu = gpu_layer.forward(input.to_device(gpu()), ctx_gpu);
-  ASSERT_EQ(y_gpu.device(), gpu());
-  ASSERT_EQ(y_cpu.shape(), output_shape);
-  expect_close(y_gpu, y_cpu, tol.f, std::string(cpu.name()) + " F");
-
-  const Tensor dy = random_tensor(output_shape, seed + 100);
-  const Tensor dx_cpu = cpu.backward_input(ctx_cpu, dy);
-  const Tensor dx_gpu = gpu_layer.backward_input(ctx_gpu, dy.to_device(gpu()));
-  ASSERT_EQ(dx_cpu.defined(), dx_gpu.defined());
-  if (dx_cpu.defined()) {
-    EXPECT_EQ(dx_gpu.device(), gpu());
-    expect_close(dx_gpu, dx_cpu, tol.b, std::string(cpu.name()) + " B");
-  }
-
-  cpu.backward_weight(ctx_cpu);
-  gpu_layer.backward_weight(ctx_gpu);
-  EXPECT_TRUE(ctx_gpu.empty());
-  auto pc = cpu.parameters();
-  auto pg = gpu_layer.parameters();
-  for (size_t i = 0; i < pc.size(); ++i) {
-    EXPECT_EQ(pg[i]->grad.device(), gpu());
-    expect_close(pg[i]->grad, pc[i]->grad, tol.w, pc[i]->name + " W");
-  }
-}
-
 TEST(LayersGpu, Linear) {
   PF_SKIP_WITHOUT_GPU();
   for (bool bias : {true, false}) {
