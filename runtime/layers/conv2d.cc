@@ -91,18 +91,11 @@ Conv2d::Geometry Conv2d::saved_geometry(const SavedContext& ctx) const {
 }
 
 ConvGeometry Conv2d::device_geometry(const Geometry& g) const {
-  ConvGeometry d;
-  d.batch = g.batch;
-  d.channels = in_;
-  d.height = g.height;
-  d.width = g.width;
-  d.out_channels = out_;
-  d.kernel = options_.kernel;
-  d.stride = options_.stride;
-  d.padding = options_.padding;
-  d.out_height = g.out_height;
-  d.out_width = g.out_width;
-  return d;
+  return {g.batch,         in_,
+          g.height,        g.width,
+          out_,            options_.kernel,
+          options_.stride, options_.padding,
+          g.out_height,    g.out_width};
 }
 
 void Conv2d::im2col(const float* x, const Geometry& g, float* patches) const {

@@ -80,13 +80,7 @@ void PatchEmbedding::scatter_patches(const float* patches, int64_t batch, float*
 }
 
 PatchGeometry PatchEmbedding::device_geometry() const {
-  PatchGeometry g;
-  g.channels = config_.channels;
-  g.height = config_.height;
-  g.width = config_.width;
-  g.patch = config_.patch;
-  g.dim = config_.dim;
-  return g;
+  return {config_.channels, config_.height, config_.width, config_.patch, config_.dim};
 }
 
 void PatchEmbedding::gather_patch_rows(const float* grad_output, int64_t batch, float* rows) const {

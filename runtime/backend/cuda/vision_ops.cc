@@ -20,17 +20,7 @@ cuda::GroupNormShape group_norm_shape(const Tensor& x, int64_t channels, int64_t
 }
 
 cuda::ConvShape conv_shape(const ConvGeometry& g) {
-  cuda::ConvShape s;
-  s.batch = g.batch;
-  s.channels = g.channels;
-  s.height = g.height;
-  s.width = g.width;
-  s.kernel = g.kernel;
-  s.stride = g.stride;
-  s.padding = g.padding;
-  s.out_height = g.out_height;
-  s.out_width = g.out_width;
-  return s;
+  return {g.batch, g.channels, g.height, g.width, g.kernel, g.stride, g.padding, g.out_height, g.out_width};
 }
 
 cuda::PatchShape patch_shape(int64_t batch, const PatchGeometry& g) {
@@ -145,7 +135,8 @@ Tensor CudaRuntimeBackend::global_avg_pool_forward(const Tensor& x) {
 Tensor CudaRuntimeBackend::global_avg_pool_backward(const Tensor& dy, const Shape& input_shape) {
   OnDevice on(dy);
   const int64_t planes = input_shape[0] * input_shape[1];
-  const int64_t spatial = planes == 0 ? 0 : shape_numel(input_shape) / planes;
+  int64_t spatial = 1;  // the trailing dimensions
+  for (size_t i = 2; i < input_shape.size(); ++i) spatial *= input_shape[i];
   Tensor dx = on.empty(input_shape);
   cuda::global_avg_pool_backward<float>(on.stream(), planes, spatial, ptr(dy), mut(dx));
   return dx;
