@@ -42,7 +42,7 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, PipelinePlan plan
       tied_(*model_, ownership_),
       devices_(make_rank_devices(plan_, *model_, stages_)),
       group_(make_rank_group(plan_)),
-      executors_(make_executors(plan_, stages_, ownership_, optimizer_)),
+      executors_(make_executors(plan_, *model_, stages_, ownership_, optimizer_)),
       memory_(plan_, &executors_, group_.get()),
       async_(plan_, *model_, stages_, ownership_, executors_, optimizer_.optimizer()),
       report_(plan_) {

@@ -169,7 +169,8 @@ class PipelineTrainer : public Trainer {
 // between devices); one executor per rank this process runs (null for the others), each seeing its
 // own stages only; and those ranks.
 std::unique_ptr<comm::RankGroup> make_rank_group(const PipelinePlan& plan);
-std::vector<std::unique_ptr<RankExecutor>> make_executors(const PipelinePlan& plan, const ModelStages& stages,
+std::vector<std::unique_ptr<RankExecutor>> make_executors(const PipelinePlan& plan, const Model& model,
+                                                          const ModelStages& stages,
                                                           const ParameterOwnership& ownership,
                                                           OptimizerStep& optimizer);
 std::vector<int> local_ranks(const PipelinePlan& plan, const ParameterOwnership& ownership);

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "runtime/comm/transport.h"
@@ -18,6 +19,7 @@
 #include "runtime/schedules/async_schedules.h"
 #include "runtime/schedules/ir.h"
 #include "runtime/schedules/timeline.h"
+#include "runtime/tensor_parallel/group.h"
 #include "runtime/train/batch.h"
 #include "runtime/train/stage.h"
 
@@ -50,6 +52,9 @@ struct RankStats {
   // thread steps.
   double optimizer_us = 0;
   double fill_us = 0;  // bubble filling: time spent on the fill job in this step's bubbles
+  // Bytes of the activations and input gradients this rank sent to other stages (SEND_F, SEND_B;
+  // at T > 1 its slice messages).
+  int64_t sent_bytes = 0;
 };
 
 // The activation store's key of (stage, micro-batch).
@@ -68,6 +73,9 @@ class RankExecutor {
     // RECV_F / RECV_B are posted (irecv, retired by the consumer) instead of receiving at once;
     // the trainer sets it for schedules that are deadlock-free only under posted semantics.
     bool posted_receives = false;
+    // Tensor parallelism (T > 1): this process's stage group. SEND_F / SEND_B send this member's
+    // 1/T of the message and the receiver all-gathers the group's slices (stage_message_slices.h).
+    std::shared_ptr<TensorParallelGroup> tensor_parallel;
   };
   // What one step of this rank produced.
   struct StepOutput {
@@ -168,6 +176,10 @@ class RankExecutor {
   // The message a RECV_F / RECV_B of (a.stage, a.micro_batch) receives, waiting for it.
   Tensor receive_input(const sched::Action& a);
   Tensor receive_grad_output(const sched::Action& a);
+  // A message to another stage as it travels (this member's slice at T > 1; its bytes counted),
+  // and a received one made whole again (the group's slices gathered).
+  Tensor outgoing(Tensor message);
+  Tensor incoming(Tensor message, const sched::Action& a);
   // The stage input / output gradient of (a.stage, a.micro_batch), taking a posted RECV's message.
   Tensor take_input(const sched::Action& a, Slot& sl);
   Tensor take_grad_output(const sched::Action& a, Slot& sl);

@@ -2,8 +2,11 @@
 // to and from the neighbouring stages (SEND/RECV, posted or at once), contexts to the activation
 // store and back (OFFLOAD/RELOAD) or to a partner rank (HOLD/RETURN), and the sibling and
 // data-parallel gradient exchanges of STEP and ALLREDUCE.
+#include <string>
+
 #include "runtime/core/error.h"
 #include "runtime/execution/rank_executor.h"
+#include "runtime/execution/stage_message_slices.h"
 
 namespace pf::exec {
 
@@ -11,16 +14,29 @@ using comm::MessageKey;
 using comm::MessageKind;
 using sched::Action;
 
+Tensor RankExecutor::outgoing(Tensor message) {
+  if (options_.tensor_parallel) message = slice_message(message, *options_.tensor_parallel);
+  out_->stats.sent_bytes += static_cast<int64_t>(message.nbytes());
+  return message;
+}
+
+Tensor RankExecutor::incoming(Tensor message, const Action& a) {
+  if (!options_.tensor_parallel) return message;
+  return gather_slice_message(message, *options_.tensor_parallel,
+                              "rank " + std::to_string(rank_) + " " + sched::action_to_string(a));
+}
+
 void RankExecutor::on_send_f(const Action& a) {
   Slot& sl = slot(a);
   transport_->send(rank_of(a.stage + 1), MessageKey{MessageKind::kActivation, a.micro_batch, a.stage + 1},
-                   std::move(sl.output), options_.timeout_seconds);
+                   outgoing(std::move(sl.output)), options_.timeout_seconds);
   sl.output = Tensor();
 }
 
 Tensor RankExecutor::receive_input(const Action& a) {
-  return transport_->recv(rank_of(a.stage - 1), MessageKey{MessageKind::kActivation, a.micro_batch, a.stage},
-                          options_.timeout_seconds);
+  return incoming(transport_->recv(rank_of(a.stage - 1), MessageKey{MessageKind::kActivation, a.micro_batch, a.stage},
+                                   options_.timeout_seconds),
+                  a);
 }
 
 void RankExecutor::on_recv_f(const Action& a) {
@@ -41,13 +57,14 @@ Tensor RankExecutor::take_input(const Action& a, Slot& sl) {
 void RankExecutor::on_send_b(const Action& a) {
   Slot& sl = slot(a);
   transport_->send(rank_of(a.stage - 1), MessageKey{MessageKind::kGradient, a.micro_batch, a.stage - 1},
-                   std::move(sl.grad_input), options_.timeout_seconds);
+                   outgoing(std::move(sl.grad_input)), options_.timeout_seconds);
   sl.grad_input = Tensor();
 }
 
 Tensor RankExecutor::receive_grad_output(const Action& a) {
-  return transport_->recv(rank_of(a.stage + 1), MessageKey{MessageKind::kGradient, a.micro_batch, a.stage},
-                          options_.timeout_seconds);
+  return incoming(transport_->recv(rank_of(a.stage + 1), MessageKey{MessageKind::kGradient, a.micro_batch, a.stage},
+                                   options_.timeout_seconds),
+                  a);
 }
 
 void RankExecutor::on_recv_b(const Action& a) {

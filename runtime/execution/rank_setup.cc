@@ -30,11 +30,13 @@ std::vector<std::pair<int, int>> talking_pairs(const sched::Schedule& s) {
 }  // namespace
 
 // One executor per rank this process runs (null for the others).
-std::vector<std::unique_ptr<RankExecutor>> make_executors(const PipelinePlan& plan, const ModelStages& stages,
+std::vector<std::unique_ptr<RankExecutor>> make_executors(const PipelinePlan& plan, const Model& model,
+                                                          const ModelStages& stages,
                                                           const ParameterOwnership& ownership,
                                                           OptimizerStep& optimizer) {
   const TrainingConfig& c = plan.config;
   RankExecutor::Options options;
+  options.tensor_parallel = model.tensor_parallel_group();
   options.timeout_seconds = c.recv_timeout_seconds;
   options.posted_receives = plan.comm == sched::CommSemantics::kPosted;
   options.loss_scale = plan.loss_scale;

@@ -61,7 +61,8 @@ void TensorParallelGroup::all_reduce_sum(float* data, int64_t count, const std::
     return;
   }
   const size_t bytes = static_cast<size_t>(count) * sizeof(float);
-  const std::vector<char> all = all_gather(data, bytes, what);
+  // (Counted as reduced bytes, not gathered.)
+  const std::vector<char> all = naming_errors(what, [&] { return world_->all_gather(data, bytes, timeout_seconds_); });
   std::memcpy(data, all.data(), bytes);
   for (int r = 1; r < size_; ++r) {
     const float* part = reinterpret_cast<const float*>(all.data() + static_cast<size_t>(r) * bytes);
@@ -70,6 +71,7 @@ void TensorParallelGroup::all_reduce_sum(float* data, int64_t count, const std::
 }
 
 std::vector<char> TensorParallelGroup::all_gather(const void* data, size_t bytes, const std::string& what) {
+  gathered_bytes_ += static_cast<int64_t>(bytes);
   return naming_errors(what, [&] { return world_->all_gather(data, bytes, timeout_seconds_); });
 }
 
@@ -83,6 +85,7 @@ std::vector<float> TensorParallelGroup::all_gather_floats(const std::vector<floa
 
 std::vector<double> TensorParallelGroup::sum_in_rank_order(const std::vector<double>& mine, const std::string& what) {
   if (size_ == 1 || mine.empty()) return mine;
+  gathered_bytes_ += static_cast<int64_t>(mine.size() * sizeof(double));
   const std::vector<double> all =
       naming_errors(what, [&] { return comm::all_gather_doubles(*world_, mine, timeout_seconds_); });
   std::vector<double> sums(mine.size(), 0.0);

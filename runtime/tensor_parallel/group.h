@@ -63,6 +63,9 @@ class TensorParallelGroup {
   // Payload bytes this member has put into all-reduces since it was made (count x 4 per call): a
   // ring all-reduce moves 2 (T - 1) / T of them over each member's link.
   int64_t reduced_bytes() const { return reduced_bytes_; }
+  // Payload bytes this member has contributed to all-gathers since it was made (its own part of
+  // each: all_gather, all_gather_floats, sum_in_rank_order, the pipeline's slice messages).
+  int64_t gathered_bytes() const { return gathered_bytes_; }
 
   // Every member's `bytes` bytes, member r's at r * bytes, the same on every member (checkpoints
   // gather the slices with it).
@@ -78,6 +81,7 @@ class TensorParallelGroup {
   double timeout_seconds_;
   int rank_ = 0, size_ = 1;
   int64_t reduced_bytes_ = 0;
+  int64_t gathered_bytes_ = 0;
 };
 
 }  // namespace pf

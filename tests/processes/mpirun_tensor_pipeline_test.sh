@@ -37,6 +37,26 @@ assert got == [4 * stage0] * 2 + [4 * stage1] * 2, got
 print(f"mlp T 2 x P 2: losses {pipe['losses']} = sequential T 2; parameter bytes per process {got}")
 PY
 
+# 1b. Pipeline messages at T = 2 (Megatron's scatter/gather): each member sends its half of the
+#     stage's [8, 32] output (forward) or input gradient (backward) with a header of (rank, dims) as
+#     int64s, and its group gathers the halves; unsplit, the whole [8, 32] goes. Two micro-batches.
+run_mpi 2 tcp "$pipeforge" train "${mlp[@]}" "${det[@]}" --steps 3 --schedule 1f1b --stages 2 >"$work/mlp_p2.json" \
+  2>"$work/err" || { cat "$work/err"; fail "mlp, P 2"; }
+python3 - "$work" <<'PY' || fail "mlp, T 2 x P 2: pipeline bytes per step are not the formula's"
+import json, sys
+load = lambda name: json.load(open(f"{sys.argv[1]}/{name}.json"))
+whole, split = load("mlp_p2"), load("mlp_t2p2")
+m, rows, width, T = 2, 8, 32, 2
+whole_bytes = m * 4 * rows * width
+slice_bytes = m * 4 * (2 * (1 + 2) + rows * width // T)
+got_whole = [r["sent_bytes_per_step"] for r in whole["ranks"]]
+got_split = [r["sent_bytes_per_step"] for r in split["ranks"]]
+assert got_whole == [whole_bytes] * 2, (got_whole, whole_bytes)
+assert got_split == [slice_bytes] * 2, (got_split, slice_bytes)
+assert split["tensor_parallel_gathered_bytes_per_step"] >= m * 4 * rows * width // T, split
+print(f"pipeline bytes per rank per step: {got_split} at T 2 (formula {slice_bytes}), {got_whole} unsplit")
+PY
+
 # 2. T x P x D = 2 x 2 x 2 (8 processes, the default reduction) against P x D = 2 x 2 unsplit (under
 #    a sanitizer: 4 covers it with the GPT).
 if ! sanitized; then

@@ -21,9 +21,11 @@
 #include "runtime/comm/thread_world.h"
 #include "runtime/checkpoint/sharded_checkpoint.h"
 #include "runtime/core/error.h"
+#include "runtime/execution/stage_message_slices.h"
 #include "runtime/kernels/cpu/blas.h"
 #include "runtime/kernels/cpu/rows.h"
 #include "runtime/layers/activations.h"
+#include "runtime/layers/cross_entropy.h"
 #include "runtime/models/builders.h"
 #include "runtime/models/init.h"
 #include "runtime/optim/optimizer.h"
@@ -917,6 +919,87 @@ TEST(TensorParallelVocabulary, RefusesAHeadThatDoesNotEndTheModel) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("layers[0].parallel: an embedding splits by \"vocab\" only"),
               std::string::npos) << e.what();
+  }
+}
+
+// ---- Pipeline messages at T > 1: each member sends its slice, the receivers gather them ----
+
+// Three members, a [2, 5] tensor: slices of 4, 4 and 2 + 2 zeros of padding; each member's message
+// is the header (rank 2, dims 2 and 5 as int64s: 6 floats) and its slice; gathered, the whole again.
+TEST(StageMessageSlices, EachMemberSendsItsSliceAndTheGroupGathersTheWhole) {
+  const Tensor whole = Tensor::from_vector({2, 5}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+  EXPECT_EQ(exec::slice_message_bytes(whole.shape(), 3), 4 * (6 + 4));
+  std::vector<std::vector<float>> gathered(3);
+  in_members(3, [&](int r, const std::shared_ptr<comm::World>& world) {
+    TensorParallelGroup group(world, TensorReduction::kAllReduce, 10.0);
+    const Tensor message = exec::slice_message(whole, group);
+    ASSERT_EQ(message.numel(), 6 + 4);
+    const std::vector<float> part(message.f32() + 6, message.f32() + 10);
+    const std::vector<std::vector<float>> want = {{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9, 0, 0}};
+    EXPECT_EQ(part, want[static_cast<size_t>(r)]) << "member " << r;
+    const Tensor back = exec::gather_slice_message(message, group, "test");
+    EXPECT_EQ(back.shape(), whole.shape());
+    gathered[static_cast<size_t>(r)] = values_of(back);
+    EXPECT_EQ(group.gathered_bytes(), 16);
+  });
+  for (const auto& g : gathered) EXPECT_EQ(g, values_of(whole));
+}
+
+// A message is checked before anything is allocated: its header's rank, its dimensions and its
+// length against the slice they imply.
+TEST(StageMessageSlices, RefusesAMessageThatIsNotASliceOfThisGroup) {
+  comm::ThreadWorld world(1);
+  TensorParallelGroup group(std::shared_ptr<comm::World>(&world.member(0), [](comm::World*) {}),
+                            TensorReduction::kAllReduce, 10.0);
+  const auto refused = [&](const Tensor& message, const std::string& want) {
+    try {
+      exec::gather_slice_message(message, group, "rank 1 1RECV_F0");
+      ADD_FAILURE() << "accepted; wanted: " << want;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  };
+  Tensor good = exec::slice_message(Tensor::from_vector({2, 2}, {1, 2, 3, 4}), group);
+  EXPECT_EQ(values_of(exec::gather_slice_message(good, group, "x")), (std::vector<float>{1, 2, 3, 4}));
+  const auto with_value = [&](int index, int64_t value) {
+    Tensor t = Tensor::empty(good.shape());
+    t.copy_from(good);
+    std::memcpy(t.f32() + 2 * index, &value, sizeof(value));
+    return t;
+  };
+  refused(with_value(0, 9), "rank 1 1RECV_F0: a slice message's header names 9 dimensions");
+  refused(with_value(1, 0), "a slice message's header has dimension 0 of 0");
+  refused(with_value(2, int64_t{1} << 40), "a slice message's header has dimension 1 of 1099511627776");
+  refused(with_value(2, 3), "a slice message of [2, 3] over 1 members holds 6 floats, this one 4");
+  refused(Tensor::from_vector({1}, {0}), "expected a slice message");
+}
+
+// The vocabulary-parallel loss's correct count: the largest logit over every member's classes, the
+// first of equal ones (here tied across members), as the unsplit loss counts.
+TEST(TensorParallelVocabulary, CountsCorrectRowsAsTheWholeLossDoes) {
+  // 3 rows of 4 classes; row 0's best is class 3 (member 1), row 1 ties classes 1 and 2 (members 0
+  // and 1: the first wins), row 2's best is class 0.
+  const std::vector<float> logits = {0, 1, 2, 5, /**/ 0, 4, 4, 1, /**/ 9, 1, 2, 3};
+  Tensor targets = Tensor::empty({3}, DType::kI32);
+  const auto split_counts = [&] {
+    std::vector<int64_t> got(2);
+    in_members(2, [&](int r, const std::shared_ptr<comm::World>& world) {
+      CrossEntropyLoss split;
+      ASSERT_TRUE(split.split_classes(std::make_shared<TensorParallelGroup>(world, TensorReduction::kAllReduce, 10.0)));
+      std::vector<float> mine;  // member r's classes 2r, 2r + 1 of each row
+      for (int row = 0; row < 3; ++row)
+        for (int c = 0; c < 2; ++c) mine.push_back(logits[static_cast<size_t>(row * 4 + r * 2 + c)]);
+      got[static_cast<size_t>(r)] = split.count_correct(Tensor::from_vector({3, 2}, mine), targets);
+    });
+    return got;
+  };
+  CrossEntropyLoss whole;
+  for (const std::vector<int32_t>& t : {std::vector<int32_t>{3, 1, 0}, std::vector<int32_t>{3, 2, 0}}) {
+    // {3, 1, 0}: all three; {3, 2, 0}: row 1's target is the second of the tied classes, not counted.
+    std::copy(t.begin(), t.end(), targets.i32());
+    const int64_t want = whole.count_correct(Tensor::from_vector({3, 4}, logits), targets);
+    EXPECT_EQ(want, t[1] == 1 ? 3 : 2);
+    EXPECT_EQ(split_counts(), (std::vector<int64_t>{want, want}));
   }
 }
 

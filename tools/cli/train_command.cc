@@ -357,6 +357,7 @@ TrainTotals train_loop(const TrainArgs& a, TrainRun& run) {
   t.busy_us.assign(static_cast<size_t>(t.ranks), 0.0);
   t.idle_us.assign(static_cast<size_t>(t.ranks), 0.0);
   t.idle_share_sum.assign(static_cast<size_t>(t.ranks), 0.0);
+  t.sent_bytes.assign(static_cast<size_t>(t.ranks), 0);
   TrainingLoopOptions loop;
   loop.steps = a.steps;
   loop.eval_every = a.eval_every;

@@ -48,6 +48,7 @@ void TrainTotals::add_step(const StepResult& r, const exec::PipelineTrainer* pip
       busy_us[rank] += stats.ranks[rank].busy_us;
       idle_us[rank] += stats.ranks[rank].idle_us;
       idle_share_sum[rank] += stats.ranks[rank].bubble_rate;
+      sent_bytes[rank] = stats.ranks[rank].sent_bytes;
     }
   }
   for (size_t rank = 0; rank < r.peak_activation_bytes.size() && rank < peak_bytes.size(); ++rank)
@@ -146,7 +147,8 @@ void print_json_report(const TrainReport& r) {
       ranks.push_back({{"rank", rank},
                        {"busy_seconds", t.busy_us[static_cast<size_t>(rank)] * 1e-6},
                        {"idle_seconds", t.idle_us[static_cast<size_t>(rank)] * 1e-6},
-                       {"idle_share", t.idle_share(rank)}});
+                       {"idle_share", t.idle_share(rank)},
+                       {"sent_bytes_per_step", t.sent_bytes[static_cast<size_t>(rank)]}});
     }
   }
   out["ranks"] = ranks;
@@ -167,6 +169,8 @@ void print_json_report(const TrainReport& r) {
     // What each member put into the group's all-reduces, per step of this run (evaluations included).
     const double steps = std::max<double>(1.0, static_cast<double>(t.losses.size()));
     out["tensor_parallel_bytes_per_step"] = static_cast<double>(group->reduced_bytes()) / steps;
+    // And what it put into the group's all-gathers (the pipeline's slice messages, the loss's sums).
+    out["tensor_parallel_gathered_bytes_per_step"] = static_cast<double>(group->gathered_bytes()) / steps;
   }
   out["process_memory"] = t.memory;  // per process: its stages' parameters, gradients, optimizer state
   out["asynchronous"] = pipeline != nullptr && pipeline->plan().schedule.traits.asynchronous();

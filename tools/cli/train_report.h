@@ -28,6 +28,8 @@ struct TrainTotals {
   // compute: waiting for peers, communication, the bubble), in microseconds; and the sum of the
   // steps' idle shares (idle / makespan), which idle_share() averages as the headline averages.
   std::vector<double> busy_us, idle_us, idle_share_sum;
+  // Per rank, the last step's: bytes of the activations and input gradients sent to other stages.
+  std::vector<int64_t> sent_bytes;
   double bubble_sum = 0.0, offloaded_bytes = 0.0, seconds = 0.0;
   int64_t tokens = 0;
   nlohmann::json evaluations = nlohmann::json::array();
