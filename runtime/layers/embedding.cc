@@ -74,8 +74,6 @@ Tensor Embedding::forward(const Tensor& input, SavedContext& ctx) {
                " of ", steps, " tokens runs past seq_len ", seq_len_);
   if (is_cuda(input) && offset != 0)
     fail(ErrorCode::kUnimplemented, "embedding '", name(), "': sequence slices (seq_slices > 1) run on the CPU only");
-  if (is_cuda(input) && !positions_)
-    fail(ErrorCode::kUnimplemented, "embedding '", name(), "': an embedding without learned positions runs on the CPU only");
   // CUDA: the ids are checked on a host copy (the kernel would turn a bad id into NaN outputs).
   const std::vector<int32_t> host_ids = is_cuda(input) ? cuda_backend().i32_to_host(input) : std::vector<int32_t>();
   const int32_t* ids = is_cuda(input) ? host_ids.data() : input.i32();

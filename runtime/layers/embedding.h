@@ -2,8 +2,8 @@
 // y[b, t] = token_weight[ids[b, t]] + position_weight[o + t], o = the context's position_offset
 // (0 unless the ids are a sequence slice, SavedContext::set_slice). Without learned positions
 // (`positions` false: Llama, whose attention rotates queries and keys instead) y[b, t] =
-// token_weight[ids[b, t]], there is no position_weight, and seq_len only bounds T; that form runs
-// on the CPU only. Ids have no gradient, so backward_input
+// token_weight[ids[b, t]], there is no position_weight, and seq_len only bounds T. Ids have no
+// gradient, so backward_input
 // returns an undefined Tensor and only keeps the output gradient for backward_weight.
 //
 // Vocabulary-parallel ("parallel": "vocab", TensorSplit::kVocab; Megatron's VocabParallelEmbedding):

@@ -1,6 +1,6 @@
 // SequentialTrainer on the GPU (the model moved with the trainer's device option or
 // Model::to_device, batches given on the host and moved by the trainer) against the same training
-// on the CPU: a small MLP, a tiny GPT (also with a tied head), a Llama stack, a ResNet and a ViT,
+// on the CPU: a small MLP, a tiny GPT (also with a tied head), a tiny Llama, a ResNet and a ViT,
 // 3 steps each. Losses and parameters within tolerance;
 // checksums and checkpoints of CUDA parameters go through host copies. Skips without a CUDA device.
 #include <gtest/gtest.h>
@@ -12,11 +12,6 @@
 
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/parameter_checksum.h"
-#include "runtime/layers/cross_entropy.h"
-#include "runtime/layers/embedding.h"
-#include "runtime/layers/linear.h"
-#include "runtime/layers/llama_block.h"
-#include "runtime/layers/rms_norm.h"
 #include "runtime/models/builders.h"
 #include "runtime/train/sequential_trainer.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -103,32 +98,23 @@ TEST(TrainerGpu, TinyGptWithATiedHeadThreeSteps) {
   compare_training(build_gpt(config), build_gpt(config), batch, 2, kF32Layer);
 }
 
-// The Llama preset's blocks, final RMSNorm and bias-free head (grouped-query attention, rotary
-// positions, SwiGLU) behind a token embedding with learned positions: the Llama preset's own
-// position-free embedding is refused on CUDA tensors by runtime/layers/embedding.cc.
-std::unique_ptr<Model> llama_stack(int64_t vocab, int64_t seq_len) {
-  LlamaBlockConfig block;
-  block.dim = 32;
-  block.heads = 4;
-  block.kv_heads = 2;
-  block.mlp_hidden = llama_default_mlp_hidden(32);
-  std::vector<std::unique_ptr<Layer>> layers;
-  layers.push_back(std::make_unique<Embedding>("embed", vocab, seq_len, 32));
-  for (int i = 0; i < 2; ++i) layers.push_back(std::make_unique<LlamaBlock>("blocks." + std::to_string(i), block));
-  layers.push_back(std::make_unique<RMSNorm>("norm", 32));
-  layers.push_back(std::make_unique<Linear>("head", 32, vocab, false));
-  InputSpec spec;
-  spec.kind = InputSpec::Kind::kTokens;
-  spec.vocab = vocab;
-  spec.seq_len = seq_len;
-  spec.classes = vocab;
-  return std::make_unique<Model>(spec, std::move(layers), std::make_unique<CrossEntropyLoss>());
+// The Llama preset itself: a token embedding without learned positions, grouped-query attention
+// with rotary positions, SwiGLU, RMSNorm, a bias-free head.
+std::unique_ptr<Model> tiny_llama(int64_t vocab, int64_t seq_len) {
+  LlamaConfig c;
+  c.vocab = vocab;
+  c.seq_len = seq_len;
+  c.d_model = 32;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.layers = 2;
+  return build_llama(c);
 }
 
 TEST(TrainerGpu, TinyLlamaThreeSteps) {
   PF_SKIP_WITHOUT_GPU();
   const Batch batch{random_ids({4, 12}, 80, 9), random_ids({4, 12}, 80, 10)};
-  compare_training(llama_stack(80, 12), llama_stack(80, 12), batch, 2, kF32Layer);
+  compare_training(tiny_llama(80, 12), tiny_llama(80, 12), batch, 2, kF32Layer);
 }
 
 // Image rows of 2 x 8 x 8 values, 5 classes.
