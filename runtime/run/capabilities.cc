@@ -547,11 +547,12 @@ void add_tied_rules(std::vector<Capability>& t) {
                "rank has finished a step; not supported yet";
       }));
   t.push_back(rule(
-      "tied-gpu", T, {"devices"}, "tied weights on CUDA devices", later,
-      [](const Facts& f) { return f.tied_parameters && f.cuda_devices > 0; },
+      "tied-gpu", T, {"devices"}, "tied weights across pipeline stages on CUDA devices", later,
+      [](const Facts& f) { return tied(f) && f.cuda_devices > 0; },
       [](const Facts& f, const Names& n) {
         return n("devices") + " names " + f.first_cuda_device +
-               ": tied weights (the head tied to the token embedding) run on the CPU only yet";
+               ": weights tied across pipeline stages (the head tied to the token embedding) are summed between "
+               "the ranks on the CPU only yet (one device, without a schedule, sums them on the device)";
       }));
   t.push_back(rule(
       "tied-neuron-groups", T, {"neuron_groups"}, "tied weights with neuron groups", later,

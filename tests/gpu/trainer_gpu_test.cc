@@ -83,8 +83,8 @@ TEST(TrainerGpu, TinyGptThreeSteps) {
 }
 
 // The GPT with its head tied to the token embedding: the tied pair's gradients are summed on the
-// device (sum_tied_gradients). (The run-level rule "tied-gpu" still refuses tied weights on CUDA
-// devices for pipelines, the C API and the command line.)
+// device (sum_tied_gradients). (The run-level rule "tied-gpu" still refuses weights tied across
+// pipeline stages on CUDA devices.)
 TEST(TrainerGpu, TinyGptWithATiedHeadThreeSteps) {
   PF_SKIP_WITHOUT_GPU();
   GptConfig config;
