@@ -5,7 +5,8 @@
 # threads, the same two cores used the other way. Prints one JSON object: tokens/s of each, the
 # speed-ups, the losses' largest relative difference, and the bytes each member all-reduced per
 # step against the formula: per block 2 forward and 2 backward all-reduces of [tokens, d_model]
-# floats, 4 x layers x tokens x d_model x 4 bytes.
+# floats, and (T dividing the vocabulary) one each for the vocabulary-parallel embedding and head:
+# (4 x layers + 2) x tokens x d_model x 4 bytes.
 # Extra arguments go to every run (e.g. --steps 20). Run it on an idle machine: the figures are
 # wall-clock.
 set -euo pipefail
@@ -28,7 +29,8 @@ r = {name: json.load(open(f"{work}/{name}.json")) for name in ("one", "one_2thre
 # tokens_per_s: the report's, over the whole run (what a user sees).
 c = r["one"]["config"]
 tokens = r["one"]["batch_size"] * c["seq_len"]
-formula = 4 * c["layers"] * tokens * c["d_model"] * 4  # bytes per step per member
+vocabulary = 2 if c["vocab"] % 2 == 0 else 0  # the embedding's forward, the head's backward
+formula = (4 * c["layers"] + vocabulary) * tokens * c["d_model"] * 4  # bytes per step per member
 out = {
     "model": {"d_model": c["d_model"], "heads": c["heads"], "layers": c["layers"], "seq_len": c["seq_len"],
               "vocab": c["vocab"], "batch_size": r["one"]["batch_size"], "steps": r["one"]["steps_run"]},
