@@ -112,7 +112,9 @@ pf_status* pf_trainer_parameter_checksum(const pf_trainer* trainer, char out_hex
     require(out_hex, "out_hex");
     // A pipeline's own checksum: with one process per rank it gathers every parameter from its owner.
     const std::string hex = trainer->pipeline() != nullptr ? trainer->pipeline()->parameter_checksum()
-                                                         : pf::parameter_checksum(trainer->trainer->model().parameters());
+                                                         : pf::whole_parameter_checksum(
+                                                               trainer->trainer->model().parameters(),
+                                                               trainer->trainer->model().tensor_parallel_group().get());
     std::memcpy(out_hex, hex.c_str(), hex.size() + 1);
   });
 }

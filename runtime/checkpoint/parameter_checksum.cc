@@ -1,7 +1,8 @@
 #include "runtime/checkpoint/parameter_checksum.h"
 
+#include <vector>
+
 #include "runtime/core/error.h"
-#include "runtime/core/sha256.h"
 
 namespace pf {
 
@@ -16,6 +17,30 @@ std::string parameter_checksum(const std::vector<Parameter*>& parameters) {
       const Tensor host = p->value.to_device(Device::cpu());
       digest.update(host.data<char>(), host.nbytes());
     }
+  }
+  return digest.hex();
+}
+
+void hash_whole_parameter(Sha256& digest, const Parameter& parameter, const char* values, TensorParallelGroup* group) {
+  const size_t bytes = static_cast<size_t>(shape_numel(parameter.shape)) * sizeof(float);
+  if (group == nullptr || !parameter.shard.split()) {
+    digest.update(values, bytes);
+    return;
+  }
+  const std::vector<char> all = group->all_gather(values, bytes, "checksum: gathering " + parameter.name);
+  std::vector<float> whole(static_cast<size_t>(shape_numel(whole_shape(parameter))));
+  for (int r = 0; r < group->size(); ++r)
+    place_slice(parameter, r, reinterpret_cast<const float*>(all.data() + static_cast<size_t>(r) * bytes), whole.data());
+  digest.update(reinterpret_cast<const char*>(whole.data()), whole.size() * sizeof(float));
+}
+
+std::string whole_parameter_checksum(const std::vector<Parameter*>& parameters, TensorParallelGroup* group) {
+  if (group == nullptr) return parameter_checksum(parameters);
+  Sha256 digest;
+  for (const Parameter* p : parameters) {
+    PF_CHECK_ARG(p != nullptr && p->value.defined() && p->value.device().kind == DeviceKind::kCpu,
+                 "whole_parameter_checksum: expected allocated CPU parameters");
+    hash_whole_parameter(digest, *p, p->value.data<char>(), group);
   }
   return digest.hex();
 }

@@ -54,7 +54,8 @@ int ParameterOwnership::owner(const Parameter* parameter) const {
 std::string ParameterOwnership::checksum(const Model& model) const {
   comm::World* world = plan_->config.world.get();
   const double timeout_seconds = plan_->config.recv_timeout_seconds;
-  if (!world) return parameter_checksum(model.parameters());
+  TensorParallelGroup* split = model.tensor_parallel_group().get();
+  if (!world) return whole_parameter_checksum(model.parameters(), split);
   Sha256 digest;
   std::vector<char> bytes;
   for (const Parameter* p : model.parameters()) {
@@ -62,7 +63,7 @@ std::string ParameterOwnership::checksum(const Model& model) const {
     bytes.resize(static_cast<size_t>(shape_numel(p->shape)) * sizeof(float));
     if (is_local_rank(owner_rank)) std::memcpy(bytes.data(), p->value.data<char>(), bytes.size());
     world->broadcast(bytes.data(), bytes.size(), owner_rank, timeout_seconds);
-    digest.update(bytes.data(), bytes.size());
+    hash_whole_parameter(digest, *p, bytes.data(), split);  // a split one gathered over its group
   }
   return digest.hex();
 }

@@ -34,7 +34,8 @@ class ParameterOwnership {
   const std::vector<size_t>& model_index_of_rank(int rank) const { return rank_index_[static_cast<size_t>(rank)]; }
 
   // SHA-256 of every parameter's bytes in model order; with one process per rank a collective call
-  // (every process makes it), each parameter broadcast from its owner.
+  // (every process makes it), each parameter broadcast from its owner; a tensor-parallel split one
+  // gathered whole over its group.
   std::string checksum(const Model& model) const;
 
  private:

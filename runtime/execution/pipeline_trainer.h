@@ -102,7 +102,8 @@ class PipelineTrainer : public Trainer {
   // Overlapping steps with clipping: updates redone because the norm called for clipping (or was
   // not finite) after the ranks had updated optimistically.
   int64_t rollbacks() const { return rollbacks_; }
-  // SHA-256 of every parameter in model order; with a world a collective call.
+  // SHA-256 of every parameter in model order, a split one's whole tensor (the same at any T); with
+  // a world or tensor parallelism a collective call.
   std::string parameter_checksum() const;
   // Changes the receive timeout for later steps (> 0).
   void set_recv_timeout_seconds(double seconds);

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/comm/thread_world.h"
+#include "runtime/checkpoint/parameter_checksum.h"
 #include "runtime/checkpoint/sharded_checkpoint.h"
 #include "runtime/core/error.h"
 #include "runtime/execution/stage_message_slices.h"
@@ -82,6 +83,7 @@ struct MemberResult {
   std::vector<float> losses;
   int64_t parameter_elements = 0;
   int64_t reduced_bytes = 0;
+  std::string checksum;  // whole_parameter_checksum: the whole model's, gathered over the group
   std::string error;
 };
 
@@ -150,6 +152,7 @@ std::vector<MemberResult> run_members(int T, const std::string& reduction, const
       out.values.push_back(values_of(p->value));
     }
     out.parameter_elements = model->num_parameter_elements();
+    out.checksum = whole_parameter_checksum(model->parameters(), model->tensor_parallel_group().get());
     out.reduced_bytes = model->tensor_parallel_group()->reduced_bytes();
   });
   for (int r = 0; r < T; ++r) results[static_cast<size_t>(r)].error = errors[static_cast<size_t>(r)];
@@ -830,6 +833,8 @@ TEST(TensorParallelVocabulary, DeterministicIsBitwiseTheReference) {
           EXPECT_EQ(std::memcmp(m.values[i].data(), want.data(), want.size() * sizeof(float)), 0)
               << "member " << r << " of " << T << ": " << p.name << " differs from the reference";
         }
+        // The checksum of the gathered whole model is the reference model's.
+        EXPECT_EQ(m.checksum, parameter_checksum(full->parameters())) << "member " << r;
       }
     }
   }

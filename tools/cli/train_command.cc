@@ -421,7 +421,9 @@ void finish_run(const TrainArgs& a, TrainRun& run, TrainTotals& t) {
     }
   }
   trainer.drain();  // asynchronous and local schedules: the micro-batches in flight finish before the results
-  t.checksum = run.pipeline() ? run.pipeline()->parameter_checksum() : parameter_checksum(trainer.model().parameters());
+  t.checksum = run.pipeline() ? run.pipeline()->parameter_checksum()
+                               : whole_parameter_checksum(trainer.model().parameters(),
+                                                          trainer.model().tensor_parallel_group().get());
   t.memory = process_memory(run.launch.get());
   t.saved = !a.checkpoint.empty() && !t.diverged;
   if (t.saved) save_trainer_checkpoint(trainer, a.checkpoint);
