@@ -25,6 +25,16 @@ RowStats row_stats(const float* x, int64_t classes) {
   return {m, sum};
 }
 
+// One row's gradient: coef * (exp(x - max) * inv_sum - [c == target]) over its `classes` logits
+// (`target` outside [0, classes): none of them is the target).
+void softmax_gradient_row(const float* x, int64_t classes, float max, double inv_sum, int64_t target, double coef,
+                          float* g) {
+  for (int64_t c = 0; c < classes; ++c) {
+    const double p = std::exp(static_cast<double>(x[c]) - max) * inv_sum;
+    g[c] = static_cast<float>(coef * (c == target ? p - 1.0 : p));
+  }
+}
+
 }  // namespace
 
 float CrossEntropyLoss::forward(const Tensor& logits, const Tensor& targets, float scale,
@@ -162,17 +172,9 @@ Tensor CrossEntropyLoss::backward_split(SavedContext& ctx) {
   const float* x = logits.f32();
   const int32_t* t = targets.i32();
   float* g = grad.f32();
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * held;
-    float* gr = g + r * held;
-    const float m = row_max.f32()[r];
-    const double inv_sum = 1.0 / double_at(sum_exp, r);
-    const int64_t target = static_cast<int64_t>(t[r]) - first;
-    for (int64_t c = 0; c < held; ++c) {
-      const double p = std::exp(static_cast<double>(xr[c]) - m) * inv_sum;
-      gr[c] = static_cast<float>(coef * (c == target ? p - 1.0 : p));
-    }
-  }
+  for (int64_t r = 0; r < rows; ++r)
+    softmax_gradient_row(x + r * held, held, row_max.f32()[r], 1.0 / double_at(sum_exp, r),
+                         static_cast<int64_t>(t[r]) - first, coef, g + r * held);
   return grad;
 }
 
@@ -191,14 +193,8 @@ Tensor CrossEntropyLoss::backward(SavedContext& ctx) {
   const int32_t* t = targets.i32();
   float* g = grad.f32();
   for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * classes;
-    float* gr = g + r * classes;
-    const RowStats s = row_stats(xr, classes);
-    const double inv_sum = 1.0 / s.sum_exp;
-    for (int64_t c = 0; c < classes; ++c) {
-      const double p = std::exp(static_cast<double>(xr[c]) - s.max) * inv_sum;
-      gr[c] = static_cast<float>(coef * (c == t[r] ? p - 1.0 : p));
-    }
+    const RowStats s = row_stats(x + r * classes, classes);
+    softmax_gradient_row(x + r * classes, classes, s.max, 1.0 / s.sum_exp, t[r], coef, g + r * classes);
   }
   return grad;
 }

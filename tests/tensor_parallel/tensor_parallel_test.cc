@@ -638,24 +638,33 @@ void expect_slices_near(const std::vector<MemberResult>& members, const Model& w
   }
 }
 
-TEST(TensorParallelGpt, StaysWithinRoundingOfTheWholeModel) {
-  const TrainerOptions o = options(OptimizerConfig::Kind::kAdamW, 1.0f);
-  std::shared_ptr<Model> whole = gpt();
+// T members of `make_model` trained on the GPT batches with `reduction` stay within 1e-5 of the
+// whole model trained by the sequential trainer: losses and every parameter. Returns the members.
+std::vector<MemberResult> expect_members_near_whole(const ModelFactory& make_model, int T, const std::string& reduction,
+                                                    const TrainerOptions& o) {
+  std::shared_ptr<Model> whole = make_model();
   std::vector<float> losses;
   {
     std::unique_ptr<Trainer> trainer = make_trainer(whole, TrainingConfig{o});
     for (const Batch& b : gpt_batches()) losses.push_back(static_cast<float>(trainer->step(b).loss));
   }
+  const std::vector<MemberResult> members = run_members(T, reduction, o, nullptr, make_model, gpt_batches());
+  for (const MemberResult& m : members) {
+    EXPECT_EQ(m.error, "");
+    if (!m.error.empty()) return members;
+    for (size_t s = 0; s < losses.size(); ++s)
+      EXPECT_NEAR(m.losses[s], losses[s], 1e-5 * std::max(1.0f, std::fabs(losses[s]))) << "step " << s;
+  }
+  expect_slices_near(members, *whole, 1e-5f);
+  return members;
+}
+
+TEST(TensorParallelGpt, StaysWithinRoundingOfTheWholeModel) {
+  const TrainerOptions o = options(OptimizerConfig::Kind::kAdamW, 1.0f);
   for (int T : {2, 4}) {
     for (const char* reduction : {"allreduce", "deterministic"}) {
       SCOPED_TRACE(std::string("T ") + std::to_string(T) + ", " + reduction);
-      const std::vector<MemberResult> members = run_members(T, reduction, o, nullptr, gpt, gpt_batches());
-      for (const MemberResult& m : members) {
-        ASSERT_EQ(m.error, "");
-        for (size_t s = 0; s < losses.size(); ++s)
-          EXPECT_NEAR(m.losses[s], losses[s], 1e-5 * std::max(1.0f, std::fabs(losses[s]))) << "step " << s;
-      }
-      expect_slices_near(members, *whole, 1e-5f);
+      expect_members_near_whole(gpt, T, reduction, o);
     }
   }
 }
@@ -871,20 +880,7 @@ TEST(TensorParallelVocabulary, ATiedHeadSplitsWithItsEmbedding) {
     c.tie_embeddings = true;
     return std::shared_ptr<Model>(build_gpt(c));
   };
-  const TrainerOptions o = options(OptimizerConfig::Kind::kAdamW, 1.0f);
-  std::shared_ptr<Model> whole = tied();
-  std::vector<float> losses;
-  {
-    std::unique_ptr<Trainer> trainer = make_trainer(whole, TrainingConfig{o});
-    for (const Batch& b : gpt_batches()) losses.push_back(static_cast<float>(trainer->step(b).loss));
-  }
-  const std::vector<MemberResult> members = run_members(2, "allreduce", o, nullptr, tied, gpt_batches());
-  for (const MemberResult& m : members) {
-    ASSERT_EQ(m.error, "");
-    for (size_t s = 0; s < losses.size(); ++s)
-      EXPECT_NEAR(m.losses[s], losses[s], 1e-5 * std::max(1.0f, std::fabs(losses[s]))) << "step " << s;
-  }
-  expect_slices_near(members, *whole, 1e-5f);
+  expect_members_near_whole(tied, 2, "allreduce", options(OptimizerConfig::Kind::kAdamW, 1.0f));
 
   nlohmann::json j = tied()->to_json();
   for (auto& layer : j["layers"])
@@ -1022,20 +1018,9 @@ TEST(TensorParallelLlama, StaysWithinRoundingOfTheWholeModel) {
     c.mlp_hidden = 24;
     return std::shared_ptr<Model>(build_llama(c));
   };
-  const TrainerOptions o = options(OptimizerConfig::Kind::kAdamW, 1.0f);
-  std::shared_ptr<Model> whole = llama();
-  std::vector<float> losses;
-  {
-    std::unique_ptr<Trainer> trainer = make_trainer(whole, TrainingConfig{o});
-    for (const Batch& b : gpt_batches()) losses.push_back(static_cast<float>(trainer->step(b).loss));
-  }
-  const std::vector<MemberResult> members = run_members(2, "allreduce", o, nullptr, llama, gpt_batches());
-  for (const MemberResult& m : members) {
-    ASSERT_EQ(m.error, "");
-    for (size_t s = 0; s < losses.size(); ++s)
-      EXPECT_NEAR(m.losses[s], losses[s], 1e-5 * std::max(1.0f, std::fabs(losses[s]))) << "step " << s;
-  }
-  expect_slices_near(members, *whole, 1e-5f);
+  const std::vector<MemberResult> members =
+      expect_members_near_whole(llama, 2, "allreduce", options(OptimizerConfig::Kind::kAdamW, 1.0f));
+  ASSERT_EQ(members[1].error, "");
   std::map<std::string, Shape> shape;
   for (const Parameter& p : members[1].parameters) shape[p.name] = p.shape;
   EXPECT_EQ(shape["blocks.0.attn.qkv.weight"], (Shape{(2 + 2 * 1) * 4, 16}));  // 2 query heads, 1 kv head of 4
