@@ -39,7 +39,7 @@ PipelineTrainer::PipelineTrainer(std::shared_ptr<Model> model, PipelinePlan plan
       stages_(require_model(model_), plan_),
       ownership_(*model_, stages_, plan_),
       optimizer_(*model_, plan_, stages_, ownership_),
-      tied_(*model_, ownership_),
+      tied_(*model_, stages_.copy(), ownership_),
       devices_(make_rank_devices(plan_, *model_, stages_)),
       group_(make_rank_group(plan_)),
       executors_(make_executors(plan_, *model_, stages_, ownership_, optimizer_)),

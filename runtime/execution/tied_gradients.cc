@@ -5,16 +5,19 @@
 
 namespace pf::exec {
 
-TiedGradients::TiedGradients(const Model& model, const ParameterOwnership& ownership)
-    : ownership_(&ownership), pairs_(model.tied_pairs()) {
-  for (const auto& [primary, copy] : pairs_) {
+TiedGradients::TiedGradients(const Model& model, const Model* copy, const ParameterOwnership& ownership)
+    : ownership_(&ownership) {
+  for (const auto& [primary, tied] : model.tied_pairs()) {
+    pairs_.push_back({primary, tied, 0});
     if (ownership.is_local_rank(ownership.owner(primary))) changed_.push_back(primary);
-    if (ownership.is_local_rank(ownership.owner(copy))) changed_.push_back(copy);
+    if (ownership.is_local_rank(ownership.owner(tied))) changed_.push_back(tied);
   }
+  if (copy)
+    for (const auto& [primary, tied] : copy->tied_pairs()) pairs_.push_back({primary, tied, 1});
 }
 
 void TiedGradients::sum(comm::RankGroup& group, double timeout_seconds) const {
-  for (const auto& [primary, copy] : pairs_) {
+  for (const auto& [primary, copy, model_copy] : pairs_) {
     const int p_rank = ownership_->owner(primary), c_rank = ownership_->owner(copy);
     const bool has_p = ownership_->is_local_rank(p_rank), has_c = ownership_->is_local_rank(c_rank);
     if (has_p && has_c) {
@@ -27,9 +30,9 @@ void TiedGradients::sum(comm::RankGroup& group, double timeout_seconds) const {
     comm::Transport& endpoint = group.endpoint(me);
     Tensor theirs;
     try {
-      endpoint.send(peer, comm::MessageKey{comm::MessageKind::kStageGradients, 0, peer}, mine->grad.clone(),
+      endpoint.send(peer, comm::MessageKey{comm::MessageKind::kStageGradients, model_copy, peer}, mine->grad.clone(),
                     timeout_seconds);
-      theirs = endpoint.recv(peer, comm::MessageKey{comm::MessageKind::kStageGradients, 0, me}, timeout_seconds);
+      theirs = endpoint.recv(peer, comm::MessageKey{comm::MessageKind::kStageGradients, model_copy, me}, timeout_seconds);
     } catch (const Error& e) {
       fail(e.code(), "rank ", me, ": swapping the tied gradient of '", primary->name, "' with rank ", peer, ": ",
            e.what());

@@ -533,11 +533,11 @@ bool tied(const Facts& f) { return f.tied_parameters && f.pipelined; }
 void add_tied_rules(std::vector<Capability>& t) {
   t.push_back(rule(
       "tied-windowed", T, {"schedule"}, "tied weights with a schedule that updates inside its steps", later,
-      [](const Facts& f) { return tied(f) && (f.traits.windowed() || f.traits.local_learning() || f.pipelines > 1); },
+      [](const Facts& f) { return tied(f) && (f.traits.windowed() || f.traits.local_learning()); },
       [](const Facts& f, const Names& n) {
         return "the model ties weights across stages (e.g. the head to the token embedding), whose gradients are "
                "summed when every rank has finished a step; " + n("schedule") + " " + family(f) +
-               " updates stages on their own or runs two copies of the model; not supported yet";
+               " updates stages on their own; not supported yet";
       }));
   t.push_back(rule(
       "tied-overlap", T, {"overlap_steps"}, "tied weights with overlapping steps", later,

@@ -16,7 +16,13 @@ namespace {
 
 using testing::data_for;
 
-std::shared_ptr<Model> make_model(bool gpt) { return gpt ? testing::tiny_gpt(8) : testing::tiny_mlp(8); }
+// The MLP, the GPT, or the GPT with its head tied to the token embedding (GPT-2's form: the pair
+// on the first and the last stage of each copy).
+enum class Kind { kMlp, kGpt, kTiedGpt };
+std::shared_ptr<Model> make_model(Kind kind) {
+  return kind == Kind::kMlp ? testing::tiny_mlp(8) : testing::tiny_gpt(8, 0, kind == Kind::kTiedGpt);
+}
+std::shared_ptr<Model> make_model(bool gpt) { return make_model(gpt ? Kind::kGpt : Kind::kMlp); }
 
 // The reference of a bitpipe run with m micro-batches: two replicas of m/2.
 TrainerOptions reference_options(const TrainerOptions& base) {
@@ -35,9 +41,9 @@ PipelineOptions bitpipe_options(int ranks, int m, int variant) {
 }
 
 // "" when `steps` steps of both trainers give the same losses, norms and parameters bitwise.
-std::string compare(bool gpt, const PipelineOptions& popts, int steps = 3) {
-  SequentialTrainer ref(make_model(gpt), reference_options(popts.base));
-  PipelineTrainer pipe(make_model(gpt), popts);
+std::string compare(Kind kind, const PipelineOptions& popts, int steps = 3) {
+  SequentialTrainer ref(make_model(kind), reference_options(popts.base));
+  PipelineTrainer pipe(make_model(kind), popts);
   for (int step = 0; step < steps; ++step) {
     const Batch batch = data_for(ref.model(), popts.base.micro_batches, step);
     const StepResult a = ref.step(batch);
@@ -53,6 +59,9 @@ std::string compare(bool gpt, const PipelineOptions& popts, int steps = 3) {
   if (!testing::parameters_bitwise_equal(pipe.model(), *pipe.parts().stages.copy(), &diff))
     return "the second copy's " + diff + " differs from the first's";
   return "";
+}
+std::string compare(bool gpt, const PipelineOptions& popts, int steps = 3) {
+  return compare(gpt ? Kind::kGpt : Kind::kMlp, popts, steps);
 }
 
 class BitPipeEquivalence : public ::testing::TestWithParam<std::tuple<bool, int, int>> {};
@@ -71,6 +80,19 @@ INSTANTIATE_TEST_SUITE_P(Settings, BitPipeEquivalence,
                            return std::string(std::get<0>(info.param) ? "gpt" : "mlp") + "_p" +
                                   std::to_string(std::get<1>(info.param)) + "_m" + std::to_string(std::get<2>(info.param));
                          });
+
+// Weights tied across stages: each copy's head and token embedding get the sum of the two
+// pipelines' gradients from the sibling exchange, then their pair's sum at the barrier — what
+// SequentialTrainer does for two replicas (replicas first, then the pair): bitwise, and the second
+// copy's tied pair stays equal to the first's.
+TEST(BitPipe, TiedHeadBitwiseEqualToTwoReplicas) {
+  for (int ranks : {1, 2, 3, 4})
+    for (int m : {2, 4}) {
+      SCOPED_TRACE("p " + std::to_string(ranks) + ", m " + std::to_string(m));
+      for (int variant = 0; variant < 4; ++variant)
+        EXPECT_EQ(compare(Kind::kTiedGpt, bitpipe_options(ranks, m, variant)), "") << "variant " << variant;
+    }
+}
 
 // The sibling exchange is what keeps the copies equal: a bitpipe schedule is a different
 // arithmetic from one pipeline over all micro-batches, and the test can tell them apart.

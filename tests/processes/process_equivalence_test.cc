@@ -190,7 +190,7 @@ TEST(ProcessEquivalence, BitPipeTwoCopiesOfTheModel) {
   int variant = 0;
   for (int p : {2, 4}) {
     for (int m : {4, 8}) {
-      for (ModelKind kind : {ModelKind::kMlp, ModelKind::kGpt}) {
+      for (ModelKind kind : {ModelKind::kMlp, ModelKind::kGpt, ModelKind::kTiedGpt}) {
         PipelineOptions o;
         o.schedule = "bitpipe";
         o.ranks = p;
