@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "runtime/comm/world.h"
+#include "runtime/core/error.h"
 #include "runtime/schedules/action_kinds.h"
 #include "runtime/schedules/bubbles.h"
 
@@ -31,16 +32,22 @@ std::vector<float> StepReport::losses(const std::vector<RankExecutor::StepOutput
 // last stage's process); data parallel: every replica's, gathered in replica (= micro-batch) order.
 void StepReport::broadcast_losses(std::vector<float>* losses, const sched::Schedule& s) const {
   comm::World& world = *plan_->config.world;
+  // A failure names what this process waited for (e.g. the last stage still busy past the timeout).
+  const auto from = [&](int root, float* data, size_t count) {
+    try {
+      world.broadcast(data, count * sizeof(float), root, timeout());
+    } catch (const Error& e) {
+      fail(e.code(), "the step's losses from rank ", root, " (its last stage): ", e.what());
+    }
+  };
   if (s.pipelines > 1) {
     const int per = s.micro_batches_per_pipeline();
-    for (int k = 0; k < s.pipelines; ++k) {
-      const int last = s.last_stage_of_pipeline(k);
-      world.broadcast(losses->data() + static_cast<size_t>(k) * per, static_cast<size_t>(per) * sizeof(float),
-                      s.placement.rank_of(last), timeout());
-    }
+    for (int k = 0; k < s.pipelines; ++k)
+      from(s.placement.rank_of(s.last_stage_of_pipeline(k)), losses->data() + static_cast<size_t>(k) * per,
+           static_cast<size_t>(per));
     return;
   }
-  world.broadcast(losses->data(), losses->size() * sizeof(float), s.placement.rank_of(s.num_stages() - 1), timeout());
+  from(s.placement.rank_of(s.num_stages() - 1), losses->data(), losses->size());
   if (plan_->config.base.replicas > 1) {
     const std::vector<char> all =
         plan_->config.data_parallel_world->all_gather(losses->data(), losses->size() * sizeof(float), timeout());

@@ -200,27 +200,35 @@ class ProbeLayer : public Layer {
     if (fail_backward.load()) fail(ErrorCode::kCallbackError, "probe layer '", name(), "': injected backward failure");
     return grad_output;
   }
+  void backward_weight(SavedContext&) override {
+    if (weight_sleep_ms.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(weight_sleep_ms.load()));
+  }
   std::atomic<int> forward_sleep_ms{0};
+  std::atomic<int> weight_sleep_ms{0};
   std::atomic<bool> fail_forward{false};
   std::atomic<bool> fail_backward{false};
 };
 
 // fc0, probe0, fc1, probe1, head: features 8 -> 4 classes. Probes are returned through the pointers.
-inline std::shared_ptr<Model> probe_model(ProbeLayer** probe0, ProbeLayer** probe1) {
+// `tied_head`: the head is 8 -> 8 w classes, its weight a tied copy of fc0's (8 -> 8 w; a pair
+// across stages).
+inline std::shared_ptr<Model> probe_model(ProbeLayer** probe0, ProbeLayer** probe1, bool tied_head = false,
+                                          int64_t w = 1) {
   InputSpec in;
   in.kind = InputSpec::Kind::kFeatures;
   in.features = 8;
-  in.classes = 4;
+  in.classes = tied_head ? 8 * w : 4;
   std::vector<std::unique_ptr<Layer>> layers;
-  layers.push_back(std::make_unique<Linear>("fc0", 8, 8));
+  layers.push_back(std::make_unique<Linear>("fc0", 8, 8 * w));
   auto p0 = std::make_unique<ProbeLayer>("probe0");
   *probe0 = p0.get();
   layers.push_back(std::move(p0));
-  layers.push_back(std::make_unique<Linear>("fc1", 8, 8));
+  layers.push_back(std::make_unique<Linear>("fc1", 8 * w, 8));
   auto p1 = std::make_unique<ProbeLayer>("probe1");
   *probe1 = p1.get();
   layers.push_back(std::move(p1));
-  layers.push_back(std::make_unique<Linear>("head", 8, 4));
+  if (tied_head) layers.push_back(std::make_unique<Linear>("head", 8, 8 * w, true, 0.02f, "fc0.weight"));
+  else layers.push_back(std::make_unique<Linear>("head", 8, 4));
   return std::make_shared<Model>(in, std::move(layers), std::make_unique<CrossEntropyLoss>());
 }
 

@@ -85,6 +85,53 @@ TEST(ProcessFailures, AStuckRankTimesOutNamingWhatEachWaitedFor) {
   }
 }
 
+// Rank 1 (the last stage) is still in its weight passes, after sending every input gradient, when
+// rank 0 has finished its part of the step: rank 0 times out waiting for the step's losses, and its
+// error says so, naming rank 1.
+TEST(ProcessFailures, ALastStageLateWithTheLossesTimesOutNamingIt) {
+  testing::ProbeLayer* probe0 = nullptr;
+  testing::ProbeLayer* probe1 = nullptr;
+  auto model = testing::probe_model(&probe0, &probe1);
+  const PipelineOptions o = probe_pipeline("zb-h1", 2, comm::MpiWorld::world(), 1.0);
+  PipelineTrainer pipe(model, o);
+  const int me = o.world->rank();
+  if (me == 1) probe1->weight_sleep_ms = 3000;  // its W passes come after it sent every B
+  try {
+    pipe.step(data_for(*model, 2, 0));
+    ADD_FAILURE() << "rank " << me << ": the step did not fail";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (me == 0) {
+      EXPECT_EQ(e.code(), ErrorCode::kTimeout) << what;
+      EXPECT_NE(what.find("the step's losses from rank 1 (its last stage)"), std::string::npos) << what;
+    }
+  }
+}
+
+// Weights tied across the two processes (the head's weight a copy of fc0's), but the two processes
+// disagree on its size (rank 1 built a wider model): the barrier's tied-gradient swap fails on both,
+// naming the parameter, the peer and both sizes, and tells the group, so neither steps again.
+TEST(ProcessFailures, AFailedTiedSwapEndsBothNamingIt) {
+  testing::ProbeLayer* probe0 = nullptr;
+  testing::ProbeLayer* probe1 = nullptr;
+  const int me = comm::MpiWorld::world()->rank();
+  auto model = testing::probe_model(&probe0, &probe1, true, me == 1 ? 2 : 1);
+  const PipelineOptions o = probe_pipeline("1f1b", 2, comm::MpiWorld::world(), 20);
+  PipelineTrainer pipe(model, o);
+  try {
+    pipe.step(data_for(*model, 2, 0));
+    ADD_FAILURE() << "rank " << me << ": the step did not fail";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << what;
+    EXPECT_NE(what.find("rank " + std::to_string(me) + ": the tied gradient of '" +
+                        std::string(me == 0 ? "fc0.weight" : "head.weight") + "' from rank " + std::to_string(1 - me)),
+              std::string::npos)
+        << what;
+  }
+  EXPECT_THROW(pipe.step(data_for(*model, 2, 1)), Error) << "rank " << me << ": a step after the failed swap ran";
+}
+
 TEST(ProcessFailures, ADataParallelRankThatThrowsEndsEveryReplica) {
   // 2 replicas x 2 ranks: rank 1 of replica 0 throws in its backward. Its pipeline peer learns it
   // from the pipeline group, replica 1 from the data-parallel groups; nobody waits for a timeout.
