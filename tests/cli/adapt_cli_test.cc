@@ -45,7 +45,9 @@ TEST(AdaptCli, MovesLayersOffTheSlowRankAndTrainsBitwiseLikeTheSequentialRun) {
   const nlohmann::json& first = adapted["adaptations"][0];
   EXPECT_LT(first["to"][1].get<int>(), first["from"][1].get<int>()) << first.dump();
   EXPECT_GT(first["slowdown"][1].get<double>(), 1.5) << first.dump();
-  EXPECT_EQ(first["step"].get<int>(), 3) << "patience 3: the third slow step decides";
+  // Patience 3: the third slow step in a row decides, so never before step 3 (a noise-sized early
+  // step of this small model may reset the count and delay it).
+  EXPECT_GE(first["step"].get<int>(), 3) << first.dump();
   EXPECT_EQ(adapted["losses"], sequential["losses"]);  // JSON numbers round-trip: bitwise
   EXPECT_EQ(adapted["param_checksum"], sequential["param_checksum"]);
   // A decision moves the layers before the next step: one taken at the last step (a loaded machine
@@ -57,16 +59,20 @@ TEST(AdaptCli, MovesLayersOffTheSlowRankAndTrainsBitwiseLikeTheSequentialRun) {
 
 TEST(AdaptCli, PrintsTheMoveAndLogsIt) {
   const std::string log = tmp_dir() + "/adapt_metrics.jsonl";
-  const CommandResult r = run(kModel + kAdapt + " --steps 5 --metrics-log '" + log + "'");
+  const CommandResult r = run(kModel + kAdapt + " --steps 8 --metrics-log '" + log + "'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("pipeforge train: step 3: rank 1 ran "), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("slower than predicted for 3 steps; re-partitioned "), std::string::npos) << r.err;
   const std::vector<nlohmann::json> lines = read_lines(log);
-  ASSERT_EQ(lines.size(), 5u);
-  EXPECT_FALSE(lines[1].contains("adaptation"));
-  ASSERT_TRUE(lines[2].contains("adaptation")) << lines[2].dump();
-  EXPECT_EQ(lines[2]["adaptation"]["step"], 3);
-  EXPECT_LT(lines[2]["adaptation"]["to"][1].get<int>(), lines[2]["adaptation"]["from"][1].get<int>());
+  ASSERT_EQ(lines.size(), 8u);
+  // The first move: at step 3 or later (patience 3; see above), logged on its step's line and
+  // printed naming that step.
+  size_t k = 0;
+  while (k < lines.size() && !lines[k].contains("adaptation")) ++k;
+  ASSERT_LT(k, lines.size()) << "rank 1 at 8x never triggered a re-partition";
+  EXPECT_GE(k, 2u) << "before the patience of 3 steps";
+  EXPECT_EQ(lines[k]["adaptation"]["step"], k + 1);
+  EXPECT_LT(lines[k]["adaptation"]["to"][1].get<int>(), lines[k]["adaptation"]["from"][1].get<int>());
+  EXPECT_NE(r.err.find("pipeforge train: step " + std::to_string(k + 1) + ": rank 1 ran "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("slower than predicted for 3 steps; re-partitioned "), std::string::npos) << r.err;
   const CommandResult quiet = run(kModel + kAdapt + " --steps 4 --quiet");
   ASSERT_EQ(quiet.exit_code, 0) << quiet.err;
   EXPECT_EQ(quiet.err.find("re-partitioned"), std::string::npos) << quiet.err;
