@@ -58,7 +58,9 @@ out = json.load(open(sys.argv[1]))
 moves = out["adaptations"]
 print("adaptations on 2 processes:", moves, "final partition:", out["partition"]["layers_per_stage"])
 assert moves and moves[0]["to"][1] < moves[0]["from"][1], moves
-assert out["partition"]["layers_per_stage"] == moves[-1]["to"], out["partition"]
+# A move decided at the last step (8) has not been applied when the run ends.
+last = moves[-1]
+assert out["partition"]["layers_per_stage"] == (last["to"] if last["step"] < 8 else last["from"]), out["partition"]
 PY
 
 # 2c. --partition balanced on 2 processes: rank 0 times the layers on a whole model of its own and
