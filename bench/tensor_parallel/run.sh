@@ -3,10 +3,11 @@
 # `pipeforge train` (-c opt) in one process and as T = 2 processes (mpirun -np 2 --tensor-parallel
 # 2, loopback TCP and shared memory), each process one BLAS thread; also one process with 2 BLAS
 # threads, the same two cores used the other way. Prints one JSON object: tokens/s of each, the
-# speed-ups, the losses' largest relative difference, and the bytes each member all-reduced per
-# step against the formula: per block 2 forward and 2 backward all-reduces of [tokens, d_model]
-# floats, and (T dividing the vocabulary) one each for the vocabulary-parallel embedding and head:
-# (4 x layers + 2) x tokens x d_model x 4 bytes.
+# speed-ups, the losses' largest relative difference, the bytes each member all-reduced per step
+# against the formula, and the planner's predicted step time over the measured one (its sequential
+# candidates at T = 1 and 2). The formula: per block 2 forward and 2 backward all-reduces of
+# [tokens, d_model] floats, and (T dividing the vocabulary) one each for the vocabulary-parallel
+# embedding and head: (4 x layers + 2) x tokens x d_model x 4 bytes.
 # Extra arguments go to every run (e.g. --steps 20). Run it on an idle machine: the figures are
 # wall-clock.
 set -euo pipefail
@@ -22,10 +23,19 @@ common=(train --model gpt --d-model 512 --heads 8 --layers 2 --seq-len 64 --batc
 "$bin" "${common[@]}" --blas-threads 2 >"$work/one_2threads.json"
 run_mpi 2 default "$bin" "${common[@]}" --tensor-parallel 2 >"$work/tp_shm.json"
 run_mpi 2 tcp "$bin" "${common[@]}" --tensor-parallel 2 >"$work/tp_tcp.json"
+# What the planner predicts for the same runs (this machine measured: a device per core).
+"$bin" plan --model gpt --d-model 512 --heads 8 --layers 2 --seq-len 64 --batch-size 8 --measure --devices 2 \
+  --tensor-parallel 1,2 --data-parallel 1 --schedules sequential --json --top 1000 >"$work/plan.json"
 python3 - "$work" <<'PY'
 import json, sys
 work = sys.argv[1]
 r = {name: json.load(open(f"{work}/{name}.json")) for name in ("one", "one_2threads", "tp_shm", "tp_tcp")}
+plan = json.load(open(f"{work}/plan.json"))
+def predicted(T):  # tokens/s of the sequential candidate at T with the runs' one micro-batch
+    for c in plan["candidates"]:
+        if c["tensor_parallel"] == T and c["data_parallel"] == 1 and c["micro_batches"] == 1:
+            return c["tokens_per_second"]
+    return None
 # tokens_per_s: the report's, over the whole run (what a user sees).
 c = r["one"]["config"]
 tokens = r["one"]["batch_size"] * c["seq_len"]
@@ -43,6 +53,10 @@ out = {
     "tensor_parallel_bytes_per_step": {"measured": r["tp_shm"]["tensor_parallel_bytes_per_step"], "formula": formula},
     "parameter_bytes_per_process": {"one": r["one"]["process_memory"][0]["parameter_bytes"],
                                     "tp2": [m["parameter_bytes"] for m in r["tp_shm"]["process_memory"]]},
+    # The planner's predicted step time over the measured one (= measured tokens/s over predicted).
+    "predicted_over_measured_step_time": {
+        "one": r["one"]["tokens_per_s"] / predicted(1) if predicted(1) else None,
+        "tp_shm": r["tp_shm"]["tokens_per_s"] / predicted(2) if predicted(2) else None},
 }
 print(json.dumps(out))
 PY
