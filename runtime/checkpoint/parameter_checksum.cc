@@ -22,15 +22,13 @@ std::string parameter_checksum(const std::vector<Parameter*>& parameters) {
 }
 
 void hash_whole_parameter(Sha256& digest, const Parameter& parameter, const char* values, TensorParallelGroup* group) {
-  const size_t bytes = static_cast<size_t>(shape_numel(parameter.shape)) * sizeof(float);
   if (group == nullptr || !parameter.shard.split()) {
-    digest.update(values, bytes);
+    digest.update(values, static_cast<size_t>(shape_numel(parameter.shape)) * sizeof(float));
     return;
   }
-  const std::vector<char> all = group->all_gather(values, bytes, "checksum: gathering " + parameter.name);
   std::vector<float> whole(static_cast<size_t>(shape_numel(whole_shape(parameter))));
-  for (int r = 0; r < group->size(); ++r)
-    place_slice(parameter, r, reinterpret_cast<const float*>(all.data() + static_cast<size_t>(r) * bytes), whole.data());
+  gather_whole(parameter, reinterpret_cast<const float*>(values), *group, "checksum: gathering " + parameter.name,
+               whole.data());
   digest.update(reinterpret_cast<const char*>(whole.data()), whole.size() * sizeof(float));
 }
 

@@ -16,12 +16,8 @@ WholeEntries gather_whole_entries(const Trainer& trainer, const std::vector<Para
   for (CheckpointEntry& e : whole.entries) {
     const Parameter& p = *e.parameter;
     if (!p.shard.split()) continue;
-    const size_t bytes = static_cast<size_t>(e.tensor->nbytes());
-    const std::vector<char> all = group.all_gather(e.tensor->data<char>(), bytes, "checkpoint: gathering " + e.name);
     whole.tensors.push_back(Tensor::zeros(whole_shape(p)));
-    for (int r = 0; r < group.size(); ++r)
-      place_slice(p, r, reinterpret_cast<const float*>(all.data() + static_cast<size_t>(r) * bytes),
-                  whole.tensors.back().f32());
+    gather_whole(p, e.tensor->f32(), group, "checkpoint: gathering " + e.name, whole.tensors.back().f32());
     e.tensor = &whole.tensors.back();
   }
   return whole;

@@ -113,4 +113,12 @@ void place_slice(const Parameter& p, int part, const float* slice, float* whole)
   for (int64_t e = 0; e < n; ++e) whole[full_tensor_index(member, e)] = slice[e];
 }
 
+void gather_whole(const Parameter& p, const float* slice, TensorParallelGroup& group, const std::string& what,
+                  float* whole) {
+  const size_t bytes = static_cast<size_t>(shape_numel(p.shape)) * sizeof(float);
+  const std::vector<char> all = group.all_gather(slice, bytes, what);
+  for (int r = 0; r < group.size(); ++r)
+    place_slice(p, r, reinterpret_cast<const float*>(all.data() + static_cast<size_t>(r) * bytes), whole);
+}
+
 }  // namespace pf

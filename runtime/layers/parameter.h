@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "runtime/tensor/tensor.h"
+#include "runtime/tensor_parallel/group.h"
 
 namespace pf {
 
@@ -77,6 +78,11 @@ const Shape& whole_shape(const Parameter& parameter);
 // reverse: the slice of member `part` (the parameter's split with that part) put in its place.
 void take_slice(const Parameter& parameter, const float* whole, float* slice);
 void place_slice(const Parameter& parameter, int part, const float* slice, float* whole);
+// The whole tensor of a split parameter (or of a tensor shaped like it, e.g. an optimizer slot) into
+// `whole`, from every member's slice over `group`: `slice` is this member's (a collective; `what`
+// names it in errors).
+void gather_whole(const Parameter& parameter, const float* slice, TensorParallelGroup& group, const std::string& what,
+                  float* whole);
 
 // While one is alive on this thread, make_parameter allocates nothing: it checks the shape, adds
 // the parameter's bytes to this count and returns the parameter with undefined tensors. The model
