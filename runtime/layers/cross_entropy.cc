@@ -17,12 +17,30 @@ struct RowStats {
   double sum_exp;
 };
 
-RowStats row_stats(const float* x, int64_t classes) {
+float row_max(const float* x, int64_t classes) {
   float m = x[0];
   for (int64_t c = 1; c < classes; ++c) m = x[c] > m ? x[c] : m;
+  return m;
+}
+
+// The sum of exp(x - max) over the row, in double, in class order.
+double sum_exp(const float* x, int64_t classes, float max) {
   double sum = 0.0;
-  for (int64_t c = 0; c < classes; ++c) sum += std::exp(static_cast<double>(x[c]) - m);
-  return {m, sum};
+  for (int64_t c = 0; c < classes; ++c) sum += std::exp(static_cast<double>(x[c]) - max);
+  return sum;
+}
+
+RowStats row_stats(const float* x, int64_t classes) {
+  const float m = row_max(x, classes);
+  return {m, sum_exp(x, classes, m)};
+}
+
+// The row's largest logit's class, the first of equal ones.
+int64_t best_class(const float* row, int64_t classes) {
+  int64_t best = 0;
+  for (int64_t c = 1; c < classes; ++c)
+    if (row[c] > row[best]) best = c;
+  return best;
 }
 
 // One row's gradient: coef * (exp(x - max) * inv_sum - [c == target]) over its `classes` logits
@@ -116,42 +134,34 @@ float CrossEntropyLoss::forward_split(const Tensor& logits, const Tensor& target
   const float* x = logits.f32();
   // The row maxima: every member's, the largest taken (exact in any order).
   std::vector<float> local_max(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) local_max[static_cast<size_t>(r)] = row_max(x + r * held, held);
+  const std::vector<float> every_max = group_->all_gather_floats(local_max, "cross_entropy row maxima");
+  Tensor maxima = Tensor::empty({rows});
   for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * held;
-    float m = xr[0];
-    for (int64_t c = 1; c < held; ++c) m = xr[c] > m ? xr[c] : m;
-    local_max[static_cast<size_t>(r)] = m;
-  }
-  const std::vector<float> maxima = group_->all_gather_floats(local_max, "cross_entropy row maxima");
-  Tensor row_max = Tensor::empty({rows});
-  for (int64_t r = 0; r < rows; ++r) {
-    float m = maxima[static_cast<size_t>(r)];
+    float m = every_max[static_cast<size_t>(r)];
     for (int p = 1; p < group_->size(); ++p) {
-      const float v = maxima[static_cast<size_t>(p * rows + r)];
+      const float v = every_max[static_cast<size_t>(p * rows + r)];
       m = v > m ? v : m;
     }
-    row_max.f32()[r] = m;
+    maxima.f32()[r] = m;
   }
   // Per row: this member's sum of exp(x - max), then the target's logit (0 where another member
   // holds it); both summed over the group in rank order.
   std::vector<double> mine(static_cast<size_t>(2 * rows), 0.0);
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * held;
-    const float m = row_max.f32()[r];
-    double sum = 0.0;
-    for (int64_t c = 0; c < held; ++c) sum += std::exp(static_cast<double>(xr[c]) - m);
-    mine[static_cast<size_t>(r)] = sum;
+    mine[static_cast<size_t>(r)] = sum_exp(xr, held, maxima.f32()[r]);
     const int64_t target = static_cast<int64_t>(t[r]) - first;
     if (target >= 0 && target < held) mine[static_cast<size_t>(rows + r)] = static_cast<double>(xr[target]);
   }
   const std::vector<double> sums = group_->sum_in_rank_order(mine, "cross_entropy sums");
   double total = 0.0;
   for (int64_t r = 0; r < rows; ++r)
-    total += static_cast<double>(row_max.f32()[r]) + std::log(sums[static_cast<size_t>(r)]) -
+    total += static_cast<double>(maxima.f32()[r]) + std::log(sums[static_cast<size_t>(r)]) -
              sums[static_cast<size_t>(rows + r)];
   ctx.save("logits", logits);
   ctx.save("targets", targets);
-  ctx.save("row_max", row_max);
+  ctx.save("row_max", maxima);
   ctx.save("sum_exp", doubles_in_floats(std::vector<double>(sums.begin(), sums.begin() + rows)));
   ctx.save("scale", Tensor::from_vector({1}, {scale}));
   return static_cast<float>(static_cast<double>(scale) * total / static_cast<double>(rows));
@@ -160,8 +170,8 @@ float CrossEntropyLoss::forward_split(const Tensor& logits, const Tensor& target
 Tensor CrossEntropyLoss::backward_split(SavedContext& ctx) {
   const Tensor logits = ctx.get("logits");
   const Tensor targets = ctx.get("targets");
-  const Tensor row_max = ctx.get("row_max");
-  const Tensor sum_exp = ctx.get("sum_exp");
+  const Tensor maxima = ctx.get("row_max");
+  const Tensor sums = ctx.get("sum_exp");
   const double scale = ctx.get("scale").f32()[0];
   ctx.clear();
   const int64_t held = logits.dim(-1);
@@ -173,7 +183,7 @@ Tensor CrossEntropyLoss::backward_split(SavedContext& ctx) {
   const int32_t* t = targets.i32();
   float* g = grad.f32();
   for (int64_t r = 0; r < rows; ++r)
-    softmax_gradient_row(x + r * held, held, row_max.f32()[r], 1.0 / double_at(sum_exp, r),
+    softmax_gradient_row(x + r * held, held, maxima.f32()[r], 1.0 / double_at(sums, r),
                          static_cast<int64_t>(t[r]) - first, coef, g + r * held);
   return grad;
 }
@@ -213,13 +223,7 @@ int64_t CrossEntropyLoss::count_correct(const Tensor& logits, const Tensor& targ
   const float* data = x.f32();
   const int32_t* target = t.i32();
   int64_t correct = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = data + r * classes;
-    int64_t best = 0;
-    for (int64_t c = 1; c < classes; ++c)
-      if (row[c] > row[best]) best = c;
-    correct += best == target[r] ? 1 : 0;
-  }
+  for (int64_t r = 0; r < rows; ++r) correct += best_class(data + r * classes, classes) == target[r] ? 1 : 0;
   return correct;
 }
 
@@ -236,9 +240,7 @@ int64_t CrossEntropyLoss::count_correct_split(const Tensor& logits, const Tensor
   std::vector<Best> mine(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = logits.f32() + r * held;
-    int64_t best = 0;
-    for (int64_t c = 1; c < held; ++c)
-      if (row[c] > row[best]) best = c;
+    const int64_t best = best_class(row, held);
     mine[static_cast<size_t>(r)] = {row[best], static_cast<int32_t>(first + best)};
   }
   const std::vector<char> all =
