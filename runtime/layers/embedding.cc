@@ -88,41 +88,28 @@ Tensor Embedding::forward(const Tensor& input, SavedContext& ctx) {
     ctx.save("input", input);
     return output;
   }
+  // Each row's token row (at T > 1: zeros for ids this member does not hold, the members' rows then
+  // summed over the group, exactly: one member contributes each), then its position's row.
   Tensor output = Tensor::empty({batch, steps, dim_});
   const float* tok = token_weight_.value.f32();
   float* y = output.f32();
-  if (group_ != nullptr) {
-    // Each member's rows (zeros for ids it does not hold), summed over the group; positions after.
-    for (int64_t r = 0; r < batch * steps; ++r) {
-      const int64_t row = static_cast<int64_t>(ids[r]) - first_token_;
-      float* yr = y + r * dim_;
-      if (row < 0 || row >= tokens_held_) {
-        for (int64_t i = 0; i < dim_; ++i) yr[i] = 0.0f;
-        continue;
-      }
-      const float* tr = tok + row * dim_;
-      for (int64_t i = 0; i < dim_; ++i) yr[i] = tr[i];
-    }
-    group_->all_reduce_sum(y, output.numel(), "embedding '" + name() + "' forward");
-    if (positions_) {
-      for (int64_t r = 0; r < batch * steps; ++r) {
-        const float* pr = position_weight_.value.f32() + (offset + r % steps) * dim_;
-        float* yr = y + r * dim_;
-        for (int64_t i = 0; i < dim_; ++i) yr[i] += pr[i];
-      }
-    }
-    ctx.save("input", input);
-    return output;
-  }
   for (int64_t r = 0; r < batch * steps; ++r) {
-    const float* tr = tok + static_cast<int64_t>(ids[r]) * dim_;
+    const int64_t row = static_cast<int64_t>(ids[r]) - first_token_;
     float* yr = y + r * dim_;
-    if (!positions_) {
-      for (int64_t i = 0; i < dim_; ++i) yr[i] = tr[i];
+    if (row < 0 || row >= tokens_held_) {
+      for (int64_t i = 0; i < dim_; ++i) yr[i] = 0.0f;
       continue;
     }
-    const float* pr = position_weight_.value.f32() + (offset + r % steps) * dim_;
-    for (int64_t i = 0; i < dim_; ++i) yr[i] = tr[i] + pr[i];
+    const float* tr = tok + row * dim_;
+    for (int64_t i = 0; i < dim_; ++i) yr[i] = tr[i];
+  }
+  if (group_ != nullptr) group_->all_reduce_sum(y, output.numel(), "embedding '" + name() + "' forward");
+  if (positions_) {
+    for (int64_t r = 0; r < batch * steps; ++r) {
+      const float* pr = position_weight_.value.f32() + (offset + r % steps) * dim_;
+      float* yr = y + r * dim_;
+      for (int64_t i = 0; i < dim_; ++i) yr[i] += pr[i];
+    }
   }
   ctx.save("input", input);
   return output;
