@@ -293,6 +293,33 @@ void PrintTo(const Case& c, std::ostream* os) {
   *os << "T " << c.T << ", " << (c.kind == OptimizerConfig::Kind::kSgd ? "SGD" : "AdamW") << ", clip " << c.clip;
 }
 
+// Every member's step losses and parameters (its slice of each split one, split along
+// `split_dim_of(name)`, or the whole of one that is not, -1) are bitwise the reference's, which
+// trained the whole model `full` to `losses`; so is the checksum of the members' gathered model.
+void expect_members_bitwise(const std::vector<MemberResult>& members, const Model& full, const std::vector<float>& losses,
+                            const std::function<int(const std::string&)>& split_dim_of) {
+  const int T = static_cast<int>(members.size());
+  for (int r = 0; r < T; ++r) {
+    const MemberResult& m = members[static_cast<size_t>(r)];
+    ASSERT_EQ(m.error, "") << "member " << r;
+    ASSERT_EQ(m.losses.size(), losses.size());
+    for (size_t s = 0; s < losses.size(); ++s)
+      EXPECT_EQ(std::memcmp(&m.losses[s], &losses[s], sizeof(float)), 0)
+          << "member " << r << " step " << s << ": " << m.losses[s] << " vs " << losses[s];
+    ASSERT_EQ(m.names.size(), full.parameters().size());
+    for (size_t i = 0; i < m.names.size(); ++i) {
+      const Parameter& p = *full.parameters()[i];
+      ASSERT_EQ(m.names[i], p.name);
+      const int dim = split_dim_of(p.name);
+      const std::vector<float> want = dim < 0 ? values_of(p.value) : slice_of(values_of(p.value), p.shape, dim, r, T);
+      ASSERT_EQ(m.values[i].size(), want.size()) << p.name;
+      EXPECT_EQ(std::memcmp(m.values[i].data(), want.data(), want.size() * sizeof(float)), 0)
+          << "member " << r << " of " << T << ": " << p.name << " differs from the reference";
+    }
+    EXPECT_EQ(m.checksum, parameter_checksum(full.parameters())) << "member " << r;
+  }
+}
+
 class DeterministicReduction : public ::testing::TestWithParam<Case> {};
 
 TEST_P(DeterministicReduction, EveryMemberBitwiseEqualToTheReference) {
@@ -301,24 +328,7 @@ TEST_P(DeterministicReduction, EveryMemberBitwiseEqualToTheReference) {
   const std::vector<MemberResult> members = run_members(k.T, "deterministic", o);
   std::shared_ptr<Model> full = build_mlp(mlp_config());
   const std::vector<float> losses = reference_training(*full, k.T, o);
-  for (int r = 0; r < k.T; ++r) {
-    const MemberResult& m = members[static_cast<size_t>(r)];
-    ASSERT_EQ(m.error, "") << "member " << r;
-    ASSERT_EQ(m.losses.size(), losses.size());
-    for (size_t s = 0; s < losses.size(); ++s)
-      EXPECT_EQ(std::memcmp(&m.losses[s], &losses[s], sizeof(float)), 0)
-          << "member " << r << " step " << s << ": " << m.losses[s] << " vs " << losses[s];
-    ASSERT_EQ(m.names.size(), full->parameters().size());
-    for (size_t i = 0; i < m.names.size(); ++i) {
-      const Parameter& p = *full->parameters()[i];
-      ASSERT_EQ(m.names[i], p.name);
-      const int dim = split_dim(p.name);
-      const std::vector<float> want = dim < 0 ? values_of(p.value) : slice_of(values_of(p.value), p.shape, dim, r, k.T);
-      ASSERT_EQ(m.values[i].size(), want.size()) << p.name;
-      EXPECT_EQ(std::memcmp(m.values[i].data(), want.data(), want.size() * sizeof(float)), 0)
-          << "member " << r << " of " << k.T << ": " << p.name << " differs from the reference";
-    }
-  }
+  expect_members_bitwise(members, *full, losses, split_dim);
 }
 
 INSTANTIATE_TEST_SUITE_P(Members, DeterministicReduction,
@@ -824,27 +834,9 @@ TEST(TensorParallelVocabulary, DeterministicIsBitwiseTheReference) {
           run_members(T, "deterministic", o, nullptr, vocab_model, vocab_batches());
       std::shared_ptr<Model> full = vocab_model();
       const std::vector<float> losses = vocab_reference(*full, T, o);
-      for (int r = 0; r < T; ++r) {
-        const MemberResult& m = members[static_cast<size_t>(r)];
-        ASSERT_EQ(m.error, "") << "member " << r;
-        ASSERT_EQ(m.losses.size(), losses.size());
-        for (size_t s = 0; s < losses.size(); ++s)
-          EXPECT_EQ(std::memcmp(&m.losses[s], &losses[s], sizeof(float)), 0)
-              << "member " << r << " step " << s << ": " << m.losses[s] << " vs " << losses[s];
-        for (size_t i = 0; i < m.parameters.size(); ++i) {
-          const Parameter& p = *full->parameters()[i];
-          ASSERT_EQ(m.names[i], p.name);
-          // Every parameter but the positions is split by its rows (the vocabulary).
-          const std::vector<float> want = p.name == "embed.position_weight"
-                                              ? values_of(p.value)
-                                              : slice_of(values_of(p.value), p.shape, 0, r, T);
-          ASSERT_EQ(m.values[i].size(), want.size()) << p.name;
-          EXPECT_EQ(std::memcmp(m.values[i].data(), want.data(), want.size() * sizeof(float)), 0)
-              << "member " << r << " of " << T << ": " << p.name << " differs from the reference";
-        }
-        // The checksum of the gathered whole model is the reference model's.
-        EXPECT_EQ(m.checksum, parameter_checksum(full->parameters())) << "member " << r;
-      }
+      // Every parameter but the positions is split by its rows (the vocabulary).
+      expect_members_bitwise(members, *full, losses,
+                             [](const std::string& name) { return name == "embed.position_weight" ? -1 : 0; });
     }
   }
 }
