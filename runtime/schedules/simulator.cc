@@ -28,6 +28,14 @@ double CostModel::mem_in(int stage) const {
   return m_in.empty() ? 0.0 : m_in.at(static_cast<size_t>(stage));
 }
 
+double CostModel::tp_f(int stage) const {
+  return t_tp_f.empty() ? 0.0 : t_tp_f.at(static_cast<size_t>(stage));
+}
+
+double CostModel::tp_b(int stage) const {
+  return t_tp_b.empty() ? 0.0 : t_tp_b.at(static_cast<size_t>(stage));
+}
+
 void CostModel::check(int num_stages) const {
   auto check_vec = [&](const std::vector<double>& v, const char* name, bool may_be_empty) {
     if (may_be_empty && v.empty()) return;
@@ -45,6 +53,8 @@ void CostModel::check(int num_stages) const {
   check_vec(m_w, "m_w", true);
   check_vec(t_allreduce_stage, "t_allreduce_stage", true);
   check_vec(t_head, "t_head", true);
+  check_vec(t_tp_f, "t_tp_f", true);
+  check_vec(t_tp_b, "t_tp_b", true);
   auto check_scalar = [](double v, const char* name) {
     PF_CHECK_ARG(std::isfinite(v) && v >= 0.0, "CostModel: ", name, " = ", v,
                  " (must be finite and >= 0)");
@@ -123,13 +133,17 @@ struct Dep {
   bool required = true;
 };
 
-double action_cost(const Action& a, const CostModel& c) {
+// What an action costs its rank: its compute, and its tensor-parallel collective when the rank
+// waits in it. The sums are formed as they would be with the collectives folded into t_f and t_b
+// ((t_b + t_tp_b) + t_w for BW), so a CostModel with t_tp_* gives the times of the folded one.
+double action_cost(const Action& a, const CostModel& c, bool background_tp_b) {
   const auto s = static_cast<size_t>(a.stage);
+  const double tp_b = background_tp_b ? 0.0 : c.tp_b(a.stage);
   switch (action_kind_info(a.kind).cost) {
-    case CostTerm::kForward: return c.t_f[s];
-    case CostTerm::kBackwardInput: return c.t_b[s];
+    case CostTerm::kForward: return c.t_f[s] + c.tp_f(a.stage);
+    case CostTerm::kBackwardInput: return c.t_b[s] + tp_b;
     case CostTerm::kBackwardWeight: return c.t_w[s];
-    case CostTerm::kBackwardFused: return c.t_b[s] + c.t_w[s];
+    case CostTerm::kBackwardFused: return (c.t_b[s] + tp_b) + c.t_w[s];
     case CostTerm::kTransfer: return c.transfer_bandwidth > 0.0 ? c.mem_b(a.stage) / c.transfer_bandwidth : 0.0;
     case CostTerm::kStep: return c.t_step;
     case CostTerm::kHead: return c.t_head.empty() ? 0.0 : c.t_head[s];
@@ -137,6 +151,32 @@ double action_cost(const Action& a, const CostModel& c) {
     case CostTerm::kNone: return 0.0;
   }
   return 0.0;
+}
+
+// The tensor-parallel collective of an action and where it starts within it: F and RECOMPUTE
+// after their compute (t_f), B and BW after B's compute (t_b).
+struct Collective {
+  double time = 0.0;    // t_tp_f or t_tp_b (0: none)
+  double offset = 0.0;  // from the action's start (the compute before it)
+  bool backward = false;
+};
+
+Collective collective_of(const Action& a, const CostModel& c) {
+  const auto s = static_cast<size_t>(a.stage);
+  switch (action_kind_info(a.kind).cost) {
+    case CostTerm::kForward: return {c.tp_f(a.stage), c.t_f[s], false};
+    case CostTerm::kBackwardInput:
+    case CostTerm::kBackwardFused: return {c.tp_b(a.stage), c.t_b[s], true};
+    default: return {};
+  }
+}
+
+// Whether `consumer` reads the input gradient `producer` (a B or BW) computes — the gradient's
+// consumers on the stage before and the SEND_B that carries it — rather than only waiting for its
+// compute (W, STEP, ALLREDUCE, UPDATE, a sliced schedule's backward of the slice before).
+bool reads_input_gradient(const Action& consumer, const Action& producer) {
+  if (producer.kind != ActionKind::kBackwardInput && producer.kind != ActionKind::kBackward) return false;
+  return consumer.kind == ActionKind::kSendB || consumer.stage != producer.stage;
 }
 
 }  // namespace
@@ -179,6 +219,10 @@ class Simulator {
   LocationIndex index_;
   std::vector<size_t> pos_;                 // next action per rank
   std::vector<std::vector<double>> end_;    // end time per rank and action index
+  // B/BW: when the input gradient exists (the end of a background TP collective when later than
+  // the action's end); every other action: its end.
+  std::vector<std::vector<double>> output_;
+  std::vector<std::vector<TimedCollective>> tp_;  // per rank and action index
   std::vector<Loc> waiting_for_;            // what a blocked rank waits for
 };
 
@@ -276,13 +320,18 @@ SimulationResult Simulator::run() {
   pos_.assign(static_cast<size_t>(P_), 0);
   waiting_for_.assign(static_cast<size_t>(P_), Loc{});
   end_.resize(static_cast<size_t>(P_));
+  output_.resize(static_cast<size_t>(P_));
+  tp_.resize(static_cast<size_t>(P_));
   std::vector<double> clock(static_cast<size_t>(P_), 0.0);
   std::vector<double> reducer_free(static_cast<size_t>(P_), 0.0);  // ALLREDUCE: when the rank's reducer is free
   std::vector<double> copy_free(static_cast<size_t>(P_), 0.0);     // OFFLOAD/RELOAD: when its copy lane is free
+  std::vector<double> tp_free(static_cast<size_t>(P_), 0.0);       // TP collectives: when its TP lane is free
   std::vector<std::vector<double>> start(static_cast<size_t>(P_));
   for (int r = 0; r < P_; ++r) {
     const size_t n = sched_.ranks[static_cast<size_t>(r)].size();
     end_[static_cast<size_t>(r)].assign(n, 0.0);
+    output_[static_cast<size_t>(r)].assign(n, 0.0);
+    tp_[static_cast<size_t>(r)].assign(n, TimedCollective{});
     start[static_cast<size_t>(r)].assign(n, 0.0);
   }
 
@@ -323,18 +372,37 @@ SimulationResult Simulator::run() {
           break;
         }
         const double latency = d.loc.rank != r ? costs_.t_comm : 0.0;
-        t = std::max(t, end_[pr][static_cast<size_t>(d.loc.index)] + latency);
+        const auto& produced = reads_input_gradient(a, d.producer) ? output_[pr] : end_[pr];
+        t = std::max(t, produced[static_cast<size_t>(d.loc.index)] + latency);
       }
       if (blocked) break;
-      const double dur = action_cost(a, costs_);
+      const Collective tp = collective_of(a, costs_);
+      const bool background_tp = tp.time > 0.0 && tp.backward && options_.overlap_tensor_parallel_backward;
+      double dur = action_cost(a, costs_, background_tp);
       // ALLREDUCE: on the rank's reducer, after its earlier reductions; OFFLOAD and RELOAD: on the
       // rank's copy lane, after its earlier copies. The rank goes on with its list either way.
       const bool reduction = a.kind == ActionKind::kAllReduce;
       const bool copy = is_background_copy(a.kind);
       if (reduction) t = std::max(t, reducer_free[static_cast<size_t>(r)]);
       if (copy) t = std::max(t, copy_free[static_cast<size_t>(r)]);
+      TimedCollective& collective = tp_[static_cast<size_t>(r)][p];
+      if (tp.time > 0.0) {
+        // On the rank's TP lane, after its earlier collectives. A blocking one holds the rank until
+        // it ends (its wait for the lane included); a background one only the input gradient.
+        double& lane = tp_free[static_cast<size_t>(r)];
+        collective.start = std::max(t + tp.offset, lane);
+        collective.background = background_tp;
+        if (!background_tp) dur += collective.start - (t + tp.offset);  // 0 unless the lane was busy
+        collective.end = collective.start + tp.time;
+        // A blocking one ends with its action (F, RECOMPUTE, B) or before its W part (BW): the
+        // action's end is t + dur as the folded cost gives it, the collective's within rounding.
+        if (!background_tp)
+          collective.end = a.kind == ActionKind::kBackward ? std::min(collective.end, t + dur) : t + dur;
+        lane = collective.end;
+      }
       start[static_cast<size_t>(r)][p] = t;
       end_[static_cast<size_t>(r)][p] = t + dur;
+      output_[static_cast<size_t>(r)][p] = background_tp ? std::max(t + dur, collective.end) : t + dur;
       const bool posted_recv = !options_.blocking_recv && (a.kind == ActionKind::kRecvF ||
                                                            a.kind == ActionKind::kRecvB);
       if (reduction) reducer_free[static_cast<size_t>(r)] = t + dur;
@@ -376,6 +444,8 @@ SimulationResult Simulator::run() {
   res.finish.assign(P, 0.0);
   res.peak_activations.assign(P, 0);
   res.peak_activation_bytes.assign(P, 0.0);
+  res.tensor_parallel.assign(P, 0.0);
+  res.tensor_parallel_blocking.assign(P, 0.0);
   res.timeline.ranks.resize(P);
   for (size_t r = 0; r < P; ++r) {
     const auto& list = sched_.ranks[r];
@@ -389,15 +459,26 @@ SimulationResult Simulator::run() {
     double bytes = 0.0, peak_bytes = 0.0;
     for (size_t i = 0; i < list.size(); ++i) {
       const Action& a = list[i];
-      tl.push_back(TimedAction{a, start[r][i], end_[r][i]});
-      // Reductions and copies run in the background: not the rank's compute time.
-      if (a.kind != ActionKind::kAllReduce && !is_background_copy(a.kind)) res.busy[r] += end_[r][i] - start[r][i];
+      const TimedCollective& collective = tp_[r][i];
+      tl.push_back(TimedAction{a, start[r][i], end_[r][i], collective});
+      // Reductions, copies and background collectives run in the background: not the rank's
+      // compute time; a blocking collective is, its wait for the TP lane not.
+      double busy = end_[r][i] - start[r][i];
+      const Collective tp = collective_of(a, costs_);
+      if (tp.time > 0.0) {
+        res.tensor_parallel[r] += tp.time;
+        if (!collective.background) {
+          res.tensor_parallel_blocking[r] += tp.time;
+          busy -= collective.start - (start[r][i] + tp.offset);
+        }
+      }
+      if (a.kind != ActionKind::kAllReduce && !is_background_copy(a.kind)) res.busy[r] += busy;
       const auto s = static_cast<size_t>(a.stage);
       switch (a.kind) {
-        case ActionKind::kForward: ideal += costs_.t_f[s]; break;
-        case ActionKind::kBackwardInput: ideal += costs_.t_b[s]; break;
-        case ActionKind::kBackwardWeight: ideal += costs_.t_w[s]; break;
-        case ActionKind::kBackward: ideal += costs_.t_b[s] + costs_.t_w[s]; break;
+        case ActionKind::kForward:
+        case ActionKind::kBackwardInput:
+        case ActionKind::kBackwardWeight:
+        case ActionKind::kBackward: ideal += action_cost(a, costs_, options_.overlap_tensor_parallel_backward); break;
         case ActionKind::kHead: ideal += costs_.t_head.empty() ? 0.0 : costs_.t_head[s]; break;
         default: break;
       }
@@ -419,7 +500,7 @@ SimulationResult Simulator::run() {
           break;
         }
       }
-      for (size_t i = 0; i < list.size(); ++i) last = std::max(last, end_[r][i]);
+      for (size_t i = 0; i < list.size(); ++i) last = std::max({last, end_[r][i], tp_[r][i].end});
       res.first_start[r] = first;
       res.finish[r] = last;
     }

@@ -32,7 +32,22 @@
 //  * costs: F = t_f[s], B = t_b[s], W = t_w[s], BW = t_b[s] + t_w[s], RECOMPUTE = t_f[s],
 //    OFFLOAD/RELOAD = m_b[s] / transfer_bandwidth (0 when no bandwidth is given), STEP = t_step,
 //    ALLREDUCE = t_allreduce_stage[s] (or t_allreduce when that is empty);
-//  * ALLREDUCE runs in the background, as the executor's gradient reducer does: the rank goes on
+//  * tensor parallelism: F and RECOMPUTE add their stage's forward collectives, t_tp_f[s], after
+//    their compute (F's output is there at the end, as before: F costs t_f + t_tp_f); B adds the
+//    all-reduce of its input gradient, t_tp_b[s], after its compute (B costs t_b + t_tp_b, BW
+//    t_b + t_tp_b + t_w with the collective between its B and W parts). The rank waits in these
+//    collectives: they are busy time and ideal work, exactly as if they were folded into t_f and
+//    t_b. Each is a sub-interval of its action in the timeline (TimedAction::tp, "TP_F"/"TP_B");
+//  * SimulationOptions::overlap_tensor_parallel_backward: B's (and BW's) all-reduce runs in the
+//    background on the rank's TP lane instead, as Megatron overlaps it with the weight-gradient
+//    GEMM: the rank goes on with its list when B's compute ends (BW: B's part, then W's), the
+//    input gradient exists only when the collective ends (the consumers of the gradient, SEND_B
+//    and the B/BW of the stage before, wait for max(action end, collective end); W, STEP and the
+//    rest wait for the compute only). A rank's TP collectives run one after another on its lane:
+//    a background one starts at max(B's compute end, lane free), and an F's (or RECOMPUTE's, or a
+//    non-overlapped B's) collective waits for the lane too, the rank with it. The rank finishes
+//    when its last collective does. Background collectives are neither busy time nor ideal work;
+////  * ALLREDUCE runs in the background, as the executor's gradient reducer does: the rank goes on
 //    with its list at once; a rank's reductions run one after another; STEP(s) waits for the end
 //    of ALLREDUCE(s), and a rank finishes when its last reduction does;
 //  * OFFLOAD and RELOAD run in the background too, on the rank's copy lane, as the executor's
@@ -80,11 +95,18 @@ struct CostModel {
   // Per stage ALLREDUCE time (empty: t_allreduce for every stage), e.g. ring_allreduce_time of
   // the stage's gradient bytes.
   std::vector<double> t_allreduce_stage;
+  // Per stage tensor-parallel collectives of one micro-batch (empty = 0 on every stage; see the
+  // header comment): t_tp_f the forward ones (F and RECOMPUTE, after the compute, before the
+  // output can be sent), t_tp_b the all-reduce of B's input gradient (B and BW).
+  std::vector<double> t_tp_f;
+  std::vector<double> t_tp_b;
 
   int num_stages() const { return static_cast<int>(t_f.size()); }
   double mem_b(int stage) const;  // m_b[stage], or 1 when m_b is empty
   double mem_w(int stage) const;  // m_w[stage], or 0 when m_w is empty
   double mem_in(int stage) const; // m_in[stage], or 0 when m_in is empty
+  double tp_f(int stage) const;   // t_tp_f[stage], or 0 when t_tp_f is empty
+  double tp_b(int stage) const;   // t_tp_b[stage], or 0 when t_tp_b is empty
 
   // Throws kInvalidArgument unless every per-stage vector has num_stages entries (m_b/m_w may be
   // empty) and every value is finite and >= 0.
@@ -105,7 +127,8 @@ struct SimulationResult {
   // Ideal (bubble-free) time: max over ranks of sum over the rank's stages of
   // (#F + #B + #W + #HEAD) costs actually in the schedule — for a complete schedule with m micro-batches,
   // m * sum over its stages of (t_f + t_b + t_w). This is the zero-bubble paper's m(T_F+T_B+T_W)
-  // generalised to several stages per rank; with unequal ranks the busiest rank sets it.
+  // generalised to several stages per rank; with unequal ranks the busiest rank sets it. F, B and
+  // BW count their blocking TP collectives (t_tp_f, t_tp_b) as work, background ones not.
   double ideal = 0.0;
   // (makespan - ideal) / makespan: the zero-bubble paper's bubble rate.
   double bubble_rate = 0.0;
@@ -117,10 +140,16 @@ struct SimulationResult {
   double span_bubble_rate = 0.0;
 
   // Per rank.
-  std::vector<double> busy;         // sum of action durations (SEND/RECV take none; background ALLREDUCEs not counted)
+  std::vector<double> busy;         // sum of action durations (SEND/RECV take none; background ALLREDUCEs, copies and
+                                    // TP collectives not counted; a blocking TP collective is, its wait for the lane not)
   std::vector<double> idle;         // makespan - busy (includes the start-up and the tail)
   std::vector<double> first_start;  // start of the first action (0 for an empty rank)
-  std::vector<double> finish;       // end of the last action (0 for an empty rank)
+  std::vector<double> finish;       // end of the last action or TP collective (0 for an empty rank)
+  // Tensor parallelism: the time of the rank's TP collectives (t_tp_f, t_tp_b), all of them, and
+  // of it the part the rank waited in (every one without overlap_tensor_parallel_backward; with it
+  // the forward ones). 0 without TP costs.
+  std::vector<double> tensor_parallel;
+  std::vector<double> tensor_parallel_blocking;
   // Peak over the rank's execution of the number of micro-batches whose F ran but whose B/BW has
   // not (summed over the rank's stages; OFFLOAD -1 and RELOAD +1: device-resident only; a partner
   // rank counts the contexts it holds, HOLD +1 and RETURN -1).
@@ -151,6 +180,9 @@ struct SimulationOptions {
   // letting it go on with its list.
   bool blocking_recv = false;
   CommSemantics comm = CommSemantics::kRendezvous;  // see the header comment
+  // B's (and BW's) tensor-parallel all-reduce (CostModel::t_tp_b) in the background on the rank's
+  // TP lane, the input gradient there at its end (see the header comment); false: the rank waits.
+  bool overlap_tensor_parallel_backward = false;
 };
 
 SimulationResult simulate(const Schedule& schedule, const CostModel& costs,

@@ -29,9 +29,21 @@ double Timeline::begin_time() const {
 double Timeline::end_time() const {
   double t = -std::numeric_limits<double>::infinity();
   for (const auto& rank : ranks)
-    for (const auto& a : rank) t = std::max(t, a.end);
+    for (const auto& a : rank) t = std::max({t, a.end, a.has_tensor_parallel() ? a.tp.end : a.end});
   return std::isfinite(t) ? t : 0.0;
 }
+
+const char* tensor_parallel_label(ActionKind kind) {
+  switch (kind) {
+    case ActionKind::kForward:
+    case ActionKind::kRecompute: return "TP_F";
+    case ActionKind::kBackwardInput:
+    case ActionKind::kBackward: return "TP_B";
+    default: return "";
+  }
+}
+
+KindColour tensor_parallel_colour() { return {"olive", "#646400"}; }
 
 KindColour kind_colour(ActionKind kind) {
   // Names from catapult's trace-viewer colour scheme (tracing/base/color_scheme.js), with the RGB
@@ -201,20 +213,35 @@ std::string to_chrome_trace(const Timeline& timeline, const ChromeTraceOptions& 
   out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
   out << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << options.pid
       << ",\"tid\":0,\"args\":{\"name\":\"" << json_escape(options.process_name) << "\"}}";
-  for (int r = 0; r < timeline.num_ranks(); ++r) {
-    out << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << options.pid << ",\"tid\":" << r
-        << ",\"args\":{\"name\":\"rank " << r << "\"}}";
+  // Background TP collectives go on a track of their own per rank, "rank N TP" (tid ranks + N):
+  // they overlap the rank's next actions, and a track's events must nest.
+  const int n = timeline.num_ranks();
+  auto track = [&](int tid, const std::string& name, int sort_index) {
+    out << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << options.pid << ",\"tid\":" << tid
+        << ",\"args\":{\"name\":\"" << name << "\"}}";
     out << ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":" << options.pid
-        << ",\"tid\":" << r << ",\"args\":{\"sort_index\":" << r << "}}";
+        << ",\"tid\":" << tid << ",\"args\":{\"sort_index\":" << sort_index << "}}";
+  };
+  for (int r = 0; r < n; ++r) {
+    track(r, "rank " + std::to_string(r), r);
+    const auto& actions = timeline.ranks[static_cast<size_t>(r)];
+    if (std::any_of(actions.begin(), actions.end(), [](const TimedAction& a) { return a.has_tensor_parallel() && a.tp.background; }))
+      track(n + r, "rank " + std::to_string(r) + " TP", r);
   }
-  for (int r = 0; r < timeline.num_ranks(); ++r) {
+  auto event = [&](const std::string& name, const char* category, const char* cname, double start, double end, int tid,
+                   const Action& a) {
+    out << ",\n{\"name\":\"" << json_escape(name) << "\",\"cat\":\"" << category << "\",\"ph\":\"X\",\"ts\":"
+        << num(start * k) << ",\"dur\":" << num(std::max(0.0, end - start) * k) << ",\"pid\":" << options.pid
+        << ",\"tid\":" << tid << ",\"cname\":\"" << cname << "\",\"args\":{\"stage\":" << a.stage
+        << ",\"micro_batch\":" << a.micro_batch << "}}";
+  };
+  for (int r = 0; r < n; ++r) {
     for (const TimedAction& a : timeline.ranks[static_cast<size_t>(r)]) {
-      const KindColour colour = kind_colour(a.action.kind);
-      out << ",\n{\"name\":\"" << json_escape(action_to_string(a.action)) << "\",\"cat\":\""
-          << action_kind_name(a.action.kind) << "\",\"ph\":\"X\",\"ts\":" << num(a.start * k)
-          << ",\"dur\":" << num(std::max(0.0, a.end - a.start) * k) << ",\"pid\":" << options.pid
-          << ",\"tid\":" << r << ",\"cname\":\"" << colour.cname << "\",\"args\":{\"stage\":"
-          << a.action.stage << ",\"micro_batch\":" << a.action.micro_batch << "}}";
+      event(action_to_string(a.action), action_kind_name(a.action.kind), kind_colour(a.action.kind).cname, a.start,
+            a.end, r, a.action);
+      if (a.has_tensor_parallel())
+        event(std::string(tensor_parallel_label(a.action.kind)) + " " + action_to_string(a.action), "TP",
+              tensor_parallel_colour().cname, a.tp.start, a.tp.end, a.tp.background ? n + r : r, a.action);
     }
   }
   out << "\n]}\n";
@@ -262,6 +289,14 @@ bool is_marker(ActionKind kind) {
 }
 bool is_recv(ActionKind kind) { return kind == ActionKind::kRecvF || kind == ActionKind::kRecvB; }
 
+// Whether any action has a TP collective; `background`: one that runs in the background.
+bool has_tensor_parallel(const Timeline& timeline, bool background) {
+  for (const auto& rank : timeline.ranks)
+    for (const auto& a : rank)
+      if (a.has_tensor_parallel() && (!background || a.tp.background)) return true;
+  return false;
+}
+
 }  // namespace
 
 std::string to_svg(const Timeline& timeline, const SvgOptions& options) {
@@ -278,7 +313,10 @@ std::string to_svg(const Timeline& timeline, const SvgOptions& options) {
   // Copies (OFFLOAD, RELOAD) get a lane of their own under each rank's compute row.
   const bool copy_lanes = has_kind(timeline, is_background_copy);
   const double copy_h = copy_lanes ? std::max(8.0, row_h * 0.55) : 0.0;
-  const double rank_h = row_h + copy_h;
+  // Background TP collectives get a lane of their own too, under the copies'.
+  const bool tp_lanes = has_tensor_parallel(timeline, true);
+  const double tp_h = tp_lanes ? std::max(8.0, row_h * 0.55) : 0.0;
+  const double rank_h = row_h + copy_h + tp_h;
   const double plot_w = options.width - label_w - right_pad;
   const double scale = plot_w / span;
   const int n = timeline.num_ranks();
@@ -301,6 +339,9 @@ std::string to_svg(const Timeline& timeline, const SvgOptions& options) {
           if (same_legend_entry(a.action.kind, k)) present = true;
       if (present) legend.push_back({legend_text(k), kind_colour(k).rgb, is_recv(k)});
     }
+    if (has_tensor_parallel(timeline, false))
+      legend.push_back({tp_lanes ? "TP collective (TP_F, TP_B; lane: in the background)" : "TP collective (TP_F, TP_B)",
+                        tensor_parallel_colour().rgb, false});
     for (int c = 0; max_chunks > 1 && c < max_chunks; ++c)
       legend.push_back({"chunk " + std::to_string(c) + (c == 0 ? " (label stage:micro-batch)" : ""),
                         chunk_fill(kind_colour(ActionKind::kForward).rgb, c), false});
@@ -334,7 +375,8 @@ std::string to_svg(const Timeline& timeline, const SvgOptions& options) {
   out << "<style>.action{stroke:#222;stroke-width:0.5}.wait{stroke:#777;stroke-width:0.5}"
          ".lbl{fill:#fff;text-anchor:middle;dominant-baseline:central;pointer-events:none}"
          ".lbl.light{fill:#111}.rank{text-anchor:end;dominant-baseline:central}"
-         ".lane{text-anchor:end;dominant-baseline:central;fill:#666;font-size:9px}.tick{text-anchor:middle}</style>\n";
+         ".lane{text-anchor:end;dominant-baseline:central;fill:#666;font-size:9px}.tick{text-anchor:middle}"
+         ".tp{stroke:#222;stroke-width:0.5}</style>\n";
   // RECV: waiting for a peer, drawn hatched and thin, not as work.
   const std::string wait_id = options.id_prefix + "wait";
   out << "<defs><pattern id=\"" << wait_id << "\" width=\"4\" height=\"4\" patternUnits=\"userSpaceOnUse\" "
@@ -351,6 +393,9 @@ std::string to_svg(const Timeline& timeline, const SvgOptions& options) {
     if (copy_lanes)
       out << "<text class=\"lane\" x=\"" << num(label_w - 8.0) << "\" y=\"" << num(y + row_h + copy_h / 2)
           << "\">copies</text>\n";
+    if (tp_lanes)
+      out << "<text class=\"lane\" x=\"" << num(label_w - 8.0) << "\" y=\"" << num(y + row_h + copy_h + tp_h / 2)
+          << "\">TP</text>\n";
     out << "<line x1=\"" << num(label_w) << "\" y1=\"" << num(y + rank_h) << "\" x2=\""
         << num(label_w + plot_w) << "\" y2=\"" << num(y + rank_h)
         << "\" stroke=\"#ddd\" stroke-width=\"0.5\"/>\n";
@@ -394,13 +439,37 @@ std::string to_svg(const Timeline& timeline, const SvgOptions& options) {
           << "\"><title>" << xml_escape(action_to_string(a.action)) << " [" << num(a.start) << ", "
           << num(a.end) << "] " << xml_escape(timeline.time_unit) << (is_recv(kind) ? " (waiting)" : "")
           << "</title></rect>\n";
+      // Its TP collective: over the action where the rank waits in it, else on the TP lane.
+      double label_x = x, label_w_px = w;  // where the label goes: the action, or its longest compute part
+      if (a.has_tensor_parallel()) {
+        const TimedCollective& c = a.tp;
+        const double cx = label_w + (c.start - t0) * scale;
+        const double cw = std::max(0.75, (c.end - c.start) * scale);
+        const double cy = c.background ? y + row_h + copy_h + 2.0 : lane_y + 2.0;
+        const double ch = c.background ? tp_h - 4.0 : lane_h - 4.0;
+        out << "<rect class=\"tp\" x=\"" << num(cx) << "\" y=\"" << num(cy) << "\" width=\"" << num(cw)
+            << "\" height=\"" << num(ch) << "\" fill=\"" << chunk_fill(tensor_parallel_colour().rgb, chunk)
+            << "\"><title>" << tensor_parallel_label(kind) << " " << xml_escape(action_to_string(a.action)) << " ["
+            << num(c.start) << ", " << num(c.end) << "] " << xml_escape(timeline.time_unit)
+            << (c.background ? " (in the background)" : "") << "</title></rect>\n";
+        if (!c.background) {
+          const double before = (c.start - a.start) * scale, after = (a.end - c.end) * scale;
+          label_x = before >= after ? x : cx + cw;
+          label_w_px = std::max(before, after);
+        }
+      }
       if (!instant && !comm && a.action.micro_batch >= 0) {
         const std::string label = max_chunks > 1 ? std::to_string(a.action.stage) + ":" +
                                                        std::to_string(a.action.micro_batch)
                                                  : std::to_string(a.action.micro_batch);
-        if (w >= 6.5 * static_cast<double>(label.size()) + 2.0)
-          out << "<text class=\"lbl" << (chunk > 0 ? " light" : "") << "\" x=\"" << num(x + w / 2) << "\" y=\""
-              << num(lane_y + lane_h / 2) << "\">" << label << "</text>\n";
+        const double need = 6.5 * static_cast<double>(label.size()) + 2.0;
+        if (label_w_px < need) {  // too narrow: over the whole action
+          label_x = x;
+          label_w_px = w;
+        }
+        if (label_w_px >= need)
+          out << "<text class=\"lbl" << (chunk > 0 ? " light" : "") << "\" x=\"" << num(label_x + label_w_px / 2)
+              << "\" y=\"" << num(lane_y + lane_h / 2) << "\">" << label << "</text>\n";
       }
     }
   }

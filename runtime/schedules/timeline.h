@@ -4,13 +4,18 @@
 //
 // Renderers:
 //   to_chrome_trace  Chrome trace-event JSON (chrome://tracing, https://ui.perfetto.dev): one track
-//                    per rank ("rank N"), one complete event ("ph":"X") per action, colour per kind.
+//                    per rank ("rank N"), one complete event ("ph":"X") per action, colour per kind;
+//                    a TP collective is an event "TP_F <action>" / "TP_B <action>" (category "TP")
+//                    nested in its action, or on a track "rank N TP" when it runs in the background.
 //   to_svg           a standalone SVG drawing: one row per rank, one <rect class="action"> per action,
 //                    labelled with the micro-batch, a time axis and a legend. Ranks that hold
 //                    several chunks (stages) shade each chunk lighter and label "stage:micro-batch";
 //                    SEND/RECV are thin strips at the row's foot, RECV hatched (waiting, class
 //                    "action wait"); copies (OFFLOAD, RELOAD) have a lane under their rank's row;
-//                    STEP and UPDATE are at least 3 px wide.
+//                    STEP and UPDATE are at least 3 px wide. A TP collective (TimedAction::tp) is
+//                    a <rect class="tp"> in its own colour: over its action where the
+//                    rank waits in it, on a "TP" lane under the rank's row where it runs in the
+//                    background.
 //   to_ascii_grid    a terminal grid: one row per rank, one character per time slot.
 #pragma once
 
@@ -21,13 +26,31 @@
 
 namespace pf::sched {
 
+// The tensor-parallel collective of an action (simulator.h: CostModel::t_tp_f after an F or a
+// RECOMPUTE, "TP_F"; t_tp_b after B's compute, "TP_B"). None when end <= start.
+struct TimedCollective {
+  double start = 0.0;
+  double end = 0.0;
+  // false: inside its action's [start, end], the rank waiting in it; true: on the rank's TP lane
+  // while the rank goes on (SimulationOptions::overlap_tensor_parallel_backward), possibly after
+  // its action's end.
+  bool background = false;
+
+  double duration() const { return end - start; }
+};
+
 struct TimedAction {
   Action action;
   double start = 0.0;
   double end = 0.0;
+  TimedCollective tp;
 
   double duration() const { return end - start; }
+  bool has_tensor_parallel() const { return tp.end > tp.start; }
 };
+
+// "TP_F" for the collective of an F or RECOMPUTE, "TP_B" for a B's or BW's, "" otherwise.
+const char* tensor_parallel_label(ActionKind kind);
 
 struct Timeline {
   // ranks[r] = what rank r ran, in its execution order. Compute actions do not overlap on a rank;
@@ -40,7 +63,7 @@ struct Timeline {
   int num_ranks() const { return static_cast<int>(ranks.size()); }
   size_t num_actions() const;
   double begin_time() const;  // earliest start (0 for an empty timeline)
-  double end_time() const;    // latest end (0 for an empty timeline)
+  double end_time() const;    // latest end, TP collectives included (0 for an empty timeline)
 };
 
 // Colour of an action kind: the catapult trace-viewer palette name used as "cname" and its RGB.
@@ -49,6 +72,8 @@ struct KindColour {
   const char* rgb;    // e.g. "#4387fd"
 };
 KindColour kind_colour(ActionKind kind);
+// The colour of TP collectives (TimedAction::tp): catapult's "olive".
+KindColour tensor_parallel_colour();
 
 struct ChromeTraceOptions {
   // Multiplies start/end to get microseconds (the trace format's unit). With the simulator's
