@@ -263,6 +263,7 @@ std::string c_option_name(const std::string& key) {
       // Options without a struct field: config entries only (pf_trainer_options.config_entries).
       {"tensor_parallel", "config entry tensor_parallel"},
       {"tensor_reduction", "config entry tensor_reduction"},
+      {"sequence_parallel", "config entry sequence_parallel"},
   };
   const auto it = names.find(key);
   return it == names.end() ? "options->" + key : it->second;

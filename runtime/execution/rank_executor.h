@@ -75,6 +75,7 @@ class RankExecutor {
     bool posted_receives = false;
     // Tensor parallelism (T > 1): this process's stage group. SEND_F / SEND_B send this member's
     // 1/T of the message and the receiver all-gathers the group's slices (stage_message_slices.h).
+    // Null under sequence parallelism: each member's stage output is its own steps, sent as it is.
     std::shared_ptr<TensorParallelGroup> tensor_parallel;
   };
   // What one step of this rank produced.

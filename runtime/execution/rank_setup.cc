@@ -36,7 +36,9 @@ std::vector<std::unique_ptr<RankExecutor>> make_executors(const PipelinePlan& pl
                                                           OptimizerStep& optimizer) {
   const TrainingConfig& c = plan.config;
   RankExecutor::Options options;
-  options.tensor_parallel = model.tensor_parallel_group();
+  // A sequence-parallel stage's output is already this member's 1/T (its steps): sent as it is.
+  const auto& group = model.tensor_parallel_group();
+  if (group != nullptr && !group->sequence_parallel()) options.tensor_parallel = group;
   options.timeout_seconds = c.recv_timeout_seconds;
   options.posted_receives = plan.comm == sched::CommSemantics::kPosted;
   options.loss_scale = plan.loss_scale;

@@ -196,13 +196,14 @@ Tensor CausalSelfAttention::forward(const Tensor& input, SavedContext& ctx) {
                shape_to_string(input.shape()));
   check_same_device(type(), name(), "input", input.device(), "the parameters",
                     qkv_->parameters()[0]->value.device());
-  const int64_t batch = input.dim(0), steps = input.dim(1), hd = head_dim_;
+  const int64_t batch = input.dim(0), hd = head_dim_;
   PF_CHECK_ARG(options_.causal || (ctx.position_offset() == 0 && ctx.previous_slice() == nullptr), "attention '",
                name(), "': bidirectional attention (causal false) cannot run on sequence slices (seq_slices > 1): "
                "a slice's queries would need the later slices' keys; this slice starts at position ",
                ctx.position_offset());
 
   Tensor qkv = qkv_->forward(input, ctx.child(kQkvChild));
+  const int64_t steps = qkv.dim(1);  // the whole sequence (under sequence parallelism the input holds 1/T of it)
   SavedContext& core = ctx.child(kCoreChild);
   const EarlierSlices earlier = earlier_slices(core, name(), batch);
   if (is_cuda(input) && !earlier.cores.empty())
@@ -257,7 +258,7 @@ Tensor CausalSelfAttention::backward_input(SavedContext& ctx, const Tensor& grad
   SavedContext& core = ctx.child(kCoreChild);
   const Tensor& qkv = core.get("qkv");
   const int64_t batch = qkv.dim(0), steps = qkv.dim(1), hd = head_dim_;
-  const Shape expected = {batch, steps, dim_};
+  const Shape expected = proj_->output_shape({batch, steps, proj_->in_features()});
   PF_CHECK_ARG(grad_output.defined() && grad_output.dtype() == DType::kF32 &&
                    grad_output.shape() == expected,
                "attention '", name(), "': output gradient ", shape_to_string(grad_output.shape()),

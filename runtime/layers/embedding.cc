@@ -103,10 +103,15 @@ Tensor Embedding::forward(const Tensor& input, SavedContext& ctx) {
     const float* tr = tok + row * dim_;
     for (int64_t i = 0; i < dim_; ++i) yr[i] = tr[i];
   }
-  if (group_ != nullptr) group_->all_reduce_sum(y, output.numel(), "embedding '" + name() + "' forward");
+  // Sequence parallelism: the sum lands on this member's steps [first_step, first_step + held) only.
+  const std::string what = "embedding '" + name() + "' forward";
+  if (sequence_parallel()) output = group_->reduce_scatter_sequence(output, what);
+  else if (group_ != nullptr) group_->all_reduce_sum(y, output.numel(), what);
+  y = output.f32();
+  const int64_t held = output.dim(1), first_step = sequence_parallel() ? group_->rank() * held : 0;
   if (positions_) {
-    for (int64_t r = 0; r < batch * steps; ++r) {
-      const float* pr = position_weight_.value.f32() + (offset + r % steps) * dim_;
+    for (int64_t r = 0; r < batch * held; ++r) {
+      const float* pr = position_weight_.value.f32() + (offset + first_step + r % held) * dim_;
       float* yr = y + r * dim_;
       for (int64_t i = 0; i < dim_; ++i) yr[i] += pr[i];
     }
@@ -117,14 +122,18 @@ Tensor Embedding::forward(const Tensor& input, SavedContext& ctx) {
 
 Tensor Embedding::backward_input(SavedContext& ctx, const Tensor& grad_output) {
   const Tensor& input = ctx.get("input");
-  const Shape expected = {input.dim(0), input.dim(1), dim_};
+  const int64_t parts = sequence_parallel() ? group_->size() : 1;
+  const Shape expected = {input.dim(0), input.dim(1) / parts, dim_};
   PF_CHECK_ARG(grad_output.defined() && grad_output.dtype() == DType::kF32 &&
                    grad_output.shape() == expected,
                "embedding '", name(), "': output gradient ", shape_to_string(grad_output.shape()),
                " does not match the forward output ", shape_to_string(expected));
   check_same_device(type(), name(), "output gradient", grad_output.device(), "the forward input",
                     input.device());
-  ctx.save("grad_output", grad_output);
+  // Sequence parallelism: every member's steps, for the rows and positions of the whole sequence.
+  ctx.save("grad_output", sequence_parallel()
+                              ? group_->gather_sequence(grad_output, "embedding '" + name() + "' output gradient")
+                              : grad_output);
   return Tensor();  // token ids have no gradient
 }
 

@@ -48,6 +48,9 @@ class Embedding : public Layer {
   TensorSplit split_ = TensorSplit::kNone;
   std::shared_ptr<TensorParallelGroup> group_;  // set by split_for_tensor_parallel when T > 1
   int64_t first_token_ = 0, tokens_held_;       // the token rows this member holds
+  // Sequence parallelism: the output is this member's steps [B, S/T, dim] (the sum reduce-scattered,
+  // the positions of those steps added), and backward all-gathers the output gradient.
+  bool sequence_parallel() const { return group_ != nullptr && group_->sequence_parallel(); }
   Parameter token_weight_, position_weight_;
 };
 

@@ -25,6 +25,11 @@ nlohmann::json LayerNorm::config() const {
 
 std::vector<Parameter*> LayerNorm::parameters() { return {&weight_, &bias_}; }
 
+void LayerNorm::split_for_tensor_parallel(const std::shared_ptr<TensorParallelGroup>& group) {
+  PF_CHECK_ARG(group != nullptr, "layernorm '", name(), "': the tensor-parallel group is null");
+  if (group->sequence_parallel()) sequence_group_ = group;
+}
+
 void LayerNorm::check_input(const Tensor& input) const {
   PF_CHECK_ARG(input.defined() && input.dtype() == DType::kF32 && input.rank() >= 1 &&
                    input.dim(-1) == dim_,
@@ -103,8 +108,13 @@ void LayerNorm::backward_weight(SavedContext& ctx) {
     return;
   }
   const Tensor& xhat = ctx.get("xhat");
-  cpu::layer_norm_backward_weight(xhat.numel() / dim_, dim_, xhat.f32(), ctx.get("grad_output").f32(),
-                                  weight_.grad.f32(), bias_.grad.f32());
+  accumulate_over_sequence(
+      sequence_group_.get(), {&weight_, &bias_},
+      [&](const std::vector<float*>& grads) {
+        cpu::layer_norm_backward_weight(xhat.numel() / dim_, dim_, xhat.f32(), ctx.get("grad_output").f32(), grads[0],
+                                        grads[1]);
+      },
+      "layernorm '" + name() + "' weight gradients");
   ctx.clear();
 }
 

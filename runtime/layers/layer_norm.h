@@ -27,6 +27,10 @@ class LayerNorm : public Layer {
   // backward_input(ctx, grad_output) + skip_grad, in one pass.
   Tensor backward_input_residual(SavedContext& ctx, const Tensor& grad_output, const Tensor& skip_grad);
 
+  // Sequence parallelism: keeps the group when it is sequence-parallel (the norm then sees only the
+  // member's steps and its weight gradients are summed over the group in backward_weight).
+  void split_for_tensor_parallel(const std::shared_ptr<TensorParallelGroup>& group) override;
+
   int64_t dim() const { return dim_; }
   float eps() const { return eps_; }
 
@@ -41,6 +45,7 @@ class LayerNorm : public Layer {
   int64_t dim_;
   float eps_;
   Parameter weight_, bias_;
+  std::shared_ptr<TensorParallelGroup> sequence_group_;  // set when sequence-parallel
 };
 
 }  // namespace pf

@@ -113,8 +113,7 @@ Tensor Linear::forward(const Tensor& input, SavedContext& ctx) {
 
 Tensor Linear::forward_residual(const Tensor& input, const Tensor& residual, SavedContext& ctx) {
   check_input(input);
-  Shape out_shape = input.shape();
-  out_shape.back() = out_;
+  const Shape out_shape = output_shape(input.shape());
   PF_CHECK_ARG(residual.defined() && residual.dtype() == DType::kF32 && residual.shape() == out_shape,
                "linear '", name(), "': residual ", residual.defined() ? shape_to_string(residual.shape()) : "undefined",
                " does not match the output ", shape_to_string(out_shape));
@@ -123,14 +122,26 @@ Tensor Linear::forward_residual(const Tensor& input, const Tensor& residual, Sav
   return forward_cpu(input, &residual, ctx);
 }
 
-Tensor Linear::forward_cpu(const Tensor& input, const Tensor* residual, SavedContext& ctx) {
+Shape Linear::output_shape(const Shape& input_shape) const {
+  Shape shape = input_shape;
+  shape.back() = out_;
+  if (sequence_parallel() && split_ == TensorSplit::kRow && shape.size() >= 2) shape[1] /= group_->size();
+  return shape;
+}
+
+std::string Linear::collective(const char* what) const { return "linear '" + name() + "' " + what; }
+
+Tensor Linear::forward_cpu(const Tensor& given, const Tensor* residual, SavedContext& ctx) {
+  // A row split sums the members' partial products first and adds the bias to the sum.
+  const bool row_split = split_across_group() && split_ == TensorSplit::kRow;
+  // Sequence parallelism: a column split's input arrives as the members' steps.
+  const Tensor input = sequence_parallel() && !row_split ? group_->gather_sequence(given, collective("input"))
+                                                         : given;
   const int64_t rows = input.numel() / in_;
   Shape out_shape = input.shape();
   out_shape.back() = out_;
   Tensor output = Tensor::empty(out_shape);
   float* y = output.f32();
-  // A row split sums the members' partial products first and adds the bias to the sum.
-  const bool row_split = split_across_group() && split_ == TensorSplit::kRow;
   float beta = 1.0f;
   if (row_split) {
     beta = 0.0f;
@@ -145,19 +156,29 @@ Tensor Linear::forward_cpu(const Tensor& input, const Tensor* residual, SavedCon
   }
   cpu::gemm(false, true, rows, out_, in_, 1.0f, input.f32(), weight_.value.f32(), beta, y);
   if (row_split) {
-    // ((x_0 W_0^T + x_1 W_1^T + ...) + b) + residual.
-    group_->all_reduce_sum(y, rows * out_, "linear '" + name() + "' forward");
-    if (has_bias_) cpu::add_broadcast_rows(rows, out_, y, bias_.value.f32(), y);
-    if (residual != nullptr) cpu::add(rows * out_, y, residual->f32(), y);
+    // ((x_0 W_0^T + x_1 W_1^T + ...) + b) + residual, on this member's steps under sequence parallelism.
+    if (sequence_parallel()) output = group_->reduce_scatter_sequence(output, collective("forward"));
+    else group_->all_reduce_sum(y, rows * out_, collective("forward"));
+    const int64_t out_rows = output.numel() / out_;
+    y = output.f32();
+    if (has_bias_) cpu::add_broadcast_rows(out_rows, out_, y, bias_.value.f32(), y);
+    if (residual != nullptr) cpu::add(out_rows * out_, y, residual->f32(), y);
   }
   ctx.save("input", input);
   return output;
 }
 
-Tensor Linear::backward_input(SavedContext& ctx, const Tensor& grad_output) {
+Tensor Linear::backward_input(SavedContext& ctx, const Tensor& given_grad) {
   const Tensor& input = ctx.get("input");
-  PF_CHECK_ARG(grad_output.numel() == input.numel() / in_ * out_, "linear '", name(),
-               "': output gradient ", shape_to_string(grad_output.shape()), " does not match the forward");
+  const Shape expected = output_shape(input.shape());
+  PF_CHECK_ARG(given_grad.defined() && given_grad.numel() == shape_numel(expected), "linear '", name(),
+               "': output gradient ", given_grad.defined() ? shape_to_string(given_grad.shape()) : "undefined",
+               " does not match the forward output ", shape_to_string(expected));
+  const bool column_split = split_across_group() && (split_ == TensorSplit::kColumn || split_ == TensorSplit::kVocab);
+  // Sequence parallelism: a row split's output gradient arrives as the members' steps.
+  const Tensor grad_output = sequence_parallel() && !column_split
+                                 ? group_->gather_sequence(given_grad.reshape(expected), collective("output gradient"))
+                                 : given_grad;
   check_same_device(type(), name(), "output gradient", grad_output.device(), "the parameters",
                     weight_.value.device());
   if (is_cuda(grad_output)) {
@@ -169,8 +190,10 @@ Tensor Linear::backward_input(SavedContext& ctx, const Tensor& grad_output) {
   Tensor grad_input = Tensor::empty(input.shape());
   cpu::gemm(false, false, rows, in_, out_, 1.0f, grad_output.f32(), weight_.value.f32(), 0.0f,
             grad_input.f32());
-  if (split_across_group() && (split_ == TensorSplit::kColumn || split_ == TensorSplit::kVocab))
-    group_->all_reduce_sum(grad_input.f32(), grad_input.numel(), "linear '" + name() + "' input gradient");
+  if (column_split && sequence_parallel())
+    grad_input = group_->reduce_scatter_sequence(grad_input, collective("input gradient"));
+  else if (column_split)
+    group_->all_reduce_sum(grad_input.f32(), grad_input.numel(), collective("input gradient"));
   ctx.save("grad_output", grad_output);
   return grad_input;
 }

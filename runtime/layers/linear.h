@@ -12,6 +12,12 @@
 // - kVocab: the head of a vocabulary-parallel loss, split as kColumn: its slice of the logits goes
 //   to the loss as it is (CrossEntropyLoss::split_classes). A head tied to a vocabulary-parallel
 //   embedding may split so (the same rows of the same matrix).
+// Under sequence parallelism (TensorParallelGroup::sequence_parallel) the activations around the
+// split are the members' sequence steps [B, S/T, ...]: a column (or vocabulary) split all-gathers
+// its input over the steps before the GEMM and sums its input gradient into the members' steps
+// (Megatron's f becomes all-gather / reduce-scatter); a row split sums its partial products into
+// the members' steps before the bias and all-gathers its output gradient in backward_input (g
+// becomes reduce-scatter / all-gather). The gathered input and output gradient are what W uses.
 // in_features()/out_features() are the member's own; config() describes the whole layer.
 #pragma once
 
@@ -53,6 +59,10 @@ class Linear : public Layer {
   // bias gradient instead of summing grad_output again.
   Tensor backward_input_bias_grad(SavedContext& ctx, const Tensor& grad_output, const Tensor& bias_grad);
 
+  // The output's shape for an input of `input_shape` on this member: [..., out], and under
+  // sequence parallelism after a row split the member's steps of it ([B, S/T, out]).
+  Shape output_shape(const Shape& input_shape) const;
+
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }
 
@@ -60,6 +70,9 @@ class Linear : public Layer {
   void check_input(const Tensor& input) const;
   // Split across a group of more than one member (after split_for_tensor_parallel).
   bool split_across_group() const { return group_ != nullptr; }
+  bool sequence_parallel() const { return group_ != nullptr && group_->sequence_parallel(); }
+  // "linear 'fc1' <what>", naming a collective in errors.
+  std::string collective(const char* what) const;
   // output = (residual or 0) + bias + input W^T.
   Tensor forward_cpu(const Tensor& input, const Tensor* residual, SavedContext& ctx);
 

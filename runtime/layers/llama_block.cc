@@ -35,18 +35,21 @@ LlamaBlock::LlamaBlock(std::string name, const LlamaBlockConfig& config) : Layer
   auto attn = std::make_unique<CausalSelfAttention>(join_name(n, "attn"), config_.dim, config_.heads, 0.02f, attention);
   auto gate_up = std::make_unique<Linear>(join_name(mlp, "gate_up"), config_.dim, 2 * config_.mlp_hidden, false);
   auto down = std::make_unique<Linear>(join_name(mlp, "down"), config_.mlp_hidden, config_.dim, false);
+  auto attn_norm = std::make_unique<RMSNorm>(join_name(n, "attn_norm"), config_.dim, config_.norm_eps);
+  auto mlp_norm = std::make_unique<RMSNorm>(join_name(n, "mlp_norm"), config_.dim, config_.norm_eps);
+  attn_norm_ = attn_norm.get();
+  mlp_norm_ = mlp_norm.get();
   attn_ = attn.get();
   gate_up_ = gate_up.get();
   down_ = down.get();
   auto attn_body = make_sequential(
       join_name(attn_residual, "body"),
-      layer_list(std::make_unique<RMSNorm>(join_name(n, "attn_norm"), config_.dim, config_.norm_eps), std::move(attn)));
+      layer_list(std::move(attn_norm), std::move(attn)));
   auto mlp_layers = make_sequential(
       mlp, layer_list(std::move(gate_up), std::make_unique<SwiGLU>(join_name(mlp, "act")), std::move(down)));
   auto mlp_body = make_sequential(
       join_name(mlp_residual, "body"),
-      layer_list(std::make_unique<RMSNorm>(join_name(n, "mlp_norm"), config_.dim, config_.norm_eps),
-                 std::move(mlp_layers)));
+      layer_list(std::move(mlp_norm), std::move(mlp_layers)));
   body_ = std::make_unique<Sequential>(n, layer_list(std::make_unique<Residual>(attn_residual, std::move(attn_body)),
                                                      std::make_unique<Residual>(mlp_residual, std::move(mlp_body))));
 }
@@ -78,6 +81,8 @@ Tensor LlamaBlock::backward_input(SavedContext& ctx, const Tensor& grad_output) 
 void LlamaBlock::backward_weight(SavedContext& ctx) { body_->backward_weight(ctx); }
 
 void LlamaBlock::split_for_tensor_parallel(const std::shared_ptr<TensorParallelGroup>& group) {
+  attn_norm_->split_for_tensor_parallel(group);
+  mlp_norm_->split_for_tensor_parallel(group);
   attn_->split_for_tensor_parallel(group);
   // gate_up's output is [gate | up]: each member takes its slice of both halves, so SwiGLU pairs
   // the same columns; down is row-parallel over them.

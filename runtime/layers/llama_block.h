@@ -9,6 +9,7 @@
 #pragma once
 
 #include "runtime/layers/attention.h"
+#include "runtime/layers/rms_norm.h"
 #include "runtime/layers/sequential.h"
 
 namespace pf {
@@ -40,8 +41,9 @@ class LlamaBlock : public Layer {
   void backward_weight(SavedContext& ctx) override;
   // Tensor parallelism (Megatron's split, as transformer_block): the attention by whole query and
   // key/value heads, the MLP's gate_up column-parallel (each member its slice of the gate half and
-  // of the up half) and down row-parallel; the RMSNorms whole. heads, kv_heads and mlp_hidden
-  // must divide by T (kInvalidArgument naming the numbers).
+  // of the up half) and down row-parallel; the RMSNorms whole (under sequence parallelism their
+  // weight gradients summed over the group). heads, kv_heads and mlp_hidden must divide by T
+  // (kInvalidArgument naming the numbers).
   void split_for_tensor_parallel(const std::shared_ptr<TensorParallelGroup>& group) override;
 
   const LlamaBlockConfig& block_config() const { return config_; }
@@ -50,6 +52,8 @@ class LlamaBlock : public Layer {
   LlamaBlockConfig config_;
   std::unique_ptr<Sequential> body_;  // [Residual(attn_norm, attn), Residual(mlp_norm, mlp)]
   // Inside body_, for split_for_tensor_parallel.
+  RMSNorm* attn_norm_ = nullptr;
+  RMSNorm* mlp_norm_ = nullptr;
   CausalSelfAttention* attn_ = nullptr;
   Linear* gate_up_ = nullptr;
   Linear* down_ = nullptr;

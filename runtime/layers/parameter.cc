@@ -121,4 +121,29 @@ void gather_whole(const Parameter& p, const float* slice, TensorParallelGroup& g
     place_slice(p, r, reinterpret_cast<const float*>(all.data() + static_cast<size_t>(r) * bytes), whole);
 }
 
+void accumulate_over_sequence(TensorParallelGroup* group, const std::vector<Parameter*>& parameters,
+                              const std::function<void(const std::vector<float*>&)>& accumulate,
+                              const std::string& what) {
+  std::vector<float*> buffers;
+  if (group == nullptr) {
+    for (Parameter* p : parameters) buffers.push_back(p->grad.f32());
+    accumulate(buffers);
+    return;
+  }
+  int64_t total = 0;
+  for (const Parameter* p : parameters) total += p->grad.numel();
+  Tensor scratch = Tensor::zeros({total});
+  int64_t at = 0;
+  for (const Parameter* p : parameters) {
+    buffers.push_back(scratch.f32() + at);
+    at += p->grad.numel();
+  }
+  accumulate(buffers);
+  group->all_reduce_sum(scratch.f32(), total, what);
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    float* g = parameters[i]->grad.f32();
+    for (int64_t j = 0, n = parameters[i]->grad.numel(); j < n; ++j) g[j] += buffers[i][j];
+  }
+}
+
 }  // namespace pf

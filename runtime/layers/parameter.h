@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,16 @@ void place_slice(const Parameter& parameter, int part, const float* slice, float
 // names it in errors).
 void gather_whole(const Parameter& parameter, const float* slice, TensorParallelGroup& group, const std::string& what,
                   float* whole);
+
+// Sequence parallelism: the weight gradients of a layer kept whole on every member that sees only
+// the member's steps (LayerNorm, RMSNorm). `accumulate` adds this member's contribution to each of
+// `parameters`' gradients into the buffers it is given; with a `group` those are zeroed scratch,
+// summed over the group (TensorParallelGroup::all_reduce_sum: rank order in the deterministic mode)
+// and then added to the gradients, so every member adds the same sum; without one (null) they are
+// the gradients themselves. `what` names the reduction in errors.
+void accumulate_over_sequence(TensorParallelGroup* group, const std::vector<Parameter*>& parameters,
+                              const std::function<void(const std::vector<float*>&)>& accumulate,
+                              const std::string& what);
 
 // While one is alive on this thread, make_parameter allocates nothing: it checks the shape, adds
 // the parameter's bytes to this count and returns the parameter with undefined tensors. The model

@@ -18,6 +18,11 @@ RMSNorm::RMSNorm(std::string name, int64_t dim, float eps) : Layer(std::move(nam
 
 nlohmann::json RMSNorm::config() const { return {{"type", type()}, {"name", name()}, {"dim", dim_}, {"eps", eps_}}; }
 
+void RMSNorm::split_for_tensor_parallel(const std::shared_ptr<TensorParallelGroup>& group) {
+  PF_CHECK_ARG(group != nullptr, "rmsnorm '", name(), "': the tensor-parallel group is null");
+  if (group->sequence_parallel()) sequence_group_ = group;
+}
+
 std::vector<Parameter*> RMSNorm::parameters() { return {&weight_}; }
 
 Tensor RMSNorm::forward(const Tensor& input, SavedContext& ctx) {
@@ -95,12 +100,17 @@ void RMSNorm::backward_weight(SavedContext& ctx) {
     return;
   }
   const int64_t rows = xhat.numel() / dim_;
-  float* dw = weight_.grad.f32();
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xh = xhat.f32() + r * dim_;
-    const float* g = dy.f32() + r * dim_;
-    for (int64_t i = 0; i < dim_; ++i) dw[i] += g[i] * xh[i];
-  }
+  accumulate_over_sequence(
+      sequence_group_.get(), {&weight_},
+      [&](const std::vector<float*>& grads) {
+        float* dw = grads[0];
+        for (int64_t r = 0; r < rows; ++r) {
+          const float* xh = xhat.f32() + r * dim_;
+          const float* g = dy.f32() + r * dim_;
+          for (int64_t i = 0; i < dim_; ++i) dw[i] += g[i] * xh[i];
+        }
+      },
+      "rmsnorm '" + name() + "' weight gradient");
   ctx.clear();
 }
 

@@ -23,6 +23,10 @@ class RMSNorm : public Layer {
   Tensor backward_input(SavedContext& ctx, const Tensor& grad_output) override;
   void backward_weight(SavedContext& ctx) override;
 
+  // Sequence parallelism: keeps the group when it is sequence-parallel (the norm then sees only the
+  // member's steps and its weight gradients are summed over the group in backward_weight).
+  void split_for_tensor_parallel(const std::shared_ptr<TensorParallelGroup>& group) override;
+
   int64_t dim() const { return dim_; }
   float eps() const { return eps_; }
 
@@ -32,6 +36,7 @@ class RMSNorm : public Layer {
   int64_t dim_;
   float eps_;
   Parameter weight_;
+  std::shared_ptr<TensorParallelGroup> sequence_group_;  // set when sequence-parallel
 };
 
 }  // namespace pf

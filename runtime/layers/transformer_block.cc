@@ -98,7 +98,9 @@ Tensor TransformerBlock::backward_input(SavedContext& ctx, const Tensor& grad_ou
 void TransformerBlock::backward_weight(SavedContext& ctx) { body_->backward_weight(ctx); }
 
 void TransformerBlock::split_for_tensor_parallel(const std::shared_ptr<TensorParallelGroup>& group) {
+  ln1_->split_for_tensor_parallel(group);
   attn_->split_for_tensor_parallel(group);
+  ln2_->split_for_tensor_parallel(group);
   split_column_row_pair(*fc_, *proj_, group);
 }
 

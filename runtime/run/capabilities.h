@@ -66,6 +66,7 @@ struct CapabilityFacts {
   bool tied_parameters = false;         // the model ties parameters (Parameter::tied_to)
   int tensor_parallel = 1;              // T: the config's, or the model's group's once split
   bool tensor_parallel_world = false;
+  bool sequence_parallel = false;
 };
 
 // How a front-end spells an option: key is the TrainingConfig field ("replicas", "seq_slices",

@@ -158,6 +158,10 @@ std::vector<ConfigKey> make_keys() {
             if (v != "allreduce" && v != "deterministic") bad_value(k, v, "allreduce or deterministic");
             c.tensor_reduction = v;
           }),
+      key("sequence_parallel", "bool",
+          "tensor parallel: split the activations between the split layers by sequence steps (Megatron's sequence "
+          "parallelism)",
+          bool_field([](C& c) -> bool& { return c.sequence_parallel; })),
       // ---- Asynchronous and local-learning schedules.
       key("vertical_sync", "bool", "pipedream: vertical sync",
           bool_field([](C& c) -> bool& { return c.async.vertical_sync; })),

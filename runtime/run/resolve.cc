@@ -234,6 +234,7 @@ CapabilityFacts capability_facts(const Model& model, const TrainingConfig& c, co
   const auto& group = model.tensor_parallel_group();
   f.tensor_parallel = std::max(c.tensor_parallel, group ? group->size() : 1);
   f.tensor_parallel_world = c.tensor_parallel_world != nullptr || group != nullptr;
+  f.sequence_parallel = c.sequence_parallel || (group != nullptr && group->sequence_parallel());
   return f;
 }
 

@@ -100,6 +100,10 @@ struct TrainingConfig {
   int tensor_parallel = 1;
   std::shared_ptr<comm::World> tensor_parallel_world;
   std::string tensor_reduction = "allreduce";
+  // Sequence parallelism (docs/EXECUTION.md, "Sequence parallelism"; T > 1, token models with a
+  // vocabulary-parallel embedding and head): between the split layers each member holds 1/T of the
+  // sequence steps ([B, S/T, d]): the norms, residuals and pipeline messages carry 1/T.
+  bool sequence_parallel = false;
 
   // ---- Asynchronous and local-learning schedules (docs/SCHEDULES.md).
   AsyncOptions async;

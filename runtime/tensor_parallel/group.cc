@@ -33,8 +33,9 @@ TensorReduction parse_tensor_reduction(const std::string& text) {
 }
 
 TensorParallelGroup::TensorParallelGroup(std::shared_ptr<comm::World> world, TensorReduction reduction,
-                                         double timeout_seconds)
-    : world_(std::move(world)), reduction_(reduction), timeout_seconds_(timeout_seconds) {
+                                         double timeout_seconds, bool sequence_parallel)
+    : world_(std::move(world)), reduction_(reduction), timeout_seconds_(timeout_seconds),
+      sequence_parallel_(sequence_parallel) {
   PF_CHECK_ARG(world_ != nullptr, "tensor parallel group: the world is null");
   PF_CHECK_ARG(timeout_seconds_ > 0, "tensor parallel group: the timeout must be > 0 seconds, got ",
                timeout_seconds_);
@@ -92,6 +93,66 @@ std::vector<double> TensorParallelGroup::sum_in_rank_order(const std::vector<dou
   for (int r = 0; r < size_; ++r)
     for (size_t i = 0; i < mine.size(); ++i) sums[i] += all[static_cast<size_t>(r) * mine.size() + i];
   return sums;
+}
+
+namespace {
+
+// [B, S, ...] as (batch, steps, floats per step); kInvalidArgument naming `what` unless an f32 CPU
+// tensor of rank >= 2 whose steps `parts` divides.
+struct SequenceDims {
+  int64_t batch = 0, steps = 0, inner = 1;
+};
+SequenceDims sequence_dims(const Tensor& t, int parts, const std::string& what) {
+  PF_CHECK_ARG(t.defined() && t.dtype() == DType::kF32 && t.device().kind == DeviceKind::kCpu && t.rank() >= 2,
+               "sequence parallelism, ", what, ": expected an f32 CPU tensor [B, S, ...], got ",
+               t.defined() ? shape_to_string(t.shape()) : "undefined");
+  SequenceDims d;
+  d.batch = t.dim(0);
+  d.steps = t.dim(1);
+  for (int i = 2; i < t.rank(); ++i) d.inner *= t.dim(i);
+  PF_CHECK_ARG(d.steps % parts == 0, "sequence parallelism, ", what, ": ", d.steps,
+               " steps per sequence are not divisible by the tensor-parallel size ", parts);
+  return d;
+}
+
+Shape with_steps(Shape shape, int64_t steps) {
+  shape[1] = steps;
+  return shape;
+}
+
+}  // namespace
+
+Tensor TensorParallelGroup::gather_sequence(const Tensor& shard, const std::string& what) {
+  const SequenceDims d = sequence_dims(shard, 1, what);
+  const size_t block = static_cast<size_t>(d.steps * d.inner), bytes = static_cast<size_t>(shard.numel()) * sizeof(float);
+  const std::vector<char> all = all_gather(shard.f32(), bytes, what);
+  Tensor whole = Tensor::empty(with_steps(shard.shape(), d.steps * size_));
+  const float* from = reinterpret_cast<const float*>(all.data());
+  float* to = whole.f32();
+  for (int r = 0; r < size_; ++r)
+    for (int64_t b = 0; b < d.batch; ++b)
+      std::memcpy(to + (static_cast<size_t>(b) * size_ + r) * block,
+                  from + static_cast<size_t>(r) * bytes / sizeof(float) + static_cast<size_t>(b) * block,
+                  block * sizeof(float));
+  return whole;
+}
+
+Tensor TensorParallelGroup::reduce_scatter_sequence(Tensor& partial, const std::string& what) {
+  sequence_dims(partial, size_, what);
+  // The whole sum, then this member's steps: the World has no reduce-scatter (docs/COMM.md).
+  all_reduce_sum(partial.f32(), partial.numel(), what);
+  return sequence_shard(partial, what);
+}
+
+Tensor TensorParallelGroup::sequence_shard(const Tensor& whole, const std::string& what) const {
+  const SequenceDims d = sequence_dims(whole, size_, what);
+  const int64_t steps = d.steps / size_;
+  const size_t block = static_cast<size_t>(steps * d.inner);
+  Tensor shard = Tensor::empty(with_steps(whole.shape(), steps));
+  for (int64_t b = 0; b < d.batch; ++b)
+    std::memcpy(shard.f32() + static_cast<size_t>(b) * block,
+                whole.f32() + static_cast<size_t>(b * d.steps + rank_ * steps) * d.inner, block * sizeof(float));
+  return shard;
 }
 
 }  // namespace pf

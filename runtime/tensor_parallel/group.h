@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/tensor/tensor.h"
+
 namespace pf {
 namespace comm {
 class World;
@@ -43,11 +45,19 @@ class TensorParallelGroup {
  public:
   // `world`: the T members, this one among them. `timeout_seconds`: the longest a reduction waits
   // for a peer (pf::Error kTimeout after it; kCancelled naming the failed member once one aborted).
-  TensorParallelGroup(std::shared_ptr<comm::World> world, TensorReduction reduction, double timeout_seconds);
+  // `sequence_parallel`: Megatron's sequence parallelism (TrainingConfig::sequence_parallel; docs/EXECUTION.md,
+  // "Sequence parallelism"): between the split layers, activations are split by sequence steps, member r
+  // holding steps [r S/T, (r+1) S/T) of every sequence ([B, S/T, ...]); a column split all-gathers its
+  // input (gather_sequence) and sums its input gradient into the members' steps
+  // (reduce_scatter_sequence), a row split sums its output into them and all-gathers its output
+  // gradient, and the norms' weight gradients are summed over the group.
+  TensorParallelGroup(std::shared_ptr<comm::World> world, TensorReduction reduction, double timeout_seconds,
+                      bool sequence_parallel = false);
 
   int rank() const { return rank_; }
   int size() const { return size_; }
   TensorReduction reduction() const { return reduction_; }
+  bool sequence_parallel() const { return sequence_parallel_ && size_ > 1; }
 
   // Element-wise sum of every member's `count` floats, into `data` on every member. `what` names
   // the reduction in errors ("linear 'fc1' forward").
@@ -59,6 +69,17 @@ class TensorParallelGroup {
   // Every member's `mine` (the same length on every member), member r's at r * mine.size(): the
   // vocabulary-parallel loss's row maxima and best classes.
   std::vector<float> all_gather_floats(const std::vector<float>& mine, const std::string& what);
+
+  // Sequence parallelism. The members' [B, S/T, ...] shards (f32, CPU) as one [B, S, ...] tensor,
+  // member r's at steps [r S/T, (r+1) S/T): exact (a copy), the same on every member.
+  Tensor gather_sequence(const Tensor& shard, const std::string& what);
+  // The members' [B, S, ...] partial tensors (f32, CPU) summed, this member's steps of the sum
+  // ([B, S/T, ...]). Each element is summed as all_reduce_sum sums it (rank order in the
+  // deterministic mode), so it equals this member's steps of all_reduce_sum's result. `partial` is
+  // used as scratch. kInvalidArgument naming `what` when T does not divide S.
+  Tensor reduce_scatter_sequence(Tensor& partial, const std::string& what);
+  // This member's steps [r S/T, (r+1) S/T) of `whole` [B, S, ...], copied; no communication.
+  Tensor sequence_shard(const Tensor& whole, const std::string& what) const;
 
   // Payload bytes this member has put into all-reduces since it was made (count x 4 per call): a
   // ring all-reduce moves 2 (T - 1) / T of them over each member's link.
@@ -79,6 +100,7 @@ class TensorParallelGroup {
   std::shared_ptr<comm::World> world_;
   TensorReduction reduction_;
   double timeout_seconds_;
+  bool sequence_parallel_ = false;
   int rank_ = 0, size_ = 1;
   int64_t reduced_bytes_ = 0;
   int64_t gathered_bytes_ = 0;

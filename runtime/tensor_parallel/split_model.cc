@@ -123,6 +123,33 @@ void check_tied_splits(Model& model) {
   }
 }
 
+// Sequence parallelism: the activations between the split layers are the members' sequence steps,
+// so the model must start from token ids split by the vocabulary-parallel embedding (which sums its
+// rows into the members' steps) and end at the vocabulary-parallel head (which all-gathers the
+// steps before its GEMM), and every layer between must work step by step or gather the steps
+// itself (the blocks and attention through their split linears).
+void check_sequence_parallel(const Model& model) {
+  const auto& layers = model.layers();
+  const Layer& first = *layers.front();
+  PF_CHECK_ARG(std::string(first.type()) == "embedding" && first.tensor_split() == TensorSplit::kVocab,
+               "sequence parallelism: the first layer must be a vocabulary-parallel token embedding (a language ",
+               "model whose vocabulary T divides), got ", describe(first, 0),
+               first.tensor_split() == TensorSplit::kNone ? " kept whole" : "");
+  PF_CHECK_ARG(layers.size() >= 2 && layers.back()->splits_classes(), "sequence parallelism: the last layer must be ",
+               "the vocabulary-parallel head (a linear whose outputs T divides, before a cross_entropy loss), got ",
+               describe(*layers.back(), layers.size() - 1));
+  static const char* const kStepwise[] = {"transformer_block", "llama_block", "attention", "layernorm", "rmsnorm",
+                                           "linear"};
+  for (size_t i = 1; i + 1 < layers.size(); ++i) {
+    const Layer& layer = *layers[i];
+    bool known = layer.elementwise();
+    for (const char* type : kStepwise) known = known || std::string(layer.type()) == type;
+    PF_CHECK_ARG(known, "sequence parallelism: ", describe(layer, i), " would see only this member's sequence ",
+                 "steps; between the embedding and the head only transformer_block, llama_block, attention, ",
+                 "layernorm, rmsnorm, linear and element-wise layers may come");
+  }
+}
+
 }  // namespace
 
 void split_model_for_tensor_parallel(Model& model, std::shared_ptr<TensorParallelGroup> group,
@@ -138,6 +165,7 @@ void split_model_for_tensor_parallel(Model& model, std::shared_ptr<TensorParalle
   const std::vector<exec::StageRange> stages = exec::partition_layers(
       layers, layers_per_stage.empty() ? 1 : static_cast<int>(layers_per_stage.size()), layers_per_stage);
   if (!has_annotation(model)) choose_default_splits(model, stages, group->size());
+  if (group->sequence_parallel()) check_sequence_parallel(model);
   bool split_logits = false;
   for (size_t s = 0; s < stages.size(); ++s)
     split_logits = check_chain(model, static_cast<size_t>(stages[s].begin), static_cast<size_t>(stages[s].end),

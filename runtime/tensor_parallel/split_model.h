@@ -25,6 +25,10 @@ namespace pf {
 // splits as its primary does; a split inside a residual or sequential is refused (not yet supported). transformer_block and llama_block layers
 // split themselves (attention by heads, the MLP as a column / row pair). kInvalidArgument naming the
 // layer otherwise, when T does not divide a split dimension, or when nothing in the model splits.
+// Under sequence parallelism (group->sequence_parallel()) the first layer must be the vocabulary-
+// parallel embedding, the last the vocabulary-parallel head, and each layer between one that works
+// on the members' sequence steps (transformer_block, llama_block, attention, layernorm, rmsnorm,
+// linear, element-wise); kInvalidArgument naming the layer otherwise.
 // `layers_per_stage`: the top-level layers of each pipeline stage (empty: one stage).
 //
 // Call it once, before the trainer initialises the parameters. It allocates nothing: a split

@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,6 +28,7 @@
 #include "runtime/kernels/cpu/rows.h"
 #include "runtime/layers/activations.h"
 #include "runtime/layers/cross_entropy.h"
+#include "runtime/layers/layer_norm.h"
 #include "runtime/models/builders.h"
 #include "runtime/models/init.h"
 #include "runtime/optim/optimizer.h"
@@ -121,24 +123,27 @@ void in_members(int T, const MemberBody& body) {
 
 std::unique_ptr<Trainer> member_trainer(std::shared_ptr<Model> model, const TrainerOptions& o, int T,
                                         const std::shared_ptr<comm::World>& world,
-                                        const std::string& reduction = "deterministic") {
+                                        const std::string& reduction = "deterministic",
+                                        bool sequence_parallel = false) {
   TrainingConfig c;
   c.base = o;
   c.tensor_parallel = T;
   c.tensor_parallel_world = world;
   c.tensor_reduction = reduction;
+  c.sequence_parallel = sequence_parallel;
   c.recv_timeout_seconds = 20;
   return make_trainer(std::move(model), c);
 }
 
 std::vector<MemberResult> run_members(int T, const std::string& reduction, const TrainerOptions& o,
                                       const std::function<bool(int, comm::World&)>& instead_of_step = nullptr,
-                                      const ModelFactory& make_model = mlp, const std::vector<Batch>& data = batches()) {
+                                      const ModelFactory& make_model = mlp, const std::vector<Batch>& data = batches(),
+                                      bool sequence_parallel = false) {
   std::vector<MemberResult> results(static_cast<size_t>(T));
   const std::vector<std::string> errors = on_members(T, [&](int r, const std::shared_ptr<comm::World>& world) {
     MemberResult& out = results[static_cast<size_t>(r)];
     std::shared_ptr<Model> model = make_model();
-    std::unique_ptr<Trainer> trainer = member_trainer(model, o, T, world, reduction);
+    std::unique_ptr<Trainer> trainer = member_trainer(model, o, T, world, reduction, sequence_parallel);
     for (const Batch& b : data) {
       if (instead_of_step && instead_of_step(r, *world)) return;
       out.losses.push_back(static_cast<float>(trainer->step(b).loss));
@@ -411,12 +416,13 @@ TEST(TensorParallel, AFailedMemberStopsTheOthersWithItsName) {
 
 // The model's split as a lone member would make it (a ThreadWorld of T, this thread as member 0),
 // with the pipeline stages of `layers_per_stage` (empty: one).
-void split_alone(Model& model, int T, comm::ThreadWorld& world, const std::vector<int>& layers_per_stage = {}) {
+void split_alone(Model& model, int T, comm::ThreadWorld& world, const std::vector<int>& layers_per_stage = {},
+                 bool sequence_parallel = false) {
   ASSERT_EQ(world.size(), T);
   split_model_for_tensor_parallel(
       model,
       std::make_shared<TensorParallelGroup>(std::shared_ptr<comm::World>(&world.member(0), [](comm::World*) {}),
-                                            TensorReduction::kAllReduce, 5.0),
+                                            TensorReduction::kAllReduce, 5.0, sequence_parallel),
       layers_per_stage);
 }
 
@@ -651,14 +657,15 @@ void expect_slices_near(const std::vector<MemberResult>& members, const Model& w
 // T members of `make_model` trained on the GPT batches with `reduction` stay within 1e-5 of the
 // whole model trained by the sequential trainer: losses and every parameter. Returns the members.
 std::vector<MemberResult> expect_members_near_whole(const ModelFactory& make_model, int T, const std::string& reduction,
-                                                    const TrainerOptions& o) {
+                                                    const TrainerOptions& o, bool sequence_parallel = false) {
   std::shared_ptr<Model> whole = make_model();
   std::vector<float> losses;
   {
     std::unique_ptr<Trainer> trainer = make_trainer(whole, TrainingConfig{o});
     for (const Batch& b : gpt_batches()) losses.push_back(static_cast<float>(trainer->step(b).loss));
   }
-  const std::vector<MemberResult> members = run_members(T, reduction, o, nullptr, make_model, gpt_batches());
+  const std::vector<MemberResult> members =
+      run_members(T, reduction, o, nullptr, make_model, gpt_batches(), sequence_parallel);
   for (const MemberResult& m : members) {
     EXPECT_EQ(m.error, "");
     if (!m.error.empty()) return members;
@@ -1021,4 +1028,211 @@ TEST(TensorParallelLlama, StaysWithinRoundingOfTheWholeModel) {
 }
 
 }  // namespace
+
+// ---- Sequence parallelism: between the split layers each member holds its 1/T of the steps ----
+
+std::shared_ptr<Model> llama() {
+  LlamaConfig c;
+  c.vocab = 128;
+  c.seq_len = 8;
+  c.d_model = 16;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.layers = 2;
+  return build_llama(c);
+}
+
+// The GPT at T = 2 and 4 (both reductions; AdamW with clipping, and SGD with momentum) and the
+// llama preset stay within 1e-5 of the whole model: losses and every parameter.
+TEST(TensorParallelSequence, StaysWithinRoundingOfTheWholeModel) {
+  const TrainerOptions adamw = options(OptimizerConfig::Kind::kAdamW, 1.0f);
+  for (int T : {2, 4}) {
+    for (const char* reduction : {"allreduce", "deterministic"}) {
+      SCOPED_TRACE(std::string("T ") + std::to_string(T) + ", " + reduction);
+      expect_members_near_whole(gpt, T, reduction, adamw, true);
+    }
+  }
+  expect_members_near_whole(gpt, 2, "deterministic", options(OptimizerConfig::Kind::kSgd, 0.5f), true);
+  SCOPED_TRACE("llama");
+  expect_members_near_whole(llama, 2, "allreduce", adamw, true);
+}
+
+// In the deterministic mode every sum of the forward is the one without sequence parallelism,
+// restricted to the member's steps (reduce_scatter_sequence adds in rank order too), and the steps
+// are gathered exactly: the first step's loss is bitwise the loss without it (later steps differ
+// by the norms' gradients, which are now sums of the members' partial sums). Reproducible from run
+// to run, and the parameters every member keeps whole (norms, positions, row biases) stay bitwise
+// the same on every member.
+TEST(TensorParallelSequence, DeterministicForwardIsTheTensorParallelOneAndReproducible) {
+  const TrainerOptions o = options(OptimizerConfig::Kind::kAdamW, 1.0f);
+  for (int T : {2, 4}) {
+    SCOPED_TRACE("T " + std::to_string(T));
+    const std::vector<MemberResult> plain = run_members(T, "deterministic", o, nullptr, gpt, gpt_batches());
+    const std::vector<MemberResult> a = run_members(T, "deterministic", o, nullptr, gpt, gpt_batches(), true);
+    const std::vector<MemberResult> b = run_members(T, "deterministic", o, nullptr, gpt, gpt_batches(), true);
+    for (size_t r = 0; r < a.size(); ++r) {
+      ASSERT_EQ(a[r].error, "");
+      ASSERT_EQ(plain[r].error, "");
+      EXPECT_EQ(std::memcmp(&a[r].losses[0], &plain[r].losses[0], sizeof(float)), 0)
+          << "member " << r << ": " << a[r].losses[0] << " vs " << plain[r].losses[0];
+      EXPECT_NE(a[r].values, plain[r].values) << "member " << r << ": the norms' gradients were not summed apart";
+      EXPECT_EQ(a[r].values, b[r].values) << "member " << r;
+      EXPECT_EQ(std::memcmp(a[r].losses.data(), b[r].losses.data(), a[r].losses.size() * sizeof(float)), 0);
+      for (size_t i = 0; i < a[r].parameters.size(); ++i) {
+        if (!a[r].parameters[i].shard.split())
+          EXPECT_EQ(a[r].values[i], a[0].values[i]) << "member " << r << ": " << a[r].names[i];
+      }
+    }
+  }
+}
+
+// A LayerNorm on the members' steps: each member's weight gradients are the sum, in rank order, of
+// the gradients a whole LayerNorm computes on each member's steps alone (the reference here),
+// bitwise; its output is the whole LayerNorm's on those steps, and what it keeps for backward is
+// 1/T of what the whole one keeps.
+TEST(TensorParallelSequence, NormGradientsAreTheMembersPartialSumsInRankOrder) {
+  constexpr int T = 2;
+  constexpr int64_t kBatch = 2, kSteps = 6, kDim = 8;
+  const auto random = [](const Shape& shape, uint64_t seed) {
+    Tensor t = Tensor::empty(shape);
+    std::mt19937 gen(static_cast<uint32_t>(seed));
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = normal(gen);
+    return t;
+  };
+  const Tensor x = random({kBatch, kSteps, kDim}, 1), dy = random({kBatch, kSteps, kDim}, 2);
+  const auto make_norm = [&] {
+    auto norm = std::make_unique<LayerNorm>("ln", kDim);
+    initialize_parameters(norm->parameters(), 3);
+    norm->parameters()[0]->value.f32()[1] = 1.5f;  // weights other than the initial ones
+    norm->parameters()[1]->value.f32()[2] = -0.25f;
+    return norm;
+  };
+  // Member r's steps of a [B, S, d] tensor.
+  const auto steps_of = [&](const Tensor& whole, int r) {
+    const int64_t held = kSteps / T;
+    Tensor shard = Tensor::empty({kBatch, held, kDim});
+    for (int64_t b = 0; b < kBatch; ++b)
+      std::memcpy(shard.f32() + b * held * kDim, whole.f32() + (b * kSteps + r * held) * kDim,
+                  static_cast<size_t>(held * kDim) * sizeof(float));
+    return shard;
+  };
+  std::vector<std::vector<float>> partial_w, partial_b, outputs;
+  size_t whole_bytes = 0;
+  {
+    auto whole = make_norm();
+    SavedContext ctx;
+    whole->forward(x, ctx);
+    whole_bytes = ctx.bytes();
+  }
+  for (int r = 0; r < T; ++r) {
+    auto alone = make_norm();
+    SavedContext ctx;
+    outputs.push_back(values_of(alone->forward(steps_of(x, r), ctx)));
+    alone->backward_input(ctx, steps_of(dy, r));
+    alone->backward_weight(ctx);
+    partial_w.push_back(values_of(alone->parameters()[0]->grad));
+    partial_b.push_back(values_of(alone->parameters()[1]->grad));
+  }
+  std::vector<float> want_w = partial_w[0], want_b = partial_b[0];
+  for (int64_t i = 0; i < kDim; ++i) {
+    want_w[static_cast<size_t>(i)] += partial_w[1][static_cast<size_t>(i)];
+    want_b[static_cast<size_t>(i)] += partial_b[1][static_cast<size_t>(i)];
+  }
+  in_members(T, [&](int r, const std::shared_ptr<comm::World>& world) {
+    auto group = std::make_shared<TensorParallelGroup>(world, TensorReduction::kDeterministic, 5.0, true);
+    auto norm = make_norm();
+    norm->split_for_tensor_parallel(group);
+    SavedContext ctx;
+    const Tensor y = norm->forward(group->sequence_shard(x, "x"), ctx);
+    EXPECT_EQ(values_of(y), outputs[static_cast<size_t>(r)]) << "member " << r;
+    EXPECT_EQ(ctx.bytes() * T, whole_bytes) << "member " << r;
+    norm->backward_input(ctx, group->sequence_shard(dy, "dy"));
+    norm->backward_weight(ctx);
+    EXPECT_EQ(values_of(norm->parameters()[0]->grad), want_w) << "member " << r;
+    EXPECT_EQ(values_of(norm->parameters()[1]->grad), want_b) << "member " << r;
+  });
+  EXPECT_NE(want_w, partial_w[0]);  // the reference is a sum of two different parts
+}
+
+// The group's gather and reduce-scatter over steps: exact copies in member order, and each
+// member's steps of the rank-order sum.
+TEST(TensorParallelSequence, GatherAndReduceScatterTheMembersSteps) {
+  constexpr int T = 3;
+  in_members(T, [&](int r, const std::shared_ptr<comm::World>& world) {
+    TensorParallelGroup group(world, TensorReduction::kDeterministic, 5.0, true);
+    // Member r's [2, 1, 2] steps hold 100 b + 10 r + i.
+    Tensor shard = Tensor::empty({2, 1, 2});
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t i = 0; i < 2; ++i) shard.f32()[b * 2 + i] = static_cast<float>(100 * b + 10 * r + i);
+    const Tensor whole = group.gather_sequence(shard, "gather");
+    ASSERT_EQ(whole.shape(), (Shape{2, 3, 2}));
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t s = 0; s < 3; ++s)
+        for (int64_t i = 0; i < 2; ++i)
+          EXPECT_EQ(whole.f32()[(b * 3 + s) * 2 + i], static_cast<float>(100 * b + 10 * s + i));
+    // Every member contributes (r + 1) * whole: the sum is 6 * whole, member r keeps step r.
+    Tensor partial = Tensor::empty(whole.shape());
+    for (int64_t i = 0; i < whole.numel(); ++i) partial.f32()[i] = static_cast<float>(r + 1) * whole.f32()[i];
+    const Tensor mine = group.reduce_scatter_sequence(partial, "scatter");
+    ASSERT_EQ(mine.shape(), (Shape{2, 1, 2}));
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t i = 0; i < 2; ++i) EXPECT_EQ(mine.f32()[b * 2 + i], 6.0f * shard.f32()[b * 2 + i]);
+    try {
+      Tensor odd = Tensor::zeros({2, 4, 2});
+      group.reduce_scatter_sequence(odd, "linear 'x' forward");
+      ADD_FAILURE() << "4 steps over 3 members";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("linear 'x' forward: 4 steps per sequence are not divisible by the "
+                                           "tensor-parallel size 3"),
+                std::string::npos)
+          << e.what();
+    }
+  });
+}
+
+// What sequence parallelism cannot split is refused naming it: a model that is not a language
+// model, a vocabulary that T does not divide, sequences that T does not divide, T = 1.
+TEST(TensorParallelSequence, RefusesWhatItCannotSplitBySteps) {
+  const auto refusal = [](const ModelFactory& make_model, int T) {
+    comm::ThreadWorld world(T);
+    try {
+      std::shared_ptr<Model> model = make_model();
+      split_alone(*model, T, world, {}, true);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(refusal(mlp, 2).find("sequence parallelism: the first layer must be a vocabulary-parallel token "
+                                 "embedding"),
+            std::string::npos)
+      << refusal(mlp, 2);
+  const auto odd_vocab = [] {
+    GptConfig c = gpt_config();
+    c.vocab = 126;
+    return std::shared_ptr<Model>(build_gpt(c));
+  };
+  EXPECT_NE(refusal(odd_vocab, 4).find("layers[0] 'embed' (embedding) kept whole"), std::string::npos)
+      << refusal(odd_vocab, 4);
+
+  const TrainerOptions o = options(OptimizerConfig::Kind::kSgd, 0.0f);
+  std::vector<Batch> six_steps;
+  six_steps.push_back(testing::text_batch("sequences of six steps", 4, 6, 5));
+  const std::vector<MemberResult> members = run_members(4, "allreduce", o, nullptr, gpt, six_steps, true);
+  EXPECT_NE(members[0].error.find("6 steps per sequence are not divisible by the tensor-parallel size 4"),
+            std::string::npos)
+      << members[0].error;
+
+  TrainingConfig c;
+  c.base = o;
+  c.sequence_parallel = true;
+  try {
+    make_trainer(gpt(), c);
+    ADD_FAILURE() << "sequence parallelism without tensor parallelism";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("it needs tensor_parallel > 1, got 1"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace pf

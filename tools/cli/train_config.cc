@@ -133,6 +133,8 @@ const std::vector<Field>& fields() {
       {"trainer.tensor_parallel", "--tensor-parallel", Type::kInteger, [](const TrainArgs& a) { return json(a.tensor_parallel); }},
       {"trainer.tensor_reduction", "--tensor-reduction", Type::kString,
        [](const TrainArgs& a) { return json(a.tensor_reduction); }},
+      {"trainer.sequence_parallel", "--sequence-parallel", Type::kBool,
+       [](const TrainArgs& a) { return json(a.sequence_parallel); }},
       {"evaluation.every", "--eval-every", Type::kInteger, [](const TrainArgs& a) { return json(a.eval_every); }},
       {"evaluation.micro_batches", "--eval-batches", Type::kInteger,
        [](const TrainArgs& a) { return or_null(a.eval_batches <= 0, a.eval_batches); }},
@@ -353,7 +355,7 @@ bool adopt_checkpoint_model(CLI::App& train, TrainArgs& args) {
     }
     if (restored.contains("trainer")) {
       for (const char* key : {"steps", "data_parallel", "gradient_reduction", "tensor_parallel", "tensor_reduction",
-                              "blas_threads"})
+                              "sequence_parallel", "blas_threads"})
         restored["trainer"].erase(key);
     }
     apply_object(train, args, restored, "", args.resume + ": run", Source::kPlanFile);

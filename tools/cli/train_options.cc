@@ -277,6 +277,10 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
                   "order: bitwise reproducible at any process placement)")
       ->check(CLI::IsMember({"allreduce", "deterministic"}))
       ->capture_default_str();
+  cmd->add_flag("--sequence-parallel", a.sequence_parallel,
+                "tensor parallel: Megatron's sequence parallelism: between the split layers each process holds 1/T "
+                "of the sequence steps (norms, residuals and pipeline messages carry 1/T); all-gather / "
+                "reduce-scatter around the split linears");
   group_train_options(cmd);
   return cmd;
 }
