@@ -21,12 +21,13 @@
 
 #include "runtime/comm/gpu_transport_group.h"
 #include "runtime/comm/in_process_transport.h"
+#include "runtime/comm/world.h"
 #include "runtime/tensor/tensor.h"
 
 namespace pf {
 
 // Bumped whenever this interface changes; a backend built against another revision is refused.
-constexpr int kCudaBackendInterfaceRevision = 2;
+constexpr int kCudaBackendInterfaceRevision = 3;
 
 struct CudaAvailability {
   int device_count = 0;
@@ -107,6 +108,12 @@ class CudaBackend {
   virtual std::unique_ptr<comm::GpuTransportGroup> new_gpu_transport(
       std::vector<int> devices, const std::vector<std::pair<int, int>>& nccl_pairs,
       const comm::InProcessTransport::Options& local, int max_pending_sends) = 0;
+  // ---- One CUDA rank per process: NCCL between the processes of `world`, bootstrapped over it ----
+  // Collective over `world` (comm::NcclProcessTransport): this process runs rank world->rank() on
+  // CUDA device `device`; `talking`: the rank pairs that exchange messages (either order).
+  virtual std::unique_ptr<comm::GpuTransportGroup> new_process_gpu_transport(
+      std::shared_ptr<comm::World> world, int device, const std::vector<std::pair<int, int>>& talking,
+      int max_pending_sends, double init_timeout_seconds) = 0;
 
   // ---- The layers and the loss (the CPU code in runtime/layers calls these for CUDA tensors) ----
   // y = x W^T (+ b); x [..., in] -> y [..., out]. `bias` may be undefined.

@@ -11,6 +11,8 @@
 #include <exception>
 #include <utility>
 
+#include "runtime/comm/nccl_support.h"
+#include "runtime/comm/nccl_wire.h"
 #include "runtime/core/error.h"
 #include "runtime/core/log.h"
 #include "runtime/devices/cuda/cuda_status.h"
@@ -34,145 +36,20 @@ using cuda::DeviceScope;
 using cuda::PinnedHostBuffer;
 using cuda::WaitResult;
 
-
-namespace {
-
-// ---- the message header -------------------------------------------------------------------------
-
-constexpr int kHeaderWords = 16;
-constexpr size_t kHeaderBytes = kHeaderWords * sizeof(int64_t);
-constexpr int kMaxDims = 7;
-constexpr int64_t kMagic = 0x5046'4E43'4831'0001;  // "PFNCH1", format 1
-
-enum Field : int {
-  kFieldMagic = 0,
-  kFieldSeq = 1,
-  kFieldKind = 2,
-  kFieldMicroBatch = 3,
-  kFieldStage = 4,
-  kFieldDType = 5,
-  kFieldSrcRank = 6,
-  kFieldNDim = 7,
-  kFieldBytes = 8,
-  kFieldDims = 9,  // kMaxDims words
-};
-static_assert(kFieldDims + kMaxDims == kHeaderWords, "header layout");
-
-using Header = std::array<int64_t, kHeaderWords>;
-
-Header make_header(int64_t seq, const MessageKey& key, const Tensor& t, int src_rank) {
-  Header h{};
-  h[kFieldMagic] = kMagic;
-  h[kFieldSeq] = seq;
-  h[kFieldKind] = static_cast<int64_t>(key.kind);
-  h[kFieldMicroBatch] = key.micro_batch;
-  h[kFieldStage] = key.stage;
-  h[kFieldDType] = static_cast<int64_t>(t.dtype());
-  h[kFieldSrcRank] = src_rank;
-  h[kFieldNDim] = t.rank();
-  h[kFieldBytes] = static_cast<int64_t>(t.nbytes());
-  for (int i = 0; i < t.rank(); ++i) h[kFieldDims + i] = t.shape()[i];
-  return h;
-}
-
-// Empty when `h` is a well-formed header with the expected sequence number and source.
-std::string check_header(const Header& h, int64_t expected_seq, int expected_src) {
-  if (h[kFieldMagic] != kMagic) return "bad magic number";
-  if (h[kFieldSeq] != expected_seq) {
-    return "sequence number " + std::to_string(h[kFieldSeq]) + ", expected " + std::to_string(expected_seq);
-  }
-  if (h[kFieldSrcRank] != expected_src) return "source rank " + std::to_string(h[kFieldSrcRank]);
-  if (h[kFieldKind] != 0 && h[kFieldKind] != 1) return "message kind " + std::to_string(h[kFieldKind]);
-  if (h[kFieldDType] < 0 || h[kFieldDType] > static_cast<int64_t>(DType::kI32)) {
-    return "dtype " + std::to_string(h[kFieldDType]);
-  }
-  if (h[kFieldNDim] < 0 || h[kFieldNDim] > kMaxDims) return "rank " + std::to_string(h[kFieldNDim]);
-  int64_t numel = 1;
-  for (int i = 0; i < h[kFieldNDim]; ++i) {
-    if (h[kFieldDims + i] < 0) return "negative dimension";
-    numel *= h[kFieldDims + i];
-  }
-  if (numel * static_cast<int64_t>(dtype_size(static_cast<DType>(h[kFieldDType]))) != h[kFieldBytes]) {
-    return "payload size " + std::to_string(h[kFieldBytes]) + " does not match the shape";
-  }
-  return "";
-}
-
-MessageKey header_key(const Header& h) {
-  MessageKey key;
-  key.kind = static_cast<MessageKind>(h[kFieldKind]);
-  key.micro_batch = static_cast<int>(h[kFieldMicroBatch]);
-  key.stage = static_cast<int>(h[kFieldStage]);
-  return key;
-}
-
-Shape header_shape(const Header& h) {
-  return Shape(h.begin() + kFieldDims, h.begin() + kFieldDims + h[kFieldNDim]);
-}
-
-// ---- small helpers ------------------------------------------------------------------------------
-
-// Transport-internal device memory (headers); plain cudaMalloc, not the caching allocator.
-class DeviceBuffer {
- public:
-  DeviceBuffer(int device, size_t bytes) : device_(device) {
-    DeviceScope scope(device);
-    check_cuda(cudaMalloc(&data_, bytes), "NCCL transport: allocating ", bytes, " bytes of header buffers on cuda:",
-               device);
-    check_cuda(cudaMemset(data_, 0, bytes), "NCCL transport: clearing header buffers on cuda:", device);
-  }
-  ~DeviceBuffer() {
-    cudaError_t err = cudaFree(data_);
-    if (err != cudaSuccess) {
-      (void)cudaGetLastError();
-      if (err != cudaErrorCudartUnloading) log(LogLevel::kError, cuda_error_message(err, "NCCL transport: cudaFree"));
-    }
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  char* slot(int i) const { return static_cast<char*>(data_) + static_cast<size_t>(i) * kHeaderBytes; }
-
- private:
-  int device_;
-  void* data_ = nullptr;
-};
-
-using Clock = std::chrono::steady_clock;
-
-Clock::time_point deadline_after(double seconds) {
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds < 0 ? 0 : seconds));
-}
-
-double seconds_left(Clock::time_point deadline) {
-  double s = std::chrono::duration<double>(deadline - Clock::now()).count();
-  return s > 0 ? s : 0;
-}
-
-// Drops `t` as if the last work on it were issued on `stream`: the caching allocator then reuses
-// its block only after that stream has passed everything issued so far (caching_allocator.h).
-void drop_on_stream(Tensor& t, const CudaStream& stream) {
-  CurrentStreamScope scope(stream);
-  t = Tensor();
-}
-
-// Runs enqueue() between ncclGroupStart and ncclGroupEnd; ncclGroupEnd runs even when enqueue
-// fails, and the first error is thrown.
-template <typename F>
-void nccl_group(const std::string& what, F enqueue) {
-  check_nccl(ncclGroupStart(), what, ": ncclGroupStart");
-  ncclResult_t first = ncclSuccess;
-  try {
-    first = enqueue();
-  } catch (...) {
-    (void)ncclGroupEnd();
-    throw;
-  }
-  ncclResult_t end = ncclGroupEnd();
-  check_nccl(first, what);
-  check_nccl(end, what, ": ncclGroupEnd");
-}
-
-}  // namespace
+using nccl_support::deadline_after;
+using nccl_support::DeviceBuffer;
+using nccl_support::drop_on_stream;
+using nccl_support::nccl_group;
+using nccl_support::seconds_left;
+using nccl_wire::check_header;
+using nccl_wire::Header;
+using nccl_wire::header_dtype;
+using nccl_wire::header_key;
+using nccl_wire::header_shape;
+using nccl_wire::kFieldSeq;
+using nccl_wire::kHeaderBytes;
+using nccl_wire::kMaxDims;
+using nccl_wire::make_header;
 
 // ---- channels -----------------------------------------------------------------------------------
 
@@ -726,7 +603,7 @@ Tensor NcclTransport::recv(int self, int from, const MessageKey& key, double tim
     }
     ch.received.fetch_add(1);
     const MessageKey got = header_key(header);
-    Tensor t = Tensor::empty(header_shape(header), static_cast<DType>(header[kFieldDType]), Device::cuda(device));
+    Tensor t = Tensor::empty(header_shape(header), header_dtype(header), Device::cuda(device));
     if (t.nbytes() > 0) {
       std::lock_guard<std::mutex> lock(ch.nccl_mutex);
       if (ch.aborted) drop_on_stream(t, stream);

@@ -1,8 +1,9 @@
 // The ranks of one pipeline as a trainer's step sees them, whatever carries their messages: each
 // rank's endpoint, stopping every rank when one fails, whether and why they were stopped, and
-// making the group usable again between steps. Three kinds, each in its own file: threads of this
-// process (thread_rank_group.h), one process per rank (process_rank_group.h), CUDA devices
-// (gpu_rank_group.h). Callers never branch on the kind.
+// making the group usable again between steps. Four kinds, each in its own file: threads of this
+// process (thread_rank_group.h), one process per rank (process_rank_group.h), CUDA devices of this
+// process (gpu_rank_group.h), one process per rank on CUDA devices (gpu_process_rank_group.h).
+// Callers never branch on the kind.
 #pragma once
 
 #include <string>

@@ -23,6 +23,10 @@ class CudaRuntimeBackend final : public CudaBackend {
                                                              const std::vector<std::pair<int, int>>& nccl_pairs,
                                                              const comm::InProcessTransport::Options& local,
                                                              int max_pending_sends) override;
+  std::unique_ptr<comm::GpuTransportGroup> new_process_gpu_transport(std::shared_ptr<comm::World> world, int device,
+                                                                     const std::vector<std::pair<int, int>>& talking,
+                                                                     int max_pending_sends,
+                                                                     double init_timeout_seconds) override;
 
   Tensor linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias) override;
   Tensor linear_backward_input(const Tensor& dy, const Tensor& weight, const Shape& input_shape) override;

@@ -6,6 +6,7 @@
 
 #include "runtime/backend/cuda/cuda_runtime_backend.h"
 #include "runtime/comm/gpu_transport.h"
+#include "runtime/comm/nccl_process_transport.h"
 #include "runtime/devices/cuda/cuda_status.h"
 #include "runtime/devices/cuda/device_scope.h"
 #include "runtime/devices/cuda/pinned_host.h"
@@ -115,6 +116,15 @@ std::unique_ptr<comm::GpuTransportGroup> CudaRuntimeBackend::new_gpu_transport(
   options.local = local;
   options.max_pending_sends = max_pending_sends;
   return std::make_unique<comm::GpuTransport>(std::move(devices), nccl_pairs, options);
+}
+
+std::unique_ptr<comm::GpuTransportGroup> CudaRuntimeBackend::new_process_gpu_transport(
+    std::shared_ptr<comm::World> world, int device, const std::vector<std::pair<int, int>>& talking,
+    int max_pending_sends, double init_timeout_seconds) {
+  comm::NcclProcessTransport::Options options;
+  options.max_pending_sends = max_pending_sends;
+  options.init_timeout_seconds = init_timeout_seconds;
+  return std::make_unique<comm::NcclProcessTransport>(std::move(world), device, talking, options);
 }
 
 namespace {
