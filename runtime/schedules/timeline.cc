@@ -43,7 +43,7 @@ const char* tensor_parallel_label(ActionKind kind) {
   }
 }
 
-KindColour tensor_parallel_colour() { return {"olive", "#646400"}; }
+KindColour tensor_parallel_colour() { return {"generic_work", "#7d7d7d"}; }
 
 KindColour kind_colour(ActionKind kind) {
   // Names from catapult's trace-viewer colour scheme (tracing/base/color_scheme.js), with the RGB
@@ -340,7 +340,7 @@ std::string to_svg(const Timeline& timeline, const SvgOptions& options) {
       if (present) legend.push_back({legend_text(k), kind_colour(k).rgb, is_recv(k)});
     }
     if (has_tensor_parallel(timeline, false))
-      legend.push_back({tp_lanes ? "TP collective (TP_F, TP_B; lane: in the background)" : "TP collective (TP_F, TP_B)",
+      legend.push_back({tp_lanes ? "TP collective (TP lane: background)" : "TP collective (TP_F, TP_B)",
                         tensor_parallel_colour().rgb, false});
     for (int c = 0; max_chunks > 1 && c < max_chunks; ++c)
       legend.push_back({"chunk " + std::to_string(c) + (c == 0 ? " (label stage:micro-batch)" : ""),

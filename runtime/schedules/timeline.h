@@ -72,7 +72,7 @@ struct KindColour {
   const char* rgb;    // e.g. "#4387fd"
 };
 KindColour kind_colour(ActionKind kind);
-// The colour of TP collectives (TimedAction::tp): catapult's "olive".
+// The colour of TP collectives (TimedAction::tp): catapult's "generic_work", a mid grey.
 KindColour tensor_parallel_colour();
 
 struct ChromeTraceOptions {

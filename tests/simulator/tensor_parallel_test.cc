@@ -291,7 +291,7 @@ TEST(TensorParallelTimeline, TraceAndSvgShowTheCollectives) {
     for (const auto& e : trace["traceEvents"]) {
       if (e["ph"] == "M" && e["name"] == "thread_name") tracks[e["tid"].get<int>()] = e["args"]["name"];
       if (e["ph"] != "X" || e["cat"] != "TP") continue;
-      EXPECT_EQ(e["cname"], "olive");
+      EXPECT_EQ(e["cname"], "generic_work");
       tp_events[e["name"]] = e["dur"].get<double>();
       tid_of[e["name"]] = e["tid"].get<int>();
     }
@@ -309,9 +309,9 @@ TEST(TensorParallelTimeline, TraceAndSvgShowTheCollectives) {
     for (size_t at = svg.find("<rect class=\"tp\""); at != std::string::npos; at = svg.find("<rect class=\"tp\"", at + 1))
       ++rects;
     EXPECT_EQ(rects, 4u);
-    EXPECT_NE(svg.find("fill=\"#646400\""), std::string::npos);
+    EXPECT_NE(svg.find("fill=\"#7d7d7d\""), std::string::npos);
     EXPECT_NE(svg.find("<title>TP_B 1B0 ["), std::string::npos);
-    EXPECT_NE(svg.find(">TP collective (TP_F, TP_B"), std::string::npos);  // the legend
+    EXPECT_NE(svg.find(">TP collective ("), std::string::npos);  // the legend
     EXPECT_EQ(svg.find(">TP</text>") != std::string::npos, overlap);       // the lane
     EXPECT_EQ(svg.find("(in the background)") != std::string::npos, overlap);
   }
