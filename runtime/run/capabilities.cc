@@ -369,15 +369,6 @@ void add_tensor_parallel_rules(std::vector<Capability>& t) {
                n("tensor_parallel") + " > 1, got " + std::to_string(f.tensor_parallel);
       }));
   t.push_back(rule(
-      "sequence-parallel-slices", T, {"sequence_parallel", "seq_slices"},
-      "sequence parallelism with sequence slices", later,
-      [](const Facts& f) { return f.sequence_parallel && std::max(f.seq_slices, f.schedule_seq_slices) > 1; },
-      [](const Facts& f, const Names& n) {
-        return n("sequence_parallel") + " with " + n("seq_slices") + " " +
-               std::to_string(std::max(f.seq_slices, f.schedule_seq_slices)) +
-               " is not supported yet (the members' steps would be split again by the slices)";
-      }));
-  t.push_back(rule(
       "tensor-parallel-cuda", T, {"tensor_parallel", "devices"}, "tensor parallelism on CUDA devices", later,
       [split](const Facts& f) { return split(f) && f.cuda_devices > 0; },
       [tp](const Facts& f, const Names& n) {
