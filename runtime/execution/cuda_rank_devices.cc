@@ -1,7 +1,8 @@
 // Ranks on CUDA devices. The main thread issues its device work (gradient zeroing, micro-batch
 // copies, clipping, the optimizer) on the legacy default stream of each device; the workers'
 // streams are non-blocking, so the step boundaries are host waits: before the workers start, and
-// after they finish.
+// after they finish. With one process per rank (plan.rank_device -1 for the others' ranks) only
+// this process's rank has a device, a stream and parameters here.
 #include <algorithm>
 #include <cstring>
 #include <unordered_map>
@@ -22,16 +23,20 @@ class CudaRankDevices : public RankDevices {
         first_rank_(plan.schedule.placement.rank_of(0)),
         last_rank_(plan.schedule.placement.rank_of(plan.schedule.num_stages() - 1)) {
     for (int d : rank_device_)
-      if (std::find(used_.begin(), used_.end(), d) == used_.end()) used_.push_back(d);
-    place_parameters(plan, model, stages);
-    for (int d : rank_device_) streams_.push_back(cuda_backend().new_stream(d));
+      if (d >= 0 && std::find(used_.begin(), used_.end(), d) == used_.end()) used_.push_back(d);
+    if (plan.placement == RankPlacement::kProcesses) {
+      place_own_parameters(model);
+    } else {
+      place_parameters(plan, model, stages);
+    }
+    for (int d : rank_device_) streams_.push_back(d >= 0 ? cuda_backend().new_stream(d) : nullptr);
   }
 
-  Device device(int rank) const override { return Device::cuda(rank_device_[static_cast<size_t>(rank)]); }
+  Device device(int rank) const override { return Device::cuda(ordinal(rank)); }
 
   std::vector<std::unique_ptr<BackendScope>> enter(int rank) override {
     std::vector<std::unique_ptr<BackendScope>> scopes;
-    scopes.push_back(cuda_backend().device_scope(rank_device_[static_cast<size_t>(rank)]));
+    scopes.push_back(cuda_backend().device_scope(ordinal(rank)));
     scopes.push_back(cuda_backend().stream_scope(*streams_[static_cast<size_t>(rank)]));
     return scopes;
   }
@@ -47,20 +52,20 @@ class CudaRankDevices : public RankDevices {
     }
   }
 
+  // Inputs go where stage 0 runs, targets where the last stage runs (a rank of another process
+  // reads neither here: they stay as they are).
   const std::vector<Batch>& to_devices(const std::vector<Batch>& micro, std::vector<Batch>* storage) override {
-    const Device first = device(first_rank_), last = device(last_rank_);
     storage->clear();
     storage->reserve(micro.size());
+    auto to_rank = [&](const Tensor& t, int rank) {
+      if (!here(rank) || t.device() == device(rank)) return t;
+      auto scope = cuda_backend().device_scope(ordinal(rank));
+      return t.to_device(device(rank));
+    };
     for (const Batch& b : micro) {
       Batch d;
-      {
-        auto scope = cuda_backend().device_scope(first.ordinal);
-        d.inputs = b.inputs.device() == first ? b.inputs : b.inputs.to_device(first);
-      }
-      {
-        auto scope = cuda_backend().device_scope(last.ordinal);
-        d.targets = b.targets.device() == last ? b.targets : b.targets.to_device(last);
-      }
+      d.inputs = to_rank(b.inputs, first_rank_);
+      d.targets = to_rank(b.targets, last_rank_);
       storage->push_back(std::move(d));
     }
     return *storage;
@@ -77,6 +82,7 @@ class CudaRankDevices : public RankDevices {
 
   void sync_ranks() override {
     for (size_t r = 0; r < streams_.size(); ++r) {
+      if (!streams_[r]) continue;  // a rank of another process
       auto scope = cuda_backend().device_scope(streams_[r]->device());
       streams_[r]->synchronize(timeout_, "pipeline trainer: rank " + std::to_string(r) + "'s compute stream on cuda:" +
                                              std::to_string(streams_[r]->device()));
@@ -84,13 +90,38 @@ class CudaRankDevices : public RankDevices {
   }
 
   void move_to_rank(int rank, Tensor& t, std::unique_ptr<BackendScope>& scope) override {
-    const int d = rank_device_[static_cast<size_t>(rank)];
+    const int d = ordinal(rank);
     scope.reset();
     scope = cuda_backend().device_scope(d);
     if (t.defined() && t.device() != Device::cuda(d)) t = t.to_device(Device::cuda(d));
   }
 
  private:
+  bool here(int rank) const { return rank_device_[static_cast<size_t>(rank)] >= 0; }
+  int ordinal(int rank) const {
+    PF_CHECK_ARG(here(rank), "pipeline trainer: rank ", rank, " runs in another process");
+    return rank_device_[static_cast<size_t>(rank)];
+  }
+
+  // One process per rank: the parameters it holds (ParameterOwnership allocated its rank's and
+  // released the others') go to its device.
+  void place_own_parameters(Model& model) {
+    PF_CHECK_ARG(used_.size() == 1, "pipeline trainer: one process per rank runs on one device");
+    const Device dev = Device::cuda(used_[0]);
+    auto scope = cuda_backend().device_scope(used_[0]);
+    for (Parameter* p : model.parameters()) {
+      if (p->value.defined() && p->value.device() != dev) {
+        MemoryCategoryScope category(MemoryCategory::kParameters);
+        p->value = p->value.to_device(dev);
+      }
+      if (p->grad.defined() && p->grad.device() != dev) {
+        MemoryCategoryScope category(MemoryCategory::kGradients);
+        p->grad = p->grad.to_device(dev);
+      }
+    }
+    sync("moving this process's parameters to its device");
+  }
+
   void place_parameters(const PipelinePlan& plan, Model& model, const ModelStages& stages) {
     if (used_.size() == 1) {
       // Every rank on one device: the whole model goes there (Model::device() then says so).
@@ -135,11 +166,11 @@ class CudaRankDevices : public RankDevices {
     sync("moving the parameters to their devices");
   }
 
-  std::vector<int> rank_device_;  // CUDA ordinal per rank
+  std::vector<int> rank_device_;  // CUDA ordinal per rank (-1: a rank of another process)
   std::vector<int> used_;         // distinct ordinals
   double timeout_;
   int first_rank_, last_rank_;    // the ranks of the first and the last stage
-  std::vector<std::unique_ptr<DeviceStream>> streams_;  // per rank: its compute stream
+  std::vector<std::unique_ptr<DeviceStream>> streams_;  // per rank: its compute stream (null: another process's)
 };
 
 }  // namespace

@@ -31,10 +31,15 @@ GradientReducer::~GradientReducer() {
 }
 
 void GradientReducer::submit(int stage, std::vector<Parameter*> params) {
+  std::shared_ptr<DeviceEvent> ready;
+  if (!params.empty() && params.front()->grad.device().kind == DeviceKind::kCuda) {
+    ready = cuda_backend().new_event(params.front()->grad.device().ordinal);
+    ready->record(nullptr);  // this worker's current stream
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (error_) return;
-    queue_.push_back(Request{stage, std::move(params)});
+    queue_.push_back(Request{stage, std::move(params), std::move(ready)});
     ++in_flight_;
   }
   changed_.notify_all();
@@ -101,12 +106,19 @@ void GradientReducer::reduce(const Request& request) {
     std::lock_guard<std::mutex> lock(mutex_);
     timeout = timeout_seconds_;
   }
+  std::unique_ptr<BackendScope> device;
+  if (request.ready) {  // CUDA gradients: through host copies, once the worker's stream has them
+    device = cuda_backend().device_scope(request.params.front()->grad.device().ordinal);
+    request.ready->synchronize(timeout, "data-parallel reduction: waiting for stage " +
+                                            std::to_string(request.stage) + "'s gradients on the device");
+  }
   size_t n = 0;
   for (const Parameter* p : request.params) n += static_cast<size_t>(p->grad.numel());
   std::vector<float> packed(n);
   size_t offset = 0;
   for (const Parameter* p : request.params) {
-    std::memcpy(packed.data() + offset, p->grad.data<char>(), p->grad.nbytes());
+    const Tensor host = request.ready ? p->grad.to_device(Device::cpu()) : p->grad;
+    std::memcpy(packed.data() + offset, host.data<char>(), p->grad.nbytes());
     offset += static_cast<size_t>(p->grad.numel());
   }
   if (mode_ == GradientReduction::kAllReduce) {
@@ -122,8 +134,14 @@ void GradientReducer::reduce(const Request& request) {
   }
   offset = 0;
   for (Parameter* p : request.params) {
-    std::memcpy(p->grad.data<char>(), packed.data() + offset, p->grad.nbytes());
-    offset += static_cast<size_t>(p->grad.numel());
+    const size_t count = static_cast<size_t>(p->grad.numel());
+    if (request.ready) {
+      p->grad.copy_from(Tensor::from_vector(p->grad.shape(), std::vector<float>(packed.begin() + offset,
+                                                                                packed.begin() + offset + count)));
+    } else {
+      std::memcpy(p->grad.data<char>(), packed.data() + offset, p->grad.nbytes());
+    }
+    offset += count;
   }
 }
 

@@ -2,6 +2,11 @@
 // one data-parallel group) on a thread of its own, so that the reduction that an ALLREDUCE action
 // starts overlaps whatever the rank does next (docs/EXECUTION.md, "Data parallel").
 //
+// CUDA gradients (one GPU per process) are reduced through host copies: submit() records an event
+// on the calling worker's current stream, the reducer thread waits for it, copies the gradients to
+// the host, reduces them over the group as above and copies the sums back (docs/CUDA.md, "GPU ranks
+// in separate processes": the same arithmetic and the same MPI collectives as CPU processes).
+//
 // Modes:
 // * kAllReduce: the stage's gradients packed into one buffer and summed with World::all_reduce_sum
 //   (MPI_Allreduce): the library's reduction order, within float rounding of the deterministic sum.
@@ -19,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/backend/cuda_backend.h"
 #include "runtime/comm/world.h"
 #include "runtime/layers/parameter.h"
 
@@ -36,7 +42,8 @@ class GradientReducer {
   GradientReducer& operator=(const GradientReducer&) = delete;
 
   // Queues the reduction of `params`' gradients (every replica queues the same stages in the same
-  // order). After a failure later requests are dropped until wait() reports it.
+  // order). After a failure later requests are dropped until wait() reports it. Called on the
+  // rank's worker thread (CUDA gradients: its current stream has the gradients' last work).
   void submit(int stage, std::vector<Parameter*> params);
   // Blocks until everything submitted is reduced; rethrows the first failure (then clears it).
   void wait();
@@ -47,6 +54,7 @@ class GradientReducer {
   struct Request {
     int stage;
     std::vector<Parameter*> params;
+    std::shared_ptr<DeviceEvent> ready;  // CUDA gradients: their last work (null on the CPU)
   };
   void run();
   void reduce(const Request& request);

@@ -61,7 +61,11 @@ std::string ParameterOwnership::checksum(const Model& model) const {
   for (const Parameter* p : model.parameters()) {
     const int owner_rank = owner(p);
     bytes.resize(static_cast<size_t>(shape_numel(p->shape)) * sizeof(float));
-    if (is_local_rank(owner_rank)) std::memcpy(bytes.data(), p->value.data<char>(), bytes.size());
+    if (is_local_rank(owner_rank)) {
+      // A CUDA parameter (one GPU per process) is read through a host copy.
+      const Tensor host = p->value.device().kind == DeviceKind::kCpu ? p->value : p->value.to_device(Device::cpu());
+      std::memcpy(bytes.data(), host.data<char>(), bytes.size());
+    }
     world->broadcast(bytes.data(), bytes.size(), owner_rank, timeout_seconds);
     hash_whole_parameter(digest, *p, bytes.data(), split);  // a split one gathered over its group
   }

@@ -22,7 +22,7 @@ class CpuRankDevices : public RankDevices {
 }  // namespace
 
 std::unique_ptr<RankDevices> make_rank_devices(const PipelinePlan& plan, Model& model, const ModelStages& stages) {
-  if (plan.placement == RankPlacement::kGpu) return make_cuda_rank_devices(plan, model, stages);
+  if (!plan.rank_device.empty()) return make_cuda_rank_devices(plan, model, stages);  // threads or processes
   return std::make_unique<CpuRankDevices>();
 }
 

@@ -1,6 +1,7 @@
 // Where each rank computes, behind one interface: the CPU (every call a no-op or a plain copy) or
 // CUDA devices (cuda_rank_devices.cc: parameters moved to their rank's device, a compute stream per
-// rank, micro-batches copied to the ranks that read them, host waits at the step boundaries).
+// rank, micro-batches copied to the ranks that read them, host waits at the step boundaries; with
+// one process per rank, this process's rank only).
 // The trainer never branches on the kind.
 #pragma once
 
@@ -35,7 +36,8 @@ class RankDevices {
   virtual void move_to_rank(int rank, Tensor& t, std::unique_ptr<BackendScope>& scope) = 0;
 };
 
-// The CPU, or the plan's CUDA devices (parameters of `stages` moved there now).
+// The CPU, or the plan's CUDA devices (parameters of `stages` moved there now). device(rank) and
+// enter(rank) are for the ranks this process runs.
 std::unique_ptr<RankDevices> make_rank_devices(const PipelinePlan& plan, Model& model, const ModelStages& stages);
 // CUDA devices (cuda_rank_devices.cc).
 std::unique_ptr<RankDevices> make_cuda_rank_devices(const PipelinePlan& plan, Model& model, const ModelStages& stages);

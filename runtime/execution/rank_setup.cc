@@ -1,10 +1,12 @@
 // The ranks of a plan as this process runs them: their group (the one place that chooses among
 // threads, processes and CUDA devices) and an executor for each rank of this process.
+#include <algorithm>
 #include <memory>
 #include <utility>
 #include <vector>
 
 #include "runtime/backend/cuda_backend.h"
+#include "runtime/comm/gpu_process_rank_group.h"
 #include "runtime/comm/gpu_rank_group.h"
 #include "runtime/comm/process_rank_group.h"
 #include "runtime/comm/thread_rank_group.h"
@@ -75,6 +77,12 @@ std::unique_ptr<comm::RankGroup> make_rank_group(const PipelinePlan& plan) {
   options.spin_seconds = c.spin_seconds;
   switch (plan.placement) {
     case RankPlacement::kProcesses:
+      if (!plan.rank_device.empty())  // one GPU per process: NCCL between them, set up over the world
+        return std::make_unique<comm::GpuProcessRankGroup>(
+            c.world, c.data_parallel_world,
+            cuda_backend().new_process_gpu_transport(c.world, plan.rank_device[static_cast<size_t>(c.world->rank())],
+                                                     talking_pairs(plan.schedule), c.mailbox_capacity,
+                                                     std::max(300.0, c.recv_timeout_seconds)));
       return std::make_unique<comm::ProcessRankGroup>(c.world, c.data_parallel_world);
     case RankPlacement::kGpu:
       return std::make_unique<comm::GpuRankGroup>(cuda_backend().new_gpu_transport(

@@ -27,6 +27,8 @@ bool measured_policy(const Facts& f) {
 bool file_tier(const Facts& f) {
   return f.policy == ActivationPolicy::kOffloadFile || (f.policy == ActivationPolicy::kSelective && f.offload_dir);
 }
+// Ranks on CUDA devices: threads of this process (kGpu) or one process per rank, one GPU each.
+bool on_gpus(const Facts& f) { return f.placement == RankPlacement::kGpu || f.cuda_devices > 0; }
 bool sequential(const Facts& f) { return !f.pipelined; }
 bool pipelined(const Facts& f) { return f.pipelined; }
 // The schedules whose traits `keep` accepts, joined: "pipedream, pipedream-2bw".
@@ -432,7 +434,7 @@ void add_windowed_rules(std::vector<Capability>& t) {
       }));
   t.push_back(rule(
       "windowed-gpu", T, {"schedule", "devices"}, "asynchronous or local schedules on GPUs", later,
-      [](const Facts& f) { return pipelined(f) && f.traits.windowed() && f.placement == RankPlacement::kGpu; },
+      [](const Facts& f) { return pipelined(f) && f.traits.windowed() && on_gpus(f); },
       [](const Facts& f, const Names&) {
         return "pipeline trainer: " + family(f) + " on CUDA devices is not supported yet; run it on the CPU";
       }));
@@ -573,13 +575,6 @@ void add_tied_rules(std::vector<Capability>& t) {
 // Placement.
 void add_placement_rules(std::vector<Capability>& t) {
   t.push_back(rule(
-      "processes-gpu", T, {"world", "devices"}, "CUDA ranks in separate processes", bad,
-      [](const Facts& f) { return pipelined(f) && f.placement == RankPlacement::kProcesses && f.cuda_devices > 0; },
-      [](const Facts& f, const Names& n) {
-        return n("devices") + " names " + f.first_cuda_device + ": " + f.first_cuda_device +
-               " is not supported with one process per rank yet (CPU ranks only)";
-      }));
-  t.push_back(rule(
       "processes-measured-policy", T, {"world", "activation_policy"}, "selective or balance with one process per rank",
       later,
       [](const Facts& f) { return pipelined(f) && f.placement == RankPlacement::kProcesses && measured_policy(f); },
@@ -591,8 +586,7 @@ void add_placement_rules(std::vector<Capability>& t) {
   t.push_back(rule(
       "gpu-policy", T, {"devices", "activation_policy", "offload_dir"}, "the file tier or balance on GPUs", later,
       [](const Facts& f) {
-        return pipelined(f) && f.placement == RankPlacement::kGpu &&
-               (file_tier(f) || f.policy == ActivationPolicy::kBalance);
+        return pipelined(f) && on_gpus(f) && (file_tier(f) || f.policy == ActivationPolicy::kBalance);
       },
       [](const Facts& f, const Names&) {
         return "pipeline trainer: activation policy '" + policy_name(f) + "'" +
@@ -606,7 +600,7 @@ void add_placement_rules(std::vector<Capability>& t) {
 void add_two_pipeline_rules(std::vector<Capability>& t) {
   t.push_back(rule(
       "two-pipelines-gpu", T, {"schedule", "devices"}, "two copies of the model on GPUs", later,
-      [](const Facts& f) { return pipelined(f) && f.pipelines > 1 && f.placement == RankPlacement::kGpu; },
+      [](const Facts& f) { return pipelined(f) && f.pipelines > 1 && on_gpus(f); },
       [](const Facts& f, const Names&) {
         return "pipeline trainer: schedule '" + f.schedule +
                "' trains two copies of the model (pipelines 2) on the CPU only yet";

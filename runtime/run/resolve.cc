@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "runtime/backend/cuda_backend.h"
+#include "runtime/comm/gpu_process_setup.h"
 #include "runtime/comm/world.h"
 #include "runtime/core/error.h"
 #include "runtime/core/log.h"
@@ -26,23 +27,42 @@ namespace {
 
 bool has_windowed_actions(const sched::Schedule& s) { return sched::is_asynchronous(s) || sched::has_local_heads(s); }
 
-// CPU threads, processes or CUDA devices; the CUDA ordinal of each rank (kGpu).
-RankPlacement place_ranks(TrainingConfig& c, int ranks, std::vector<int>* rank_device) {
-  if (c.devices.size() == 1) c.devices.assign(static_cast<size_t>(ranks), c.devices.front());
+// One process per rank on CUDA devices: this process's ordinal at its rank, -1 for the others (their
+// ordinals are on their own nodes). One entry (`cuda`): the GPU of the node-local rank.
+void place_process_rank(const TrainingConfig& c, int ranks, const OptionNamer& names, std::vector<int>* rank_device) {
+  const int me = c.world->rank();
+  const std::string who = names("devices") + " (rank " + std::to_string(me) + ", " + c.world->describe() + ")";
+  const CudaAvailability avail = probe_cuda();
+  if (avail.device_count == 0) require_cuda_device(c.devices.front().ordinal, who, avail);  // names why none
+  const int device =
+      comm::process_device(c.devices, me, ranks, comm::launcher_local_rank(), avail.device_count, names("devices"));
+  require_cuda_device(device, who, avail);
+  rank_device->assign(static_cast<size_t>(ranks), -1);
+  (*rank_device)[static_cast<size_t>(me)] = device;
+}
+
+// CPU threads, processes or CUDA devices; the CUDA ordinal of each rank (kGpu; processes: this one's).
+RankPlacement place_ranks(TrainingConfig& c, int ranks, const OptionNamer& names, std::vector<int>* rank_device) {
+  // With one process per rank a single entry stays one: each process chooses by its local rank.
+  if (c.devices.size() == 1 && !c.world) c.devices.assign(static_cast<size_t>(ranks), c.devices.front());
   const auto& d = c.devices;
   const RankPlacement threads_or_processes = c.world ? RankPlacement::kProcesses : RankPlacement::kThreads;
   if (d.empty()) return threads_or_processes;
-  PF_CHECK_ARG(static_cast<int>(d.size()) == ranks, "devices: ", d.size(), " entries for the schedule's ", ranks,
+  PF_CHECK_ARG(static_cast<int>(d.size()) == ranks || (c.world && d.size() == 1), "devices: ", d.size(),
+               " entries for the schedule's ", ranks,
                " ranks (devices[r] is rank r's device; give one per rank, or none to run on the CPU); ",
                static_cast<int>(d.size()) < ranks ? "rank " + std::to_string(d.size()) + " has no device"
                                                   : "there is no rank " + std::to_string(ranks));
   int cuda_ranks = 0;
   for (const Device& dev : d) cuda_ranks += dev.kind == DeviceKind::kCuda ? 1 : 0;
   if (cuda_ranks == 0) return threads_or_processes;  // explicitly all CPU
-  for (int r = 0; r < ranks; ++r)
+  for (int r = 0; r < static_cast<int>(d.size()); ++r)
     PF_CHECK_ARG(d[r].kind == DeviceKind::kCuda, "devices[", r, "] (rank ", r, ") is ", d[r].to_string(),
                  " while other ranks are on CUDA devices: all ranks must be on the CPU or all on CUDA devices");
-  if (c.world) return RankPlacement::kProcesses;  // the capability table refuses CUDA ranks in processes
+  if (c.world) {
+    place_process_rank(c, ranks, names, rank_device);
+    return RankPlacement::kProcesses;
+  }
   const CudaAvailability avail = probe_cuda();
   for (int r = 0; r < ranks; ++r) {
     require_cuda_device(d[r].ordinal, "devices[" + std::to_string(r) + "] (rank " + std::to_string(r) + ")", avail);
@@ -269,7 +289,7 @@ PipelinePlan resolve(const Model& model, const TrainingConfig& config, const Opt
   warn_out_of_order_gradients(plan.schedule);
 
   const int p = plan.schedule.num_ranks();
-  plan.placement = place_ranks(c, p, &plan.rank_device);
+  plan.placement = place_ranks(c, p, names, &plan.rank_device);
   if (c.world) {
     PF_CHECK_ARG(c.world->size() == p, "pipeline trainer: ", c.world->describe(), " is one of ", c.world->size(),
                  " processes but the schedule '", plan.schedule.name, "' has ", p,

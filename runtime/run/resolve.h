@@ -36,7 +36,9 @@ struct PipelinePlan {
   sched::ActivationPolicy policy = sched::ActivationPolicy::kNone;
   std::vector<int> layers_per_stage;  // top-level layers of each stage of one pipeline
   RankPlacement placement = RankPlacement::kThreads;
-  std::vector<int> rank_device;    // kGpu: the CUDA ordinal of each rank
+  // The CUDA ordinal of each rank (kGpu); one process per rank on CUDA devices: this process's
+  // rank's, -1 for the others (empty: CPU ranks).
+  std::vector<int> rank_device;
   float loss_scale = 1.0f;         // of each unit's (micro-batch's or slice's) loss
   sched::StepWindows windows;      // windowed schedules: each step's action lists
   OptimizerMode optimizer_mode = OptimizerMode::kMainThread;

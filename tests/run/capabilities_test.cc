@@ -128,6 +128,29 @@ TEST(Capabilities, EachChangeIsRefusedByItsRuleNamingTheOptions) {
          f.first_cuda_device = "cuda:0";
        },
        Operation::kTrain, ErrorCode::kInvalidArgument, {"on cuda:0 (<devices>)"}},
+      {"two copies of the model on GPUs in processes",
+       [](CapabilityFacts& f) {
+         f.placement = RankPlacement::kProcesses;
+         f.cuda_devices = 1;
+         f.first_cuda_device = "cuda:0";
+         f.pipelines = 2;
+       },
+       Operation::kTrain, ErrorCode::kUnimplemented, {"two copies of the model", "on the CPU only yet"}},
+      {"the file tier on GPUs in processes",
+       [](CapabilityFacts& f) {
+         f.placement = RankPlacement::kProcesses;
+         f.cuda_devices = 1;
+         f.policy = sched::ActivationPolicy::kOffloadFile;
+       },
+       Operation::kTrain, ErrorCode::kUnimplemented, {"'offload-file'", "not supported on CUDA devices yet"}},
+      {"an asynchronous schedule on GPUs in processes",
+       [](CapabilityFacts& f) {
+         f.placement = RankPlacement::kProcesses;
+         f.cuda_devices = 1;
+         f.schedule = "pipedream";
+         f.traits = sched::schedule_traits("pipedream");
+       },
+       Operation::kTrain, ErrorCode::kUnimplemented, {"on CUDA devices is not supported yet"}},
       {"evaluating local-updates",
        [](CapabilityFacts& f) {
          f.schedule = "local-updates";
@@ -222,6 +245,21 @@ TEST(Capabilities, EachChangeIsRefusedByItsRuleNamingTheOptions) {
     for (const std::string& part : c.says)
       EXPECT_NE(r.message.find(part), std::string::npos) << c.what << ": '" << part << "' not in: " << r.message;
   }
+}
+
+// One process per rank on CUDA devices (one GPU each) is a plain pipeline now, data parallel too.
+TEST(Capabilities, CudaRanksInProcessesPassEveryOperation) {
+  CapabilityFacts f = plain();
+  f.placement = RankPlacement::kProcesses;
+  f.devices = 1;
+  f.cuda_devices = 1;
+  f.first_cuda_device = "cuda:0";
+  for (Operation op : {Operation::kTrain, Operation::kEvaluate, Operation::kCheckpoint, Operation::kLoadCheckpoint,
+                       Operation::kPeriodicCheckpoint})
+    EXPECT_FALSE(find_refusal(f, op).refused()) << operation_name(op) << ": " << find_refusal(f, op).message;
+  f.replicas = 2;
+  f.data_parallel_world = true;
+  EXPECT_FALSE(find_refusal(f, Operation::kTrain).refused()) << find_refusal(f, Operation::kTrain).message;
 }
 
 // Neuron groups evaluate with the current weights of every group (ppll alone refuses).
