@@ -208,9 +208,12 @@ Prediction predict(const PlanRequest& request, const Candidate& c) {
       const int j = schedule.model_stage(s);
       stage[static_cast<size_t>(s)] = stage_costs(costs, begin[static_cast<size_t>(j)], begin[static_cast<size_t>(j) + 1]);
       const StageCosts& sc = stage[static_cast<size_t>(s)];
-      cm.t_f.push_back(sc.forward_s * compute_scale + sc.tensor_parallel_forward_s + calibration.action_overhead_s);
-      cm.t_b.push_back(sc.backward_input_s * compute_scale + sc.tensor_parallel_backward_s +
-                       calibration.action_overhead_s);
+      cm.t_f.push_back(sc.forward_s * compute_scale + calibration.action_overhead_s);
+      cm.t_b.push_back(sc.backward_input_s * compute_scale + calibration.action_overhead_s);
+      // T > 1: the members' all-reduces, after F's and B's compute, the rank waiting in them (the
+      // trainer does not overlap them).
+      cm.t_tp_f.push_back(sc.tensor_parallel_forward_s);
+      cm.t_tp_b.push_back(sc.tensor_parallel_backward_s);
       cm.t_w.push_back(sc.backward_weight_s * compute_scale + calibration.action_overhead_s);
       cm.m_b.push_back(sc.activation_bytes);
       cm.m_w.push_back(sc.weight_pending_bytes);
