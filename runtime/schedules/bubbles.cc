@@ -11,9 +11,11 @@ double RankBubbles::total() const {
 }
 
 std::vector<RankBubbles> timeline_bubbles(const Timeline& timeline) {
+  // The step ends with its last action or background TP collective (a rank whose compute is done
+  // waits for it as for a peer).
   double makespan = 0;
   for (const auto& rank : timeline.ranks)
-    for (const TimedAction& a : rank) makespan = std::max(makespan, a.end);
+    for (const TimedAction& a : rank) makespan = std::max({makespan, a.end, a.has_tensor_parallel() ? a.tp.end : 0.0});
   std::vector<RankBubbles> out(timeline.ranks.size());
   for (size_t r = 0; r < timeline.ranks.size(); ++r) {
     double end = 0;

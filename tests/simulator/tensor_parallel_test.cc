@@ -12,6 +12,7 @@
 
 #include "runtime/core/error.h"
 #include "runtime/schedules/activation_policy.h"
+#include "runtime/schedules/bubbles.h"
 #include "runtime/schedules/generators.h"
 #include "runtime/schedules/lowering.h"
 #include "runtime/schedules/simulator.h"
@@ -157,6 +158,8 @@ TEST(TensorParallelOverlap, WeightGradientHidesTheAllReduceButTheGradientWaitsFo
   EXPECT_EQ(r.tensor_parallel[1], 0.75);
   EXPECT_EQ(r.tensor_parallel_blocking[1], 0.25);
   EXPECT_EQ(r.ideal, 4.0);
+  // Rank 0's compute is done at 8.25; the step ends with its all-reduce at 8.5.
+  EXPECT_EQ(timeline_bubbles(r.timeline)[0].after_last, 0.25);
 
   // Lowered: SEND_B carries the gradient, so it waits for the collective too.
   const Schedule lowered = lower_communication(two_stages());
