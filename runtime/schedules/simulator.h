@@ -46,8 +46,10 @@
 //    rest wait for the compute only). A rank's TP collectives run one after another on its lane:
 //    a background one starts at max(B's compute end, lane free), and an F's (or RECOMPUTE's, or a
 //    non-overlapped B's) collective waits for the lane too, the rank with it. The rank finishes
-//    when its last collective does. Background collectives are neither busy time nor ideal work;
-////  * ALLREDUCE runs in the background, as the executor's gradient reducer does: the rank goes on
+//    when its last collective does. Background collectives are neither busy time nor ideal work
+//    (SimulationResult::tensor_parallel counts every collective, tensor_parallel_blocking those
+//    the rank waited in);
+//  * ALLREDUCE runs in the background, as the executor's gradient reducer does: the rank goes on
 //    with its list at once; a rank's reductions run one after another; STEP(s) waits for the end
 //    of ALLREDUCE(s), and a rank finishes when its last reduction does;
 //  * OFFLOAD and RELOAD run in the background too, on the rank's copy lane, as the executor's
