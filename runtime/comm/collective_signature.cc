@@ -13,6 +13,7 @@ const char* collective_op_name(CollectiveOp op) {
     case CollectiveOp::kAllReduceF32: return "all_reduce_sum(float)";
     case CollectiveOp::kAllReduceF64: return "all_reduce_sum(double)";
     case CollectiveOp::kSplit: return "split";
+    case CollectiveOp::kReduceScatterF32: return "reduce_scatter_sum(float)";
   }
   return "an unknown collective";
 }

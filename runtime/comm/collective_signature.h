@@ -17,6 +17,7 @@ enum class CollectiveOp : int64_t {
   kAllReduceF32 = 4,
   kAllReduceF64 = 5,
   kSplit = 6,
+  kReduceScatterF32 = 7,
 };
 const char* collective_op_name(CollectiveOp op);
 

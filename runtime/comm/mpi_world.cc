@@ -257,6 +257,36 @@ void MpiWorld::all_reduce_sum(double* data, size_t count, double timeout_seconds
   reduce(CollectiveOp::kAllReduceF64, MPI_DOUBLE, data, count, timeout_seconds);
 }
 
+void MpiWorld::reduce_scatter_sum(const float* data, size_t count, float* mine, double timeout_seconds) {
+  PF_CHECK_ARG((data != nullptr && mine != nullptr) || count == 0, "rank ", rank_, ": reduce_scatter_sum: data is null");
+  PF_CHECK_ARG(count <= static_cast<size_t>(INT64_MAX) / sizeof(float) / static_cast<size_t>(size_), "rank ", rank_,
+               ": reduce_scatter_sum of ", count, " elements per member is too large");
+  const Deadline deadline(timeout_seconds);
+  std::lock_guard<std::mutex> lock(coll_mutex_);
+  const char* name = collective_op_name(CollectiveOp::kReduceScatterF32);
+  check_usable(name);
+  agree(CollectiveOp::kReduceScatterF32, static_cast<int64_t>(count), 0, deadline);
+  if (count == 0) return;
+  struct Buffers {
+    std::vector<float> in, out;
+  };
+  auto b = std::make_shared<Buffers>();
+  const size_t members = static_cast<size_t>(size_);
+  // In chunks of each member's block: chunk [off, off + n) of every block, packed member by member.
+  for (size_t off = 0; off < count; off += kReduceChunkElements) {
+    const size_t n = std::min(kReduceChunkElements, count - off);
+    b->in.resize(n * members);
+    b->out.resize(n);
+    for (size_t r = 0; r < members; ++r) std::memcpy(b->in.data() + r * n, data + r * count + off, n * sizeof(float));
+    MPI_Request request = MPI_REQUEST_NULL;
+    mpi_check(MPI_Ireduce_scatter_block(b->in.data(), b->out.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, coll_,
+                                        &request),
+              "MPI_Ireduce_scatter_block", rank_);
+    complete(name, request, b, deadline, n * members * sizeof(float));
+    std::memcpy(mine + off, b->out.data(), n * sizeof(float));
+  }
+}
+
 void MpiWorld::abort(const std::string& reason) { abort_->abort(reason); }
 
 bool MpiWorld::aborted() const { return abort_->poll(); }

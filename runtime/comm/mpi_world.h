@@ -58,6 +58,7 @@ class MpiWorld : public World {
   void broadcast(void* data, size_t bytes, int root, double timeout_seconds) override;
   void all_reduce_sum(float* data, size_t count, double timeout_seconds) override;
   void all_reduce_sum(double* data, size_t count, double timeout_seconds) override;
+  void reduce_scatter_sum(const float* data, size_t count, float* mine, double timeout_seconds) override;
   void abort(const std::string& reason) override;
   bool aborted() const override;
   std::string abort_cause() const override;

@@ -44,6 +44,11 @@ class World {
   // member; deterministic for a fixed world size and layout (MPI: the library's reduction order).
   virtual void all_reduce_sum(float* data, size_t count, double timeout_seconds) = 0;
   virtual void all_reduce_sum(double* data, size_t count, double timeout_seconds) = 0;
+  // Reduce-scatter: `data` holds size() blocks of `count` floats; member r's `mine` (count floats)
+  // gets the element-wise sum over the members of their block r. Each element is summed as
+  // all_reduce_sum sums it. This default all-reduces the whole (threads: the same memory);
+  // MpiWorld moves 1/size() of it (MPI_Ireduce_scatter_block).
+  virtual void reduce_scatter_sum(const float* data, size_t count, float* mine, double timeout_seconds);
   // This member failed: tells every other member (best effort, never blocks long).
   virtual void abort(const std::string& reason) = 0;
   // This member called abort() or learned that another member did.

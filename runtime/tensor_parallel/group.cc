@@ -138,10 +138,25 @@ Tensor TensorParallelGroup::gather_sequence(const Tensor& shard, const std::stri
 }
 
 Tensor TensorParallelGroup::reduce_scatter_sequence(Tensor& partial, const std::string& what) {
-  sequence_dims(partial, size_, what);
-  // The whole sum, then this member's steps: the World has no reduce-scatter (docs/COMM.md).
-  all_reduce_sum(partial.f32(), partial.numel(), what);
-  return sequence_shard(partial, what);
+  const SequenceDims d = sequence_dims(partial, size_, what);
+  if (reduction_ == TensorReduction::kDeterministic) {  // every member's partials, added in rank order
+    all_reduce_sum(partial.f32(), partial.numel(), what);
+    return sequence_shard(partial, what);
+  }
+  scattered_bytes_ += partial.numel() * static_cast<int64_t>(sizeof(float));
+  // Member r's block: its steps of every sequence, [B, S/T, ...] contiguous, as the World scatters blocks.
+  const int64_t steps = d.steps / size_;
+  const size_t block = static_cast<size_t>(steps * d.inner), per_member = block * static_cast<size_t>(d.batch);
+  std::vector<float> blocks(per_member * static_cast<size_t>(size_));
+  for (int r = 0; r < size_; ++r)
+    for (int64_t b = 0; b < d.batch; ++b)
+      std::memcpy(blocks.data() + static_cast<size_t>(r) * per_member + static_cast<size_t>(b) * block,
+                  partial.f32() + static_cast<size_t>(b * d.steps + r * steps) * d.inner, block * sizeof(float));
+  Shape shape = partial.shape();
+  shape[1] = steps;
+  Tensor mine = Tensor::empty(shape);
+  naming_errors(what, [&] { world_->reduce_scatter_sum(blocks.data(), per_member, mine.f32(), timeout_seconds_); });
+  return mine;
 }
 
 Tensor TensorParallelGroup::sequence_shard(const Tensor& whole, const std::string& what) const {

@@ -74,9 +74,11 @@ class TensorParallelGroup {
   // member r's at steps [r S/T, (r+1) S/T): exact (a copy), the same on every member.
   Tensor gather_sequence(const Tensor& shard, const std::string& what);
   // The members' [B, S, ...] partial tensors (f32, CPU) summed, this member's steps of the sum
-  // ([B, S/T, ...]). Each element is summed as all_reduce_sum sums it (rank order in the
-  // deterministic mode), so it equals this member's steps of all_reduce_sum's result. `partial` is
-  // used as scratch. kInvalidArgument naming `what` when T does not divide S.
+  // ([B, S/T, ...]): the World's reduce-scatter (MPI_Ireduce_scatter_block: each member's link
+  // carries (T - 1)/T of the partial tensor, half an all-reduce), or in the deterministic mode
+  // every member's partials gathered and added in rank order, so that it equals this member's
+  // steps of all_reduce_sum's result. `partial` may be used as scratch. kInvalidArgument naming
+  // `what` when T does not divide S.
   Tensor reduce_scatter_sequence(Tensor& partial, const std::string& what);
   // This member's steps [r S/T, (r+1) S/T) of `whole` [B, S, ...], copied; no communication.
   Tensor sequence_shard(const Tensor& whole, const std::string& what) const;
@@ -87,6 +89,9 @@ class TensorParallelGroup {
   // Payload bytes this member has contributed to all-gathers since it was made (its own part of
   // each: all_gather, all_gather_floats, sum_in_rank_order, the pipeline's slice messages).
   int64_t gathered_bytes() const { return gathered_bytes_; }
+  // Payload bytes of the partial tensors this member has put into reduce-scatters (the whole
+  // [B, S, ...] of each call; the deterministic mode's are all-reduces, counted in reduced_bytes).
+  int64_t scattered_bytes() const { return scattered_bytes_; }
 
   // Every member's `bytes` bytes, member r's at r * bytes, the same on every member (checkpoints
   // gather the slices with it).
@@ -104,6 +109,7 @@ class TensorParallelGroup {
   int rank_ = 0, size_ = 1;
   int64_t reduced_bytes_ = 0;
   int64_t gathered_bytes_ = 0;
+  int64_t scattered_bytes_ = 0;
 };
 
 }  // namespace pf

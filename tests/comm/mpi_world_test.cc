@@ -236,6 +236,14 @@ TEST(MpiWorld, CollectivesGiveTheSameResultOnEveryRank) {
     EXPECT_EQ(std::memcmp(all_d.data() + r * d.size() * sizeof(double), d.data(), d.size() * sizeof(double)), 0)
         << "double sums differ between rank " << r << " and rank " << w.rank();
   }
+  // reduce_scatter_sum: member r gets block r of the sum (integer-valued: exact), block r of every
+  // member's contribution holding (i % 89 + r) * (its rank + 1).
+  const size_t count = 1000;
+  std::vector<float> blocks(count * static_cast<size_t>(n)), scattered(count, -1.0f);
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; ++i) blocks[r * count + i] = float(i % 89 + r) * float(w.rank() + 1);
+  w.reduce_scatter_sum(blocks.data(), count, scattered.data(), 10.0);
+  for (size_t i = 0; i < count; ++i) ASSERT_EQ(scattered[i], float(i % 89 + w.rank()) * float(n * (n + 1) / 2)) << i;
   // all_gather_doubles and the pair world
   const std::vector<double> gd = all_gather_doubles(pair(), {0.25 * world().rank()}, 10.0);
   const int base = world().rank() - pair().rank();

@@ -54,6 +54,7 @@ TEST(ThreadWorld, CollectivesGiveTheSameBitsOnEveryMember) {
   std::vector<std::vector<double>> dsums(n);
   std::vector<std::vector<char>> gathered(n);
   std::vector<std::vector<int32_t>> broadcasts(n);
+  std::vector<std::vector<float>> scattered(n, std::vector<float>(count / n));
   auto outcomes = run_members(n, [&](int r) {
     World& w = group.member(r);
     EXPECT_EQ(w.rank(), r);
@@ -61,6 +62,8 @@ TEST(ThreadWorld, CollectivesGiveTheSameBitsOnEveryMember) {
     EXPECT_EQ(w.endpoint().rank(), r);
     sums[r] = random_floats(r, count);
     w.all_reduce_sum(sums[r].data(), count, 5.0);
+    // The same contributions as n blocks: block r of the sum, the same bits as the all-reduce's.
+    w.reduce_scatter_sum(random_floats(r, count).data(), count / n, scattered[r].data(), 5.0);
     for (float x : random_floats(100 + r, count)) dsums[r].push_back(x);
     w.all_reduce_sum(dsums[r].data(), count, 5.0);
     const int32_t mine[2] = {r, 10 * r};
@@ -70,6 +73,9 @@ TEST(ThreadWorld, CollectivesGiveTheSameBitsOnEveryMember) {
     w.barrier(5.0);
   });
   for (const auto& o : outcomes) EXPECT_EQ(o.message, "");
+  for (int r = 0; r < n; ++r)
+    EXPECT_EQ(scattered[r], std::vector<float>(sums[r].begin() + r * (count / n), sums[r].begin() + (r + 1) * (count / n)))
+        << "member " << r;
   // The sum in rank order, as the group computes it.
   std::vector<float> expected = random_floats(0, count);
   std::vector<double> dexpected(count);

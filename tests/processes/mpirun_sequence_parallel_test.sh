@@ -29,8 +29,21 @@ assert sp["sequence_parallel"] is True and t2["sequence_parallel"] is False, (sp
 for a, b in zip(one["losses"], sp["losses"]):
     assert abs(a - b) <= 1e-5 * max(1.0, abs(a)), (one["losses"], sp["losses"])
 assert max(sp["peak_activation_bytes"]) < max(t2["peak_activation_bytes"]), (sp["peak_activation_bytes"], t2["peak_activation_bytes"])
+# Bytes per step per member. Megatron's exchange: where T = 2 all-reduces [tokens, d] (per block two
+# in forward and two in backward, one each for the embedding and the head), sequence parallelism
+# reduce-scatters the same [tokens, d] partials and all-gathers [tokens / 2, d] steps; what it
+# still all-reduces is the norms' weight gradients, (2 per block + the final one) x 2 x d floats
+# per micro-batch.
+c, m, T = sp["config"], sp["micro_batches"], 2
+tokens, d, L = sp["batch_size"] * c["seq_len"], c["d_model"], c["layers"]
+exchanged = (4 * L + 2) * tokens * d * 4
+assert t2["tensor_parallel_bytes_per_step"] == exchanged, (t2["tensor_parallel_bytes_per_step"], exchanged)
+assert sp["tensor_parallel_reduce_scattered_bytes_per_step"] == exchanged, sp["tensor_parallel_reduce_scattered_bytes_per_step"]
+assert sp["tensor_parallel_gathered_bytes_per_step"] >= exchanged // T, sp["tensor_parallel_gathered_bytes_per_step"]
+assert sp["tensor_parallel_bytes_per_step"] == m * (2 * L + 1) * 2 * d * 4, sp["tensor_parallel_bytes_per_step"]
 print(f"gpt T 2 sequence-parallel: losses {sp['losses']} (one process {one['losses']}); activation bytes per "
-      f"process {sp['peak_activation_bytes']} (T 2 without: {t2['peak_activation_bytes']})")
+      f"process {sp['peak_activation_bytes']} (T 2 without: {t2['peak_activation_bytes']}); reduce-scattered "
+      f"{exchanged} bytes per step (= the all-reduced bytes without it)")
 PY
 
 # 2. T = 2, P = 2, deterministic, against the sequence-parallel T = 2 sequential run: bit for bit

@@ -1155,12 +1155,13 @@ TEST(TensorParallelSequence, NormGradientsAreTheMembersPartialSumsInRankOrder) {
   EXPECT_NE(want_w, partial_w[0]);  // the reference is a sum of two different parts
 }
 
-// The group's gather and reduce-scatter over steps: exact copies in member order, and each
-// member's steps of the rank-order sum.
+// The group's gather and reduce-scatter over steps, in both reductions: exact copies in member
+// order, and each member's steps of the sum (integer-valued: exact in any order).
 TEST(TensorParallelSequence, GatherAndReduceScatterTheMembersSteps) {
   constexpr int T = 3;
+  for (TensorReduction reduction : {TensorReduction::kDeterministic, TensorReduction::kAllReduce})
   in_members(T, [&](int r, const std::shared_ptr<comm::World>& world) {
-    TensorParallelGroup group(world, TensorReduction::kDeterministic, 5.0, true);
+    TensorParallelGroup group(world, reduction, 5.0, true);
     // Member r's [2, 1, 2] steps hold 100 b + 10 r + i.
     Tensor shard = Tensor::empty({2, 1, 2});
     for (int64_t b = 0; b < 2; ++b)
@@ -1178,6 +1179,7 @@ TEST(TensorParallelSequence, GatherAndReduceScatterTheMembersSteps) {
     ASSERT_EQ(mine.shape(), (Shape{2, 1, 2}));
     for (int64_t b = 0; b < 2; ++b)
       for (int64_t i = 0; i < 2; ++i) EXPECT_EQ(mine.f32()[b * 2 + i], 6.0f * shard.f32()[b * 2 + i]);
+    EXPECT_EQ(group.scattered_bytes(), reduction == TensorReduction::kAllReduce ? 12 * 4 : 0);
     try {
       Tensor odd = Tensor::zeros({2, 4, 2});
       group.reduce_scatter_sequence(odd, "linear 'x' forward");

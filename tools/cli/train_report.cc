@@ -172,6 +172,8 @@ void print_json_report(const TrainReport& r) {
     out["tensor_parallel_bytes_per_step"] = static_cast<double>(group->reduced_bytes()) / steps;
     // And what it put into the group's all-gathers (the pipeline's slice messages, the loss's sums).
     out["tensor_parallel_gathered_bytes_per_step"] = static_cast<double>(group->gathered_bytes()) / steps;
+    // And the partial tensors it put into reduce-scatters (sequence parallelism).
+    out["tensor_parallel_reduce_scattered_bytes_per_step"] = static_cast<double>(group->scattered_bytes()) / steps;
   }
   out["process_memory"] = t.memory;  // per process: its stages' parameters, gradients, optimizer state
   out["asynchronous"] = pipeline != nullptr && pipeline->plan().schedule.traits.asynchronous();
