@@ -9,7 +9,8 @@
 #
 # What it builds: every cc_test in //tests/kernels/..., //tests/devices/..., //tests/gpu/... and the
 # GPU tests of the executor and the activation store (found by a bazel
-# query, so new tests are picked up) and //bench/gpu:gpt_block_gpu_bench, with --keep_going: a test
+# query, so new tests are picked up), the googletest binaries that run as mpirun ranks (MPIRUN_TESTS
+# below, with their process counts) and //bench/gpu:gpt_block_gpu_bench, with --keep_going: a test
 # target that fails to build is left out of the bundle and listed in gpu_bundle/MANIFEST (other
 # engineers' work in progress must not block the rest). The benchmark failing to build is an error.
 #
@@ -22,7 +23,8 @@
 #                   machine's own copies are missing or too old
 #   env.sh          `. gpu_bundle/env.sh` sets LD_LIBRARY_PATH (bundle libs, then the CUDA
 #                   libraries of the GPU machine: /usr/local/cuda, $CUDA_HOME, pip nvidia-* wheels)
-#   tests.txt       "<label> bin/<name>" per test binary; MANIFEST: what was built, from what
+#   tests.txt       "<label> bin/<name>" per test binary, "<label> bin/<name> mpirun <N>" for one run
+#                   as N mpirun ranks; MANIFEST: what was built, from what
 #   torch_gpt_block.py  copy of bench/gpu/torch_gpt_block.py
 # CUDA's own libraries (cudart, cuBLAS, cuBLASLt, NCCL; hundreds of MiB) and glibc are NOT bundled:
 # the GPU machine provides them. The binaries need glibc >= 2.34.
@@ -35,6 +37,8 @@ read -r -a build_opts <<<"${BAZEL_BUILD_OPTS:-}"
 # No bazel-* convenience symlinks: outputs are found through `bazel info bazel-bin`.
 common=(--symlink_prefix=/ "${build_opts[@]}")
 bench_label=//bench/gpu:gpt_block_gpu_bench
+# cc_binary googletests run as mpirun ranks (on //tests/util:mpi_gtest_main): "<label> <processes>".
+MPIRUN_TESTS=("//tests/gpu:mpirun_pipeline_gpu 2")
 bundle="$root/gpu_bundle"
 max_mib=60
 xz_over_bytes=$((16 * 1024 * 1024))
@@ -51,6 +55,9 @@ if [[ ! -s "$work/tests.labels" ]]; then
   echo "gpu_bundle: bazel query found no GPU cc_test targets" >&2
   exit 1
 fi
+for entry in "${MPIRUN_TESTS[@]}"; do
+  echo "${entry%% *}" >>"$work/tests.labels"
+done
 sort -o "$work/tests.labels" "$work/tests.labels"
 echo "   $(wc -l <"$work/tests.labels") test targets" >&2
 
@@ -129,7 +136,11 @@ while read -r label; do
   name=$(basename "$src")
   strip --strip-unneeded -o "$bundle/bin/$name" "$src"
   copy_libs_of "$src"
-  echo "$label bin/$name" >>"$bundle/tests.txt"
+  launch=""
+  for entry in "${MPIRUN_TESTS[@]}"; do
+    [[ ${entry%% *} == "$label" ]] && launch=" mpirun ${entry##* }"
+  done
+  echo "$label bin/$name$launch" >>"$bundle/tests.txt"
 done <"$work/tests.ok"
 src="$bazel_bin/$(label_path "$bench_label")"
 strip --strip-unneeded -o "$bundle/bin/$(basename "$src")" "$src"
@@ -146,7 +157,7 @@ done
 
 # Same sources as the working tree? gpu_check.sh recomputes this and warns when they differ.
 source_hash() {
-  (cd "$root" && find runtime tests/kernels tests/devices tests/comm tests/gpu tests/execution tests/memory bench/gpu third_party tools/build_defs \
+  (cd "$root" && find runtime tests/kernels tests/devices tests/comm tests/gpu tests/execution tests/memory tests/util bench/gpu third_party tools/build_defs \
     -type f \( -name '*.cc' -o -name '*.cu' -o -name '*.h' -o -name '*.cuh' -o -name BUILD \
     -o -name '*.bzl' -o -name '*.BUILD' \) -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 }

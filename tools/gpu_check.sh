@@ -11,7 +11,10 @@
 #
 # Every test binary runs once (in parallel, GPU_CHECK_JOBS at a time, default 4; each under
 # GPU_CHECK_TEST_TIMEOUT seconds, default 300) with --gtest_output=json; passed / failed / skipped
-# are counted per binary from that JSON (a crash or timeout counts as a failure). OMP_NUM_THREADS
+# are counted per binary from that JSON (a crash or timeout counts as a failure). A tests.txt entry
+# "... mpirun N" runs as N ranks of `mpirun --oversubscribe` (as root too), each rank writing its own
+# JSON (PF_GTEST_RANK_OUTPUT, tests/util/mpi_gtest_main.cc), rank 0's counted; without mpirun on the
+# PATH it runs alone, where it skips itself (its log says mpirun was not found). OMP_NUM_THREADS
 # defaults to 1, as under `bazel test` (.bazelrc). Then bench/gpu's gpt_block_gpu_bench and
 # bench/gpu/torch_gpt_block.py (GPU_CHECK_BENCH_TIMEOUT, default 420 s each) print one JSON object
 # each; the report shows the TFLOP/s table, ours ÷ torch per pass (throughput ratio = torch ms /
@@ -65,7 +68,7 @@ mkdir -p "$res/tests"
 
 # Built from the sources in this tree? (Same hash as gpu_bundle.sh computes.)
 source_hash() {
-  (cd "$root" && find runtime tests/kernels tests/devices tests/comm tests/gpu tests/execution tests/memory bench/gpu third_party tools/build_defs \
+  (cd "$root" && find runtime tests/kernels tests/devices tests/comm tests/gpu tests/execution tests/memory tests/util bench/gpu third_party tools/build_defs \
     -type f \( -name '*.cc' -o -name '*.cu' -o -name '*.h' -o -name '*.cuh' -o -name BUILD \
     -o -name '*.bzl' -o -name '*.BUILD' \) -print0 2>/dev/null | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 }
@@ -82,19 +85,31 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"
 
 if want tests; then
   echo "== running $(wc -l <"$bundle/tests.txt") test binaries ($jobs at a time, ${test_timeout}s each)" >&2
-  run_test() {  # label binary
-    local name start
+  run_test() {  # label binary [mpirun N]
+    local name start rc ranks
     name=$(basename "$2")
     start=$(date +%s.%N)
-    timeout -k 10 "$test_timeout" "$bundle/$2" --gtest_output="json:$res/tests/$name.json" \
-      >"$res/tests/$name.log" 2>&1
-    echo "$? $(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')" >"$res/tests/$name.rc"
-    echo "   done: $name (exit $(cut -d' ' -f1 "$res/tests/$name.rc"))" >&2
+    if [[ ${3:-} == mpirun ]] && command -v mpirun >/dev/null; then
+      ranks="$res/tests/$name.ranks"
+      mkdir -p "$ranks"
+      OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PF_GTEST_RANK_OUTPUT="json:$ranks" \
+        timeout -k 10 "$test_timeout" mpirun -np "$4" --oversubscribe --bind-to none "$bundle/$2" \
+        >"$res/tests/$name.log" 2>&1
+      rc=$?
+      cp "$ranks/rank0.json" "$res/tests/$name.json" 2>/dev/null
+    else
+      [[ ${3:-} == mpirun ]] && echo "gpu_check: mpirun not found: $name runs alone (it needs $4 mpirun ranks)" >"$res/tests/$name.log"
+      timeout -k 10 "$test_timeout" "$bundle/$2" --gtest_output="json:$res/tests/$name.json" \
+        >>"$res/tests/$name.log" 2>&1
+      rc=$?
+    fi
+    echo "$rc $(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')" >"$res/tests/$name.rc"
+    echo "   done: $name (exit $rc)" >&2
   }
-  while read -r label bin; do
+  while read -r label bin launcher processes; do
     [[ -n $label ]] || continue
     while [[ $(jobs -rp | wc -l) -ge $jobs ]]; do wait -n; done
-    run_test "$label" "$bin" &
+    run_test "$label" "$bin" "${launcher:-}" "${processes:-}" &
   done <"$bundle/tests.txt"
   wait
 fi

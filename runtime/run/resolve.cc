@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <unordered_map>
 
@@ -33,9 +34,11 @@ void place_process_rank(const TrainingConfig& c, int ranks, const OptionNamer& n
   const int me = c.world->rank();
   const std::string who = names("devices") + " (rank " + std::to_string(me) + ", " + c.world->describe() + ")";
   const CudaAvailability avail = probe_cuda();
-  if (avail.device_count == 0) require_cuda_device(c.devices.front().ordinal, who, avail);  // names why none
+  // The option's own refusals first (they do not depend on the machine), then the device's (with
+  // none visible, the one the local rank asks for is named).
+  const int visible = avail.device_count > 0 ? avail.device_count : std::numeric_limits<int>::max();
   const int device =
-      comm::process_device(c.devices, me, ranks, comm::launcher_local_rank(), avail.device_count, names("devices"));
+      comm::process_device(c.devices, me, ranks, comm::launcher_local_rank(), visible, names("devices"));
   require_cuda_device(device, who, avail);
   rank_device->assign(static_cast<size_t>(ranks), -1);
   (*rank_device)[static_cast<size_t>(me)] = device;
