@@ -25,13 +25,6 @@ std::vector<int64_t> all_gather_int64s(World& world, const std::vector<int64_t>&
   return gather_values(world, mine, timeout_seconds);
 }
 
-void World::reduce_scatter_sum(const float* data, size_t count, float* mine, double timeout_seconds) {
-  PF_CHECK_ARG((data != nullptr && mine != nullptr) || count == 0, "rank ", rank(), ": reduce_scatter_sum: data is null");
-  std::vector<float> all(data, data + count * static_cast<size_t>(size()));
-  all_reduce_sum(all.data(), all.size(), timeout_seconds);
-  if (count > 0) std::memcpy(mine, all.data() + count * static_cast<size_t>(rank()), count * sizeof(float));
-}
-
 void broadcast_string(World& world, std::string* text, int root, double timeout_seconds) {
   PF_CHECK_ARG(text != nullptr, "broadcast_string: text is null");
   uint64_t length = text->size();

@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -47,8 +48,13 @@ class World {
   // Reduce-scatter: `data` holds size() blocks of `count` floats; member r's `mine` (count floats)
   // gets the element-wise sum over the members of their block r. Each element is summed as
   // all_reduce_sum sums it. This default all-reduces the whole (threads: the same memory);
-  // MpiWorld moves 1/size() of it (MPI_Ireduce_scatter_block).
-  virtual void reduce_scatter_sum(const float* data, size_t count, float* mine, double timeout_seconds);
+  // MpiWorld moves 1/size() of it (MPI_Ireduce_scatter_block). (Defined here: World keeps no key
+  // function, so every library that sees it has its type information, as before.)
+  virtual void reduce_scatter_sum(const float* data, size_t count, float* mine, double timeout_seconds) {
+    std::vector<float> all(data, data + count * static_cast<size_t>(size()));
+    all_reduce_sum(all.data(), all.size(), timeout_seconds);
+    if (count > 0) std::memcpy(mine, all.data() + count * static_cast<size_t>(rank()), count * sizeof(float));
+  }
   // This member failed: tells every other member (best effort, never blocks long).
   virtual void abort(const std::string& reason) = 0;
   // This member called abort() or learned that another member did.

@@ -263,9 +263,10 @@ void print_summary(const TrainReport& r) {
   std::printf("final loss %.6f (step %lld: %.6f) after %lld steps, %s tokens/s\n", t.losses.back(),
               static_cast<long long>(t.first_step + 1), t.losses.front(),
               static_cast<long long>(r.trainer.metrics().step), ProgressBar::format_rate(t.tokens_per_s()).c_str());
-  // A tensor-parallel member's checksum is of its own slices (--checkpoint writes the whole model).
+  // Under tensor parallelism the checksum is of the whole model, its split parameters gathered.
   std::printf("parameter checksum (sha256)%s: %s\n",
-              r.trainer.model().tensor_parallel_group() ? " of tensor-parallel rank 0's slices" : "", t.checksum.c_str());
+              r.trainer.model().tensor_parallel_group() ? " of the whole model (split parameters gathered)" : "",
+              t.checksum.c_str());
   if (r.pipeline) print_pipeline_summary(r);
   if (r.groups) print_neuron_group_summary(r);
   if (r.world) {
