@@ -31,6 +31,7 @@ using nccl_support::Clock;
 using nccl_support::deadline_after;
 using nccl_support::DeviceBuffer;
 using nccl_support::drop_on_stream;
+using nccl_support::finish_receive;
 using nccl_support::nccl_group;
 using nccl_wire::check_header;
 using nccl_wire::Header;
@@ -578,17 +579,13 @@ Tensor NcclProcessTransport::recv(int from, const MessageKey& key, double timeou
         throw;
       }
     }
-    auto done = std::make_unique<CudaEvent>(device_);
-    done->record(stream);
-    if (got == key) {
-      wait(*done, &t, "the payload");
-      return t;
-    }
-    Channel::Received m;
-    m.key = got;
-    m.tensor = std::move(t);
-    m.done = std::move(done);
-    ch->stash.push_back(std::move(m));
+    Tensor arrived = finish_receive(
+        device_, stream, got, key, std::move(t),
+        [&](const CudaEvent& done, Tensor* pending) { wait(done, pending, "the payload"); },
+        [&](const MessageKey& other, Tensor tensor, std::unique_ptr<CudaEvent> done) {
+          ch->stash.push_back(Channel::Received{other, std::move(tensor), std::move(done)});
+        });
+    if (arrived.defined()) return arrived;
   }
 }
 

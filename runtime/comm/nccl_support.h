@@ -7,7 +7,9 @@
 
 #include <chrono>
 #include <cstddef>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "runtime/comm/nccl_wire.h"
 #include "runtime/devices/cuda/cuda_status.h"
@@ -56,6 +58,23 @@ ncclResult_t nccl_group(const std::string& what, F enqueue, ncclResult_t accept 
   if (first != accept) cuda::check_nccl(first, what);
   if (end != accept) cuda::check_nccl(end, what, ": ncclGroupEnd");
   return end;
+}
+
+// The end of a receive whose payload (`t`) was issued on `stream` of `device`: the message asked
+// for (`got == want`) is returned once its payload has arrived (`wait(done, &t)`, which throws on a
+// timeout or cancel); another is handed to `keep(got, t, done)` for a later receive, and an
+// undefined Tensor is returned.
+template <typename Wait, typename Keep>
+Tensor finish_receive(int device, const cuda::CudaStream& stream, const MessageKey& got, const MessageKey& want,
+                      Tensor t, Wait wait, Keep keep) {
+  auto done = std::make_unique<cuda::CudaEvent>(device);
+  done->record(stream);
+  if (got == want) {
+    wait(*done, &t);
+    return t;
+  }
+  keep(got, std::move(t), std::move(done));
+  return Tensor();
 }
 
 }  // namespace pf::comm::nccl_support

@@ -39,6 +39,7 @@ using cuda::WaitResult;
 using nccl_support::deadline_after;
 using nccl_support::DeviceBuffer;
 using nccl_support::drop_on_stream;
+using nccl_support::finish_receive;
 using nccl_support::nccl_group;
 using nccl_support::seconds_left;
 using nccl_wire::check_header;
@@ -612,18 +613,18 @@ Tensor NcclTransport::recv(int self, int from, const MessageKey& key, double tim
         return ncclRecv(t.data<char>(), t.nbytes(), ncclChar, 0, ch.recv_comm, stream.get());
       });
     }
-    auto done = std::make_unique<CudaEvent>(device);
-    done->record(stream);
-    if (got == key) {
-      wait(*done, &t, "the payload");
-      return t;
-    }
-    Channel::Received m;
-    m.key = got;
-    m.tensor = std::move(t);
-    m.done = std::move(done);
-    ch.stash.push_back(std::move(m));
-    ch.stashed.fetch_add(1);
+    Tensor arrived = finish_receive(
+        device, stream, got, key, std::move(t),
+        [&](const CudaEvent& done, Tensor* pending) { wait(done, pending, "the payload"); },
+        [&](const MessageKey& other, Tensor tensor, std::unique_ptr<CudaEvent> done) {
+          Channel::Received m;
+          m.key = other;
+          m.tensor = std::move(tensor);
+          m.done = std::move(done);
+          ch.stash.push_back(std::move(m));
+          ch.stashed.fetch_add(1);
+        });
+    if (arrived.defined()) return arrived;
   }
 }
 

@@ -104,21 +104,11 @@ class CudaRankDevices : public RankDevices {
   }
 
   // One process per rank: the parameters it holds (ParameterOwnership allocated its rank's and
-  // released the others') go to its device.
+  // released the others', which Model::to_device leaves alone) go to its device.
   void place_own_parameters(Model& model) {
     PF_CHECK_ARG(used_.size() == 1, "pipeline trainer: one process per rank runs on one device");
-    const Device dev = Device::cuda(used_[0]);
     auto scope = cuda_backend().device_scope(used_[0]);
-    for (Parameter* p : model.parameters()) {
-      if (p->value.defined() && p->value.device() != dev) {
-        MemoryCategoryScope category(MemoryCategory::kParameters);
-        p->value = p->value.to_device(dev);
-      }
-      if (p->grad.defined() && p->grad.device() != dev) {
-        MemoryCategoryScope category(MemoryCategory::kGradients);
-        p->grad = p->grad.to_device(dev);
-      }
-    }
+    model.to_device(Device::cuda(used_[0]));
     sync("moving this process's parameters to its device");
   }
 

@@ -13,17 +13,10 @@
 #include "runtime/comm/world.h"
 #include "runtime/execution/pipeline_trainer.h"
 #include "runtime/layers/parameter.h"
+#include "tests/devices/gpu_test_util.h"  // PF_REQUIRE_GPUS
 #include "tests/execution/test_util.h"
 
 namespace pf::exec::gpu_process_test {
-
-#define PF_REQUIRE_GPUS(n)                                                                          \
-  do {                                                                                              \
-    const CudaAvailability avail = probe_cuda();                                                    \
-    if (avail.device_count < (n))                                                                   \
-      GTEST_SKIP() << "needs " << (n) << " CUDA device(s), found " << avail.device_count            \
-                   << (avail.reason.empty() ? "" : ": ") << avail.reason;                           \
-  } while (0)
 
 // A pipeline case: the schedule, its ranks, the model.
 struct Case {

@@ -192,18 +192,27 @@ Tensor values(const Shape& shape, float base, int device) {
   return Tensor::from_vector(shape, v).to_device(Device::cuda(device));
 }
 
+// Two "processes" (threads of `world`), rank r on cuda:r, each with its NCCL process transport
+// (ranks 0 and 1 talk, and rank 1 to itself) and its worker context: fn(rank, transport).
+std::vector<std::string> with_transports(ThreadWorld& world,
+                                         const std::function<void(int, comm::GpuTransportGroup&)>& fn) {
+  return run_members(world, [&](int r) {
+    auto transport = cuda_backend().new_process_gpu_transport(member(world, r), r, {{0, 1}, {1, 1}}, 8, 60);
+    Worker worker(r);
+    fn(r, *transport);
+  });
+}
+
 TEST(NcclProcessTransportGpu, ExchangesBitwiseInBothDirectionsOutOfOrderAndToItself) {
   PF_REQUIRE_GPUS(2);
   ThreadWorld world(2);
   const std::vector<Shape> shapes = {{3, 5}, {}, {0, 4}, {2, 3, 4}};
-  const auto errors = run_members(world, [&](int r) {
-    auto transport = cuda_backend().new_process_gpu_transport(member(world, r), r, {{0, 1}, {1, 1}}, 8, 60);
-    Worker worker(r);
-    comm::Transport& t = transport->endpoint(r);
+  const auto errors = with_transports(world, [&](int r, comm::GpuTransportGroup& transport) {
+    comm::Transport& t = transport.endpoint(r);
     EXPECT_EQ(t.rank(), r);
     EXPECT_EQ(t.num_ranks(), 2);
-    EXPECT_EQ(transport->nccl_pair_count(), 1);
-    EXPECT_TRUE(transport->uses_nccl(0, 1));
+    EXPECT_EQ(transport.nccl_pair_count(), 1);
+    EXPECT_TRUE(transport.uses_nccl(0, 1));
     if (r == 0) {
       for (int mb = 0; mb < 4; ++mb) t.send(1, fwd(mb, 1), values(shapes[static_cast<size_t>(mb)], 10.0f * mb, 0), 60);
       for (int mb = 0; mb < 4; ++mb) {
@@ -223,7 +232,7 @@ TEST(NcclProcessTransportGpu, ExchangesBitwiseInBothDirectionsOutOfOrderAndToIts
       for (int mb = 0; mb < 4; ++mb) t.send(0, bwd(mb, 0), values(shapes[static_cast<size_t>(mb)], -1.0f * mb, 1), 60);
     }
     world.member(r).barrier(60);  // both sides done before the transports go
-    EXPECT_EQ(transport->pending_messages(), 0u);
+    EXPECT_EQ(transport.pending_messages(), 0u);
   });
   for (const std::string& e : errors) EXPECT_EQ(e, "");
 }
@@ -233,13 +242,11 @@ TEST(NcclProcessTransportGpu, ATimedOutReceiveEndsTheOtherMemberNamingIt) {
   ThreadWorld world(2);
   std::vector<Error> seen(2, Error(ErrorCode::kOk, ""));
   std::vector<double> seconds(2, 0);
-  run_members(world, [&](int r) {
-    auto transport = cuda_backend().new_process_gpu_transport(member(world, r), r, {{0, 1}}, 8, 60);
-    Worker worker(r);
+  with_transports(world, [&](int r, comm::GpuTransportGroup& transport) {
     const auto start = std::chrono::steady_clock::now();
     try {
-      if (r == 1) transport->endpoint(1).recv(0, fwd(7, 1), 0.5);  // never sent
-      else transport->endpoint(0).recv(1, bwd(2, 0), 60);          // never sent either: ended by rank 1
+      if (r == 1) transport.endpoint(1).recv(0, fwd(7, 1), 0.5);  // never sent
+      else transport.endpoint(0).recv(1, bwd(2, 0), 60);          // never sent either: ended by rank 1
     } catch (const Error& e) {
       seen[static_cast<size_t>(r)] = e;
       seconds[static_cast<size_t>(r)] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -257,29 +264,27 @@ TEST(NcclProcessTransportGpu, ATimedOutReceiveEndsTheOtherMemberNamingIt) {
 TEST(NcclProcessTransportGpu, CancelEndsAWaitAndLaterCallsUntilReset) {
   PF_REQUIRE_GPUS(2);
   ThreadWorld world(2);
-  const auto errors = run_members(world, [&](int r) {
-    auto transport = cuda_backend().new_process_gpu_transport(member(world, r), r, {{0, 1}}, 8, 60);
-    Worker worker(r);
+  const auto errors = with_transports(world, [&](int r, comm::GpuTransportGroup& transport) {
     if (r == 0) {
       std::thread canceller([&] {
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
-        transport->cancel("stop here");
+        transport.cancel("stop here");
       });
       try {
-        transport->endpoint(0).recv(1, bwd(0, 0), 60);
+        transport.endpoint(0).recv(1, bwd(0, 0), 60);
         ADD_FAILURE() << "the receive was not cancelled";
       } catch (const Error& e) {
         EXPECT_EQ(e.code(), ErrorCode::kCancelled);
         EXPECT_TRUE(contains(e.what(), "rank 0: 0RECV_B0 (peer rank 1) cancelled: stop here")) << e.what();
       }
       canceller.join();
-      EXPECT_TRUE(transport->cancelled());
-      EXPECT_THROW(transport->endpoint(0).send(1, fwd(0, 1), values({2}, 1, 0), 1), Error);
-      transport->reset();  // the receive's channel was aborted: the transport stays cancelled
-      EXPECT_TRUE(transport->cancelled());
+      EXPECT_TRUE(transport.cancelled());
+      EXPECT_THROW(transport.endpoint(0).send(1, fwd(0, 1), values({2}, 1, 0), 1), Error);
+      transport.reset();  // the receive's channel was aborted: the transport stays cancelled
+      EXPECT_TRUE(transport.cancelled());
     }
     world.member(r).barrier(60);
-    if (r == 1) transport->cancel("rank 0 stopped");  // its channel's other end is gone: abort, not finalize
+    if (r == 1) transport.cancel("rank 0 stopped");  // its channel's other end is gone: abort, not finalize
   });
   for (const std::string& e : errors) EXPECT_EQ(e, "");
 }
@@ -287,18 +292,16 @@ TEST(NcclProcessTransportGpu, CancelEndsAWaitAndLaterCallsUntilReset) {
 TEST(NcclProcessTransportGpu, SendsOnlyCudaTensorsOfItsDevice) {
   PF_REQUIRE_GPUS(2);
   ThreadWorld world(2);
-  const auto errors = run_members(world, [&](int r) {
-    auto transport = cuda_backend().new_process_gpu_transport(member(world, r), r, {{0, 1}}, 8, 60);
-    Worker worker(r);
+  const auto errors = with_transports(world, [&](int r, comm::GpuTransportGroup& transport) {
     if (r == 0) {
       try {
-        transport->endpoint(0).send(1, fwd(0, 1), Tensor::from_vector({2}, {1, 2}), 5);
+        transport.endpoint(0).send(1, fwd(0, 1), Tensor::from_vector({2}, {1, 2}), 5);
         ADD_FAILURE() << "a CPU tensor was sent";
       } catch (const Error& e) {
         EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
         EXPECT_TRUE(contains(e.what(), "this process's device cuda:0, got a tensor on cpu:0")) << e.what();
       }
-      EXPECT_THROW(transport->endpoint(1), Error);  // rank 1 runs elsewhere
+      EXPECT_THROW(transport.endpoint(1), Error);  // rank 1 runs elsewhere
     }
     world.member(r).barrier(60);
   });
