@@ -134,7 +134,9 @@ std::vector<ConfigKey> make_keys() {
             else bad_value(k, v, "params (balanced parameter counts) or even (balanced layer counts)");
           }),
       // ---- Placement.
-      key("devices", "string", "cpu, cuda:N, or one device per rank (\"cuda:0,cuda:1\")",
+      key("devices", "string",
+          "cpu, cuda:N, or one device per rank (\"cuda:0,cuda:1\"); one process per rank: \"cuda\", each its "
+          "node-local GPU",
           [](C& c, const std::string&, const std::string& v) { c.devices = parse_device_list(v); }),
       key("cpu_affinity", "int list", "CPU of each worker thread (rank r: entry r % size)",
           [](C& c, const std::string& k, const std::string& v) { c.cpu_affinity = parse_int_list(k, v); }),

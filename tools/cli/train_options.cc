@@ -189,7 +189,8 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
       ->check(non_negative_number());
   cmd->add_option("--offload-dir", a.offload_dir, "folder for offload-file (and selective with files)");
   cmd->add_option("--devices", a.devices,
-                  "where to train: cpu (default), cuda:N, or pipelined one device per rank (cuda:0,cuda:1)");
+                  "where to train: cpu (default), cuda:N, or pipelined one device per rank (cuda:0,cuda:1); "
+                  "under mpirun, cuda gives each process the GPU of its node-local rank");
   cmd->add_flag("--overlap-steps", a.overlap_steps,
                 "synchronous schedules: a rank begins the next step as soon as its own part of this one and its "
                 "update are done, while later ranks finish (results unchanged; docs/EXECUTION.md, \"Overlapping steps\")");
