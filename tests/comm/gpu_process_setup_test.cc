@@ -159,6 +159,11 @@ TEST(GpuProcessSetup, RankZeroMakesTheIdsAndEveryMemberGetsTheSameBytes) {
   EXPECT_NE(got[0][0], got[0][1]);
   EXPECT_EQ(got[0][3][1], static_cast<char>(3 * 31 + 1));
   for (int r = 1; r < 3; ++r) EXPECT_EQ(got[static_cast<size_t>(r)], got[0]) << "member " << r;
+  // A pipeline whose ranks only send to themselves (one rank of ZB-V) needs none: still collective.
+  const auto none = run_members(world, [&](World& w) {
+    EXPECT_TRUE(broadcast_nccl_ids(w, 0, [](NcclId*) { ADD_FAILURE() << "made an id"; }, 10).empty());
+  });
+  for (const std::string& e : none) EXPECT_EQ(e, "");
 }
 
 TEST(GpuProcessSetup, MembersAskingForOtherChannelCountsAllFailNamingTheOddRank) {
