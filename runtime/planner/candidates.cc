@@ -74,7 +74,8 @@ std::vector<int> divisors_up_to(int64_t n, int64_t cap) {
 
 // The same schedule, degrees, chunks and micro-batches (the policy aside).
 bool same_run(const Candidate& a, const Candidate& b) {
-  return a.schedule == b.schedule && a.tensor_parallel == b.tensor_parallel && a.data_parallel == b.data_parallel &&
+  return a.schedule == b.schedule && a.tensor_parallel == b.tensor_parallel &&
+         a.sequence_parallel == b.sequence_parallel && a.data_parallel == b.data_parallel &&
          a.ranks == b.ranks && a.chunks == b.chunks && a.micro_batches == b.micro_batches;
 }
 
@@ -85,6 +86,7 @@ std::string Candidate::describe() const {
   s << schedule << " P=" << ranks << " v=" << chunks << " m=" << micro_batches << " D=" << data_parallel << " "
     << activation_policy << (overlap_steps ? " overlap" : "");
   if (tensor_parallel > 1) s << " T=" << tensor_parallel;
+  if (sequence_parallel) s << " SP";
   return s.str();
 }
 
@@ -130,7 +132,7 @@ Prediction predict(const PlanRequest& request, const Candidate& c) {
   const Link& member_link = request.cluster.allreduce_link(0, T - 1, true);
   const MicroBatchCosts costs =
       tensor_parallel_costs(request.profile.tensor_parallel, request.profile.at_rows(request.batch_rows / D / m), T,
-                            member_link.bandwidth_bytes_per_s, member_link.latency_s);
+                            member_link.bandwidth_bytes_per_s, member_link.latency_s, c.sequence_parallel);
   const int L = static_cast<int>(costs.layers.size());
   const double bpp = bytes_per_parameter(request.profile);
   const double upd = request.profile.update_seconds_per_parameter;
@@ -336,6 +338,13 @@ Plan make_plan(const PlanRequest& request) {
     for (int T : request.profile.tensor_parallel.degrees)
       if (T <= request.cluster.devices_per_node) tensor_degrees.push_back(T);
   }
+  // Without and, where the profile measured what its members keep, with sequence parallelism.
+  auto sequence_options = [&](int T) {
+    std::vector<bool> out = {false};
+    if (request.sequence_parallel && T > 1 && request.profile.tensor_parallel.member(T, true) != nullptr)
+      out.push_back(true);
+    return out;
+  };
   for (int T : tensor_degrees) {
     for (int D = 1; T * D <= n; ++D) {
       if (request.batch_rows % D != 0 || !allowed(request.data_parallel, D)) continue;
@@ -351,17 +360,20 @@ Plan make_plan(const PlanRequest& request) {
             for (int v = 2; v <= request.max_chunks; v *= 2) chunk_options.push_back(v);
           for (int v : chunk_options) {
             for (int m : divisors_up_to(request.batch_rows / D, request.max_micro_batches)) {
-              for (const std::string& policy : policies) {
-                if (sequential && policy != "none") continue;
-                Candidate c;
-                c.tensor_parallel = T;
-                c.data_parallel = D;
-                c.ranks = P;
-                c.chunks = v;
-                c.micro_batches = m;
-                c.schedule = name;
-                c.activation_policy = policy;
-                consider(c);
+              for (bool sequence_parallel : sequence_options(T)) {
+                for (const std::string& policy : policies) {
+                  if (sequential && policy != "none") continue;
+                  Candidate c;
+                  c.tensor_parallel = T;
+                  c.sequence_parallel = sequence_parallel;
+                  c.data_parallel = D;
+                  c.ranks = P;
+                  c.chunks = v;
+                  c.micro_batches = m;
+                  c.schedule = name;
+                  c.activation_policy = policy;
+                  consider(c);
+                }
               }
             }
           }

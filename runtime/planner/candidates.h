@@ -25,6 +25,8 @@ inline constexpr const char* kOneRankSchedule = "1f1b";
 // One way to run the step. schedule kSequentialLabel is the sequential trainer (D = P = 1).
 struct Candidate {
   int tensor_parallel = 1; // T members per stage (docs/PLANNING.md, "Tensor parallelism")
+  // T > 1: activations between the split layers split by sequence steps (TrainingConfig::sequence_parallel).
+  bool sequence_parallel = false;
   int data_parallel = 1;   // D replicas
   int ranks = 1;           // P pipeline ranks
   int chunks = 1;          // v model chunks per rank (the looped schedules; the V schedules: 2)
@@ -35,7 +37,7 @@ struct Candidate {
   // Steps overlap (TrainingConfig::overlap_steps): set by predict() where the request allows it, the
   // trainer can (one replica, no activation policy, one pipeline) and it is faster than the barrier.
   bool overlap_steps = false;
-  std::string describe() const;       // "1f1b P=2 v=1 m=4 D=1 none" (+ " overlap", + " T=2")
+  std::string describe() const;       // "1f1b P=2 v=1 m=4 D=1 none" (+ " overlap", + " T=2", + " SP")
   bool sequential() const { return schedule == kSequentialLabel; }
 };
 
@@ -66,6 +68,9 @@ struct PlanRequest {
   // The tensor-parallel degrees T to try; empty: 1 and every degree of the profile's
   // tensor_parallel within one node (T x D x P <= devices in any case).
   std::vector<int> tensor_parallel;
+  // Also try each T > 1 with sequence parallelism where the profile measured its member bytes
+  // (TensorParallelProfile::member_bytes: the model splits by sequence steps at T).
+  bool sequence_parallel = true;
   int max_micro_batches = 64;
   int max_chunks = 4;
   double memory_limit_bytes = 0;         // per device; 0: the cluster's device memory

@@ -81,6 +81,12 @@ void profile_pass(Model& model, const Batch& micro_batch, bool record_bytes, Mic
 
 }  // namespace
 
+const TensorParallelProfile::MemberBytes* TensorParallelProfile::member(int T, bool sequence_parallel) const {
+  for (const MemberBytes& m : member_bytes)
+    if (m.tensor_parallel == T && m.sequence_parallel == sequence_parallel) return &m;
+  return nullptr;
+}
+
 int ModelProfile::num_layers() const { return sizes.empty() ? 0 : static_cast<int>(sizes[0].layers.size()); }
 
 int64_t ModelProfile::parameter_elements() const {
@@ -132,8 +138,12 @@ int optimizer_state_floats(const OptimizerConfig& config) {
   return config.momentum > 0 ? 1 : 0;
 }
 
-MicroBatchCosts measure_micro_batch(Model& model, const Batch& micro_batch, int repeats) {
-  PF_CHECK_ARG(repeats >= 1, "profile: repeats must be >= 1, got ", repeats);
+namespace {
+
+// The micro-batch's costs without times, and one pass recording the bytes into them; f, b and w
+// get that pass's times.
+MicroBatchCosts first_pass(Model& model, const Batch& micro_batch, std::vector<std::vector<double>>* f,
+                           std::vector<std::vector<double>>* b, std::vector<std::vector<double>>* w) {
   model.check_batch(micro_batch.inputs, micro_batch.targets, "profile micro-batch");
   const auto& layers = model.layers();
   const size_t n = layers.size();
@@ -148,9 +158,26 @@ MicroBatchCosts measure_micro_batch(Model& model, const Batch& micro_batch, int 
     l.type = layers[i]->type();
     l.parameters = parameters[i];
   }
-  std::vector<std::vector<double>> f(n), b(n), w(n);
+  f->assign(n, {});
+  b->assign(n, {});
+  w->assign(n, {});
+  profile_pass(model, micro_batch, true, &out, f, b, w);
+  return out;
+}
+
+}  // namespace
+
+MicroBatchCosts measure_micro_batch_bytes(Model& model, const Batch& micro_batch) {
+  std::vector<std::vector<double>> f, b, w;
+  return first_pass(model, micro_batch, &f, &b, &w);
+}
+
+MicroBatchCosts measure_micro_batch(Model& model, const Batch& micro_batch, int repeats) {
+  PF_CHECK_ARG(repeats >= 1, "profile: repeats must be >= 1, got ", repeats);
+  std::vector<std::vector<double>> f, b, w;
   // One untimed pass first: the first touches of fresh memory and BLAS's start-up are not a step's.
-  profile_pass(model, micro_batch, true, &out, &f, &b, &w);
+  MicroBatchCosts out = first_pass(model, micro_batch, &f, &b, &w);
+  const size_t n = out.layers.size();
   for (auto* runs : {&f, &b, &w})
     for (auto& r : *runs) r.clear();
   for (int r = 0; r < repeats; ++r) profile_pass(model, micro_batch, false, &out, &f, &b, &w);
@@ -250,6 +277,17 @@ nlohmann::json profile_to_json(const ModelProfile& profile) {
                         {"forward_floats", t.forward_floats[i]},
                         {"backward_floats", t.backward_floats[i]}});
     out["tensor_parallel"] = {{"degrees", t.degrees}, {"layers", layers}};
+    if (!t.member_bytes.empty()) {
+      nlohmann::json members = nlohmann::json::array();
+      for (const TensorParallelProfile::MemberBytes& m : t.member_bytes)
+        members.push_back({{"tensor_parallel", m.tensor_parallel},
+                           {"sequence_parallel", m.sequence_parallel},
+                           {"activation_bytes", m.activation_bytes},
+                           {"shared_with_previous_bytes", m.shared_with_previous_bytes},
+                           {"weight_pending_bytes", m.weight_pending_bytes},
+                           {"input_bytes", m.input_bytes}});
+      out["tensor_parallel"]["member_bytes"] = {{"rows", t.member_bytes_rows}, {"members", members}};
+    }
   }
   return out;
 }
@@ -387,6 +425,39 @@ ModelProfile profile_from_json_fields(const nlohmann::json& value) {
       k.forward_floats.push_back(l.get_int_in("forward_floats", 0, 0, int64_t{1} << 30));
       k.backward_floats.push_back(l.get_int_in("backward_floats", 0, 0, int64_t{1} << 30));
       l.reject_unknown();
+    }
+    // Optional: profiles saved before the members' bytes were measured keep activations whole.
+    if (t.has("member_bytes")) {
+      JsonObject mb(t.get("member_bytes"), t.path_of("member_bytes"));
+      k.member_bytes_rows = mb.get_int_in("rows", 1, int64_t{1} << 30);
+      const nlohmann::json& members = mb.get_array("members");
+      for (size_t i = 0; i < members.size(); ++i) {
+        JsonObject e(members[i], mb.path_of("members") + "[" + std::to_string(i) + "]");
+        TensorParallelProfile::MemberBytes m;
+        m.tensor_parallel = static_cast<int>(e.get_int_in("tensor_parallel", 2, kMaxProfiledTensorParallel));
+        PF_CHECK_ARG(std::find(k.degrees.begin(), k.degrees.end(), m.tensor_parallel) != k.degrees.end(),
+                     e.path_of("tensor_parallel"), ": ", m.tensor_parallel, " is not one of the degrees");
+        m.sequence_parallel = e.get_bool("sequence_parallel", false);
+        PF_CHECK_ARG(k.member(m.tensor_parallel, m.sequence_parallel) == nullptr, e.path_of("tensor_parallel"),
+                     ": a second entry for tensor_parallel ", m.tensor_parallel);
+        for (auto [key, field] : {std::pair{"activation_bytes", &m.activation_bytes},
+                                  std::pair{"shared_with_previous_bytes", &m.shared_with_previous_bytes},
+                                  std::pair{"weight_pending_bytes", &m.weight_pending_bytes},
+                                  std::pair{"input_bytes", &m.input_bytes}}) {
+          const nlohmann::json& list = e.get_array(key);
+          PF_CHECK_ARG(list.size() == layers.size(), e.path_of(key), ": ", list.size(), " layers, but the profile has ",
+                       layers.size());
+          for (size_t j = 0; j < list.size(); ++j) {
+            PF_CHECK_ARG(list[j].is_number_integer() && list[j].get<int64_t>() >= 0 &&
+                             list[j].get<int64_t>() <= (int64_t{1} << 50),
+                         e.path_of(key), "[", j, "]: expected a byte count in [0, 2^50]");
+            field->push_back(list[j].get<int64_t>());
+          }
+        }
+        e.reject_unknown();
+        k.member_bytes.push_back(std::move(m));
+      }
+      mb.reject_unknown();
     }
     t.reject_unknown();
   }

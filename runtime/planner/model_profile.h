@@ -88,6 +88,21 @@ struct TensorParallelProfile {
   std::vector<int64_t> split_parameters;  // per layer: the elements each member holds 1/T of
   std::vector<int64_t> forward_floats;    // per layer, per token: all-reduced in F (row splits' outputs)
   std::vector<int64_t> backward_floats;   // per layer, per token: in B (column splits' input gradients)
+  // What one member of the split model keeps per top-level layer (LayerCosts' byte fields),
+  // measured by running the split model's T members (threads of a ThreadWorld) on a sample
+  // micro-batch of member_bytes_rows rows, the largest over the members; one entry per degree
+  // and, where the model splits by sequence steps, per degree with sequence parallelism.
+  // Empty (no sample, or a profile saved before them): the planner keeps a member's activations
+  // whole.
+  struct MemberBytes {
+    int tensor_parallel = 2;
+    bool sequence_parallel = false;
+    std::vector<int64_t> activation_bytes, shared_with_previous_bytes, weight_pending_bytes, input_bytes;
+  };
+  int64_t member_bytes_rows = 0;
+  std::vector<MemberBytes> member_bytes;
+  // The entry of (T, sequence_parallel), or null when it was not measured.
+  const MemberBytes* member(int T, bool sequence_parallel) const;
 };
 
 struct ModelProfile {
@@ -115,6 +130,10 @@ int optimizer_state_floats(const OptimizerConfig& config);
 // F, B and W timed separately, the median of `repeats` runs, and the bytes of each layer's saved
 // context after F and after B. The model's gradients are left modified.
 MicroBatchCosts measure_micro_batch(Model& model, const Batch& micro_batch, int repeats);
+// One untimed F, B, W pass: only the byte fields of measure_micro_batch's layers (and rows, tokens,
+// names, types and the model's own parameter counts). Works on a member of a split model (its
+// group's collectives run: every member must call it).
+MicroBatchCosts measure_micro_batch_bytes(Model& model, const Batch& micro_batch);
 
 // Seconds per parameter element of zeroing the gradients and one `config` update of every
 // parameter of `model` (median of `repeats`). Parameter values change; optimizer state is thrown away.

@@ -50,6 +50,7 @@ nlohmann::json prediction_to_json(const Prediction& p) {
   const Candidate& c = p.candidate;
   return {{"schedule", c.schedule},
           {"tensor_parallel", c.tensor_parallel},
+          {"sequence_parallel", c.sequence_parallel},
           {"ranks", c.ranks},
           {"chunks", c.chunks},
           {"micro_batches", c.micro_batches},
@@ -88,15 +89,16 @@ nlohmann::json plan_to_json(const Plan& plan, const PlanRequest& request, size_t
 std::string ranked_table(const Plan& plan, double limit_bytes, size_t rows) {
   std::ostringstream out;
   char line[256];
-  std::snprintf(line, sizeof line, "%4s  %-16s %3s %3s %3s %4s %3s %-7s  %-12s %-14s %10s %11s %10s %7s\n", "#",
-                "schedule", "T", "P", "v", "m", "D", "overlap", "memory", "layers/stage", "step ms", "tokens/s",
+  std::snprintf(line, sizeof line, "%4s  %-16s %3s %-3s %3s %3s %4s %3s %-7s  %-12s %-14s %10s %11s %10s %7s\n", "#",
+                "schedule", "T", "SP", "P", "v", "m", "D", "overlap", "memory", "layers/stage", "step ms", "tokens/s",
                 "peak MiB", "bubble");
   out << line;
   for (size_t i = 0; i < plan.ranked.size() && i < rows; ++i) {
     const Prediction& p = plan.ranked[i];
     const Candidate& c = p.candidate;
-    std::snprintf(line, sizeof line, "%4zu  %-16s %3d %3d %3d %4d %3d %-7s  %-12s %-14s %10.2f %11.0f %10.1f %6.1f%%\n",
-                  i + 1, c.schedule.c_str(), c.tensor_parallel, c.ranks, c.chunks, c.micro_batches, c.data_parallel,
+    std::snprintf(line, sizeof line, "%4zu  %-16s %3d %-3s %3d %3d %4d %3d %-7s  %-12s %-14s %10.2f %11.0f %10.1f %6.1f%%\n",
+                  i + 1, c.schedule.c_str(), c.tensor_parallel, c.sequence_parallel ? "yes" : "no", c.ranks, c.chunks,
+                  c.micro_batches, c.data_parallel,
                   c.overlap_steps ? "yes" : "no", c.activation_policy.c_str(),
                   counts_text(c.layers_per_stage).c_str(), p.step_seconds * 1e3, p.tokens_per_second,
                   p.peak_memory_bytes / kMiB, p.bubble_rate * 100);

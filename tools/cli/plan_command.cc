@@ -111,6 +111,7 @@ TrainArgs train_args_for(const PlanArgs& a, const plan::Prediction& choice) {
   t.micro_batches = c.micro_batches;
   t.data_parallel = c.data_parallel;
   t.tensor_parallel = c.tensor_parallel;
+  t.sequence_parallel = c.sequence_parallel;
   if (!c.sequential()) {
     t.schedule = c.schedule;
     t.stages = c.ranks;
@@ -172,6 +173,9 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& a) {
       ->delimiter(',')
       ->transform(trimmed())
       ->check(CLI::Range(1, 4096));
+  cmd->add_flag("--no-sequence-parallel", a.no_sequence_parallel,
+                "try T > 1 without sequence parallelism only (by default each T is also tried with it where the "
+                "model splits by sequence steps; train --sequence-parallel)");
   cmd->add_option("--max-microbatches", a.max_micro_batches, "the most micro-batches per replica to try")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
@@ -298,6 +302,7 @@ int run_plan(const PlanArgs& a) {
     request.max_micro_batches = a.max_micro_batches;
     request.max_chunks = a.max_chunks;
     request.overlap_steps = !a.no_overlap_steps;
+    request.sequence_parallel = !a.no_sequence_parallel;
     request.memory_limit_bytes = a.memory_limit_gib * 1024.0 * 1024.0 * 1024.0;
     nlohmann::json model;
     request.profile = model_profile(a.model, a.profile, plan::needed_micro_batch_rows(request), a.repeats, a.quiet, &model,

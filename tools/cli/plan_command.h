@@ -31,6 +31,7 @@ struct PlanArgs {
   int max_micro_batches = 16;
   int max_chunks = 2;
   bool no_overlap_steps = false;   // predict with a barrier after every step
+  bool no_sequence_parallel = false;  // T > 1 without sequence parallelism only
   int repeats = 3;
   int calibration_steps = 5;      // steps of each calibration run (0: none)
   int top = 15;

@@ -402,8 +402,10 @@ plan::ModelProfile model_profile(const TrainArgs& model, const std::string& prof
     const size_t layers = first.model->layers().size();
     PF_CHECK_ARG(static_cast<size_t>(p.num_layers()) == layers, profile_file, ": the profile has ", p.num_layers(),
                  " layers but ", model_name(t), " has ", layers, " (profile the same model options)");
-    if (tensor_parallel && p.tensor_parallel.degrees.empty())
-      p.tensor_parallel = plan::profile_tensor_parallel(*first.model);
+    if (tensor_parallel && (p.tensor_parallel.degrees.empty() || p.tensor_parallel.member_bytes.empty())) {
+      const Batch sample = first.data->next();
+      p.tensor_parallel = plan::profile_tensor_parallel(*first.model, plan::kMaxProfiledTensorParallel, &sample);
+    }
     return p;
   }
   plan::ModelProfile p = plan::profile_model(
@@ -415,7 +417,13 @@ plan::ModelProfile model_profile(const TrainArgs& model, const std::string& prof
       },
       optimizer_config(t), repeats);
   p.model = *description;
-  if (tensor_parallel) p.tensor_parallel = plan::profile_tensor_parallel(*first.model);
+  if (tensor_parallel) {
+    // What a member keeps, measured on a micro-batch of the smallest size.
+    if (!quiet) std::cerr << "measuring what tensor-parallel members of " << model_name(t) << " keep" << std::endl;
+    t.batch_size = rows.front();
+    const Batch sample = make_setup(t).data->next();
+    p.tensor_parallel = plan::profile_tensor_parallel(*first.model, plan::kMaxProfiledTensorParallel, &sample);
+  }
   return p;
 }
 

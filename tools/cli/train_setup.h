@@ -64,8 +64,8 @@ nlohmann::json read_json_file(const std::string& file, const std::string& option
 // `profile_file` when it is set (the format of `plan --save-profile`, checked against the model),
 // else measured at each of `rows` (ascending; `repeats` runs per measurement, progress on stderr
 // unless `quiet`). *description: what was profiled, for reports. `tensor_parallel`: with the
-// model's tensor-parallel splits (plan::profile_tensor_parallel; read off the model when the file
-// has none).
+// model's tensor-parallel splits and what a member keeps (plan::profile_tensor_parallel on a
+// micro-batch of rows.front() rows; read off the model when the file has none).
 plan::ModelProfile model_profile(const TrainArgs& model, const std::string& profile_file,
                                  const std::vector<int64_t>& rows, int repeats, bool quiet,
                                  nlohmann::json* description, bool tensor_parallel = false);
