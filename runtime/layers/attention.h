@@ -55,6 +55,12 @@ class CausalSelfAttention : public Layer {
   Tensor forward(const Tensor& input, SavedContext& ctx) override;
   Tensor backward_input(SavedContext& ctx, const Tensor& grad_output) override;
   void backward_weight(SavedContext& ctx) override;
+  // backward_input with the qkv's all-reduce of the input gradient only started
+  // (Linear::backward_input_overlapped): the caller waits on the group before reading the result.
+  Tensor backward_input_overlapped(SavedContext& ctx, const Tensor& grad_output);
+  void wait_input_gradient() const { qkv_->wait_input_gradient(); }
+  // B then W, the qkv's all-reduce of the input gradient running while W computes.
+  Tensor backward(SavedContext& ctx, const Tensor& grad_output) override;
 
   // Tensor parallelism: this member keeps heads / T query heads and kv_heads / T key/value heads
   // (qkv column-parallel over whole heads, the output projection row-parallel; Megatron's split).
@@ -68,6 +74,7 @@ class CausalSelfAttention : public Layer {
   const AttentionOptions& options() const { return options_; }
 
  private:
+  Tensor backward_input_reducing(SavedContext& ctx, const Tensor& grad_output, bool overlap);
   // Rotates this slice's query and key heads in qkv [B, T, width] in place by the angles of
   // positions offset .. offset + T - 1 (inverse: by minus those angles, for their gradients).
   void rotate(Tensor& qkv, int64_t offset, bool inverse) const;

@@ -168,7 +168,26 @@ Tensor Linear::forward_cpu(const Tensor& given, const Tensor* residual, SavedCon
   return output;
 }
 
-Tensor Linear::backward_input(SavedContext& ctx, const Tensor& given_grad) {
+Tensor Linear::backward_input(SavedContext& ctx, const Tensor& grad_output) {
+  return backward_input_reducing(ctx, grad_output, false);
+}
+
+Tensor Linear::backward_input_overlapped(SavedContext& ctx, const Tensor& grad_output) {
+  return backward_input_reducing(ctx, grad_output, true);
+}
+
+Tensor Linear::backward(SavedContext& ctx, const Tensor& grad_output) {
+  Tensor grad_input = backward_input_overlapped(ctx, grad_output);
+  backward_weight(ctx);  // while the input gradient's all-reduce runs
+  wait_input_gradient();
+  return grad_input;
+}
+
+void Linear::wait_input_gradient() const {
+  if (group_ != nullptr) group_->wait_all_reduce();
+}
+
+Tensor Linear::backward_input_reducing(SavedContext& ctx, const Tensor& given_grad, bool overlap) {
   const Tensor& input = ctx.get("input");
   const Shape expected = output_shape(input.shape());
   PF_CHECK_ARG(given_grad.defined() && given_grad.numel() == shape_numel(expected), "linear '", name(),
@@ -192,19 +211,22 @@ Tensor Linear::backward_input(SavedContext& ctx, const Tensor& given_grad) {
             grad_input.f32());
   if (column_split && sequence_parallel())
     grad_input = group_->reduce_scatter_sequence(grad_input, collective("input gradient"));
+  else if (column_split && overlap)
+    group_->start_all_reduce_sum(grad_input.f32(), grad_input.numel(), collective("input gradient"));
   else if (column_split)
     group_->all_reduce_sum(grad_input.f32(), grad_input.numel(), collective("input gradient"));
   ctx.save("grad_output", grad_output);
   return grad_input;
 }
 
-Tensor Linear::backward_input_bias_grad(SavedContext& ctx, const Tensor& grad_output, const Tensor& bias_grad) {
+Tensor Linear::backward_input_bias_grad(SavedContext& ctx, const Tensor& grad_output, const Tensor& bias_grad,
+                                        bool overlap) {
   PF_CHECK_ARG(bias_grad.defined() && bias_grad.dtype() == DType::kF32 && bias_grad.numel() == out_, "linear '",
                name(), "': bias gradient ", bias_grad.defined() ? shape_to_string(bias_grad.shape()) : "undefined",
                " does not match ", out_, " outputs");
   PF_INTERNAL_CHECK(!is_cuda(grad_output) && !is_cuda(bias_grad), "linear '", name(),
                     "': the folded bias gradient runs on CPU tensors only");
-  Tensor grad_input = backward_input(ctx, grad_output);
+  Tensor grad_input = backward_input_reducing(ctx, grad_output, overlap);
   if (has_bias_) ctx.save("bias_grad", bias_grad);
   return grad_input;
 }

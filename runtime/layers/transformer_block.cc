@@ -79,6 +79,21 @@ Tensor TransformerBlock::forward(const Tensor& input, SavedContext& ctx) {
 
 Tensor TransformerBlock::backward_input(SavedContext& ctx, const Tensor& grad_output) {
   if (is_cuda(grad_output)) return body_->backward_input(ctx, grad_output);
+  return backward_cpu(ctx, grad_output, false);
+}
+
+void TransformerBlock::backward_weight(SavedContext& ctx) { body_->backward_weight(ctx); }
+
+Tensor TransformerBlock::backward(SavedContext& ctx, const Tensor& grad_output) {
+  if (is_cuda(grad_output)) return Layer::backward(ctx, grad_output);
+  return backward_cpu(ctx, grad_output, true);
+}
+
+// With `weights`, each sub-layer's W runs as soon as its gradients are there, and each column
+// split's all-reduce of its input gradient (the MLP's fc, the attention's qkv) runs while the W
+// that do not need it compute (Megatron's overlap). The W run in backward_weight's order and each
+// parameter's gradient gets the same one addition, so the bits are those of B then W.
+Tensor TransformerBlock::backward_cpu(SavedContext& ctx, const Tensor& grad_output, bool weights) {
   SavedContext& attn_body = ctx.child(0).child(0);
   SavedContext& mlp_body = ctx.child(1).child(0);
   SavedContext& mlp = mlp_body.child(1);
@@ -89,13 +104,28 @@ Tensor TransformerBlock::backward_input(SavedContext& ctx, const Tensor& grad_ou
   const Tensor d_post = proj_->backward_input(mlp.child(2), grad_output);
   Tensor fc_bias_grad;
   const Tensor d_pre = act_->backward_input_column_sums(mlp.child(1), d_post, &fc_bias_grad);
-  const Tensor d_z = fc_->backward_input_bias_grad(mlp.child(0), d_pre, fc_bias_grad);
+  const Tensor d_z = fc_->backward_input_bias_grad(mlp.child(0), d_pre, fc_bias_grad, weights);
+  if (weights) {
+    proj_->backward_weight(mlp.child(2));
+    act_->backward_weight(mlp.child(1));
+    fc_->backward_weight(mlp.child(0));
+    fc_->wait_input_gradient();
+  }
   const Tensor d_h = ln2_->backward_input_residual(mlp_body.child(0), d_z, grad_output.reshape(d_z.shape()));
-  const Tensor d_a = attn_->backward_input(attn_body.child(1), d_h);
-  return ln1_->backward_input_residual(attn_body.child(0), d_a, d_h);
+  const Tensor d_a = weights ? attn_->backward_input_overlapped(attn_body.child(1), d_h)
+                             : attn_->backward_input(attn_body.child(1), d_h);
+  if (weights) {
+    ln2_->backward_weight(mlp_body.child(0));
+    attn_->backward_weight(attn_body.child(1));
+    attn_->wait_input_gradient();
+  }
+  Tensor grad_input = ln1_->backward_input_residual(attn_body.child(0), d_a, d_h);
+  if (weights) {
+    ln1_->backward_weight(attn_body.child(0));
+    ctx.clear();
+  }
+  return grad_input;
 }
-
-void TransformerBlock::backward_weight(SavedContext& ctx) { body_->backward_weight(ctx); }
 
 void TransformerBlock::split_for_tensor_parallel(const std::shared_ptr<TensorParallelGroup>& group) {
   ln1_->split_for_tensor_parallel(group);

@@ -33,6 +33,9 @@ class TransformerBlock : public Layer {
   Tensor forward(const Tensor& input, SavedContext& ctx) override;
   Tensor backward_input(SavedContext& ctx, const Tensor& grad_output) override;
   void backward_weight(SavedContext& ctx) override;
+  // B then W; on the CPU each column split's all-reduce of its input gradient runs while the
+  // block's weight gradients compute (Megatron's overlap), with the bits of B then W.
+  Tensor backward(SavedContext& ctx, const Tensor& grad_output) override;
 
   // Tensor parallelism, always on for this block (Megatron's): the attention split by heads, the
   // MLP's fc column-parallel and proj row-parallel; the LayerNorms whole. Input and output whole:
@@ -45,6 +48,9 @@ class TransformerBlock : public Layer {
   bool causal() const { return causal_; }
 
  private:
+  // The CPU backward_input, and with `weights` the fused backward (W interleaved, overlapped).
+  Tensor backward_cpu(SavedContext& ctx, const Tensor& grad_output, bool weights);
+
   int64_t dim_, heads_, mlp_hidden_;
   bool causal_;
   // [Residual(ln1, attn), Residual(ln2, mlp)], sharing this layer's context.

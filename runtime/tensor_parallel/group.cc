@@ -1,6 +1,7 @@
 #include "runtime/tensor_parallel/group.h"
 
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "runtime/comm/world.h"
@@ -43,6 +44,10 @@ TensorParallelGroup::TensorParallelGroup(std::shared_ptr<comm::World> world, Ten
   size_ = world_->size();
 }
 
+TensorParallelGroup::~TensorParallelGroup() {
+  if (pending_.joinable()) pending_.join();
+}
+
 template <typename Collective>
 auto TensorParallelGroup::naming_errors(const std::string& what, Collective&& collective) -> decltype(collective()) {
   try {
@@ -54,6 +59,11 @@ auto TensorParallelGroup::naming_errors(const std::string& what, Collective&& co
 }
 
 void TensorParallelGroup::all_reduce_sum(float* data, int64_t count, const std::string& what) {
+  wait_all_reduce();  // collectives keep the order they were started in (the same below)
+  reduce_sum(data, count, what);
+}
+
+void TensorParallelGroup::reduce_sum(float* data, int64_t count, const std::string& what) {
   PF_CHECK_ARG(count >= 0 && (data != nullptr || count == 0), "tensor parallel ", what, ": bad buffer");
   reduced_bytes_ += count * static_cast<int64_t>(sizeof(float));
   if (size_ == 1 || count == 0) return;
@@ -71,7 +81,26 @@ void TensorParallelGroup::all_reduce_sum(float* data, int64_t count, const std::
   }
 }
 
+void TensorParallelGroup::start_all_reduce_sum(float* data, int64_t count, const std::string& what) {
+  wait_all_reduce();
+  overlapped_bytes_ += count * static_cast<int64_t>(sizeof(float));
+  pending_ = std::thread([this, data, count, what] {
+    try {
+      reduce_sum(data, count, what);
+    } catch (...) {
+      pending_error_ = std::current_exception();
+    }
+  });
+}
+
+void TensorParallelGroup::wait_all_reduce() {
+  if (!pending_.joinable()) return;
+  pending_.join();
+  if (pending_error_) std::rethrow_exception(std::exchange(pending_error_, nullptr));
+}
+
 std::vector<char> TensorParallelGroup::all_gather(const void* data, size_t bytes, const std::string& what) {
+  wait_all_reduce();
   gathered_bytes_ += static_cast<int64_t>(bytes);
   return naming_errors(what, [&] { return world_->all_gather(data, bytes, timeout_seconds_); });
 }
@@ -85,6 +114,7 @@ std::vector<float> TensorParallelGroup::all_gather_floats(const std::vector<floa
 }
 
 std::vector<double> TensorParallelGroup::sum_in_rank_order(const std::vector<double>& mine, const std::string& what) {
+  wait_all_reduce();
   if (size_ == 1 || mine.empty()) return mine;
   gathered_bytes_ += static_cast<int64_t>(mine.size() * sizeof(double));
   const std::vector<double> all =
@@ -138,6 +168,7 @@ Tensor TensorParallelGroup::gather_sequence(const Tensor& shard, const std::stri
 }
 
 Tensor TensorParallelGroup::reduce_scatter_sequence(Tensor& partial, const std::string& what) {
+  wait_all_reduce();
   const SequenceDims d = sequence_dims(partial, size_, what);
   if (reduction_ == TensorReduction::kDeterministic) {  // every member's partials, added in rank order
     all_reduce_sum(partial.f32(), partial.numel(), what);

@@ -12,8 +12,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime/tensor/tensor.h"
@@ -54,6 +56,10 @@ class TensorParallelGroup {
   TensorParallelGroup(std::shared_ptr<comm::World> world, TensorReduction reduction, double timeout_seconds,
                       bool sequence_parallel = false);
 
+  ~TensorParallelGroup();
+  TensorParallelGroup(const TensorParallelGroup&) = delete;
+  TensorParallelGroup& operator=(const TensorParallelGroup&) = delete;
+
   int rank() const { return rank_; }
   int size() const { return size_; }
   TensorReduction reduction() const { return reduction_; }
@@ -62,6 +68,14 @@ class TensorParallelGroup {
   // Element-wise sum of every member's `count` floats, into `data` on every member. `what` names
   // the reduction in errors ("linear 'fc1' forward").
   void all_reduce_sum(float* data, int64_t count, const std::string& what);
+  // Megatron's overlap of B's all-reduce with W: all_reduce_sum of `data` started on a thread of
+  // its own; the caller computes meanwhile (weight gradients) and calls wait_all_reduce() before it
+  // reads `data`. One at a time; every other collective of the group first waits for it, so the
+  // members' collectives keep one order. Its bytes count in reduced_bytes() and overlapped_bytes().
+  void start_all_reduce_sum(float* data, int64_t count, const std::string& what);
+  // Waits for the started all-reduce (none: returns at once); its error, if it failed, is thrown here.
+  void wait_all_reduce();
+
   // Element-wise sums over the members of `mine` (the same length on every member), each added in
   // rank order in both modes, the same on every member: the split parameters' squared norms.
   std::vector<double> sum_in_rank_order(const std::vector<double>& mine, const std::string& what);
@@ -92,6 +106,8 @@ class TensorParallelGroup {
   // Payload bytes of the partial tensors this member has put into reduce-scatters (the whole
   // [B, S, ...] of each call; the deterministic mode's are all-reduces, counted in reduced_bytes).
   int64_t scattered_bytes() const { return scattered_bytes_; }
+  // Payload bytes of the all-reduces started by start_all_reduce_sum (overlapped with W).
+  int64_t overlapped_bytes() const { return overlapped_bytes_; }
 
   // Every member's `bytes` bytes, member r's at r * bytes, the same on every member (checkpoints
   // gather the slices with it).
@@ -99,6 +115,8 @@ class TensorParallelGroup {
 
  private:
   // Runs `collective` (a call on world_); an error it throws comes back naming this member and `what`.
+  // all_reduce_sum without waiting for a started one (the started one's own thread runs it).
+  void reduce_sum(float* data, int64_t count, const std::string& what);
   template <typename Collective>
   auto naming_errors(const std::string& what, Collective&& collective) -> decltype(collective());
 
@@ -110,6 +128,9 @@ class TensorParallelGroup {
   int64_t reduced_bytes_ = 0;
   int64_t gathered_bytes_ = 0;
   int64_t scattered_bytes_ = 0;
+  int64_t overlapped_bytes_ = 0;
+  std::thread pending_;              // the started all-reduce
+  std::exception_ptr pending_error_;  // its error, thrown by wait_all_reduce
 };
 
 }  // namespace pf

@@ -29,6 +29,7 @@
 #include "runtime/layers/activations.h"
 #include "runtime/layers/cross_entropy.h"
 #include "runtime/layers/layer_norm.h"
+#include "runtime/layers/transformer_block.h"
 #include "runtime/models/builders.h"
 #include "runtime/models/init.h"
 #include "runtime/optim/optimizer.h"
@@ -85,6 +86,7 @@ struct MemberResult {
   std::vector<float> losses;
   int64_t parameter_elements = 0;
   int64_t reduced_bytes = 0;
+  int64_t overlapped_bytes = 0;  // of the all-reduces started to overlap W
   std::string checksum;  // whole_parameter_checksum: the whole model's, gathered over the group
   std::string error;
 };
@@ -159,6 +161,7 @@ std::vector<MemberResult> run_members(int T, const std::string& reduction, const
     out.parameter_elements = model->num_parameter_elements();
     out.checksum = whole_parameter_checksum(model->parameters(), model->tensor_parallel_group().get());
     out.reduced_bytes = model->tensor_parallel_group()->reduced_bytes();
+    out.overlapped_bytes = model->tensor_parallel_group()->overlapped_bytes();
   });
   for (int r = 0; r < T; ++r) results[static_cast<size_t>(r)].error = errors[static_cast<size_t>(r)];
   return results;
@@ -1234,6 +1237,66 @@ TEST(TensorParallelSequence, RefusesWhatItCannotSplitBySteps) {
     ADD_FAILURE() << "sequence parallelism without tensor parallelism";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("it needs tensor_parallel > 1, got 1"), std::string::npos) << e.what();
+  }
+}
+
+
+// ---- B's all-reduce overlapping W (Megatron's overlap) ----
+
+// A split block's fused backward starts each column split's all-reduce of its input gradient (the
+// MLP's fc, the attention's qkv) and computes the weight gradients meanwhile: its input gradient
+// and every parameter gradient are bitwise those of backward_input then backward_weight (which
+// overlaps nothing), and the overlapped bytes are the two [rows, d] all-reduces.
+TEST(TensorParallelOverlap, AFusedBlockBackwardIsBitwiseBThenW) {
+  constexpr int T = 2;
+  constexpr int64_t kBatch = 2, kSteps = 4, kDim = 16;
+  Tensor x = Tensor::empty({kBatch, kSteps, kDim}), dy = Tensor::empty({kBatch, kSteps, kDim});
+  std::mt19937 gen(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = normal(gen);
+  for (int64_t i = 0; i < dy.numel(); ++i) dy.f32()[i] = normal(gen);
+  for (const char* reduction : {"allreduce", "deterministic"}) {
+    SCOPED_TRACE(reduction);
+    in_members(T, [&](int r, const std::shared_ptr<comm::World>& world) {
+      auto group = std::make_shared<TensorParallelGroup>(world, parse_tensor_reduction(reduction), 5.0);
+      const auto run = [&](bool fused, std::vector<std::vector<float>>* grads) {
+        TransformerBlock block("b", kDim, 4, 4 * kDim);
+        block.split_for_tensor_parallel(group);
+        initialize_parameters(block.parameters(), 11);
+        SavedContext ctx;
+        block.forward(x, ctx);
+        const int64_t before = group->overlapped_bytes();
+        Tensor dx;
+        if (fused) {
+          dx = block.backward(ctx, dy);
+        } else {
+          dx = block.backward_input(ctx, dy);
+          block.backward_weight(ctx);
+        }
+        for (Parameter* p : block.parameters()) grads->push_back(values_of(p->grad));
+        grads->push_back(values_of(dx));
+        return group->overlapped_bytes() - before;
+      };
+      std::vector<std::vector<float>> fused, separate;
+      EXPECT_EQ(run(true, &fused), 2 * kBatch * kSteps * kDim * 4) << "member " << r;
+      EXPECT_EQ(run(false, &separate), 0) << "member " << r;
+      EXPECT_EQ(fused, separate) << "member " << r;
+    });
+  }
+}
+
+// The GPT trained by the sequential trainer (each layer's fused backward): every block's two
+// input-gradient all-reduces and the vocabulary-parallel head's overlap W, (2 layers + 1) x rows x d
+// floats per micro-batch, and it still stays within rounding of the whole model (above).
+TEST(TensorParallelOverlap, TheGptOverlapsEveryInputGradientAllReduce) {
+  const std::vector<MemberResult> members =
+      run_members(2, "allreduce", options(OptimizerConfig::Kind::kAdamW, 1.0f), nullptr, gpt, gpt_batches());
+  const GptConfig c = gpt_config();
+  int64_t rows = 0;
+  for (const Batch& b : gpt_batches()) rows += b.inputs.numel();
+  for (const MemberResult& m : members) {
+    ASSERT_EQ(m.error, "");
+    EXPECT_EQ(m.overlapped_bytes, (2 * c.layers + 1) * rows * c.d_model * 4);
   }
 }
 

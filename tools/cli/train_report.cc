@@ -174,6 +174,8 @@ void print_json_report(const TrainReport& r) {
     out["tensor_parallel_gathered_bytes_per_step"] = static_cast<double>(group->gathered_bytes()) / steps;
     // And the partial tensors it put into reduce-scatters (sequence parallelism).
     out["tensor_parallel_reduce_scattered_bytes_per_step"] = static_cast<double>(group->scattered_bytes()) / steps;
+    // Of the all-reduces, those that ran while weight gradients computed (B's, in a fused backward).
+    out["tensor_parallel_overlapped_bytes_per_step"] = static_cast<double>(group->overlapped_bytes()) / steps;
   }
   out["process_memory"] = t.memory;  // per process: its stages' parameters, gradients, optimizer state
   out["asynchronous"] = pipeline != nullptr && pipeline->plan().schedule.traits.asynchronous();
