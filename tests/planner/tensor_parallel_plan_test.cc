@@ -282,6 +282,18 @@ std::vector<std::vector<int64_t>> kept_by_members(const Model& model, int T, boo
 
 int64_t sum_of(const std::vector<int64_t>& v) { return std::accumulate(v.begin(), v.end(), int64_t{0}); }
 
+// A plan request on 4 devices of one node (1 TiB each) with `model`'s whole bytes measured on
+// `sample` (one step of it) and the tensor-parallel profile `t`.
+PlanRequest measured_request(const Model& model, const Batch& sample, const TensorParallelProfile& t) {
+  PlanRequest r;
+  r.profile.sizes = {measure_micro_batch_bytes(*build_model_from_json(model.to_json()), sample)};
+  r.profile.tensor_parallel = t;
+  r.cluster.devices_per_node = 4;
+  r.cluster.device_memory_bytes = int64_t{1} << 40;
+  r.batch_rows = sample.rows();
+  return r;
+}
+
 TEST(TensorParallelMemberBytes, TheGptsMembersKeepWhatTheSplitModelKeepsAndSequenceParallelismLess) {
   GptConfig g;  // 4 heads: T = 2 and 4
   const auto model = build_gpt(g);
@@ -311,13 +323,7 @@ TEST(TensorParallelMemberBytes, TheGptsMembersKeepWhatTheSplitModelKeepsAndSeque
       }
 
       // The planner's prediction for the sequential trainer at T: what a member's contexts take together.
-      PlanRequest r;
-      MicroBatchCosts whole_costs = measure_micro_batch_bytes(*build_model_from_json(model->to_json()), sample);
-      r.profile.sizes = {whole_costs};
-      r.profile.tensor_parallel = t;
-      r.cluster.devices_per_node = 4;
-      r.cluster.device_memory_bytes = int64_t{1} << 40;
-      r.batch_rows = 2;
+      const PlanRequest r = measured_request(*model, sample, t);
       Candidate c;
       c.tensor_parallel = T;
       c.sequence_parallel = sequence_parallel;
@@ -328,9 +334,7 @@ TEST(TensorParallelMemberBytes, TheGptsMembersKeepWhatTheSplitModelKeepsAndSeque
     previous_total = without_total;
   }
   // Twice the rows: twice the bytes.
-  PlanRequest r;
-  r.profile.sizes = {measure_micro_batch_bytes(*build_model_from_json(model->to_json()), token_batch(4, g.seq_len, g.vocab))};
-  r.profile.tensor_parallel = t;
+  const PlanRequest r = measured_request(*model, token_batch(4, g.seq_len, g.vocab), t);
   const MicroBatchCosts at4 = tensor_parallel_costs(t, r.profile.sizes[0], 2, 1e9, 0, true);
   for (size_t i = 0; i < n; ++i) EXPECT_EQ(at4.layers[i].activation_bytes, 2 * t.member(2, true)->activation_bytes[i]);
 }
@@ -359,13 +363,7 @@ TEST(TensorParallelMemberBytes, NoSequenceParallelismWhereTheModelCannotSplitByS
 
   // The plans: the MLP's candidates never use sequence parallelism; the GPT's do, at T = 2 only.
   for (const auto* profile : {&t, &six}) {
-    PlanRequest r;
-    const Model& m = profile == &t ? *mlp : *gpt;
-    r.profile.sizes = {measure_micro_batch_bytes(*build_model_from_json(m.to_json()), profile == &t ? rows : sample)};
-    r.profile.tensor_parallel = *profile;
-    r.cluster.devices_per_node = 4;
-    r.cluster.device_memory_bytes = int64_t{1} << 40;
-    r.batch_rows = r.profile.sizes[0].rows;
+    PlanRequest r = profile == &t ? measured_request(*mlp, rows, t) : measured_request(*gpt, sample, six);
     r.schedules = {"sequential", "1f1b"};
     const Plan plan = make_plan(r);
     int with = 0;
@@ -384,12 +382,7 @@ TEST(TensorParallelMemberBytes, NoSequenceParallelismWhereTheModelCannotSplitByS
   Candidate c;
   c.tensor_parallel = 4;
   c.sequence_parallel = true;
-  PlanRequest r;
-  r.profile.sizes = {measure_micro_batch_bytes(*build_model_from_json(gpt->to_json()), sample)};
-  r.profile.tensor_parallel = six;
-  r.cluster.devices_per_node = 4;
-  r.batch_rows = 2;
-  EXPECT_THROW(predict(r, c), Error);  // not measured at T = 4: refused
+  EXPECT_THROW(predict(measured_request(*gpt, sample, six), c), Error);  // not measured at T = 4: refused
 }
 
 }  // namespace
