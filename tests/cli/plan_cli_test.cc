@@ -84,6 +84,29 @@ TEST(PlanCli, TrainRunsThePlansChoice) {
   EXPECT_EQ(overridden["schedule"], choice["schedule"]);
 }
 
+TEST(PlanCli, SearchesSequenceParallelismAtTAndThePlanFileCarriesIt) {
+  const std::string dir = tmp_dir();
+  // T = 2 only, the sequential trainer: with and without sequence parallelism, the same predicted
+  // time, the smaller memory first.
+  const std::string options = "plan" + kModel + " --measure --devices 2 --tensor-parallel 2 --schedules sequential "
+                              "--calibration-steps 0 --svg '' --top 100";
+  const nlohmann::json plan = run_json(options + " --out " + dir + "/sp.json");
+  int with = 0;
+  for (const nlohmann::json& c : plan["candidates"]) {
+    ASSERT_TRUE(c.contains("sequence_parallel") && c["sequence_parallel"].is_boolean()) << c.dump();
+    with += c["sequence_parallel"].get<bool>() ? 1 : 0;
+  }
+  EXPECT_EQ(2 * with, static_cast<int>(plan["candidates"].size())) << plan.dump();
+  EXPECT_EQ(plan["choice"]["sequence_parallel"], true) << plan.dump();
+  EXPECT_EQ(plan["train_config"]["trainer"]["sequence_parallel"], true);
+  EXPECT_EQ(plan["train_config"]["trainer"]["tensor_parallel"], 2);
+  EXPECT_NE(plan["run_with"].get<std::string>().find("mpirun -np 2 "), std::string::npos) << plan["run_with"];
+  const nlohmann::json file = nlohmann::json::parse(read_file(dir + "/sp.json"));
+  EXPECT_EQ(file["train_config"], plan["train_config"]);
+  const nlohmann::json without = run_json(options + " --no-sequence-parallel --out ''");
+  for (const nlohmann::json& c : without["candidates"]) EXPECT_EQ(c["sequence_parallel"], false) << c.dump();
+}
+
 TEST(PlanCli, TheSameProfileGivesTheSamePlan) {
   const std::string dir = tmp_dir();
   const CommandResult first = run("plan" + kModel + " --measure --devices 2 --save-profile " + dir +
