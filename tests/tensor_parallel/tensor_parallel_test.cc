@@ -1006,22 +1006,24 @@ TEST(TensorParallelVocabulary, CountsCorrectRowsAsTheWholeLossDoes) {
   }
 }
 
+// A small llama preset: 4 query heads, 2 key/value heads; `mlp_hidden` 0: the preset's default.
+std::shared_ptr<Model> llama(int64_t mlp_hidden = 0) {
+  LlamaConfig c;
+  c.vocab = 128;
+  c.seq_len = 8;
+  c.d_model = 16;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.layers = 2;
+  c.mlp_hidden = mlp_hidden;
+  return build_llama(c);
+}
+
 // The Llama block: grouped-query attention (4 heads, 2 key/value heads) with rotary positions, the
 // SwiGLU MLP's gate_up split per half, no biases; T = 2 within rounding of the whole model.
 TEST(TensorParallelLlama, StaysWithinRoundingOfTheWholeModel) {
-  const auto llama = [] {
-    LlamaConfig c;
-    c.vocab = 128;
-    c.seq_len = 8;
-    c.d_model = 16;
-    c.heads = 4;
-    c.kv_heads = 2;
-    c.layers = 2;
-    c.mlp_hidden = 24;
-    return std::shared_ptr<Model>(build_llama(c));
-  };
-  const std::vector<MemberResult> members =
-      expect_members_near_whole(llama, 2, "allreduce", options(OptimizerConfig::Kind::kAdamW, 1.0f));
+  const std::vector<MemberResult> members = expect_members_near_whole(
+      [] { return llama(24); }, 2, "allreduce", options(OptimizerConfig::Kind::kAdamW, 1.0f));
   ASSERT_EQ(members[1].error, "");
   std::map<std::string, Shape> shape;
   for (const Parameter& p : members[1].parameters) shape[p.name] = p.shape;
@@ -1030,20 +1032,18 @@ TEST(TensorParallelLlama, StaysWithinRoundingOfTheWholeModel) {
   EXPECT_EQ(shape["blocks.0.mlp.down.weight"], (Shape{16, 12}));
 }
 
-}  // namespace
-
 // ---- Sequence parallelism: between the split layers each member holds its 1/T of the steps ----
 
-std::shared_ptr<Model> llama() {
-  LlamaConfig c;
-  c.vocab = 128;
-  c.seq_len = 8;
-  c.d_model = 16;
-  c.heads = 4;
-  c.kv_heads = 2;
-  c.layers = 2;
-  return build_llama(c);
+// A tensor of `shape` drawn from N(0, 1) with `seed`.
+Tensor random_normal(const Shape& shape, uint32_t seed) {
+  Tensor t = Tensor::empty(shape);
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = normal(gen);
+  return t;
 }
+
+
 
 // The GPT at T = 2 and 4 (both reductions; AdamW with clipping, and SGD with momentum) and the
 // llama preset stay within 1e-5 of the whole model: losses and every parameter.
@@ -1057,7 +1057,7 @@ TEST(TensorParallelSequence, StaysWithinRoundingOfTheWholeModel) {
   }
   expect_members_near_whole(gpt, 2, "deterministic", options(OptimizerConfig::Kind::kSgd, 0.5f), true);
   SCOPED_TRACE("llama");
-  expect_members_near_whole(llama, 2, "allreduce", adamw, true);
+  expect_members_near_whole([] { return llama(); }, 2, "allreduce", adamw, true);
 }
 
 // In the deterministic mode every sum of the forward is the one without sequence parallelism,
@@ -1096,14 +1096,7 @@ TEST(TensorParallelSequence, DeterministicForwardIsTheTensorParallelOneAndReprod
 TEST(TensorParallelSequence, NormGradientsAreTheMembersPartialSumsInRankOrder) {
   constexpr int T = 2;
   constexpr int64_t kBatch = 2, kSteps = 6, kDim = 8;
-  const auto random = [](const Shape& shape, uint64_t seed) {
-    Tensor t = Tensor::empty(shape);
-    std::mt19937 gen(static_cast<uint32_t>(seed));
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = normal(gen);
-    return t;
-  };
-  const Tensor x = random({kBatch, kSteps, kDim}, 1), dy = random({kBatch, kSteps, kDim}, 2);
+  const Tensor x = random_normal({kBatch, kSteps, kDim}, 1), dy = random_normal({kBatch, kSteps, kDim}, 2);
   const auto make_norm = [&] {
     auto norm = std::make_unique<LayerNorm>("ln", kDim);
     initialize_parameters(norm->parameters(), 3);
@@ -1250,11 +1243,7 @@ TEST(TensorParallelSequence, RefusesWhatItCannotSplitBySteps) {
 TEST(TensorParallelOverlap, AFusedBlockBackwardIsBitwiseBThenW) {
   constexpr int T = 2;
   constexpr int64_t kBatch = 2, kSteps = 4, kDim = 16;
-  Tensor x = Tensor::empty({kBatch, kSteps, kDim}), dy = Tensor::empty({kBatch, kSteps, kDim});
-  std::mt19937 gen(5);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = normal(gen);
-  for (int64_t i = 0; i < dy.numel(); ++i) dy.f32()[i] = normal(gen);
+  const Tensor x = random_normal({kBatch, kSteps, kDim}, 5), dy = random_normal({kBatch, kSteps, kDim}, 6);
   for (const char* reduction : {"allreduce", "deterministic"}) {
     SCOPED_TRACE(reduction);
     in_members(T, [&](int r, const std::shared_ptr<comm::World>& world) {
@@ -1300,4 +1289,5 @@ TEST(TensorParallelOverlap, TheGptOverlapsEveryInputGradientAllReduce) {
   }
 }
 
+}  // namespace
 }  // namespace pf
