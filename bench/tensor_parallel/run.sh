@@ -7,7 +7,9 @@
 # against the formula, and the planner's predicted step time over the measured one (its sequential
 # candidates at T = 1 and 2). The formula: per block 2 forward and 2 backward all-reduces of
 # [tokens, d_model] floats, and (T dividing the vocabulary) one each for the vocabulary-parallel
-# embedding and head: (4 x layers + 2) x tokens x d_model x 4 bytes.
+# embedding and head: (4 x layers + 2) x tokens x d_model x 4 bytes. Also T = 2 with
+# --sequence-parallel (shared memory): its speed-up, its reduce-scattered bytes against the same
+# formula, the activation bytes per process; and the bytes of B's all-reduces that overlapped W.
 # Extra arguments go to every run (e.g. --steps 20). Run it on an idle machine: the figures are
 # wall-clock.
 set -euo pipefail
@@ -23,13 +25,14 @@ common=(train --model gpt --d-model 512 --heads 8 --layers 2 --seq-len 64 --batc
 "$bin" "${common[@]}" --blas-threads 2 >"$work/one_2threads.json"
 run_mpi 2 default "$bin" "${common[@]}" --tensor-parallel 2 >"$work/tp_shm.json"
 run_mpi 2 tcp "$bin" "${common[@]}" --tensor-parallel 2 >"$work/tp_tcp.json"
+run_mpi 2 default "$bin" "${common[@]}" --tensor-parallel 2 --sequence-parallel >"$work/tp_sp_shm.json"
 # What the planner predicts for the same runs (this machine measured: a device per core).
 "$bin" plan --model gpt --d-model 512 --heads 8 --layers 2 --seq-len 64 --batch-size 8 --measure --devices 2 \
   --tensor-parallel 1,2 --data-parallel 1 --schedules sequential --json --top 1000 >"$work/plan.json"
 python3 - "$work" <<'PY'
 import json, sys
 work = sys.argv[1]
-r = {name: json.load(open(f"{work}/{name}.json")) for name in ("one", "one_2threads", "tp_shm", "tp_tcp")}
+r = {name: json.load(open(f"{work}/{name}.json")) for name in ("one", "one_2threads", "tp_shm", "tp_tcp", "tp_sp_shm")}
 plan = json.load(open(f"{work}/plan.json"))
 def predicted(T):  # tokens/s of the sequential candidate at T with the runs' one micro-batch
     for c in plan["candidates"]:
@@ -45,12 +48,23 @@ out = {
     "model": {"d_model": c["d_model"], "heads": c["heads"], "layers": c["layers"], "seq_len": c["seq_len"],
               "vocab": c["vocab"], "batch_size": r["one"]["batch_size"], "steps": r["one"]["steps_run"]},
     "tokens_per_s": {k: v["tokens_per_s"] for k, v in r.items()},
-    "speedup_tp2_over_one_process": {k: r[k]["tokens_per_s"] / r["one"]["tokens_per_s"] for k in ("tp_shm", "tp_tcp")},
+    "speedup_tp2_over_one_process": {k: r[k]["tokens_per_s"] / r["one"]["tokens_per_s"]
+                                     for k in ("tp_shm", "tp_tcp", "tp_sp_shm")},
     "speedup_tp2_over_one_process_2_blas_threads":
         {k: r[k]["tokens_per_s"] / r["one_2threads"]["tokens_per_s"] for k in ("tp_shm", "tp_tcp")},
     "max_relative_loss_difference": max(abs(a - b) / abs(a) for k in ("tp_shm", "tp_tcp")
                                         for a, b in zip(r["one"]["losses"], r[k]["losses"])),
+    "max_relative_loss_difference_sequence_parallel": max(abs(a - b) / abs(a) for a, b in
+                                                          zip(r["one"]["losses"], r["tp_sp_shm"]["losses"])),
     "tensor_parallel_bytes_per_step": {"measured": r["tp_shm"]["tensor_parallel_bytes_per_step"], "formula": formula},
+    # Of those, B's all-reduces that ran while W computed: (2 per block + the head) x tokens x d x 4.
+    "overlapped_bytes_per_step": {"measured": r["tp_shm"]["tensor_parallel_overlapped_bytes_per_step"],
+                                  "formula": (2 * c["layers"] + (1 if vocabulary else 0)) * tokens * c["d_model"] * 4},
+    # Sequence parallelism reduce-scatters the same partials: the same formula.
+    "sequence_parallel_reduce_scattered_bytes_per_step": {
+        "measured": r["tp_sp_shm"]["tensor_parallel_reduce_scattered_bytes_per_step"], "formula": formula},
+    "peak_activation_bytes_per_process": {k: max(r[k]["peak_activation_bytes"])
+                                          for k in ("one", "tp_shm", "tp_sp_shm")},
     "parameter_bytes_per_process": {"one": r["one"]["process_memory"][0]["parameter_bytes"],
                                     "tp2": [m["parameter_bytes"] for m in r["tp_shm"]["process_memory"]]},
     # The planner's predicted step time over the measured one (= measured tokens/s over predicted).
