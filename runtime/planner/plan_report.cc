@@ -120,7 +120,8 @@ std::string ranked_table(const Plan& plan, double limit_bytes, size_t rows) {
 std::string plan_svg(const Plan& plan, double limit_bytes, const std::string& title) {
   std::vector<Prediction> all = plan.ranked;
   all.insert(all.end(), plan.too_big.begin(), plan.too_big.end());
-  const double width = 760, height = 500, left = 80, right = 30, top = 50, bottom = 60;
+  // The legend sits in the right margin, outside the plot, so it never hides a point.
+  const double width = 960, height = 500, left = 80, right = 230, top = 50, bottom = 60;
   double max_x = limit_bytes / kMiB, max_y = 0;
   for (const Prediction& p : all) {
     max_x = std::max(max_x, p.peak_memory_bytes / kMiB);
@@ -183,15 +184,19 @@ std::string plan_svg(const Plan& plan, double limit_bytes, const std::string& ti
         << "</title></circle>\n";
     }
   }
+  // Legend: in the right margin.
+  const double lx = width - right + 28, ly = top + 24;
   if (!plan.ranked.empty()) {
     const Prediction& c = plan.ranked[0];
     const double cx = X(c.peak_memory_bytes / kMiB), cy = Y(c.step_seconds * 1e3);
-    s << "<circle class=\"choice\" cx=\"" << cx << "\" cy=\"" << cy << "\" r=\"9\"/>\n<text x=\"" << cx + 12
-      << "\" y=\"" << cy - 10 << "\" class=\"label\" fill=\"#d62728\">" << escape_xml("choice: " + c.candidate.describe())
-      << "</text>\n";
+    const std::string label = "choice: " + c.candidate.describe();
+    // Below the point (the choice is the fastest: below it the plot is empty), to its right, or to
+    // its left where it would run past the plot (about 6.6 px a character at 12 px).
+    const bool left_of_point = cx + 12 + 6.6 * static_cast<double>(label.size()) > width - right;
+    s << "<circle class=\"choice\" cx=\"" << cx << "\" cy=\"" << cy << "\" r=\"9\"/>\n<text x=\""
+      << (left_of_point ? cx + 4 : cx - 4) << "\" y=\"" << cy + 26 << "\" class=\"label\" fill=\"#d62728\""
+      << (left_of_point ? " text-anchor=\"end\"" : "") << ">" << escape_xml(label) << "</text>\n";
   }
-  // Legend.
-  const double lx = width - right - 190, ly = top + 24;
   s << "<rect x=\"" << lx - 8 << "\" y=\"" << ly - 14 << "\" width=\"190\" height=\"" << (limit_off_chart ? 76 : 76)
     << "\" fill=\"white\" stroke=\"#ccc\"/>\n"
     << "<circle class=\"fit\" cx=\"" << lx << "\" cy=\"" << ly << "\" r=\"4\"/><text x=\"" << lx + 10 << "\" y=\""
