@@ -150,6 +150,15 @@ Shape with_steps(Shape shape, int64_t steps) {
   return shape;
 }
 
+// Member `member`'s steps of every sequence of `whole` (dims `d`, `held` steps per member) into
+// `out`, contiguous: [B, held, ...].
+void copy_member_steps(const float* whole, const SequenceDims& d, int64_t held, int member, float* out) {
+  const size_t block = static_cast<size_t>(held * d.inner);
+  for (int64_t b = 0; b < d.batch; ++b)
+    std::memcpy(out + static_cast<size_t>(b) * block, whole + static_cast<size_t>(b * d.steps + member * held) * d.inner,
+                block * sizeof(float));
+}
+
 }  // namespace
 
 Tensor TensorParallelGroup::gather_sequence(const Tensor& shard, const std::string& what) {
@@ -176,28 +185,20 @@ Tensor TensorParallelGroup::reduce_scatter_sequence(Tensor& partial, const std::
   }
   scattered_bytes_ += partial.numel() * static_cast<int64_t>(sizeof(float));
   // Member r's block: its steps of every sequence, [B, S/T, ...] contiguous, as the World scatters blocks.
-  const int64_t steps = d.steps / size_;
-  const size_t block = static_cast<size_t>(steps * d.inner), per_member = block * static_cast<size_t>(d.batch);
+  const int64_t held = d.steps / size_;
+  const size_t per_member = static_cast<size_t>(d.batch * held * d.inner);
   std::vector<float> blocks(per_member * static_cast<size_t>(size_));
-  for (int r = 0; r < size_; ++r)
-    for (int64_t b = 0; b < d.batch; ++b)
-      std::memcpy(blocks.data() + static_cast<size_t>(r) * per_member + static_cast<size_t>(b) * block,
-                  partial.f32() + static_cast<size_t>(b * d.steps + r * steps) * d.inner, block * sizeof(float));
-  Shape shape = partial.shape();
-  shape[1] = steps;
-  Tensor mine = Tensor::empty(shape);
+  for (int r = 0; r < size_; ++r) copy_member_steps(partial.f32(), d, held, r, blocks.data() + static_cast<size_t>(r) * per_member);
+  Tensor mine = Tensor::empty(with_steps(partial.shape(), held));
   naming_errors(what, [&] { world_->reduce_scatter_sum(blocks.data(), per_member, mine.f32(), timeout_seconds_); });
   return mine;
 }
 
 Tensor TensorParallelGroup::sequence_shard(const Tensor& whole, const std::string& what) const {
   const SequenceDims d = sequence_dims(whole, size_, what);
-  const int64_t steps = d.steps / size_;
-  const size_t block = static_cast<size_t>(steps * d.inner);
-  Tensor shard = Tensor::empty(with_steps(whole.shape(), steps));
-  for (int64_t b = 0; b < d.batch; ++b)
-    std::memcpy(shard.f32() + static_cast<size_t>(b) * block,
-                whole.f32() + static_cast<size_t>(b * d.steps + rank_ * steps) * d.inner, block * sizeof(float));
+  const int64_t held = d.steps / size_;
+  Tensor shard = Tensor::empty(with_steps(whole.shape(), held));
+  copy_member_steps(whole.f32(), d, held, rank_, shard.f32());
   return shard;
 }
 

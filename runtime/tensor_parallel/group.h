@@ -114,9 +114,9 @@ class TensorParallelGroup {
   std::vector<char> all_gather(const void* data, size_t bytes, const std::string& what);
 
  private:
-  // Runs `collective` (a call on world_); an error it throws comes back naming this member and `what`.
   // all_reduce_sum without waiting for a started one (the started one's own thread runs it).
   void reduce_sum(float* data, int64_t count, const std::string& what);
+  // Runs `collective` (a call on world_); an error it throws comes back naming this member and `what`.
   template <typename Collective>
   auto naming_errors(const std::string& what, Collective&& collective) -> decltype(collective());
 
