@@ -255,21 +255,17 @@ Tensor CausalSelfAttention::forward(const Tensor& input, SavedContext& ctx) {
 }
 
 Tensor CausalSelfAttention::backward_input(SavedContext& ctx, const Tensor& grad_output) {
-  return backward_input_reducing(ctx, grad_output, false);
+  return backward_input(ctx, grad_output, false);
 }
 
 Tensor CausalSelfAttention::backward(SavedContext& ctx, const Tensor& grad_output) {
-  Tensor grad_input = backward_input_overlapped(ctx, grad_output);
+  Tensor grad_input = backward_input(ctx, grad_output, true);
   backward_weight(ctx);
   wait_input_gradient();
   return grad_input;
 }
 
-Tensor CausalSelfAttention::backward_input_overlapped(SavedContext& ctx, const Tensor& grad_output) {
-  return backward_input_reducing(ctx, grad_output, true);
-}
-
-Tensor CausalSelfAttention::backward_input_reducing(SavedContext& ctx, const Tensor& grad_output, bool overlap) {
+Tensor CausalSelfAttention::backward_input(SavedContext& ctx, const Tensor& grad_output, bool overlap) {
   SavedContext& core = ctx.child(kCoreChild);
   const Tensor& qkv = core.get("qkv");
   const int64_t batch = qkv.dim(0), steps = qkv.dim(1), hd = head_dim_;
@@ -286,8 +282,7 @@ Tensor CausalSelfAttention::backward_input_reducing(SavedContext& ctx, const Ten
         cuda_backend().attention_core_backward(qkv, core.get("probs"), grad_attended, heads_, kv_heads_, options_.causal);
     if (options_.rope_theta > 0.0f) rotate(grad_qkv, 0, true);  // to the unrotated q and k
     core.clear();
-    return overlap ? qkv_->backward_input_overlapped(ctx.child(kQkvChild), grad_qkv)
-                 : qkv_->backward_input(ctx.child(kQkvChild), grad_qkv);
+    return qkv_->backward_input(ctx.child(kQkvChild), grad_qkv, overlap);
   }
   // Sequence slices: this slice's keys and values also got gradients from the later slices'
   // backwards ("kv_grad"), and its own backward adds to the earlier slices' ones.
@@ -353,8 +348,7 @@ Tensor CausalSelfAttention::backward_input_reducing(SavedContext& ctx, const Ten
   }
   if (options_.rope_theta > 0.0f) rotate(grad_qkv, earlier.steps, true);  // to the unrotated q and k
   core.clear();  // backward_weight needs only what the two Linear layers keep
-  return overlap ? qkv_->backward_input_overlapped(ctx.child(kQkvChild), grad_qkv)
-                 : qkv_->backward_input(ctx.child(kQkvChild), grad_qkv);
+  return qkv_->backward_input(ctx.child(kQkvChild), grad_qkv, overlap);
 }
 
 void CausalSelfAttention::backward_weight(SavedContext& ctx) {

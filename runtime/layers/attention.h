@@ -55,9 +55,9 @@ class CausalSelfAttention : public Layer {
   Tensor forward(const Tensor& input, SavedContext& ctx) override;
   Tensor backward_input(SavedContext& ctx, const Tensor& grad_output) override;
   void backward_weight(SavedContext& ctx) override;
-  // backward_input with the qkv's all-reduce of the input gradient only started
-  // (Linear::backward_input_overlapped): the caller waits on the group before reading the result.
-  Tensor backward_input_overlapped(SavedContext& ctx, const Tensor& grad_output);
+  // backward_input; with `overlap` the qkv's all-reduce of the input gradient is only started
+  // (Linear::backward_input's): the caller calls wait_input_gradient() before reading the result.
+  Tensor backward_input(SavedContext& ctx, const Tensor& grad_output, bool overlap);
   void wait_input_gradient() const { qkv_->wait_input_gradient(); }
   // B then W, the qkv's all-reduce of the input gradient running while W computes.
   Tensor backward(SavedContext& ctx, const Tensor& grad_output) override;
@@ -74,7 +74,6 @@ class CausalSelfAttention : public Layer {
   const AttentionOptions& options() const { return options_; }
 
  private:
-  Tensor backward_input_reducing(SavedContext& ctx, const Tensor& grad_output, bool overlap);
   // Rotates this slice's query and key heads in qkv [B, T, width] in place by the angles of
   // positions offset .. offset + T - 1 (inverse: by minus those angles, for their gradients).
   void rotate(Tensor& qkv, int64_t offset, bool inverse) const;

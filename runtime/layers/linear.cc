@@ -169,15 +169,11 @@ Tensor Linear::forward_cpu(const Tensor& given, const Tensor* residual, SavedCon
 }
 
 Tensor Linear::backward_input(SavedContext& ctx, const Tensor& grad_output) {
-  return backward_input_reducing(ctx, grad_output, false);
-}
-
-Tensor Linear::backward_input_overlapped(SavedContext& ctx, const Tensor& grad_output) {
-  return backward_input_reducing(ctx, grad_output, true);
+  return backward_input(ctx, grad_output, false);
 }
 
 Tensor Linear::backward(SavedContext& ctx, const Tensor& grad_output) {
-  Tensor grad_input = backward_input_overlapped(ctx, grad_output);
+  Tensor grad_input = backward_input(ctx, grad_output, true);
   backward_weight(ctx);  // while the input gradient's all-reduce runs
   wait_input_gradient();
   return grad_input;
@@ -187,7 +183,7 @@ void Linear::wait_input_gradient() const {
   if (group_ != nullptr) group_->wait_all_reduce();
 }
 
-Tensor Linear::backward_input_reducing(SavedContext& ctx, const Tensor& given_grad, bool overlap) {
+Tensor Linear::backward_input(SavedContext& ctx, const Tensor& given_grad, bool overlap) {
   const Tensor& input = ctx.get("input");
   const Shape expected = output_shape(input.shape());
   PF_CHECK_ARG(given_grad.defined() && given_grad.numel() == shape_numel(expected), "linear '", name(),
@@ -226,7 +222,7 @@ Tensor Linear::backward_input_bias_grad(SavedContext& ctx, const Tensor& grad_ou
                " does not match ", out_, " outputs");
   PF_INTERNAL_CHECK(!is_cuda(grad_output) && !is_cuda(bias_grad), "linear '", name(),
                     "': the folded bias gradient runs on CPU tensors only");
-  Tensor grad_input = backward_input_reducing(ctx, grad_output, overlap);
+  Tensor grad_input = backward_input(ctx, grad_output, overlap);
   if (has_bias_) ctx.save("bias_grad", bias_grad);
   return grad_input;
 }

@@ -41,11 +41,11 @@ class Linear : public Layer {
   // B then W, a column split's all-reduce of the input gradient running while W computes
   // (Megatron's overlap; the same bits as B then W).
   Tensor backward(SavedContext& ctx, const Tensor& grad_output) override;
-  // backward_input, but a column split's all-reduce of the input gradient (not under sequence
-  // parallelism) only started (TensorParallelGroup::start_all_reduce_sum): the caller may compute
-  // weight gradients meanwhile and calls the group's wait_all_reduce() before it reads the result.
-  Tensor backward_input_overlapped(SavedContext& ctx, const Tensor& grad_output);
-  // Waits for the all-reduce backward_input_overlapped started (none: returns at once).
+  // backward_input; with `overlap` a column split's all-reduce of the input gradient (not under
+  // sequence parallelism) is only started (TensorParallelGroup::start_all_reduce_sum): the caller
+  // may compute weight gradients meanwhile and calls wait_input_gradient() before it reads the result.
+  Tensor backward_input(SavedContext& ctx, const Tensor& grad_output, bool overlap);
+  // Waits for the all-reduce backward_input(..., true) started (none: returns at once).
   void wait_input_gradient() const;
 
   TensorSplit tensor_split() const override { return split_; }
@@ -66,7 +66,7 @@ class Linear : public Layer {
   // backward_input, taking the bias gradient (grad_output summed over rows, computed by the caller
   // in a pass it makes anyway: GELU::backward_input_column_sums); backward_weight adds it to the
   // bias gradient instead of summing grad_output again.
-  // `overlap`: as backward_input_overlapped.
+  // `overlap`: as backward_input's.
   Tensor backward_input_bias_grad(SavedContext& ctx, const Tensor& grad_output, const Tensor& bias_grad,
                                   bool overlap = false);
 
@@ -86,8 +86,6 @@ class Linear : public Layer {
   std::string collective(const char* what) const;
   // output = (residual or 0) + bias + input W^T.
   Tensor forward_cpu(const Tensor& input, const Tensor* residual, SavedContext& ctx);
-  // backward_input; `overlap`: a column split's all-reduce only started (backward_input_overlapped).
-  Tensor backward_input_reducing(SavedContext& ctx, const Tensor& grad_output, bool overlap);
 
   int64_t in_, out_;  // this member's (the whole layer's unless split across a group)
   bool has_bias_;

@@ -112,8 +112,7 @@ Tensor TransformerBlock::backward_cpu(SavedContext& ctx, const Tensor& grad_outp
     fc_->wait_input_gradient();
   }
   const Tensor d_h = ln2_->backward_input_residual(mlp_body.child(0), d_z, grad_output.reshape(d_z.shape()));
-  const Tensor d_a = weights ? attn_->backward_input_overlapped(attn_body.child(1), d_h)
-                             : attn_->backward_input(attn_body.child(1), d_h);
+  const Tensor d_a = attn_->backward_input(attn_body.child(1), d_h, weights);
   if (weights) {
     ln2_->backward_weight(mlp_body.child(0));
     attn_->backward_weight(attn_body.child(1));
