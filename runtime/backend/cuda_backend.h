@@ -27,7 +27,10 @@
 namespace pf {
 
 // Bumped whenever this interface changes; a backend built against another revision is refused.
-constexpr int kCudaBackendInterfaceRevision = 3;
+constexpr int kCudaBackendInterfaceRevision = 4;
+
+// The id of an embedding row whose token another vocabulary-parallel member holds (embedding_forward).
+constexpr int32_t kEmbeddingIdNotHeld = -1;
 
 struct CudaAvailability {
   int device_count = 0;
@@ -194,7 +197,9 @@ class CudaBackend {
   virtual Tensor class_token_forward(const Tensor& x) = 0;
   virtual Tensor class_token_backward(const Tensor& dy, int64_t steps) = 0;
   // ids i32 [B, T] -> [B, T, dim] (ids already validated); `position_weight` may be undefined (an
-  // embedding without learned positions), and then `dposition` too.
+  // embedding without learned positions), and then `dposition` too. An id kEmbeddingIdNotHeld is a
+  // vocabulary-parallel member's row whose token another member holds: a zero token row (its
+  // position's row still added), no token gradient, but its position's gradient.
   virtual Tensor embedding_forward(const Tensor& ids, const Tensor& token_weight, const Tensor& position_weight) = 0;
   virtual void embedding_backward_weight(const Tensor& ids, const Tensor& dy, const Tensor& dtoken,
                                          const Tensor& dposition) = 0;
@@ -202,6 +207,19 @@ class CudaBackend {
   // (copied to the host, so this waits for the device), and the gradient.
   virtual float cross_entropy_forward(const Tensor& logits, const Tensor& targets, float scale) = 0;
   virtual Tensor cross_entropy_backward(const Tensor& logits, const Tensor& targets, float scale) = 0;
+  // The vocabulary-parallel cross-entropy's parts (runtime/layers/cross_entropy.cc): this member
+  // holds classes [first, first + C) of logits [..., C]; the group combines the host results.
+  // Each row's largest logit (waits for the device).
+  virtual std::vector<float> logits_row_max(const Tensor& logits) = 0;
+  // [2 rows]: each row's sum of exp(x - maxima[r]) (fp64), then each row's target logit where this
+  // member holds the target (0 else); `maxima` the whole rows' (waits for the device).
+  virtual std::vector<double> vocab_cross_entropy_sums(const Tensor& logits, const Tensor& targets, int64_t first,
+                                                       const std::vector<float>& maxima) = 0;
+  // coef * (exp(x - maxima[r]) * inverse_sums[r] - [first + c == target]), the whole rows' maxima
+  // and inverse sums of exponentials.
+  virtual Tensor vocab_cross_entropy_backward(const Tensor& logits, const Tensor& targets, int64_t first,
+                                              const std::vector<float>& maxima,
+                                              const std::vector<double>& inverse_sums, double coef) = 0;
   // A host copy of an i32 tensor (ids, targets) for validation; waits for the device.
   virtual std::vector<int32_t> i32_to_host(const Tensor& t) = 0;
 

@@ -326,11 +326,14 @@ void apply_checkpoint_images(Trainer& trainer, const std::vector<const Checkpoin
     const CheckpointImage& image = *source[i];
     const Span& span = image.entries.params.at(p->name);
     const char* data = image.bytes.data() + image.data_start;
-    // A tensor-parallel member (a CPU parameter) takes its slice of the whole tensor.
+    // A tensor-parallel member takes its slice of the whole tensor (on the host, then copied to the
+    // parameter's device).
     auto slice_into = [p](const char* whole, Tensor& out) {
       std::vector<float> floats(static_cast<size_t>(shape_numel(whole_shape(*p))));
       std::memcpy(floats.data(), whole, floats.size() * sizeof(float));
-      take_slice(*p, floats.data(), out.f32());
+      Tensor slice = out.device().kind == DeviceKind::kCpu ? out : Tensor::empty(out.shape());
+      take_slice(*p, floats.data(), slice.f32());
+      if (slice.data<char>() != out.data<char>()) out.copy_from(slice);
     };
     // Into device parameters through the device hook; optimizer state stays on the host until the
     // optimizer moves it to its parameter's device.

@@ -36,9 +36,10 @@ std::string whole_parameter_checksum(const std::vector<Parameter*>& parameters, 
   if (group == nullptr) return parameter_checksum(parameters);
   Sha256 digest;
   for (const Parameter* p : parameters) {
-    PF_CHECK_ARG(p != nullptr && p->value.defined() && p->value.device().kind == DeviceKind::kCpu,
-                 "whole_parameter_checksum: expected allocated CPU parameters");
-    hash_whole_parameter(digest, *p, p->value.data<char>(), group);
+    PF_CHECK_ARG(p != nullptr && p->value.defined(), "whole_parameter_checksum: expected allocated parameters");
+    // Device parameters through a host copy (waits for the device).
+    const Tensor host = p->value.device().kind == DeviceKind::kCpu ? p->value : p->value.to_device(Device::cpu());
+    hash_whole_parameter(digest, *p, host.data<char>(), group);
   }
   return digest.hex();
 }

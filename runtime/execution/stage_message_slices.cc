@@ -33,9 +33,10 @@ int64_t slice_message_bytes(const Shape& shape, int members) {
 }
 
 Tensor slice_message(const Tensor& whole, const TensorParallelGroup& group) {
-  PF_CHECK_ARG(whole.defined() && whole.dtype() == DType::kF32 && whole.device().kind == DeviceKind::kCpu &&
-                   whole.rank() >= 1 && whole.rank() <= kMaxRank,
-               "pipeline message slices: expected an f32 CPU tensor of rank 1 to ", kMaxRank);
+  PF_CHECK_ARG(whole.defined() && whole.dtype() == DType::kF32 && whole.rank() >= 1 && whole.rank() <= kMaxRank,
+               "pipeline message slices: expected an f32 tensor of rank 1 to ", kMaxRank);
+  if (whole.device().kind != DeviceKind::kCpu)  // a CUDA rank's: sliced on the host, sent from its device
+    return slice_message(whole.to_device(Device::cpu()), group).to_device(whole.device());
   const int members = group.size();
   const int64_t numel = whole.numel(), part = per_member(numel, members);
   const int64_t header = header_floats(whole.shape().size());
@@ -54,6 +55,8 @@ Tensor gather_slice_message(const Tensor& message, TensorParallelGroup& group, c
                    message.numel() >= header_floats(1),
                what, ": expected a slice message (f32 [header + slice]), got ",
                message.defined() ? dtype_name(message.dtype()) : "undefined", " ", shape_to_string(message.shape()));
+  if (message.device().kind != DeviceKind::kCpu)
+    return gather_slice_message(message.to_device(Device::cpu()), group, what).to_device(message.device());
   const float* in = message.f32();
   const int64_t rank = get(in, 0);
   PF_CHECK_ARG(rank >= 1 && rank <= kMaxRank && message.numel() >= header_floats(static_cast<size_t>(rank)), what,

@@ -17,7 +17,8 @@
 
 namespace pf::exec {
 
-// Member group.rank()'s slice message of `whole` (f32, CPU).
+// Member group.rank()'s slice message of `whole` (f32; a CUDA tensor is sliced on the host and the
+// message returned on its device, and gather_slice_message likewise).
 Tensor slice_message(const Tensor& whole, const TensorParallelGroup& group);
 // The whole tensor from this member's slice message `message`, all-gathering the members' slices
 // over `group` (a collective: every member calls it for the same message, in the same order).

@@ -78,10 +78,7 @@ float CrossEntropyLoss::forward(const Tensor& logits, const Tensor& targets, flo
     PF_CHECK_ARG(t[r] >= 0 && t[r] < classes, "cross_entropy: target ", t[r], " at row ", r,
                  " is out of range [0, ", classes, ")");
   }
-  if (group_ != nullptr) {
-    if (is_cuda(logits)) fail(ErrorCode::kUnimplemented, "cross_entropy: tensor parallelism runs on the CPU only");
-    return forward_split(logits, targets, scale, ctx);
-  }
+  if (group_ != nullptr) return forward_split(logits, targets, scale, ctx);
   if (is_cuda(logits)) {
     ctx.save("logits", logits);
     ctx.save("targets", targets);
@@ -127,41 +124,48 @@ double double_at(const Tensor& t, int64_t i) {
 }  // namespace
 
 float CrossEntropyLoss::forward_split(const Tensor& logits, const Tensor& targets, float scale, SavedContext& ctx) {
-  const int32_t* t = targets.i32();
+  // On a CUDA device the per-row parts come from the backend's kernels (host vectors), and the
+  // group combines them on the host as below.
+  const bool on_device = is_cuda(logits);
   const int64_t held = logits.dim(-1);
   const int64_t rows = logits.numel() / held;
   const int64_t first = held * group_->rank();
-  const float* x = logits.f32();
   // The row maxima: every member's, the largest taken (exact in any order).
   std::vector<float> local_max(static_cast<size_t>(rows));
-  for (int64_t r = 0; r < rows; ++r) local_max[static_cast<size_t>(r)] = row_max(x + r * held, held);
+  if (on_device) local_max = cuda_backend().logits_row_max(logits);
+  else
+    for (int64_t r = 0; r < rows; ++r) local_max[static_cast<size_t>(r)] = row_max(logits.f32() + r * held, held);
   const std::vector<float> every_max = group_->all_gather_floats(local_max, "cross_entropy row maxima");
-  Tensor maxima = Tensor::empty({rows});
+  std::vector<float> maxima(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) {
     float m = every_max[static_cast<size_t>(r)];
     for (int p = 1; p < group_->size(); ++p) {
       const float v = every_max[static_cast<size_t>(p * rows + r)];
       m = v > m ? v : m;
     }
-    maxima.f32()[r] = m;
+    maxima[static_cast<size_t>(r)] = m;
   }
   // Per row: this member's sum of exp(x - max), then the target's logit (0 where another member
   // holds it); both summed over the group in rank order.
   std::vector<double> mine(static_cast<size_t>(2 * rows), 0.0);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * held;
-    mine[static_cast<size_t>(r)] = sum_exp(xr, held, maxima.f32()[r]);
-    const int64_t target = static_cast<int64_t>(t[r]) - first;
-    if (target >= 0 && target < held) mine[static_cast<size_t>(rows + r)] = static_cast<double>(xr[target]);
+  if (on_device) {
+    mine = cuda_backend().vocab_cross_entropy_sums(logits, targets, first, maxima);
+  } else {
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = logits.f32() + r * held;
+      mine[static_cast<size_t>(r)] = sum_exp(xr, held, maxima[static_cast<size_t>(r)]);
+      const int64_t target = static_cast<int64_t>(targets.i32()[r]) - first;
+      if (target >= 0 && target < held) mine[static_cast<size_t>(rows + r)] = static_cast<double>(xr[target]);
+    }
   }
   const std::vector<double> sums = group_->sum_in_rank_order(mine, "cross_entropy sums");
   double total = 0.0;
   for (int64_t r = 0; r < rows; ++r)
-    total += static_cast<double>(maxima.f32()[r]) + std::log(sums[static_cast<size_t>(r)]) -
+    total += static_cast<double>(maxima[static_cast<size_t>(r)]) + std::log(sums[static_cast<size_t>(r)]) -
              sums[static_cast<size_t>(rows + r)];
   ctx.save("logits", logits);
   ctx.save("targets", targets);
-  ctx.save("row_max", maxima);
+  ctx.save("row_max", Tensor::from_vector({rows}, maxima));  // host tensors, on every device
   ctx.save("sum_exp", doubles_in_floats(std::vector<double>(sums.begin(), sums.begin() + rows)));
   ctx.save("scale", Tensor::from_vector({1}, {scale}));
   return static_cast<float>(static_cast<double>(scale) * total / static_cast<double>(rows));
@@ -178,6 +182,11 @@ Tensor CrossEntropyLoss::backward_split(SavedContext& ctx) {
   const int64_t rows = logits.numel() / held;
   const int64_t first = held * group_->rank();
   const double coef = scale / static_cast<double>(rows);
+  if (is_cuda(logits)) {
+    std::vector<double> inverse_sums(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) inverse_sums[static_cast<size_t>(r)] = 1.0 / double_at(sums, r);
+    return cuda_backend().vocab_cross_entropy_backward(logits, targets, first, maxima.to_vector(), inverse_sums, coef);
+  }
   Tensor grad = Tensor::empty(logits.shape());
   const float* x = logits.f32();
   const int32_t* t = targets.i32();

@@ -81,13 +81,7 @@ Tensor Embedding::forward(const Tensor& input, SavedContext& ctx) {
     PF_CHECK_ARG(ids[r] >= 0 && ids[r] < vocab_, "embedding '", name(), "': token id ", ids[r],
                  " at position [", r / steps, ", ", r % steps, "] is out of range [0, ", vocab_, ")");
   }
-  if (is_cuda(input)) {
-    if (group_ != nullptr)
-      fail(ErrorCode::kUnimplemented, "embedding '", name(), "': tensor parallelism runs on the CPU only");
-    Tensor output = cuda_backend().embedding_forward(input, token_weight_.value, position_weight_.value);
-    ctx.save("input", input);
-    return output;
-  }
+  if (is_cuda(input)) return forward_cuda(input, ids, ctx);
   // Each row's token row (at T > 1: zeros for ids this member does not hold, the members' rows then
   // summed over the group, exactly: one member contributes each), then its position's row.
   Tensor output = Tensor::empty({batch, steps, dim_});
@@ -103,10 +97,7 @@ Tensor Embedding::forward(const Tensor& input, SavedContext& ctx) {
     const float* tr = tok + row * dim_;
     for (int64_t i = 0; i < dim_; ++i) yr[i] = tr[i];
   }
-  // Sequence parallelism: the sum lands on this member's steps [first_step, first_step + held) only.
-  const std::string what = "embedding '" + name() + "' forward";
-  if (sequence_parallel()) output = group_->reduce_scatter_sequence(output, what);
-  else if (group_ != nullptr) group_->all_reduce_sum(y, output.numel(), what);
+  output = sum_over_group(output);
   y = output.f32();
   const int64_t held = output.dim(1), first_step = sequence_parallel() ? group_->rank() * held : 0;
   if (positions_) {
@@ -117,6 +108,38 @@ Tensor Embedding::forward(const Tensor& input, SavedContext& ctx) {
     }
   }
   ctx.save("input", input);
+  return output;
+}
+
+Tensor Embedding::sum_over_group(Tensor& rows) const {
+  if (group_ == nullptr) return rows;
+  // Sequence parallelism: the sum lands on this member's steps [first_step, first_step + held) only.
+  const std::string what = "embedding '" + name() + "' forward";
+  if (sequence_parallel()) return group_->reduce_scatter_sequence(rows, what);
+  group_->all_reduce_sum(rows, what);
+  return rows;
+}
+
+Tensor Embedding::forward_cuda(const Tensor& input, const int32_t* ids, SavedContext& ctx) {
+  if (group_ == nullptr) {
+    Tensor output = cuda_backend().embedding_forward(input, token_weight_.value, position_weight_.value);
+    ctx.save("input", input);
+    return output;
+  }
+  // Vocabulary parallelism: this member's rows of the ids it holds (the others kEmbeddingIdNotHeld:
+  // zero rows), member 0 adding every position's row, then summed over the group. One member
+  // contributes each token's row and one each position's, so the sum is exactly token + position,
+  // as on the CPU.
+  std::vector<int32_t> held(static_cast<size_t>(input.numel()));
+  for (size_t r = 0; r < held.size(); ++r) {
+    const int64_t row = static_cast<int64_t>(ids[r]) - first_token_;
+    held[r] = row >= 0 && row < tokens_held_ ? static_cast<int32_t>(row) : kEmbeddingIdNotHeld;
+  }
+  const Tensor held_ids = Tensor::from_ints(input.shape(), held).to_device(input.device());
+  Tensor output = cuda_backend().embedding_forward(held_ids, token_weight_.value,
+                                                   group_->rank() == 0 ? position_weight_.value : Tensor());
+  output = sum_over_group(output);
+  ctx.save("input", held_ids);  // W adds the rows of the ids this member holds, and every position's
   return output;
 }
 

@@ -101,18 +101,18 @@ Tensor LayerNorm::backward_input_cpu(SavedContext& ctx, const Tensor& grad_outpu
 }
 
 void LayerNorm::backward_weight(SavedContext& ctx) {
-  if (ctx.has("input")) {
-    cuda_backend().layer_norm_backward_weight(ctx.get("input"), ctx.get("mean"), ctx.get("rstd"), ctx.get("grad_output"),
-                                    weight_.grad, bias_.grad);
-    ctx.clear();
-    return;
-  }
-  const Tensor& xhat = ctx.get("xhat");
+  const bool on_device = ctx.has("input");  // the CUDA context (forward_cuda)
   accumulate_over_sequence(
       sequence_group_.get(), {&weight_, &bias_},
-      [&](const std::vector<float*>& grads) {
-        cpu::layer_norm_backward_weight(xhat.numel() / dim_, dim_, xhat.f32(), ctx.get("grad_output").f32(), grads[0],
-                                        grads[1]);
+      [&](const std::vector<Tensor>& grads) {
+        if (on_device) {
+          cuda_backend().layer_norm_backward_weight(ctx.get("input"), ctx.get("mean"), ctx.get("rstd"),
+                                                    ctx.get("grad_output"), grads[0], grads[1]);
+          return;
+        }
+        const Tensor& xhat = ctx.get("xhat");
+        cpu::layer_norm_backward_weight(xhat.numel() / dim_, dim_, xhat.f32(), ctx.get("grad_output").f32(),
+                                        grads[0].f32(), grads[1].f32());
       },
       "layernorm '" + name() + "' weight gradients");
   ctx.clear();

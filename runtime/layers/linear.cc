@@ -100,15 +100,31 @@ void Linear::check_input(const Tensor& input) const {
 
 Tensor Linear::forward(const Tensor& input, SavedContext& ctx) {
   check_input(input);
-  if (split_across_group() && is_cuda(input))
-    fail(ErrorCode::kUnimplemented, "linear '", name(), "': tensor parallelism runs on the CPU only (not yet on "
-         "CUDA devices)");
-  if (is_cuda(input)) {
-    Tensor output = cuda_backend().linear_forward(input, weight_.value, has_bias_ ? bias_.value : Tensor());
-    ctx.save("input", input);
-    return output;
-  }
+  if (is_cuda(input)) return forward_cuda(input, ctx);
   return forward_cpu(input, nullptr, ctx);
+}
+
+Tensor Linear::forward_cuda(const Tensor& given, SavedContext& ctx) {
+  const bool row_split = split_across_group() && split_ == TensorSplit::kRow;
+  const Tensor input = whole_input(given);
+  // A row split's bias enters member 0's partial product, so the sum holds it once.
+  const bool with_bias = has_bias_ && (!row_split || group_->rank() == 0);
+  Tensor output = cuda_backend().linear_forward(input, weight_.value, with_bias ? bias_.value : Tensor());
+  if (row_split) output = sum_partial_output(output);
+  ctx.save("input", input);
+  return output;
+}
+
+Tensor Linear::whole_input(const Tensor& given) const {
+  // Sequence parallelism: a column split's input arrives as the members' steps.
+  if (!sequence_parallel() || split_ == TensorSplit::kRow) return given;
+  return group_->gather_sequence(given, collective("input"));
+}
+
+Tensor Linear::sum_partial_output(Tensor& partial) const {
+  if (sequence_parallel()) return group_->reduce_scatter_sequence(partial, collective("forward"));
+  group_->all_reduce_sum(partial, collective("forward"));
+  return partial;
 }
 
 Tensor Linear::forward_residual(const Tensor& input, const Tensor& residual, SavedContext& ctx) {
@@ -134,9 +150,7 @@ std::string Linear::collective(const char* what) const { return "linear '" + nam
 Tensor Linear::forward_cpu(const Tensor& given, const Tensor* residual, SavedContext& ctx) {
   // A row split sums the members' partial products first and adds the bias to the sum.
   const bool row_split = split_across_group() && split_ == TensorSplit::kRow;
-  // Sequence parallelism: a column split's input arrives as the members' steps.
-  const Tensor input = sequence_parallel() && !row_split ? group_->gather_sequence(given, collective("input"))
-                                                         : given;
+  const Tensor input = whole_input(given);
   const int64_t rows = input.numel() / in_;
   Shape out_shape = input.shape();
   out_shape.back() = out_;
@@ -157,8 +171,7 @@ Tensor Linear::forward_cpu(const Tensor& given, const Tensor* residual, SavedCon
   cpu::gemm(false, true, rows, out_, in_, 1.0f, input.f32(), weight_.value.f32(), beta, y);
   if (row_split) {
     // ((x_0 W_0^T + x_1 W_1^T + ...) + b) + residual, on this member's steps under sequence parallelism.
-    if (sequence_parallel()) output = group_->reduce_scatter_sequence(output, collective("forward"));
-    else group_->all_reduce_sum(y, rows * out_, collective("forward"));
+    output = sum_partial_output(output);
     const int64_t out_rows = output.numel() / out_;
     y = output.f32();
     if (has_bias_) cpu::add_broadcast_rows(out_rows, out_, y, bias_.value.f32(), y);
@@ -196,21 +209,20 @@ Tensor Linear::backward_input(SavedContext& ctx, const Tensor& given_grad, bool 
                                  : given_grad;
   check_same_device(type(), name(), "output gradient", grad_output.device(), "the parameters",
                     weight_.value.device());
+  Tensor grad_input;
   if (is_cuda(grad_output)) {
-    Tensor grad_input = cuda_backend().linear_backward_input(grad_output, weight_.value, input.shape());
-    ctx.save("grad_output", grad_output);
-    return grad_input;
+    grad_input = cuda_backend().linear_backward_input(grad_output, weight_.value, input.shape());
+  } else {
+    grad_input = Tensor::empty(input.shape());
+    cpu::gemm(false, false, input.numel() / in_, in_, out_, 1.0f, grad_output.f32(), weight_.value.f32(), 0.0f,
+              grad_input.f32());
   }
-  const int64_t rows = input.numel() / in_;
-  Tensor grad_input = Tensor::empty(input.shape());
-  cpu::gemm(false, false, rows, in_, out_, 1.0f, grad_output.f32(), weight_.value.f32(), 0.0f,
-            grad_input.f32());
   if (column_split && sequence_parallel())
     grad_input = group_->reduce_scatter_sequence(grad_input, collective("input gradient"));
   else if (column_split && overlap)
-    group_->start_all_reduce_sum(grad_input.f32(), grad_input.numel(), collective("input gradient"));
+    group_->start_all_reduce_sum(grad_input, collective("input gradient"));
   else if (column_split)
-    group_->all_reduce_sum(grad_input.f32(), grad_input.numel(), collective("input gradient"));
+    group_->all_reduce_sum(grad_input, collective("input gradient"));
   ctx.save("grad_output", grad_output);
   return grad_input;
 }

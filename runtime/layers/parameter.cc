@@ -2,6 +2,7 @@
 
 #include "runtime/core/checked_math.h"
 #include "runtime/core/limits.h"
+#include "runtime/layers/cuda_dispatch.h"
 
 namespace pf {
 namespace {
@@ -122,27 +123,26 @@ void gather_whole(const Parameter& p, const float* slice, TensorParallelGroup& g
 }
 
 void accumulate_over_sequence(TensorParallelGroup* group, const std::vector<Parameter*>& parameters,
-                              const std::function<void(const std::vector<float*>&)>& accumulate,
+                              const std::function<void(const std::vector<Tensor>&)>& accumulate,
                               const std::string& what) {
-  std::vector<float*> buffers;
+  std::vector<Tensor> grads;
+  for (Parameter* p : parameters) grads.push_back(p->grad);
   if (group == nullptr) {
-    for (Parameter* p : parameters) buffers.push_back(p->grad.f32());
-    accumulate(buffers);
+    accumulate(grads);
     return;
   }
-  int64_t total = 0;
-  for (const Parameter* p : parameters) total += p->grad.numel();
-  Tensor scratch = Tensor::zeros({total});
-  int64_t at = 0;
-  for (const Parameter* p : parameters) {
-    buffers.push_back(scratch.f32() + at);
-    at += p->grad.numel();
-  }
-  accumulate(buffers);
-  group->all_reduce_sum(scratch.f32(), total, what);
-  for (size_t i = 0; i < parameters.size(); ++i) {
-    float* g = parameters[i]->grad.f32();
-    for (int64_t j = 0, n = parameters[i]->grad.numel(); j < n; ++j) g[j] += buffers[i][j];
+  std::vector<Tensor> sums;
+  for (const Tensor& g : grads) sums.push_back(Tensor::zeros(g.shape(), DType::kF32, g.device()));
+  accumulate(sums);
+  for (size_t i = 0; i < grads.size(); ++i) {
+    group->all_reduce_sum(sums[i], what);
+    if (is_cuda(grads[i])) {
+      grads[i].copy_from(cuda_backend().add(grads[i], sums[i]));
+      continue;
+    }
+    float* g = grads[i].f32();
+    const float* sum = sums[i].f32();
+    for (int64_t j = 0, n = grads[i].numel(); j < n; ++j) g[j] += sum[j];
   }
 }
 

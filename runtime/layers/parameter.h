@@ -87,12 +87,12 @@ void gather_whole(const Parameter& parameter, const float* slice, TensorParallel
 
 // Sequence parallelism: the weight gradients of a layer kept whole on every member that sees only
 // the member's steps (LayerNorm, RMSNorm). `accumulate` adds this member's contribution to each of
-// `parameters`' gradients into the buffers it is given; with a `group` those are zeroed scratch,
-// summed over the group (TensorParallelGroup::all_reduce_sum: rank order in the deterministic mode)
-// and then added to the gradients, so every member adds the same sum; without one (null) they are
-// the gradients themselves. `what` names the reduction in errors.
+// `parameters`' gradients into the tensors it is given; with a `group` those are zeroed scratch on
+// the gradients' device, summed over the group (TensorParallelGroup::all_reduce_sum: rank order in
+// the deterministic mode) and then added to the gradients, so every member adds the same sum;
+// without one (null) they are the gradients themselves. `what` names the reduction in errors.
 void accumulate_over_sequence(TensorParallelGroup* group, const std::vector<Parameter*>& parameters,
-                              const std::function<void(const std::vector<float*>&)>& accumulate,
+                              const std::function<void(const std::vector<Tensor>&)>& accumulate,
                               const std::string& what);
 
 // While one is alive on this thread, make_parameter allocates nothing: it checks the shape, adds

@@ -94,16 +94,15 @@ Tensor RMSNorm::backward_input_cpu(const Tensor& xhat, const Tensor& rstd, const
 void RMSNorm::backward_weight(SavedContext& ctx) {
   const Tensor& xhat = ctx.get("xhat");
   const Tensor& dy = ctx.get("grad_output");
-  if (is_cuda(xhat)) {
-    cuda_backend().rms_norm_backward_weight(xhat, dy, weight_.grad);
-    ctx.clear();
-    return;
-  }
   const int64_t rows = xhat.numel() / dim_;
   accumulate_over_sequence(
       sequence_group_.get(), {&weight_},
-      [&](const std::vector<float*>& grads) {
-        float* dw = grads[0];
+      [&](const std::vector<Tensor>& grads) {
+        if (is_cuda(xhat)) {
+          cuda_backend().rms_norm_backward_weight(xhat, dy, grads[0]);
+          return;
+        }
+        float* dw = grads[0].f32();
         for (int64_t r = 0; r < rows; ++r) {
           const float* xh = xhat.f32() + r * dim_;
           const float* g = dy.f32() + r * dim_;

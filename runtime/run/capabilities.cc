@@ -370,12 +370,6 @@ void add_tensor_parallel_rules(std::vector<Capability>& t) {
         return n("sequence_parallel") + " splits the activations across the tensor-parallel group; it needs " +
                n("tensor_parallel") + " > 1, got " + std::to_string(f.tensor_parallel);
       }));
-  t.push_back(rule(
-      "tensor-parallel-cuda", T, {"tensor_parallel", "devices"}, "tensor parallelism on CUDA devices", later,
-      [split](const Facts& f) { return split(f) && f.cuda_devices > 0; },
-      [tp](const Facts& f, const Names& n) {
-        return tp(f, n) + " runs on the CPU only so far, not on " + f.first_cuda_device;
-      }));
 }
 
 // Asynchronous and local-learning schedules.

@@ -74,7 +74,7 @@ std::unique_ptr<Trainer> make_trainer(std::shared_ptr<Model> model, const Traini
       for (Parameter* p : model->parameters()) allocate_parameter(*p);
     }
     if (config.devices.empty()) return std::make_unique<SequentialTrainer>(std::move(model), config.base);
-    return std::make_unique<SequentialTrainer>(std::move(model), config.base, config.devices.front());
+    return std::make_unique<SequentialTrainer>(std::move(model), config.base, sequential_device(config, inputs.names));
   }
   if (config.neuron_groups > 1) return make_group_trainer(std::move(model), config, inputs.names);
   PipelinePlan plan = resolve(*model, config, inputs.names, inputs.layer_costs);

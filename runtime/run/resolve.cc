@@ -44,6 +44,27 @@ void place_process_rank(const TrainingConfig& c, int ranks, const OptionNamer& n
   (*rank_device)[static_cast<size_t>(me)] = device;
 }
 
+}  // namespace
+
+Device sequential_device(const TrainingConfig& config, const OptionNamer& names) {
+  PF_CHECK_ARG(!config.devices.empty(), "sequential_device: no device in the config");
+  const Device first = config.devices.front();
+  const auto& world = config.tensor_parallel_world;
+  if (first.kind != DeviceKind::kCuda || config.tensor_parallel <= 1 || world == nullptr) return first;
+  const int member = world->rank(), members = world->size();
+  const comm::LocalRank local = comm::launcher_local_rank();
+  if (config.devices.size() == 1 && local.rank < 0) return first;  // threads of one process
+  const std::string who = names("devices") + " (tensor-parallel member " + std::to_string(member) + ", " +
+                          world->describe() + ")";
+  const CudaAvailability avail = probe_cuda();
+  const int visible = avail.device_count > 0 ? avail.device_count : std::numeric_limits<int>::max();
+  const int device = comm::process_device(config.devices, member, members, local, visible, names("devices"));
+  require_cuda_device(device, who, avail);
+  return Device::cuda(device);
+}
+
+namespace {
+
 // CPU threads, processes or CUDA devices; the CUDA ordinal of each rank (kGpu; processes: this one's).
 RankPlacement place_ranks(TrainingConfig& c, int ranks, const OptionNamer& names, std::vector<int>* rank_device) {
   // With one process per rank a single entry stays one: each process chooses by its local rank.

@@ -62,6 +62,13 @@ sched::Schedule make_config_schedule(const TrainingConfig& config);
 // The field checks of a config (ranges, names, sizes): kInvalidArgument naming the field.
 void check_config_fields(const TrainingConfig& config);
 
+// The device of a run without a pipeline schedule (config.devices non-empty): devices[0]. A
+// tensor-parallel member chooses as a pipeline rank in its own process does (comm::process_device):
+// with one entry per member its own, and with one `cuda` entry under a launcher (mpirun) the GPU of
+// its node-local rank; members that are threads of one process share devices[0]. kInvalidArgument
+// naming the option and the member when that device is not visible.
+Device sequential_device(const TrainingConfig& config, const OptionNamer& names = runtime_option_name);
+
 // The facts the capability table reads for `config` on `model`; `schedule` is the generated or
 // parsed schedule (null for the sequential trainer).
 CapabilityFacts capability_facts(const Model& model, const TrainingConfig& config, const sched::Schedule* schedule);

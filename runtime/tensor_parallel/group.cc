@@ -81,6 +81,41 @@ void TensorParallelGroup::reduce_sum(float* data, int64_t count, const std::stri
   }
 }
 
+namespace {
+
+bool on_host(const Tensor& t) { return t.device().kind == DeviceKind::kCpu; }
+
+void check_f32(const Tensor& t, const std::string& what) {
+  PF_CHECK_ARG(t.defined() && t.dtype() == DType::kF32, "tensor parallel ", what, ": expected an f32 tensor, got ",
+               t.defined() ? dtype_name(t.dtype()) : "undefined");
+}
+
+}  // namespace
+
+void TensorParallelGroup::all_reduce_sum(const Tensor& t, const std::string& what) {
+  check_f32(t, what);
+  if (on_host(t)) {
+    all_reduce_sum(t.f32(), t.numel(), what);
+    return;
+  }
+  const Tensor host = t.to_device(Device::cpu());
+  all_reduce_sum(host.f32(), host.numel(), what);
+  t.copy_from(host);
+}
+
+void TensorParallelGroup::start_all_reduce_sum(const Tensor& t, const std::string& what) {
+  check_f32(t, what);
+  if (on_host(t)) {
+    start_all_reduce_sum(t.f32(), t.numel(), what);
+    return;
+  }
+  wait_all_reduce();
+  Tensor host = t.to_device(Device::cpu());
+  start_all_reduce_sum(host.f32(), host.numel(), what);
+  pending_device_ = t;
+  pending_host_ = std::move(host);
+}
+
 void TensorParallelGroup::start_all_reduce_sum(float* data, int64_t count, const std::string& what) {
   wait_all_reduce();
   overlapped_bytes_ += count * static_cast<int64_t>(sizeof(float));
@@ -96,7 +131,9 @@ void TensorParallelGroup::start_all_reduce_sum(float* data, int64_t count, const
 void TensorParallelGroup::wait_all_reduce() {
   if (!pending_.joinable()) return;
   pending_.join();
+  const Tensor device = std::exchange(pending_device_, Tensor()), host = std::exchange(pending_host_, Tensor());
   if (pending_error_) std::rethrow_exception(std::exchange(pending_error_, nullptr));
+  if (device.defined()) device.copy_from(host);
 }
 
 std::vector<char> TensorParallelGroup::all_gather(const void* data, size_t bytes, const std::string& what) {
@@ -127,14 +164,14 @@ std::vector<double> TensorParallelGroup::sum_in_rank_order(const std::vector<dou
 
 namespace {
 
-// [B, S, ...] as (batch, steps, floats per step); kInvalidArgument naming `what` unless an f32 CPU
+// [B, S, ...] as (batch, steps, floats per step); kInvalidArgument naming `what` unless an f32
 // tensor of rank >= 2 whose steps `parts` divides.
 struct SequenceDims {
   int64_t batch = 0, steps = 0, inner = 1;
 };
 SequenceDims sequence_dims(const Tensor& t, int parts, const std::string& what) {
-  PF_CHECK_ARG(t.defined() && t.dtype() == DType::kF32 && t.device().kind == DeviceKind::kCpu && t.rank() >= 2,
-               "sequence parallelism, ", what, ": expected an f32 CPU tensor [B, S, ...], got ",
+  PF_CHECK_ARG(t.defined() && t.dtype() == DType::kF32 && t.rank() >= 2,
+               "sequence parallelism, ", what, ": expected an f32 tensor [B, S, ...], got ",
                t.defined() ? shape_to_string(t.shape()) : "undefined");
   SequenceDims d;
   d.batch = t.dim(0);
@@ -162,6 +199,22 @@ void copy_member_steps(const float* whole, const SequenceDims& d, int64_t held, 
 }  // namespace
 
 Tensor TensorParallelGroup::gather_sequence(const Tensor& shard, const std::string& what) {
+  if (!shard.defined() || on_host(shard)) return gather_sequence_on_host(shard, what);
+  return gather_sequence_on_host(shard.to_device(Device::cpu()), what).to_device(shard.device());
+}
+
+Tensor TensorParallelGroup::reduce_scatter_sequence(Tensor& partial, const std::string& what) {
+  if (!partial.defined() || on_host(partial)) return reduce_scatter_sequence_on_host(partial, what);
+  Tensor host = partial.to_device(Device::cpu());
+  return reduce_scatter_sequence_on_host(host, what).to_device(partial.device());
+}
+
+Tensor TensorParallelGroup::sequence_shard(const Tensor& whole, const std::string& what) const {
+  if (!whole.defined() || on_host(whole)) return sequence_shard_on_host(whole, what);
+  return sequence_shard_on_host(whole.to_device(Device::cpu()), what).to_device(whole.device());
+}
+
+Tensor TensorParallelGroup::gather_sequence_on_host(const Tensor& shard, const std::string& what) {
   const SequenceDims d = sequence_dims(shard, 1, what);
   const size_t block = static_cast<size_t>(d.steps * d.inner), bytes = static_cast<size_t>(shard.numel()) * sizeof(float);
   const std::vector<char> all = all_gather(shard.f32(), bytes, what);
@@ -176,12 +229,12 @@ Tensor TensorParallelGroup::gather_sequence(const Tensor& shard, const std::stri
   return whole;
 }
 
-Tensor TensorParallelGroup::reduce_scatter_sequence(Tensor& partial, const std::string& what) {
+Tensor TensorParallelGroup::reduce_scatter_sequence_on_host(Tensor& partial, const std::string& what) {
   wait_all_reduce();
   const SequenceDims d = sequence_dims(partial, size_, what);
   if (reduction_ == TensorReduction::kDeterministic) {  // every member's partials, added in rank order
     all_reduce_sum(partial.f32(), partial.numel(), what);
-    return sequence_shard(partial, what);
+    return sequence_shard_on_host(partial, what);
   }
   scattered_bytes_ += partial.numel() * static_cast<int64_t>(sizeof(float));
   // Member r's block: its steps of every sequence, [B, S/T, ...] contiguous, as the World scatters blocks.
@@ -194,7 +247,7 @@ Tensor TensorParallelGroup::reduce_scatter_sequence(Tensor& partial, const std::
   return mine;
 }
 
-Tensor TensorParallelGroup::sequence_shard(const Tensor& whole, const std::string& what) const {
+Tensor TensorParallelGroup::sequence_shard_on_host(const Tensor& whole, const std::string& what) const {
   const SequenceDims d = sequence_dims(whole, size_, what);
   const int64_t held = d.steps / size_;
   Tensor shard = Tensor::empty(with_steps(whole.shape(), held));

@@ -8,6 +8,12 @@
 // - kDeterministic: every member's partial values gathered and added in rank order,
 //   ((p0 + p1) + p2) + ..., on every member: bitwise equal to a single process that computes the
 //   same partial products and adds them in that order (tests/tensor_parallel checks it).
+//
+// The tensor-level collectives take CPU or CUDA tensors. A CUDA tensor's collective is staged
+// through the host: copied to host memory on the calling thread's current stream (which waits for
+// the kernels that wrote it), reduced or gathered there exactly as a CPU tensor is, and copied back
+// (docs/EXECUTION.md, "Tensor parallelism on CUDA devices"). The arithmetic, and so the
+// deterministic mode's order, is the CPU's.
 #pragma once
 
 #include <cstddef>
@@ -68,11 +74,16 @@ class TensorParallelGroup {
   // Element-wise sum of every member's `count` floats, into `data` on every member. `what` names
   // the reduction in errors ("linear 'fc1' forward").
   void all_reduce_sum(float* data, int64_t count, const std::string& what);
+  // The same over an f32 tensor on the CPU or a CUDA device, in place.
+  void all_reduce_sum(const Tensor& t, const std::string& what);
   // Megatron's overlap of B's all-reduce with W: all_reduce_sum of `data` started on a thread of
   // its own; the caller computes meanwhile (weight gradients) and calls wait_all_reduce() before it
   // reads `data`. One at a time; every other collective of the group first waits for it, so the
   // members' collectives keep one order. Its bytes count in reduced_bytes() and overlapped_bytes().
   void start_all_reduce_sum(float* data, int64_t count, const std::string& what);
+  // The same over an f32 tensor on the CPU or a CUDA device. A CUDA tensor is copied to the host
+  // now and the sum copied back into it by wait_all_reduce (on the waiting thread's stream).
+  void start_all_reduce_sum(const Tensor& t, const std::string& what);
   // Waits for the started all-reduce (none: returns at once); its error, if it failed, is thrown here.
   void wait_all_reduce();
 
@@ -84,10 +95,11 @@ class TensorParallelGroup {
   // vocabulary-parallel loss's row maxima and best classes.
   std::vector<float> all_gather_floats(const std::vector<float>& mine, const std::string& what);
 
-  // Sequence parallelism. The members' [B, S/T, ...] shards (f32, CPU) as one [B, S, ...] tensor,
+  // Sequence parallelism (f32 tensors on the CPU or a CUDA device; results on the argument's device).
+  // The members' [B, S/T, ...] shards as one [B, S, ...] tensor,
   // member r's at steps [r S/T, (r+1) S/T): exact (a copy), the same on every member.
   Tensor gather_sequence(const Tensor& shard, const std::string& what);
-  // The members' [B, S, ...] partial tensors (f32, CPU) summed, this member's steps of the sum
+  // The members' [B, S, ...] partial tensors summed, this member's steps of the sum
   // ([B, S/T, ...]): the World's reduce-scatter (MPI_Ireduce_scatter_block: each member's link
   // carries (T - 1)/T of the partial tensor, half an all-reduce), or in the deterministic mode
   // every member's partials gathered and added in rank order, so that it equals this member's
@@ -116,6 +128,10 @@ class TensorParallelGroup {
  private:
   // all_reduce_sum without waiting for a started one (the started one's own thread runs it).
   void reduce_sum(float* data, int64_t count, const std::string& what);
+  // The CPU versions of the sequence collectives.
+  Tensor gather_sequence_on_host(const Tensor& shard, const std::string& what);
+  Tensor reduce_scatter_sequence_on_host(Tensor& partial, const std::string& what);
+  Tensor sequence_shard_on_host(const Tensor& whole, const std::string& what) const;
   // Runs `collective` (a call on world_); an error it throws comes back naming this member and `what`.
   template <typename Collective>
   auto naming_errors(const std::string& what, Collective&& collective) -> decltype(collective());
@@ -131,6 +147,8 @@ class TensorParallelGroup {
   int64_t overlapped_bytes_ = 0;
   std::thread pending_;              // the started all-reduce
   std::exception_ptr pending_error_;  // its error, thrown by wait_all_reduce
+  // A started all-reduce of a CUDA tensor: the tensor, and the host copy the thread reduces.
+  Tensor pending_device_, pending_host_;
 };
 
 }  // namespace pf

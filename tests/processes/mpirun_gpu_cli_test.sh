@@ -4,7 +4,8 @@
 # node-local rank asked for (the resolver's refusal; the capability table no longer refuses CUDA
 # ranks in processes); with two or more (nvidia-smi) the run's losses and parameter checksum are
 # those of the one-process run on cuda:0,cuda:1. Anywhere, one entry other than `cuda` is refused
-# naming the rule.
+# naming the rule. With a GPU, `mpirun -np 2 ... --tensor-parallel 2 --devices cuda` trains the GPT
+# to the CPU's losses.
 set -uo pipefail
 source "$(dirname "$0")/cli_checks.sh"
 
@@ -27,6 +28,24 @@ else
       { cat "$work/cuda.out"; fail "rank $r did not name cuda:$r"; }
   done
   ! grep -q "one process per rank yet" "$work/cuda.out" || fail "refused by the capability table"
+fi
+# Tensor parallelism on CUDA (docs/EXECUTION.md, "Tensor parallelism on CUDA devices"): with a GPU,
+# T = 2 processes (sharing it when there is one) train the GPT to the CPU's losses within 1e-4.
+if ((gpus >= 1)); then
+  tp=(train --model gpt --layers 2 --microbatches 2 --steps 3 --json --quiet)
+  "$pipeforge" "${tp[@]}" >"$work/tp_cpu.json" || fail "the GPT on the CPU"
+  for extra in "" "--sequence-parallel"; do
+    # shellcheck disable=SC2086
+    run_mpi 2 default "$pipeforge" "${tp[@]}" --tensor-parallel 2 --devices cuda $extra >"$work/tp_gpu.json" \
+      2>"$work/tp_gpu.err" || { cat "$work/tp_gpu.err"; fail "mpirun -np 2 --tensor-parallel 2 --devices cuda $extra"; }
+    python3 - "$work/tp_cpu.json" "$work/tp_gpu.json" <<'PY' || fail "tensor parallel on CUDA $extra: losses"
+import json, sys
+cpu, gpu = (json.load(open(p)) for p in sys.argv[1:])
+assert gpu["tensor_parallel"] == 2, gpu
+for a, b in zip(cpu["losses"], gpu["losses"]):
+    assert abs(a - b) <= 1e-4 * max(1.0, abs(a)), (cpu["losses"], gpu["losses"])
+PY
+  done
 fi
 run_mpi 2 default "$pipeforge" "${args[@]}" --devices cuda:1 >"$work/entry.out" 2>&1 && fail "--devices cuda:1 succeeded"
 grep -q -- "--devices names cuda:1: with one process per rank a single entry is \`cuda\`" "$work/entry.out" ||

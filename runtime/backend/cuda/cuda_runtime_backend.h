@@ -92,6 +92,12 @@ class CudaRuntimeBackend final : public CudaBackend {
                                  const Tensor& dposition) override;
   float cross_entropy_forward(const Tensor& logits, const Tensor& targets, float scale) override;
   Tensor cross_entropy_backward(const Tensor& logits, const Tensor& targets, float scale) override;
+  std::vector<float> logits_row_max(const Tensor& logits) override;
+  std::vector<double> vocab_cross_entropy_sums(const Tensor& logits, const Tensor& targets, int64_t first,
+                                               const std::vector<float>& maxima) override;
+  Tensor vocab_cross_entropy_backward(const Tensor& logits, const Tensor& targets, int64_t first,
+                                      const std::vector<float>& maxima, const std::vector<double>& inverse_sums,
+                                      double coef) override;
   std::vector<int32_t> i32_to_host(const Tensor& t) override;
 
   void sgd_update(const Tensor& value, const Tensor& grad, const Tensor& buf, float lr, float weight_decay,

@@ -12,6 +12,8 @@
 
 namespace pf::cuda {
 
+static_assert(kIdNotHeld == kEmbeddingIdNotHeld, "the embedding kernel's and the backend's not-held id differ");
+
 namespace {
 
 // Reference Linear forward (bias rows, then the product with beta = 1, as the CPU does) rather
@@ -194,6 +196,63 @@ Tensor CudaRuntimeBackend::cross_entropy_backward(const Tensor& logits, const Te
   Tensor grad = on.empty(logits.shape());
   cuda::cross_entropy_backward<float>(on.stream(), rows, classes, ptr(logits), targets.data<int32_t>(), scale,
                                       mut(grad));
+  return grad;
+}
+
+namespace {
+
+// A device copy of `values` in `on`'s workspace (the copy waits for the device).
+template <typename V>
+Tensor workspace_copy(const OnDevice& on, const std::vector<V>& values, const char* what) {
+  Tensor t = on.workspace(values.size() * sizeof(V));
+  copy_bytes(t.data<void>(), on.device(), values.data(), Device::cpu(), values.size() * sizeof(V), what);
+  return t;
+}
+
+int64_t logit_rows(const Tensor& logits) { return logits.numel() / logits.dim(-1); }
+
+}  // namespace
+
+std::vector<float> CudaRuntimeBackend::logits_row_max(const Tensor& logits) {
+  OnDevice on(logits);
+  const int64_t rows = logit_rows(logits);
+  Tensor maxima = on.workspace(static_cast<size_t>(rows) * sizeof(float));
+  cuda::logits_row_max<float>(on.stream(), rows, logits.dim(-1), ptr(logits), mut(maxima));
+  std::vector<float> host(static_cast<size_t>(rows));
+  copy_bytes(host.data(), Device::cpu(), maxima.data<void>(), on.device(), host.size() * sizeof(float),
+             "logits_row_max");
+  return host;
+}
+
+std::vector<double> CudaRuntimeBackend::vocab_cross_entropy_sums(const Tensor& logits, const Tensor& targets,
+                                                                 int64_t first, const std::vector<float>& maxima) {
+  OnDevice on(logits);
+  const int64_t rows = logit_rows(logits);
+  PF_INTERNAL_CHECK(static_cast<int64_t>(maxima.size()) == rows, "vocab_cross_entropy_sums: ", maxima.size(),
+                    " maxima for ", rows, " rows");
+  const Tensor device_maxima = workspace_copy(on, maxima, "vocab_cross_entropy_sums (maxima)");
+  Tensor sums = on.workspace(static_cast<size_t>(2 * rows) * sizeof(double));
+  cuda::vocab_cross_entropy_sums<float>(on.stream(), rows, logits.dim(-1), ptr(logits), targets.data<int32_t>(),
+                                        first, ptr(device_maxima), sums.data<double>());
+  std::vector<double> host(static_cast<size_t>(2 * rows));
+  copy_bytes(host.data(), Device::cpu(), sums.data<void>(), on.device(), host.size() * sizeof(double),
+             "vocab_cross_entropy_sums");
+  return host;
+}
+
+Tensor CudaRuntimeBackend::vocab_cross_entropy_backward(const Tensor& logits, const Tensor& targets, int64_t first,
+                                                        const std::vector<float>& maxima,
+                                                        const std::vector<double>& inverse_sums, double coef) {
+  OnDevice on(logits);
+  const int64_t rows = logit_rows(logits);
+  PF_INTERNAL_CHECK(static_cast<int64_t>(maxima.size()) == rows && static_cast<int64_t>(inverse_sums.size()) == rows,
+                    "vocab_cross_entropy_backward: ", maxima.size(), " maxima and ", inverse_sums.size(),
+                    " sums for ", rows, " rows");
+  const Tensor device_maxima = workspace_copy(on, maxima, "vocab_cross_entropy_backward (maxima)");
+  const Tensor device_sums = workspace_copy(on, inverse_sums, "vocab_cross_entropy_backward (sums)");
+  Tensor grad = on.empty(logits.shape());
+  cuda::vocab_cross_entropy_backward<float>(on.stream(), rows, logits.dim(-1), ptr(logits), targets.data<int32_t>(),
+                                            first, ptr(device_maxima), device_sums.data<double>(), coef, mut(grad));
   return grad;
 }
 

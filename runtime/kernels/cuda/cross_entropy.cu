@@ -67,7 +67,68 @@ __global__ void cross_entropy_backward_kernel(int64_t rows, int64_t classes, con
   }
 }
 
+template <typename T>
+__global__ void logits_row_max_kernel(int64_t classes, const T* logits, float* maxima) {
+  const T* x = logits + static_cast<int64_t>(blockIdx.x) * classes;
+  float m = -INFINITY;
+  for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) m = fmaxf(m, to_f32(x[c]));
+  const float row_max = detail::block_max(m);
+  if (threadIdx.x == 0) maxima[blockIdx.x] = row_max;
+}
+
+template <typename T>
+__global__ void vocab_sums_kernel(int64_t rows, int64_t classes, const T* logits, const int32_t* targets,
+                                  int64_t first, const float* maxima, double* sums) {
+  const int64_t row = blockIdx.x;
+  const T* x = logits + row * classes;
+  double sum = 0.0;
+  for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) sum += cross_entropy_exp(to_f32(x[c]), maxima[row]);
+  const double total = detail::block_sum(sum);
+  if (threadIdx.x == 0) {
+    const int64_t t = static_cast<int64_t>(targets[row]) - first;
+    sums[row] = total;
+    sums[rows + row] = t >= 0 && t < classes ? static_cast<double>(to_f32(x[t])) : 0.0;
+  }
+}
+
+template <typename T>
+__global__ void vocab_backward_kernel(int64_t classes, const T* logits, const int32_t* targets, int64_t first,
+                                      const float* maxima, const double* inverse_sums, double coef, T* grad) {
+  const int64_t row = blockIdx.x;
+  const T* x = logits + row * classes;
+  T* g = grad + row * classes;
+  const int64_t t = static_cast<int64_t>(targets[row]) - first;
+  for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
+    g[c] = from_f32<T>(cross_entropy_grad(to_f32(x[c]), maxima[row], inverse_sums[row], c == t, coef));
+}
+
 }  // namespace
+
+template <typename T>
+void logits_row_max(cudaStream_t stream, int64_t rows, int64_t classes, const T* logits, float* maxima) {
+  if (rows <= 0 || classes <= 0) return;
+  logits_row_max_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(classes, logits, maxima);
+  PF_CHECK_LAUNCH("logits_row_max");
+}
+
+template <typename T>
+void vocab_cross_entropy_sums(cudaStream_t stream, int64_t rows, int64_t classes, const T* logits,
+                              const int32_t* targets, int64_t first, const float* maxima, double* sums) {
+  if (rows <= 0 || classes <= 0) return;
+  vocab_sums_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(rows, classes, logits, targets, first,
+                                                                               maxima, sums);
+  PF_CHECK_LAUNCH("vocab_cross_entropy_sums");
+}
+
+template <typename T>
+void vocab_cross_entropy_backward(cudaStream_t stream, int64_t rows, int64_t classes, const T* logits,
+                                  const int32_t* targets, int64_t first, const float* maxima,
+                                  const double* inverse_sums, double coef, T* grad) {
+  if (rows <= 0 || classes <= 0) return;
+  vocab_backward_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(classes, logits, targets, first,
+                                                                                   maxima, inverse_sums, coef, grad);
+  PF_CHECK_LAUNCH("vocab_cross_entropy_backward");
+}
 
 template <typename T>
 void cross_entropy_forward(cudaStream_t stream, int64_t rows, int64_t classes, const T* logits,
@@ -96,5 +157,10 @@ template void cross_entropy_backward<float>(cudaStream_t, int64_t, int64_t, cons
                                             float, float*);
 template void cross_entropy_backward<bf16>(cudaStream_t, int64_t, int64_t, const bf16*, const int32_t*,
                                            float, bf16*);
+template void logits_row_max<float>(cudaStream_t, int64_t, int64_t, const float*, float*);
+template void vocab_cross_entropy_sums<float>(cudaStream_t, int64_t, int64_t, const float*, const int32_t*, int64_t,
+                                              const float*, double*);
+template void vocab_cross_entropy_backward<float>(cudaStream_t, int64_t, int64_t, const float*, const int32_t*,
+                                                  int64_t, const float*, const double*, double, float*);
 
 }  // namespace pf::cuda

@@ -19,8 +19,8 @@ __global__ void embedding_forward_kernel(int64_t n, int64_t steps, int64_t dim, 
     const int64_t r = i / dim, c = i % dim;
     const int32_t id = ids[r];
     float v = NAN;
-    if (id >= 0 && id < vocab) {
-      v = to_f32(tok[static_cast<int64_t>(id) * dim + c]);
+    if ((id >= 0 && id < vocab) || id == kIdNotHeld) {
+      v = id == kIdNotHeld ? 0.0f : to_f32(tok[static_cast<int64_t>(id) * dim + c]);
       if (pos != nullptr) v += to_f32(pos[(r % steps) * dim + c]);  // no positions: the token row itself
     }
     y[i] = from_f32<T>(v);
@@ -80,7 +80,7 @@ __global__ void position_grad_kernel(int64_t batch, int64_t steps, int64_t dim, 
     float acc = dposition[i];
     for (int64_t b = 0; b < batch; ++b) {
       const int32_t id = ids[b * steps + t];
-      if (id >= 0 && id < vocab) acc += to_f32(dy[(b * steps) * dim + i]);
+      if ((id >= 0 && id < vocab) || id == kIdNotHeld) acc += to_f32(dy[(b * steps) * dim + i]);
     }
     dposition[i] = acc;
   }

@@ -2,8 +2,10 @@
 // y[b, t, :] = token_weight[ids[b, t], :] + position_weight[t, :]   (dim columns).
 // position_weight (F) and dposition (W) may be null: an embedding without learned positions
 // (Llama's, whose positions are rotary), y = token_weight[ids[b, t], :].
-// Ids must be in [0, vocab) (the caller validates them on the host, as the CPU layer does);
-// rows with an out-of-range id get NaN outputs and contribute no gradient.
+// Ids must be in [0, vocab) (the caller validates them on the host, as the CPU layer does), or
+// kIdNotHeld: a vocabulary-parallel member's row whose token another member holds, which gets a
+// zero token row (its position's row still added) and no token gradient, but adds to the position
+// gradient. Rows with any other out-of-range id get NaN outputs and contribute no gradient.
 #pragma once
 
 #include <cstddef>
@@ -13,6 +15,8 @@
 #include "runtime/kernels/cuda/types.h"
 
 namespace pf::cuda {
+
+constexpr int32_t kIdNotHeld = -1;  // = pf::kEmbeddingIdNotHeld (runtime/backend/cuda_backend.h)
 
 template <typename T>
 void embedding_forward(cudaStream_t stream, int64_t batch, int64_t steps, int64_t dim, int64_t vocab,
