@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/sharded_checkpoint.h"
 #include "runtime/comm/thread_world.h"
 #include "runtime/models/builders.h"
 #include "runtime/run/make_trainer.h"
@@ -97,6 +97,7 @@ struct GpuRun {
   std::string reduction = "allreduce";
   bool sequence_parallel = false;
   std::string checkpoint;  // saved by the members after the last step when not empty
+  std::string resume;      // loaded by the members before the first step when not empty
 };
 
 std::vector<Member> run_on_gpu(const GpuRun& run, const TrainerOptions& o) {
@@ -117,8 +118,9 @@ std::vector<Member> run_on_gpu(const GpuRun& run, const TrainerOptions& o) {
         c.devices = {gpu()};
         std::shared_ptr<Model> model = run.model();
         std::unique_ptr<Trainer> trainer = make_trainer(model, c);
+        if (!run.resume.empty()) load_trainer_checkpoint(*trainer, run.resume);
         for (const Batch& b : run.data) out.losses.push_back(static_cast<float>(trainer->step(b).loss));
-        if (!run.checkpoint.empty()) save_checkpoint(*trainer, run.checkpoint);
+        if (!run.checkpoint.empty()) save_trainer_checkpoint(*trainer, run.checkpoint);
         for (Parameter* p : model->parameters()) {
           if (p->value.device() != gpu()) throw std::runtime_error(p->name + " is not on cuda:0");
           Parameter meta = *p;
@@ -240,8 +242,9 @@ TEST(TensorParallelGpu, DeterministicIsReproducible) {
 }
 
 // A checkpoint the GPU members save (their slices gathered from the device) resumes as the whole
-// model in one CPU process, equal to the members' slices.
-TEST(TensorParallelGpu, ACheckpointSavedOnTheDeviceResumesWholeOnTheCpu) {
+// model in one CPU process, and in GPU members again (each slice taken on the host and copied to
+// the device): both equal to the saved members' slices, bit for bit.
+TEST(TensorParallelGpu, ACheckpointSavedOnTheDeviceResumesOnTheCpuAndTheDevice) {
   PF_SKIP_WITHOUT_GPU();
   const std::string path = ::testing::TempDir() + "/tensor_parallel_gpu.ckpt";
   std::remove(path.c_str());
@@ -250,9 +253,14 @@ TEST(TensorParallelGpu, ACheckpointSavedOnTheDeviceResumesWholeOnTheCpu) {
   const std::vector<Member> members = run_on_gpu(run, sgd());
   std::shared_ptr<Model> whole = gpt();
   std::unique_ptr<Trainer> trainer = make_trainer(whole, TrainingConfig{sgd()});
-  load_checkpoint(*trainer, path);
+  load_trainer_checkpoint(*trainer, path);
+  GpuRun again{gpt, {}};
+  again.resume = path;
+  const std::vector<Member> resumed = run_on_gpu(again, sgd());
   for (size_t r = 0; r < members.size(); ++r) {
     ASSERT_EQ(members[r].error, "") << "member " << r;
+    ASSERT_EQ(resumed[r].error, "") << "member " << r;
+    EXPECT_EQ(resumed[r].values, members[r].values) << "member " << r;
     const std::vector<Parameter*> params = whole->parameters();
     ASSERT_EQ(members[r].slices.size(), params.size());
     for (size_t i = 0; i < params.size(); ++i)

@@ -4,8 +4,8 @@
 # node-local rank asked for (the resolver's refusal; the capability table no longer refuses CUDA
 # ranks in processes); with two or more (nvidia-smi) the run's losses and parameter checksum are
 # those of the one-process run on cuda:0,cuda:1. Anywhere, one entry other than `cuda` is refused
-# naming the rule. With a GPU, `mpirun -np 2 ... --tensor-parallel 2 --devices cuda` trains the GPT
-# to the CPU's losses.
+# naming the rule. `mpirun -np 2 ... --tensor-parallel 2 --devices cuda`: with a GPU it trains the
+# GPT to the CPU's losses; without one each member names its node-local rank's GPU.
 set -uo pipefail
 source "$(dirname "$0")/cli_checks.sh"
 
@@ -45,6 +45,13 @@ assert gpu["tensor_parallel"] == 2, gpu
 for a, b in zip(cpu["losses"], gpu["losses"]):
     assert abs(a - b) <= 1e-4 * max(1.0, abs(a)), (cpu["losses"], gpu["losses"])
 PY
+  done
+else  # each member names the GPU its node-local rank asked for
+  run_mpi 2 default "$pipeforge" train --model gpt --layers 2 --steps 1 --tensor-parallel 2 --devices cuda \
+    >"$work/tp_cuda.out" 2>&1 && fail "--tensor-parallel 2 --devices cuda succeeded without a GPU"
+  for r in 0 1; do
+    grep -q -- "--devices (tensor-parallel member $r, MPI rank $r of 2 .*): cuda:$r is not available" "$work/tp_cuda.out" ||
+      { cat "$work/tp_cuda.out"; fail "tensor-parallel member $r did not name cuda:$r"; }
   done
 fi
 run_mpi 2 default "$pipeforge" "${args[@]}" --devices cuda:1 >"$work/entry.out" 2>&1 && fail "--devices cuda:1 succeeded"
