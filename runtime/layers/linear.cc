@@ -217,7 +217,9 @@ Tensor Linear::backward_input(SavedContext& ctx, const Tensor& given_grad, bool 
     cpu::gemm(false, false, input.numel() / in_, in_, out_, 1.0f, grad_output.f32(), weight_.value.f32(), 0.0f,
               grad_input.f32());
   }
-  if (column_split && sequence_parallel())
+  if (column_split && sequence_parallel() && overlap)
+    grad_input = group_->start_reduce_scatter_sequence(grad_input, collective("input gradient"));
+  else if (column_split && sequence_parallel())
     grad_input = group_->reduce_scatter_sequence(grad_input, collective("input gradient"));
   else if (column_split && overlap)
     group_->start_all_reduce_sum(grad_input, collective("input gradient"));

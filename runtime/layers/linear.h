@@ -38,14 +38,15 @@ class Linear : public Layer {
   Tensor forward(const Tensor& input, SavedContext& ctx) override;
   Tensor backward_input(SavedContext& ctx, const Tensor& grad_output) override;
   void backward_weight(SavedContext& ctx) override;
-  // B then W, a column split's all-reduce of the input gradient running while W computes
-  // (Megatron's overlap; the same bits as B then W).
+  // B then W, a column split's all-reduce (or reduce-scatter) of the input gradient running while W
+  // computes (Megatron's overlap; the same bits as B then W).
   Tensor backward(SavedContext& ctx, const Tensor& grad_output) override;
-  // backward_input; with `overlap` a column split's all-reduce of the input gradient (not under
-  // sequence parallelism) is only started (TensorParallelGroup::start_all_reduce_sum): the caller
-  // may compute weight gradients meanwhile and calls wait_input_gradient() before it reads the result.
+  // backward_input; with `overlap` a column split's all-reduce of the input gradient (under
+  // sequence parallelism its reduce-scatter) is only started (TensorParallelGroup::
+  // start_all_reduce_sum, start_reduce_scatter_sequence): the caller may compute weight gradients
+  // meanwhile and calls wait_input_gradient() before it reads the result.
   Tensor backward_input(SavedContext& ctx, const Tensor& grad_output, bool overlap);
-  // Waits for the all-reduce backward_input(..., true) started (none: returns at once).
+  // Waits for the collective backward_input(..., true) started (none: returns at once).
   void wait_input_gradient() const;
 
   TensorSplit tensor_split() const override { return split_; }

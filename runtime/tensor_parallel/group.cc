@@ -1,6 +1,7 @@
 #include "runtime/tensor_parallel/group.h"
 
 #include <cstring>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -119,9 +120,13 @@ void TensorParallelGroup::start_all_reduce_sum(const Tensor& t, const std::strin
 void TensorParallelGroup::start_all_reduce_sum(float* data, int64_t count, const std::string& what) {
   wait_all_reduce();
   overlapped_bytes_ += count * static_cast<int64_t>(sizeof(float));
-  pending_ = std::thread([this, data, count, what] {
+  start_pending([this, data, count, what] { reduce_sum(data, count, what); });
+}
+
+void TensorParallelGroup::start_pending(std::function<void()> collective) {
+  pending_ = std::thread([this, collective = std::move(collective)] {
     try {
-      reduce_sum(data, count, what);
+      collective();
     } catch (...) {
       pending_error_ = std::current_exception();
     }
@@ -229,22 +234,48 @@ Tensor TensorParallelGroup::gather_sequence_on_host(const Tensor& shard, const s
   return whole;
 }
 
+Shape TensorParallelGroup::scattered_shape(const Tensor& partial, const std::string& what) const {
+  const SequenceDims d = sequence_dims(partial, size_, what);
+  return with_steps(partial.shape(), d.steps / size_);
+}
+
 Tensor TensorParallelGroup::reduce_scatter_sequence_on_host(Tensor& partial, const std::string& what) {
   wait_all_reduce();
+  Tensor mine = Tensor::empty(scattered_shape(partial, what));
+  reduce_scatter_into(partial, mine, what);
+  return mine;
+}
+
+Tensor TensorParallelGroup::start_reduce_scatter_sequence(const Tensor& partial, const std::string& what) {
+  wait_all_reduce();
+  const Shape shape = scattered_shape(partial, what);
+  overlapped_bytes_ += partial.numel() * static_cast<int64_t>(sizeof(float));
+  const bool device = !on_host(partial);
+  const Tensor host_partial = device ? partial.to_device(Device::cpu()) : partial;
+  const Tensor host_mine = Tensor::empty(shape);
+  const Tensor mine = device ? Tensor::empty(shape, DType::kF32, partial.device()) : host_mine;
+  start_pending([this, host_partial, host_mine, what] { reduce_scatter_into(host_partial, host_mine, what); });
+  if (device) {
+    pending_device_ = mine;
+    pending_host_ = host_mine;
+  }
+  return mine;
+}
+
+void TensorParallelGroup::reduce_scatter_into(const Tensor& partial, const Tensor& mine, const std::string& what) {
   const SequenceDims d = sequence_dims(partial, size_, what);
+  const int64_t held = d.steps / size_;
   if (reduction_ == TensorReduction::kDeterministic) {  // every member's partials, added in rank order
-    all_reduce_sum(partial.f32(), partial.numel(), what);
-    return sequence_shard_on_host(partial, what);
+    reduce_sum(partial.f32(), partial.numel(), what);
+    copy_member_steps(partial.f32(), d, held, rank_, mine.f32());
+    return;
   }
   scattered_bytes_ += partial.numel() * static_cast<int64_t>(sizeof(float));
   // Member r's block: its steps of every sequence, [B, S/T, ...] contiguous, as the World scatters blocks.
-  const int64_t held = d.steps / size_;
   const size_t per_member = static_cast<size_t>(d.batch * held * d.inner);
   std::vector<float> blocks(per_member * static_cast<size_t>(size_));
   for (int r = 0; r < size_; ++r) copy_member_steps(partial.f32(), d, held, r, blocks.data() + static_cast<size_t>(r) * per_member);
-  Tensor mine = Tensor::empty(with_steps(partial.shape(), held));
   naming_errors(what, [&] { world_->reduce_scatter_sum(blocks.data(), per_member, mine.f32(), timeout_seconds_); });
-  return mine;
 }
 
 Tensor TensorParallelGroup::sequence_shard_on_host(const Tensor& whole, const std::string& what) const {

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -106,6 +107,11 @@ class TensorParallelGroup {
   // steps of all_reduce_sum's result. `partial` may be used as scratch. kInvalidArgument naming
   // `what` when T does not divide S.
   Tensor reduce_scatter_sequence(Tensor& partial, const std::string& what);
+  // reduce_scatter_sequence started on the group's thread, as start_all_reduce_sum is (Megatron's
+  // overlap of B's reduce-scatter with W under sequence parallelism): returns this member's
+  // [B, S/T, ...] tensor, whose values are there once wait_all_reduce() has returned. `partial` is
+  // scratch until then. Its bytes count in overlapped_bytes() too.
+  Tensor start_reduce_scatter_sequence(const Tensor& partial, const std::string& what);
   // This member's steps [r S/T, (r+1) S/T) of `whole` [B, S, ...], copied; no communication.
   Tensor sequence_shard(const Tensor& whole, const std::string& what) const;
 
@@ -118,7 +124,8 @@ class TensorParallelGroup {
   // Payload bytes of the partial tensors this member has put into reduce-scatters (the whole
   // [B, S, ...] of each call; the deterministic mode's are all-reduces, counted in reduced_bytes).
   int64_t scattered_bytes() const { return scattered_bytes_; }
-  // Payload bytes of the all-reduces started by start_all_reduce_sum (overlapped with W).
+  // Payload bytes of the collectives started by start_all_reduce_sum and start_reduce_scatter_sequence
+  // (overlapped with W).
   int64_t overlapped_bytes() const { return overlapped_bytes_; }
 
   // Every member's `bytes` bytes, member r's at r * bytes, the same on every member (checkpoints
@@ -131,6 +138,13 @@ class TensorParallelGroup {
   // The CPU versions of the sequence collectives.
   Tensor gather_sequence_on_host(const Tensor& shard, const std::string& what);
   Tensor reduce_scatter_sequence_on_host(Tensor& partial, const std::string& what);
+  // The reduce-scatter of host `partial` into host `mine` (its [B, S/T, ...]), without waiting for
+  // a started collective (the started one's own thread runs it).
+  void reduce_scatter_into(const Tensor& partial, const Tensor& mine, const std::string& what);
+  // [B, S/T, ...] of a [B, S, ...] partial; kInvalidArgument naming `what` unless T divides S.
+  Shape scattered_shape(const Tensor& partial, const std::string& what) const;
+  // Runs `collective` on the group's thread (pending_); its error is kept for wait_all_reduce.
+  void start_pending(std::function<void()> collective);
   Tensor sequence_shard_on_host(const Tensor& whole, const std::string& what) const;
   // Runs `collective` (a call on world_); an error it throws comes back naming this member and `what`.
   template <typename Collective>

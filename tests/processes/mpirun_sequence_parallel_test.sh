@@ -48,6 +48,8 @@ assert alone or t2["tensor_parallel_bytes_per_step"] == exchanged, (t2["tensor_p
 assert sp["tensor_parallel_reduce_scattered_bytes_per_step"] == exchanged, sp["tensor_parallel_reduce_scattered_bytes_per_step"]
 assert sp["tensor_parallel_gathered_bytes_per_step"] >= exchanged // T, sp["tensor_parallel_gathered_bytes_per_step"]
 assert sp["tensor_parallel_bytes_per_step"] == m * (2 * L + 1) * 2 * d * 4, sp["tensor_parallel_bytes_per_step"]
+# B's reduce-scatters of the input gradients (per block fc's and qkv's, and the head's) overlap W.
+assert sp["tensor_parallel_overlapped_bytes_per_step"] == exchanged // 2, sp["tensor_parallel_overlapped_bytes_per_step"]
 print(f"gpt T 2 sequence-parallel: losses {sp['losses']} (one process {one['losses']}); activation bytes per "
       f"process {sp['peak_activation_bytes']} (T 2 without: {t2['peak_activation_bytes']}); reduce-scattered "
       f"{exchanged} bytes per step (= the all-reduced bytes without it)")

@@ -1237,17 +1237,21 @@ TEST(TensorParallelSequence, RefusesWhatItCannotSplitBySteps) {
 // ---- B's all-reduce overlapping W (Megatron's overlap) ----
 
 // A split block's fused backward starts each column split's all-reduce of its input gradient (the
-// MLP's fc, the attention's qkv) and computes the weight gradients meanwhile: its input gradient
-// and every parameter gradient are bitwise those of backward_input then backward_weight (which
-// overlaps nothing), and the overlapped bytes are the two [rows, d] all-reduces.
+// MLP's fc, the attention's qkv; under sequence parallelism their reduce-scatters) and computes the
+// weight gradients meanwhile: its input gradient and every parameter gradient are bitwise those of
+// backward_input then backward_weight (which overlaps nothing), and the overlapped bytes are the
+// two [rows, d] partials.
 TEST(TensorParallelOverlap, AFusedBlockBackwardIsBitwiseBThenW) {
   constexpr int T = 2;
   constexpr int64_t kBatch = 2, kSteps = 4, kDim = 16;
-  const Tensor x = random_normal({kBatch, kSteps, kDim}, 5), dy = random_normal({kBatch, kSteps, kDim}, 6);
+  for (const bool sp : {false, true}) {
+  // Under sequence parallelism the block sees its member's steps.
+  const int64_t steps = sp ? kSteps / T : kSteps;
+  const Tensor x = random_normal({kBatch, steps, kDim}, 5), dy = random_normal({kBatch, steps, kDim}, 6);
   for (const char* reduction : {"allreduce", "deterministic"}) {
-    SCOPED_TRACE(reduction);
+    SCOPED_TRACE(std::string(reduction) + (sp ? ", sequence parallel" : ""));
     in_members(T, [&](int r, const std::shared_ptr<comm::World>& world) {
-      auto group = std::make_shared<TensorParallelGroup>(world, parse_tensor_reduction(reduction), 5.0);
+      auto group = std::make_shared<TensorParallelGroup>(world, parse_tensor_reduction(reduction), 5.0, sp);
       const auto run = [&](bool fused, std::vector<std::vector<float>>* grads) {
         TransformerBlock block("b", kDim, 4, 4 * kDim);
         block.split_for_tensor_parallel(group);
@@ -1272,20 +1276,25 @@ TEST(TensorParallelOverlap, AFusedBlockBackwardIsBitwiseBThenW) {
       EXPECT_EQ(fused, separate) << "member " << r;
     });
   }
+  }
 }
 
 // The GPT trained by the sequential trainer (each layer's fused backward): every block's two
 // input-gradient all-reduces and the vocabulary-parallel head's overlap W, (2 layers + 1) x rows x d
 // floats per micro-batch, and it still stays within rounding of the whole model (above).
+// Under sequence parallelism the reduce-scatters of the same partials overlap W instead.
 TEST(TensorParallelOverlap, TheGptOverlapsEveryInputGradientAllReduce) {
-  const std::vector<MemberResult> members =
-      run_members(2, "allreduce", options(OptimizerConfig::Kind::kAdamW, 1.0f), nullptr, gpt, gpt_batches());
   const GptConfig c = gpt_config();
   int64_t rows = 0;
   for (const Batch& b : gpt_batches()) rows += b.inputs.numel();
-  for (const MemberResult& m : members) {
-    ASSERT_EQ(m.error, "");
-    EXPECT_EQ(m.overlapped_bytes, (2 * c.layers + 1) * rows * c.d_model * 4);
+  for (const bool sp : {false, true}) {
+    SCOPED_TRACE(sp ? "sequence parallel" : "tensor parallel");
+    const std::vector<MemberResult> members = run_members(2, "allreduce", options(OptimizerConfig::Kind::kAdamW, 1.0f),
+                                                          nullptr, gpt, gpt_batches(), sp);
+    for (const MemberResult& m : members) {
+      ASSERT_EQ(m.error, "");
+      EXPECT_EQ(m.overlapped_bytes, (2 * c.layers + 1) * rows * c.d_model * 4);
+    }
   }
 }
 
