@@ -46,7 +46,12 @@ TensorParallelGroup::TensorParallelGroup(std::shared_ptr<comm::World> world, Ten
 }
 
 TensorParallelGroup::~TensorParallelGroup() {
-  if (pending_.joinable()) pending_.join();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  if (worker_.joinable()) worker_.join();  // after the started collective, if one runs
 }
 
 template <typename Collective>
@@ -124,18 +129,41 @@ void TensorParallelGroup::start_all_reduce_sum(float* data, int64_t count, const
 }
 
 void TensorParallelGroup::start_pending(std::function<void()> collective) {
-  pending_ = std::thread([this, collective = std::move(collective)] {
+  if (!worker_.joinable()) worker_ = std::thread([this] { run_worker(); });
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pending_ = std::move(collective);
+    busy_ = true;
+  }
+  changed_.notify_all();
+}
+
+void TensorParallelGroup::run_worker() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    changed_.wait(lock, [this] { return stopping_ || pending_; });
+    if (!pending_) return;  // stopping, nothing started
+    std::function<void()> collective = std::exchange(pending_, nullptr);
+    lock.unlock();
+    std::exception_ptr error;
     try {
       collective();
     } catch (...) {
-      pending_error_ = std::current_exception();
+      error = std::current_exception();
     }
-  });
+    lock.lock();
+    pending_error_ = error;
+    busy_ = false;
+    changed_.notify_all();
+  }
 }
 
 void TensorParallelGroup::wait_all_reduce() {
-  if (!pending_.joinable()) return;
-  pending_.join();
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!busy_) return;
+    changed_.wait(lock, [this] { return !busy_; });
+  }
   const Tensor device = std::exchange(pending_device_, Tensor()), host = std::exchange(pending_host_, Tensor());
   if (pending_error_) std::rethrow_exception(std::exchange(pending_error_, nullptr));
   if (device.defined()) device.copy_from(host);

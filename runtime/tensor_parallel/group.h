@@ -22,6 +22,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -77,8 +79,8 @@ class TensorParallelGroup {
   void all_reduce_sum(float* data, int64_t count, const std::string& what);
   // The same over an f32 tensor on the CPU or a CUDA device, in place.
   void all_reduce_sum(const Tensor& t, const std::string& what);
-  // Megatron's overlap of B's all-reduce with W: all_reduce_sum of `data` started on a thread of
-  // its own; the caller computes meanwhile (weight gradients) and calls wait_all_reduce() before it
+  // Megatron's overlap of B's all-reduce with W: all_reduce_sum of `data` started on the group's
+  // worker thread; the caller computes meanwhile (weight gradients) and calls wait_all_reduce() before it
   // reads `data`. One at a time; every other collective of the group first waits for it, so the
   // members' collectives keep one order. Its bytes count in reduced_bytes() and overlapped_bytes().
   void start_all_reduce_sum(float* data, int64_t count, const std::string& what);
@@ -133,18 +135,20 @@ class TensorParallelGroup {
   std::vector<char> all_gather(const void* data, size_t bytes, const std::string& what);
 
  private:
-  // all_reduce_sum without waiting for a started one (the started one's own thread runs it).
+  // all_reduce_sum without waiting for a started one (the worker runs the started one).
   void reduce_sum(float* data, int64_t count, const std::string& what);
   // The CPU versions of the sequence collectives.
   Tensor gather_sequence_on_host(const Tensor& shard, const std::string& what);
   Tensor reduce_scatter_sequence_on_host(Tensor& partial, const std::string& what);
   // The reduce-scatter of host `partial` into host `mine` (its [B, S/T, ...]), without waiting for
-  // a started collective (the started one's own thread runs it).
+  // a started collective (the worker runs the started one).
   void reduce_scatter_into(const Tensor& partial, const Tensor& mine, const std::string& what);
   // [B, S/T, ...] of a [B, S, ...] partial; kInvalidArgument naming `what` unless T divides S.
   Shape scattered_shape(const Tensor& partial, const std::string& what) const;
-  // Runs `collective` on the group's thread (pending_); its error is kept for wait_all_reduce.
+  // Runs `collective` on the group's worker thread (started the first time); its error is kept
+  // for wait_all_reduce. One at a time: the caller has waited for the previous one.
   void start_pending(std::function<void()> collective);
+  void run_worker();
   Tensor sequence_shard_on_host(const Tensor& whole, const std::string& what) const;
   // Runs `collective` (a call on world_); an error it throws comes back naming this member and `what`.
   template <typename Collective>
@@ -159,7 +163,13 @@ class TensorParallelGroup {
   int64_t gathered_bytes_ = 0;
   int64_t scattered_bytes_ = 0;
   int64_t overlapped_bytes_ = 0;
-  std::thread pending_;              // the started all-reduce
+  // The worker that runs the started collective, and what it shares with the starting thread.
+  std::thread worker_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::function<void()> pending_;     // started, not yet taken by the worker
+  bool busy_ = false;                 // a started collective has not finished
+  bool stopping_ = false;
   std::exception_ptr pending_error_;  // its error, thrown by wait_all_reduce
   // A started all-reduce of a CUDA tensor: the tensor, and the host copy the thread reduces.
   Tensor pending_device_, pending_host_;
