@@ -191,14 +191,15 @@ void add_sequence_slices_rules(std::vector<Capability>& t) {
         if (f.schedule == "custom")
           return n("schedule_text") + " has seq_slices " + std::to_string(f.schedule_seq_slices) + ", " +
                  n("seq_slices") + " is " + std::to_string(f.seq_slices);
-        return f.schedule + " does not slice sequences: seq_slices must be 1, got " + std::to_string(f.seq_slices) +
-               " (" + slicing_schedules() + " takes seq_slices > 1)";
+        return f.schedule + " does not slice sequences: " + n("seq_slices") + " must be 1, got " +
+               std::to_string(f.seq_slices) + " (" + slicing_schedules() + " takes " + n("seq_slices") + " > 1)";
       }));
   t.push_back(rule(
       "seq-slices-policy", T, {"seq_slices", "activation_policy"}, "sequence slices with an activation policy", bad,
       [](const Facts& f) { return pipelined(f) && f.seq_slices > 1 && f.policy != ActivationPolicy::kNone; },
-      [](const Facts& f, const Names&) {
-        return "seq_slices " + std::to_string(f.seq_slices) + " needs activation_policy none, got '" + policy_name(f) +
+      [](const Facts& f, const Names& n) {
+        return n("seq_slices") + " " + std::to_string(f.seq_slices) + " needs " + n("activation_policy") +
+               " none, got '" + policy_name(f) +
                "' (a slice's context holds the keys and values later slices read)";
       }));
   t.push_back(rule(
@@ -207,22 +208,23 @@ void add_sequence_slices_rules(std::vector<Capability>& t) {
       [](const Facts& f) {
         return pipelined(f) && f.seq_slices > 1 && (f.replicas > 1 || f.placement == RankPlacement::kProcesses);
       },
-      [](const Facts& f, const Names&) {
-        return "seq_slices " + std::to_string(f.seq_slices) +
+      [](const Facts& f, const Names& n) {
+        return n("seq_slices") + " " + std::to_string(f.seq_slices) +
                " runs every rank as a thread of one process with one replica (replicas " + std::to_string(f.replicas) +
                (f.placement == RankPlacement::kProcesses ? ", a world of processes)" : ")");
       }));
   t.push_back(rule(
       "seq-slices-cpu", T, {"seq_slices", "devices"}, "sequence slices on GPUs", bad,
       [](const Facts& f) { return pipelined(f) && f.seq_slices > 1 && f.placement == RankPlacement::kGpu; },
-      [](const Facts& f, const Names&) {
-        return "seq_slices " + std::to_string(f.seq_slices) + " runs on the CPU only; devices[0] is a CUDA device";
+      [](const Facts& f, const Names& n) {
+        return n("seq_slices") + " " + std::to_string(f.seq_slices) + " runs on the CPU only; " + n("devices") +
+               " names a CUDA device";
       }));
   t.push_back(rule(
       "seq-slices-tokens", T, {"seq_slices"}, "sequence slices of a model that reads features", bad,
       [](const Facts& f) { return pipelined(f) && f.seq_slices > 1 && !f.token_model; },
-      [](const Facts& f, const Names&) {
-        return "seq_slices " + std::to_string(f.seq_slices) +
+      [](const Facts& f, const Names& n) {
+        return n("seq_slices") + " " + std::to_string(f.seq_slices) +
                " slices token sequences; this model reads features (use a token model such as the GPT)";
       }));
   t.push_back(rule(
@@ -230,8 +232,8 @@ void add_sequence_slices_rules(std::vector<Capability>& t) {
       [](const Facts& f) {
         return pipelined(f) && f.seq_slices > 1 && f.token_model && f.seq_len % f.seq_slices != 0;
       },
-      [](const Facts& f, const Names&) {
-        return "seq_slices " + std::to_string(f.seq_slices) + " must divide the model's seq_len " +
+      [](const Facts& f, const Names& n) {
+        return n("seq_slices") + " " + std::to_string(f.seq_slices) + " must divide the model's seq_len " +
                std::to_string(f.seq_len);
       }));
 }

@@ -228,11 +228,11 @@ TEST(SeqSlicedApiBadInput, CreateReportsSeqSlices) {
   options = GptOptions("seq1f1b", 2);
   options.activation_policy = "recompute";
   EXPECT_PF_ERROR(pf_trainer_create(gpt, &options, &out), PF_INVALID_ARGUMENT,
-                  "seq_slices 2 needs activation_policy none");
+                  "options->seq_slices 2 needs options->activation_policy none");
   options = GptOptions("seq1f1b", 2);
   options.devices = "cuda:0";  // refused before the device is probed, GPU or not
   EXPECT_PF_ERROR(pf_trainer_create(gpt, &options, &out), PF_INVALID_ARGUMENT,
-                  "seq_slices 2 runs on the CPU only");
+                  "options->seq_slices 2 runs on the CPU only; options->devices names a CUDA device");
   options = GptOptions("seq1f1b", 2);
   options.processes = PF_PROCESSES_MPI;  // not launched by mpirun
   pf_status* status = pf_trainer_create(gpt, &options, &out);

@@ -308,7 +308,7 @@ TEST(PipeforgeTrain, SequenceSlices) {
   EXPECT_LT(sliced.at("peak_activation_bytes")[0].get<double>(), whole.at("peak_activation_bytes")[0].get<double>());
   const CommandResult bad = run(base + " --schedule seq1f1b --seq-slices 3");
   EXPECT_NE(bad.exit_code, 0);
-  EXPECT_NE(bad.err.find("seq_slices 3 must divide the model's seq_len 16"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("--seq-slices 3 must divide the model's seq_len 16"), std::string::npos) << bad.err;
 }
 
 TEST(PipeforgeTrain, PipelinedScheduleGivesTheSequentialChecksumAndMeasurements) {

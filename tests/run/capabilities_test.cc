@@ -102,7 +102,7 @@ TEST(Capabilities, EachChangeIsRefusedByItsRuleNamingTheOptions) {
          f.schedule_seq_slices = f.seq_slices = 2;
          f.token_model = false;
        },
-       Operation::kTrain, ErrorCode::kInvalidArgument, {"seq_slices 2 slices token sequences"}},
+       Operation::kTrain, ErrorCode::kInvalidArgument, {"<seq_slices> 2 slices token sequences"}},
       {"pipemare checkpoint",
        [](CapabilityFacts& f) {
          f.schedule = "pipemare";
