@@ -4,7 +4,11 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <set>
 #include <sstream>
+#include <thread>
+#include <utility>
 
 namespace pf::cli {
 namespace {
@@ -59,10 +63,29 @@ std::string mpirun_root_variables() {
   return running_as_root() ? "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " : "";
 }
 
+int physical_cores() {
+  // Open MPI gives a node one slot per physical core: count the distinct (package, core) pairs.
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::set<std::pair<std::string, std::string>> cores;
+  std::string line, package;
+  while (std::getline(cpuinfo, line)) {
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string key = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
+    const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
+    if (key == "physical id") package = value;
+    if (key == "core id") cores.insert({package, value});
+  }
+  if (!cores.empty()) return static_cast<int>(cores.size());
+  const unsigned threads = std::thread::hardware_concurrency();
+  return threads > 0 ? static_cast<int>(threads) : 1;
+}
+
 std::string launch_line(int processes, const std::string& arguments) {
   const std::string command = this_command() + " " + arguments;
   if (processes <= 1) return command;
-  return mpirun_root_variables() + "mpirun -np " + std::to_string(processes) + " " + command;
+  const std::string oversubscribe = processes > physical_cores() ? "--oversubscribe " : "";
+  return mpirun_root_variables() + "mpirun -np " + std::to_string(processes) + " " + oversubscribe + command;
 }
 
 }  // namespace pf::cli

@@ -19,8 +19,11 @@ std::string shell_quote(const std::string& s);
 // The executable file `name` in a folder of $PATH; "" when there is none.
 std::string find_on_path(const std::string& name);
 // "<this command> <arguments>", or "mpirun -np N <this command> <arguments>" for N > 1 processes,
-// preceded by the variables Open MPI needs to start as root when running as root.
+// preceded by the variables Open MPI needs to start as root when running as root, with
+// --oversubscribe when N is more than this machine's physical cores (Open MPI would refuse).
 std::string launch_line(int processes, const std::string& arguments);
+// The physical cores of this machine (/proc/cpuinfo; the hardware threads when it does not say).
+int physical_cores();
 // True when this process runs as root (Open MPI then refuses to start without being told).
 bool running_as_root();
 // As root, the variables that let Open MPI start ("OMPI_ALLOW_RUN_AS_ROOT=1 ... ", ending in a
