@@ -20,13 +20,13 @@
 #include "runtime/run/make_trainer.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/runtime/trainer_fixtures.h"
+#include "tests/tensor_parallel/small_models.h"
 
 namespace pf {
 namespace {
 
 using namespace gpu_test;
-
-constexpr int kSteps = 3;
+using namespace tp_test;
 
 TrainerOptions sgd() {
   TrainerOptions o;
@@ -40,48 +40,7 @@ TrainerOptions sgd() {
   return o;
 }
 
-std::shared_ptr<Model> mlp() {
-  MlpConfig c;
-  c.input_dim = 12;
-  c.hidden = {16, 12};
-  c.classes = 10;
-  return build_mlp(c);
-}
-
-std::shared_ptr<Model> gpt() {
-  GptConfig c;
-  c.vocab = 128;
-  c.seq_len = 8;
-  c.d_model = 16;
-  c.heads = 4;
-  c.layers = 2;
-  return build_gpt(c);
-}
-
-std::shared_ptr<Model> llama() {
-  LlamaConfig c;
-  c.vocab = 128;
-  c.seq_len = 8;
-  c.d_model = 16;
-  c.heads = 4;
-  c.kv_heads = 2;
-  c.layers = 2;
-  c.mlp_hidden = 24;
-  return build_llama(c);
-}
-
-std::vector<Batch> mlp_batches() {
-  std::vector<Batch> b;
-  for (int s = 0; s < kSteps; ++s) b.push_back(testing::teacher_batch(16, 12, 10, 100 + s));
-  return b;
-}
-
-std::vector<Batch> text_batches() {
-  std::vector<Batch> b;
-  const std::string text = "tensor parallel members split the heads of every block; ";
-  for (int s = 0; s < kSteps; ++s) b.push_back(testing::text_batch(text, 4, 8, 200 + s));
-  return b;
-}
+std::shared_ptr<Model> llama24() { return llama(24); }
 
 struct Member {
   std::vector<float> losses;
@@ -186,7 +145,7 @@ TEST(TensorParallelGpu, ColumnAndRowLinearsStayNearTheWholeCpuModel) {
   PF_SKIP_WITHOUT_GPU();
   for (const char* reduction : {"allreduce", "deterministic"}) {
     SCOPED_TRACE(reduction);
-    GpuRun run{mlp, mlp_batches()};
+    GpuRun run{mlp, batches()};
     run.reduction = reduction;
     expect_run_near_cpu(run);
   }
@@ -197,7 +156,7 @@ TEST(TensorParallelGpu, GptWithVocabularyParallelEmbeddingAndLoss) {
   for (int T : {2, 4}) {
     for (const char* reduction : {"allreduce", "deterministic"}) {
       SCOPED_TRACE(std::string("T ") + std::to_string(T) + ", " + reduction);
-      GpuRun run{gpt, text_batches()};
+      GpuRun run{gpt, gpt_batches()};
       run.T = T;
       run.reduction = reduction;
       expect_run_near_cpu(run);
@@ -209,7 +168,7 @@ TEST(TensorParallelGpu, GptWithSequenceParallelism) {
   PF_SKIP_WITHOUT_GPU();
   for (const char* reduction : {"allreduce", "deterministic"}) {
     SCOPED_TRACE(reduction);
-    GpuRun run{gpt, text_batches()};
+    GpuRun run{gpt, gpt_batches()};
     run.reduction = reduction;
     run.sequence_parallel = true;
     expect_run_near_cpu(run);
@@ -220,7 +179,7 @@ TEST(TensorParallelGpu, LlamaWithAndWithoutSequenceParallelism) {
   PF_SKIP_WITHOUT_GPU();
   for (bool sp : {false, true}) {
     SCOPED_TRACE(sp ? "sequence parallel" : "tensor parallel");
-    GpuRun run{llama, text_batches()};
+    GpuRun run{llama24, gpt_batches()};
     run.sequence_parallel = sp;
     expect_run_near_cpu(run);
   }
@@ -229,7 +188,7 @@ TEST(TensorParallelGpu, LlamaWithAndWithoutSequenceParallelism) {
 // The deterministic mode on the device: the same bits from run to run.
 TEST(TensorParallelGpu, DeterministicIsReproducible) {
   PF_SKIP_WITHOUT_GPU();
-  GpuRun run{gpt, text_batches()};
+  GpuRun run{gpt, gpt_batches()};
   run.reduction = "deterministic";
   run.sequence_parallel = true;
   const std::vector<Member> a = run_on_gpu(run, sgd()), b = run_on_gpu(run, sgd());
@@ -248,7 +207,7 @@ TEST(TensorParallelGpu, ACheckpointSavedOnTheDeviceResumesOnTheCpuAndTheDevice) 
   PF_SKIP_WITHOUT_GPU();
   const std::string path = ::testing::TempDir() + "/tensor_parallel_gpu.ckpt";
   std::remove(path.c_str());
-  GpuRun run{gpt, text_batches()};
+  GpuRun run{gpt, gpt_batches()};
   run.checkpoint = path;
   const std::vector<Member> members = run_on_gpu(run, sgd());
   std::shared_ptr<Model> whole = gpt();

@@ -37,21 +37,14 @@
 #include "runtime/tensor_parallel/split_model.h"
 #include "runtime/train/micro_batches.h"
 #include "tests/runtime/trainer_fixtures.h"
+#include "tests/tensor_parallel/small_models.h"
 
 namespace pf {
 namespace {
 
-constexpr int64_t kInput = 12, kHidden = 16, kMiddle = 12, kClasses = 10, kRows = 16;
-constexpr int kMicroBatches = 2, kSteps = 3;
+using namespace tp_test;
 
-// fc0 (12 -> 16) column, act0, fc1 (16 -> 12) row, act1, head (12 -> 10) whole: the default splits.
-MlpConfig mlp_config() {
-  MlpConfig c;
-  c.input_dim = kInput;
-  c.hidden = {kHidden, kMiddle};
-  c.classes = kClasses;
-  return c;
-}
+constexpr int kMicroBatches = 2;
 
 TrainerOptions options(OptimizerConfig::Kind kind, float clip) {
   TrainerOptions o;
@@ -63,12 +56,6 @@ TrainerOptions options(OptimizerConfig::Kind kind, float clip) {
   o.optimizer.weight_decay = 0.01f;
   o.optimizer.clip_norm = clip;
   return o;
-}
-
-std::vector<Batch> batches() {
-  std::vector<Batch> b;
-  for (int s = 0; s < kSteps; ++s) b.push_back(testing::teacher_batch(kRows, kInput, kClasses, 100 + s));
-  return b;
 }
 
 std::vector<float> values_of(const Tensor& t) {
@@ -94,7 +81,6 @@ struct MemberResult {
 // Runs T members, each training its own split model for kSteps steps. `before_step(rank, world)`
 // may stand in for a member's step (a member that fails); it returns true when it did.
 using ModelFactory = std::function<std::shared_ptr<Model>()>;
-std::shared_ptr<Model> mlp() { return build_mlp(mlp_config()); }
 
 // Runs `body(rank, member world)` on T threads, each a member of one ThreadWorld. A member whose
 // body throws aborts the world (so no other waits forever). Returns each member's error ("" if none).
@@ -624,22 +610,6 @@ TEST(TensorParallel, ACheckpointSavedSplitResumesAtAnyT) {
 
 // ---- The GPT block: attention split by heads, the MLP as a column / row pair ----
 
-GptConfig gpt_config() {
-  GptConfig c;
-  c.vocab = 128;
-  c.seq_len = 8;
-  c.d_model = 16;
-  c.heads = 4;
-  c.layers = 2;
-  return c;
-}
-std::shared_ptr<Model> gpt() { return build_gpt(gpt_config()); }
-std::vector<Batch> gpt_batches() {
-  std::vector<Batch> b;
-  const std::string text = "tensor parallel members split the heads of every block; ";
-  for (int s = 0; s < kSteps; ++s) b.push_back(testing::text_batch(text, 4, 8, 200 + s));
-  return b;
-}
 
 // Every element of each member's slices equals the whole model's element at its place.
 void expect_slices_near(const std::vector<MemberResult>& members, const Model& whole, float tolerance) {
@@ -1006,18 +976,6 @@ TEST(TensorParallelVocabulary, CountsCorrectRowsAsTheWholeLossDoes) {
   }
 }
 
-// A small llama preset: 4 query heads, 2 key/value heads; `mlp_hidden` 0: the preset's default.
-std::shared_ptr<Model> llama(int64_t mlp_hidden = 0) {
-  LlamaConfig c;
-  c.vocab = 128;
-  c.seq_len = 8;
-  c.d_model = 16;
-  c.heads = 4;
-  c.kv_heads = 2;
-  c.layers = 2;
-  c.mlp_hidden = mlp_hidden;
-  return build_llama(c);
-}
 
 // The Llama block: grouped-query attention (4 heads, 2 key/value heads) with rotary positions, the
 // SwiGLU MLP's gate_up split per half, no biases; T = 2 within rounding of the whole model.
