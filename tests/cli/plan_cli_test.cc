@@ -107,18 +107,6 @@ TEST(PlanCli, SearchesSequenceParallelismAtTAndThePlanFileCarriesIt) {
   for (const nlohmann::json& c : without["candidates"]) EXPECT_EQ(c["sequence_parallel"], false) << c.dump();
 }
 
-// A choice of more processes than this machine has cores (T = 2 x P = 2 = 4 here) prints an mpirun
-// line that starts anyway (--oversubscribe where Open MPI would refuse), and it trains as printed.
-TEST(PlanCli, ThePrintedMpirunLineStartsOnAMachineWithFewerCores) {
-  const std::string dir = tmp_dir();
-  const nlohmann::json plan = run_json("plan" + kModel + " --measure --devices 4 --tensor-parallel 2 --ranks 2 "
-                                       "--data-parallel 1 --calibration-steps 0 --svg '' --out " + dir + "/p4.json");
-  const std::string line = plan["run_with"];
-  ASSERT_NE(line.find("mpirun -np 4 "), std::string::npos) << line;
-  const CommandResult printed = run_shell(line + " --steps 2 --quiet");
-  EXPECT_EQ(printed.exit_code, 0) << line << "\n" << printed.err;
-}
-
 TEST(PlanCli, TheSameProfileGivesTheSamePlan) {
   const std::string dir = tmp_dir();
   const CommandResult first = run("plan" + kModel + " --measure --devices 2 --save-profile " + dir +

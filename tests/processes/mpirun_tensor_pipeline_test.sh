@@ -197,6 +197,16 @@ assert run["tensor_parallel"] == 2 and run["processes"] == 2, (run["tensor_paral
 print(f"plan: {plan['choice']['schedule']} T {plan['choice']['tensor_parallel']} m {plan['choice']['micro_batches']}, "
       f"predicted {plan['choice']['step_seconds'] * 1e3:.2f} ms per step; trained: losses {run['losses']}")
 PY
+  # 8. A choice of more processes than this machine has cores (T = 2 x P = 2 = 4; Open MPI gives a
+  #    node a slot per core): the printed line (--oversubscribe where it is needed) starts and
+  #    trains as printed.
+  "$pipeforge" plan --model gpt --d-model 32 --heads 2 --seq-len 16 --layers 2 --batch-size 8 --quiet --measure \
+    --devices 4 --tensor-parallel 2 --ranks 2 --data-parallel 1 --calibration-steps 0 --out "$work/plan4.json" \
+    --svg '' --json >"$work/plan4.out" 2>"$work/plan4.err" || { cat "$work/plan4.err"; fail "plan of T = 2 x P = 2"; }
+  line=$(field "$work/plan4.out" run_with)
+  [[ $line == *"mpirun -np 4 "* ]] || fail "the T = 2 x P = 2 plan prints '$line'"
+  bash -c "$line --steps 2 --quiet" >"$work/plan4_run.out" 2>&1 ||
+    { cat "$work/plan4_run.out"; fail "the printed line did not run: $line"; }
 fi
 
 finish "tensor x pipeline x data mpirun"
