@@ -264,6 +264,7 @@ std::string c_option_name(const std::string& key) {
       {"tensor_parallel", "config entry tensor_parallel"},
       {"tensor_reduction", "config entry tensor_reduction"},
       {"sequence_parallel", "config entry sequence_parallel"},
+      {"tensor_parallel_overlap", "config entry tensor_parallel_overlap"},
   };
   const auto it = names.find(key);
   return it == names.end() ? "options->" + key : it->second;

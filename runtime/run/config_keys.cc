@@ -164,6 +164,10 @@ std::vector<ConfigKey> make_keys() {
           "tensor parallel: split the activations between the split layers by sequence steps (Megatron's sequence "
           "parallelism)",
           bool_field([](C& c) -> bool& { return c.sequence_parallel; })),
+      key("tensor_parallel_overlap", "bool",
+          "tensor parallel: B's collective of a column split's input gradient runs while W computes (false: it "
+          "blocks; the same bits)",
+          bool_field([](C& c) -> bool& { return c.tensor_parallel_overlap; })),
       // ---- Asynchronous and local-learning schedules.
       key("vertical_sync", "bool", "pipedream: vertical sync",
           bool_field([](C& c) -> bool& { return c.async.vertical_sync; })),

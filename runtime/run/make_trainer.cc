@@ -57,7 +57,8 @@ std::unique_ptr<Trainer> make_group_trainer(std::shared_ptr<Model> model, const 
 // The config's tensor-parallel group over its world.
 std::shared_ptr<TensorParallelGroup> make_tensor_parallel_group(const TrainingConfig& config) {
   return std::make_shared<TensorParallelGroup>(config.tensor_parallel_world, parse_tensor_reduction(config.tensor_reduction),
-                                               config.recv_timeout_seconds, config.sequence_parallel);
+                                               config.recv_timeout_seconds, config.sequence_parallel,
+                                               config.tensor_parallel_overlap);
 }
 
 }  // namespace

@@ -104,6 +104,10 @@ struct TrainingConfig {
   // vocabulary-parallel embedding and head): between the split layers each member holds 1/T of the
   // sequence steps ([B, S/T, d]): the norms, residuals and pipeline messages carry 1/T.
   bool sequence_parallel = false;
+  // B's collective of a column split's input gradient (an all-reduce; under sequence parallelism a
+  // reduce-scatter) runs while W computes, in a fused backward (docs/EXECUTION.md, "B's all-reduce
+  // overlapping W"). false: it blocks, as with B and W split (the same bits either way).
+  bool tensor_parallel_overlap = true;
 
   // ---- Asynchronous and local-learning schedules (docs/SCHEDULES.md).
   AsyncOptions async;

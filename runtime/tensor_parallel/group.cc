@@ -35,9 +35,9 @@ TensorReduction parse_tensor_reduction(const std::string& text) {
 }
 
 TensorParallelGroup::TensorParallelGroup(std::shared_ptr<comm::World> world, TensorReduction reduction,
-                                         double timeout_seconds, bool sequence_parallel)
+                                         double timeout_seconds, bool sequence_parallel, bool overlap)
     : world_(std::move(world)), reduction_(reduction), timeout_seconds_(timeout_seconds),
-      sequence_parallel_(sequence_parallel) {
+      sequence_parallel_(sequence_parallel), overlap_(overlap) {
   PF_CHECK_ARG(world_ != nullptr, "tensor parallel group: the world is null");
   PF_CHECK_ARG(timeout_seconds_ > 0, "tensor parallel group: the timeout must be > 0 seconds, got ",
                timeout_seconds_);
@@ -111,6 +111,7 @@ void TensorParallelGroup::all_reduce_sum(const Tensor& t, const std::string& wha
 
 void TensorParallelGroup::start_all_reduce_sum(const Tensor& t, const std::string& what) {
   check_f32(t, what);
+  if (!overlap_) return all_reduce_sum(t, what);
   if (on_host(t)) {
     start_all_reduce_sum(t.f32(), t.numel(), what);
     return;
@@ -123,6 +124,7 @@ void TensorParallelGroup::start_all_reduce_sum(const Tensor& t, const std::strin
 }
 
 void TensorParallelGroup::start_all_reduce_sum(float* data, int64_t count, const std::string& what) {
+  if (!overlap_) return all_reduce_sum(data, count, what);
   wait_all_reduce();
   overlapped_bytes_ += count * static_cast<int64_t>(sizeof(float));
   start_pending([this, data, count, what] { reduce_sum(data, count, what); });
@@ -275,6 +277,10 @@ Tensor TensorParallelGroup::reduce_scatter_sequence_on_host(Tensor& partial, con
 }
 
 Tensor TensorParallelGroup::start_reduce_scatter_sequence(const Tensor& partial, const std::string& what) {
+  if (!overlap_) {
+    Tensor scratch = partial;
+    return reduce_scatter_sequence(scratch, what);
+  }
   wait_all_reduce();
   const Shape shape = scattered_shape(partial, what);
   overlapped_bytes_ += partial.numel() * static_cast<int64_t>(sizeof(float));

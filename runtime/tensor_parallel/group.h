@@ -62,8 +62,10 @@ class TensorParallelGroup {
   // input (gather_sequence) and sums its input gradient into the members' steps
   // (reduce_scatter_sequence), a row split sums its output into them and all-gathers its output
   // gradient, and the norms' weight gradients are summed over the group.
+  // `overlap` (TrainingConfig::tensor_parallel_overlap): false makes start_all_reduce_sum and
+  // start_reduce_scatter_sequence run their collective at once, as the blocking ones do.
   TensorParallelGroup(std::shared_ptr<comm::World> world, TensorReduction reduction, double timeout_seconds,
-                      bool sequence_parallel = false);
+                      bool sequence_parallel = false, bool overlap = true);
 
   ~TensorParallelGroup();
   TensorParallelGroup(const TensorParallelGroup&) = delete;
@@ -158,6 +160,7 @@ class TensorParallelGroup {
   TensorReduction reduction_;
   double timeout_seconds_;
   bool sequence_parallel_ = false;
+  bool overlap_ = true;
   int rank_ = 0, size_ = 1;
   int64_t reduced_bytes_ = 0;
   int64_t gathered_bytes_ = 0;

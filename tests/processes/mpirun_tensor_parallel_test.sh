@@ -15,11 +15,14 @@ mlp=(--model mlp --features 16 --hidden 32 --classes 10 --batch-size 16 --microb
 # 1. T = 2 and 4 (allreduce), T = 2 twice (deterministic), against the sequential run; AdamW and SGD.
 for optimizer in adamw sgd; do
   "$pipeforge" train "${mlp[@]}" --steps 4 --optimizer "$optimizer" >"$work/seq_$optimizer.json" || fail "sequential mlp ($optimizer)"
-  for run in "2 allreduce" "4 allreduce" "2 deterministic" "2 deterministic again"; do
+  for run in "2 allreduce" "4 allreduce" "2 deterministic" "2 deterministic again" "2 deterministic blocking"; do
     read -r t reduction again <<<"$run"
-    out="$work/tp${t}_${reduction}${again:+_again}_$optimizer.json"
+    out="$work/tp${t}_${reduction}${again:+_$again}_$optimizer.json"
+    overlap=true
+    [[ $again != blocking ]] || overlap=false
     run_mpi "$t" tcp "$pipeforge" train "${mlp[@]}" --steps 4 --optimizer "$optimizer" --tensor-parallel "$t" \
-      --tensor-reduction "$reduction" >"$out" 2>"$out.err" || { cat "$out.err"; fail "mpirun -np $t --tensor-parallel $t"; }
+      --tensor-reduction "$reduction" --tensor-parallel-overlap="$overlap" >"$out" 2>"$out.err" ||
+      { cat "$out.err"; fail "mpirun -np $t --tensor-parallel $t"; }
   done
   python3 - "$work" "$optimizer" <<'PY' || fail "tensor parallel ($optimizer): losses or memory"
 import json, sys
@@ -43,6 +46,13 @@ for name, t in [("tp2_allreduce", 2), ("tp4_allreduce", 4), ("tp2_deterministic"
           f"{mem[0]['parameter_bytes']} parameter bytes per process of {4 * (split + whole)}")
 a, b = load("tp2_deterministic"), load("tp2_deterministic_again")
 assert a["losses"] == b["losses"] and a["param_checksum"] == b["param_checksum"], (a["losses"], b["losses"])
+# --tensor-parallel-overlap=false: fc0's input-gradient all-reduce blocks instead of running under W;
+# the same bits.
+blocking = load("tp2_deterministic_blocking")
+assert a["tensor_parallel_overlap"] and not blocking["tensor_parallel_overlap"], (a["tensor_parallel_overlap"], blocking["tensor_parallel_overlap"])
+assert a["tensor_parallel_overlapped_bytes_per_step"] > 0 == blocking["tensor_parallel_overlapped_bytes_per_step"], (
+    a["tensor_parallel_overlapped_bytes_per_step"], blocking["tensor_parallel_overlapped_bytes_per_step"])
+assert a["losses"] == blocking["losses"] and a["param_checksum"] == blocking["param_checksum"], (a["losses"], blocking["losses"])
 PY
 done
 

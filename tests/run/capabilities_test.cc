@@ -329,6 +329,7 @@ TEST(ConfigKeys, EveryKeySetsItsFieldAndRefusesABadValue) {
       {"tensor_parallel", {"2", [](const TrainingConfig& c) { return c.tensor_parallel == 2; }}},
       {"tensor_reduction", {"deterministic", [](const TrainingConfig& c) { return c.tensor_reduction == "deterministic"; }}},
       {"sequence_parallel", {"true", [](const TrainingConfig& c) { return c.sequence_parallel; }}},
+      {"tensor_parallel_overlap", {"false", [](const TrainingConfig& c) { return !c.tensor_parallel_overlap; }}},
       {"vertical_sync", {"true", [](const TrainingConfig& c) { return c.async.vertical_sync; }}},
       {"spectrain_version", {"2", [](const TrainingConfig& c) { return c.async.spectrain_version == 2; }}},
       {"pipemare_anneal_updates", {"7", [](const TrainingConfig& c) { return c.async.pipemare_anneal_updates == 7; }}},

@@ -1209,7 +1209,8 @@ TEST(TensorParallelOverlap, AFusedBlockBackwardIsBitwiseBThenW) {
   for (const char* reduction : {"allreduce", "deterministic"}) {
     SCOPED_TRACE(std::string(reduction) + (sp ? ", sequence parallel" : ""));
     in_members(T, [&](int r, const std::shared_ptr<comm::World>& world) {
-      auto group = std::make_shared<TensorParallelGroup>(world, parse_tensor_reduction(reduction), 5.0, sp);
+      std::shared_ptr<TensorParallelGroup> group =
+          std::make_shared<TensorParallelGroup>(world, parse_tensor_reduction(reduction), 5.0, sp);
       const auto run = [&](bool fused, std::vector<std::vector<float>>* grads) {
         TransformerBlock block("b", kDim, 4, 4 * kDim);
         block.split_for_tensor_parallel(group);
@@ -1228,10 +1229,14 @@ TEST(TensorParallelOverlap, AFusedBlockBackwardIsBitwiseBThenW) {
         grads->push_back(values_of(dx));
         return group->overlapped_bytes() - before;
       };
-      std::vector<std::vector<float>> fused, separate;
+      std::vector<std::vector<float>> fused, separate, blocking;
       EXPECT_EQ(run(true, &fused), 2 * kBatch * kSteps * kDim * 4) << "member " << r;
       EXPECT_EQ(run(false, &separate), 0) << "member " << r;
       EXPECT_EQ(fused, separate) << "member " << r;
+      // tensor_parallel_overlap false: the fused backward's collectives block; the same bits.
+      group = std::make_shared<TensorParallelGroup>(world, parse_tensor_reduction(reduction), 5.0, sp, false);
+      EXPECT_EQ(run(true, &blocking), 0) << "member " << r;
+      EXPECT_EQ(blocking, separate) << "member " << r;
     });
   }
   }

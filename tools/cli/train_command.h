@@ -75,6 +75,7 @@ struct TrainArgs {
   int tensor_parallel = 1;    // T (under mpirun: T processes, each holding 1/T of the split layers)
   std::string tensor_reduction = "allreduce";  // tensor parallel: allreduce or deterministic
   bool sequence_parallel = false;              // tensor parallel: activations split by sequence steps
+  bool tensor_parallel_overlap = true;         // tensor parallel: B's collective runs while W computes
   int chunks = 0;             // model chunks per rank V; 0 = the schedule's default
   int seq_slices = 1;         // sequence slices per micro-batch S (seq1f1b)
   std::vector<int> layers_per_stage;  // empty = split as `partition` says

@@ -135,6 +135,8 @@ const std::vector<Field>& fields() {
        [](const TrainArgs& a) { return json(a.tensor_reduction); }},
       {"trainer.sequence_parallel", "--sequence-parallel", Type::kBool,
        [](const TrainArgs& a) { return json(a.sequence_parallel); }},
+      {"trainer.tensor_parallel_overlap", "--tensor-parallel-overlap", Type::kBool,
+       [](const TrainArgs& a) { return json(a.tensor_parallel_overlap); }},
       {"evaluation.every", "--eval-every", Type::kInteger, [](const TrainArgs& a) { return json(a.eval_every); }},
       {"evaluation.micro_batches", "--eval-batches", Type::kInteger,
        [](const TrainArgs& a) { return or_null(a.eval_batches <= 0, a.eval_batches); }},

@@ -33,6 +33,7 @@ TrainingConfig training_config_of(const TrainArgs& a) {
   c.tensor_parallel = a.tensor_parallel;
   c.tensor_reduction = a.tensor_reduction;
   c.sequence_parallel = a.sequence_parallel;
+  c.tensor_parallel_overlap = a.tensor_parallel_overlap;
   c.async.vertical_sync = a.vertical_sync;
   c.async.spectrain_version = a.spectrain_version;
   c.async.pipemare_anneal_updates = a.pipemare_anneal;
@@ -68,6 +69,7 @@ std::string cli_option_name(const std::string& key) {
       {"tensor_parallel_world", "mpirun"},
       {"tensor_reduction", "--tensor-reduction"},
       {"sequence_parallel", "--sequence-parallel"},
+      {"tensor_parallel_overlap", "--tensor-parallel-overlap"},
       {"clip_norm", "--clip-norm"},
       {"lr_schedule", "--lr-schedule"},
       {"local_head", "--local-head"},

@@ -282,6 +282,10 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
                 "tensor parallel: Megatron's sequence parallelism: between the split layers each process holds 1/T "
                 "of the sequence steps (norms, residuals and pipeline messages carry 1/T); all-gather / "
                 "reduce-scatter around the split linears");
+  cmd->add_flag("--tensor-parallel-overlap", a.tensor_parallel_overlap,
+                "tensor parallel: B's all-reduce (or reduce-scatter) of a column split's input gradient runs while "
+                "W computes, in a fused backward (--tensor-parallel-overlap=false: it blocks; the same bits)")
+      ->capture_default_str();
   group_train_options(cmd);
   return cmd;
 }
@@ -296,7 +300,8 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& train_optio
       {"Pipeline", {"--schedule", "--schedule-file", "--stages", "--chunks", "--seq-slices", "--layers-per-stage",
                     "--partition", "--devices", "--fill", "--overlap-steps"}},
       {"Processes (under mpirun)",
-       {"--data-parallel", "--gradient-reduction", "--tensor-parallel", "--tensor-reduction", "--sequence-parallel"}},
+       {"--data-parallel", "--gradient-reduction", "--tensor-parallel", "--tensor-reduction", "--sequence-parallel",
+        "--tensor-parallel-overlap"}},
       {"Activation memory", {"--activation-policy", "--activation-budget", "--offload-dir"}},
       {"Asynchronous and local-learning schedules",
        {"--vertical-sync", "--spectrain-version", "--pipemare-anneal", "--pipemare-decay", "--local-head",

@@ -166,6 +166,7 @@ void print_json_report(const TrainReport& r) {
   out["tensor_parallel"] = a.tensor_parallel;
   out["tensor_reduction"] = a.tensor_reduction;
   out["sequence_parallel"] = a.sequence_parallel;
+  out["tensor_parallel_overlap"] = a.tensor_parallel_overlap;
   if (const auto& group = r.trainer.model().tensor_parallel_group()) {
     // What each member put into the group's all-reduces, per step of this run (evaluations included).
     const double steps = std::max<double>(1.0, static_cast<double>(t.losses.size()));
