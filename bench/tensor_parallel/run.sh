@@ -9,7 +9,8 @@
 # [tokens, d_model] floats, and (T dividing the vocabulary) one each for the vocabulary-parallel
 # embedding and head: (4 x layers + 2) x tokens x d_model x 4 bytes. Also T = 2 with
 # --sequence-parallel (shared memory): its speed-up, its reduce-scattered bytes against the same
-# formula, the activation bytes per process; and the bytes of B's all-reduces that overlapped W.
+# formula, the activation bytes per process; the bytes of B's all-reduces that overlapped W; and
+# the overlap's share: alternating A/B pairs with and without it (--tensor-parallel-overlap=false).
 # Extra arguments go to every run (e.g. --steps 20). Run it on an idle machine: the figures are
 # wall-clock.
 set -euo pipefail
@@ -26,6 +27,17 @@ common=(train --model gpt --d-model 512 --heads 8 --layers 2 --seq-len 64 --batc
 run_mpi 2 default "$bin" "${common[@]}" --tensor-parallel 2 >"$work/tp_shm.json"
 run_mpi 2 tcp "$bin" "${common[@]}" --tensor-parallel 2 >"$work/tp_tcp.json"
 run_mpi 2 default "$bin" "${common[@]}" --tensor-parallel 2 --sequence-parallel >"$work/tp_sp_shm.json"
+# The overlap's share, A/B in alternating pairs (the machine drifts): T = 2 with B's collective
+# under W (the default) and blocking (--tensor-parallel-overlap=false), with and without sequence
+# parallelism.
+for i in 1 2 3; do
+  for sp in "" "--sequence-parallel"; do
+    tag=${sp:+_sp}
+    run_mpi 2 default "$bin" "${common[@]}" --tensor-parallel 2 $sp >"$work/ab${tag}_overlap_$i.json"
+    run_mpi 2 default "$bin" "${common[@]}" --tensor-parallel 2 $sp --tensor-parallel-overlap=false \
+      >"$work/ab${tag}_blocking_$i.json"
+  done
+done
 # What the planner predicts for the same runs (this machine measured: a device per core).
 "$bin" plan --model gpt --d-model 512 --heads 8 --layers 2 --seq-len 64 --batch-size 8 --measure --devices 2 \
   --tensor-parallel 1,2 --data-parallel 1 --schedules sequential --json --top 1000 >"$work/plan.json"
@@ -72,5 +84,18 @@ out = {
         "one": r["one"]["tokens_per_s"] / predicted(1) if predicted(1) else None,
         "tp_shm": r["tp_shm"]["tokens_per_s"] / predicted(2) if predicted(2) else None},
 }
+# The A/B pairs: tokens/s with the overlap over tokens/s blocking, per pair, and their median; the
+# losses must be the same bits (the overlap changes no arithmetic).
+def pairs(tag):
+    runs = [(json.load(open(f"{work}/ab{tag}_overlap_{i}.json")), json.load(open(f"{work}/ab{tag}_blocking_{i}.json")))
+            for i in (1, 2, 3)]
+    ratios = sorted(o["tokens_per_s"] / b["tokens_per_s"] for o, b in runs)
+    return {"overlapped_tokens_per_s": [o["tokens_per_s"] for o, _ in runs],
+            "blocking_tokens_per_s": [b["tokens_per_s"] for _, b in runs],
+            "overlapped_over_blocking": ratios, "median": ratios[1],
+            "overlapped_bytes_per_step": [o["tensor_parallel_overlapped_bytes_per_step"] for o, _ in runs][0],
+            "blocking_overlapped_bytes_per_step": [b["tensor_parallel_overlapped_bytes_per_step"] for _, b in runs][0],
+            "same_losses": all(o["losses"] == b["losses"] for o, b in runs)}
+out["overlap_ab"] = {"tp_shm": pairs(""), "tp_sp_shm": pairs("_sp")}
 print(json.dumps(out))
 PY
