@@ -139,10 +139,12 @@ void add_sequential_rules(std::vector<Capability>& t) {
       }));
   t.push_back(rule(
       "sequential-devices", T, {"devices"}, "more than one device for the sequential trainer", bad,
-      [](const Facts& f) { return sequential(f) && f.devices > 1; },
+      // (Tensor-parallel members may name one device each: sequential_device.)
+      [](const Facts& f) { return sequential(f) && f.devices > 1 && f.devices != f.tensor_parallel; },
       [](const Facts& f, const Names& n) {
         return n("devices") + " has " + std::to_string(f.devices) +
-               " entries: the sequential trainer (no schedule) runs on one device";
+               " entries: the sequential trainer (no schedule) runs on one device (or, tensor parallel, one per "
+               "member)";
       }));
 
   t.push_back(rule(

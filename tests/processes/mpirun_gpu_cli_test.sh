@@ -46,12 +46,14 @@ for a, b in zip(cpu["losses"], gpu["losses"]):
     assert abs(a - b) <= 1e-4 * max(1.0, abs(a)), (cpu["losses"], gpu["losses"])
 PY
   done
-else  # each member names the GPU its node-local rank asked for
-  run_mpi 2 default "$pipeforge" train --model gpt --layers 2 --steps 1 --tensor-parallel 2 --devices cuda \
-    >"$work/tp_cuda.out" 2>&1 && fail "--tensor-parallel 2 --devices cuda succeeded without a GPU"
-  for r in 0 1; do
-    grep -q -- "--devices (tensor-parallel member $r, MPI rank $r of 2 .*): cuda:$r is not available" "$work/tp_cuda.out" ||
-      { cat "$work/tp_cuda.out"; fail "tensor-parallel member $r did not name cuda:$r"; }
+else  # each member names the GPU its node-local rank asked for, or the one named for it
+  for devices in cuda cuda:0,cuda:1; do
+    run_mpi 2 default "$pipeforge" train --model gpt --layers 2 --steps 1 --tensor-parallel 2 --devices "$devices" \
+      >"$work/tp_cuda.out" 2>&1 && fail "--tensor-parallel 2 --devices $devices succeeded without a GPU"
+    for r in 0 1; do
+      grep -q -- "--devices (tensor-parallel member $r, MPI rank $r of 2 .*): cuda:$r is not available" \
+        "$work/tp_cuda.out" || { cat "$work/tp_cuda.out"; fail "--devices $devices: member $r did not name cuda:$r"; }
+    done
   done
 fi
 run_mpi 2 default "$pipeforge" "${args[@]}" --devices cuda:1 >"$work/entry.out" 2>&1 && fail "--devices cuda:1 succeeded"
