@@ -11,12 +11,9 @@ std::string parameter_checksum(const std::vector<Parameter*>& parameters) {
   for (const Parameter* p : parameters) {
     PF_CHECK_ARG(p != nullptr, "parameter_checksum: null parameter");
     if (!p->value.defined()) continue;
-    if (p->value.device().kind == DeviceKind::kCpu) {
-      digest.update(p->value.data<char>(), p->value.nbytes());
-    } else {  // device parameters: the same bytes, copied to the host (waits for the device)
-      const Tensor host = p->value.to_device(Device::cpu());
-      digest.update(host.data<char>(), host.nbytes());
-    }
+    // (Device parameters: the same bytes, copied to the host; waits for the device.)
+    const Tensor host = p->value.to_host();
+    digest.update(host.data<char>(), host.nbytes());
   }
   return digest.hex();
 }
@@ -38,8 +35,7 @@ std::string whole_parameter_checksum(const std::vector<Parameter*>& parameters, 
   for (const Parameter* p : parameters) {
     PF_CHECK_ARG(p != nullptr && p->value.defined(), "whole_parameter_checksum: expected allocated parameters");
     // Device parameters through a host copy (waits for the device).
-    const Tensor host = p->value.device().kind == DeviceKind::kCpu ? p->value : p->value.to_device(Device::cpu());
-    hash_whole_parameter(digest, *p, host.data<char>(), group);
+    hash_whole_parameter(digest, *p, p->value.to_host().data<char>(), group);
   }
   return digest.hex();
 }

@@ -18,8 +18,7 @@ WholeEntries gather_whole_entries(const Trainer& trainer, const std::vector<Para
     if (!p.shard.split()) continue;
     whole.tensors.push_back(Tensor::zeros(whole_shape(p)));
     // (A CUDA member's slice through a host copy.)
-    const Tensor slice = e.tensor->device().kind == DeviceKind::kCpu ? *e.tensor : e.tensor->to_device(Device::cpu());
-    gather_whole(p, slice.f32(), group, "checkpoint: gathering " + e.name, whole.tensors.back().f32());
+    gather_whole(p, e.tensor->to_host().f32(), group, "checkpoint: gathering " + e.name, whole.tensors.back().f32());
     e.tensor = &whole.tensors.back();
   }
   return whole;

@@ -63,7 +63,7 @@ std::string ParameterOwnership::checksum(const Model& model) const {
     bytes.resize(static_cast<size_t>(shape_numel(p->shape)) * sizeof(float));
     if (is_local_rank(owner_rank)) {
       // A CUDA parameter (one GPU per process) is read through a host copy.
-      const Tensor host = p->value.device().kind == DeviceKind::kCpu ? p->value : p->value.to_device(Device::cpu());
+      const Tensor host = p->value.to_host();
       std::memcpy(bytes.data(), host.data<char>(), bytes.size());
     }
     world->broadcast(bytes.data(), bytes.size(), owner_rank, timeout_seconds);

@@ -220,8 +220,8 @@ Tensor CrossEntropyLoss::backward(SavedContext& ctx) {
 
 int64_t CrossEntropyLoss::count_correct(const Tensor& logits, const Tensor& targets) const {
   // Logits on a device are read on the host (evaluation only).
-  const Tensor x = logits.device().kind == DeviceKind::kCpu ? logits : logits.to_device(Device::cpu());
-  const Tensor t = targets.device().kind == DeviceKind::kCpu ? targets : targets.to_device(Device::cpu());
+  const Tensor x = logits.to_host();
+  const Tensor t = targets.to_host();
   PF_CHECK_ARG(x.defined() && x.dtype() == DType::kF32 && x.rank() >= 1 && x.dim(-1) > 0,
                "cross_entropy: expected f32 logits [..., C] to count correct rows");
   const int64_t classes = x.dim(-1);

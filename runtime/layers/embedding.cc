@@ -97,7 +97,8 @@ Tensor Embedding::forward(const Tensor& input, SavedContext& ctx) {
     const float* tr = tok + row * dim_;
     for (int64_t i = 0; i < dim_; ++i) yr[i] = tr[i];
   }
-  output = sum_over_group(output);
+  // Sequence parallelism: the sum lands on this member's steps [first_step, first_step + held) only.
+  if (group_ != nullptr) output = group_->sum_partials(output, "embedding '" + name() + "' forward");
   y = output.f32();
   const int64_t held = output.dim(1), first_step = sequence_parallel() ? group_->rank() * held : 0;
   if (positions_) {
@@ -109,15 +110,6 @@ Tensor Embedding::forward(const Tensor& input, SavedContext& ctx) {
   }
   ctx.save("input", input);
   return output;
-}
-
-Tensor Embedding::sum_over_group(Tensor& rows) const {
-  if (group_ == nullptr) return rows;
-  // Sequence parallelism: the sum lands on this member's steps [first_step, first_step + held) only.
-  const std::string what = "embedding '" + name() + "' forward";
-  if (sequence_parallel()) return group_->reduce_scatter_sequence(rows, what);
-  group_->all_reduce_sum(rows, what);
-  return rows;
 }
 
 Tensor Embedding::forward_cuda(const Tensor& input, const int32_t* ids, SavedContext& ctx) {
@@ -138,7 +130,7 @@ Tensor Embedding::forward_cuda(const Tensor& input, const int32_t* ids, SavedCon
   const Tensor held_ids = Tensor::from_ints(input.shape(), held).to_device(input.device());
   Tensor output = cuda_backend().embedding_forward(held_ids, token_weight_.value,
                                                    group_->rank() == 0 ? position_weight_.value : Tensor());
-  output = sum_over_group(output);
+  output = group_->sum_partials(output, "embedding '" + name() + "' forward");
   ctx.save("input", held_ids);  // W adds the rows of the ids this member holds, and every position's
   return output;
 }

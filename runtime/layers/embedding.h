@@ -51,9 +51,6 @@ class Embedding : public Layer {
   // Sequence parallelism: the output is this member's steps [B, S/T, dim] (the sum reduce-scattered,
   // the positions of those steps added), and backward all-gathers the output gradient.
   bool sequence_parallel() const { return group_ != nullptr && group_->sequence_parallel(); }
-  // The members' looked-up rows summed over the group (reduce-scattered under sequence parallelism);
-  // `rows` itself without a group. `rows` may be used in place.
-  Tensor sum_over_group(Tensor& rows) const;
   // forward on a CUDA device; `ids` is the host copy of `input`, already checked.
   Tensor forward_cuda(const Tensor& input, const int32_t* ids, SavedContext& ctx);
   Parameter token_weight_, position_weight_;

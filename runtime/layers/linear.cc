@@ -110,7 +110,7 @@ Tensor Linear::forward_cuda(const Tensor& given, SavedContext& ctx) {
   // A row split's bias enters member 0's partial product, so the sum holds it once.
   const bool with_bias = has_bias_ && (!row_split || group_->rank() == 0);
   Tensor output = cuda_backend().linear_forward(input, weight_.value, with_bias ? bias_.value : Tensor());
-  if (row_split) output = sum_partial_output(output);
+  if (row_split) output = group_->sum_partials(output, collective("forward"));
   ctx.save("input", input);
   return output;
 }
@@ -119,12 +119,6 @@ Tensor Linear::whole_input(const Tensor& given) const {
   // Sequence parallelism: a column split's input arrives as the members' steps.
   if (!sequence_parallel() || split_ == TensorSplit::kRow) return given;
   return group_->gather_sequence(given, collective("input"));
-}
-
-Tensor Linear::sum_partial_output(Tensor& partial) const {
-  if (sequence_parallel()) return group_->reduce_scatter_sequence(partial, collective("forward"));
-  group_->all_reduce_sum(partial, collective("forward"));
-  return partial;
 }
 
 Tensor Linear::forward_residual(const Tensor& input, const Tensor& residual, SavedContext& ctx) {
@@ -171,7 +165,7 @@ Tensor Linear::forward_cpu(const Tensor& given, const Tensor* residual, SavedCon
   cpu::gemm(false, true, rows, out_, in_, 1.0f, input.f32(), weight_.value.f32(), beta, y);
   if (row_split) {
     // ((x_0 W_0^T + x_1 W_1^T + ...) + b) + residual, on this member's steps under sequence parallelism.
-    output = sum_partial_output(output);
+    output = group_->sum_partials(output, collective("forward"));
     const int64_t out_rows = output.numel() / out_;
     y = output.f32();
     if (has_bias_) cpu::add_broadcast_rows(out_rows, out_, y, bias_.value.f32(), y);

@@ -92,9 +92,6 @@ class Linear : public Layer {
   Tensor forward_cuda(const Tensor& input, SavedContext& ctx);
   // The input the GEMM takes: under sequence parallelism a column split gathers the members' steps.
   Tensor whole_input(const Tensor& given) const;
-  // A row split's partial products summed over the group (reduce-scattered to this member's steps
-  // under sequence parallelism); `partial` may be used in place.
-  Tensor sum_partial_output(Tensor& partial) const;
 
   int64_t in_, out_;  // this member's (the whole layer's unless split across a group)
   bool has_bias_;

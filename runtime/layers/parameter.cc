@@ -131,11 +131,19 @@ void accumulate_over_sequence(TensorParallelGroup* group, const std::vector<Para
     accumulate(grads);
     return;
   }
+  // One zeroed scratch on the gradients' device, a view of it per parameter: one collective for all.
+  int64_t total = 0;
+  for (const Tensor& g : grads) total += g.numel();
+  const Tensor scratch = Tensor::zeros({total}, DType::kF32, grads.front().device());
   std::vector<Tensor> sums;
-  for (const Tensor& g : grads) sums.push_back(Tensor::zeros(g.shape(), DType::kF32, g.device()));
+  int64_t at = 0;
+  for (const Tensor& g : grads) {
+    sums.push_back(scratch.slice_rows(at, at + g.numel()).reshape(g.shape()));
+    at += g.numel();
+  }
   accumulate(sums);
+  group->all_reduce_sum(scratch, what);
   for (size_t i = 0; i < grads.size(); ++i) {
-    group->all_reduce_sum(sums[i], what);
     if (is_cuda(grads[i])) {
       grads[i].copy_from(cuda_backend().add(grads[i], sums[i]));
       continue;

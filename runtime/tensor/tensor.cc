@@ -110,6 +110,10 @@ Tensor Tensor::to_device(const Device& device) const {
   return t;
 }
 
+Tensor Tensor::to_host() const {
+  return device_.kind == DeviceKind::kCpu ? *this : to_device(Device::cpu());
+}
+
 Tensor Tensor::to(DType dtype) const {
   if (dtype == dtype_) return clone();
   if (device_.kind != DeviceKind::kCpu) {

@@ -63,6 +63,9 @@ class Tensor {
   // A copy on `device` (always a new storage, even when `device` is this tensor's device), charged
   // to the thread's current memory category.
   Tensor to_device(const Device& device) const;
+  // This tensor when it is on the CPU (the same storage, no copy), else a copy on the host: for
+  // host code that only reads a tensor of any device.
+  Tensor to_host() const;
 
  private:
   std::shared_ptr<Storage> storage_;

@@ -231,22 +231,32 @@ void copy_member_steps(const float* whole, const SequenceDims& d, int64_t held, 
                 block * sizeof(float));
 }
 
+// `on_cpu(t)` for a CPU (or undefined) tensor; for a CUDA tensor, on_cpu of its host copy, the
+// result copied back to its device.
+template <typename OnCpu>
+Tensor through_host(const Tensor& t, OnCpu&& on_cpu) {
+  if (!t.defined() || on_host(t)) return on_cpu(t);
+  return on_cpu(t.to_device(Device::cpu())).to_device(t.device());
+}
+
 }  // namespace
 
 Tensor TensorParallelGroup::gather_sequence(const Tensor& shard, const std::string& what) {
-  if (!shard.defined() || on_host(shard)) return gather_sequence_on_host(shard, what);
-  return gather_sequence_on_host(shard.to_device(Device::cpu()), what).to_device(shard.device());
+  return through_host(shard, [&](const Tensor& s) { return gather_sequence_on_host(s, what); });
 }
 
 Tensor TensorParallelGroup::reduce_scatter_sequence(Tensor& partial, const std::string& what) {
-  if (!partial.defined() || on_host(partial)) return reduce_scatter_sequence_on_host(partial, what);
-  Tensor host = partial.to_device(Device::cpu());
-  return reduce_scatter_sequence_on_host(host, what).to_device(partial.device());
+  return through_host(partial, [&](Tensor p) { return reduce_scatter_sequence_on_host(p, what); });
+}
+
+Tensor TensorParallelGroup::sum_partials(Tensor& partial, const std::string& what) {
+  if (sequence_parallel()) return reduce_scatter_sequence(partial, what);
+  all_reduce_sum(partial, what);
+  return partial;
 }
 
 Tensor TensorParallelGroup::sequence_shard(const Tensor& whole, const std::string& what) const {
-  if (!whole.defined() || on_host(whole)) return sequence_shard_on_host(whole, what);
-  return sequence_shard_on_host(whole.to_device(Device::cpu()), what).to_device(whole.device());
+  return through_host(whole, [&](const Tensor& w) { return sequence_shard_on_host(w, what); });
 }
 
 Tensor TensorParallelGroup::gather_sequence_on_host(const Tensor& shard, const std::string& what) {

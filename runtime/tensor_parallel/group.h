@@ -111,6 +111,11 @@ class TensorParallelGroup {
   // steps of all_reduce_sum's result. `partial` may be used as scratch. kInvalidArgument naming
   // `what` when T does not divide S.
   Tensor reduce_scatter_sequence(Tensor& partial, const std::string& what);
+  // The members' partial tensors summed (f32, CPU or CUDA): all-reduced in `partial`, which is
+  // returned, or under sequence parallelism reduce-scattered to this member's steps [B, S/T, ...]
+  // (then `partial` is scratch). What a row split and a vocabulary-parallel embedding do with their
+  // partial outputs.
+  Tensor sum_partials(Tensor& partial, const std::string& what);
   // reduce_scatter_sequence started on the group's thread, as start_all_reduce_sum is (Megatron's
   // overlap of B's reduce-scatter with W under sequence parallelism): returns this member's
   // [B, S/T, ...] tensor, whose values are there once wait_all_reduce() has returned. `partial` is
